@@ -1,0 +1,196 @@
+package e2e
+
+// The strata binary is built once per test run, in TestMain.
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+var strataBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "strata-e2e-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	strataBin = filepath.Join(dir, "strata")
+	build := exec.Command("go", "build", "-o", strataBin, "github.com/stratalog/strata/cmd/strata")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building strata:", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// broker is one `strata serve` child process.
+type broker struct {
+	t       *testing.T
+	addr    string
+	dataDir string
+	args    []string
+	cmd     *exec.Cmd
+	logs    *syncBuffer
+	exited  chan struct{}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// startBroker runs a broker on a free loopback port with its data in dataDir
+// ("" = a new temporary directory) and waits until it accepts connections.
+func startBroker(t *testing.T, dataDir string, extraArgs ...string) *broker {
+	t.Helper()
+	if dataDir == "" {
+		dataDir = t.TempDir()
+	}
+	b := &broker{t: t, addr: freeAddr(t), dataDir: dataDir, args: extraArgs}
+	b.start()
+	t.Cleanup(b.stop)
+	return b
+}
+
+func (b *broker) start() {
+	t := b.t
+	t.Helper()
+	args := append([]string{"serve", "--listen", b.addr, "--data-dir", b.dataDir}, b.args...)
+	b.cmd = exec.Command(strataBin, args...)
+	b.logs = &syncBuffer{}
+	b.cmd.Stdout, b.cmd.Stderr = b.logs, b.logs
+	if err := b.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	b.exited = make(chan struct{})
+	go func(cmd *exec.Cmd, done chan struct{}) { cmd.Wait(); close(done) }(b.cmd, b.exited)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", b.addr, time.Second)
+		if err == nil {
+			c.Close()
+			return
+		}
+		select {
+		case <-b.exited:
+			t.Fatalf("broker exited during start:\n%s", b.logs)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("broker did not listen on %s within 30s:\n%s", b.addr, b.logs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (b *broker) stop() {
+	if b.cmd == nil {
+		return
+	}
+	select {
+	case <-b.exited:
+	default:
+		b.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-b.exited:
+		case <-time.After(30 * time.Second):
+			b.cmd.Process.Kill()
+			<-b.exited
+			b.t.Errorf("broker did not stop within 30s of SIGTERM:\n%s", b.logs)
+		}
+	}
+	b.cmd = nil
+}
+
+// kill sends SIGKILL: no flush, no checkpoint.
+func (b *broker) kill() {
+	b.cmd.Process.Kill()
+	<-b.exited
+	b.cmd = nil
+}
+
+func (b *broker) restart() {
+	b.stop()
+	b.start()
+}
+
+func (b *broker) client(opts ...kgo.Opt) *kgo.Client {
+	b.t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(b.addr)}, opts...)...)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	b.t.Cleanup(cl.Close)
+	return cl
+}
+
+func (b *broker) admin() *kadm.Client {
+	return kadm.NewClient(b.client())
+}
+
+func testCtx(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestServeLogsWhereItListensAndStores(t *testing.T) {
+	b := startBroker(t, "")
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(b.logs.String(), "listening") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	logs := b.logs.String()
+	if !strings.Contains(logs, b.addr) || !strings.Contains(logs, b.dataDir) {
+		t.Fatalf("start log lines do not name the listen address %s and data dir %s:\n%s", b.addr, b.dataDir, logs)
+	}
+	b.stop()
+	if !strings.Contains(b.logs.String(), "stopped cleanly") {
+		t.Fatalf("no clean shutdown on SIGTERM:\n%s", b.logs)
+	}
+	if _, err := os.Stat(filepath.Join(b.dataDir, "meta.properties")); err != nil {
+		t.Fatal(err)
+	}
+}

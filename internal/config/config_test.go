@@ -1,0 +1,130 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestParseProperties(t *testing.T) {
+	in := `# a comment
+! another
+node.id = 3
+listeners=PLAINTEXT://127.0.0.1:19092
+log.dirs=/tmp/a,/tmp/b
+long.value = one \
+  two
+colon.sep: x
+`
+	p, err := ParseProperties(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"node.id": "3", "listeners": "PLAINTEXT://127.0.0.1:19092", "log.dirs": "/tmp/a,/tmp/b",
+		"long.value": "one two", "colon.sep": "x",
+	}
+	if len(p) != len(want) {
+		t.Fatalf("got %v", p)
+	}
+	for k, v := range want {
+		if p[k] != v {
+			t.Errorf("%s = %q, want %q", k, p[k], v)
+		}
+	}
+	if _, err := ParseProperties(strings.NewReader("novalue\n")); err == nil {
+		t.Fatal("line without separator accepted")
+	}
+}
+
+func TestApplyKafkaKeys(t *testing.T) {
+	b := Defaults()
+	err := b.Apply(map[string]string{
+		"broker.id":                 "2",
+		"listeners":                 "PLAINTEXT://127.0.0.1:19092",
+		"advertised.listeners":      "PLAINTEXT://localhost:29092",
+		"log.dirs":                  "/var/lib/strata",
+		"num.partitions":            "6",
+		"auto.create.topics.enable": "false",
+		"log.segment.bytes":         "1048576",
+		"log.retention.hours":       "1",
+		"log.retention.minutes":     "30",
+		"message.max.bytes":         "2000000",
+		"socket.request.max.bytes":  "5000000",
+		"zookeeper.connect":         "ignored:2181",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	if b.NodeID != 2 || b.Listen != "127.0.0.1:19092" || b.DataDir != "/var/lib/strata" || b.NumPartitions != 6 || b.AutoCreateTopics {
+		t.Fatalf("broker fields: %+v", b)
+	}
+	if b.AdvertisedHost != "localhost" || b.AdvertisedPort != 29092 {
+		t.Fatalf("advertised %s:%d", b.AdvertisedHost, b.AdvertisedPort)
+	}
+	if b.Log.SegmentBytes != 1048576 || b.Log.MaxMessageBytes != 2000000 || b.MaxRequestBytes != 5000000 {
+		t.Fatalf("log config: %+v", b.Log)
+	}
+	if b.Log.RetentionMs != 30*60_000 { // minutes is more precise than hours
+		t.Fatalf("retention.ms = %d", b.Log.RetentionMs)
+	}
+	if len(b.Unknown) != 1 || b.Unknown[0] != "zookeeper.connect" {
+		t.Fatalf("unknown = %v", b.Unknown)
+	}
+}
+
+func TestApplyBadValues(t *testing.T) {
+	for _, kv := range [][2]string{
+		{"node.id", "x"}, {"num.partitions", "0"}, {"log.segment.bytes", "abc"},
+		{"auto.create.topics.enable", "maybe"}, {"listeners", "PLAINTEXT://nohost"},
+		{"socket.request.max.bytes", "10"},
+	} {
+		b := Defaults()
+		if err := b.Apply(map[string]string{kv[0]: kv[1]}); err == nil {
+			t.Errorf("%s=%s accepted", kv[0], kv[1])
+		}
+	}
+}
+
+func TestFinishAdvertisesListenAddress(t *testing.T) {
+	b := Defaults()
+	b.Listen = "0.0.0.0:9093"
+	if err := b.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	if b.AdvertisedHost != "127.0.0.1" || b.AdvertisedPort != 9093 {
+		t.Fatalf("advertised %s:%d", b.AdvertisedHost, b.AdvertisedPort)
+	}
+	b.Listen = "nonsense"
+	if err := b.Finish(); err == nil {
+		t.Fatal("bad listen address accepted")
+	}
+}
+
+func TestMetaProperties(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	m1, err := LoadOrCreateMeta(dir, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m1.ClusterID) != 22 {
+		t.Fatalf("cluster id %q", m1.ClusterID)
+	}
+	m2, err := LoadOrCreateMeta(dir, 1)
+	if err != nil || m2 != m1 {
+		t.Fatalf("reload: %+v %v", m2, err)
+	}
+	if _, err := LoadOrCreateMeta(dir, 2); err == nil {
+		t.Fatal("node id mismatch accepted")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "meta.properties"), []byte("node.id=1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadOrCreateMeta(dir, 1); err == nil {
+		t.Fatal("missing cluster.id accepted")
+	}
+}
