@@ -1,0 +1,50 @@
+// Package index implements Kafka's sparse offset index and time index for one
+// log segment: fixed-width entries in a memory-mapped file, appended by the
+// partition's writer and binary-searched by fetches.
+//
+// # On disk
+//
+// Byte layouts are Kafka's, so existing tools read them:
+//
+//	<base offset, 20 digits>.index      OffsetIndex, 8-byte entries
+//	  0 relativeOffset uint32 BE  (offset - base)
+//	  4 position       uint32 BE  (byte position of a batch in the .log)
+//
+//	<base offset, 20 digits>.timeindex  TimeIndex, 12-byte entries
+//	  0 timestamp      int64  BE  (max timestamp seen so far)
+//	  8 relativeOffset uint32 BE  (offset - base)
+//
+// Relative offsets and positions are limited to math.MaxInt32 because Kafka
+// reads them as signed ints. In the offset index both fields strictly
+// increase; in the time index timestamps strictly increase and offsets never
+// decrease.
+//
+// While a segment is active its index file is preallocated to maxBytes
+// (rounded down to a whole entry; blocks really allocated with fallocate, so
+// a full disk cannot fault a store into the mapping) and mapped read-write.
+// Close trims the file to the entries written, so a cleanly closed index
+// opens with entries = size / entry size. After a crash the file still has its
+// preallocated size and zero entries follow the real ones; Check then fails
+// (entries stop increasing) and the owner rebuilds the index from the log
+// (Reset, then Append for each batch found by segment.Recover).
+//
+// # Concurrency
+//
+// One writer (the engine's partition lock) calls Append, TruncateTo, Reset,
+// Sync, Rename and Close. Lookup, Last, Entries and Full may run concurrently
+// with Append and TruncateTo from any number of readers, without locks:
+//
+//   - every entry word is stored and loaded with sync/atomic (entries are
+//     4-byte aligned in the page-aligned mapping);
+//   - Append writes the entry, then publishes it by storing the entry count;
+//     a reader loads the count first and reads only entries below it;
+//   - TruncateTo stores the smaller count, then bumps a generation counter.
+//     Later Appends overwrite truncated slots, which a reader holding the old
+//     count may be reading; the reader loads the generation before and after
+//     its search and retries if it moved (a sequence lock). After a few
+//     retries it takes the writer's mutex, which TruncateTo also holds.
+//
+// Close unmaps the file: it must not run concurrently with readers (the
+// engine reference-counts segments). Check takes the mutex and may run at any
+// time.
+package index

@@ -1,0 +1,212 @@
+package index
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/bits"
+	"os"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+)
+
+var (
+	// ErrFull is returned by Append when the index has no room left.
+	ErrFull = errors.New("index: full")
+	// ErrClosed is returned by operations on a closed index.
+	ErrClosed = errors.New("index: closed")
+	// ErrCorrupt is returned by Check for entries that are out of order or
+	// out of range.
+	ErrCorrupt = errors.New("index: corrupt")
+	// ErrOrder is returned by Append for an entry that does not follow the
+	// last one, or whose offset or position is out of range.
+	ErrOrder = errors.New("index: entry out of order or range")
+)
+
+// optimisticTries is how many lock-free attempts a reader makes before it
+// takes the mutex (only a reader racing TruncateTo ever retries).
+const optimisticTries = 4
+
+// warmBytes is the tail of an index searched first (Kafka's warm section:
+// 8 KiB, two pages, covering the recent data most fetches ask for).
+const warmBytes = 8192
+
+var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+
+// file is the memory-mapped, fixed-width entry file both indexes share.
+type file struct {
+	base      int64
+	entrySize int // bytes: 8 or 12
+	words     int // entrySize / 4
+
+	// n is the number of published entries; gen counts truncations (the
+	// sequence lock readers check, see the package doc).
+	n   atomic.Int64
+	gen atomic.Uint64
+
+	// mu serializes TruncateTo, Close, Rename and Check with readers that
+	// fell back from the lock-free path.
+	mu       sync.Mutex
+	f        *os.File
+	path     string
+	data     []byte   // the mapping
+	mem      []uint32 // data as words, for atomic access
+	capacity int      // entries the mapping holds
+	closed   bool
+}
+
+func openFile(path string, base int64, maxBytes, entrySize int) (*file, error) {
+	if base < 0 {
+		return nil, fmt.Errorf("index: %s: negative base offset %d", path, base)
+	}
+	maxEntries := maxBytes / entrySize
+	if maxEntries < 1 {
+		return nil, fmt.Errorf("index: %s: maxBytes %d below one %d-byte entry", path, maxBytes, entrySize)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	x, err := mapIndex(f, path, base, maxEntries, entrySize)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return x, nil
+}
+
+func mapIndex(f *os.File, path string, base int64, maxEntries, entrySize int) (*file, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	size := st.Size()
+	if size > int64(1<<31-1) {
+		return nil, fmt.Errorf("%w: %s: %d bytes", ErrCorrupt, path, size)
+	}
+	entries := int(size) / entrySize
+	capacity := max(entries, maxEntries)
+	mapLen := capacity * entrySize
+	switch {
+	case int64(mapLen) > size:
+		err = allocate(f, int64(mapLen))
+	case int64(mapLen) < size: // a torn partial entry at the end
+		err = f.Truncate(int64(mapLen))
+	}
+	if err != nil {
+		return nil, err
+	}
+	data, err := mapFile(f, mapLen)
+	if err != nil {
+		return nil, err
+	}
+	x := &file{
+		base:      base,
+		entrySize: entrySize,
+		words:     entrySize / 4,
+		f:         f,
+		path:      path,
+		data:      data,
+		mem:       unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(data))), mapLen/4),
+		capacity:  capacity,
+	}
+	x.n.Store(int64(entries))
+	return x, nil
+}
+
+// word loads word w of entry i (a big-endian uint32 on disk).
+func (x *file) word(i, w int) uint32 {
+	v := atomic.LoadUint32(&x.mem[i*x.words+w])
+	if littleEndian {
+		v = bits.ReverseBytes32(v)
+	}
+	return v
+}
+
+// setWord stores word w of entry i big-endian.
+func (x *file) setWord(i, w int, v uint32) {
+	if littleEndian {
+		v = bits.ReverseBytes32(v)
+	}
+	atomic.StoreUint32(&x.mem[i*x.words+w], v)
+}
+
+// publish makes entry i (just written) visible: it is written through where
+// there is no real mapping, then counted.
+func (x *file) publish(i int) error {
+	if err := wrote(x.f, x.data, i*x.entrySize, x.entrySize); err != nil {
+		return err
+	}
+	x.n.Store(int64(i + 1))
+	return nil
+}
+
+// truncate drops entries at or past keep.
+func (x *file) truncate(keep int) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if int64(keep) >= x.n.Load() {
+		return
+	}
+	x.n.Store(int64(keep))
+	x.gen.Add(1) // readers holding the old count retry
+}
+
+func (x *file) entries() int { return int(x.n.Load()) }
+
+func (x *file) full() bool { return int(x.n.Load()) >= x.capacity }
+
+func (x *file) sync() error {
+	if x.closed {
+		return ErrClosed
+	}
+	return syncFile(x.f, x.data)
+}
+
+// close trims the file to the entries written, unmaps and closes it.
+func (x *file) close() error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.closed {
+		return ErrClosed
+	}
+	x.closed = true
+	n := x.n.Load()
+	x.n.Store(0)
+	x.gen.Add(1)
+	err := unmapFile(x.f, x.data)
+	x.data, x.mem, x.capacity = nil, nil, 0
+	if terr := x.f.Truncate(n * int64(x.entrySize)); err == nil {
+		err = terr
+	}
+	if cerr := x.f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func (x *file) rename(newPath string) error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if err := os.Rename(x.path, newPath); err != nil {
+		return err
+	}
+	x.path = newPath
+	return nil
+}
+
+func (x *file) pathName() string {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.path
+}
+
+// relative converts an absolute offset to one an entry can hold.
+func (x *file) relative(offset int64) (uint32, bool) {
+	rel := offset - x.base
+	if offset < x.base || rel > 1<<31-1 {
+		return 0, false
+	}
+	return uint32(rel), true
+}

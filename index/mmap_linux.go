@@ -1,0 +1,52 @@
+//go:build linux
+
+package index
+
+import (
+	"errors"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// allocate grows f to size with real blocks (fallocate mode 0), so stores into
+// the mapping cannot fault on a full disk; filesystems without fallocate get
+// a sparse ftruncate instead.
+func allocate(f *os.File, size int64) error {
+	for {
+		err := unix.Fallocate(int(f.Fd()), 0, 0, size)
+		switch {
+		case err == nil:
+			return nil
+		case err == unix.EINTR:
+			continue
+		case errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.ENOSYS):
+			return f.Truncate(size)
+		default:
+			return &os.PathError{Op: "fallocate", Path: f.Name(), Err: err}
+		}
+	}
+}
+
+// mapFile maps the first size bytes of f shared, read-write.
+func mapFile(f *os.File, size int) ([]byte, error) {
+	b, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, &os.PathError{Op: "mmap", Path: f.Name(), Err: err}
+	}
+	return b, nil
+}
+
+func unmapFile(_ *os.File, b []byte) error { return unix.Munmap(b) }
+
+// syncFile writes the mapping's dirty pages back and waits (msync MS_SYNC).
+func syncFile(f *os.File, b []byte) error {
+	if err := unix.Msync(b, unix.MS_SYNC); err != nil {
+		return &os.PathError{Op: "msync", Path: f.Name(), Err: err}
+	}
+	return nil
+}
+
+// wrote tells the mapping that b[off:off+n] changed; with mmap the kernel
+// sees the stores directly.
+func wrote(*os.File, []byte, int, int) error { return nil }

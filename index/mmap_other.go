@@ -1,0 +1,33 @@
+//go:build !linux
+
+package index
+
+import (
+	"io"
+	"os"
+	"unsafe"
+)
+
+// allocate grows f to size.
+func allocate(f *os.File, size int64) error { return f.Truncate(size) }
+
+// mapFile reads the file into a 4-byte aligned heap buffer standing in for a
+// mapping; stores are written through by wrote.
+func mapFile(f *os.File, size int) ([]byte, error) {
+	words := make([]uint32, (size+3)/4)
+	b := unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), size)
+	if _, err := f.ReadAt(b, 0); err != nil && err != io.EOF {
+		return nil, err
+	}
+	return b, nil
+}
+
+func unmapFile(*os.File, []byte) error { return nil }
+
+func syncFile(f *os.File, _ []byte) error { return f.Sync() }
+
+// wrote writes b[off:off+n] through to the file.
+func wrote(f *os.File, b []byte, off, n int) error {
+	_, err := f.WriteAt(b[off:off+n], int64(off))
+	return err
+}

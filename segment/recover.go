@@ -1,0 +1,228 @@
+package segment
+
+import (
+	"fmt"
+	"hash/crc32"
+	"math"
+	"sync"
+
+	"github.com/stratalog/strata/record"
+)
+
+// recoverChunkBytes is the read size of Recover: the tail is read in chunks
+// of this many bytes (or the whole tail, if smaller). Tests lower it to cross
+// chunk boundaries with small files; production never changes it.
+var recoverChunkBytes int64 = 1 << 20
+
+// scanBufBytes is the read size of Scan: one pread usually covers the headers
+// of several batches following an index entry (index.interval.bytes = 4096).
+const scanBufBytes = 4096
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+var scanBufs = sync.Pool{New: func() any { return new([scanBufBytes]byte) }}
+
+// BatchInfo describes one batch found by a walk.
+type BatchInfo struct {
+	Pos          int64 // position in the file
+	Size         int32 // whole batch bytes
+	BaseOffset   int64
+	LastOffset   int64
+	MaxTimestamp int64
+	LeaderEpoch  int32
+}
+
+func infoOf(pos int64, h *record.Header) BatchInfo {
+	return BatchInfo{
+		Pos:          pos,
+		Size:         int32(h.Size()),
+		BaseOffset:   h.BaseOffset,
+		LastOffset:   h.LastOffset(),
+		MaxTimestamp: h.MaxTimestamp,
+		LeaderEpoch:  h.PartitionLeaderEpoch,
+	}
+}
+
+// saneHeader reports whether a parsed header can describe a batch in a
+// segment: the size fits BatchInfo.Size and the offsets do not run backwards
+// or overflow.
+func saneHeader(h *record.Header) bool {
+	return int64(h.BatchLength) <= math.MaxInt32-record.LogOverhead &&
+		h.LastOffsetDelta >= 0 &&
+		h.BaseOffset >= 0 &&
+		h.BaseOffset <= math.MaxInt64-int64(h.LastOffsetDelta)
+}
+
+// Recover walks batches from position from (a batch boundary) to the end of
+// the file, reading headers (ParseHeader) and checking each batch's CRC; it
+// stops at the first short, torn, zeroed or bad-CRC batch or at a batch whose
+// baseOffset is not greater than the previous batch's last offset, truncates
+// the file there, and returns the valid end. visit is called for each valid
+// batch in order (to rebuild indexes); it may be nil. Reads in 1 MiB chunks;
+// batches larger than a chunk are CRC-checked in a stream. An I/O error
+// stops the walk without truncating.
+func (s *Segment) Recover(from int64, visit func(BatchInfo)) (validEnd int64, err error) {
+	if s.closed.Load() {
+		return 0, ErrClosed
+	}
+	end, err := s.file.Size()
+	if err != nil {
+		return 0, err
+	}
+	if from < 0 || from > end {
+		return 0, fmt.Errorf("%w: recover from %d, file size %d", ErrRange, from, end)
+	}
+	w := walker{f: s.file, end: end}
+	if rem := end - from; rem >= record.HeaderSize {
+		w.buf = make([]byte, min(rem, recoverChunkBytes))
+	}
+	pos := from
+	prevLast := int64(-1)
+	for end-pos >= record.HeaderSize {
+		hb, err := w.load(pos, record.HeaderSize)
+		if err != nil {
+			return 0, err
+		}
+		h, err := record.ParseHeader(hb)
+		if err != nil || !saneHeader(&h) || h.BaseOffset <= prevLast {
+			break // zeroed, garbage, or offsets running backwards
+		}
+		size := int64(h.Size())
+		if size > end-pos {
+			break // torn: the batch runs past the end of the file
+		}
+		ok, err := w.checkCRC(pos, size, h.CRC)
+		if err != nil {
+			return 0, err
+		}
+		if !ok {
+			break
+		}
+		if visit != nil {
+			visit(infoOf(pos, &h))
+		}
+		prevLast = h.LastOffset()
+		pos += size
+	}
+	if pos < end {
+		// Publish the smaller size before the bytes go (readers clamp to it).
+		s.size.Store(pos)
+		if err := s.file.Truncate(pos); err != nil {
+			return 0, err
+		}
+	}
+	s.size.Store(pos)
+	return pos, nil
+}
+
+// walker is a read-ahead window over [0, end) of a file for Recover.
+type walker struct {
+	f     File
+	buf   []byte
+	start int64 // file position of buf[0]
+	n     int   // valid bytes in buf
+	end   int64
+}
+
+// load returns the file bytes [pos, pos+k); k must be <= len(w.buf) and
+// pos+k <= w.end. Bytes already in the window are kept; the rest of the
+// window is filled with one read.
+func (w *walker) load(pos int64, k int) ([]byte, error) {
+	if pos >= w.start && pos+int64(k) <= w.start+int64(w.n) {
+		i := int(pos - w.start)
+		return w.buf[i : i+k], nil
+	}
+	keep := 0
+	if pos >= w.start && pos < w.start+int64(w.n) {
+		keep = copy(w.buf, w.buf[pos-w.start:w.n])
+	}
+	want := int(min(int64(len(w.buf)), w.end-pos))
+	w.start, w.n = pos, 0
+	if err := readFull(w.f, w.buf[keep:want], pos+int64(keep)); err != nil {
+		return nil, err
+	}
+	w.n = want
+	return w.buf[:k], nil
+}
+
+// checkCRC verifies the CRC of the batch [pos, pos+size): in the window if it
+// fits (record.CheckCRC), else streamed through the window in chunks.
+func (w *walker) checkCRC(pos, size int64, want uint32) (bool, error) {
+	if size <= int64(len(w.buf)) {
+		b, err := w.load(pos, int(size))
+		if err != nil {
+			return false, err
+		}
+		return record.CheckCRC(b), nil
+	}
+	crc := uint32(0)
+	for off := pos + record.OffsetAttrs; off < pos+size; {
+		chunk := w.buf[:min(int64(len(w.buf)), pos+size-off)]
+		if err := readFull(w.f, chunk, off); err != nil {
+			w.n = 0
+			return false, err
+		}
+		crc = crc32.Update(crc, castagnoli, chunk)
+		off += int64(len(chunk))
+	}
+	w.n = 0 // the window now holds the batch tail, not [start, start+n)
+	return crc == want, nil
+}
+
+// readFull reads exactly len(p) bytes at off.
+func readFull(f File, p []byte, off int64) error {
+	n, err := f.ReadAt(p, off)
+	if n == len(p) {
+		return nil
+	}
+	if err == nil {
+		err = fmt.Errorf("%w: short read at %d", ErrRange, off)
+	}
+	return err
+}
+
+// Scan walks batch headers from pos without CRC checks (for index lookups):
+// calls fn for each whole batch until fn returns false or the end (limit,
+// capped at Size()) is reached. A partial batch at the end is not reported.
+// A header that does not parse returns an error wrapping ErrCorrupt. Scan
+// reads up to 4 KiB per pread into a pooled buffer and allocates nothing in
+// steady state; it is safe concurrently with Append and other readers.
+func (s *Segment) Scan(pos, limit int64, fn func(BatchInfo) bool) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	limit = min(limit, s.size.Load())
+	if pos < 0 {
+		return fmt.Errorf("%w: scan from %d", ErrRange, pos)
+	}
+	bp := scanBufs.Get().(*[scanBufBytes]byte)
+	defer scanBufs.Put(bp)
+	buf := bp[:]
+	bstart, bn := int64(0), 0 // buf holds file bytes [bstart, bstart+bn)
+	for limit-pos >= record.HeaderSize {
+		if pos < bstart || pos+record.HeaderSize > bstart+int64(bn) {
+			n := int(min(int64(len(buf)), limit-pos))
+			if err := readFull(s.file, buf[:n], pos); err != nil {
+				return err
+			}
+			bstart, bn = pos, n
+		}
+		i := int(pos - bstart)
+		h, err := record.ParseHeader(buf[i : i+record.HeaderSize])
+		if err == nil && !saneHeader(&h) {
+			err = fmt.Errorf("invalid lengths or offsets")
+		}
+		if err != nil {
+			return fmt.Errorf("%w at position %d of %s: %v", ErrCorrupt, pos, s.Path(), err)
+		}
+		size := int64(h.Size())
+		if size > limit-pos {
+			return nil // partial batch at the limit
+		}
+		if !fn(infoOf(pos, &h)) {
+			return nil
+		}
+		pos += size
+	}
+	return nil
+}

@@ -1,0 +1,197 @@
+package segment_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math/rand/v2"
+	"os"
+	"testing"
+
+	"github.com/stratalog/strata/segment"
+	"github.com/stratalog/strata/segment/segmenttest"
+)
+
+// damage applies one random kind of crash damage to a valid log and returns
+// the damaged bytes and a description.
+func damage(rng *rand.Rand, log []byte, bounds []int64, nextOffset int64) ([]byte, string) {
+	out := append([]byte(nil), log...)
+	switch rng.IntN(9) {
+	case 0: // cut at a random byte
+		return out[:rng.IntN(len(out)+1)], "cut"
+	case 1: // random garbage appended
+		g := make([]byte, rng.IntN(300))
+		for i := range g {
+			g[i] = byte(rng.Uint32())
+		}
+		return append(out, g...), "garbage"
+	case 2: // zeros appended (preallocated blocks, unwritten pages)
+		return append(out, make([]byte, rng.IntN(300))...), "zeros"
+	case 3: // a stale batch whose offset does not increase
+		i := rng.IntN(len(bounds) - 1)
+		return append(out, log[bounds[i]:bounds[i+1]]...), "stale"
+	case 4: // a new batch with one flipped byte in the CRC-covered part
+		nb := segmenttest.MakeBatch(nil, nextOffset, 2, 5, 3, []byte("payload-bytes"))
+		nb[21+rng.IntN(len(nb)-21)] ^= byte(1 + rng.IntN(255))
+		return append(out, nb...), "bad-crc"
+	case 5: // a new batch torn mid-way, then a whole one
+		nb := segmenttest.MakeBatch(nil, nextOffset, 1, 5, 3, []byte("torn-batch"))
+		out = append(out, nb[:rng.IntN(len(nb))]...)
+		return segmenttest.MakeBatch(out, nextOffset+1, 1, 5, 3, []byte("after")), "torn"
+	case 6: // a batch with a valid CRC but lastOffsetDelta < 0
+		nb := segmenttest.MakeBatch(nil, nextOffset, 0, 5, 3, []byte("neg"))
+		return append(out, nb...), "negative-delta"
+	case 7: // corruption in the middle of the log
+		if len(out) > 0 {
+			out[rng.IntN(len(out))] ^= byte(1 + rng.IntN(255))
+		}
+		return out, "flip"
+	default: // intact, plus a valid new batch (must be kept)
+		return segmenttest.MakeBatch(out, nextOffset, 3, 5, 3, []byte("good")), "good"
+	}
+}
+
+// TestRecoverMatchesNaiveWalk checks Recover against naiveWalk on real files
+// with random damage, small read chunks (so batches straddle chunk borders and
+// some are CRC-checked in a stream) and random starting boundaries.
+func TestRecoverMatchesNaiveWalk(t *testing.T) {
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 1))
+	for iter := range 300 {
+		restore := segment.SetRecoverChunkBytes(int64(61 + rng.IntN(2048)))
+		log, bounds := genLog(rng, int64(rng.IntN(1000)), 1+rng.IntN(20), 400)
+		bad, kind := damage(rng, log, bounds, 1<<40)
+		from := bounds[rng.IntN(len(bounds))]
+		if from > int64(len(bad)) {
+			from = 0
+		}
+		wantEnd, want := naiveWalk(bad, from)
+
+		p := writeFile(t, bad)
+		s, err := segment.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Size() != int64(len(bad)) {
+			t.Fatalf("iter %d: Open size %d, file %d", iter, s.Size(), len(bad))
+		}
+		end, got := recoverAll(t, s, from)
+		restore()
+		if end != wantEnd || !equalBatches(toNaive(got), want) {
+			t.Fatalf("iter %d (%s, from %d): Recover end %d with %d batches; naive end %d with %d",
+				iter, kind, from, end, len(got), wantEnd, len(want))
+		}
+		if kind == "good" && end != int64(len(bad)) {
+			t.Fatalf("iter %d: intact log recovered to %d of %d", iter, end, len(bad))
+		}
+		if s.Size() != end {
+			t.Fatalf("iter %d: Size %d after Recover, want %d", iter, s.Size(), end)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		disk, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(disk, bad[:end]) {
+			t.Fatalf("iter %d: file holds %d bytes, want the %d-byte valid prefix", iter, len(disk), end)
+		}
+	}
+}
+
+// TestRecoverLargeBatches uses the production 1 MiB chunk with batches larger
+// than a chunk (streamed CRC) and cuts inside and between them.
+func TestRecoverLargeBatches(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	big := make([]byte, 1<<20+(1<<19))
+	for i := range big {
+		big[i] = byte(rng.Uint32())
+	}
+	var log []byte
+	log = segmenttest.MakeBatch(log, 0, 10, 1, 0, big[:1000])
+	log = segmenttest.MakeBatch(log, 10, 10, 2, 0, big)
+	mid := int64(len(log))
+	log = segmenttest.MakeBatch(log, 20, 10, 3, 0, big[:700<<10])
+	log = segmenttest.MakeBatch(log, 30, 10, 4, 0, big)
+	corrupt := append([]byte(nil), log...)
+	corrupt[mid-500] ^= 0x40 // inside the second (streamed) batch
+
+	cases := []struct {
+		name string
+		b    []byte
+	}{
+		{"whole", log},
+		{"cut-in-big", log[:mid-1]},
+		{"cut-at-boundary", log[:mid]},
+		{"cut-last", log[:len(log)-3]},
+		{"corrupt-big", corrupt},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			wantEnd, want := naiveWalk(c.b, 0)
+			s, err := segment.Open(writeFile(t, c.b))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			end, got := recoverAll(t, s, 0)
+			if end != wantEnd || !equalBatches(toNaive(got), want) {
+				t.Fatalf("end %d (%d batches), want %d (%d)", end, len(got), wantEnd, len(want))
+			}
+		})
+	}
+}
+
+func TestRecoverRange(t *testing.T) {
+	log, _ := genLog(rand.New(rand.NewPCG(1, 2)), 0, 3, 50)
+	s, _ := memSegment(t, log)
+	if _, err := s.Recover(int64(len(log))+1, nil); err == nil {
+		t.Fatal("Recover past the end succeeded")
+	}
+	if _, err := s.Recover(-1, nil); err == nil {
+		t.Fatal("Recover from -1 succeeded")
+	}
+	end, err := s.Recover(int64(len(log)), nil)
+	if err != nil || end != int64(len(log)) {
+		t.Fatalf("Recover at the end: %d, %v", end, err)
+	}
+}
+
+// TestRecoverReadError: an I/O error stops recovery without truncating.
+func TestRecoverReadError(t *testing.T) {
+	log, _ := genLog(rand.New(rand.NewPCG(1, 3)), 0, 5, 50)
+	mf := segmenttest.NewMemFile(log)
+	ff := segmenttest.NewFaultyFile(mf, segmenttest.FailNth(segmenttest.OpRead, 1, segmenttest.ErrInjected))
+	s, err := segment.New("x.log", ff)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Recover(0, nil); err != segmenttest.ErrInjected {
+		t.Fatalf("Recover error %v, want injected", err)
+	}
+	if got := mf.Bytes(); !bytes.Equal(got, log) {
+		t.Fatalf("file changed to %d bytes after a failed recovery", len(got))
+	}
+}
+
+// TestRecoverOffsetOrder: a batch whose baseOffset is not above the previous
+// batch's last offset ends the valid log even though its CRC is fine.
+func TestRecoverOffsetOrder(t *testing.T) {
+	var b []byte
+	b = segmenttest.MakeBatch(b, 100, 5, 1, 0, nil) // 100..104
+	end1 := int64(len(b))
+	b = segmenttest.MakeBatch(b, 104, 1, 1, 0, nil) // overlaps
+	s, _ := memSegment(t, b)
+	end, got := recoverAll(t, s, 0)
+	if end != end1 || len(got) != 1 || got[0].LastOffset != 104 {
+		t.Fatalf("end %d batches %+v, want end %d with one batch", end, got, end1)
+	}
+	// baseOffset is outside the CRC: a negative one must still be refused.
+	c := segmenttest.MakeBatch(nil, 0, 1, 1, 0, nil)
+	binary.BigEndian.PutUint64(c, ^uint64(0))
+	s2, _ := memSegment(t, c)
+	if end, _ := recoverAll(t, s2, 0); end != 0 {
+		t.Fatalf("negative baseOffset kept: end %d", end)
+	}
+}

@@ -1,0 +1,278 @@
+package segment
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+)
+
+var (
+	// ErrClosed is returned by operations on a closed segment.
+	ErrClosed = errors.New("segment: closed")
+	// ErrFailed wraps the first write or sync error; the segment refuses
+	// further Appends and Syncs after it (see the package doc).
+	ErrFailed = errors.New("segment: earlier write or sync failed")
+	// ErrCorrupt is returned by Scan for a batch header that does not parse.
+	ErrCorrupt = errors.New("segment: corrupt batch")
+	// ErrRange is returned for positions or sizes outside the segment.
+	ErrRange = errors.New("segment: position out of range")
+)
+
+// Segment is one .log file. Appends are serialized by the caller (engine holds
+// the partition lock); ReadAt/File are safe concurrently with Append.
+type Segment struct {
+	file File
+	osf  *os.File // nil unless the File is backed by an *os.File
+
+	path   atomic.Pointer[string]
+	size   atomic.Int64 // valid end; published after the bytes are written
+	closed atomic.Bool
+
+	// Writer-only state (caller serializes).
+	prealloc int64 // bytes reserved at Create; re-reserved after TruncateTo
+	sealed   bool
+	failed   error // first write/sync error, sticky
+}
+
+// Create makes a new empty segment file at path (truncating any file already
+// there); if prealloc > 0 it reserves prealloc bytes with
+// fallocate(FALLOC_FL_KEEP_SIZE) so i_size stays the real end (fallback: none,
+// if the filesystem refuses). The parent directory is fsynced so the new file
+// survives a crash.
+func Create(path string, prealloc int64) (*Segment, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	s, err := New(path, NewOSFile(f))
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if prealloc > 0 {
+		s.prealloc = prealloc
+		if err := s.reserve(); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	if err := syncDir(filepath.Dir(path)); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Open opens an existing segment; Size() is the file's i_size.
+func Open(path string) (*Segment, error) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, err
+	}
+	s, err := New(path, NewOSFile(f))
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// New makes a segment over an already open File (a real file from NewOSFile,
+// an io_uring file, or a segmenttest fake); Size() starts at f.Size(). path is
+// what Path reports and what Rename moves. The segment owns f.
+func New(path string, f File) (*Segment, error) {
+	size, err := f.Size()
+	if err != nil {
+		return nil, err
+	}
+	if size < 0 {
+		return nil, fmt.Errorf("%w: file size %d", ErrRange, size)
+	}
+	s := &Segment{file: f}
+	if of, ok := f.(osFiler); ok {
+		s.osf = of.OSFile()
+	}
+	s.path.Store(&path)
+	s.size.Store(size)
+	return s, nil
+}
+
+// Path is the segment's current file path.
+func (s *Segment) Path() string { return *s.path.Load() }
+
+// Size is the number of valid bytes: the end of the last Append, or the valid
+// end found by Recover.
+func (s *Segment) Size() int64 { return s.size.Load() }
+
+// File returns the underlying *os.File for sendfile by offset (never seek or
+// close it), or nil when the segment is not backed by an *os.File.
+func (s *Segment) File() *os.File { return s.osf }
+
+// Append writes b at Size() with one positional write and advances Size by
+// len(b); it returns the position b was written at. The caller serializes
+// Appends. Data is durable only after Sync.
+func (s *Segment) Append(b []byte) (pos int64, err error) {
+	if s.closed.Load() {
+		return 0, ErrClosed
+	}
+	if s.failed != nil {
+		return 0, s.stickyErr()
+	}
+	pos = s.size.Load()
+	if len(b) == 0 {
+		return pos, nil
+	}
+	n, err := s.file.WriteAt(b, pos)
+	if err == nil && n != len(b) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		s.failed = err
+		return 0, s.stickyErr()
+	}
+	s.size.Store(pos + int64(n))
+	return pos, nil
+}
+
+// ReadAt reads from the valid bytes of the segment only: a read crossing
+// Size() returns the bytes below it and io.EOF. Safe concurrently with Append.
+func (s *Segment) ReadAt(p []byte, off int64) (int, error) {
+	if s.closed.Load() {
+		return 0, ErrClosed
+	}
+	if off < 0 {
+		return 0, fmt.Errorf("%w: read at %d", ErrRange, off)
+	}
+	size := s.size.Load()
+	if off >= size {
+		if len(p) == 0 {
+			return 0, nil
+		}
+		return 0, io.EOF
+	}
+	short := false
+	if int64(len(p)) > size-off {
+		p = p[:size-off]
+		short = true
+	}
+	n, err := s.file.ReadAt(p, off)
+	if err == nil && short {
+		err = io.EOF
+	}
+	if err == io.EOF && n == len(p) && !short {
+		err = nil
+	}
+	return n, err
+}
+
+// Sync makes every appended byte durable (fdatasync). A failure is sticky.
+func (s *Segment) Sync() error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	if s.failed != nil {
+		return s.stickyErr()
+	}
+	if err := s.file.Sync(); err != nil {
+		s.failed = err
+		return s.stickyErr()
+	}
+	return nil
+}
+
+// TruncateTo drops every byte at or past size (ftruncate). size must be
+// between 0 and Size(). A segment created with preallocation gets its
+// reservation back (ftruncate releases blocks past i_size).
+func (s *Segment) TruncateTo(size int64) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	cur := s.size.Load()
+	if size < 0 || size > cur {
+		return fmt.Errorf("%w: truncate to %d, size %d", ErrRange, size, cur)
+	}
+	// Publish the smaller size first so concurrent readers stop short of the
+	// bytes being dropped.
+	s.size.Store(size)
+	if err := s.file.Truncate(size); err != nil {
+		return err
+	}
+	if s.prealloc > 0 && !s.sealed {
+		// Best effort: the reservation only saves block allocation later;
+		// appends work without it, so a refusal (ENOSPC) is not an error here.
+		_ = s.reserve()
+	}
+	return nil
+}
+
+// Seal releases preallocated space past Size() (ftruncate to Size) when the
+// segment stops being the active one. Appending after Seal still works but
+// allocates blocks as it goes.
+func (s *Segment) Seal() error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	if err := s.file.Truncate(s.size.Load()); err != nil {
+		return err
+	}
+	s.sealed = true
+	return nil
+}
+
+// Close closes the file. Unsynced data is not flushed: call Sync first.
+func (s *Segment) Close() error {
+	if s.closed.Swap(true) {
+		return ErrClosed
+	}
+	return s.file.Close()
+}
+
+// Rename moves the segment's file to newPath (which must be on the same
+// filesystem) and fsyncs the parent directory. It works on closed segments
+// too (for example to mark a deleted segment).
+func (s *Segment) Rename(newPath string) error {
+	old := s.Path()
+	if err := os.Rename(old, newPath); err != nil {
+		return err
+	}
+	s.path.Store(&newPath)
+	dir := filepath.Dir(newPath)
+	if err := syncDir(dir); err != nil {
+		return err
+	}
+	if od := filepath.Dir(old); od != dir {
+		return syncDir(od)
+	}
+	return nil
+}
+
+// reserve asks the file to reserve [0, s.prealloc) without changing i_size.
+func (s *Segment) reserve() error {
+	p, ok := s.file.(preallocator)
+	if !ok {
+		return nil
+	}
+	_, err := p.Preallocate(s.prealloc)
+	return err
+}
+
+func (s *Segment) stickyErr() error { return fmt.Errorf("%w: %w", ErrFailed, s.failed) }
+
+// syncDir fsyncs a directory so entries created or renamed in it are durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil && !dirSyncSupported {
+		return nil
+	}
+	return err
+}
