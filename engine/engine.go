@@ -1,0 +1,645 @@
+package engine
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Sentinel errors; server maps them to Kafka error codes.
+var (
+	ErrUnknownTopic      = errors.New("engine: unknown topic or partition")   // UNKNOWN_TOPIC_OR_PARTITION (3)
+	ErrTopicExists       = errors.New("engine: topic already exists")         // TOPIC_ALREADY_EXISTS (36)
+	ErrInvalidTopic      = errors.New("engine: invalid topic name")           // INVALID_TOPIC_EXCEPTION (17)
+	ErrInvalidPartitions = errors.New("engine: invalid number of partitions") // INVALID_PARTITIONS (37)
+	ErrInvalidConfig     = errors.New("engine: invalid config")               // INVALID_CONFIG (40)
+	ErrCorruptMessage    = errors.New("engine: corrupt record batch")         // CORRUPT_MESSAGE (2)
+	ErrInvalidRecord     = errors.New("engine: invalid record batch")         // INVALID_RECORD (87)
+	ErrMessageTooLarge   = errors.New("engine: record batch too large")       // MESSAGE_TOO_LARGE (10)
+	ErrOffsetOutOfRange  = errors.New("engine: offset out of range")          // OFFSET_OUT_OF_RANGE (1)
+	ErrOffline           = errors.New("engine: log directory offline")        // KAFKA_STORAGE_ERROR (56)
+	ErrClosed            = errors.New("engine: closed")
+)
+
+// Options opens an Engine.
+type Options struct {
+	Dir    string           // data directory; created if missing
+	Log    LogConfig        // broker-wide defaults for every topic (zero value = DefaultLogConfig())
+	Now    func() time.Time // clock; nil = time.Now
+	Logger *slog.Logger     // nil = slog.Default()
+
+	// syncHook, when set (tests), runs before every fsync/fdatasync with
+	// the file's path; an error replaces the sync's result.
+	syncHook func(path string) error
+}
+
+// Engine is a broker's set of partition logs in one data directory, plus the
+// group-commit flusher that makes appends durable and advances high watermarks.
+type Engine struct {
+	dir      string
+	defaults LogConfig
+	now      func() time.Time
+	logger   *slog.Logger
+	syncHook func(path string) error
+
+	adminMu sync.Mutex // serializes topic create/delete/grow and Close
+
+	mu     sync.RWMutex
+	topics map[string]*Topic
+	byID   map[[16]byte]*Topic
+	closed bool
+
+	offline atomic.Pointer[error]
+
+	flushMu   sync.Mutex
+	dirty     []*Log // logs with unsynced appends, guarded by flushMu
+	flushKick chan struct{}
+	flushStop chan struct{}
+	flushDone chan struct{}
+
+	// Owned by the flusher goroutine.
+	flushWork  []*Log
+	deferred   []*Log
+	flushSegs  []*logSegment
+	ckptDirty  bool
+	lastCkptMs int64
+
+	ckptMu sync.Mutex // serializes checkpoint file writes
+	syncs  atomic.Int64
+}
+
+// Open opens (creating if needed) the data directory, recovers every
+// partition log and starts the flusher.
+func Open(opts Options) (*Engine, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("engine: Options.Dir is empty")
+	}
+	e := &Engine{
+		dir:       opts.Dir,
+		defaults:  opts.Log,
+		now:       opts.Now,
+		logger:    opts.Logger,
+		syncHook:  opts.syncHook,
+		topics:    make(map[string]*Topic),
+		byID:      make(map[[16]byte]*Topic),
+		flushKick: make(chan struct{}, 1),
+		flushStop: make(chan struct{}),
+		flushDone: make(chan struct{}),
+	}
+	if e.defaults == (LogConfig{}) {
+		e.defaults = DefaultLogConfig()
+	}
+	if err := validateConfig(e.defaults); err != nil {
+		return nil, err
+	}
+	if e.now == nil {
+		e.now = time.Now
+	}
+	if e.logger == nil {
+		e.logger = slog.Default()
+	}
+	if err := os.MkdirAll(filepath.Join(e.dir, topicsDirName), 0o755); err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	if err := e.load(); err != nil {
+		for _, l := range e.allLogs() {
+			l.shutdown(ErrClosed, false)
+		}
+		return nil, err
+	}
+	e.lastCkptMs = e.nowMs()
+	go e.runFlusher()
+	return e, nil
+}
+
+// validateConfig checks every field of c by formatting and re-parsing it.
+func validateConfig(c LogConfig) error {
+	for _, k := range sortedKeys {
+		v, _ := c.Value(k)
+		if _, err := c.Apply(map[string]string{k: v}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *Engine) nowMs() int64 { return e.now().UnixMilli() }
+
+// Dir returns the data directory.
+func (e *Engine) Dir() string { return e.dir }
+
+// load reads the topic files, recovers their logs, tidies the directory and
+// writes fresh checkpoints. Called by Open before the flusher starts.
+func (e *Engine) load() error {
+	cleanPath := filepath.Join(e.dir, cleanShutdownFile)
+	_, err := os.Stat(cleanPath)
+	clean := err == nil
+	rps, err := readOffsetCheckpoint(filepath.Join(e.dir, recoveryPointFile))
+	if err != nil {
+		e.logger.Warn("ignoring recovery point checkpoint: every segment will be checked", "err", err)
+		rps, clean = map[topicPartition]int64{}, false
+	}
+	starts, err := readOffsetCheckpoint(filepath.Join(e.dir, logStartFile))
+	if err != nil {
+		e.logger.Warn("ignoring log start offset checkpoint", "err", err)
+		starts = map[topicPartition]int64{}
+	}
+	metas, err := e.readTopicFiles()
+	if err != nil {
+		return err
+	}
+	if err := e.tidyDataDir(metas); err != nil {
+		return err
+	}
+	for _, m := range metas {
+		cfg, err := e.defaults.Apply(m.meta.Configs)
+		if err != nil {
+			return fmt.Errorf("engine: topic %s: %w", m.meta.Name, err)
+		}
+		t := newTopic(e, m.meta.Name, m.id, m.meta.Configs, cfg)
+		logs := make([]*Log, 0, m.meta.Partitions)
+		for p := int32(0); p < m.meta.Partitions; p++ {
+			tp := topicPartition{m.meta.Name, p}
+			rp, ok := rps[tp]
+			if !ok {
+				rp = 0
+			}
+			l, err := e.openLog(t, p, rp, starts[tp], clean)
+			if err != nil {
+				for _, l := range logs {
+					l.shutdown(ErrClosed, false)
+				}
+				e.shutdownAll()
+				return fmt.Errorf("engine: opening %s: %w", partitionDirName(m.meta.Name, p), err)
+			}
+			logs = append(logs, l)
+		}
+		t.parts.Store(&logs)
+		e.topics[t.name] = t
+		e.byID[t.id] = t
+	}
+	// The marker must be gone (durably) before anything is appended, or a
+	// crash would make the next Open trust an unchecked tail.
+	if clean {
+		if err := os.Remove(cleanPath); err != nil {
+			return fmt.Errorf("engine: %w", err)
+		}
+	}
+	if err := syncDir(e.dir); err != nil {
+		return fmt.Errorf("engine: %w", err)
+	}
+	if err := e.writeRecoveryCheckpoint(); err != nil {
+		return fmt.Errorf("engine: %w", err)
+	}
+	if err := e.writeLogStartCheckpoint(); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (e *Engine) shutdownAll() {
+	for _, t := range e.topics {
+		for _, l := range t.logs() {
+			l.shutdown(ErrClosed, false)
+		}
+	}
+	clear(e.topics)
+	clear(e.byID)
+}
+
+type loadedTopic struct {
+	meta topicMeta
+	id   [16]byte
+}
+
+// readTopicFiles reads __strata_topics/*.json. A file that does not parse is
+// an error: guessing would risk serving a topic with the wrong id.
+func (e *Engine) readTopicFiles() ([]loadedTopic, error) {
+	dir := filepath.Join(e.dir, topicsDirName)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	var out []loadedTopic
+	for _, ent := range ents {
+		name := ent.Name()
+		if strings.HasSuffix(name, tmpSuffix) {
+			os.Remove(filepath.Join(dir, name))
+			continue
+		}
+		if !strings.HasSuffix(name, ".json") || ent.IsDir() {
+			e.logger.Warn("ignoring stray file", "path", filepath.Join(dir, name))
+			continue
+		}
+		data, err := readSmallFile(filepath.Join(dir, name))
+		if err != nil {
+			return nil, fmt.Errorf("engine: %w", err)
+		}
+		m, id, err := parseTopicMeta(data)
+		if err != nil {
+			return nil, fmt.Errorf("engine: %s: %w", name, err)
+		}
+		if m.Name+".json" != name {
+			return nil, fmt.Errorf("engine: %s holds topic %q", name, m.Name)
+		}
+		out = append(out, loadedTopic{m, id})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].meta.Name < out[j].meta.Name })
+	return out, nil
+}
+
+// tidyDataDir removes leftovers of interrupted deletes and renames partition
+// directories that belong to no known topic (or carry another topic id) to
+// "<dir>.<n>-stray", as Kafka does with stray logs.
+func (e *Engine) tidyDataDir(metas []loadedTopic) error {
+	known := make(map[string]loadedTopic, len(metas))
+	for _, m := range metas {
+		known[m.meta.Name] = m
+	}
+	ents, err := os.ReadDir(e.dir)
+	if err != nil {
+		return fmt.Errorf("engine: %w", err)
+	}
+	for _, ent := range ents {
+		name := ent.Name()
+		path := filepath.Join(e.dir, name)
+		switch {
+		case name == topicsDirName || name == recoveryPointFile || name == logStartFile ||
+			name == cleanShutdownFile || name == metaPropsFile:
+			continue
+		case strings.HasSuffix(name, tmpSuffix):
+			os.Remove(path)
+			continue
+		case ent.IsDir() && strings.HasSuffix(name, deleteDirSuffix):
+			if err := os.RemoveAll(path); err != nil {
+				e.logger.Warn("removing deleted partition", "path", path, "err", err)
+			}
+			continue
+		case ent.IsDir() && strings.HasSuffix(name, strayDirSuffix):
+			continue
+		}
+		topic, p, ok := parsePartitionDirName(name)
+		if !ent.IsDir() || !ok {
+			e.logger.Warn("ignoring stray entry in data directory", "path", path)
+			continue
+		}
+		m, isKnown := known[topic]
+		if isKnown && p < m.meta.Partitions {
+			data, err := readSmallFile(filepath.Join(path, partitionMetaFile))
+			if err != nil && !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("engine: %w", err)
+			}
+			if err != nil {
+				continue // openLog writes it
+			}
+			if id, perr := parsePartitionMetadata(data); perr == nil && id == m.id {
+				continue
+			}
+		}
+		if err := e.renameStray(path); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// renameStray moves a partition directory we cannot account for out of the
+// way without deleting it.
+func (e *Engine) renameStray(path string) error {
+	var r [8]byte
+	_, _ = rand.Read(r[:])
+	to := sideName(filepath.Dir(path), filepath.Base(path), hex.EncodeToString(r[:]), strayDirSuffix)
+	e.logger.Warn("partition directory belongs to no known topic; renamed", "from", path, "to", to)
+	if err := os.Rename(path, to); err != nil {
+		return fmt.Errorf("engine: %w", err)
+	}
+	return nil
+}
+
+// allLogs returns every open log.
+func (e *Engine) allLogs() []*Log {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	var out []*Log
+	for _, t := range e.topics {
+		out = append(out, t.logs()...)
+	}
+	return out
+}
+
+// writeRecoveryCheckpoint writes every log's durable offset.
+func (e *Engine) writeRecoveryCheckpoint() error {
+	e.ckptMu.Lock()
+	defer e.ckptMu.Unlock()
+	m := make(map[topicPartition]int64)
+	for _, l := range e.allLogs() {
+		m[topicPartition{l.topic, l.part}] = l.durable.Load()
+	}
+	return e.syncFile(filepath.Join(e.dir, recoveryPointFile), func() error {
+		return writeFileAtomic(filepath.Join(e.dir, recoveryPointFile), formatOffsetCheckpoint(m))
+	})
+}
+
+// writeLogStartCheckpoint writes every log's start offset; a failure takes
+// the engine offline.
+func (e *Engine) writeLogStartCheckpoint() error {
+	e.ckptMu.Lock()
+	defer e.ckptMu.Unlock()
+	m := make(map[topicPartition]int64)
+	for _, l := range e.allLogs() {
+		m[topicPartition{l.topic, l.part}] = l.logStart.Load()
+	}
+	path := filepath.Join(e.dir, logStartFile)
+	if err := e.syncFile(path, func() error { return writeFileAtomic(path, formatOffsetCheckpoint(m)) }); err != nil {
+		return e.ioFailure("writing "+logStartFile, err)
+	}
+	return nil
+}
+
+// Close flushes every log, writes the checkpoints and the clean-shutdown
+// marker, and closes the files (a file still pinned by a ReadResult closes
+// when it is released). Idempotent.
+func (e *Engine) Close() error {
+	e.adminMu.Lock()
+	defer e.adminMu.Unlock()
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	e.mu.Unlock()
+	logs := e.allLogs()
+	for _, l := range logs {
+		l.mu.Lock()
+		l.closed = true
+		l.mu.Unlock()
+	}
+	close(e.flushStop)
+	<-e.flushDone // the final round synced every log
+
+	var errs []error
+	if err := e.Offline(); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		if err := e.writeRecoveryCheckpoint(); err != nil {
+			errs = append(errs, err)
+		}
+		if err := e.writeLogStartCheckpoint(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, l := range logs {
+		active := l.active
+		l.shutdown(ErrClosed, false)
+		// The trimmed index files of the active segment (closed now unless
+		// a reader still pins it) must be durable before the marker says
+		// they can be trusted.
+		if active != nil && len(errs) == 0 && active.refs.Load() == 0 {
+			for _, p := range []string{active.offPath, active.timPath} {
+				if err := e.syncFile(p, func() error { return syncPath(p) }); err != nil {
+					errs = append(errs, err)
+				}
+			}
+		}
+	}
+	if len(errs) == 0 {
+		for _, l := range logs {
+			if l.active != nil && l.active.refs.Load() != 0 {
+				errs = append(errs, fmt.Errorf("engine: %s: active segment still read at Close; next Open checks it", l))
+			}
+		}
+		if len(errs) == 0 {
+			errs = append(errs, writeFileAtomic(filepath.Join(e.dir, cleanShutdownFile), nil))
+		} else {
+			e.logger.Warn("not writing the clean shutdown marker", "err", errors.Join(errs...))
+			errs = nil
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// CreateTopic creates a topic with partitions empty logs and the given
+// topic-level config overrides.
+func (e *Engine) CreateTopic(name string, partitions int32, configs map[string]string) (*Topic, error) {
+	if err := validateTopicName(name); err != nil {
+		return nil, err
+	}
+	if partitions < 1 || partitions > maxPartitions {
+		return nil, fmt.Errorf("%w: %d (must be 1..%d)", ErrInvalidPartitions, partitions, maxPartitions)
+	}
+	cfg, err := e.defaults.Apply(configs)
+	if err != nil {
+		return nil, err
+	}
+	overrides := maps.Clone(configs)
+	if overrides == nil {
+		overrides = map[string]string{}
+	}
+	e.adminMu.Lock()
+	defer e.adminMu.Unlock()
+	if err := e.adminUsable(); err != nil {
+		return nil, err
+	}
+	e.mu.RLock()
+	_, exists := e.topics[name]
+	collides := ""
+	for other := range e.topics {
+		if other != name && collisionName(other) == collisionName(name) {
+			collides = other
+		}
+	}
+	e.mu.RUnlock()
+	if exists {
+		return nil, fmt.Errorf("%w: %s", ErrTopicExists, name)
+	}
+	if collides != "" {
+		return nil, fmt.Errorf("%w: %q collides with existing topic %q", ErrInvalidTopic, name, collides)
+	}
+	var id [16]byte
+	for id == ([16]byte{}) {
+		if _, err := rand.Read(id[:]); err != nil {
+			return nil, fmt.Errorf("engine: topic id: %w", err)
+		}
+	}
+	t := newTopic(e, name, id, overrides, cfg)
+	logs, err := e.createLogs(t, 0, partitions)
+	if err != nil {
+		return nil, err
+	}
+	if err := writeFileAtomic(e.topicFile(name), formatTopicMeta(name, id, partitions, overrides)); err != nil {
+		e.discardLogs(logs)
+		return nil, e.ioFailure("writing topic "+name, err)
+	}
+	t.parts.Store(&logs)
+	e.mu.Lock()
+	e.topics[name] = t
+	e.byID[id] = t
+	e.mu.Unlock()
+	if err := e.writeRecoveryCheckpoint(); err != nil {
+		return nil, e.ioFailure("writing "+recoveryPointFile, err)
+	}
+	return t, nil
+}
+
+func (e *Engine) topicFile(name string) string {
+	return filepath.Join(e.dir, topicsDirName, name+".json")
+}
+
+// adminUsable is the error admin calls fail with. Caller holds adminMu.
+func (e *Engine) adminUsable() error {
+	if err := e.Offline(); err != nil {
+		return err
+	}
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// createLogs creates the directories of partitions [from, to) of t.
+func (e *Engine) createLogs(t *Topic, from, to int32) ([]*Log, error) {
+	logs := make([]*Log, 0, to-from)
+	for p := from; p < to; p++ {
+		l, err := e.createLog(t, p)
+		if err != nil {
+			e.discardLogs(logs)
+			return nil, e.ioFailure("creating "+partitionDirName(t.name, p), err)
+		}
+		logs = append(logs, l)
+	}
+	if err := syncDir(e.dir); err != nil {
+		e.discardLogs(logs)
+		return nil, e.ioFailure("syncing "+e.dir, err)
+	}
+	return logs, nil
+}
+
+// discardLogs closes and removes logs whose creation did not commit.
+func (e *Engine) discardLogs(logs []*Log) {
+	for _, l := range logs {
+		l.shutdown(ErrClosed, true)
+		if err := os.RemoveAll(l.dir); err != nil {
+			e.logger.Warn("removing partition directory", "path", l.dir, "err", err)
+		}
+	}
+}
+
+// DeleteTopic deletes a topic and its data. Readers holding chunks keep
+// their files open until they release them.
+func (e *Engine) DeleteTopic(name string) error {
+	e.adminMu.Lock()
+	defer e.adminMu.Unlock()
+	if err := e.adminUsable(); err != nil {
+		return err
+	}
+	t := e.Topic(name)
+	if t == nil {
+		return fmt.Errorf("%w: %s", ErrUnknownTopic, name)
+	}
+	if err := os.Remove(e.topicFile(name)); err != nil {
+		return e.ioFailure("deleting topic "+name, err)
+	}
+	if err := syncDir(filepath.Join(e.dir, topicsDirName)); err != nil {
+		return e.ioFailure("deleting topic "+name, err)
+	}
+	e.mu.Lock()
+	delete(e.topics, name)
+	delete(e.byID, t.id)
+	e.mu.Unlock()
+	t.deleted.Store(true)
+	gone := fmt.Errorf("%w: %s was deleted", ErrUnknownTopic, name)
+	var dirs []string
+	for _, l := range t.logs() {
+		l.shutdown(gone, true)
+		to := sideName(e.dir, filepath.Base(l.dir), hex.EncodeToString(t.id[:]), deleteDirSuffix)
+		if err := os.Rename(l.dir, to); err != nil {
+			e.logger.Warn("renaming deleted partition", "path", l.dir, "err", err)
+			to = l.dir
+		}
+		dirs = append(dirs, to)
+	}
+	if err := syncDir(e.dir); err != nil {
+		e.logger.Warn("syncing data directory", "err", err)
+	}
+	for _, d := range dirs {
+		if err := os.RemoveAll(d); err != nil {
+			e.logger.Warn("removing deleted partition", "path", d, "err", err)
+		}
+	}
+	if err := e.writeRecoveryCheckpoint(); err != nil {
+		return e.ioFailure("writing "+recoveryPointFile, err)
+	}
+	return e.writeLogStartCheckpoint()
+}
+
+// CreatePartitions grows a topic to total partitions; shrinking or keeping
+// the count is ErrInvalidPartitions.
+func (e *Engine) CreatePartitions(name string, total int32) error {
+	e.adminMu.Lock()
+	defer e.adminMu.Unlock()
+	if err := e.adminUsable(); err != nil {
+		return err
+	}
+	t := e.Topic(name)
+	if t == nil {
+		return fmt.Errorf("%w: %s", ErrUnknownTopic, name)
+	}
+	cur := t.Partitions()
+	if total <= cur || total > maxPartitions {
+		return fmt.Errorf("%w: topic %s has %d partitions, asked for %d", ErrInvalidPartitions, name, cur, total)
+	}
+	added, err := e.createLogs(t, cur, total)
+	if err != nil {
+		return err
+	}
+	if err := writeFileAtomic(e.topicFile(name), formatTopicMeta(name, t.id, total, t.overrides)); err != nil {
+		e.discardLogs(added)
+		return e.ioFailure("writing topic "+name, err)
+	}
+	logs := append(append(make([]*Log, 0, total), t.logs()...), added...)
+	t.parts.Store(&logs)
+	if err := e.writeRecoveryCheckpoint(); err != nil {
+		return e.ioFailure("writing "+recoveryPointFile, err)
+	}
+	return nil
+}
+
+// Topic returns the named topic, nil if unknown.
+func (e *Engine) Topic(name string) *Topic {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.topics[name]
+}
+
+// TopicByID returns the topic with this id, nil if unknown.
+func (e *Engine) TopicByID(id [16]byte) *Topic {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.byID[id]
+}
+
+// Topics returns every topic sorted by name.
+func (e *Engine) Topics() []*Topic {
+	e.mu.RLock()
+	out := make([]*Topic, 0, len(e.topics))
+	for _, t := range e.topics {
+		out = append(out, t)
+	}
+	e.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}

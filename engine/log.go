@@ -1,0 +1,903 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/stratalog/strata/record"
+	"github.com/stratalog/strata/segment"
+)
+
+// Log is one partition: an ordered set of segments [logStart, logEnd), with a
+// high watermark <= logEnd. All methods are safe for concurrent use.
+type Log struct {
+	e     *Engine
+	topic string
+	part  int32
+	dir   string
+	cfg   LogConfig // fixed for the life of the Log
+
+	// mu serializes appends, rolls, DeleteRecords and the flusher's capture.
+	mu          sync.Mutex
+	active      *logSegment
+	closed      bool          // Close or DeleteTopic: Append fails
+	deleted     bool          // DeleteTopic: the flusher skips the log
+	queued      bool          // in the flusher's dirty or deferred set
+	pending     []*logSegment // sealed by a roll, not yet synced
+	activeDirty bool          // the active segment has unsynced bytes
+	dirDirty    bool          // a segment file was created since the last dir sync
+	unflushed   int64         // records appended since the last full flush (write.caching)
+	lastFlushMs int64         // clock time of the last full flush
+
+	segs atomic.Pointer[[]*logSegment] // immutable snapshot, replaced under mu
+
+	// epochMu guards epochs (writers also hold mu); epoch mirrors its
+	// newest epoch (0 if empty) for the per-request LeaderEpoch calls.
+	epochMu sync.Mutex
+	epochs  epochCache
+	epoch   atomic.Int32
+
+	// idxMu guards the indexes and per-segment timestamp bookkeeping.
+	idxMu sync.RWMutex
+
+	logEnd   atomic.Int64
+	logStart atomic.Int64
+	hw       atomic.Int64 // written under hwMu
+	durable  atomic.Int64 // synced end = recovery point; written by the flusher
+
+	hwMu    sync.Mutex
+	waiters []durableWaiter // sorted by offset
+	waitCh  chan struct{}   // closed when the HW advances; nil until Wait asks
+	failErr error           // set once: offline or closed
+
+	fireMu sync.Mutex
+	firing []durableWaiter // reused buffer, guarded by fireMu
+
+	// Recovery statistics of the last Open (tests): bases of walked segments
+	// and bytes the walk covered.
+	recoveredBases []int64
+	recoveredBytes int64
+}
+
+type durableWaiter struct {
+	offset int64
+	fn     func(error)
+}
+
+// closedChan is returned by Wait when the condition already holds.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// AppendInfo describes a successful Append.
+type AppendInfo struct {
+	BaseOffset     int64 // offset of the first record appended
+	LastOffset     int64 // offset of the last record appended
+	LogAppendTime  int64 // ms; -1 unless message.timestamp.type=LogAppendTime
+	LogStartOffset int64
+}
+
+// ReadResult is the answer to Read. Release it when the chunks' bytes have
+// been sent.
+type ReadResult struct {
+	HighWatermark    int64
+	LastStableOffset int64 // = HighWatermark until transactions exist
+	LogStartOffset   int64
+	Chunks           []Chunk
+	Bytes            int64 // sum of chunk lengths
+
+	seg *logSegment // the pinned segment; nil once released
+}
+
+// Release unpins the chunks' files. Idempotent; safe on a zero ReadResult.
+func (r *ReadResult) Release() {
+	if r.seg != nil {
+		s := r.seg
+		r.seg = nil
+		s.release()
+	}
+}
+
+// Chunk is a byte range of a segment file holding whole record batches.
+type Chunk struct {
+	File *os.File
+	Pos  int64
+	Len  int64
+}
+
+// String returns "<topic>-<partition>".
+func (l *Log) String() string { return fmt.Sprintf("%s-%d", l.topic, l.part) }
+
+func (l *Log) HighWatermark() int64  { return l.hw.Load() }
+func (l *Log) LogStartOffset() int64 { return l.logStart.Load() }
+func (l *Log) LogEndOffset() int64   { return l.logEnd.Load() }
+
+// LeaderEpoch returns the newest epoch in the leader-epoch cache, 0 if none
+// was ever recorded (a single broker appends with epoch 0).
+func (l *Log) LeaderEpoch() int32 { return l.epoch.Load() }
+
+// epochsChanged republishes the newest epoch and persists the cache.
+// Caller holds mu and epochMu.
+func (l *Log) epochsChanged() error {
+	e, ok := l.epochs.latest()
+	if !ok {
+		e = 0
+	}
+	l.epoch.Store(e)
+	return l.writeEpochCheckpoint()
+}
+
+// EndOffsetForEpoch returns the largest epoch <= epoch and its end offset
+// (OffsetForLeaderEpoch); (-1, -1) if unknown.
+func (l *Log) EndOffsetForEpoch(epoch int32) (leaderEpoch int32, endOffset int64) {
+	l.epochMu.Lock()
+	defer l.epochMu.Unlock()
+	return l.epochs.endOffsetFor(epoch, l.logEnd.Load())
+}
+
+// validateBatches checks every batch of an append request and returns the
+// number of offsets it needs.
+func validateBatches(batches []byte, maxMessageBytes int32) (records int64, err error) {
+	if len(batches) == 0 {
+		return 0, fmt.Errorf("%w: empty request", ErrInvalidRecord)
+	}
+	at := 0
+	for rest := batches; len(rest) > 0; {
+		b, r, h, err := record.Next(rest)
+		if err != nil {
+			return 0, classifyRecordErr(err, at)
+		}
+		if len(b) > int(maxMessageBytes) {
+			return 0, fmt.Errorf("%w: batch at byte %d is %d bytes, max.message.bytes is %d", ErrMessageTooLarge, at, len(b), maxMessageBytes)
+		}
+		if h, err = record.Validate(b); err != nil {
+			return 0, classifyRecordErr(err, at)
+		}
+		records += int64(h.LastOffsetDelta) + 1
+		at += len(b)
+		rest = r
+	}
+	if records > math.MaxInt32 {
+		return 0, fmt.Errorf("%w: %d records in one request", ErrInvalidRecord, records)
+	}
+	return records, nil
+}
+
+func classifyRecordErr(err error, at int) error {
+	if errors.Is(err, record.ErrCorrupt) {
+		return fmt.Errorf("%w: batch at byte %d: %v", ErrCorruptMessage, at, err)
+	}
+	return fmt.Errorf("%w: batch at byte %d: %v", ErrInvalidRecord, at, err)
+}
+
+// usable returns the error Append, Read and the admin calls fail with.
+func (l *Log) usable() error {
+	if err := l.e.Offline(); err != nil {
+		return err
+	}
+	l.hwMu.Lock()
+	err := l.failErr
+	l.hwMu.Unlock()
+	return err
+}
+
+// Append validates batches (one or more concatenated RecordBatch v2, as a
+// producer sent them), assigns offsets under the partition lock by patching
+// baseOffset and partitionLeaderEpoch in place (bytes otherwise stored as
+// received; buf is not retained after return), writes them to the active
+// segment (rolling as needed), updates the indexes, and returns once written
+// (not yet durable: see WhenDurable). On any validation error the log is
+// unchanged. A write error takes the engine offline.
+func (l *Log) Append(batches []byte, leaderEpoch int32) (AppendInfo, error) {
+	cfg := &l.cfg
+	records, err := validateBatches(batches, cfg.MaxMessageBytes)
+	if err != nil {
+		return AppendInfo{}, err
+	}
+	n := int64(len(batches))
+
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return AppendInfo{}, l.closedErr()
+	}
+	if err := l.e.Offline(); err != nil {
+		l.mu.Unlock()
+		return AppendInfo{}, err
+	}
+	base := l.logEnd.Load()
+	if base > math.MaxInt64-records {
+		l.mu.Unlock()
+		return AppendInfo{}, fmt.Errorf("%w: offsets exhausted", ErrInvalidRecord)
+	}
+	last := base + records - 1
+	nowMs := l.e.nowMs()
+	appendTime := int64(-1)
+	if cfg.logAppendTime() {
+		appendTime = nowMs
+	}
+	next := base
+	for rest := batches; len(rest) > 0; {
+		b, r, h, _ := record.Next(rest) // validated above
+		record.SetBaseOffset(b, next)
+		record.SetPartitionLeaderEpoch(b, leaderEpoch)
+		if appendTime >= 0 {
+			record.SetLogAppendTime(b, appendTime)
+		}
+		next += int64(h.LastOffsetDelta) + 1
+		rest = r
+	}
+
+	if l.shouldRoll(l.active, n, last, nowMs) {
+		if err := l.roll(); err != nil {
+			l.mu.Unlock()
+			return AppendInfo{}, l.e.ioFailure(fmt.Sprintf("rolling %s", l), err)
+		}
+	}
+	s := l.active
+	pos, err := s.seg.Append(batches)
+	if err != nil {
+		l.mu.Unlock()
+		return AppendInfo{}, l.e.ioFailure(fmt.Sprintf("writing %s", s.seg.Path()), err)
+	}
+	if s.firstAppendMs < 0 {
+		s.firstAppendMs = nowMs
+	}
+	l.idxMu.Lock()
+	p := pos
+	for rest := batches; len(rest) > 0; {
+		b, r, h, _ := record.Next(rest)
+		l.indexBatch(s, h.MaxTimestamp, h.LastOffset(), p, int64(len(b)))
+		p += int64(len(b))
+		rest = r
+	}
+	l.idxMu.Unlock()
+	s.end.Store(pos + n)
+	l.logEnd.Store(next)
+
+	var epochErr error
+	if leaderEpoch >= 0 && (leaderEpoch != l.epoch.Load() || len(l.epochs.entries) == 0) {
+		l.epochMu.Lock()
+		if l.epochs.assign(leaderEpoch, base) {
+			epochErr = l.epochsChanged()
+		}
+		l.epochMu.Unlock()
+	}
+	l.activeDirty = true
+	l.unflushed += records
+	caching := cfg.WriteCaching
+	// With write.caching the flusher keeps the log deferred until flush.ms
+	// or flush.messages is reached; the kick then brings it forward.
+	l.e.enqueueFlush(l, caching && (l.unflushed >= cfg.FlushMessages || nowMs-l.lastFlushMs >= cfg.FlushMs))
+	logStart := l.logStart.Load()
+	l.mu.Unlock()
+
+	if epochErr != nil {
+		return AppendInfo{}, l.e.ioFailure("writing "+epochCheckpoint, epochErr)
+	}
+	if caching {
+		l.advanceHW(next)
+	}
+	return AppendInfo{BaseOffset: base, LastOffset: last, LogAppendTime: appendTime, LogStartOffset: logStart}, nil
+}
+
+func (l *Log) closedErr() error {
+	l.hwMu.Lock()
+	defer l.hwMu.Unlock()
+	if l.failErr != nil {
+		return l.failErr
+	}
+	return ErrClosed
+}
+
+// indexBatch does the per-batch bookkeeping of an append or a recovery walk:
+// the largest timestamp and, every index.interval.bytes, an offset index
+// entry (batch last offset -> batch position) and a time index entry.
+// Caller holds idxMu (and mu, or is recovering).
+func (l *Log) indexBatch(s *logSegment, maxTs, lastOffset, pos, size int64) {
+	if maxTs > s.maxTs {
+		s.maxTs, s.maxTsOff = maxTs, lastOffset
+	}
+	if s.bytesSince >= int64(l.cfg.IndexIntervalBytes) && s.off != nil && pos <= math.MaxInt32 {
+		// Errors are ignored on purpose: the indexes are sparse hints, full
+		// ones trigger a roll before the next append.
+		if s.off.Entries() < l.cfg.maxOffsetEntries() {
+			_ = s.off.Append(lastOffset, pos)
+		}
+		if s.tim != nil && s.maxTs > -1 && s.tim.Entries() < l.cfg.maxTimeEntries() {
+			_ = s.tim.Append(s.maxTs, s.maxTsOff)
+		}
+		s.bytesSince = 0
+	}
+	s.bytesSince += size
+}
+
+// shouldRoll reports whether an append of n bytes ending at lastOffset must
+// go to a new segment. An empty segment takes any append.
+func (l *Log) shouldRoll(s *logSegment, n, lastOffset, nowMs int64) bool {
+	size := s.end.Load()
+	if size == 0 {
+		return false
+	}
+	cfg := &l.cfg
+	return size > cfg.SegmentBytes-n ||
+		size+n > math.MaxInt32 ||
+		(s.firstAppendMs >= 0 && nowMs-s.firstAppendMs >= cfg.SegmentMs) ||
+		s.offEntries() >= cfg.maxOffsetEntries() ||
+		s.timEntries() >= cfg.maxTimeEntries() ||
+		lastOffset-s.base > math.MaxInt32
+}
+
+// roll seals the active segment and starts a new one at the log end. Caller
+// holds mu. The old segment and the directory are synced by the flusher.
+func (l *Log) roll() error {
+	old := l.active
+	ns, err := l.createSegment(l.logEnd.Load())
+	if err != nil {
+		return err
+	}
+	l.idxMu.Lock()
+	err = old.seal()
+	l.idxMu.Unlock()
+	if err != nil {
+		ns.release()
+		return err
+	}
+	l.pending = append(l.pending, old)
+	l.dirDirty = true
+	segs := *l.segs.Load()
+	next := make([]*logSegment, len(segs), len(segs)+1)
+	copy(next, segs)
+	next = append(next, ns)
+	l.segs.Store(&next)
+	l.active = ns
+	l.e.enqueueFlush(l, true)
+	return nil
+}
+
+// createSegment makes a new empty active segment at base.
+func (l *Log) createSegment(base int64) (*logSegment, error) {
+	s := newLogSegment(l.dir, base, l.e.logger)
+	for _, p := range []string{s.logPath, s.offPath, s.timPath} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, err
+		}
+	}
+	prealloc := int64(0)
+	if l.cfg.Preallocate {
+		prealloc = l.cfg.SegmentBytes
+	}
+	seg, err := segment.Create(s.logPath, prealloc)
+	if err != nil {
+		return nil, err
+	}
+	s.seg = seg
+	if err := s.openActiveIndexes(&l.cfg); err != nil {
+		seg.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// WhenDurable calls fn exactly once, from the flusher goroutine or inline,
+// when every offset <= offset is below the HW (durable unless write.caching),
+// fn(nil), or when the log goes offline or closes, fn(err). fn must not block
+// or call Append.
+func (l *Log) WhenDurable(offset int64, fn func(error)) {
+	l.hwMu.Lock()
+	if err := l.failErr; err != nil {
+		l.hwMu.Unlock()
+		fn(err)
+		return
+	}
+	if l.hw.Load() > offset {
+		l.hwMu.Unlock()
+		fn(nil)
+		return
+	}
+	i := len(l.waiters)
+	for i > 0 && l.waiters[i-1].offset > offset {
+		i--
+	}
+	l.waiters = append(l.waiters, durableWaiter{})
+	copy(l.waiters[i+1:], l.waiters[i:])
+	l.waiters[i] = durableWaiter{offset: offset, fn: fn}
+	l.hwMu.Unlock()
+}
+
+// Wait returns a channel closed when the HW moves past offset (HW > offset),
+// or the log closes or goes offline. Long-poll fetches select on it.
+func (l *Log) Wait(offset int64) <-chan struct{} {
+	l.hwMu.Lock()
+	defer l.hwMu.Unlock()
+	if l.hw.Load() > offset || l.failErr != nil {
+		return closedChan
+	}
+	if l.waitCh == nil {
+		l.waitCh = make(chan struct{})
+	}
+	return l.waitCh
+}
+
+// advanceHW moves the HW to hw (never backwards), wakes Wait callers and runs
+// the WhenDurable callbacks it satisfies.
+func (l *Log) advanceHW(hw int64) {
+	l.hwMu.Lock()
+	if hw <= l.hw.Load() {
+		l.hwMu.Unlock()
+		return
+	}
+	l.hw.Store(hw)
+	if l.waitCh != nil {
+		close(l.waitCh)
+		l.waitCh = nil
+	}
+	ready := len(l.waiters) > 0 && l.waiters[0].offset < hw
+	l.hwMu.Unlock()
+	if ready {
+		l.fireReady()
+	}
+}
+
+// fail makes every pending and future waiter get err, and wakes Wait callers.
+func (l *Log) fail(err error) {
+	l.hwMu.Lock()
+	if l.failErr == nil {
+		l.failErr = err
+	}
+	if l.waitCh != nil {
+		close(l.waitCh)
+		l.waitCh = nil
+	}
+	l.hwMu.Unlock()
+	l.fireReady()
+}
+
+// fireReady runs the callbacks whose offset is below the HW (all of them,
+// with the error, once the log failed), outside hwMu.
+func (l *Log) fireReady() {
+	l.fireMu.Lock()
+	defer l.fireMu.Unlock()
+	l.hwMu.Lock()
+	hw, err := l.hw.Load(), l.failErr
+	n := 0
+	if err != nil {
+		n = len(l.waiters)
+	} else {
+		for n < len(l.waiters) && l.waiters[n].offset < hw {
+			n++
+		}
+	}
+	l.firing = append(l.firing[:0], l.waiters[:n]...)
+	m := copy(l.waiters, l.waiters[n:])
+	clear(l.waiters[m:])
+	l.waiters = l.waiters[:m]
+	l.hwMu.Unlock()
+	for i := range l.firing {
+		l.firing[i].fn(err)
+		l.firing[i] = durableWaiter{}
+	}
+	l.firing = l.firing[:0]
+}
+
+// floorSegment returns the index of the last segment with base <= offset, -1 if none.
+func floorSegment(segs []*logSegment, offset int64) int {
+	return sort.Search(len(segs), func(i int) bool { return segs[i].base > offset }) - 1
+}
+
+// Read returns whole batches starting with the batch containing offset, up to
+// maxBytes total, never past the HW and never from more than one segment; if
+// minOneBatch and the first batch is larger than maxBytes it is returned
+// whole. offset == HW returns no chunks. offset < logStart or > logEnd:
+// ErrOffsetOutOfRange. The chunk's file stays open until Release is called.
+func (l *Log) Read(offset int64, maxBytes int32, minOneBatch bool) (ReadResult, error) {
+	if err := l.usable(); err != nil {
+		return ReadResult{}, err
+	}
+	hw, start, end := l.hw.Load(), l.logStart.Load(), l.logEnd.Load()
+	res := ReadResult{HighWatermark: hw, LastStableOffset: hw, LogStartOffset: start}
+	if offset < start || offset > end {
+		return res, fmt.Errorf("%w: offset %d not in [%d, %d] of %s", ErrOffsetOutOfRange, offset, start, end, l)
+	}
+	if offset >= hw {
+		return res, nil
+	}
+	limit := int64(max(maxBytes, 0))
+	// A segment can be deleted between loading the snapshot and pinning it;
+	// then the snapshot is reloaded. DeleteRecords only moves forward, so two
+	// tries suffice unless it keeps racing; more fail as out of range.
+	for attempt := 0; attempt < 8; attempt++ {
+		segs := *l.segs.Load()
+		i := floorSegment(segs, offset)
+		if i < 0 {
+			break
+		}
+		retry := false
+		for ; i < len(segs); i++ {
+			s := segs[i]
+			if !s.acquire() {
+				retry = true
+				break
+			}
+			pos, n, done, err := l.scanRead(s, offset, hw, limit, minOneBatch)
+			if err != nil {
+				s.release()
+				return res, err
+			}
+			if n > 0 {
+				res.Chunks = []Chunk{{File: s.seg.File(), Pos: pos, Len: n}}
+				res.Bytes = n
+				res.seg = s
+				return res, nil
+			}
+			s.release()
+			if done {
+				return res, nil
+			}
+		}
+		if !retry {
+			return res, nil
+		}
+	}
+	return res, fmt.Errorf("%w: offset %d of %s was deleted", ErrOffsetOutOfRange, offset, l)
+}
+
+// scanRead finds the batches of s to return for a read at offset. done is
+// true when the read must not continue into the next segment (a batch was
+// found, or the HW or maxBytes stopped it).
+//
+// Cost: a header scan from the index floor to the first batch, then a jump
+// through the offset index to the last indexed batch that still fits
+// maxBytes, then a header scan of what follows it: about two index
+// intervals of headers however large maxBytes is.
+func (l *Log) scanRead(s *logSegment, offset, hw, maxBytes int64, minOneBatch bool) (pos, n int64, done bool, err error) {
+	l.idxMu.RLock()
+	_, from := s.offLookup(offset)
+	l.idxMu.RUnlock()
+	limit := s.end.Load()
+	var first segment.BatchInfo
+	found := false
+	err = s.seg.Scan(from, limit, func(b segment.BatchInfo) bool {
+		if b.LastOffset < offset {
+			return true
+		}
+		first, found = b, true
+		return false
+	})
+	if err != nil {
+		return 0, 0, true, fmt.Errorf("reading %s: %w", s.seg.Path(), err)
+	}
+	if !found {
+		return 0, 0, false, nil // nothing at or after offset here: next segment
+	}
+	if first.BaseOffset >= hw {
+		return 0, 0, true, nil
+	}
+	start, end := first.Pos, first.Pos+int64(first.Size)
+	if end-start > maxBytes {
+		if !minOneBatch {
+			return 0, 0, true, nil
+		}
+		return start, end - start, true, nil
+	}
+	budgetEnd := start + maxBytes
+	if next := first.LastOffset + 1; next < hw {
+		l.idxMu.RLock()
+		if p := indexJump(s, next, hw-1, budgetEnd); p > end {
+			end = p // [start, p) is whole batches below the HW, within budget
+		}
+		l.idxMu.RUnlock()
+	}
+	err = s.seg.Scan(end, limit, func(b segment.BatchInfo) bool {
+		if b.BaseOffset >= hw || b.Pos+int64(b.Size) > budgetEnd {
+			return false
+		}
+		end = b.Pos + int64(b.Size)
+		return true
+	})
+	if err != nil {
+		return 0, 0, true, fmt.Errorf("reading %s: %w", s.seg.Path(), err)
+	}
+	return start, end - start, true, nil
+}
+
+// indexJump returns the position of the last offset index entry with an
+// offset in [lo, hi] and a position <= maxPos, -1 if none. Index entries
+// point at batch starts and positions grow with offsets, so a binary search
+// over offsets finds it. Caller holds idxMu.
+func indexJump(s *logSegment, lo, hi, maxPos int64) int64 {
+	best := int64(-1)
+	for lo <= hi {
+		mid := lo + (hi-lo)/2
+		eo, p := s.offLookup(mid)
+		if p > maxPos {
+			hi = mid - 1
+			continue
+		}
+		if eo >= s.base && p > 0 {
+			best = max(best, p)
+		}
+		// No entry in (eo, mid] lies within budget beyond p; look higher.
+		lo = mid + 1
+	}
+	return best
+}
+
+// readBatch reads the whole batch described by b from s.
+func readBatch(s *logSegment, b segment.BatchInfo) ([]byte, error) {
+	buf := make([]byte, b.Size)
+	if _, err := s.seg.ReadAt(buf, b.Pos); err != nil {
+		return nil, fmt.Errorf("reading %s at %d: %w", s.seg.Path(), b.Pos, err)
+	}
+	return buf, nil
+}
+
+// OffsetForTimestamp returns the first offset whose record timestamp >= ts
+// (via the time index then a short scan), with that record's timestamp;
+// found false if none below the HW (the caller answers with the log end
+// offset, timestamp -1).
+func (l *Log) OffsetForTimestamp(ts int64) (offset int64, timestamp int64, found bool) {
+	if l.usable() != nil {
+		return -1, -1, false
+	}
+	hw, start := l.hw.Load(), l.logStart.Load()
+	segs := *l.segs.Load()
+	for _, s := range segs {
+		if !s.acquire() {
+			continue
+		}
+		l.idxMu.RLock()
+		segMax := s.maxTs
+		var from int64
+		if segMax >= ts {
+			_, off := s.timLookup(ts)
+			_, from = s.offLookup(off)
+		}
+		l.idxMu.RUnlock()
+		if segMax < ts || s.base >= hw {
+			s.release()
+			if s.base >= hw {
+				break
+			}
+			continue
+		}
+		off, t, ok, stop := l.searchTimestamp(s, from, ts, start, hw)
+		s.release()
+		if ok {
+			return off, t, true
+		}
+		if stop {
+			break
+		}
+	}
+	return -1, -1, false
+}
+
+// searchTimestamp scans s from position from for the first record at or
+// above minOffset with timestamp >= ts, below hw. stop is set when the scan
+// reached the HW.
+func (l *Log) searchTimestamp(s *logSegment, from, ts, minOffset, hw int64) (offset, timestamp int64, found, stop bool) {
+	var hit segment.BatchInfo
+	have := false
+	err := s.seg.Scan(from, s.end.Load(), func(b segment.BatchInfo) bool {
+		if b.BaseOffset >= hw {
+			stop = true
+			return false
+		}
+		if b.LastOffset < minOffset || b.MaxTimestamp < ts {
+			return true
+		}
+		hit, have = b, true
+		return false
+	})
+	if err != nil || !have {
+		return -1, -1, false, stop
+	}
+	buf, err := readBatch(s, hit)
+	if err != nil {
+		l.e.logger.Warn("timestamp lookup", "log", l.String(), "err", err)
+		return -1, -1, false, true
+	}
+	offset, timestamp = -1, -1
+	errStop := errors.New("stop")
+	err = record.Iterate(buf, func(h *record.Header, r *record.Record) error {
+		off := h.BaseOffset + int64(r.OffsetDelta)
+		t := h.BaseTimestamp + r.TimestampDelta
+		if h.LogAppendTime() {
+			t = h.MaxTimestamp
+		}
+		if off >= minOffset && off < hw && t >= ts {
+			offset, timestamp = off, t
+			return errStop
+		}
+		return nil
+	})
+	if offset >= 0 {
+		return offset, timestamp, true, false
+	}
+	if err != nil {
+		l.e.logger.Warn("timestamp lookup: decoding batch", "log", l.String(), "pos", hit.Pos, "err", err)
+	}
+	// The batch's max timestamp promised a match (it is outside the CRC only
+	// for LogAppendTime, which is handled above): keep looking after it.
+	next := hit.Pos + int64(hit.Size)
+	if next < s.end.Load() {
+		return l.searchTimestamp(s, next, ts, minOffset, hw)
+	}
+	return -1, -1, false, stop
+}
+
+// MaxTimestamp returns the offset and timestamp of the record with the
+// largest timestamp (ListOffsets -3); (-1, -1) if empty.
+func (l *Log) MaxTimestamp() (offset int64, timestamp int64) {
+	if l.usable() != nil {
+		return -1, -1
+	}
+	segs := *l.segs.Load()
+	var best *logSegment
+	bestTs, bestOff := int64(-1), int64(-1)
+	l.idxMu.RLock()
+	for _, s := range segs {
+		if s.maxTs > bestTs {
+			best, bestTs, bestOff = s, s.maxTs, s.maxTsOff
+		}
+	}
+	l.idxMu.RUnlock()
+	if best == nil || !best.acquire() {
+		return -1, -1
+	}
+	defer best.release()
+	l.idxMu.RLock()
+	_, from := best.offLookup(bestOff)
+	l.idxMu.RUnlock()
+	var hit segment.BatchInfo
+	have := false
+	_ = best.seg.Scan(from, best.end.Load(), func(b segment.BatchInfo) bool {
+		if b.LastOffset < bestOff {
+			return true
+		}
+		hit, have = b, true
+		return false
+	})
+	if !have {
+		return bestOff, bestTs
+	}
+	buf, err := readBatch(best, hit)
+	if err != nil {
+		return bestOff, bestTs
+	}
+	offset = -1
+	errStop := errors.New("stop")
+	_ = record.Iterate(buf, func(h *record.Header, r *record.Record) error {
+		t := h.BaseTimestamp + r.TimestampDelta
+		if h.LogAppendTime() || t == bestTs {
+			offset = h.BaseOffset + int64(r.OffsetDelta)
+			return errStop
+		}
+		return nil
+	})
+	if offset < 0 {
+		return bestOff, bestTs
+	}
+	return offset, bestTs
+}
+
+// DeleteRecords moves the log start offset to before (<= HW, else
+// ErrOffsetOutOfRange; -1 means the HW, as in Kafka's DeleteRecords) and
+// deletes whole segments that lie entirely below it. Offsets of the remaining
+// records never change. Returns the new log start.
+func (l *Log) DeleteRecords(before int64) (int64, error) {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return 0, l.closedErr()
+	}
+	if err := l.e.Offline(); err != nil {
+		l.mu.Unlock()
+		return 0, err
+	}
+	hw := l.hw.Load()
+	if before == -1 {
+		before = hw
+	}
+	if before < 0 || before > hw {
+		l.mu.Unlock()
+		return 0, fmt.Errorf("%w: delete before %d, high watermark %d", ErrOffsetOutOfRange, before, hw)
+	}
+	cur := l.logStart.Load()
+	if before <= cur {
+		l.mu.Unlock()
+		return cur, nil
+	}
+	l.logStart.Store(before)
+	if before == l.logEnd.Load() && l.active.end.Load() > 0 {
+		if err := l.roll(); err != nil {
+			l.mu.Unlock()
+			return 0, l.e.ioFailure(fmt.Sprintf("rolling %s", l), err)
+		}
+	}
+	segs := *l.segs.Load()
+	k := 0
+	for k < len(segs)-1 && segs[k+1].base <= before {
+		k++
+	}
+	victims := segs[:k:k]
+	if k > 0 {
+		rest := append([]*logSegment(nil), segs[k:]...)
+		l.segs.Store(&rest)
+		kept := l.pending[:0]
+		for _, p := range l.pending {
+			if !containsSegment(victims, p) {
+				kept = append(kept, p)
+			}
+		}
+		clear(l.pending[len(kept):])
+		l.pending = kept
+	}
+	var epochErr error
+	l.epochMu.Lock()
+	if l.epochs.truncateFromStart(before) {
+		epochErr = l.epochsChanged()
+	}
+	l.epochMu.Unlock()
+	l.mu.Unlock()
+
+	for _, v := range victims {
+		v.markDeleted(&l.idxMu)
+		v.release()
+	}
+	if epochErr != nil {
+		return 0, l.e.ioFailure("writing "+epochCheckpoint, epochErr)
+	}
+	if err := l.e.writeLogStartCheckpoint(); err != nil {
+		return 0, err
+	}
+	return before, nil
+}
+
+func containsSegment(segs []*logSegment, s *logSegment) bool {
+	for _, x := range segs {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// writeEpochCheckpoint persists the leader-epoch cache. Caller holds mu.
+func (l *Log) writeEpochCheckpoint() error {
+	return writeFileAtomic(filepath.Join(l.dir, epochCheckpoint), formatEpochCheckpoint(l.epochs.entries))
+}
+
+// shutdown closes the log: Append fails, waiters get err, and the log's
+// references on its segments are dropped (files close once readers release).
+// The active segment's time index gets its final entry first so a clean
+// restart knows the segment's largest timestamp.
+func (l *Log) shutdown(err error, deleted bool) {
+	l.mu.Lock()
+	l.closed = true
+	l.deleted = l.deleted || deleted
+	var segs []*logSegment
+	if p := l.segs.Load(); p != nil {
+		segs = *p
+	}
+	empty := []*logSegment{}
+	l.segs.Store(&empty)
+	l.pending = nil
+	if a := l.active; a != nil && !deleted {
+		l.idxMu.Lock()
+		if a.tim != nil && a.maxTs > -1 {
+			_ = a.tim.Append(a.maxTs, a.maxTsOff)
+		}
+		l.idxMu.Unlock()
+	}
+	l.mu.Unlock()
+	l.fail(err)
+	for _, s := range segs {
+		s.release()
+	}
+}

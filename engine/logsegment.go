@@ -1,0 +1,296 @@
+package engine
+
+import (
+	"errors"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/stratalog/strata/index"
+	"github.com/stratalog/strata/segment"
+)
+
+// logSegment is one segment of a Log: the .log file and its two indexes.
+//
+// Ownership: the Log holds one reference from creation until the segment
+// leaves the segment list (DeleteRecords, DeleteTopic, Close); every reader
+// and the flusher hold one more while they use the files. Files are closed
+// (and, once deleted, unlinked) when the count reaches zero, so a reader's
+// *os.File stays valid until it calls Release.
+type logSegment struct {
+	base   int64
+	seg    *segment.Segment
+	logger *slog.Logger
+
+	// Guarded by Log.idxMu: readers RLock, the appender and seal Lock.
+	off      *index.OffsetIndex // nil: a sealed segment whose offset index has no entries
+	tim      *index.TimeIndex   // nil: a sealed segment whose time index has no entries
+	maxTs    int64              // largest batch max timestamp so far, -1 if none
+	maxTsOff int64              // last offset of the batch that first reached maxTs
+	sealed   bool
+
+	// Guarded by Log.mu (appender only).
+	bytesSince    int64 // bytes appended since the last index entry
+	firstAppendMs int64 // clock time of the first append, -1 if none yet
+
+	end  atomic.Int64 // bytes written and visible to readers
+	refs atomic.Int32 // see type comment; 0 = closed
+
+	// Paths, rewritten once when the segment is renamed to *.deleted;
+	// read them with paths() unless the segment is private to the caller.
+	pathMu                    sync.Mutex
+	logPath, offPath, timPath string
+	deleting                  atomic.Bool // set before the rename starts
+	deleted                   atomic.Bool // files renamed; unlink at close
+}
+
+// paths returns the segment's current file paths.
+func (s *logSegment) paths() (log, off, tim string) {
+	s.pathMu.Lock()
+	defer s.pathMu.Unlock()
+	return s.logPath, s.offPath, s.timPath
+}
+
+func newLogSegment(dir string, base int64, logger *slog.Logger) *logSegment {
+	s := &logSegment{
+		base:          base,
+		logger:        logger,
+		maxTs:         -1,
+		maxTsOff:      base,
+		firstAppendMs: -1,
+		logPath:       segmentFileName(dir, base, logSuffix),
+		offPath:       segmentFileName(dir, base, indexSuffix),
+		timPath:       segmentFileName(dir, base, timeIndexSuffix),
+	}
+	s.refs.Store(1)
+	return s
+}
+
+// acquire takes a reference; false if the segment is already closed.
+func (s *logSegment) acquire() bool {
+	for {
+		r := s.refs.Load()
+		if r <= 0 {
+			return false
+		}
+		if s.refs.CompareAndSwap(r, r+1) {
+			return true
+		}
+	}
+}
+
+// release drops a reference, closing (and unlinking, if deleted) the files
+// when it was the last.
+func (s *logSegment) release() {
+	n := s.refs.Add(-1)
+	if n > 0 {
+		return
+	}
+	if n < 0 {
+		panic("engine: segment reference count below zero")
+	}
+	s.closeFiles()
+}
+
+func (s *logSegment) closeFiles() {
+	var errs []error
+	if s.seg != nil {
+		errs = append(errs, s.seg.Close())
+	}
+	if s.off != nil {
+		errs = append(errs, s.off.Close())
+	}
+	if s.tim != nil {
+		errs = append(errs, s.tim.Close())
+	}
+	if s.deleted.Load() {
+		lp, op, tp := s.paths()
+		for _, p := range []string{lp, op, tp} {
+			if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		s.logger.Warn("closing segment", "path", s.logPath, "err", err)
+	}
+}
+
+// markDeleted renames the segment's files to *.deleted; they are unlinked
+// when the last reference is released. Called without any reader lock: the
+// segment is already out of the segment list.
+func (s *logSegment) markDeleted(idxMu *sync.RWMutex) {
+	s.deleting.Store(true)
+	idxMu.Lock()
+	defer idxMu.Unlock()
+	s.pathMu.Lock()
+	defer s.pathMu.Unlock()
+	var errs []error
+	if err := s.seg.Rename(s.logPath + deletedSuffix); err == nil {
+		s.logPath += deletedSuffix
+	} else {
+		errs = append(errs, err)
+	}
+	if s.off != nil {
+		if err := s.off.Rename(s.offPath + deletedSuffix); err == nil {
+			s.offPath += deletedSuffix
+		} else {
+			errs = append(errs, err)
+		}
+	} else if err := os.Rename(s.offPath, s.offPath+deletedSuffix); err == nil {
+		s.offPath += deletedSuffix
+	}
+	if s.tim != nil {
+		if err := s.tim.Rename(s.timPath + deletedSuffix); err == nil {
+			s.timPath += deletedSuffix
+		} else {
+			errs = append(errs, err)
+		}
+	} else if err := os.Rename(s.timPath, s.timPath+deletedSuffix); err == nil {
+		s.timPath += deletedSuffix
+	}
+	s.deleted.Store(true)
+	if err := errors.Join(errs...); err != nil {
+		s.logger.Warn("renaming deleted segment", "path", s.logPath, "err", err)
+	}
+}
+
+// Index accessors tolerate the nil (empty sealed) indexes. Callers hold idxMu.
+
+func (s *logSegment) offLookup(offset int64) (int64, int64) {
+	if s.off == nil {
+		return s.base, 0
+	}
+	return s.off.Lookup(offset)
+}
+
+func (s *logSegment) timLookup(ts int64) (int64, int64) {
+	if s.tim == nil {
+		return -1, s.base
+	}
+	return s.tim.Lookup(ts)
+}
+
+func (s *logSegment) offEntries() int {
+	if s.off == nil {
+		return 0
+	}
+	return s.off.Entries()
+}
+
+func (s *logSegment) timEntries() int {
+	if s.tim == nil {
+		return 0
+	}
+	return s.tim.Entries()
+}
+
+// openActiveIndexes opens (or creates) both indexes sized for appending.
+func (s *logSegment) openActiveIndexes(cfg *LogConfig) error {
+	off, err := index.OpenOffset(s.offPath, s.base, growSize(s.offPath, cfg.offsetIndexBytes(), offsetEntrySize))
+	if err != nil {
+		return err
+	}
+	tim, err := index.OpenTime(s.timPath, s.base, growSize(s.timPath, cfg.timeIndexBytes(), timeEntrySize))
+	if err != nil {
+		off.Close()
+		return err
+	}
+	s.off, s.tim = off, tim
+	return nil
+}
+
+// growSize is the size to open an active index with: the configured size,
+// or the existing file's (rounded down to whole entries) if that is larger.
+func growSize(path string, want, entry int) int {
+	if fi, err := os.Stat(path); err == nil {
+		if have := int(fi.Size()) / entry * entry; have > want {
+			return have
+		}
+	}
+	return want
+}
+
+// openSealedIndexes opens both indexes at exactly their trimmed sizes (a
+// file with no entries is left unopened: nil index). missing reports that an
+// index file does not exist at all.
+func (s *logSegment) openSealedIndexes() (missing bool, err error) {
+	offSize, offOK := fileSize(s.offPath)
+	timSize, timOK := fileSize(s.timPath)
+	if !offOK || !timOK {
+		return true, nil
+	}
+	offSize = offSize / offsetEntrySize * offsetEntrySize
+	timSize = timSize / timeEntrySize * timeEntrySize
+	if offSize > 0 {
+		if s.off, err = index.OpenOffset(s.offPath, s.base, int(offSize)); err != nil {
+			return false, err
+		}
+	}
+	if timSize > 0 {
+		if s.tim, err = index.OpenTime(s.timPath, s.base, int(timSize)); err != nil {
+			return false, err
+		}
+	}
+	return false, nil
+}
+
+func fileSize(path string) (int64, bool) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0, false
+	}
+	return fi.Size(), true
+}
+
+// closeIndexes closes both indexes (trimming them to their entries).
+func (s *logSegment) closeIndexes() error {
+	var errs []error
+	if s.off != nil {
+		errs = append(errs, s.off.Close())
+		s.off = nil
+	}
+	if s.tim != nil {
+		errs = append(errs, s.tim.Close())
+		s.tim = nil
+	}
+	return errors.Join(errs...)
+}
+
+// seal finishes a segment that will take no more appends: the time index
+// gets a final entry for the largest timestamp (its reserved slot), both
+// indexes are trimmed to their entries and reopened read-only sized, and the
+// .log's preallocated tail is released. Caller holds Log.mu and Log.idxMu.
+// The files still need an fsync (the flusher does it before the recovery
+// point moves past the segment).
+func (s *logSegment) seal() error {
+	if s.tim != nil && s.maxTs > -1 {
+		if err := s.tim.Append(s.maxTs, s.maxTsOff); err != nil && !errors.Is(err, index.ErrFull) {
+			return err
+		}
+	}
+	if err := s.closeIndexes(); err != nil {
+		return err
+	}
+	if _, err := s.openSealedIndexes(); err != nil {
+		return err
+	}
+	s.sealed = true
+	return s.seg.Seal()
+}
+
+// checkIndexes validates both indexes against the segment's size.
+func (s *logSegment) checkIndexes() error {
+	if s.off != nil {
+		if err := s.off.Check(s.seg.Size()); err != nil {
+			return err
+		}
+	}
+	if s.tim != nil {
+		if err := s.tim.Check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
