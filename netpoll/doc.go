@@ -1,0 +1,83 @@
+// Package netpoll owns the broker's client connections: it accepts TCP
+// connections, cuts the byte stream into Kafka frames, hands each frame to a
+// Handler, and writes the responses back in request order, with pipelining,
+// buffer reuse and zero-copy file writes. It knows nothing of Kafka beyond
+// the size prefix.
+//
+// # Wire format
+//
+// Both directions carry frames:
+//
+//	size    int32, big-endian: the number of bytes that follow (0 <= size)
+//	payload size bytes (a request, or a response)
+//
+// A request whose size is negative or larger than Config.MaxFrameBytes
+// (Kafka's socket.request.max.bytes) is refused before any payload buffer is
+// allocated: netpoll logs one line with the remote address and closes the
+// connection. Handlers see the payload only; netpoll adds the size prefix to
+// responses. A SendParts response is
+//
+//	size    int32 = sum of the parts' lengths
+//	part 0  Buf bytes, or File[Off : Off+Len] (sendfile(2), by offset)
+//	part 1  ...
+//
+// # Pipelining
+//
+// Each connection has a ring of Config.MaxInFlight reply slots (a Reply is a
+// slot). The reader takes the next free slot before it reads a frame, so when
+// every slot holds an unanswered request the reader stops reading the socket:
+// back-pressure reaches the client through TCP flow control. The writer waits
+// for the oldest slot to complete, then writes every consecutive completed
+// slot in one pass (coalesced into writev calls, sendfile for file parts) and
+// frees them. Replies may therefore complete in any order; responses leave in
+// request order.
+//
+//	slots:  [ free | free | pending | ready | pending | ready | free ... ]
+//	                       ^ head (writer)                    ^ tail (reader)
+//
+// A slot moves free → pending (reader published it and called Serve) →
+// ready (the handler completed it) → free (the writer wrote it, called the
+// SendParts done callback and returned the frame buffer to its pool). A slot
+// completed after its connection died goes pending → done directly: the
+// response is dropped, the done callback still runs and the frame buffer is
+// still returned.
+//
+// # Buffers
+//
+// Frame buffers come from size-classed pools (powers of two from 512 B to
+// 16 MiB, never a class above MaxFrameBytes except the smallest). A larger
+// frame gets an unpooled buffer that grows, doubling from 1 MiB up to exactly
+// its size, as its bytes arrive, so a peer that announces a large frame and
+// sends little of it does not cost the whole size in memory. A frame stays valid
+// and unmodified until its response is written or dropped, which is after
+// the Reply completes, so a handler may send (parts of) the frame back as the
+// response. Send and SendParts take the response bytes, and the files'
+// contents, by reference: the caller must not modify them until they are
+// written — for SendParts, until done is called.
+//
+// # Goroutines and locks
+//
+// Every goroutine belongs to the Server and Server.Close waits for all of
+// them: the accept loop (the goroutine that called Serve), and per connection
+// one reader (reads frames, calls Handler.Serve sequentially) and one writer
+// (writes responses). Handler goroutines that complete replies later are the
+// handler's own; after Close they find their connection dead and their
+// replies are dropped. Handler.Serve must not call Server.Close (Close waits
+// for the reader that is running Serve).
+//
+// Locks: Server.mu guards the listener and connection sets; Conn.mu guards a
+// connection's slot ring (head, tail, slot states) and its closed/closing
+// flags. They are never held together. No lock is held while calling the
+// Handler, a done callback, or doing I/O.
+//
+// # Files
+//
+// File parts are written with sendfile(2) through the socket's
+// syscall.RawConn, so a full socket buffer parks the writer on the runtime
+// poller instead of a thread; the file offset is passed explicitly, so the
+// file's own offset never moves and one *os.File can serve many connections
+// at once. Where sendfile is unavailable (another OS, a connection that is not
+// a socket, or a kernel that refuses the file) netpoll falls back to
+// pread + write through a pooled 64 KiB buffer. A file shorter than a part
+// says is a broken frame: the connection is closed.
+package netpoll

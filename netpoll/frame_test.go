@@ -1,0 +1,130 @@
+package netpoll
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"testing"
+	"testing/iotest"
+)
+
+// countingReader counts the bytes handed out.
+type countingReader struct {
+	r io.Reader
+	n int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += n
+	return n, err
+}
+
+// plainReadFrame is the reference: what ReadFrame must return for data.
+func plainReadFrame(data []byte, maxBytes int32) (frame []byte, consumed int, err error) {
+	if len(data) == 0 {
+		return nil, 0, io.EOF
+	}
+	if len(data) < 4 {
+		return nil, len(data), io.ErrUnexpectedEOF
+	}
+	size := int64(int32(binary.BigEndian.Uint32(data)))
+	switch {
+	case size < 0:
+		return nil, 4, ErrNegativeFrameSize
+	case size > int64(maxBytes):
+		return nil, 4, ErrFrameTooLarge
+	case int64(len(data)-4) < size:
+		return nil, len(data), io.ErrUnexpectedEOF
+	}
+	return data[4 : 4+size], 4 + int(size), nil
+}
+
+func FuzzReadFrame(f *testing.F) {
+	f.Add([]byte{}, int32(100), uint16(0), false)
+	f.Add([]byte{0, 0}, int32(100), uint16(8), true)
+	f.Add([]byte{0, 0, 0, 0}, int32(0), uint16(0), false)
+	f.Add([]byte{0, 0, 0, 3, 'a', 'b', 'c', 'd'}, int32(3), uint16(2), true)
+	f.Add([]byte{0, 0, 0, 3, 'a', 'b', 'c'}, int32(2), uint16(64), false)
+	f.Add([]byte{0, 0, 0, 9, 'a'}, int32(100), uint16(64), true)
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 1}, int32(100), uint16(64), false)
+	f.Add([]byte{0x80, 0, 0, 0}, int32(-1), uint16(4), false)
+	f.Add([]byte{0x7f, 0xff, 0xff, 0xff, 1, 2, 3}, int32(0x7fffffff), uint16(0), false)
+	f.Fuzz(func(t *testing.T, data []byte, maxBytes int32, bufCap uint16, oneByte bool) {
+		buf := make([]byte, 0, bufCap)
+		cr := &countingReader{r: bytes.NewReader(data)}
+		var r io.Reader = cr
+		if oneByte {
+			r = iotest.OneByteReader(cr)
+		}
+		got, err := ReadFrame(r, maxBytes, buf)
+		want, consumed, wantErr := plainReadFrame(data, maxBytes)
+
+		if (err == nil) != (wantErr == nil) || (wantErr != nil && !errors.Is(err, wantErr)) {
+			t.Fatalf("err %v, want %v", err, wantErr)
+		}
+		if err != nil {
+			if len(got) != 0 || cap(got) != cap(buf) {
+				t.Fatalf("on error: len %d cap %d, want buf[:0] (cap %d)", len(got), cap(got), cap(buf))
+			}
+		} else if !bytes.Equal(got, want) {
+			t.Fatalf("frame %x, want %x", got, want)
+		}
+		// A refused size stops after the prefix: the body is never read.
+		if cr.n != consumed {
+			t.Fatalf("consumed %d bytes, want %d", cr.n, consumed)
+		}
+		// Never allocates more than the frame: it reuses buf when the frame
+		// fits, else allocates exactly the (checked) size.
+		if err == nil {
+			if len(got) <= cap(buf) {
+				if len(got) > 0 && &got[:1][0] != &buf[:1][0] {
+					t.Fatal("a frame that fits was not read into buf")
+				}
+			} else if cap(got) != len(got) || int64(cap(got)) > int64(maxBytes) {
+				t.Fatalf("allocated cap %d for a %d-byte frame (max %d)", cap(got), len(got), maxBytes)
+			}
+		}
+	})
+}
+
+func TestReadFrameErrors(t *testing.T) {
+	_, err := ReadFrame(bytes.NewReader([]byte{0, 0, 1, 0}), 255, nil)
+	if !errors.Is(err, ErrFrameTooLarge) {
+		t.Fatalf("oversize: %v", err)
+	}
+	_, err = ReadFrame(bytes.NewReader([]byte{0xff, 0xff, 0xff, 0xfe}), 255, nil)
+	if !errors.Is(err, ErrNegativeFrameSize) {
+		t.Fatalf("negative: %v", err)
+	}
+	_, err = ReadFrame(bytes.NewReader(nil), 255, nil)
+	if err != io.EOF {
+		t.Fatalf("empty: %v", err)
+	}
+	_, err = ReadFrame(bytes.NewReader([]byte{0, 0, 0, 2, 1}), 255, nil)
+	if err != io.ErrUnexpectedEOF {
+		t.Fatalf("truncated body: %v", err)
+	}
+	got, err := ReadFrame(bytes.NewReader(AppendFrame(nil, []byte("hello"))), 5, nil)
+	if err != nil || string(got) != "hello" {
+		t.Fatalf("got %q, %v", got, err)
+	}
+}
+
+func TestReadFrameReusesBuffer(t *testing.T) {
+	buf := make([]byte, 0, 64)
+	stream := bytes.NewReader(AppendFrame(AppendFrame(nil, []byte("one")), []byte("two!")))
+	allocs := testing.AllocsPerRun(1, func() {
+		stream.Seek(0, io.SeekStart)
+		for range 2 {
+			var err error
+			if buf, err = ReadFrame(stream, 64, buf); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	if allocs != 0 || string(buf) != "two!" {
+		t.Fatalf("%v allocations, last frame %q", allocs, buf)
+	}
+}

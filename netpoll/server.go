@@ -1,0 +1,243 @@
+package netpoll
+
+import (
+	"errors"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Defaults for zero Config fields.
+const (
+	DefaultMaxFrameBytes = 104857600 // socket.request.max.bytes
+	DefaultMaxInFlight   = 64
+	// DefaultIdleTimeout is Kafka's connections.max.idle.ms. Config's zero
+	// value means no idle timeout; brokers pass this explicitly.
+	DefaultIdleTimeout = 10 * time.Minute
+)
+
+// Config configures a Server. Zero fields take the defaults above.
+type Config struct {
+	// MaxFrameBytes is socket.request.max.bytes: a request frame larger than
+	// this, or with a negative size, is refused before allocating (log line
+	// with the remote address, then close).
+	MaxFrameBytes int32
+	// MaxInFlight bounds the requests read but not yet answered on one
+	// connection; when reached, the reader stops reading (back-pressure).
+	MaxInFlight int
+	// IdleTimeout (connections.max.idle.ms) closes a connection on which
+	// nothing arrived for this long while no request was in flight, and one
+	// whose response write made no progress for this long. 0 = never.
+	IdleTimeout time.Duration
+	// Logger receives connection-level log lines; nil = slog.Default().
+	Logger *slog.Logger
+
+	// copyFiles makes file parts take the pread + write fallback instead of
+	// sendfile; tests and benchmarks compare the two.
+	copyFiles bool
+}
+
+// Handler serves frames. Serve is called on the connection's read goroutine,
+// sequentially and in arrival order for one connection. It must complete r
+// exactly once (Send, SendParts, Skip or Close), inline or later from any
+// goroutine, and must not block indefinitely (long waits belong on another
+// goroutine, watching c.Done()). frame (the request without its size prefix)
+// stays valid and unmodified until r's response is written or dropped, which
+// is after r completes; netpoll reuses it afterwards.
+type Handler interface {
+	Serve(c *Conn, frame []byte, r *Reply)
+}
+
+// Server accepts connections and runs their readers and writers.
+type Server struct {
+	cfg    Config
+	h      Handler
+	log    *slog.Logger
+	nextID atomic.Uint64
+
+	// File bytes written by sendfile and by the copy fallback (tests check
+	// which path ran).
+	sendfileBytes atomic.Int64
+	copiedBytes   atomic.Int64
+
+	// wg counts Serve loops and every connection goroutine. Add happens under
+	// mu while !closed, so it never races Close's Wait.
+	wg sync.WaitGroup
+	// done is closed by Close; it cuts accept back-off sleeps short.
+	done chan struct{}
+
+	mu        sync.Mutex
+	closed    bool
+	listeners map[net.Listener]struct{}
+	conns     map[*Conn]struct{}
+}
+
+// NewServer returns a Server that passes frames to h.
+func NewServer(cfg Config, h Handler) *Server {
+	if cfg.MaxFrameBytes <= 0 {
+		cfg.MaxFrameBytes = DefaultMaxFrameBytes
+	}
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = DefaultMaxInFlight
+	}
+	if cfg.IdleTimeout < 0 {
+		cfg.IdleTimeout = 0
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Server{
+		cfg:       cfg,
+		h:         h,
+		log:       cfg.Logger,
+		done:      make(chan struct{}),
+		listeners: make(map[net.Listener]struct{}),
+		conns:     make(map[*Conn]struct{}),
+	}
+}
+
+// Config returns the effective configuration (defaults filled in).
+func (s *Server) Config() Config { return s.cfg }
+
+// NumConns returns the number of open connections.
+func (s *Server) NumConns() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
+// Accept back-off after a resource error (out of file descriptors, ...),
+// doubling from min to max, as net/http does.
+const (
+	minAcceptBackoff = 5 * time.Millisecond
+	maxAcceptBackoff = time.Second
+)
+
+// Serve accepts connections on ln until Close and returns nil after Close.
+// It returns ln's error if ln fails for another reason. Serve may be called
+// for several listeners at once; Close closes them all.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		ln.Close()
+		return nil
+	}
+	s.listeners[ln] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, ln)
+		s.mu.Unlock()
+		s.wg.Done()
+	}()
+
+	var backoff time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if s.isClosed() {
+				return nil
+			}
+			if !retryableAcceptError(err) {
+				return err
+			}
+			backoff = min(max(2*backoff, minAcceptBackoff), maxAcceptBackoff)
+			s.log.Warn("netpoll: accept failed; retrying", "err", err, "backoff", backoff)
+			t := time.NewTimer(backoff)
+			select {
+			case <-t.C:
+			case <-s.done:
+				t.Stop()
+				return nil
+			}
+			continue
+		}
+		backoff = 0
+		s.startConn(nc)
+	}
+}
+
+// retryableAcceptError reports whether Accept may succeed if tried again.
+func retryableAcceptError(err error) bool {
+	if errors.Is(err, net.ErrClosed) {
+		return false
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
+	for _, e := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS,
+		syscall.ENOMEM, syscall.ECONNABORTED, syscall.EINTR, syscall.EAGAIN} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Server) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// startConn registers nc and starts its reader and writer, or closes nc if
+// the Server is closed.
+func (s *Server) startConn(nc net.Conn) {
+	c := newConn(s, nc)
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		nc.Close()
+		return
+	}
+	s.conns[c] = struct{}{}
+	s.wg.Add(2)
+	s.mu.Unlock()
+	go c.readLoop()
+	go c.writeLoop()
+}
+
+// removeConn forgets c (called once, when c closes).
+func (s *Server) removeConn(c *Conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+}
+
+// Close closes every listener and connection and waits for the Serve loops
+// and connection goroutines to end. Replies completed afterwards are dropped
+// (their done callbacks still run). Close is idempotent.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if !s.closed {
+		s.closed = true
+		close(s.done)
+	}
+	lns := make([]net.Listener, 0, len(s.listeners))
+	for ln := range s.listeners {
+		lns = append(lns, ln)
+	}
+	conns := make([]*Conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+
+	var err error
+	for _, ln := range lns {
+		if cerr := ln.Close(); cerr != nil && !errors.Is(cerr, net.ErrClosed) && err == nil {
+			err = cerr
+		}
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	s.wg.Wait()
+	return err
+}
