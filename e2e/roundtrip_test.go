@@ -29,8 +29,8 @@ func value(key, seq int) []byte {
 	binary.BigEndian.PutUint32(v[0:], uint32(key))
 	binary.BigEndian.PutUint64(v[4:], uint64(seq))
 	r := rand.New(rand.NewPCG(uint64(key), uint64(seq)))
-	for i := 12; i < len(v); i += 8 {
-		binary.LittleEndian.PutUint64(v[i:], r.Uint64())
+	for i := 12; i < len(v); i++ {
+		v[i] = byte(r.Uint32())
 	}
 	return v
 }

@@ -102,6 +102,8 @@ func serve(cfg config.Broker, logger *slog.Logger) error {
 		AutoCreateTopics:   cfg.AutoCreateTopics,
 		MaxRequestBytes:    cfg.MaxRequestBytes,
 		FetchMaxBytes:      cfg.FetchMaxBytes,
+		LogDefaults:        cfg.Log,
+		ConnectionsMaxIdle: time.Duration(cfg.MaxIdleMs) * time.Millisecond,
 		Logger:             logger,
 	}, eng)
 	logger.Info("strata broker listening", "node", cfg.NodeID, "listen", ln.Addr().String(),

@@ -46,6 +46,7 @@ type Broker struct {
 	AutoCreateTopics bool
 	MaxRequestBytes  int32
 	FetchMaxBytes    int32
+	MaxIdleMs        int64            // connections.max.idle.ms
 	Log              engine.LogConfig // broker-wide topic defaults
 	Unknown          []string         // keys present in the file that Strata ignores
 }
@@ -62,6 +63,7 @@ func Defaults() Broker {
 		AutoCreateTopics: true,
 		MaxRequestBytes:  104857600,
 		FetchMaxBytes:    57671680,
+		MaxIdleMs:        600000,
 		Log:              engine.DefaultLogConfig(),
 	}
 }
@@ -182,6 +184,11 @@ func (b *Broker) Apply(props map[string]string) error {
 			}
 		case "fetch.max.bytes":
 			err = parseInt32(v, &b.FetchMaxBytes)
+		case "connections.max.idle.ms":
+			b.MaxIdleMs, err = strconv.ParseInt(v, 10, 64)
+			if err == nil && b.MaxIdleMs < 0 {
+				err = errors.New("must be >= 0")
+			}
 		default:
 			if tk, ok := brokerToTopic[k]; ok {
 				topic[tk] = v

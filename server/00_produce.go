@@ -1,0 +1,281 @@
+package server
+
+// Produce (API key 0), v0..v13; v0..v2 answer UNSUPPORTED_VERSION.
+//
+// Versions 0-2 carry message sets (magic 0/1), which Strata does not store.
+// They are still advertised because librdkafka enables compression only when
+// Produce v0 is in the broker's range; a client that actually sends them gets
+// UNSUPPORTED_VERSION on every partition.
+//
+// For v3+ each partition's bytes must be exactly one RecordBatch (magic 2), as
+// Kafka requires; engine Log.Append validates it (CRC, counts, size) and
+// assigns offsets by patching the batch in place in the request frame, which
+// netpoll keeps valid until the reply completes, so nothing is copied here.
+//
+// Acks:
+//
+//	0   append, then no response; if any partition failed the connection is
+//	    closed after earlier responses, which is how Kafka tells an acks=0
+//	    producer to refresh its metadata.
+//	1   respond once every partition is appended (written, not yet durable).
+//	-1  respond once every appended partition is durable (Log.WhenDurable on
+//	    its last offset; the high watermark covers it). A durability failure
+//	    is KAFKA_STORAGE_ERROR for that partition. If TimeoutMillis passes
+//	    first, the partitions still waiting answer REQUEST_TIMED_OUT (their
+//	    records stay appended, as in Kafka). The countdown and the timer race
+//	    under one mutex; whichever finishes first sends the one response.
+//
+// Transactions are not implemented. A request with a TransactionalID, or with
+// a transactional batch, is answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED on
+// every partition: that is what Kafka answers when the producer may not write
+// transactionally, and clients treat it as fatal rather than retrying
+// (INVALID_REQUEST would suggest a malformed request, which it is not).
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/stratalog/strata/engine"
+	"github.com/stratalog/strata/record"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+const (
+	produceMaxVersion          = 13 // kmsg's newest Produce
+	produceFirstBatchVersion   = 3  // RecordBatch (magic 2) records
+	produceFirstZstdVersion    = 7  // zstd batches need Produce v7+ (KIP-110)
+	produceFirstTopicIDVersion = 13 // topics by id (KIP-516)
+
+	// adminClientID may produce to internal topics, as in Kafka.
+	adminClientID = "__admin_client"
+)
+
+func init() { register(0, 0, produceMaxVersion, handleProduce) }
+
+// internalTopics are Kafka's internal topics; only adminClientID may produce
+// to them.
+var internalTopics = map[string]bool{
+	"__consumer_offsets":    true,
+	"__transaction_state":   true,
+	"__share_group_state":   true,
+	"__cluster_metadata":    true,
+	"__remote_log_metadata": true,
+}
+
+// produceDurable is one appended partition an acks=-1 request waits on.
+type produceDurable struct {
+	log  *engine.Log
+	last int64                               // last offset appended
+	resp *kmsg.ProduceResponseTopicPartition // nil once durable
+}
+
+func handleProduce(s *Server, rc *reqCtx) {
+	req := rc.req.(*kmsg.ProduceRequest)
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+
+	// Whole-request errors apply to every partition.
+	var reqErr int16
+	var reqMsg string
+	switch {
+	case rc.version < produceFirstBatchVersion:
+		reqErr = kerr.UnsupportedVersion.Code
+		reqMsg = fmt.Sprintf("Produce v%d (message sets) is not supported; use v%d+ (record batches)", rc.version, produceFirstBatchVersion)
+	case req.Acks != 0 && req.Acks != 1 && req.Acks != -1:
+		reqErr = kerr.InvalidRequiredAcks.Code
+		reqMsg = fmt.Sprintf("acks must be 0, 1 or -1, not %d", req.Acks)
+	case req.TransactionID != nil || produceHasTransactionalBatch(req):
+		reqErr = kerr.TransactionalIDAuthorizationFailed.Code
+		reqMsg = "transactions are not supported by this broker"
+	}
+
+	var durable []produceDurable
+	failed := false
+	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
+	for i := range req.Topics {
+		rt := &req.Topics[i]
+		st := &resp.Topics[i]
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		st.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
+
+		topicErr, topicMsg := reqErr, reqMsg
+		var topic *engine.Topic
+		if topicErr == 0 {
+			topic, topicErr, topicMsg = s.produceTopic(rc, rt)
+		}
+		for j := range rt.Partitions {
+			rp := &rt.Partitions[j]
+			sp := &st.Partitions[j]
+			sp.Default()
+			sp.Partition = rp.Partition
+			code, msg := topicErr, topicMsg
+			var info engine.AppendInfo
+			var l *engine.Log
+			if code == 0 {
+				l, info, code, msg = producePartition(topic, rp, rc.version)
+			}
+			if code != 0 {
+				sp.ErrorCode = code
+				if msg != "" {
+					sp.ErrorMessage = &msg
+				}
+				failed = true
+				continue
+			}
+			sp.BaseOffset = info.BaseOffset
+			sp.LogAppendTime = info.LogAppendTime
+			sp.LogStartOffset = info.LogStartOffset
+			if req.Acks == -1 {
+				durable = append(durable, produceDurable{log: l, last: info.LastOffset, resp: sp})
+			}
+		}
+	}
+
+	switch {
+	case req.Acks == 0 && failed:
+		rc.close(fmt.Errorf("acks=0 produce failed on at least one partition"))
+	case req.Acks == 0:
+		rc.skip()
+	case len(durable) > 0:
+		waitDurable(rc, resp, durable, req.TimeoutMillis)
+	default:
+		rc.respond(resp)
+	}
+}
+
+// produceTopic resolves a request topic (by name before v13, by id after);
+// Kafka's internal topics take writes only from adminClientID.
+func (s *Server) produceTopic(rc *reqCtx, rt *kmsg.ProduceRequestTopic) (*engine.Topic, int16, string) {
+	var t *engine.Topic
+	if rc.version >= produceFirstTopicIDVersion {
+		if t = s.eng.TopicByID(rt.TopicID); t == nil {
+			return nil, kerr.UnknownTopicID.Code, ""
+		}
+	} else if t = s.eng.Topic(rt.Topic); t == nil {
+		if internalTopics[rt.Topic] && rc.client != adminClientID {
+			return nil, kerr.InvalidTopicException.Code, "cannot produce to internal topic " + rt.Topic
+		}
+		return nil, kerr.UnknownTopicOrPartition.Code, ""
+	}
+	if internalTopics[t.Name()] && rc.client != adminClientID {
+		return nil, kerr.InvalidTopicException.Code, "cannot produce to internal topic " + t.Name()
+	}
+	return t, 0, ""
+}
+
+// producePartition checks and appends one partition's batch.
+func producePartition(topic *engine.Topic, rp *kmsg.ProduceRequestTopicPartition, version int16) (*engine.Log, engine.AppendInfo, int16, string) {
+	l := topic.Partition(rp.Partition)
+	if l == nil {
+		return nil, engine.AppendInfo{}, kerr.UnknownTopicOrPartition.Code, ""
+	}
+	if len(rp.Records) == 0 {
+		return nil, engine.AppendInfo{}, kerr.InvalidRecord.Code, "a produce request must have one record batch per partition"
+	}
+	// A header we cannot parse is left to Append, which classifies it.
+	if h, err := record.ParseHeader(rp.Records); err == nil {
+		if int64(h.Size()) < int64(len(rp.Records)) {
+			return nil, engine.AppendInfo{}, kerr.InvalidRecord.Code, "a produce request must have exactly one record batch per partition"
+		}
+		if h.Codec() == record.CodecZstd && version < produceFirstZstdVersion {
+			return nil, engine.AppendInfo{}, kerr.UnsupportedCompressionType.Code, "zstd needs produce v7+"
+		}
+	}
+	info, err := l.Append(rp.Records, l.LeaderEpoch())
+	if err != nil {
+		return nil, engine.AppendInfo{}, errCode(err), err.Error()
+	}
+	return l, info, 0, ""
+}
+
+// produceHasTransactionalBatch reports whether any partition carries a
+// batch with the transactional attribute.
+func produceHasTransactionalBatch(req *kmsg.ProduceRequest) bool {
+	for i := range req.Topics {
+		for j := range req.Topics[i].Partitions {
+			h, err := record.ParseHeader(req.Topics[i].Partitions[j].Records)
+			if err == nil && h.Transactional() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// produceWait is an acks=-1 response waiting for durability. Everything is
+// guarded by mu; done is set once, by whichever of the last durability
+// callback or the timer gets there first, and that one sends the response.
+type produceWait struct {
+	mu      sync.Mutex
+	rc      *reqCtx
+	resp    *kmsg.ProduceResponse
+	waits   []produceDurable
+	pending int
+	done    bool
+	timer   *time.Timer
+}
+
+// waitDurable sends resp once every partition in waits is durable, or when
+// timeoutMs passes (REQUEST_TIMED_OUT for the partitions still waiting).
+func waitDurable(rc *reqCtx, resp *kmsg.ProduceResponse, waits []produceDurable, timeoutMs int32) {
+	w := &produceWait{rc: rc, resp: resp, waits: waits, pending: len(waits)}
+	for i := range waits {
+		// May run inline (already durable) or later on the flusher.
+		waits[i].log.WhenDurable(waits[i].last, func(err error) { w.durable(i, err) })
+	}
+	w.mu.Lock()
+	if !w.done {
+		w.timer = time.AfterFunc(time.Duration(max(timeoutMs, 0))*time.Millisecond, w.expire)
+	}
+	w.mu.Unlock()
+}
+
+// durable records partition i's outcome; the last one sends the response.
+// It runs on the engine's flusher and must not block: encoding and handing
+// the response to netpoll does not.
+func (w *produceWait) durable(i int, err error) {
+	w.mu.Lock()
+	if w.done || w.waits[i].resp == nil {
+		w.mu.Unlock()
+		return
+	}
+	if err != nil {
+		w.waits[i].resp.ErrorCode = kerr.KafkaStorageError.Code
+		msg := err.Error()
+		w.waits[i].resp.ErrorMessage = &msg
+	}
+	w.waits[i].resp = nil
+	w.pending--
+	if w.pending > 0 {
+		w.mu.Unlock()
+		return
+	}
+	w.done = true
+	t := w.timer
+	w.mu.Unlock()
+	if t != nil {
+		t.Stop()
+	}
+	w.rc.respond(w.resp)
+}
+
+// expire answers REQUEST_TIMED_OUT for the partitions not yet durable.
+func (w *produceWait) expire() {
+	w.mu.Lock()
+	if w.done {
+		w.mu.Unlock()
+		return
+	}
+	w.done = true
+	for i := range w.waits {
+		if p := w.waits[i].resp; p != nil {
+			p.ErrorCode = kerr.RequestTimedOut.Code
+			msg := "timed out waiting for the records to become durable"
+			p.ErrorMessage = &msg
+			w.waits[i].resp = nil
+		}
+	}
+	w.mu.Unlock()
+	w.rc.respond(w.resp)
+}

@@ -1,0 +1,148 @@
+package server
+
+// ListOffsets (API key 2), v1..v11.
+//
+// Timestamp selects the answer, as in Kafka (special values are honoured at
+// every version; a client only sends a value its version defines):
+//
+//	-1 latest            the high watermark (read_committed: the last stable
+//	                     offset, equal to it until transactions exist)
+//	-2 earliest          the log start offset
+//	-3 max timestamp     the record with the largest timestamp (KIP-734)
+//	-4 earliest local    the log start offset (no tiered storage) (KIP-405)
+//	-5 latest tiered     offset -1: nothing is tiered (KIP-1005)
+//	-6 earliest pending  offset -1: nothing to upload (KIP-1023)
+//	   upload
+//	>= 0 (or other)      the first offset whose timestamp >= Timestamp
+//
+// Answers are never at or past the high watermark: a timestamp (or max
+// timestamp) whose record is not yet committed is "not found", offset -1 and
+// timestamp -1, as Kafka answers. LeaderEpoch (v4+) is the partition's epoch,
+// which every batch carries on a single broker.
+//
+// A partition named twice in one request answers INVALID_REQUEST for every
+// occurrence, as in Kafka. v0 (old-style offset lists) is not served.
+
+import (
+	"github.com/stratalog/strata/engine"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+const (
+	listOffsetsMinVersion = 1
+	listOffsetsMaxVersion = 11
+
+	listOffsetsLatest          = -1
+	listOffsetsEarliest        = -2
+	listOffsetsMaxTimestamp    = -3
+	listOffsetsEarliestLocal   = -4
+	listOffsetsLatestTiered    = -5
+	listOffsetsEarliestPending = -6
+)
+
+func init() { register(2, listOffsetsMinVersion, listOffsetsMaxVersion, handleListOffsets) }
+
+func handleListOffsets(s *Server, rc *reqCtx) {
+	req := rc.req.(*kmsg.ListOffsetsRequest)
+	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+	dups := listOffsetsDuplicates(req)
+
+	resp.Topics = make([]kmsg.ListOffsetsResponseTopic, len(req.Topics))
+	for i := range req.Topics {
+		rt := &req.Topics[i]
+		st := &resp.Topics[i]
+		st.Topic = rt.Topic
+		st.Partitions = make([]kmsg.ListOffsetsResponseTopicPartition, len(rt.Partitions))
+		topic := s.eng.Topic(rt.Topic)
+		for j := range rt.Partitions {
+			rp := &rt.Partitions[j]
+			sp := &st.Partitions[j]
+			sp.Default()
+			sp.Partition = rp.Partition
+			if dups[listOffsetsKey{rt.Topic, rp.Partition}] {
+				sp.ErrorCode = kerr.InvalidRequest.Code
+				continue
+			}
+			if topic == nil {
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				continue
+			}
+			l := topic.Partition(rp.Partition)
+			if l == nil {
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				continue
+			}
+			listOffsetsPartition(l, rp, req.IsolationLevel, sp)
+		}
+	}
+	rc.respond(resp)
+}
+
+// listOffsetsPartition answers one partition into sp (already defaulted:
+// offset, timestamp and epoch -1).
+func listOffsetsPartition(l *engine.Log, rp *kmsg.ListOffsetsRequestTopicPartition, isolation int8, sp *kmsg.ListOffsetsResponseTopicPartition) {
+	epoch := l.LeaderEpoch()
+	if code := leaderEpochCheck(rp.CurrentLeaderEpoch, epoch); code != 0 {
+		sp.ErrorCode = code
+		return
+	}
+	if isolation != 0 && isolation != 1 {
+		sp.ErrorCode = kerr.InvalidRequest.Code
+		return
+	}
+	// read_committed would use the last stable offset; it equals the high
+	// watermark until transactions exist.
+	hw := l.HighWatermark()
+	switch rp.Timestamp {
+	case listOffsetsLatest:
+		sp.Offset, sp.LeaderEpoch = hw, epoch
+	case listOffsetsEarliest, listOffsetsEarliestLocal:
+		sp.Offset, sp.LeaderEpoch = l.LogStartOffset(), epoch
+	case listOffsetsLatestTiered, listOffsetsEarliestPending:
+		// No tiered storage: nothing uploaded, nothing pending (Kafka
+		// answers -1 with epoch -1 when remote storage is off).
+	case listOffsetsMaxTimestamp:
+		off, ts := l.MaxTimestamp()
+		if off >= 0 && off < hw {
+			sp.Offset, sp.Timestamp, sp.LeaderEpoch = off, ts, epoch
+		}
+	default:
+		off, ts, found := l.OffsetForTimestamp(rp.Timestamp)
+		if found && off < hw {
+			sp.Offset, sp.Timestamp, sp.LeaderEpoch = off, ts, epoch
+		}
+	}
+}
+
+type listOffsetsKey struct {
+	topic     string
+	partition int32
+}
+
+// listOffsetsDuplicates returns the partitions named more than once, nil if
+// none (a single-partition request allocates nothing).
+func listOffsetsDuplicates(req *kmsg.ListOffsetsRequest) map[listOffsetsKey]bool {
+	n := 0
+	for i := range req.Topics {
+		n += len(req.Topics[i].Partitions)
+	}
+	if n < 2 {
+		return nil
+	}
+	seen := make(map[listOffsetsKey]bool, n)
+	var dups map[listOffsetsKey]bool
+	for i := range req.Topics {
+		for _, p := range req.Topics[i].Partitions {
+			k := listOffsetsKey{req.Topics[i].Topic, p.Partition}
+			if seen[k] {
+				if dups == nil {
+					dups = make(map[listOffsetsKey]bool)
+				}
+				dups[k] = true
+			}
+			seen[k] = true
+		}
+	}
+	return dups
+}

@@ -1,0 +1,50 @@
+package server
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// DescribeCluster v0..v1.
+func init() { register(60, 0, 1, handleDescribeCluster) }
+
+// Endpoint types of DescribeCluster v1 (KIP-919).
+const (
+	endpointBrokers     = 1
+	endpointControllers = 2
+)
+
+// handleDescribeCluster answers with this broker, which is also the
+// controller. From v1 the request says which endpoints it wants: brokers are
+// served; asking a broker listener for controllers is
+// MISMATCHED_ENDPOINT_TYPE, an unknown type UNSUPPORTED_ENDPOINT_TYPE (as in
+// Kafka). Authorized operations are returned only when asked for.
+func handleDescribeCluster(s *Server, rc *reqCtx) {
+	req := rc.req.(*kmsg.DescribeClusterRequest)
+	resp := kmsg.NewPtrDescribeClusterResponse()
+	resp.EndpointType = endpointBrokers
+	if req.Version >= 1 {
+		resp.EndpointType = req.EndpointType
+		switch req.EndpointType {
+		case endpointBrokers:
+		case endpointControllers:
+			resp.ErrorCode = kerr.MismatchedEndpointType.Code
+			resp.ErrorMessage = kmsg.StringPtr("this is a broker listener; controllers are not served here")
+		default:
+			resp.ErrorCode = kerr.UnsupportedEndpointType.Code
+			resp.ErrorMessage = kmsg.StringPtr("unknown endpoint type")
+		}
+		if resp.ErrorCode != 0 {
+			rc.respond(resp)
+			return
+		}
+	}
+	host, port := s.Advertised()
+	resp.ClusterID = s.cfg.ClusterID
+	resp.ControllerID = s.cfg.NodeID
+	resp.Brokers = []kmsg.DescribeClusterResponseBroker{{NodeID: s.cfg.NodeID, Host: host, Port: port}}
+	if req.IncludeClusterAuthorizedOperations {
+		resp.ClusterAuthorizedOperations = clusterAuthorizedOps
+	}
+	rc.respond(resp)
+}

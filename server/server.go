@@ -1,0 +1,425 @@
+// Package server is Strata's Kafka API: it decodes each request frame that
+// netpoll delivers, calls the engine, and encodes the response. One handler
+// file per API key, named by number (00_produce.go, 18_api_versions.go, ...),
+// registers its version range from init(); ApiVersions answers from that
+// table, so only what is registered is advertised.
+//
+// # Wire format
+//
+// netpoll strips the 4-byte big-endian size prefix; a frame is
+//
+//	request header  int16 api key | int16 api version | int32 correlation id |
+//	                int16 client id length (-1 = null) | client id bytes |
+//	                [tagged fields: uvarint count, (uvarint tag, uvarint len, bytes)*]   flexible versions only
+//	request body    kmsg encoding of the request at that version
+//
+// and a response (netpoll adds the size prefix) is
+//
+//	response header int32 correlation id | [0x00: empty tagged fields]   flexible versions, never ApiVersions
+//	response body   kmsg encoding of the response at the request's version
+//
+// Request and response bodies are kmsg types throughout; only the Fetch
+// response is framed by hand so record bytes go from segment files to the
+// socket with sendfile.
+//
+// # Bad input
+//
+// A frame whose header is truncated, whose client id length is negative
+// (other than -1), whose api key is unknown or not served, whose version is
+// outside the served range (except ApiVersions, see 18_api_versions.go), or
+// whose body kmsg cannot decode is logged once (remote address, key,
+// version, error) and the connection is closed, as Kafka does. netpoll
+// refuses frames larger than Config.MaxRequestBytes before allocating. No
+// input panics the broker: the dispatcher recovers as a last resort, logs the
+// panic with its stack and closes the connection.
+//
+// # Concurrency
+//
+// netpoll calls the dispatcher on each connection's read goroutine, one frame
+// at a time and in arrival order. A handler completes its reqCtx exactly once,
+// either inline or later from any goroutine (a Produce waiting for
+// durability, a Fetch long poll); netpoll writes responses in request order
+// whatever order they complete in. The API table is written only during
+// package initialisation and read without locks afterwards. Server holds no
+// lock across engine calls; the engine is safe for concurrent use.
+// Response buffers come from a sync.Pool and go back when netpoll reports the
+// write finished.
+package server
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/binary"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/stratalog/strata/engine"
+	"github.com/stratalog/strata/netpoll"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Config is the broker's settings (Kafka broker key names in comments).
+// New fills zero fields with Kafka's defaults, except AutoCreateTopics: a bool
+// has no "unset", so the caller decides (Kafka's default is true).
+type Config struct {
+	NodeID             int32  // node.id
+	AdvertisedHost     string // host part of advertised.listeners (default: listen host)
+	AdvertisedPort     int32  // port part of advertised.listeners (default: listen port)
+	ClusterID          string // persisted in <data dir>/meta.properties (default: random per Server)
+	NumPartitions      int32  // num.partitions (1)
+	DefaultReplication int16  // default.replication.factor (1)
+	AutoCreateTopics   bool   // auto.create.topics.enable (Kafka: true; zero value: false)
+	MaxRequestBytes    int32  // socket.request.max.bytes (104857600)
+	FetchMaxBytes      int32  // fetch.max.bytes (57671680)
+	Logger             *slog.Logger
+
+	// ConnectionsMaxIdle closes connections idle this long
+	// (connections.max.idle.ms, Kafka default 10 minutes; 0 = never).
+	ConnectionsMaxIdle time.Duration
+
+	// LogDefaults are the broker-wide topic defaults the engine was opened
+	// with (engine.Options.Log); DescribeConfigs reports them as broker keys
+	// (log.segment.bytes, message.max.bytes, ...). Zero value:
+	// engine.DefaultLogConfig().
+	LogDefaults engine.LogConfig
+}
+
+// Default values of Config fields, Kafka's.
+const (
+	DefaultNumPartitions   = 1
+	DefaultReplication     = 1
+	DefaultMaxRequestBytes = 104857600
+	DefaultFetchMaxBytes   = 57671680
+)
+
+// Server serves the Kafka protocol over an engine.Engine.
+//
+// Server's own Serve method takes a listener, so the netpoll.Handler that
+// netpoll calls per frame is a small adapter (connHandler), not Server itself.
+type Server struct {
+	cfg Config
+	eng *engine.Engine
+	log *slog.Logger
+	np  *netpoll.Server
+
+	// advertised is the host and port Metadata and DescribeCluster return;
+	// Serve fills what Config left empty from the listener's address.
+	advertised atomic.Pointer[endpoint]
+
+	// panics counts handler panics recovered by dispatch (each one a bug).
+	panics atomic.Int64
+}
+
+type endpoint struct {
+	host string
+	port int32
+}
+
+// New returns a Server for eng with cfg's zero fields defaulted.
+func New(cfg Config, eng *engine.Engine) *Server {
+	if cfg.NumPartitions <= 0 {
+		cfg.NumPartitions = DefaultNumPartitions
+	}
+	if cfg.DefaultReplication <= 0 {
+		cfg.DefaultReplication = DefaultReplication
+	}
+	if cfg.MaxRequestBytes <= 0 {
+		cfg.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if cfg.FetchMaxBytes <= 0 {
+		cfg.FetchMaxBytes = DefaultFetchMaxBytes
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.ClusterID == "" {
+		cfg.ClusterID = randomClusterID()
+	}
+	if cfg.LogDefaults.SegmentBytes == 0 {
+		cfg.LogDefaults = engine.DefaultLogConfig()
+	}
+	s := &Server{cfg: cfg, eng: eng, log: cfg.Logger}
+	s.advertised.Store(&endpoint{host: cfg.AdvertisedHost, port: cfg.AdvertisedPort})
+	s.np = netpoll.NewServer(netpoll.Config{
+		MaxFrameBytes: cfg.MaxRequestBytes,
+		IdleTimeout:   cfg.ConnectionsMaxIdle,
+		Logger:        cfg.Logger,
+	}, connHandler{s})
+	return s
+}
+
+// randomClusterID returns a Kafka-style cluster id: 16 random bytes,
+// base64url without padding (22 characters).
+func randomClusterID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// Config returns the effective configuration (defaults filled in).
+func (s *Server) Config() Config { return s.cfg }
+
+// Serve accepts connections on ln until Close and returns nil after Close.
+// An advertised host or port left empty in Config is taken from ln's address
+// (a wildcard host becomes the machine's hostname).
+func (s *Server) Serve(ln net.Listener) error {
+	ep := *s.advertised.Load()
+	if ep.host == "" || ep.port == 0 {
+		host, port := listenerEndpoint(ln.Addr())
+		if ep.host == "" {
+			ep.host = host
+		}
+		if ep.port == 0 {
+			ep.port = port
+		}
+		s.advertised.Store(&ep)
+	}
+	return s.np.Serve(ln)
+}
+
+// Close stops accepting, closes every connection and waits for their
+// goroutines. It does not close the engine.
+func (s *Server) Close() error { return s.np.Close() }
+
+// Advertised returns the host and port clients are told to connect to.
+func (s *Server) Advertised() (host string, port int32) {
+	ep := s.advertised.Load()
+	return ep.host, ep.port
+}
+
+func listenerEndpoint(a net.Addr) (string, int32) {
+	host, portStr, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return "localhost", 0
+	}
+	port, _ := strconv.ParseInt(portStr, 10, 32)
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		if h, err := os.Hostname(); err == nil && h != "" {
+			host = h
+		} else {
+			host = "localhost"
+		}
+	}
+	return host, int32(port)
+}
+
+// connHandler is the netpoll.Handler: decode, dispatch, recover.
+type connHandler struct{ s *Server }
+
+// Serve implements netpoll.Handler.
+func (h connHandler) Serve(c *netpoll.Conn, frame []byte, r *netpoll.Reply) {
+	h.s.dispatch(c, frame, r)
+}
+
+// peer is what a handler may use of its connection (*netpoll.Conn).
+type peer interface {
+	ID() uint64
+	RemoteAddr() net.Addr
+	Close()
+	Done() <-chan struct{} // closed when the connection closes: long polls give up
+}
+
+// replySink is the response slot of one request (*netpoll.Reply); see
+// netpoll.Reply for the semantics. Tests and fuzzers substitute their own.
+type replySink interface {
+	Send(resp []byte)
+	SendParts(parts []netpoll.Part, done func())
+	Skip()
+	Close()
+}
+
+// dispatch decodes frame and runs its handler. A frame that does not decode
+// closes the connection (logged once, here). A handler panic is a bug; it is
+// recovered as a last resort so one bad request cannot take the broker down.
+func (s *Server) dispatch(c peer, frame []byte, r replySink) {
+	hdr, req, err := decodeRequest(frame)
+	if err != nil {
+		s.connError(c, hdr, err)
+		r.Close()
+		return
+	}
+	api, _ := lookupAPI(hdr.key) // decodeRequest succeeded, so the key is registered
+	rc := &reqCtx{
+		conn:    c,
+		reply:   r,
+		key:     hdr.key,
+		version: hdr.version,
+		corrID:  hdr.corrID,
+		client:  hdr.clientID,
+		req:     req,
+		log:     s.log,
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			s.panics.Add(1)
+			s.log.Error("panic serving request; closing connection",
+				"remote", remoteAddr(c), "api", kmsg.NameForKey(hdr.key), "version", hdr.version,
+				"panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			if rc.state.CompareAndSwap(reqPending, reqDone) {
+				r.Close()
+			} else {
+				c.Close()
+			}
+		}
+	}()
+	api.fn(s, rc)
+}
+
+// connError logs a request that closes its connection.
+func (s *Server) connError(c peer, h requestHeader, err error) {
+	s.log.Warn("closing connection: bad request",
+		"remote", remoteAddr(c), "key", h.key, "api", kmsg.NameForKey(h.key),
+		"version", h.version, "client_id", h.clientID, "err", err)
+}
+
+func remoteAddr(c peer) string {
+	if c == nil {
+		return ""
+	}
+	if a := c.RemoteAddr(); a != nil {
+		return a.String()
+	}
+	return ""
+}
+
+// reqCtx states: a reqCtx is completed exactly once.
+const (
+	reqPending uint32 = iota
+	reqDone
+)
+
+// reqCtx is one decoded request. Handlers complete it exactly once: respond
+// (or sendParts), skip (acks=0) or close.
+type reqCtx struct {
+	conn    peer
+	reply   replySink
+	key     int16
+	version int16
+	corrID  int32
+	client  string       // client id ("" if null)
+	req     kmsg.Request // decoded body, version set; nil only for ApiVersions above our max
+	log     *slog.Logger
+	state   atomic.Uint32
+}
+
+// flexible reports whether the request (and so its response) uses the
+// flexible encoding of KIP-482.
+func (rc *reqCtx) flexible() bool { return rc.req != nil && rc.req.IsFlexible() }
+
+// complete marks rc completed; it returns false (and logs) if it already was,
+// which is a handler bug that must not reach netpoll twice.
+func (rc *reqCtx) complete() bool {
+	if rc.state.CompareAndSwap(reqPending, reqDone) {
+		return true
+	}
+	rc.log.Error("server: request completed twice (handler bug)",
+		"key", kmsg.NameForKey(rc.key), "version", rc.version, "correlation_id", rc.corrID)
+	return false
+}
+
+// appendResponseHeader appends the response header for rc: the correlation
+// id, then an empty tagged-field section if the version is flexible, except
+// for ApiVersions, whose response header is always v0 (KIP-511).
+func (rc *reqCtx) appendResponseHeader(dst []byte) []byte {
+	dst = binary.BigEndian.AppendUint32(dst, uint32(rc.corrID))
+	if rc.key != apiVersionsKey && rc.flexible() {
+		dst = append(dst, 0)
+	}
+	return dst
+}
+
+// respond encodes resp at the request's version behind the response header
+// and sends it.
+func (rc *reqCtx) respond(resp kmsg.Response) {
+	resp.SetVersion(rc.version)
+	rc.respondEncoded(resp)
+}
+
+// respondEncoded sends resp at whatever version it already has (ApiVersions
+// answers a too-new request with a v0 body).
+func (rc *reqCtx) respondEncoded(resp kmsg.Response) {
+	if !rc.complete() {
+		return
+	}
+	ob := getOutBuf()
+	b := binary.BigEndian.AppendUint32(ob.b[:0], uint32(rc.corrID))
+	if rc.key != apiVersionsKey && resp.IsFlexible() {
+		b = append(b, 0)
+	}
+	b = resp.AppendTo(b)
+	ob.b = b
+	ob.parts[0] = netpoll.Part{Buf: b}
+	rc.reply.SendParts(ob.parts[:], ob.release)
+}
+
+// sendParts sends a response assembled by the handler: head already includes
+// the response header (see appendResponseHeader); parts follow it. done (may
+// be nil) runs after the write finished or failed. Used by Fetch.
+func (rc *reqCtx) sendParts(head []byte, parts []netpoll.Part, done func()) {
+	if !rc.complete() {
+		return
+	}
+	all := make([]netpoll.Part, 0, 1+len(parts))
+	all = append(all, netpoll.Part{Buf: head})
+	all = append(all, parts...)
+	rc.reply.SendParts(all, done)
+}
+
+// skip completes rc without a response (Produce with acks=0).
+func (rc *reqCtx) skip() {
+	if rc.complete() {
+		rc.reply.Skip()
+	}
+}
+
+// close completes rc without a response and closes the connection after the
+// earlier responses are written, logging why.
+func (rc *reqCtx) close(err error) {
+	if !rc.complete() {
+		return
+	}
+	rc.log.Warn("closing connection",
+		"remote", remoteAddr(rc.conn), "api", kmsg.NameForKey(rc.key), "version", rc.version,
+		"client_id", rc.client, "err", err)
+	rc.reply.Close()
+}
+
+// outBuf is a pooled response buffer with its one-element Part slice and its
+// release callback bound once, so a response costs no allocation beyond the
+// encoding itself.
+type outBuf struct {
+	b       []byte
+	parts   [1]netpoll.Part
+	release func()
+}
+
+// maxPooledBytes bounds the buffers kept in the pool, so one huge response
+// (a Metadata of thousands of topics) is not pinned forever.
+const maxPooledBytes = 1 << 20
+
+var outBufs sync.Pool
+
+func getOutBuf() *outBuf {
+	if ob, ok := outBufs.Get().(*outBuf); ok {
+		return ob
+	}
+	ob := &outBuf{b: make([]byte, 0, 512)}
+	ob.release = ob.put
+	return ob
+}
+
+func (ob *outBuf) put() {
+	ob.parts[0] = netpoll.Part{}
+	if cap(ob.b) > maxPooledBytes {
+		ob.b = make([]byte, 0, 512)
+	}
+	ob.b = ob.b[:0]
+	outBufs.Put(ob)
+}
