@@ -166,7 +166,7 @@ func TestListOffsetsByTimestampAndDeleteRecords(t *testing.T) {
 		{base.UnixMilli() - 1, 0},
 		{base.UnixMilli(), 0},
 		{base.Add(500 * time.Second).UnixMilli(), 500},
-		{base.Add(500*time.Second + 1).UnixMilli(), 501},
+		{base.Add(500*time.Second + time.Millisecond).UnixMilli(), 501},
 		{base.Add(999 * time.Second).UnixMilli(), 999},
 	} {
 		offs, err := adm.ListOffsetsAfterMilli(ctx, probe.ms, topic)
