@@ -1,0 +1,93 @@
+// roundtrip.js: the kafkajs half of e2e/kafkajs_test.go.
+//
+//   node roundtrip.js <broker host:port> <topic> <none|gzip>
+//
+// Creates <topic> with 3 partitions through the admin client, produces
+// 2,000 keyed records (50 keys, value "<seq per key>-<padding>") with a
+// non-idempotent producer at acks=-1 and kafkajs's DefaultPartitioner
+// (murmur2, Java-compatible since kafkajs 2.0), in 20 send() calls of 100
+// records, then prints one JSON line on stdout:
+//
+//   {"created":true,"acks":[{"partition":0,"baseOffset":"0"},...],
+//    "offsets":[{"partition":0,"low":"0","high":"672"},...]}
+//
+// acks are the per-partition produce responses, offsets the result of
+// admin.fetchTopicOffsets. The Go test consumes the topic with franz-go and
+// checks both. kafkajs logs go to stderr so stdout carries only the JSON.
+// Any failure exits non-zero with the error on stderr.
+'use strict'
+
+const { Kafka, CompressionTypes, logLevel } = require('kafkajs')
+
+const RECORDS = 2000
+const KEYS = 50
+const PER_SEND = 100
+const PARTITIONS = 3
+
+function stderrLogger() {
+  return ({ namespace, level, label, log }) => {
+    const { message, ...extra } = log
+    process.stderr.write(`${label} [${namespace}] ${message} ${JSON.stringify(extra)}\n`)
+  }
+}
+
+async function main() {
+  const [broker, topic, codec] = process.argv.slice(2)
+  if (!broker || !topic || !['none', 'gzip'].includes(codec)) {
+    throw new Error('usage: node roundtrip.js <broker host:port> <topic> <none|gzip>')
+  }
+  const compression = codec === 'gzip' ? CompressionTypes.GZIP : CompressionTypes.None
+
+  const kafka = new Kafka({
+    clientId: 'strata-e2e-kafkajs',
+    brokers: [broker],
+    logLevel: logLevel.WARN,
+    logCreator: stderrLogger,
+    connectionTimeout: 10000,
+    requestTimeout: 30000,
+    retry: { retries: 3 },
+  })
+
+  const admin = kafka.admin()
+  const producer = kafka.producer({ idempotent: false, allowAutoTopicCreation: false })
+  await admin.connect()
+  try {
+    const created = await admin.createTopics({
+      topics: [{ topic, numPartitions: PARTITIONS, replicationFactor: 1 }],
+      waitForLeaders: true,
+      timeout: 10000,
+    })
+
+    await producer.connect()
+    const acks = []
+    const pad = 'v'.repeat(100)
+    for (let start = 0; start < RECORDS; start += PER_SEND) {
+      const messages = []
+      for (let i = start; i < start + PER_SEND; i++) {
+        messages.push({ key: `k${i % KEYS}`, value: `${Math.floor(i / KEYS)}-${pad}` })
+      }
+      const meta = await producer.send({ topic, acks: -1, timeout: 30000, compression, messages })
+      for (const m of meta) {
+        if (m.errorCode !== 0) {
+          throw new Error(`produce to ${m.topicName}/${m.partition}: error code ${m.errorCode}`)
+        }
+        acks.push({ partition: m.partition, baseOffset: m.baseOffset })
+      }
+    }
+
+    const offsets = (await admin.fetchTopicOffsets(topic)).map(o => ({
+      partition: o.partition,
+      low: o.low,
+      high: o.high,
+    }))
+    process.stdout.write(JSON.stringify({ created, acks, offsets }) + '\n')
+  } finally {
+    await producer.disconnect()
+    await admin.disconnect()
+  }
+}
+
+main().catch(err => {
+  process.stderr.write(`roundtrip.js: ${err && err.stack ? err.stack : err}\n`)
+  process.exit(1)
+})
