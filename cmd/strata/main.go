@@ -12,6 +12,8 @@ const usage = `strata — a Kafka-compatible, replicated, partitioned commit log
 
 Usage:
   strata serve [--listen host:port] [--data-dir DIR] [--node-id N] [--config FILE]
+  strata loadgen (--brokers host:port,... | --spawn N) [--rate R] [--duration D] [--json F] [--report F.html] ...
+  strata plan  [--preset reference] [--rate N --peak-rate N ...] [--calibrate result.json] [--json FILE]
 
 Run "strata serve --help" for the flags of a command.
 `
@@ -25,6 +27,10 @@ func main() {
 	switch os.Args[1] {
 	case "serve":
 		err = runServe(os.Args[2:])
+	case "loadgen":
+		err = runLoadgen(os.Args[2:])
+	case "plan":
+		err = runPlan(os.Args[2:])
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/stratalog/strata/loadgen"
+	"github.com/stratalog/strata/record"
+)
+
+const loadgenUsage = `Usage: strata loadgen [flags]
+
+Generates a Kafka workload against --brokers (any Kafka-compatible cluster)
+or --spawn N local strata brokers, and reports throughput and latency:
+produce latency from each record's scheduled send time to its ack, and
+end-to-end latency to the consumer's poll (--consumers).
+
+Examples:
+  strata loadgen --spawn 1 --rate 50000 --duration 30s --json lg.json --report lg.html
+  strata loadgen --brokers kafka1:9092 --engine native --keys 10000 --key-dist hot --consumers 2
+  strata loadgen --spawn 1 --find-max --max-p99 15ms --step-duration 10s
+
+Flags:
+`
+
+// runLoadgen is `strata loadgen`: parse flags, run, print the table and
+// write the JSON and HTML files.
+func runLoadgen(args []string) error {
+	cfg, out, err := parseLoadgenFlags(args, os.Stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	cfg.Log = os.Stderr
+	if out.progress || isTerminal(os.Stderr) {
+		cfg.Progress = os.Stderr
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	rep, runErr := loadgen.Run(ctx, cfg)
+	if rep == nil {
+		return runErr
+	}
+	var errs []error
+	if runErr != nil {
+		errs = append(errs, runErr)
+	}
+	if err := rep.WriteTable(os.Stdout); err != nil {
+		errs = append(errs, err)
+	}
+	if out.json != "" {
+		if err := rep.WriteJSONFile(out.json); err != nil {
+			errs = append(errs, fmt.Errorf("--json: %w", err))
+		} else {
+			fmt.Fprintf(os.Stderr, "wrote %s\n", out.json)
+		}
+	}
+	if out.report != "" {
+		if err := rep.WriteHTMLFile(out.report); err != nil {
+			errs = append(errs, fmt.Errorf("--report: %w", err))
+		} else {
+			fmt.Fprintf(os.Stderr, "wrote %s\n", out.report)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+type loadgenOutputs struct {
+	json, report string
+	progress     bool
+}
+
+// parseLoadgenFlags maps the command line onto a loadgen.Config.
+func parseLoadgenFlags(args []string, usageOut io.Writer) (loadgen.Config, loadgenOutputs, error) {
+	cfg := loadgen.DefaultConfig()
+	var out loadgenOutputs
+	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
+	fs.SetOutput(usageOut)
+	fs.Usage = func() {
+		fmt.Fprint(usageOut, loadgenUsage)
+		fs.PrintDefaults()
+	}
+	brokers := fs.String("brokers", "", "comma-separated host:port list of the cluster to load")
+	fs.IntVar(&cfg.Spawn, "spawn", 0, "start this many local strata brokers on 127.0.0.1 for the run (N>1: independent brokers until clustering lands)")
+	fs.Int64Var(&cfg.SpawnSegmentBytes, "spawn-segment-bytes", loadgen.DefaultSpawnSegmentBytes, "log.segment.bytes of spawned brokers (segments are preallocated)")
+	fs.StringVar(&cfg.SpawnConfig, "spawn-config", "", "server.properties file for spawned brokers")
+	fs.StringVar(&cfg.Topic, "topic", cfg.Topic, "topic to produce to (created if missing)")
+	partitions := fs.Int("partitions", int(cfg.Partitions), "partitions when the topic is created")
+	rf := fs.Int("replication-factor", int(cfg.ReplicationFactor), "replication factor when the topic is created")
+	fs.IntVar(&cfg.RecordBytes, "record-bytes", cfg.RecordBytes, "value bytes per record (the first 8 carry the send time)")
+	fs.BoolVar(&cfg.Compressible, "compressible", false, "text-like compressible values instead of random bytes")
+	fs.Int64Var(&cfg.Keys, "keys", 0, "key space size; 0 = keyless records (sticky partitioner)")
+	fs.StringVar(&cfg.KeyDist, "key-dist", cfg.KeyDist, "key distribution: uniform, zipf or hot")
+	fs.Float64Var(&cfg.HotKeyShare, "hot-key-share", cfg.HotKeyShare, "share of records carrying the hot key (--key-dist hot)")
+	fs.Float64Var(&cfg.ZipfS, "zipf-s", cfg.ZipfS, "zipf exponent s > 1 (--key-dist zipf)")
+	fs.IntVar(&cfg.Producers, "producers", cfg.Producers, "producer clients")
+	fs.Float64Var(&cfg.Rate, "rate", 0, "records/s over all producers, open loop; 0 = as fast as possible (closed loop)")
+	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long to produce (0 = until --records)")
+	fs.Int64Var(&cfg.Records, "records", 0, "records to produce at most (0 = until --duration)")
+	fs.DurationVar(&cfg.Warmup, "warmup", 0, "produce this long first without measuring (fresh brokers stall on first writes)")
+	acks := fs.String("acks", "all", "all, 1 or 0")
+	fs.DurationVar(&cfg.Linger, "linger", cfg.Linger, "producer linger")
+	fs.IntVar(&cfg.BatchBytes, "batch-bytes", cfg.BatchBytes, "producer batch size limit")
+	compression := fs.String("compression", "none", "none, gzip, snappy, lz4 or zstd")
+	fs.BoolVar(&cfg.Idempotent, "idempotent", false, "idempotent producer (needs InitProducerID on the broker)")
+	fs.IntVar(&cfg.MaxInflight, "max-inflight", cfg.MaxInflight, "produce requests in flight per broker connection")
+	fs.IntVar(&cfg.Consumers, "consumers", 0, "tail consumers (partitions split among them) measuring end-to-end latency")
+	fs.StringVar(&cfg.Group, "group", "", "consume through this consumer group instead of direct assignment (needs group support)")
+	fs.StringVar(&cfg.Engine, "engine", cfg.Engine, "producer engine: kgo (franz-go client) or native (lean batcher producer)")
+	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed for keys, payloads and partition choice")
+	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", cfg.DrainTimeout, "wait at most this long for outstanding acks and consumers at the end")
+	fs.BoolVar(&cfg.FindMax, "find-max", false, "search for the highest rate that stays healthy")
+	fs.DurationVar(&cfg.MaxP99, "max-p99", cfg.MaxP99, "--find-max: healthy while produce p99 is at most this")
+	fs.Float64Var(&cfg.MaxErrorRate, "max-error-rate", cfg.MaxErrorRate, "--find-max: healthy while failed/sent is at most this")
+	fs.Float64Var(&cfg.StartRate, "start-rate", cfg.StartRate, "--find-max: first step's rate (×1.5 per step)")
+	fs.DurationVar(&cfg.StepDuration, "step-duration", cfg.StepDuration, "--find-max: duration of each step")
+	fs.IntVar(&cfg.MaxSteps, "max-steps", cfg.MaxSteps, "--find-max: steps at most")
+	fs.IntVar(&cfg.BisectSteps, "bisect-steps", cfg.BisectSteps, "--find-max: bisection steps after the first unhealthy rate")
+	fs.StringVar(&out.json, "json", "", "write the configuration, results and timeline as JSON to this file")
+	fs.StringVar(&out.report, "report", "", "write a self-contained HTML report with charts to this file")
+	fs.BoolVar(&out.progress, "progress", false, "print a progress line every second even when stderr is not a terminal")
+	if err := fs.Parse(args); err != nil {
+		return cfg, out, err
+	}
+	if fs.NArg() > 0 {
+		return cfg, out, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if *brokers != "" {
+		for _, b := range strings.Split(*brokers, ",") {
+			if b = strings.TrimSpace(b); b != "" {
+				cfg.Brokers = append(cfg.Brokers, b)
+			}
+		}
+	}
+	if *partitions < 1 || *partitions > 1<<20 {
+		return cfg, out, fmt.Errorf("--partitions %d out of range", *partitions)
+	}
+	cfg.Partitions = int32(*partitions)
+	if *rf < 1 || *rf > 32767 {
+		return cfg, out, fmt.Errorf("--replication-factor %d out of range", *rf)
+	}
+	cfg.ReplicationFactor = int16(*rf)
+	var err error
+	if cfg.Acks, err = loadgen.ParseAcks(*acks); err != nil {
+		return cfg, out, fmt.Errorf("--acks: %w", err)
+	}
+	if cfg.Compression, err = record.ParseCodec(*compression); err != nil {
+		return cfg, out, fmt.Errorf("--compression: %w", err)
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, out, err
+	}
+	return cfg, out, nil
+}
+
+// isTerminal reports whether f is a character device (a terminal).
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

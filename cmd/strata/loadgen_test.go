@@ -1,0 +1,101 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stratalog/strata/loadgen"
+	"github.com/stratalog/strata/record"
+)
+
+func TestParseLoadgenFlags(t *testing.T) {
+	cfg, out, err := parseLoadgenFlags([]string{"--spawn", "1"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := loadgen.DefaultConfig()
+	if cfg.Partitions != 96 || cfg.RecordBytes != 1024 || cfg.Acks != -1 || cfg.Linger != 5*time.Millisecond ||
+		cfg.BatchBytes != 64<<10 || cfg.Engine != "kgo" || cfg.Topic != "loadgen" || cfg.Duration != def.Duration ||
+		cfg.MaxP99 != 15*time.Millisecond || out.json != "" || out.progress {
+		t.Fatalf("defaults: %+v %+v", cfg, out)
+	}
+	cfg, out, err = parseLoadgenFlags(strings.Fields(
+		"--brokers a:1,b:2 --topic t --partitions 12 --replication-factor 3 --record-bytes 512 --compressible "+
+			"--keys 1000 --key-dist hot --hot-key-share 0.25 --producers 4 --rate 12345 --duration 7s --records 99 "+
+			"--acks 1 --linger 2ms --batch-bytes 32768 --compression zstd --max-inflight 3 --consumers 2 "+
+			"--engine native --json x.json --report x.html --progress --find-max --max-p99 20ms --start-rate 500 --warmup 2s"), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Brokers) != 2 || cfg.Brokers[1] != "b:2" || cfg.Topic != "t" || cfg.Partitions != 12 || cfg.ReplicationFactor != 3 ||
+		cfg.RecordBytes != 512 || !cfg.Compressible || cfg.Keys != 1000 || cfg.KeyDist != "hot" || cfg.HotKeyShare != 0.25 ||
+		cfg.Producers != 4 || cfg.Rate != 12345 || cfg.Duration != 7*time.Second || cfg.Records != 99 || cfg.Acks != 1 ||
+		cfg.Linger != 2*time.Millisecond || cfg.BatchBytes != 32768 || cfg.Compression != record.CodecZstd || cfg.MaxInflight != 3 ||
+		cfg.Consumers != 2 || cfg.Engine != "native" || !cfg.FindMax || cfg.MaxP99 != 20*time.Millisecond || cfg.StartRate != 500 ||
+		cfg.Warmup != 2*time.Second || out.json != "x.json" || out.report != "x.html" || !out.progress {
+		t.Fatalf("parsed: %+v %+v", cfg, out)
+	}
+	for _, bad := range []string{"", "--spawn 1 --acks 2", "--spawn 1 --compression brotli", "--spawn 1 --brokers x:1",
+		"--spawn 1 --key-dist pareto", "--spawn 1 stray", "--spawn 1 --partitions 0"} {
+		if _, _, err := parseLoadgenFlags(strings.Fields(bad), io.Discard); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// TestLoadgenCommand runs the real binary: a bounded run against a spawned
+// broker, writing the table, the JSON and the HTML report.
+func TestLoadgenCommand(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "strata")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	jsonPath, htmlPath := filepath.Join(dir, "lg.json"), filepath.Join(dir, "lg.html")
+	cmd := exec.Command(bin, "loadgen", "--spawn", "1", "--spawn-segment-bytes", "4194304", "--partitions", "4",
+		"--rate", "1000", "--duration", "1500ms", "--consumers", "1", "--engine", "native", "--progress",
+		"--json", jsonPath, "--report", htmlPath)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("loadgen: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	for _, want := range []string{"native engine", "records/s", "produce (send→ack)", "end-to-end (send→poll)", "broker cpu"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, stdout.String())
+		}
+	}
+	if !strings.Contains(stderr.String(), "rec/s") {
+		t.Errorf("no progress line with --progress:\n%s", stderr.String())
+	}
+	raw, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Config map[string]any `json:"config"`
+		Result map[string]any `json:"result"`
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Config["engine"] != "native" || doc.Config["rate"] != 1000.0 || doc.Result["records_acked"] != 1500.0 ||
+		doc.Result["records_consumed"] != 1500.0 || doc.Result["records_failed"] != 0.0 {
+		t.Fatalf("json config %v result %v", doc.Config, doc.Result)
+	}
+	page, err := os.ReadFile(htmlPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Count(page, []byte("<svg ")) < 4 || !bytes.Contains(page, []byte(`class="series"`)) {
+		t.Fatal("HTML report has no charts with data")
+	}
+}

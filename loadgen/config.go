@@ -1,0 +1,364 @@
+package loadgen
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/stratalog/strata/batcher"
+	"github.com/stratalog/strata/record"
+)
+
+// Engines a run can produce with.
+const (
+	EngineKgo    = "kgo"    // franz-go's kgo.Client, as an application runs it
+	EngineNative = "native" // batcher.Accumulator + pipelined raw Produce requests
+)
+
+// Key distributions.
+const (
+	KeyDistUniform = "uniform"
+	KeyDistZipf    = "zipf"
+	KeyDistHot     = "hot"
+)
+
+// Limits that keep every run bounded and every allocation sized.
+const (
+	MaxProducers   = 1024
+	MaxConsumers   = 1024
+	MaxRecordBytes = 1 << 20 // one record's value
+	MaxInflight    = 64      // produce requests in flight per connection
+	MaxSpawn       = 16
+	MinRecordBytes = stampBytes
+	// MaxDuration bounds one run (or one --find-max step).
+	MaxDuration = 24 * time.Hour
+)
+
+// Config is one load run: where, what, how fast and how it is measured. The
+// zero value is not valid; start from DefaultConfig.
+type Config struct {
+	// Target: Brokers of any Kafka-compatible cluster, or Spawn local
+	// strata brokers (StrataBin serve ...) for the run.
+	Brokers   []string
+	Spawn     int
+	StrataBin string // executable for Spawn; "" = this executable
+	// SpawnSegmentBytes and SpawnConfig configure spawned brokers (see
+	// SpawnOptions).
+	SpawnSegmentBytes int64
+	SpawnConfig       string
+
+	// Workload.
+	Topic             string
+	Partitions        int32 // when the topic is created
+	ReplicationFactor int16 // when the topic is created
+	RecordBytes       int   // value bytes per record, >= 8 (the send stamp)
+	Compressible      bool  // text-like payload instead of random bytes
+	Keys              int64 // key space; 0 = keyless records
+	KeyDist           string
+	HotKeyShare       float64 // KeyDistHot: share of records with the hot key
+	ZipfS             float64 // KeyDistZipf: exponent s > 1
+	Producers         int
+	Rate              float64       // records/s over all producers; 0 = closed loop
+	Duration          time.Duration // 0 = until Records
+	Records           int64         // 0 = until Duration
+	Warmup            time.Duration // produce this long first, unmeasured
+	Acks              int16         // -1 (all), 1 or 0
+	Linger            time.Duration
+	BatchBytes        int
+	Compression       record.Codec
+	Idempotent        bool
+	MaxInflight       int // produce requests in flight per broker connection
+	Consumers         int
+	Group             string // consume through this consumer group instead of direct assignment
+	Engine            string
+	Seed              uint64
+	// DrainTimeout bounds the wait for outstanding acks and for consumers
+	// to catch up once producing stops.
+	DrainTimeout time.Duration
+
+	// Capacity search (--find-max).
+	FindMax      bool
+	MaxP99       time.Duration // health bound on produce p99
+	MaxErrorRate float64       // health bound on failed/sent
+	StartRate    float64       // first step's rate
+	StepDuration time.Duration // each step's duration
+	MaxSteps     int           // ramp + bisect steps at most
+	BisectSteps  int           // bisection steps after the first unhealthy one
+
+	// Output. Progress is where the one-line-per-second progress goes
+	// (nil = none); Log gets notes and warnings (nil = discard).
+	Progress io.Writer
+	Log      io.Writer
+}
+
+// DefaultConfig is the documented default workload: 1 KiB incompressible
+// keyless records to 96 partitions, one kgo producer, closed loop for 30 s.
+func DefaultConfig() Config {
+	return Config{
+		Topic:             "loadgen",
+		Partitions:        96,
+		ReplicationFactor: 1,
+		RecordBytes:       1024,
+		KeyDist:           KeyDistUniform,
+		HotKeyShare:       0.4,
+		ZipfS:             1.1,
+		Producers:         1,
+		Duration:          30 * time.Second,
+		Acks:              -1,
+		Linger:            batcher.DefaultLinger,
+		BatchBytes:        batcher.DefaultMaxBatchBytes,
+		Compression:       record.CodecNone,
+		MaxInflight:       5,
+		Engine:            EngineKgo,
+		Seed:              1,
+		DrainTimeout:      30 * time.Second,
+		MaxP99:            15 * time.Millisecond,
+		MaxErrorRate:      0.001,
+		StartRate:         10000,
+		StepDuration:      10 * time.Second,
+		MaxSteps:          20,
+		BisectSteps:       3,
+	}
+}
+
+// ParseAcks maps "all", "-1", "1" and "0" to Kafka's acks value.
+func ParseAcks(s string) (int16, error) {
+	switch strings.ToLower(s) {
+	case "all", "-1":
+		return -1, nil
+	case "1", "leader":
+		return 1, nil
+	case "0", "none":
+		return 0, nil
+	}
+	return 0, fmt.Errorf("acks %q: want all, 1 or 0", s)
+}
+
+func acksName(a int16) string {
+	if a == -1 {
+		return "all"
+	}
+	return fmt.Sprint(a)
+}
+
+// Validate checks every field and its bounds.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	switch {
+	case len(c.Brokers) == 0 && c.Spawn == 0:
+		bad("no target: give --brokers or --spawn")
+	case len(c.Brokers) > 0 && c.Spawn > 0:
+		bad("--brokers and --spawn are exclusive")
+	case c.Spawn < 0 || c.Spawn > MaxSpawn:
+		bad("--spawn %d out of range 0..%d", c.Spawn, MaxSpawn)
+	}
+	if c.SpawnSegmentBytes < 0 || (c.SpawnSegmentBytes > 0 && c.SpawnSegmentBytes < 1<<20) {
+		bad("--spawn-segment-bytes %d: at least 1 MiB", c.SpawnSegmentBytes)
+	}
+	if c.Topic == "" || len(c.Topic) > 249 {
+		bad("--topic must be 1..249 characters")
+	}
+	if c.Partitions < 1 || c.Partitions > batcher.MaxPartitions {
+		bad("--partitions %d out of range 1..%d", c.Partitions, batcher.MaxPartitions)
+	}
+	if c.ReplicationFactor < 1 {
+		bad("--replication-factor must be at least 1")
+	}
+	if c.RecordBytes < MinRecordBytes || c.RecordBytes > MaxRecordBytes {
+		bad("--record-bytes %d out of range %d..%d (the first 8 bytes carry the send time)", c.RecordBytes, MinRecordBytes, MaxRecordBytes)
+	}
+	if c.Keys < 0 {
+		bad("--keys must not be negative")
+	}
+	switch c.KeyDist {
+	case KeyDistUniform:
+	case KeyDistZipf:
+		if !(c.ZipfS > 1) || c.ZipfS > 100 {
+			bad("--zipf-s %v must be in (1, 100]", c.ZipfS)
+		}
+	case KeyDistHot:
+		if !(c.HotKeyShare >= 0 && c.HotKeyShare <= 1) {
+			bad("--hot-key-share %v must be in [0, 1]", c.HotKeyShare)
+		}
+	default:
+		bad("--key-dist %q: want uniform, zipf or hot", c.KeyDist)
+	}
+	if c.Producers < 1 || c.Producers > MaxProducers {
+		bad("--producers %d out of range 1..%d", c.Producers, MaxProducers)
+	}
+	if c.Rate < 0 || math.IsNaN(c.Rate) || math.IsInf(c.Rate, 0) || c.Rate > 1e9 {
+		bad("--rate %v out of range 0..1e9", c.Rate)
+	}
+	if c.Rate > 0 && c.Rate/float64(c.Producers) < 1.0/3600 {
+		bad("--rate %v is under one record per hour per producer", c.Rate)
+	}
+	if c.Duration < 0 || c.Duration > MaxDuration {
+		bad("--duration %v out of range 0..%v", c.Duration, MaxDuration)
+	}
+	if c.Warmup < 0 || c.Warmup > time.Hour {
+		bad("--warmup %v out of range 0..1h", c.Warmup)
+	}
+	if c.Records < 0 {
+		bad("--records must not be negative")
+	}
+	if c.Duration == 0 && c.Records == 0 && !c.FindMax {
+		bad("unbounded run: give --duration or --records")
+	}
+	if c.Acks != -1 && c.Acks != 0 && c.Acks != 1 {
+		bad("--acks %d: want all, 1 or 0", c.Acks)
+	}
+	if c.Linger < 0 || c.Linger > time.Minute {
+		bad("--linger %v out of range 0..1m", c.Linger)
+	}
+	if c.BatchBytes < 1024 || c.BatchBytes > 16<<20 {
+		bad("--batch-bytes %d out of range 1024..16777216", c.BatchBytes)
+	}
+	if c.Compression < record.CodecNone || c.Compression > record.CodecZstd {
+		bad("unknown compression %v", c.Compression)
+	}
+	if c.Idempotent && c.Acks != -1 {
+		bad("--idempotent needs --acks all")
+	}
+	if c.MaxInflight < 1 || c.MaxInflight > MaxInflight || (c.Idempotent && c.MaxInflight > 5) {
+		bad("--max-inflight %d out of range 1..%d (1..5 when idempotent)", c.MaxInflight, MaxInflight)
+	}
+	if c.Consumers < 0 || c.Consumers > MaxConsumers {
+		bad("--consumers %d out of range 0..%d", c.Consumers, MaxConsumers)
+	}
+	if c.Group != "" && c.Consumers == 0 {
+		bad("--group needs --consumers")
+	}
+	if c.Engine != EngineKgo && c.Engine != EngineNative {
+		bad("--engine %q: want kgo or native", c.Engine)
+	}
+	if c.DrainTimeout <= 0 || c.DrainTimeout > time.Hour {
+		bad("drain timeout %v out of range", c.DrainTimeout)
+	}
+	if c.FindMax {
+		if c.MaxP99 <= 0 {
+			bad("--max-p99 must be positive")
+		}
+		if !(c.MaxErrorRate >= 0 && c.MaxErrorRate <= 1) {
+			bad("--max-error-rate must be in [0, 1]")
+		}
+		if !(c.StartRate >= 1) || c.StartRate > 1e9 {
+			bad("--start-rate %v out of range 1..1e9", c.StartRate)
+		}
+		if c.StepDuration < time.Second || c.StepDuration > time.Hour {
+			bad("--step-duration %v out of range 1s..1h", c.StepDuration)
+		}
+		if c.MaxSteps < 1 || c.MaxSteps > 100 || c.BisectSteps < 0 || c.BisectSteps > 20 {
+			bad("--max-steps must be 1..100 and --bisect-steps 0..20")
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// configJSON is the configuration as the result file records it, units in
+// the names.
+type configJSON struct {
+	Engine            string   `json:"engine"`
+	Brokers           []string `json:"brokers,omitempty"`
+	Spawn             int      `json:"spawn"`
+	Topic             string   `json:"topic"`
+	Partitions        int32    `json:"partitions"`
+	ReplicationFactor int16    `json:"replication_factor"`
+	RecordBytes       int      `json:"record_bytes"`
+	Compressible      bool     `json:"compressible"`
+	Keys              int64    `json:"keys"`
+	KeyDist           string   `json:"key_dist"`
+	HotKeyShare       float64  `json:"hot_key_share"`
+	ZipfS             float64  `json:"zipf_s"`
+	Producers         int      `json:"producers"`
+	Rate              float64  `json:"rate"`
+	DurationS         float64  `json:"duration_s"`
+	Records           int64    `json:"records"`
+	WarmupS           float64  `json:"warmup_s"`
+	Acks              string   `json:"acks"`
+	LingerMs          float64  `json:"linger_ms"`
+	BatchBytes        int      `json:"batch_bytes"`
+	Compression       string   `json:"compression"`
+	Idempotent        bool     `json:"idempotent"`
+	MaxInflight       int      `json:"max_inflight"`
+	Consumers         int      `json:"consumers"`
+	Group             string   `json:"group,omitempty"`
+	Seed              uint64   `json:"seed"`
+	DrainTimeoutS     float64  `json:"drain_timeout_s"`
+	FindMax           bool     `json:"find_max"`
+	MaxP99Ms          float64  `json:"max_p99_ms,omitempty"`
+	MaxErrorRate      float64  `json:"max_error_rate,omitempty"`
+	StartRate         float64  `json:"start_rate,omitempty"`
+	StepDurationS     float64  `json:"step_duration_s,omitempty"`
+	MaxSteps          int      `json:"max_steps,omitempty"`
+	BisectSteps       int      `json:"bisect_steps,omitempty"`
+}
+
+func (c *Config) json() configJSON {
+	j := configJSON{
+		Engine: c.Engine, Brokers: c.Brokers, Spawn: c.Spawn, Topic: c.Topic,
+		Partitions: c.Partitions, ReplicationFactor: c.ReplicationFactor,
+		RecordBytes: c.RecordBytes, Compressible: c.Compressible, Keys: c.Keys,
+		KeyDist: c.KeyDist, HotKeyShare: c.HotKeyShare, ZipfS: c.ZipfS,
+		Producers: c.Producers, Rate: c.Rate, DurationS: c.Duration.Seconds(),
+		Records: c.Records, WarmupS: c.Warmup.Seconds(), Acks: acksName(c.Acks), LingerMs: ms(c.Linger),
+		BatchBytes: c.BatchBytes, Compression: c.Compression.String(),
+		Idempotent: c.Idempotent, MaxInflight: c.MaxInflight, Consumers: c.Consumers,
+		Group: c.Group, Seed: c.Seed, DrainTimeoutS: c.DrainTimeout.Seconds(), FindMax: c.FindMax,
+	}
+	if c.FindMax {
+		j.MaxP99Ms, j.MaxErrorRate, j.StartRate = ms(c.MaxP99), c.MaxErrorRate, c.StartRate
+		j.StepDurationS, j.MaxSteps, j.BisectSteps = c.StepDuration.Seconds(), c.MaxSteps, c.BisectSteps
+	}
+	return j
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// describe is the one-line workload summary the table and report print.
+func (c *Config) describe() string {
+	keys := "keyless (sticky partitioner)"
+	if c.Keys > 0 {
+		keys = fmt.Sprintf("%d keys, %s", c.Keys, c.KeyDist)
+		switch c.KeyDist {
+		case KeyDistHot:
+			keys += fmt.Sprintf(" (hot key %.0f%%)", 100*c.HotKeyShare)
+		case KeyDistZipf:
+			keys += fmt.Sprintf(" (s=%g)", c.ZipfS)
+		}
+	}
+	payload := "incompressible"
+	if c.Compressible {
+		payload = "compressible"
+	}
+	pace := "closed loop"
+	if c.Rate > 0 {
+		pace = fmt.Sprintf("open loop %s rec/s", commas(c.Rate, 0))
+	}
+	bound := ""
+	if c.Duration > 0 {
+		bound = " for " + c.Duration.String()
+	}
+	if c.Records > 0 {
+		bound += fmt.Sprintf(" (at most %s records)", commas(float64(c.Records), 0))
+	}
+	if c.FindMax {
+		pace, bound = fmt.Sprintf("open loop from %s rec/s (capacity search, %v steps)", commas(c.StartRate, 0), c.StepDuration), ""
+	}
+	if c.Warmup > 0 {
+		bound += fmt.Sprintf(" after a %v warm-up", c.Warmup)
+	}
+	return fmt.Sprintf("topic %s (%d partitions), %d B %s records, %s, %d producer(s), %s%s, acks=%s, linger %v, batch %d B, compression %v, idempotent %v, %d consumer(s)%s",
+		c.Topic, c.Partitions, c.RecordBytes, payload, keys, c.Producers, pace, bound, acksName(c.Acks),
+		c.Linger, c.BatchBytes, c.Compression, c.Idempotent, c.Consumers, groupNote(c.Group))
+}
+
+func groupNote(g string) string {
+	if g == "" {
+		return ""
+	}
+	return " in group " + g
+}

@@ -1,0 +1,81 @@
+package loadgen
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// consumer tails the topic and records end-to-end latency: from a record's
+// scheduled send time (its value stamp) to the poll that returned it. With
+// direct assignment each consumer owns partitions p ≡ k (mod n) from the
+// end offsets listed before producing started, so it sees exactly this
+// run's records; in a group, members share the partitions and start at the
+// run's start time (ListOffsets by timestamp).
+type consumer struct {
+	env *runEnv
+	cl  *kgo.Client
+	rec *recorder
+}
+
+func newConsumer(env *runEnv, k int, startOffsets map[int32]int64, rec *recorder) (*consumer, error) {
+	cfg := env.cfg
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(env.seeds...),
+		kgo.ClientID(loadgenClientID + "-consumer"),
+		kgo.FetchMaxWait(500 * time.Millisecond),
+	}
+	if cfg.Group != "" {
+		startMs := time.Unix(0, env.baseUnix+int64(env.startOff)).UnixMilli()
+		opts = append(opts,
+			kgo.ConsumerGroup(cfg.Group),
+			kgo.ConsumeTopics(cfg.Topic),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AfterMilli(startMs)))
+	} else {
+		parts := map[int32]kgo.Offset{}
+		for p := int32(k); p < env.topic.partitions; p += int32(cfg.Consumers) {
+			parts[p] = kgo.NewOffset().At(startOffsets[p])
+		}
+		if len(parts) == 0 {
+			return nil, nil // more consumers than partitions
+		}
+		opts = append(opts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{cfg.Topic: parts}))
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &consumer{env: env, cl: cl, rec: rec}, nil
+}
+
+// run polls until ctx is done, then closes the client.
+func (c *consumer) run(ctx context.Context) {
+	defer c.cl.Close()
+	env := c.env
+	runStart := env.baseUnix + int64(env.startOff)
+	for ctx.Err() == nil {
+		fs := c.cl.PollFetches(ctx)
+		now := env.now()
+		fs.EachError(func(_ string, _ int32, err error) {
+			if errors.Is(err, context.Canceled) || errors.Is(err, kgo.ErrClientClosed) {
+				return
+			}
+			env.st.consumeErrors.Add(1)
+			env.st.noteError("consume: "+err.Error(), 1)
+		})
+		n := int64(0)
+		c.rec.mu.Lock()
+		fs.EachRecord(func(r *kgo.Record) {
+			stamp, ok := readStamp(r.Value)
+			if !ok || stamp < runStart {
+				return // not this run's record
+			}
+			n++
+			c.rec.recordLocked(now - time.Duration(stamp-env.baseUnix))
+		})
+		c.rec.mu.Unlock()
+		env.st.consumed.Add(n)
+	}
+}

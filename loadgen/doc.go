@@ -1,0 +1,98 @@
+// Package loadgen is Strata's workload driver (`strata loadgen`): it
+// produces a configurable Kafka workload against any Kafka-compatible
+// cluster, or against local strata brokers it spawns, and measures
+// throughput and latency the way a capacity plan needs them.
+//
+// # Measurement
+//
+// Open loop: with a rate, each producer owns a schedule (pace.go); record i
+// of producer k of n is due at start + (k/n + i)×interval, interval =
+// n/rate. A sender that falls behind still sends every record it owes, and
+// every latency is measured from the record's scheduled time, so queueing
+// anywhere (the client, the network, the broker) shows up as latency
+// instead of as silently lower load (coordinated omission). Closed loop
+// (rate 0) sends as fast as the client allows and measures from the time
+// a record was handed to the client.
+//
+//	produce latency     scheduled send → acknowledgement (acks=0: written)
+//	end-to-end latency  scheduled send → the consumer poll that returned it
+//
+// Every value starts with an 8-byte stamp, the scheduled send time as Unix
+// nanoseconds, big endian; consumers compute end-to-end latency from it.
+// Latencies go into HdrHistograms (1 µs .. 1 h, 3 significant digits): one
+// recorder per producer and consumer, merged once a second by the sampler
+// into the per-second timeline and the run totals (hist.go, stats.go).
+// Throughput counts acknowledged records; MB are 10^6 bytes of values.
+// Client CPU is this process's getrusage; broker CPU and RSS are read from
+// /proc/<pid>/stat and /status of spawned brokers only.
+//
+// # Engines
+//
+// kgo: a franz-go client per producer configured like an application
+// (linger, batch bytes, acks, compression, idempotence, in-flight limit),
+// records recycled through a pool from their promise.
+//
+// native: a batcher.Accumulator per producer (murmur2 for keys, KIP-480
+// sticky partitioning for keyless records, linger/size closing, CRC32C,
+// compression) drained into Produce requests framed by hand (wire.go): the
+// request head is appended into a reused buffer and the batch bytes are
+// written as their own iovecs with one writev, so batch bytes are never
+// copied in user space after encoding; up to MaxInflight requests are
+// pipelined per broker connection and responses decoded with kmsg. Latency
+// is recorded per record from the batch's tags (the scheduled times). No
+// per-record allocation once the batch pool is warm; no retries (a failed
+// batch counts its records as failed).
+//
+// # Goroutines
+//
+// Run owns everything it starts and stops it before returning:
+//
+//	producer k          one goroutine running its schedule (run); ends
+//	                    when the schedule is done or ctx is cancelled,
+//	                    after flushing and waiting (≤ DrainTimeout) for acks
+//	conn reader         one per native connection (readLoop); started by
+//	                    dialNative, ends after the producer closes the
+//	                    in-flight queue and the last response is read, or
+//	                    when the connection fails or the drain times out
+//	consumer k          one goroutine polling; cancelled when the consumers
+//	                    have caught up with the acknowledged records or
+//	                    DrainTimeout after producing ended
+//	sampler             one goroutine ticking every second; stopped last
+//	spawned brokers     child processes (Spawn); SIGTERM at the end (SIGKILL
+//	                    after 30 s), data directories removed; Linux also
+//	                    sets the parent-death signal so they never outlive
+//	                    the loadgen
+//
+// Locks: a recorder's mutex (writers vs the sampler's once-a-second
+// collect); runStats.errMu for the error table; the accumulator's free list
+// (Release from connection readers). No lock is held while taking another.
+//
+// # Bounds
+//
+// Every run is bounded by a duration or a record count (Validate); an
+// open-loop sender more than DrainTimeout behind its schedule abandons the
+// backlog and counts it as failed; each producer buffers at most
+// maxPerWake records between drains plus MaxInflight requests per
+// connection; response frames are capped at 16 MiB; --find-max runs at
+// most MaxSteps steps of StepDuration each.
+//
+// # Result file (--json)
+//
+//	{
+//	  "config":   {engine, brokers, spawn, topic, partitions, record_bytes, rate, duration_s, acks,
+//	               linger_ms, batch_bytes, compression, keys, key_dist, producers, consumers, ...},
+//	  "workload": "one-line description",
+//	  "target":   {brokers, spawned},
+//	  "result":   {records_per_sec, mb_per_sec, duration_s, record_bytes,
+//	               produce_p50_ms, produce_p90_ms, produce_p99_ms, produce_p999_ms, produce_max_ms,
+//	               e2e_p50_ms ... e2e_max_ms, records_sent, records_acked, records_failed, error_rate,
+//	               records_consumed, batches_per_sec, requests_per_sec, records_per_batch,
+//	               client_cpu_seconds, client_cpu_us_per_record, broker_cpu_seconds (null unless
+//	               spawned), broker_rss_bytes, broker_peak_rss_bytes, errors: [{error, count}]},
+//	  "timeline": [{t_s, records_per_sec, mb_per_sec, consumed_per_sec, errors, produce_p50_ms,
+//	               produce_p99_ms, produce_max_ms, e2e_p99_ms, client_cpu_pct, broker_cpu_pct,
+//	               broker_rss_bytes}],
+//	  "distribution": {produce: [{percentile, ms}], e2e: [...]},
+//	  "find_max": {max_healthy_rate, max_p99_ms, max_error_rate, steps: [{rate, healthy, reason, result}]}
+//	}
+package loadgen

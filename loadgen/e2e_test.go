@@ -1,0 +1,197 @@
+package loadgen
+
+// End-to-end tests against real `strata serve` child processes. The strata
+// binary is built once, in TestMain.
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stratalog/strata/record"
+)
+
+var strataBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "strata-loadgen-test-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	strataBin = filepath.Join(dir, "strata")
+	build := exec.Command("go", "build", "-o", strataBin, "github.com/stratalog/strata/cmd/strata")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building strata:", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if bench.cluster != nil {
+		if err := bench.cluster.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping the benchmark broker:", err)
+		}
+	}
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func testCtx(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// smallRun is a bounded run against one spawned broker: 2 s at 2000
+// records/s to 8 partitions, with a tail consumer.
+func smallRun(engine string) Config {
+	cfg := DefaultConfig()
+	cfg.Spawn = 1
+	cfg.StrataBin = strataBin
+	cfg.SpawnSegmentBytes = 8 << 20
+	cfg.Engine = engine
+	cfg.Partitions = 8
+	cfg.Rate = 2000
+	cfg.Duration = 2 * time.Second
+	cfg.Consumers = 1
+	cfg.DrainTimeout = 20 * time.Second
+	return cfg
+}
+
+func checkClean(t *testing.T, rep *Report, wantRecords int64) {
+	t.Helper()
+	r := rep.Result
+	if r.RecordsSent != wantRecords || r.RecordsAcked != wantRecords {
+		t.Fatalf("sent %d acked %d, want %d each; errors %+v", r.RecordsSent, r.RecordsAcked, wantRecords, r.Errors)
+	}
+	if r.RecordsFailed != 0 || r.ConsumeErrors != 0 || len(r.Errors) != 0 {
+		t.Fatalf("failed %d, consume errors %d: %+v", r.RecordsFailed, r.ConsumeErrors, r.Errors)
+	}
+	if r.RecordsConsumed != r.RecordsAcked {
+		t.Fatalf("consumed %d of %d acked records", r.RecordsConsumed, r.RecordsAcked)
+	}
+	if r.ProduceP50Ms <= 0 || r.ProduceMaxMs < r.ProduceP99Ms || r.E2EP50Ms <= 0 {
+		t.Fatalf("latencies p50 %v p99 %v max %v e2e p50 %v", r.ProduceP50Ms, r.ProduceP99Ms, r.ProduceMaxMs, r.E2EP50Ms)
+	}
+	if r.Batches == 0 || r.Requests == 0 || r.RecordsPerBatch < 1 {
+		t.Fatalf("batches %d requests %d records/batch %v", r.Batches, r.Requests, r.RecordsPerBatch)
+	}
+	if r.BrokerCPUSeconds == nil || *r.BrokerCPUSeconds <= 0 || r.BrokerRSSBytes <= 0 || r.ClientCPUSeconds <= 0 {
+		t.Fatalf("resources: broker cpu %v rss %d client cpu %v", r.BrokerCPUSeconds, r.BrokerRSSBytes, r.ClientCPUSeconds)
+	}
+	if len(rep.Timeline) == 0 || len(rep.Distribution.Produce) == 0 || len(rep.Distribution.E2E) == 0 {
+		t.Fatalf("timeline %d, distributions %d/%d", len(rep.Timeline), len(rep.Distribution.Produce), len(rep.Distribution.E2E))
+	}
+}
+
+func TestLoadAgainstSpawnedBroker(t *testing.T) {
+	for _, engine := range []string{EngineKgo, EngineNative} {
+		t.Run(engine, func(t *testing.T) {
+			rep, err := Run(testCtx(t, 2*time.Minute), smallRun(engine))
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkClean(t, rep, 4000)
+			if rep.Result.TargetRate != 2000 || rep.Result.DurationS < 1.9 {
+				t.Fatalf("target %v over %v s", rep.Result.TargetRate, rep.Result.DurationS)
+			}
+		})
+	}
+}
+
+// TestKeyedCompressedLoad runs the keyed, skewed, compressed, acks=1 and
+// closed-loop variants on both engines, bounded by a record count.
+func TestKeyedCompressedLoad(t *testing.T) {
+	for _, engine := range []string{EngineKgo, EngineNative} {
+		t.Run(engine, func(t *testing.T) {
+			cfg := smallRun(engine)
+			cfg.Rate = 0 // closed loop
+			cfg.Duration = 0
+			cfg.Records = 3000
+			cfg.Keys = 100
+			cfg.KeyDist = KeyDistHot
+			cfg.Compression = record.CodecLZ4
+			cfg.Compressible = true
+			cfg.Acks = 1
+			cfg.Producers = 2
+			cfg.Consumers = 3
+			rep, err := Run(testCtx(t, 2*time.Minute), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkClean(t, rep, 3000)
+		})
+	}
+}
+
+func TestFindMaxSteps(t *testing.T) {
+	cfg := smallRun(EngineNative)
+	cfg.Consumers = 0
+	cfg.FindMax = true
+	cfg.StartRate = 500
+	cfg.StepDuration = time.Second
+	cfg.MaxSteps = 2
+	cfg.MaxP99 = time.Minute // every step healthy
+	rep, err := Run(testCtx(t, 2*time.Minute), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fm := rep.FindMax
+	if fm == nil || len(fm.Steps) != 2 || fm.Steps[0].Rate != 500 || fm.Steps[1].Rate != 750 {
+		t.Fatalf("steps %+v", fm)
+	}
+	if !fm.Steps[1].Healthy || fm.MaxHealthyRate != 750 || rep.Result.TargetRate != 750 {
+		t.Fatalf("max healthy %v, result target %v, step 2 %+v", fm.MaxHealthyRate, rep.Result.TargetRate, fm.Steps[1])
+	}
+	if len(rep.Timeline) < 2 {
+		t.Fatalf("timeline over both steps has %d samples", len(rep.Timeline))
+	}
+}
+
+func TestSpawnStartsAndStopsBrokers(t *testing.T) {
+	c, err := Spawn(testCtx(t, time.Minute), SpawnOptions{Bin: strataBin, Brokers: 2, SegmentBytes: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrs := c.Addrs()
+	if len(addrs) != 2 || addrs[0] == addrs[1] {
+		t.Fatalf("addresses %v", addrs)
+	}
+	for _, a := range addrs {
+		host, _, _ := net.SplitHostPort(a)
+		if host != "127.0.0.1" {
+			t.Fatalf("broker on %s, not loopback", a)
+		}
+		conn, err := net.DialTimeout("tcp", a, time.Second)
+		if err != nil {
+			t.Fatalf("broker %s not accepting: %v", a, err)
+		}
+		conn.Close()
+	}
+	if cpu, rss, _ := c.usage(); cpu < 0 || rss <= 0 {
+		t.Fatalf("usage cpu %v rss %d", cpu, rss)
+	}
+	dir := c.dir
+	if err := c.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("data directory %s left behind: %v", dir, err)
+	}
+	for _, b := range c.Brokers {
+		select {
+		case <-b.exited:
+		default:
+			t.Fatalf("broker %d still running", b.NodeID)
+		}
+		if b.cmd.ProcessState == nil || !b.cmd.ProcessState.Success() {
+			t.Fatalf("broker %d exit: %v", b.NodeID, b.cmd.ProcessState)
+		}
+	}
+}

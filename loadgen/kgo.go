@@ -1,0 +1,199 @@
+package loadgen
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/stratalog/strata/record"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// kgoProducer produces through a franz-go client configured as an
+// application would (linger, batch size, acks, compression, idempotence,
+// in-flight limit). Every record is a kgo.Record recycled through a pool
+// from the promise, whose Value starts with the send stamp. One goroutine
+// runs the schedule; kgo's goroutines call the promise.
+type kgoProducer struct {
+	env     *runEnv
+	cl      *kgo.Client
+	sched   schedule
+	keys    *keyPicker
+	pay     *payload
+	rec     *recorder
+	pool    sync.Pool // *kgo.Record with Value (and Key) buffers
+	promise func(*kgo.Record, error)
+	timer   *time.Timer
+}
+
+// kgoCodec maps a record codec to franz-go's.
+func kgoCodec(c record.Codec) kgo.CompressionCodec {
+	switch c {
+	case record.CodecGzip:
+		return kgo.GzipCompression()
+	case record.CodecSnappy:
+		return kgo.SnappyCompression()
+	case record.CodecLZ4:
+		return kgo.Lz4Compression()
+	case record.CodecZstd:
+		return kgo.ZstdCompression()
+	}
+	return kgo.NoCompression()
+}
+
+func kgoAcks(a int16) kgo.Acks {
+	switch a {
+	case 0:
+		return kgo.NoAck()
+	case 1:
+		return kgo.LeaderAck()
+	}
+	return kgo.AllISRAcks()
+}
+
+// countingHooks counts batches and produce requests for kgo clients.
+type countingHooks struct{ st *runStats }
+
+func (h countingHooks) OnProduceBatchWritten(_ kgo.BrokerMetadata, _ string, _ int32, m kgo.ProduceBatchMetrics) {
+	h.st.batches.Add(1)
+	h.st.batchRecords.Add(int64(m.NumRecords))
+}
+
+func (h countingHooks) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if key == produceKey && err == nil {
+		h.st.requests.Add(1)
+	}
+}
+
+func newKgoProducer(ctx context.Context, env *runEnv, k int, rec *recorder) (*kgoProducer, error) {
+	cfg := env.cfg
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(env.seeds...),
+		kgo.ClientID(loadgenClientID),
+		kgo.DefaultProduceTopic(cfg.Topic),
+		kgo.ProducerLinger(cfg.Linger),
+		kgo.ProducerBatchMaxBytes(int32(cfg.BatchBytes)),
+		kgo.RequiredAcks(kgoAcks(cfg.Acks)),
+		kgo.ProducerBatchCompression(kgoCodec(cfg.Compression)),
+		kgo.MaxBufferedRecords(max(10000, int(env.topic.partitions)*cfg.BatchBytes/cfg.RecordBytes)),
+		kgo.RecordDeliveryTimeout(cfg.DrainTimeout),
+		kgo.ProduceRequestTimeout(produceTimeoutMs * time.Millisecond),
+		kgo.WithHooks(countingHooks{env.st}),
+	}
+	if !cfg.Idempotent {
+		opts = append(opts, kgo.DisableIdempotentWrite(), kgo.MaxProduceRequestsInflightPerBroker(cfg.MaxInflight))
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, err
+	}
+	// Connect to the leaders before the clock starts, as a long-running
+	// application would be connected.
+	leaders := map[int32]bool{}
+	for _, l := range env.topic.leaders {
+		leaders[l] = true
+	}
+	ids := make([]int32, 0, len(leaders))
+	for l := range leaders {
+		ids = append(ids, l)
+	}
+	if err := cl.EnsureProduceConnectionIsOpen(ctx, ids...); err != nil {
+		cl.Close()
+		return nil, fmt.Errorf("kgo producer %d: connecting: %w", k, err)
+	}
+	p := &kgoProducer{
+		env:   env,
+		cl:    cl,
+		pay:   newPayload(cfg.RecordBytes, cfg.Compressible, cfg.Seed+uint64(k)),
+		rec:   rec,
+		timer: time.NewTimer(time.Hour),
+	}
+	p.timer.Stop()
+	if cfg.Keys > 0 {
+		p.keys = newKeyPicker(cfg.KeyDist, cfg.Keys, cfg.HotKeyShare, cfg.ZipfS, cfg.Seed+uint64(k)*7919)
+	}
+	p.promise = p.done
+	return p, nil
+}
+
+// get returns a pooled record; its Value and Key share one buffer
+// [value | key] so the promise can recycle both from the record alone.
+func (p *kgoProducer) get() *kgo.Record {
+	if r, ok := p.pool.Get().(*kgo.Record); ok {
+		return r
+	}
+	n := p.env.cfg.RecordBytes
+	buf := make([]byte, n+keyBytes)
+	return &kgo.Record{Value: buf[:n], Key: buf[n:]}
+}
+
+func (p *kgoProducer) put(r *kgo.Record) {
+	n := p.env.cfg.RecordBytes
+	buf := r.Value[:n+keyBytes]
+	*r = kgo.Record{Value: buf[:n], Key: buf[n:]}
+	p.pool.Put(r)
+}
+
+// done is the promise: one record acknowledged or failed.
+func (p *kgoProducer) done(r *kgo.Record, err error) {
+	env := p.env
+	if err != nil {
+		env.st.failRecords(1, err)
+	} else if stamp, ok := readStamp(r.Value); ok {
+		p.rec.record(env.now() - time.Duration(stamp-env.baseUnix))
+		env.st.acked.Add(1)
+		env.st.ackedBytes.Add(int64(len(r.Value)))
+	}
+	p.put(r)
+}
+
+// run produces the schedule, then flushes (at most the drain timeout) and
+// closes the client, which fails whatever is still buffered.
+func (p *kgoProducer) run(ctx context.Context) error {
+	env := p.env
+	keyed := p.keys != nil
+	for ctx.Err() == nil {
+		now := env.now()
+		if p.sched.overdue(now, env.cfg.DrainTimeout) {
+			owed := p.sched.abandon()
+			env.st.sent.Add(owed) // scheduled, so counted, and failed
+			env.st.failRecords(owed, errBacklog)
+		}
+		t, ok := p.sched.take(now)
+		if !ok {
+			wait, more := p.sched.wait(now)
+			if !more {
+				break
+			}
+			p.timer.Reset(max(wait, minSleep))
+			select {
+			case <-p.timer.C:
+			case <-ctx.Done():
+				p.timer.Stop()
+			}
+			continue
+		}
+		r := p.get()
+		unixNs := env.baseUnix + int64(t)
+		if keyed {
+			r.Key = formatKey(r.Key[:0], p.keys.next())
+		} else {
+			r.Key = nil // the key buffer stays reachable through Value's capacity
+		}
+		p.pay.fill(r.Value, unixNs)
+		r.Timestamp = time.Unix(0, unixNs)
+		env.st.sent.Add(1)
+		p.cl.Produce(ctx, r, p.promise) // blocks while MaxBufferedRecords are buffered
+	}
+	fctx, cancel := context.WithTimeout(context.Background(), env.cfg.DrainTimeout)
+	defer cancel()
+	err := p.cl.Flush(fctx)
+	p.cl.Close()
+	if err != nil {
+		return fmt.Errorf("kgo producer: flushing: %w", err)
+	}
+	return nil
+}
+
+func (p *kgoProducer) setSchedule(s schedule) { p.sched = s }

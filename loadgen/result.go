@@ -1,0 +1,232 @@
+package loadgen
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strings"
+	"text/tabwriter"
+)
+
+// Result is a run's figures. MB are 10^6 bytes of record values
+// (record_bytes × records), as Kafka sizing is usually quoted.
+type Result struct {
+	Engine      string   `json:"engine"`
+	Brokers     []string `json:"brokers"`
+	TargetRate  float64  `json:"target_rate"` // records/s; 0 = closed loop
+	DurationS   float64  `json:"duration_s"`  // first scheduled send → last acknowledgement
+	RecordBytes int      `json:"record_bytes"`
+
+	RecordsSent     int64   `json:"records_sent"`
+	RecordsAcked    int64   `json:"records_acked"`
+	RecordsFailed   int64   `json:"records_failed"`
+	ErrorRate       float64 `json:"error_rate"` // failed / sent
+	RecordsConsumed int64   `json:"records_consumed"`
+	ConsumeErrors   int64   `json:"consume_errors"`
+
+	RecordsPerSec   float64 `json:"records_per_sec"`
+	MBPerSec        float64 `json:"mb_per_sec"`
+	ConsumedPerSec  float64 `json:"consumed_per_sec"`
+	Batches         int64   `json:"batches"`
+	Requests        int64   `json:"requests"`
+	BatchesPerSec   float64 `json:"batches_per_sec"`
+	RequestsPerSec  float64 `json:"requests_per_sec"`
+	RecordsPerBatch float64 `json:"records_per_batch"`
+
+	// Produce latency: scheduled send → acknowledgement.
+	ProduceMeanMs float64 `json:"produce_mean_ms"`
+	ProduceP50Ms  float64 `json:"produce_p50_ms"`
+	ProduceP90Ms  float64 `json:"produce_p90_ms"`
+	ProduceP99Ms  float64 `json:"produce_p99_ms"`
+	ProduceP999Ms float64 `json:"produce_p999_ms"`
+	ProduceMaxMs  float64 `json:"produce_max_ms"`
+	// End-to-end latency: scheduled send → consumer poll.
+	E2EMeanMs float64 `json:"e2e_mean_ms"`
+	E2EP50Ms  float64 `json:"e2e_p50_ms"`
+	E2EP90Ms  float64 `json:"e2e_p90_ms"`
+	E2EP99Ms  float64 `json:"e2e_p99_ms"`
+	E2EP999Ms float64 `json:"e2e_p999_ms"`
+	E2EMaxMs  float64 `json:"e2e_max_ms"`
+	// LatencyClamped counts latencies over the histograms' one hour range.
+	LatencyClamped int64 `json:"latency_clamped"`
+
+	ClientCPUSeconds     float64 `json:"client_cpu_seconds"` // the whole loadgen process
+	ClientCPUUsPerRecord float64 `json:"client_cpu_us_per_record"`
+	// Broker figures exist for spawned brokers only (null otherwise).
+	BrokerCPUSeconds     *float64 `json:"broker_cpu_seconds"`
+	BrokerCPUUsPerRecord float64  `json:"broker_cpu_us_per_record,omitempty"`
+	BrokerRSSBytes       int64    `json:"broker_rss_bytes,omitempty"`
+	BrokerPeakRSSBytes   int64    `json:"broker_peak_rss_bytes,omitempty"`
+
+	Errors  []ErrorCount `json:"errors,omitempty"`
+	Healthy *bool        `json:"healthy,omitempty"` // --find-max steps
+}
+
+// Report is everything a run produced: the JSON file's schema.
+type Report struct {
+	Config   configJSON `json:"config"`
+	Workload string     `json:"workload"`
+	Target   struct {
+		Brokers []string `json:"brokers"`
+		Spawned int      `json:"spawned"`
+	} `json:"target"`
+	Result       Result       `json:"result"`
+	Timeline     []Sample     `json:"timeline"`
+	Distribution Distribution `json:"distribution"`
+	FindMax      *FindMax     `json:"find_max,omitempty"`
+	Notes        []string     `json:"notes,omitempty"`
+}
+
+// Distribution is the latency percentile distribution of the result.
+type Distribution struct {
+	Produce []PercentilePoint `json:"produce"`
+	E2E     []PercentilePoint `json:"e2e,omitempty"`
+}
+
+// FindMax is a capacity search: every step and the highest healthy rate.
+type FindMax struct {
+	MaxHealthyRate float64 `json:"max_healthy_rate"`
+	MaxP99Ms       float64 `json:"max_p99_ms"`
+	MaxErrorRate   float64 `json:"max_error_rate"`
+	Steps          []Step  `json:"steps"`
+}
+
+// Step is one --find-max step.
+type Step struct {
+	Rate    float64 `json:"rate"`
+	Healthy bool    `json:"healthy"`
+	Reason  string  `json:"reason"`
+	Result  Result  `json:"result"`
+}
+
+func (r *Report) setOutcome(o *runOutcome) {
+	r.Result = o.result
+	r.Timeline = o.timeline
+	r.Distribution = Distribution{Produce: distribution(o.produce), E2E: distribution(o.e2e)}
+}
+
+// WriteJSONFile writes the report as indented JSON.
+func (r *Report) WriteJSONFile(path string) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// WriteTable writes the human summary.
+func (r *Report) WriteTable(w io.Writer) error {
+	res := &r.Result
+	var b strings.Builder
+	where := fmt.Sprintf("brokers %s", strings.Join(r.Target.Brokers, ","))
+	if r.Target.Spawned > 0 {
+		where = fmt.Sprintf("%d spawned strata broker(s) (%s)", r.Target.Spawned, strings.Join(r.Target.Brokers, ","))
+	}
+	fmt.Fprintf(&b, "strata loadgen: %s engine against %s\n", res.Engine, where)
+	fmt.Fprintf(&b, "workload: %s\n", r.Workload)
+	for _, n := range r.Notes {
+		fmt.Fprintf(&b, "note: %s\n", n)
+	}
+	if fm := r.FindMax; fm != nil {
+		fmt.Fprintf(&b, "\ncapacity search (healthy: produce p99 <= %.2f ms, error rate <= %.4f%%, >= 90%% of target achieved)\n",
+			fm.MaxP99Ms, 100*fm.MaxErrorRate)
+		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "step\ttarget rec/s\tachieved rec/s\tp99 ms\terrors\tverdict\t")
+		for i, s := range fm.Steps {
+			v := "healthy"
+			if !s.Healthy {
+				v = "unhealthy: " + s.Reason
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%.2f\t%d\t%s\t\n", i+1, commas(s.Rate, 0), commas(s.Result.RecordsPerSec, 0),
+				s.Result.ProduceP99Ms, s.Result.RecordsFailed, v)
+		}
+		tw.Flush()
+		if fm.MaxHealthyRate > 0 {
+			fmt.Fprintf(&b, "max healthy rate: %s rec/s (%.1f MB/s); figures below are from that step\n",
+				commas(fm.MaxHealthyRate, 0), fm.MaxHealthyRate*float64(res.RecordBytes)/1e6)
+		} else {
+			fmt.Fprintf(&b, "no step was healthy; figures below are from the last step\n")
+		}
+	}
+
+	fmt.Fprintln(&b)
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	row := func(k, v string) { fmt.Fprintf(tw, "  %s\t%s\n", k, v) }
+	fmt.Fprintln(tw, "throughput")
+	row("duration", fmt.Sprintf("%.2f s", res.DurationS))
+	row("records sent / acked", fmt.Sprintf("%s / %s  (%s failed, error rate %.4f%%)", commas(float64(res.RecordsSent), 0),
+		commas(float64(res.RecordsAcked), 0), commas(float64(res.RecordsFailed), 0), 100*res.ErrorRate))
+	target := "closed loop"
+	if res.TargetRate > 0 {
+		target = commas(res.TargetRate, 0) + " target"
+	}
+	row("records/s", fmt.Sprintf("%s  (%s)", commas(res.RecordsPerSec, 1), target))
+	row("MB/s", fmt.Sprintf("%.2f  (%d B values)", res.MBPerSec, res.RecordBytes))
+	row("batches/s", fmt.Sprintf("%s  (%.1f records/batch)", commas(res.BatchesPerSec, 1), res.RecordsPerBatch))
+	row("requests/s", commas(res.RequestsPerSec, 1))
+	if r.Config.Consumers > 0 {
+		row("consumed", fmt.Sprintf("%s  (%s/s, %d consume errors)", commas(float64(res.RecordsConsumed), 0), commas(res.ConsumedPerSec, 1), res.ConsumeErrors))
+	}
+	tw.Flush()
+
+	fmt.Fprintln(&b)
+	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "latency ms\tp50\tp90\tp99\tp99.9\tmax\tmean\t")
+	fmt.Fprintf(tw, "produce (send→ack)\t%s\t%s\t%s\t%s\t%s\t%s\t\n", f2(res.ProduceP50Ms), f2(res.ProduceP90Ms), f2(res.ProduceP99Ms),
+		f2(res.ProduceP999Ms), f2(res.ProduceMaxMs), f2(res.ProduceMeanMs))
+	if r.Config.Consumers > 0 {
+		fmt.Fprintf(tw, "end-to-end (send→poll)\t%s\t%s\t%s\t%s\t%s\t%s\t\n", f2(res.E2EP50Ms), f2(res.E2EP90Ms), f2(res.E2EP99Ms),
+			f2(res.E2EP999Ms), f2(res.E2EMaxMs), f2(res.E2EMeanMs))
+	}
+	tw.Flush()
+
+	fmt.Fprintln(&b)
+	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "resources")
+	row("client cpu", fmt.Sprintf("%.2f s  (%.2f µs/record, %.0f%% of a core)", res.ClientCPUSeconds, res.ClientCPUUsPerRecord,
+		100*res.ClientCPUSeconds/max(res.DurationS, 1e-9)))
+	if res.BrokerCPUSeconds != nil {
+		row("broker cpu", fmt.Sprintf("%.2f s  (%.2f µs/record, %.0f%% of a core)", *res.BrokerCPUSeconds, res.BrokerCPUUsPerRecord,
+			100**res.BrokerCPUSeconds/max(res.DurationS, 1e-9)))
+		row("broker rss", fmt.Sprintf("%s  (peak %s)", mib(res.BrokerRSSBytes), mib(res.BrokerPeakRSSBytes)))
+	}
+	tw.Flush()
+	if len(res.Errors) > 0 {
+		fmt.Fprintln(&b, "\nerrors")
+		for _, e := range res.Errors {
+			fmt.Fprintf(&b, "  %8d  %s\n", e.Count, e.Error)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func f2(v float64) string { return fmt.Sprintf("%.2f", v) }
+
+// commas formats v with the given decimals and thousands separators.
+func commas(v float64, decimals int) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return fmt.Sprint(v)
+	}
+	s := fmt.Sprintf("%.*f", decimals, v)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	intPart, frac, _ := strings.Cut(s, ".")
+	var b strings.Builder
+	for i, c := range intPart {
+		if i > 0 && (len(intPart)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	out := b.String()
+	if frac != "" {
+		out += "." + frac
+	}
+	if neg {
+		out = "-" + out
+	}
+	return out
+}

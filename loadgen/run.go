@@ -1,0 +1,511 @@
+package loadgen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/stratalog/strata/record"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// runEnv is what every producer and consumer of one run shares. It is
+// written before their goroutines start and read-only afterwards.
+type runEnv struct {
+	cfg      *Config
+	rate     float64       // this run's target (a --find-max step's own)
+	duration time.Duration // this run's bound
+	records  int64         // this run's bound
+	base     time.Time     // the run clock's zero (monotonic)
+	baseUnix int64         // base as Unix ns: stamps are baseUnix + scheduled offset
+	startOff time.Duration // record 0's scheduled time on the run clock
+	st       *runStats
+	seeds    []string
+	admin    *kgo.Client
+	topic    *topicInfo
+}
+
+func (e *runEnv) now() time.Duration { return time.Since(e.base) }
+
+// topicInfo is the topic's layout as metadata reported it before the run.
+type topicInfo struct {
+	partitions int32
+	leaders    []int32          // by partition; -1 = none
+	addrs      map[int32]string // broker node id → host:port
+	maxProduce map[int32]int16  // broker node id → newest Produce version it serves
+}
+
+// produceVersion is the Produce version the native producer speaks to node.
+func (t *topicInfo) produceVersion(node int32, codec record.Codec) (int16, error) {
+	v, ok := t.maxProduce[node]
+	if !ok {
+		return 0, fmt.Errorf("broker %d did not report its API versions", node)
+	}
+	v = min(v, produceMaxVersion)
+	if v < produceMinVersion {
+		return 0, fmt.Errorf("broker %d serves Produce up to v%d; the native engine needs v%d (RecordBatch v2)", node, v, produceMinVersion)
+	}
+	if codec == record.CodecZstd && v < produceZstdMinVersion {
+		return 0, fmt.Errorf("broker %d serves Produce up to v%d; zstd needs v%d", node, v, produceZstdMinVersion)
+	}
+	return v, nil
+}
+
+func errorForCode(code int16) error { return kerr.ErrorForCode(code) }
+
+// metadataTimeout bounds topic creation and the wait for its leaders.
+const metadataTimeout = 30 * time.Second
+
+// ensureTopic creates the topic unless it exists, waits until every
+// partition has a leader with a known address and collects the leaders'
+// Produce versions.
+func ensureTopic(ctx context.Context, admin *kgo.Client, cfg *Config, logw io.Writer) (*topicInfo, error) {
+	ctx, cancel := context.WithTimeout(ctx, metadataTimeout)
+	defer cancel()
+	adm := kadm.NewClient(admin)
+	_, err := adm.CreateTopic(ctx, cfg.Partitions, cfg.ReplicationFactor, nil, cfg.Topic)
+	switch {
+	case err == nil:
+		fmt.Fprintf(logw, "created topic %s with %d partitions, replication factor %d\n", cfg.Topic, cfg.Partitions, cfg.ReplicationFactor)
+	case errors.Is(err, kerr.TopicAlreadyExists):
+	default:
+		return nil, fmt.Errorf("creating topic %s: %w", cfg.Topic, err)
+	}
+	for attempt := 0; ; attempt++ {
+		ti, err := describeTopic(ctx, adm, cfg.Topic)
+		if err == nil {
+			if ti.partitions != cfg.Partitions {
+				fmt.Fprintf(logw, "note: topic %s exists with %d partitions (not %d); using it as it is\n", cfg.Topic, ti.partitions, cfg.Partitions)
+			}
+			return ti, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("topic %s not ready within %v: %w", cfg.Topic, metadataTimeout, err)
+		case <-time.After(time.Duration(min(attempt+1, 10)) * 50 * time.Millisecond):
+		}
+	}
+}
+
+func describeTopic(ctx context.Context, adm *kadm.Client, topic string) (*topicInfo, error) {
+	md, err := adm.Metadata(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	td, ok := md.Topics[topic]
+	if !ok {
+		return nil, fmt.Errorf("metadata does not list the topic")
+	}
+	if td.Err != nil {
+		return nil, td.Err
+	}
+	n := int32(len(td.Partitions))
+	if n == 0 {
+		return nil, fmt.Errorf("topic has no partitions")
+	}
+	ti := &topicInfo{partitions: n, leaders: make([]int32, n), addrs: map[int32]string{}, maxProduce: map[int32]int16{}}
+	for _, b := range md.Brokers {
+		ti.addrs[b.NodeID] = net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
+	}
+	for p := range n {
+		pd, ok := td.Partitions[p]
+		if !ok || pd.Err != nil || pd.Leader < 0 {
+			return nil, fmt.Errorf("partition %d has no leader yet", p)
+		}
+		if _, ok := ti.addrs[pd.Leader]; !ok {
+			return nil, fmt.Errorf("partition %d's leader %d is not in the broker list", p, pd.Leader)
+		}
+		ti.leaders[p] = pd.Leader
+	}
+	versions, err := adm.ApiVersions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for node, v := range versions {
+		if v.Err != nil {
+			continue
+		}
+		if mx, ok := v.KeyMaxVersion(produceKey); ok {
+			ti.maxProduce[node] = mx
+		}
+	}
+	return ti, nil
+}
+
+// producer is one producing engine instance.
+type producer interface {
+	setSchedule(s schedule)
+	run(ctx context.Context) error
+}
+
+// runOutcome is one measured run.
+type runOutcome struct {
+	result   Result
+	timeline []Sample
+	produce  *hdrhistogram.Histogram
+	e2e      *hdrhistogram.Histogram
+}
+
+// consumerCatchUpPoll is how often the end of a run checks whether the
+// consumers have caught up with the acknowledged records.
+const consumerCatchUpPoll = 20 * time.Millisecond
+
+// runOnce runs one load: start consumers, build producers, run the
+// schedule, wait for acks and for consumers to catch up, and measure.
+func runOnce(ctx context.Context, cfg *Config, admin *kgo.Client, ti *topicInfo, seeds []string, cluster *Cluster,
+	rate float64, duration time.Duration, records int64) (*runOutcome, error) {
+	st := newRunStats()
+	base := time.Now()
+	env := &runEnv{
+		cfg: cfg, rate: rate, duration: duration, records: records,
+		base: base, baseUnix: base.UnixNano(), st: st, seeds: seeds, admin: admin, topic: ti,
+	}
+
+	// Consumers first, positioned at the end offsets, so they see every
+	// record of the run and nothing older.
+	var consumers []*consumer
+	defer func() {
+		for _, c := range consumers {
+			if c != nil && c.cl != nil {
+				c.cl.Close()
+			}
+		}
+	}()
+	if cfg.Consumers > 0 {
+		var start map[int32]int64
+		if cfg.Group == "" {
+			ends, err := kadm.NewClient(admin).ListEndOffsets(ctx, cfg.Topic)
+			if err != nil {
+				return nil, fmt.Errorf("listing end offsets for the consumers: %w", err)
+			}
+			if err := ends.Error(); err != nil {
+				return nil, fmt.Errorf("listing end offsets for the consumers: %w", err)
+			}
+			start = map[int32]int64{}
+			ends.Each(func(lo kadm.ListedOffset) {
+				if lo.Topic == cfg.Topic {
+					start[lo.Partition] = lo.Offset
+				}
+			})
+		}
+		for k := range cfg.Consumers {
+			c, err := newConsumer(env, k, start, st.e2e.add())
+			if err != nil {
+				return nil, fmt.Errorf("consumer %d: %w", k, err)
+			}
+			if c != nil {
+				consumers = append(consumers, c)
+			}
+		}
+	}
+
+	// Producers: connections and metadata before the clock starts, so set-up
+	// is not measured as latency.
+	prods := make([]producer, 0, cfg.Producers)
+	var closers []func()
+	defer func() {
+		for _, c := range closers {
+			c()
+		}
+	}()
+	for k := range cfg.Producers {
+		rec := st.produce.add()
+		switch cfg.Engine {
+		case EngineNative:
+			p, err := newNativeProducer(ctx, env, k, rec)
+			if err != nil {
+				return nil, err
+			}
+			closers = append(closers, func() { p.closeConns(time.Second) })
+			prods = append(prods, p)
+		default:
+			p, err := newKgoProducer(ctx, env, k, rec)
+			if err != nil {
+				return nil, err
+			}
+			closers = append(closers, p.cl.Close)
+			prods = append(prods, p)
+		}
+	}
+
+	env.startOff = env.now() + 10*time.Millisecond
+	for k, p := range prods {
+		p.setSchedule(newSchedule(k, cfg.Producers, rate, env.startOff, duration, records))
+	}
+	usageNow := func() usage {
+		u := usage{clientCPU: clientCPU()}
+		if cluster != nil {
+			u.brokerCPU, u.brokerRSS, u.brokerPeak = cluster.usage()
+			u.brokers = true
+		}
+		return u
+	}
+	smp := newSampler(st, env.now, env.startOff, usageNow, cfg.Progress, cfg.RecordBytes)
+	u0 := smp.last.usage
+	smp.start()
+
+	cctx, stopConsumers := context.WithCancel(ctx)
+	var cwg sync.WaitGroup
+	for _, c := range consumers {
+		cwg.Add(1)
+		go func() { defer cwg.Done(); c.run(cctx) }()
+	}
+	consumers = nil // their run closes them
+
+	var (
+		pwg    sync.WaitGroup
+		errMu  sync.Mutex
+		runErr error
+	)
+	for _, p := range prods {
+		pwg.Add(1)
+		go func() {
+			defer pwg.Done()
+			if err := p.run(ctx); err != nil {
+				errMu.Lock()
+				runErr = errors.Join(runErr, err)
+				errMu.Unlock()
+			}
+		}()
+	}
+	pwg.Wait()
+	closers = nil // every producer closed itself in run
+	prodEnd := env.now()
+	u1 := usageNow()
+
+	if cfg.Consumers > 0 {
+		deadline := time.Now().Add(cfg.DrainTimeout)
+		for ctx.Err() == nil && st.consumed.Load() < st.acked.Load() && time.Now().Before(deadline) {
+			time.Sleep(consumerCatchUpPoll)
+		}
+	}
+	stopConsumers()
+	cwg.Wait()
+	smp.stop()
+
+	out := &runOutcome{timeline: smp.timeline, produce: smp.produceTotal, e2e: smp.e2eTotal}
+	out.result = buildResult(cfg, env, rate, prodEnd-env.startOff, u0, u1, smp)
+	if runErr == nil && ctx.Err() != nil {
+		runErr = ctx.Err()
+	}
+	return out, runErr
+}
+
+// buildResult turns a run's counters and histograms into its figures.
+func buildResult(cfg *Config, env *runEnv, rate float64, elapsed time.Duration, u0, u1 usage, smp *sampler) Result {
+	st := env.st
+	secs := max(elapsed.Seconds(), 1e-9)
+	r := Result{
+		Engine:          cfg.Engine,
+		Brokers:         env.seeds,
+		TargetRate:      rate,
+		DurationS:       elapsed.Seconds(),
+		RecordBytes:     cfg.RecordBytes,
+		RecordsSent:     st.sent.Load(),
+		RecordsAcked:    st.acked.Load(),
+		RecordsFailed:   st.failed.Load(),
+		RecordsConsumed: st.consumed.Load(),
+		ConsumeErrors:   st.consumeErrors.Load(),
+		Batches:         st.batches.Load(),
+		Requests:        st.requests.Load(),
+		LatencyClamped:  smp.clamped,
+		Errors:          st.errorList(),
+	}
+	r.RecordsPerSec = float64(r.RecordsAcked) / secs
+	r.MBPerSec = float64(st.ackedBytes.Load()) / secs / 1e6
+	r.ConsumedPerSec = float64(r.RecordsConsumed) / secs
+	r.BatchesPerSec = float64(r.Batches) / secs
+	r.RequestsPerSec = float64(r.Requests) / secs
+	if r.Batches > 0 {
+		r.RecordsPerBatch = float64(st.batchRecords.Load()) / float64(r.Batches)
+	}
+	if r.RecordsSent > 0 {
+		r.ErrorRate = float64(r.RecordsFailed) / float64(r.RecordsSent)
+	}
+	p := summarize(smp.produceTotal)
+	r.ProduceMeanMs, r.ProduceP50Ms, r.ProduceP90Ms, r.ProduceP99Ms, r.ProduceP999Ms, r.ProduceMaxMs = p.MeanMs, p.P50Ms, p.P90Ms, p.P99Ms, p.P999Ms, p.MaxMs
+	e := summarize(smp.e2eTotal)
+	r.E2EMeanMs, r.E2EP50Ms, r.E2EP90Ms, r.E2EP99Ms, r.E2EP999Ms, r.E2EMaxMs = e.MeanMs, e.P50Ms, e.P90Ms, e.P99Ms, e.P999Ms, e.MaxMs
+	r.ClientCPUSeconds = (u1.clientCPU - u0.clientCPU).Seconds()
+	if r.RecordsAcked > 0 {
+		r.ClientCPUUsPerRecord = 1e6 * r.ClientCPUSeconds / float64(r.RecordsAcked)
+	}
+	if u1.brokers {
+		cpu := (u1.brokerCPU - u0.brokerCPU).Seconds()
+		r.BrokerCPUSeconds = &cpu
+		r.BrokerRSSBytes, r.BrokerPeakRSSBytes = u1.brokerRSS, u1.brokerPeak
+		if r.RecordsAcked > 0 {
+			r.BrokerCPUUsPerRecord = 1e6 * cpu / float64(r.RecordsAcked)
+		}
+	}
+	return r
+}
+
+// Run executes cfg: starts the brokers if asked, creates the topic, runs
+// the load (or the --find-max search) and returns the report. The spawned
+// brokers are stopped and their data removed before Run returns; an error
+// stopping them is returned with the report.
+func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	logw := cfg.Log
+	if logw == nil {
+		logw = io.Discard
+	}
+	rep = &Report{Config: cfg.json(), Workload: cfg.describe()}
+	seeds := cfg.Brokers
+	var cluster *Cluster
+	if cfg.Spawn > 0 {
+		if cluster, err = Spawn(ctx, SpawnOptions{Bin: cfg.StrataBin, Brokers: cfg.Spawn,
+			SegmentBytes: cfg.SpawnSegmentBytes, ConfigFile: cfg.SpawnConfig}); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if serr := cluster.Stop(); serr != nil {
+				err = errors.Join(err, fmt.Errorf("spawned brokers: %w", serr))
+			}
+		}()
+		seeds = cluster.Addrs()[:1]
+		if cfg.Spawn > 1 {
+			note := fmt.Sprintf("--spawn %d: Strata brokers do not form clusters yet, so these are %d independent brokers; "+
+				"the load goes to the first (%s), CPU and memory are summed over all", cfg.Spawn, cfg.Spawn, seeds[0])
+			rep.Notes = append(rep.Notes, note)
+			fmt.Fprintln(logw, "note:", note)
+		}
+		fmt.Fprintf(logw, "spawned %d broker(s): %v\n", cfg.Spawn, cluster.Addrs())
+		rep.Target.Spawned = cfg.Spawn
+	}
+	rep.Target.Brokers = seeds
+
+	admin, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ClientID(loadgenClientID+"-admin"))
+	if err != nil {
+		return nil, err
+	}
+	defer admin.Close()
+	ti, err := ensureTopic(ctx, admin, &cfg, logw)
+	if err != nil {
+		return nil, err
+	}
+	if ti.partitions != cfg.Partitions {
+		rep.Config.Partitions = ti.partitions
+		cfg.Partitions = ti.partitions
+	}
+
+	if cfg.Warmup > 0 {
+		fmt.Fprintf(logw, "warming up for %v (not measured)\n", cfg.Warmup)
+		wcfg := cfg
+		wcfg.Consumers, wcfg.Group, wcfg.Progress = 0, "", nil
+		rate := cfg.Rate
+		if cfg.FindMax {
+			rate = cfg.StartRate
+		}
+		if _, err := runOnce(ctx, &wcfg, admin, ti, seeds, cluster, rate, cfg.Warmup, 0); err != nil {
+			return rep, fmt.Errorf("warm-up: %w", err)
+		}
+	}
+	if !cfg.FindMax {
+		out, err := runOnce(ctx, &cfg, admin, ti, seeds, cluster, cfg.Rate, cfg.Duration, cfg.Records)
+		if out == nil {
+			return nil, err
+		}
+		rep.setOutcome(out)
+		return rep, err
+	}
+	return rep, findMax(ctx, &cfg, admin, ti, seeds, cluster, rep, logw)
+}
+
+// stepHealth judges one --find-max step.
+func stepHealth(cfg *Config, r *Result) (bool, string) {
+	switch {
+	case r.RecordsSent == 0:
+		return false, "nothing was sent"
+	case r.ErrorRate > cfg.MaxErrorRate:
+		return false, fmt.Sprintf("error rate %.4f%% over %.4f%%", 100*r.ErrorRate, 100*cfg.MaxErrorRate)
+	case r.ProduceP99Ms > ms(cfg.MaxP99):
+		return false, fmt.Sprintf("produce p99 %.2f ms over %.2f ms", r.ProduceP99Ms, ms(cfg.MaxP99))
+	case r.RecordsPerSec < 0.9*r.TargetRate:
+		return false, fmt.Sprintf("achieved %s rec/s, under 90%% of the target", commas(r.RecordsPerSec, 0))
+	}
+	return true, fmt.Sprintf("p99 %.2f ms, error rate %.4f%%", r.ProduceP99Ms, 100*r.ErrorRate)
+}
+
+// findMax ramps the rate (×1.5 from StartRate) until a step is unhealthy,
+// then bisects between the last healthy and the first unhealthy rate for
+// BisectSteps steps; MaxSteps bounds the whole search. The report's result
+// is the last healthy step's (or the last step's if none was healthy).
+func findMax(ctx context.Context, cfg *Config, admin *kgo.Client, ti *topicInfo, seeds []string, cluster *Cluster, rep *Report, logw io.Writer) error {
+	fm := &FindMax{MaxP99Ms: ms(cfg.MaxP99), MaxErrorRate: cfg.MaxErrorRate}
+	rep.FindMax = fm
+	var best, last *runOutcome
+	good, bad := 0.0, math.Inf(1)
+	rate := cfg.StartRate
+	bisected := 0
+	offset := 0.0
+	for step := 0; step < cfg.MaxSteps; step++ {
+		fmt.Fprintf(logw, "find-max step %d: %s rec/s for %v\n", step+1, commas(rate, 0), cfg.StepDuration)
+		out, err := runOnce(ctx, cfg, admin, ti, seeds, cluster, rate, cfg.StepDuration, 0)
+		if out == nil {
+			return err
+		}
+		healthy, reason := stepHealth(cfg, &out.result)
+		if err != nil {
+			healthy, reason = false, err.Error()
+		}
+		out.result.Healthy = &healthy
+		fm.Steps = append(fm.Steps, Step{Rate: rate, Healthy: healthy, Reason: reason, Result: out.result})
+		for _, s := range out.timeline {
+			s.TS += offset
+			rep.Timeline = append(rep.Timeline, s)
+		}
+		if n := len(out.timeline); n > 0 {
+			offset += out.timeline[n-1].TS
+		}
+		fmt.Fprintf(logw, "  → %s: %s rec/s achieved, %s\n", map[bool]string{true: "healthy", false: "unhealthy"}[healthy],
+			commas(out.result.RecordsPerSec, 0), reason)
+		last = out
+		if ctx.Err() != nil {
+			break
+		}
+		if healthy {
+			good = rate
+			best = out
+		} else {
+			bad = min(bad, rate)
+		}
+		if !math.IsInf(bad, 1) {
+			if bisected >= cfg.BisectSteps {
+				break
+			}
+			bisected++
+			rate = (good + bad) / 2
+			if good == 0 {
+				rate = bad / 2 // the start rate was already too much: halve
+			}
+		} else {
+			rate *= 1.5
+		}
+		if rate < 1 {
+			break
+		}
+	}
+	fm.MaxHealthyRate = good
+	if best == nil {
+		best = last
+	}
+	if best != nil {
+		tl := rep.Timeline
+		rep.setOutcome(best)
+		rep.Timeline = tl
+	}
+	return ctx.Err()
+}

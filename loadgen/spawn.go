@@ -1,0 +1,246 @@
+package loadgen
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// Cluster is a set of local strata brokers started for a run, each a child
+// process (`strata serve`) on a free 127.0.0.1 port with its own temporary
+// data directory and node id. Until Strata brokers form clusters, N > 1
+// starts N independent single-broker clusters; the run targets the first
+// (its metadata names only itself) and measures all of them.
+type Cluster struct {
+	dir     string
+	Brokers []*SpawnedBroker
+}
+
+// SpawnedBroker is one child broker.
+type SpawnedBroker struct {
+	NodeID  int
+	Addr    string
+	DataDir string
+	LogPath string
+	cmd     *exec.Cmd
+	exited  chan struct{}
+}
+
+const (
+	spawnStartTimeout = 30 * time.Second
+	spawnStopTimeout  = 30 * time.Second
+)
+
+// SpawnOptions configures Spawn.
+type SpawnOptions struct {
+	// Bin is the strata executable; "" = this executable.
+	Bin string
+	// Brokers is how many to start, 1..MaxSpawn.
+	Brokers int
+	// SegmentBytes is the brokers' log.segment.bytes. Strata preallocates
+	// every segment, so Kafka's 1 GiB default would reserve 96 GiB of disk
+	// for a 96-partition topic; 0 = DefaultSpawnSegmentBytes.
+	SegmentBytes int64
+	// ConfigFile is a server.properties file whose settings the brokers get
+	// as well (log.segment.bytes in it wins over SegmentBytes).
+	ConfigFile string
+}
+
+// DefaultSpawnSegmentBytes is the segment size of spawned brokers.
+const DefaultSpawnSegmentBytes = 64 << 20
+
+// Spawn starts the brokers and waits until each accepts TCP connections.
+// On failure everything started so far is stopped and removed.
+func Spawn(ctx context.Context, opts SpawnOptions) (*Cluster, error) {
+	n, bin := opts.Brokers, opts.Bin
+	if n < 1 || n > MaxSpawn {
+		return nil, fmt.Errorf("loadgen: spawn %d brokers: out of range 1..%d", n, MaxSpawn)
+	}
+	if bin == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("loadgen: finding the strata executable: %w", err)
+		}
+		bin = exe
+	}
+	dir, err := os.MkdirTemp("", "strata-loadgen-")
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{dir: dir}
+	props, err := spawnProperties(dir, opts)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	for i := range n {
+		b, err := startBroker(ctx, bin, dir, props, i)
+		if b != nil {
+			c.Brokers = append(c.Brokers, b)
+		}
+		if err != nil {
+			c.Stop()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// spawnProperties writes the brokers' server.properties: the user's file,
+// then log.segment.bytes unless the user's file sets it.
+func spawnProperties(dir string, opts SpawnOptions) (string, error) {
+	var user []byte
+	if opts.ConfigFile != "" {
+		var err error
+		if user, err = os.ReadFile(opts.ConfigFile); err != nil {
+			return "", fmt.Errorf("loadgen: spawn config: %w", err)
+		}
+	}
+	seg := opts.SegmentBytes
+	if seg == 0 {
+		seg = DefaultSpawnSegmentBytes
+	}
+	props := append([]byte(nil), user...)
+	if len(props) > 0 && props[len(props)-1] != '\n' {
+		props = append(props, '\n')
+	}
+	if !bytes.Contains(user, []byte("log.segment.bytes")) {
+		props = fmt.Appendf(props, "# written by strata loadgen --spawn\nlog.segment.bytes=%d\n", seg)
+	}
+	path := filepath.Join(dir, "server.properties")
+	return path, os.WriteFile(path, props, 0o644)
+}
+
+func startBroker(ctx context.Context, bin, dir, props string, id int) (*SpawnedBroker, error) {
+	addr, err := freeLoopbackAddr()
+	if err != nil {
+		return nil, err
+	}
+	b := &SpawnedBroker{
+		NodeID:  id,
+		Addr:    addr,
+		DataDir: filepath.Join(dir, "node-"+strconv.Itoa(id)),
+		LogPath: filepath.Join(dir, "node-"+strconv.Itoa(id)+".log"),
+	}
+	logf, err := os.Create(b.LogPath)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close() // the child keeps its own descriptor
+	b.cmd = exec.Command(bin, "serve", "--listen", addr, "--data-dir", b.DataDir, "--node-id", strconv.Itoa(id), "--config", props)
+	b.cmd.Stdout, b.cmd.Stderr = logf, logf
+	setParentDeathSignal(b.cmd)
+	if err := b.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("loadgen: starting broker %d (%s): %w", id, bin, err)
+	}
+	b.exited = make(chan struct{})
+	go func() { b.cmd.Wait(); close(b.exited) }() // owned by b; ends when the child exits
+	deadline := time.Now().Add(spawnStartTimeout)
+	for {
+		conn, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			conn.Close()
+			return b, nil
+		}
+		select {
+		case <-b.exited:
+			return b, fmt.Errorf("loadgen: broker %d exited during start:\n%s", id, tailFile(b.LogPath, 2000))
+		case <-ctx.Done():
+			return b, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return b, fmt.Errorf("loadgen: broker %d not listening on %s after %v:\n%s", id, addr, spawnStartTimeout, tailFile(b.LogPath, 2000))
+		}
+	}
+}
+
+// Addrs are the brokers' listen addresses.
+func (c *Cluster) Addrs() []string {
+	out := make([]string, len(c.Brokers))
+	for i, b := range c.Brokers {
+		out[i] = b.Addr
+	}
+	return out
+}
+
+// usage sums CPU time and memory over the brokers still running.
+func (c *Cluster) usage() (cpu time.Duration, rss, peak int64) {
+	for _, b := range c.Brokers {
+		if b.cmd == nil || b.cmd.Process == nil {
+			continue
+		}
+		bc, br, bp, err := procStats(b.cmd.Process.Pid)
+		if err != nil {
+			continue
+		}
+		cpu += bc
+		rss += br
+		peak += bp
+	}
+	return cpu, rss, peak
+}
+
+// Stop sends SIGTERM to every broker, waits for them to exit (SIGKILL after
+// spawnStopTimeout) and removes their data. It reports brokers that had to
+// be killed or did not exit cleanly.
+func (c *Cluster) Stop() error {
+	var errs []error
+	for _, b := range c.Brokers {
+		select {
+		case <-b.exited:
+			errs = append(errs, fmt.Errorf("broker %d had exited before the end of the run:\n%s", b.NodeID, tailFile(b.LogPath, 2000)))
+			continue
+		default:
+		}
+		b.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	for _, b := range c.Brokers {
+		select {
+		case <-b.exited:
+		case <-time.After(spawnStopTimeout):
+			b.cmd.Process.Kill()
+			<-b.exited
+			errs = append(errs, fmt.Errorf("broker %d did not stop within %v of SIGTERM", b.NodeID, spawnStopTimeout))
+		}
+	}
+	if err := os.RemoveAll(c.dir); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func freeLoopbackAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr, nil
+}
+
+// tailFile is the last n bytes of a log file, for error messages.
+func tailFile(path string, n int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return ""
+	}
+	off := max(st.Size()-n, 0)
+	b, _ := io.ReadAll(io.NewSectionReader(f, off, n))
+	return string(b)
+}
