@@ -19,9 +19,12 @@
 // increase; in the time index timestamps strictly increase and offsets never
 // decrease.
 //
-// While a segment is active its index file is preallocated to maxBytes
-// (rounded down to a whole entry; blocks really allocated with fallocate, so
-// a full disk cannot fault a store into the mapping) and mapped read-write.
+// While a segment is active its index file is sized to maxBytes (rounded down
+// to a whole entry) and mapped read-write, but only the part ahead of the
+// written entries has real blocks: ReserveStepBytes at a time, allocated with
+// fallocate before any entry is stored there, so a full disk fails an Append
+// instead of faulting a store into the mapping, and idle partitions do not
+// hold segment.index.bytes of disk each.
 // Close trims the file to the entries written, so a cleanly closed index
 // opens with entries = size / entry size. After a crash the file still has its
 // preallocated size and zero entries follow the real ones; Check then fails

@@ -53,8 +53,18 @@ type file struct {
 	data     []byte   // the mapping
 	mem      []uint32 // data as words, for atomic access
 	capacity int      // entries the mapping holds
+	reserved int      // bytes of the file with blocks allocated: [0, reserved)
 	closed   bool
 }
+
+// ReserveStepBytes is how much of an index file gets real blocks at a time.
+// The file's length is the whole mapping (segment.index.bytes) so the mapping
+// never extends past it, but it stays sparse past the reservation: blocks
+// for 10 MiB per index, twice per partition, would hold gigabytes of disk
+// for a broker with thousands of mostly idle partitions. Entries are only
+// written inside the reservation, so a full disk surfaces as an Append error
+// instead of a SIGBUS from a page fault on a hole.
+const ReserveStepBytes = 64 << 10
 
 func openFile(path string, base int64, maxBytes, entrySize int) (*file, error) {
 	if base < 0 {
@@ -88,13 +98,14 @@ func mapIndex(f *os.File, path string, base int64, maxEntries, entrySize int) (*
 	entries := int(size) / entrySize
 	capacity := max(entries, maxEntries)
 	mapLen := capacity * entrySize
-	switch {
-	case int64(mapLen) > size:
-		err = allocate(f, int64(mapLen))
-	case int64(mapLen) < size: // a torn partial entry at the end
+	if int64(mapLen) != size { // grow sparse, or drop a torn partial entry
 		err = f.Truncate(int64(mapLen))
 	}
 	if err != nil {
+		return nil, err
+	}
+	reserved := min(entries*entrySize+ReserveStepBytes, mapLen)
+	if err := allocate(f, int64(reserved)); err != nil {
 		return nil, err
 	}
 	data, err := mapFile(f, mapLen)
@@ -110,6 +121,7 @@ func mapIndex(f *os.File, path string, base int64, maxEntries, entrySize int) (*
 		data:      data,
 		mem:       unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(data))), mapLen/4),
 		capacity:  capacity,
+		reserved:  reserved,
 	}
 	x.n.Store(int64(entries))
 	return x, nil
@@ -130,6 +142,21 @@ func (x *file) setWord(i, w int, v uint32) {
 		v = bits.ReverseBytes32(v)
 	}
 	atomic.StoreUint32(&x.mem[i*x.words+w], v)
+}
+
+// reserve makes sure entry i lies in allocated blocks before it is written
+// through the mapping (the single writer calls it).
+func (x *file) reserve(i int) error {
+	end := (i + 1) * x.entrySize
+	if end <= x.reserved {
+		return nil
+	}
+	n := min(end+ReserveStepBytes, len(x.data))
+	if err := allocate(x.f, int64(n)); err != nil {
+		return err
+	}
+	x.reserved = n
+	return nil
 }
 
 // publish makes entry i (just written) visible: it is written through where

@@ -9,9 +9,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// allocate grows f to size with real blocks (fallocate mode 0), so stores into
-// the mapping cannot fault on a full disk; filesystems without fallocate get
-// a sparse ftruncate instead.
+// allocate gives [0, size) of f real blocks (fallocate mode 0, growing the
+// file if it is shorter), so stores into the mapping there cannot fault on a
+// full disk; filesystems without fallocate only get the file grown (sparse).
 func allocate(f *os.File, size int64) error {
 	for {
 		err := unix.Fallocate(int(f.Fd()), 0, 0, size)
@@ -21,7 +21,7 @@ func allocate(f *os.File, size int64) error {
 		case err == unix.EINTR:
 			continue
 		case errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.ENOSYS):
-			return f.Truncate(size)
+			return growTo(f, size)
 		default:
 			return &os.PathError{Op: "fallocate", Path: f.Name(), Err: err}
 		}
@@ -50,3 +50,15 @@ func syncFile(f *os.File, b []byte) error {
 // wrote tells the mapping that b[off:off+n] changed; with mmap the kernel
 // sees the stores directly.
 func wrote(*os.File, []byte, int, int) error { return nil }
+
+// growTo extends f to size with a sparse ftruncate; it never shrinks f.
+func growTo(f *os.File, size int64) error {
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if st.Size() >= size {
+		return nil
+	}
+	return f.Truncate(size)
+}

@@ -9,7 +9,16 @@ import (
 )
 
 // allocate grows f to size.
-func allocate(f *os.File, size int64) error { return f.Truncate(size) }
+func allocate(f *os.File, size int64) error {
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if st.Size() >= size {
+		return nil
+	}
+	return f.Truncate(size)
+}
 
 // mapFile reads the file into a 4-byte aligned heap buffer standing in for a
 // mapping; stores are written through by wrote.

@@ -48,6 +48,9 @@ func (o *OffsetIndex) Append(offset int64, pos int64) error {
 	if n >= x.capacity {
 		return ErrFull
 	}
+	if err := x.reserve(n); err != nil {
+		return err
+	}
 	x.setWord(n, 0, rel)
 	x.setWord(n, 1, uint32(pos))
 	return x.publish(n)

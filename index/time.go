@@ -46,6 +46,9 @@ func (t *TimeIndex) Append(timestamp int64, offset int64) error {
 	if n >= x.capacity {
 		return ErrFull
 	}
+	if err := x.reserve(n); err != nil {
+		return err
+	}
 	x.setWord(n, 0, uint32(uint64(timestamp)>>32))
 	x.setWord(n, 1, uint32(timestamp))
 	x.setWord(n, 2, rel)

@@ -46,17 +46,14 @@ type SpawnOptions struct {
 	Bin string
 	// Brokers is how many to start, 1..MaxSpawn.
 	Brokers int
-	// SegmentBytes is the brokers' log.segment.bytes. Strata preallocates
-	// every segment, so Kafka's 1 GiB default would reserve 96 GiB of disk
-	// for a 96-partition topic; 0 = DefaultSpawnSegmentBytes.
+	// SegmentBytes is the brokers' log.segment.bytes; 0 = the broker's
+	// default (1 GiB, reserved on disk a step at a time as data arrives).
 	SegmentBytes int64
 	// ConfigFile is a server.properties file whose settings the brokers get
 	// as well (log.segment.bytes in it wins over SegmentBytes).
 	ConfigFile string
 }
 
-// DefaultSpawnSegmentBytes is the segment size of spawned brokers.
-const DefaultSpawnSegmentBytes = 64 << 20
 
 // Spawn starts the brokers and waits until each accepts TCP connections.
 // On failure everything started so far is stopped and removed.
@@ -106,14 +103,11 @@ func spawnProperties(dir string, opts SpawnOptions) (string, error) {
 		}
 	}
 	seg := opts.SegmentBytes
-	if seg == 0 {
-		seg = DefaultSpawnSegmentBytes
-	}
 	props := append([]byte(nil), user...)
 	if len(props) > 0 && props[len(props)-1] != '\n' {
 		props = append(props, '\n')
 	}
-	if !bytes.Contains(user, []byte("log.segment.bytes")) {
+	if seg > 0 && !bytes.Contains(user, []byte("log.segment.bytes")) {
 		props = fmt.Appendf(props, "# written by strata loadgen --spawn\nlog.segment.bytes=%d\n", seg)
 	}
 	path := filepath.Join(dir, "server.properties")

@@ -80,3 +80,36 @@ func TestPreallocateAndSeal(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestPreallocateInSteps: a large segment limit is reserved a step at a time,
+// staying ahead of the appends and never past the limit.
+func TestPreallocateInSteps(t *testing.T) {
+	dir := t.TempDir()
+	if !fallocateWorks(t, dir) {
+		t.Fatal("the test filesystem refuses fallocate(KEEP_SIZE); preallocation cannot be checked here")
+	}
+	const limit = 1 << 30
+	p := filepath.Join(dir, "big.log")
+	s, err := segment.Create(p, limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	_, blocks := allocatedBytes(t, p)
+	if blocks < segment.PreallocStepBytes || blocks > 2*segment.PreallocStepBytes {
+		t.Fatalf("reserved %d bytes at Create, want one step (%d), not the %d limit", blocks, segment.PreallocStepBytes, int64(limit))
+	}
+	chunk := make([]byte, 1<<20)
+	for i := 0; i < 40; i++ { // 40 MiB: past two steps
+		if _, err := s.Append(chunk); err != nil {
+			t.Fatal(err)
+		}
+		size, blocks := allocatedBytes(t, p)
+		if blocks < size {
+			t.Fatalf("after %d MiB: %d bytes reserved, behind the %d written", i+1, blocks, size)
+		}
+		if blocks > size+2*segment.PreallocStepBytes {
+			t.Fatalf("after %d MiB: %d bytes reserved, more than two steps ahead", i+1, blocks)
+		}
+	}
+}

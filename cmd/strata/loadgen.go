@@ -91,7 +91,7 @@ func parseLoadgenFlags(args []string, usageOut io.Writer) (loadgen.Config, loadg
 	}
 	brokers := fs.String("brokers", "", "comma-separated host:port list of the cluster to load")
 	fs.IntVar(&cfg.Spawn, "spawn", 0, "start this many local strata brokers on 127.0.0.1 for the run (N>1: independent brokers until clustering lands)")
-	fs.Int64Var(&cfg.SpawnSegmentBytes, "spawn-segment-bytes", loadgen.DefaultSpawnSegmentBytes, "log.segment.bytes of spawned brokers (segments are preallocated)")
+	fs.Int64Var(&cfg.SpawnSegmentBytes, "spawn-segment-bytes", 0, "log.segment.bytes of spawned brokers (0 = the broker default)")
 	fs.StringVar(&cfg.SpawnConfig, "spawn-config", "", "server.properties file for spawned brokers")
 	fs.StringVar(&cfg.Topic, "topic", cfg.Topic, "topic to produce to (created if missing)")
 	partitions := fs.Int("partitions", int(cfg.Partitions), "partitions when the topic is created")
