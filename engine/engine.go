@@ -68,11 +68,13 @@ type Engine struct {
 	flushDone chan struct{}
 
 	// Owned by the flusher goroutine.
-	flushWork  []*Log
-	deferred   []*Log
-	flushSegs  []*logSegment
-	ckptDirty  bool
-	lastCkptMs int64
+	flushWork []*Log
+	deferred  []*Log
+	// flusher-goroutine scratch: per-worker segment lists and per-log results
+	flushScratch [flushParallelism][]*logSegment
+	flushResults []flushResult
+	ckptDirty    bool
+	lastCkptMs   int64
 
 	ckptMu sync.Mutex // serializes checkpoint file writes
 	syncs  atomic.Int64
