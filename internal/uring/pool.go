@@ -1,0 +1,134 @@
+package uring
+
+import (
+	"fmt"
+	"sync/atomic"
+	"unsafe"
+)
+
+// Alignment is the address, length and file-offset alignment that O_DIRECT
+// I/O needs on the filesystems Strata runs on (4 KiB logical blocks; 512-byte
+// devices accept it too).
+const Alignment = 4096
+
+// maxPoolBytes keeps a pool within one registered-buffer iovec (the kernel
+// takes at most 1 GiB per IORING_REGISTER_BUFFERS iovec).
+const maxPoolBytes = 1 << 30
+
+// Pool is a fixed set of equal chunks carved from one anonymous memory
+// mapping outside the Go heap: every chunk starts on an Alignment boundary
+// (usable for O_DIRECT), never moves, and is faulted in at NewPool so the
+// first write does not pay page faults. Passed in Config.Pools, the whole
+// mapping is registered with the ring and I/O on chunks uses READ_FIXED and
+// WRITE_FIXED (no per-I/O page pinning).
+//
+// Get, TryGet and Put are safe for concurrent use and do not allocate. A
+// caller that sizes its queue depth by the pool (one chunk per in-flight
+// write) gets back-pressure from Get for free; Get must not be called from a
+// Done callback (it may wait for a chunk that only a later callback returns).
+type Pool struct {
+	mem   []byte
+	chunk int
+	free  chan int32    // indexes of chunks not handed out
+	out   []atomic.Bool // chunk i is handed out
+	regs  atomic.Int32  // rings that registered the pool and are not closed
+	shut  atomic.Bool
+}
+
+// NewPool maps chunks chunks of chunkBytes each. chunkBytes must be a
+// positive multiple of Alignment and the pool at most 1 GiB.
+func NewPool(chunkBytes, chunks int) (*Pool, error) {
+	if chunkBytes <= 0 || chunkBytes%Alignment != 0 {
+		return nil, fmt.Errorf("uring: pool chunk size %d is not a positive multiple of %d", chunkBytes, Alignment)
+	}
+	if chunks <= 0 || chunks > maxPoolBytes/chunkBytes {
+		return nil, fmt.Errorf("uring: pool of %d chunks of %d bytes is outside (0, %d bytes]", chunks, chunkBytes, maxPoolBytes)
+	}
+	mem, err := mapAnon(chunkBytes * chunks)
+	if err != nil {
+		return nil, err
+	}
+	p := &Pool{mem: mem, chunk: chunkBytes, free: make(chan int32, chunks), out: make([]atomic.Bool, chunks)}
+	for i := range chunks {
+		p.free <- int32(i)
+	}
+	return p, nil
+}
+
+// ChunkBytes is the size of every chunk.
+func (p *Pool) ChunkBytes() int { return p.chunk }
+
+// Chunks is the number of chunks.
+func (p *Pool) Chunks() int { return len(p.out) }
+
+// Free is the number of chunks not handed out.
+func (p *Pool) Free() int { return len(p.free) }
+
+// Get returns a chunk (len = cap = ChunkBytes), waiting for a Put when all
+// are handed out.
+func (p *Pool) Get() []byte { return p.take(<-p.free) }
+
+// TryGet returns a chunk, or ok == false when all are handed out.
+func (p *Pool) TryGet() (b []byte, ok bool) {
+	select {
+	case i := <-p.free:
+		return p.take(i), true
+	default:
+		return nil, false
+	}
+}
+
+func (p *Pool) take(i int32) []byte {
+	if !p.out[i].CompareAndSwap(false, true) {
+		panic(fmt.Sprintf("uring: pool chunk %d handed out twice", i))
+	}
+	off := int(i) * p.chunk
+	return p.mem[off : off+p.chunk : off+p.chunk]
+}
+
+// Put returns the chunk b starts in (b may be a reslice of a chunk). It
+// panics for memory that is not a handed-out chunk of this pool: a double Put
+// would let two writers share one buffer.
+func (p *Pool) Put(b []byte) {
+	i, ok := p.index(b)
+	if !ok {
+		panic("uring: Put of a buffer that is not from this pool")
+	}
+	if !p.out[i].CompareAndSwap(true, false) {
+		panic(fmt.Sprintf("uring: pool chunk %d returned twice", i))
+	}
+	p.free <- int32(i) // never blocks: capacity is the number of chunks
+}
+
+// index finds the chunk b's first byte lies in.
+func (p *Pool) index(b []byte) (int, bool) {
+	if cap(b) == 0 || len(p.mem) == 0 {
+		return 0, false
+	}
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(p.mem)))
+	addr := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	if addr < base || addr >= base+uintptr(len(p.mem)) {
+		return 0, false
+	}
+	return int((addr - base) / uintptr(p.chunk)), true
+}
+
+// span returns the mapping's address range [base, end).
+func (p *Pool) span() (base, end uintptr) {
+	base = uintptr(unsafe.Pointer(unsafe.SliceData(p.mem)))
+	return base, base + uintptr(len(p.mem))
+}
+
+// Close unmaps the pool. It fails with ErrBusy while chunks are handed out or
+// a Ring that registered the pool is open.
+func (p *Pool) Close() error {
+	if p.regs.Load() != 0 || len(p.free) != len(p.out) {
+		return ErrBusy
+	}
+	if !p.shut.CompareAndSwap(false, true) {
+		return ErrClosed
+	}
+	mem := p.mem
+	p.mem = nil
+	return unmapAnon(mem)
+}

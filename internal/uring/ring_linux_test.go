@@ -1,0 +1,225 @@
+package uring
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+)
+
+// backends is the table every behavioural test runs over: the io_uring
+// engine and the forced pwrite fallback must pass the same suite.
+var backends = []Backend{BackendUring, BackendPwrite}
+
+// TestUringCompletesOutOfOrder makes completion order differ from submission
+// order on purpose: a read of an empty pipe is submitted first and stays in
+// flight while later writes complete; it completes last, once data arrives.
+// (pread on a pipe is ESPIPE, so this scenario is io_uring only; the pwrite
+// backend's workers reorder completions in the other tests.)
+func TestUringCompletesOutOfOrder(t *testing.T) {
+	r := newTestRing(t, BackendUring, nil)
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pw.Close()
+	pipe, err := r.RegisterFile(pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := openTestFile(t, r, 0)
+
+	var order []string // appended only from Done callbacks (never concurrent)
+	readDone := make(chan struct{})
+	read := &Op{Code: OpRead, File: pipe, Buf: make([]byte, 5), Done: func(op *Op) {
+		order = append(order, "read")
+		close(readDone)
+	}}
+	if err := r.Submit(read); err != nil {
+		t.Fatal(err)
+	}
+	const writes = 20
+	wb := newBatch(writes)
+	var wm Watermark
+	var wmErr error
+	for i := range writes {
+		buf := make([]byte, 4096)
+		fill(buf, byte(i))
+		// Complete in the watermark from the callback, as an appender does.
+		op := &Op{Code: OpWrite, File: f, Buf: buf, Off: int64(i) * 4096, Done: func(op *Op) {
+			order = append(order, "write")
+			if _, err := wm.Complete(op.Off, int64(op.N)); err != nil && wmErr == nil {
+				wmErr = err
+			}
+			wb.done(op)
+		}}
+		if err := r.Submit(op); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wb.wait(t)
+	select {
+	case <-readDone:
+		t.Fatal("pipe read completed before any data was written")
+	default:
+	}
+	if _, err := pw.Write([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	<-readDone
+	if read.Err != nil || string(read.Buf[:read.N]) != "hello" {
+		t.Fatalf("pipe read: n=%d err=%v data=%q", read.N, read.Err, read.Buf[:read.N])
+	}
+	if len(order) != writes+1 || order[writes] != "read" {
+		t.Fatalf("completion order %v: want %d writes then the read", order, writes)
+	}
+	if wmErr != nil || wm.Value() != writes*4096 {
+		t.Fatalf("watermark %d (err %v), want %d", wm.Value(), wmErr, writes*4096)
+	}
+	if err := pipe.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDirectIOWithPool writes and reads an O_DIRECT file from pool chunks.
+// On io_uring the pool is registered, so the ring must have used
+// WRITE_FIXED/READ_FIXED and the registered file; every op must have been a
+// reaped CQE (the ring was really used).
+func TestDirectIOWithPool(t *testing.T) {
+	for _, b := range backends {
+		t.Run(string(b), func(t *testing.T) {
+			pool, err := NewPool(64<<10, 8)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := newTestRing(t, b, func(c *Config) { c.Pools = []*Pool{pool} })
+			t.Cleanup(func() {
+				r.Close()
+				if err := pool.Close(); err != nil {
+					t.Errorf("pool Close after ring Close: %v", err)
+				}
+			})
+			f := openTestFile(t, r, syscall.O_DIRECT)
+			const writes = 64
+			wb := newBatch(writes)
+			var bufs [][]byte
+			putBack := func(op *Op) {
+				pool.Put(op.Buf)
+				wb.done(op)
+			}
+			for i := range writes {
+				buf := pool.Get()
+				fill(buf, byte(i))
+				want := append([]byte(nil), buf...)
+				bufs = append(bufs, want)
+				if err := r.Submit(&Op{Code: OpWrite, File: f, Buf: buf, Off: int64(i * len(buf)), Done: putBack}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			wb.wait(t)
+			for i, want := range bufs {
+				buf := pool.Get()
+				n, err := do(t, r, &Op{Code: OpRead, File: f, Buf: buf, Off: int64(i * len(buf))})
+				if err != nil || n != len(buf) || !bytes.Equal(buf, want) {
+					t.Fatalf("O_DIRECT read %d: n=%d err=%v equal=%v", i, n, err, bytes.Equal(buf, want))
+				}
+				pool.Put(buf)
+			}
+			st := r.Stats()
+			if b == BackendUring {
+				if !f.Registered() || st.FixedFile < 2*writes || st.FixedBufs < 2*writes || st.CQEs < 2*writes {
+					t.Fatalf("ring not used as configured: registered=%v stats %+v", f.Registered(), st)
+				}
+			} else if st.SQEs != 0 || st.CQEs != 0 || f.Registered() {
+				t.Fatalf("pwrite backend touched a ring: %+v", st)
+			}
+			if pool.Free() != pool.Chunks() {
+				t.Fatalf("pool has %d of %d chunks back", pool.Free(), pool.Chunks())
+			}
+		})
+	}
+}
+
+// TestFileSlotsExhausted: files beyond the registered table fall back to
+// plain descriptors and work the same; a freed slot is reused.
+func TestFileSlotsExhausted(t *testing.T) {
+	r := newTestRing(t, BackendUring, func(c *Config) { c.FileSlots = 1 })
+	a := openTestFile(t, r, 0)
+	b := openTestFile(t, r, 0)
+	if !a.Registered() || b.Registered() {
+		t.Fatalf("registered: a=%v b=%v, want true false", a.Registered(), b.Registered())
+	}
+	for _, f := range []*File{a, b} {
+		if _, err := do(t, r, &Op{Code: OpWrite, File: f, Buf: []byte("slot"), Off: 3}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(f.Name())
+		if err != nil || string(got) != "\x00\x00\x00slot" {
+			t.Fatalf("%q %v", got, err)
+		}
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("second File.Close: %v, want ErrClosed", err)
+	}
+	c := openTestFile(t, r, 0)
+	if !c.Registered() {
+		t.Fatal("slot freed by Close was not reused")
+	}
+	if err := r.Submit(&Op{Code: OpFsync, File: a, Done: func(*Op) {}}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Submit on a closed File: %v, want ErrClosed", err)
+	}
+}
+
+// TestAutoPicksUring: on this kernel auto must select io_uring (the
+// benchmarks and the segment appender rely on it).
+func TestAutoPicksUring(t *testing.T) {
+	r, err := New(Config{Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if r.Backend() != BackendUring {
+		t.Fatalf("auto chose %s on a kernel with io_uring", r.Backend())
+	}
+	path := filepath.Join(t.TempDir(), "nop")
+	osf, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := r.RegisterFile(osf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := do(t, r, &Op{Code: OpNop}); err != nil {
+		t.Fatal(err)
+	}
+	if st := r.Stats(); st.CQEs != 1 || st.SQEs != 1 || st.Enters == 0 {
+		t.Fatalf("stats after one nop: %+v", st)
+	}
+}
+
+// TestPoolRegisteredOutlivesRing: a pool registered with a ring cannot be
+// unmapped until the ring is closed.
+func TestPoolRegisteredOutlivesRing(t *testing.T) {
+	p, err := NewPool(Alignment, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := New(Config{Backend: BackendUring, Pools: []*Pool{p}, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Close(); !errors.Is(err, ErrBusy) {
+		t.Fatalf("Close of a registered pool: %v, want ErrBusy", err)
+	}
+	r.Close()
+	if err := p.Close(); err != nil {
+		t.Fatalf("Close after the ring closed: %v", err)
+	}
+}
