@@ -1,0 +1,746 @@
+package controller
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// Errors returned by Controller methods.
+var (
+	// ErrClosed: the Controller was closed.
+	ErrClosed = errors.New("controller: closed")
+	// ErrUnknownOutcome: the proposal reached a leader but no answer came
+	// back (leadership lost, connection cut, context ended); it may or may
+	// not have been applied. Read the state to find out.
+	ErrUnknownOutcome = errors.New("controller: proposal outcome unknown")
+	// ErrNotLeader is returned by ProposeLocal on a node that is not the
+	// Raft leader.
+	ErrNotLeader = errors.New("controller: not the leader")
+)
+
+// Config configures a Controller. Zero durations take the defaults below.
+type Config struct {
+	NodeID int32
+	// RaftAddr is the address to listen on for Raft and the controller
+	// RPC; "" means Voters[NodeID]. The address others reach this node at
+	// is always Voters[NodeID] for a voter, RaftAddr for an observer.
+	RaftAddr string
+	// Voters are the quorum's node ids and Raft addresses (ParseQuorum of
+	// --controller-quorum). A node not among them runs as an observer: a
+	// Raft non-voter that asks the leader to add it and then receives
+	// every change, for brokers beyond the quorum.
+	Voters map[int32]string
+	// DataDir holds raft.db (log and stable store, bbolt) and snapshots/.
+	// Give the controller its own directory, not a directory of partitions.
+	DataDir string
+	Logger  *slog.Logger
+	// Listener, if set, is used instead of listening on RaftAddr (tests,
+	// socket activation). The Controller closes it.
+	Listener net.Listener
+
+	HeartbeatTimeout   time.Duration // default 500ms
+	ElectionTimeout    time.Duration // default 500ms
+	LeaderLeaseTimeout time.Duration // default 250ms; at most HeartbeatTimeout
+	CommitTimeout      time.Duration // default 50ms
+	SnapshotInterval   time.Duration // default 2m (Raft checks this often whether to snapshot)
+	SnapshotThreshold  uint64        // default 8192 log entries since the last snapshot
+	TrailingLogs       uint64        // default 10240 entries kept after a snapshot
+
+	// SessionTimeout is broker.session.timeout.ms (default 9s): the leader
+	// fences brokers whose last heartbeat is older.
+	SessionTimeout time.Duration
+	// TickInterval is how often the leader checks broker sessions
+	// (default SessionTimeout/8, at least 50ms).
+	TickInterval time.Duration
+	// Now is the clock stamped into RegisterBroker, BrokerHeartbeat and
+	// Tick commands by the leader (default time.Now).
+	Now func() time.Time
+}
+
+func (c *Config) setDefaults() error {
+	if c.NodeID < 0 {
+		return fmt.Errorf("controller: node id %d", c.NodeID)
+	}
+	if len(c.Voters) == 0 {
+		return fmt.Errorf("controller: no voters")
+	}
+	if c.RaftAddr == "" {
+		c.RaftAddr = c.Voters[c.NodeID]
+	}
+	if c.RaftAddr == "" && c.Listener == nil {
+		return fmt.Errorf("controller: node %d is not a voter and has no RaftAddr", c.NodeID)
+	}
+	if c.DataDir == "" {
+		return fmt.Errorf("controller: no data directory")
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&c.HeartbeatTimeout, 500*time.Millisecond)
+	def(&c.ElectionTimeout, 500*time.Millisecond)
+	def(&c.LeaderLeaseTimeout, min(250*time.Millisecond, c.HeartbeatTimeout))
+	def(&c.CommitTimeout, 50*time.Millisecond)
+	def(&c.SnapshotInterval, 2*time.Minute)
+	def(&c.SessionTimeout, DefaultSessionTimeoutMs*time.Millisecond)
+	def(&c.TickInterval, max(c.SessionTimeout/8, 50*time.Millisecond))
+	if c.SnapshotThreshold == 0 {
+		c.SnapshotThreshold = 8192
+	}
+	if c.TrailingLogs == 0 {
+		c.TrailingLogs = 10240
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return nil
+}
+
+// Controller is one node of the metadata quorum: hashicorp/raft running the
+// State as its FSM, a bbolt log store, a file snapshot store and a TCP
+// transport shared with the controller RPC. See the package doc for the
+// goroutines and the lock order.
+type Controller struct {
+	cfg      Config
+	log      *slog.Logger
+	voter    bool
+	selfAddr string
+
+	raft  *raft.Raft
+	trans *raft.NetworkTransport
+	mux   *mux
+	store *raftboltdb.BoltStore
+	fsm   *fsm
+
+	watchMu  sync.Mutex
+	watchers map[*Watcher]struct{}
+
+	ctx       context.Context // canceled by Close; parent of every internal wait
+	cancel    context.CancelFunc
+	closing   <-chan struct{} // ctx.Done()
+	closeOnce sync.Once
+	closeErr  error
+	wg        sync.WaitGroup // the driver goroutine and RPC handlers' waits
+}
+
+// New opens (or creates) the node's Raft state in cfg.DataDir, starts Raft
+// and, when the state is empty and the node is a voter, bootstraps the
+// cluster with cfg.Voters (every voter does the same; the first to win an
+// election proceeds, the identical configurations agree).
+func New(cfg Config) (*Controller, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	_, voter := cfg.Voters[cfg.NodeID]
+	c := &Controller{
+		cfg: cfg, log: cfg.Logger.With("component", "controller", "node", cfg.NodeID), voter: voter,
+		watchers: make(map[*Watcher]struct{}),
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.closing = c.ctx.Done()
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("controller: %w", err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			c.cancel()
+			c.teardown()
+		}
+	}()
+
+	ln := cfg.Listener
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", cfg.RaftAddr); err != nil {
+			return nil, fmt.Errorf("controller: %w", err)
+		}
+	}
+	c.selfAddr = cfg.Voters[cfg.NodeID]
+	if !voter {
+		c.selfAddr = cfg.RaftAddr
+		if c.selfAddr == "" {
+			c.selfAddr = ln.Addr().String()
+		}
+	}
+	adv, err := net.ResolveTCPAddr("tcp", c.selfAddr)
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("controller: advertise address %q: %w", c.selfAddr, err)
+	}
+	c.mux = newMux(ln, adv, c.serveRPC)
+	hl := newHclog(cfg.Logger, "raft")
+	c.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream: c.mux, MaxPool: 3, Timeout: 10 * time.Second, Logger: hl,
+	})
+
+	c.store, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, "raft.db")})
+	if err != nil {
+		return nil, fmt.Errorf("controller: log store: %w", err)
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, hl)
+	if err != nil {
+		return nil, fmt.Errorf("controller: snapshot store: %w", err)
+	}
+	c.fsm = newFSM(c.notifyWatchers, func(idx uint64, err error) {
+		c.log.Error("undecodable metadata command applied as a no-op", "index", idx, "err", err)
+	})
+
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(strconv.Itoa(int(cfg.NodeID)))
+	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+	rc.ElectionTimeout = cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
+	rc.CommitTimeout = cfg.CommitTimeout
+	rc.SnapshotInterval = cfg.SnapshotInterval
+	rc.SnapshotThreshold = cfg.SnapshotThreshold
+	rc.TrailingLogs = cfg.TrailingLogs
+	rc.Logger = hl
+	if err := raft.ValidateConfig(rc); err != nil {
+		return nil, fmt.Errorf("controller: %w", err)
+	}
+	hasState, err := raft.HasExistingState(c.store, c.store, snaps)
+	if err != nil {
+		return nil, fmt.Errorf("controller: %w", err)
+	}
+	c.raft, err = raft.NewRaft(rc, c.fsm, c.store, c.store, snaps, c.trans)
+	if err != nil {
+		return nil, fmt.Errorf("controller: %w", err)
+	}
+	if !hasState && voter {
+		var servers []raft.Server
+		for _, id := range sortedIDs(cfg.Voters) {
+			servers = append(servers, raft.Server{
+				Suffrage: raft.Voter, ID: raft.ServerID(strconv.Itoa(int(id))), Address: raft.ServerAddress(cfg.Voters[id]),
+			})
+		}
+		err := c.raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error()
+		if err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+			return nil, fmt.Errorf("controller: bootstrap: %w", err)
+		}
+	}
+	c.wg.Add(1)
+	go c.drive()
+	ok = true
+	return c, nil
+}
+
+func sortedIDs(m map[int32]string) []int32 {
+	ids := make([]int32, 0, len(m))
+	for id := range m {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	return ids
+}
+
+// Close stops the node: the driver, Raft, the transport and the stores.
+// It is idempotent; proposals in flight end with ErrClosed or
+// ErrUnknownOutcome.
+func (c *Controller) Close() error {
+	c.closeOnce.Do(func() {
+		c.cancel()
+		c.closeErr = c.teardown()
+		c.wg.Wait()
+		c.watchMu.Lock()
+		for w := range c.watchers {
+			delete(c.watchers, w)
+		}
+		c.watchMu.Unlock()
+	})
+	return c.closeErr
+}
+
+func (c *Controller) teardown() error {
+	var errs []error
+	if c.raft != nil {
+		errs = append(errs, c.raft.Shutdown().Error())
+	}
+	if c.trans != nil {
+		errs = append(errs, c.trans.Close()) // closes the mux
+	} else if c.mux != nil {
+		errs = append(errs, c.mux.Close())
+	}
+	if c.mux != nil {
+		c.mux.Close() // idempotent; waits for the RPC handlers
+	}
+	if c.store != nil {
+		errs = append(errs, c.store.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// ---- reading ----
+
+// Read calls fn with the current State under the read lock. fn must not
+// block, keep references past its return, or call the Controller.
+func (c *Controller) Read(fn func(*State)) {
+	c.fsm.mu.RLock()
+	defer c.fsm.mu.RUnlock()
+	fn(c.fsm.state)
+}
+
+// State returns a deep copy of the current State.
+func (c *Controller) State() *State {
+	var s *State
+	c.Read(func(st *State) { s = st.Clone() })
+	return s
+}
+
+// Offset is the metadata offset this node has applied.
+func (c *Controller) Offset() int64 {
+	c.fsm.mu.RLock()
+	defer c.fsm.mu.RUnlock()
+	return c.fsm.state.offset
+}
+
+// WaitApplied waits until this node has applied metadata offset off (for
+// example a Result.Offset returned to a proposal made through another node).
+func (c *Controller) WaitApplied(ctx context.Context, off int64) error {
+	for {
+		c.fsm.mu.RLock()
+		cur, ch := c.fsm.state.offset, c.fsm.changed
+		c.fsm.mu.RUnlock()
+		if cur >= off {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-c.closing:
+			return ErrClosed
+		}
+	}
+}
+
+// Watcher delivers a signal after metadata changes. Signals coalesce: after
+// a receive, read the State (and its Offset) to see everything that has
+// changed since the previous one.
+type Watcher struct {
+	c  chan struct{}
+	ct *Controller
+}
+
+// C receives after every applied command or restored snapshot (coalesced).
+func (w *Watcher) C() <-chan struct{} { return w.c }
+
+// Close stops the signals.
+func (w *Watcher) Close() {
+	w.ct.watchMu.Lock()
+	delete(w.ct.watchers, w)
+	w.ct.watchMu.Unlock()
+}
+
+// Watch subscribes to metadata changes. The first signal is pending at
+// once, so a watcher reads the initial state through the same path.
+func (c *Controller) Watch() *Watcher {
+	w := &Watcher{c: make(chan struct{}, 1), ct: c}
+	w.c <- struct{}{}
+	c.watchMu.Lock()
+	c.watchers[w] = struct{}{}
+	c.watchMu.Unlock()
+	return w
+}
+
+func (c *Controller) notifyWatchers() {
+	c.watchMu.Lock()
+	for w := range c.watchers {
+		select {
+		case w.c <- struct{}{}:
+		default:
+		}
+	}
+	c.watchMu.Unlock()
+}
+
+// ---- leadership ----
+
+// Leader returns the Raft leader's node id, if known.
+func (c *Controller) Leader() (int32, bool) {
+	_, id := c.raft.LeaderWithID()
+	if id == "" {
+		return -1, false
+	}
+	n, err := strconv.ParseInt(string(id), 10, 32)
+	if err != nil {
+		return -1, false
+	}
+	return int32(n), true
+}
+
+// LeaderAddr returns the Raft leader's address, if known.
+func (c *Controller) LeaderAddr() (string, bool) {
+	addr, _ := c.raft.LeaderWithID()
+	return string(addr), addr != ""
+}
+
+// IsLeader reports whether this node is the Raft leader.
+func (c *Controller) IsLeader() bool { return c.raft.State() == raft.Leader }
+
+// NodeID is this node's id.
+func (c *Controller) NodeID() int32 { return c.cfg.NodeID }
+
+// ---- proposing ----
+
+// Propose commits cmd through the Raft leader and returns the Result of
+// applying it. On a follower the command is forwarded to the leader over
+// the controller RPC; while there is no leader, or it moves, Propose retries
+// until ctx ends. Errors: ctx's error, ErrClosed, or ErrUnknownOutcome
+// (wrapped) when the command may have been applied. A Result with a
+// non-zero Code is a refusal by the state machine, not an error here.
+// Time fields left zero (RegisterBroker.NowMs, BrokerHeartbeat.NowMs,
+// Tick.NowMs) are stamped with the leader's clock.
+func (c *Controller) Propose(ctx context.Context, cmd Command) (Result, error) {
+	if _, has := ctx.Deadline(); !has {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+	}
+	data := EncodeCommand(cmd)
+	backoff := 10 * time.Millisecond
+	for {
+		select {
+		case <-c.closing:
+			return Result{}, ErrClosed
+		default:
+		}
+		if err := ctx.Err(); err != nil {
+			return Result{}, err
+		}
+		var (
+			r   Result
+			err error
+		)
+		if c.IsLeader() {
+			r, err = c.proposeLocal(ctx, data)
+		} else if addr, ok := c.LeaderAddr(); ok {
+			r, err = c.forward(ctx, addr, data)
+		} else {
+			err = ErrNotLeader
+		}
+		if err == nil || !errors.Is(err, ErrNotLeader) {
+			return r, err
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return Result{}, ctx.Err()
+		case <-c.closing:
+			t.Stop()
+			return Result{}, ErrClosed
+		}
+		backoff = min(backoff*2, 200*time.Millisecond)
+	}
+}
+
+// ProposeLocal commits cmd if this node is the leader, else returns
+// ErrNotLeader without forwarding.
+func (c *Controller) ProposeLocal(ctx context.Context, cmd Command) (Result, error) {
+	return c.proposeLocal(ctx, EncodeCommand(cmd))
+}
+
+// stamp fills zero time fields with this node's clock. Only the leader
+// stamps, so every time in the log comes from the leader of its term.
+func (c *Controller) stamp(data []byte) []byte {
+	if len(data) < 2 {
+		return data
+	}
+	switch CommandType(data[1]) {
+	case TypeRegisterBroker, TypeBrokerHeartbeat, TypeTick:
+	default:
+		return data
+	}
+	cmd, err := DecodeCommand(data)
+	if err != nil {
+		return data
+	}
+	now := c.cfg.Now().UnixMilli()
+	switch v := cmd.(type) {
+	case RegisterBroker:
+		if v.NowMs == 0 {
+			v.NowMs = now
+			return EncodeCommand(v)
+		}
+	case BrokerHeartbeat:
+		if v.NowMs == 0 {
+			v.NowMs = now
+			return EncodeCommand(v)
+		}
+	case Tick:
+		if v.NowMs == 0 {
+			v.NowMs = now
+			return EncodeCommand(v)
+		}
+	}
+	return data
+}
+
+// proposeLocal applies encoded command data through this node's Raft.
+func (c *Controller) proposeLocal(ctx context.Context, data []byte) (Result, error) {
+	if c.raft.State() != raft.Leader {
+		return Result{}, ErrNotLeader
+	}
+	if _, err := DecodeCommand(data); err != nil {
+		return Result{}, err
+	}
+	timeout := 10 * time.Second
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = max(time.Until(dl), time.Millisecond)
+	}
+	f := c.raft.Apply(c.stamp(data), timeout)
+	done := make(chan struct{})
+	go func() { // ends when Raft resolves the future (at the latest on Shutdown)
+		_ = f.Error()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return Result{}, fmt.Errorf("%w: %v", ErrUnknownOutcome, ctx.Err())
+	case <-c.closing:
+		return Result{}, fmt.Errorf("%w: %v", ErrUnknownOutcome, ErrClosed)
+	}
+	if err := f.Error(); err != nil {
+		switch {
+		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
+			return Result{}, ErrNotLeader // not appended: safe to retry
+		case errors.Is(err, raft.ErrEnqueueTimeout):
+			return Result{}, fmt.Errorf("%w: %v", ErrNotLeader, err)
+		case errors.Is(err, raft.ErrRaftShutdown):
+			return Result{}, ErrClosed
+		default:
+			return Result{}, fmt.Errorf("%w: %v", ErrUnknownOutcome, err)
+		}
+	}
+	r, ok := f.Response().(Result)
+	if !ok {
+		return Result{}, fmt.Errorf("%w: unexpected FSM response %T", ErrUnknownOutcome, f.Response())
+	}
+	return r, nil
+}
+
+// forward sends encoded command data to the leader at addr.
+func (c *Controller) forward(ctx context.Context, addr string, data []byte) (Result, error) {
+	status, body, err := rpcCall(ctx, addr, rpcPropose, data)
+	if err != nil {
+		if errors.Is(err, errNotSent) {
+			return Result{}, fmt.Errorf("%w: %v", ErrNotLeader, err) // retry: not applied
+		}
+		return Result{}, fmt.Errorf("%w: %v", ErrUnknownOutcome, err)
+	}
+	switch status {
+	case statusOK:
+		r, err := DecodeResult(body)
+		if err != nil {
+			return Result{}, fmt.Errorf("%w: %v", ErrUnknownOutcome, err)
+		}
+		return r, nil
+	case statusNotLeader:
+		return Result{}, ErrNotLeader
+	case statusUnknown:
+		return Result{}, fmt.Errorf("%w: leader %s: %s", ErrUnknownOutcome, addr, body)
+	default:
+		return Result{}, fmt.Errorf("controller: leader %s refused: %s", addr, body)
+	}
+}
+
+// serveRPC answers one controller RPC connection (one request).
+func (c *Controller) serveRPC(conn net.Conn) {
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(firstByteTimeout))
+	br := bufio.NewReader(conn)
+	ver, err := br.ReadByte()
+	if err != nil || ver != rpcVersion {
+		return
+	}
+	kind, payload, err := readFrame(br)
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, 30*time.Second)
+	defer cancel()
+	_ = conn.SetDeadline(time.Now().Add(35 * time.Second))
+	var status byte
+	var out []byte
+	switch kind {
+	case rpcPropose:
+		r, err := c.proposeLocal(ctx, payload)
+		switch {
+		case err == nil:
+			status, out = statusOK, AppendResult(nil, r)
+		case errors.Is(err, ErrNotLeader), errors.Is(err, ErrClosed):
+			status = statusNotLeader
+		case errors.Is(err, ErrUnknownOutcome):
+			status, out = statusUnknown, []byte(err.Error())
+		default:
+			status, out = statusFailed, []byte(err.Error())
+		}
+	case rpcJoin:
+		status, out = c.handleJoin(payload)
+	default:
+		status, out = statusFailed, []byte("unknown rpc kind")
+	}
+	_ = writeFrame(conn, status, out)
+}
+
+// handleJoin adds an observer as a Raft non-voter (leader only).
+func (c *Controller) handleJoin(payload []byte) (byte, []byte) {
+	r := &reader{b: payload}
+	id, addr := r.int32(), r.string()
+	if err := r.done(); err != nil || id < 0 || addr == "" {
+		return statusFailed, []byte("bad join request")
+	}
+	if _, isVoter := c.cfg.Voters[id]; isVoter {
+		return statusFailed, []byte("node " + strconv.Itoa(int(id)) + " is a voter")
+	}
+	if c.raft.State() != raft.Leader {
+		return statusNotLeader, nil
+	}
+	err := c.raft.AddNonvoter(raft.ServerID(strconv.Itoa(int(id))), raft.ServerAddress(addr), 0, 10*time.Second).Error()
+	switch {
+	case err == nil:
+		return statusOK, nil
+	case errors.Is(err, raft.ErrNotLeader):
+		return statusNotLeader, nil
+	default:
+		return statusUnknown, []byte(err.Error())
+	}
+}
+
+// ---- the driver ----
+
+// drive is the Controller's one goroutine of its own (besides RPC
+// handlers): on the leader it proposes Ticks — a session reset on gaining
+// leadership, then a Tick whenever some broker's session has expired by
+// this node's clock; on an observer it asks to join until it is in the
+// Raft configuration.
+func (c *Controller) drive() {
+	defer c.wg.Done()
+	t := time.NewTicker(c.cfg.TickInterval)
+	defer t.Stop()
+	var leaderTerm uint64 // term in which this node last reset sessions
+	joined := c.voter
+	for {
+		select {
+		case <-c.closing:
+			return
+		case <-t.C:
+		}
+		if !joined {
+			joined = c.tryJoin()
+			continue
+		}
+		if !c.IsLeader() {
+			leaderTerm = 0
+			continue
+		}
+		now := c.cfg.Now().UnixMilli()
+		timeoutMs := c.cfg.SessionTimeout.Milliseconds()
+		term := c.raft.CurrentTerm()
+		var tick Command
+		if term != leaderTerm {
+			tick = Tick{NowMs: now, SessionTimeoutMs: timeoutMs, ResetSessions: true}
+		} else {
+			var expired []int32
+			c.Read(func(s *State) { expired = s.ExpiredBrokers(now, timeoutMs) })
+			if len(expired) == 0 {
+				continue
+			}
+			tick = Tick{NowMs: now, SessionTimeoutMs: timeoutMs}
+		}
+		ctx, cancel := context.WithTimeout(c.ctx, 5*c.cfg.TickInterval+c.cfg.ElectionTimeout)
+		r, err := c.ProposeLocal(ctx, tick)
+		cancel()
+		if err != nil {
+			c.log.Debug("tick not applied", "err", err)
+			continue
+		}
+		if term != leaderTerm {
+			leaderTerm = term
+			c.log.Info("leading the metadata quorum; broker sessions restarted", "term", term, "offset", r.Offset)
+		}
+		if r.Message != "" {
+			c.log.Warn("fenced brokers", "reason", r.Message, "offset", r.Offset)
+		}
+	}
+}
+
+// tryJoin asks each voter in turn to add this observer; it reports whether
+// this node is in the Raft configuration.
+func (c *Controller) tryJoin() bool {
+	if f := c.raft.GetConfiguration(); f.Error() == nil {
+		for _, s := range f.Configuration().Servers {
+			if s.ID == raft.ServerID(strconv.Itoa(int(c.cfg.NodeID))) {
+				return true
+			}
+		}
+	}
+	payload := appendString(appendInt(nil, int64(c.cfg.NodeID)), c.selfAddr)
+	for _, id := range sortedIDs(c.cfg.Voters) {
+		ctx, cancel := context.WithTimeout(c.ctx, 5*time.Second)
+		status, body, err := rpcCall(ctx, c.cfg.Voters[id], rpcJoin, payload)
+		cancel()
+		if err == nil && status == statusOK {
+			c.log.Info("joined the metadata quorum as an observer", "via", id)
+			return true
+		}
+		if err == nil && status == statusFailed {
+			c.log.Error("join refused", "by", id, "reason", string(body))
+		}
+	}
+	return false
+}
+
+// NewIncarnationID returns a random broker incarnation id.
+func NewIncarnationID() [16]byte {
+	var id [16]byte
+	_, _ = rand.Read(id[:])
+	return id
+}
+
+// NewTopicID returns a random non-zero topic id for CreateTopic.
+func NewTopicID() TopicID {
+	for {
+		var id TopicID
+		_, _ = rand.Read(id[:])
+		if !id.IsZero() {
+			return id
+		}
+	}
+}
+
+// ErrorCode is a convenience for callers mapping a Propose error to the
+// Kafka error a client should see: NOT_CONTROLLER for anything but a
+// context deadline (REQUEST_TIMED_OUT).
+func ErrorCode(err error) int16 {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, context.DeadlineExceeded):
+		return kerr.RequestTimedOut.Code
+	default:
+		return kerr.NotController.Code
+	}
+}

@@ -1,0 +1,260 @@
+package controller
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// One TCP port per node carries both Raft and the controller's own RPC
+// (forwarding proposals to the leader, observers joining). hashicorp/raft's
+// NetworkTransport opens every connection by writing its RPC type, a byte
+// in 0..4; the controller RPC opens with rpcMagic. The mux reads the first
+// byte of each accepted connection and hands Raft's connections (with the
+// byte put back) to the transport's Accept, and serves the others itself.
+//
+// Controller RPC, after the magic byte and rpcVersion:
+//
+//	request   u32 length (BE, of what follows) | u8 kind | payload
+//	response  u32 length | u8 status | payload
+//
+//	kind 1 propose  payload: an encoded Command
+//	kind 2 join     payload: node id (zigzag varint), raft address (string)
+//	status 0 ok           payload: an encoded Result (propose) or empty (join)
+//	status 1 not leader   the receiver is not the leader: try again elsewhere
+//	status 2 unknown      the proposal may or may not have been applied; payload: message
+//	status 3 failed       not applied; payload: message
+//
+// One request per connection: a client dials, sends, reads, closes. That
+// keeps "was it sent?" unambiguous (a dial or write failure means not
+// applied) at the cost of a connect per proposal, which the proposal rate
+// (registrations, heartbeats, admin changes) affords.
+const (
+	rpcMagic   byte = 0xC7
+	rpcVersion byte = 1
+
+	rpcPropose byte = 1
+	rpcJoin    byte = 2
+
+	statusOK        byte = 0
+	statusNotLeader byte = 1
+	statusUnknown   byte = 2
+	statusFailed    byte = 3
+
+	maxRPCFrame      = 16 << 20
+	firstByteTimeout = 10 * time.Second
+)
+
+// mux is the raft.StreamLayer over the node's listener.
+type mux struct {
+	ln        net.Listener
+	advertise net.Addr
+	raftConns chan net.Conn
+	serve     func(net.Conn) // controller RPC handler; owns and closes the conn
+	closed    chan struct{}
+	closeOnce sync.Once
+	wg        sync.WaitGroup
+
+	mu    sync.Mutex
+	conns map[net.Conn]struct{} // controller RPC conns being served, closed on Close
+}
+
+func newMux(ln net.Listener, advertise net.Addr, serve func(net.Conn)) *mux {
+	m := &mux{ln: ln, advertise: advertise, raftConns: make(chan net.Conn), serve: serve,
+		closed: make(chan struct{}), conns: make(map[net.Conn]struct{})}
+	m.wg.Add(1)
+	go m.acceptLoop()
+	return m
+}
+
+func (m *mux) acceptLoop() {
+	defer m.wg.Done()
+	backoff := 5 * time.Millisecond
+	for {
+		conn, err := m.ln.Accept()
+		if err != nil {
+			select {
+			case <-m.closed:
+				return
+			default:
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Temporary failure (e.g. out of descriptors): back off, bounded.
+			t := time.NewTimer(backoff)
+			select {
+			case <-m.closed:
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			backoff = min(backoff*2, time.Second)
+			continue
+		}
+		backoff = 5 * time.Millisecond
+		m.wg.Add(1)
+		go m.classify(conn)
+	}
+}
+
+// classify reads a connection's first byte and routes it.
+func (m *mux) classify(conn net.Conn) {
+	defer m.wg.Done()
+	_ = conn.SetReadDeadline(time.Now().Add(firstByteTimeout))
+	var first [1]byte
+	if _, err := io.ReadFull(conn, first[:]); err != nil {
+		conn.Close()
+		return
+	}
+	_ = conn.SetReadDeadline(time.Time{})
+	if first[0] == rpcMagic {
+		if !m.track(conn) {
+			conn.Close()
+			return
+		}
+		m.serve(conn)
+		m.untrack(conn)
+		return
+	}
+	select {
+	case m.raftConns <- &prefixConn{Conn: conn, first: first[0], pending: true}:
+	case <-m.closed:
+		conn.Close()
+	}
+}
+
+func (m *mux) track(c net.Conn) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	select {
+	case <-m.closed:
+		return false
+	default:
+	}
+	m.conns[c] = struct{}{}
+	return true
+}
+
+func (m *mux) untrack(c net.Conn) {
+	m.mu.Lock()
+	delete(m.conns, c)
+	m.mu.Unlock()
+}
+
+// Accept returns the next Raft connection (raft.StreamLayer).
+func (m *mux) Accept() (net.Conn, error) {
+	select {
+	case c := <-m.raftConns:
+		return c, nil
+	case <-m.closed:
+		return nil, net.ErrClosed
+	}
+}
+
+// Close stops accepting, closes the controller RPC connections being
+// served and waits for the mux's goroutines.
+func (m *mux) Close() error {
+	var err error
+	m.closeOnce.Do(func() {
+		m.mu.Lock()
+		close(m.closed)
+		for c := range m.conns {
+			c.Close()
+		}
+		m.mu.Unlock()
+		err = m.ln.Close()
+		m.wg.Wait()
+	})
+	return err
+}
+
+func (m *mux) Addr() net.Addr { return m.advertise }
+
+// Dial connects to a Raft peer (raft.StreamLayer).
+func (m *mux) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	return net.DialTimeout("tcp", string(address), timeout)
+}
+
+// prefixConn replays the byte the mux consumed.
+type prefixConn struct {
+	net.Conn
+	first   byte
+	pending bool
+}
+
+func (c *prefixConn) Read(p []byte) (int, error) {
+	if c.pending && len(p) > 0 {
+		p[0] = c.first
+		c.pending = false
+		return 1, nil
+	}
+	return c.Conn.Read(p)
+}
+
+// errNotSent marks RPC failures that certainly did not reach the server's
+// handler: the proposal was not applied and may be retried.
+var errNotSent = errors.New("controller: request not sent")
+
+// rpcCall dials addr, sends one request and returns the response status and
+// payload. Errors wrap errNotSent when the request was not fully written.
+func rpcCall(ctx context.Context, addr string, kind byte, payload []byte) (byte, []byte, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%w: %v", errNotSent, err)
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	req := make([]byte, 0, 7+len(payload))
+	req = append(req, rpcMagic, rpcVersion)
+	req = binary.BigEndian.AppendUint32(req, uint32(1+len(payload)))
+	req = append(req, kind)
+	req = append(req, payload...)
+	if _, err := conn.Write(req); err != nil {
+		return 0, nil, fmt.Errorf("%w: %v", errNotSent, err)
+	}
+	status, body, err := readFrame(bufio.NewReader(conn))
+	if err != nil {
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		return 0, nil, err
+	}
+	return status, body, nil
+}
+
+// readFrame reads u32 length | u8 tag | payload, refusing oversized frames.
+func readFrame(r io.Reader) (byte, []byte, error) {
+	var hdr [5]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return 0, nil, err
+	}
+	n := binary.BigEndian.Uint32(hdr[:4])
+	if n < 1 || n > maxRPCFrame {
+		return 0, nil, fmt.Errorf("%w: rpc frame of %d bytes", ErrCorrupt, n)
+	}
+	body := make([]byte, n-1)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return 0, nil, err
+	}
+	return hdr[4], body, nil
+}
+
+func writeFrame(w io.Writer, tag byte, payload []byte) error {
+	b := make([]byte, 0, 5+len(payload))
+	b = binary.BigEndian.AppendUint32(b, uint32(1+len(payload)))
+	b = append(b, tag)
+	b = append(b, payload...)
+	_, err := w.Write(b)
+	return err
+}
