@@ -2,7 +2,10 @@
 
 package segment
 
-import "os"
+import (
+	"errors"
+	"os"
+)
 
 // fdatasync falls back to a full fsync where fdatasync is not available.
 func fdatasync(f *os.File) error { return f.Sync() }
@@ -13,3 +16,14 @@ func fallocateKeepSize(*os.File, int64) (bool, error) { return false, nil }
 // dirSyncSupported is false where fsync on a directory may be refused
 // (Windows, some BSD setups); errors from it are then ignored.
 const dirSyncSupported = false
+
+// openDirect is not available here: O_DIRECT is Linux-only.
+func openDirect(path string, create bool) (*os.File, error) {
+	return nil, errors.ErrUnsupported
+}
+
+// fallocateSize raises i_size (no block allocation available here).
+func fallocateSize(f *os.File, size int64) error { return f.Truncate(size) }
+
+// directSupported: O_DIRECT cannot be requested on this platform.
+const directSupported = false

@@ -65,6 +65,11 @@ func (s *Segment) Recover(from int64, visit func(BatchInfo)) (validEnd int64, er
 	if s.closed.Load() {
 		return 0, ErrClosed
 	}
+	if s.w != nil {
+		if err := s.w.drain(); err != nil {
+			return 0, err
+		}
+	}
 	end, err := s.file.Size()
 	if err != nil {
 		return 0, err
@@ -112,6 +117,9 @@ func (s *Segment) Recover(from int64, visit func(BatchInfo)) (validEnd int64, er
 		}
 	}
 	s.size.Store(pos)
+	if s.w != nil {
+		s.w.truncated(pos)
+	}
 	return pos, nil
 }
 
@@ -191,7 +199,7 @@ func (s *Segment) Scan(pos, limit int64, fn func(BatchInfo) bool) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	limit = min(limit, s.size.Load())
+	limit = min(limit, s.readable())
 	if pos < 0 {
 		return fmt.Errorf("%w: scan from %d", ErrRange, pos)
 	}

@@ -36,6 +36,9 @@ type Segment struct {
 	reserved int64 // bytes reserved so far: [0, reserved)
 	sealed   bool
 	failed   error // first write/sync error, sticky
+
+	w       *ringWriter   // non-nil for a ring-backed segment (CreateWith/OpenWith)
+	readEnd *atomic.Int64 // readers' limit when below size (Direct: written watermark); nil = size
 }
 
 // PreallocStepBytes is how much of a segment's reservation is taken at a
@@ -51,7 +54,14 @@ const PreallocStepBytes = 16 << 20
 // PreallocStepBytes now, and a further step each time appends reach the end
 // of the reservation, never past prealloc. The parent directory is fsynced so
 // the new file survives a crash.
+//
+// Create uses the Options set by SetDefaultOptions (the pwrite path unless
+// set); CreateWith takes them explicitly.
 func Create(path string, prealloc int64) (*Segment, error) {
+	return CreateWith(path, prealloc, currentOptions())
+}
+
+func createPwrite(path string, prealloc int64) (*Segment, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, err
@@ -75,8 +85,13 @@ func Create(path string, prealloc int64) (*Segment, error) {
 	return s, nil
 }
 
-// Open opens an existing segment; Size() is the file's i_size.
+// Open opens an existing segment; Size() is the file's i_size. It uses the
+// Options set by SetDefaultOptions; OpenWith takes them explicitly.
 func Open(path string) (*Segment, error) {
+	return OpenWith(path, currentOptions())
+}
+
+func openPwrite(path string) (*Segment, error) {
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return nil, err
@@ -134,6 +149,13 @@ func (s *Segment) Append(b []byte) (pos int64, err error) {
 	if len(b) == 0 {
 		return pos, nil
 	}
+	if s.w != nil {
+		if err := s.w.append(s, b, pos); err != nil {
+			return 0, err
+		}
+		s.size.Store(pos + int64(len(b)))
+		return pos, nil
+	}
 	if end := pos + int64(len(b)); end > s.reserved && s.prealloc > 0 && !s.sealed && s.reserved < s.prealloc {
 		// Best effort, like the first reservation: appends work without it.
 		_ = s.reserve(end)
@@ -159,7 +181,7 @@ func (s *Segment) ReadAt(p []byte, off int64) (int, error) {
 	if off < 0 {
 		return 0, fmt.Errorf("%w: read at %d", ErrRange, off)
 	}
-	size := s.size.Load()
+	size := s.readable()
 	if off >= size {
 		if len(p) == 0 {
 			return 0, nil
@@ -186,6 +208,9 @@ func (s *Segment) Sync() error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
+	if s.w != nil {
+		return s.w.sync()
+	}
 	if s.failed != nil {
 		return s.stickyErr()
 	}
@@ -207,11 +232,22 @@ func (s *Segment) TruncateTo(size int64) error {
 	if size < 0 || size > cur {
 		return fmt.Errorf("%w: truncate to %d, size %d", ErrRange, size, cur)
 	}
+	if s.w != nil {
+		if err := s.w.drain(); err != nil {
+			return err
+		}
+	}
 	// Publish the smaller size first so concurrent readers stop short of the
 	// bytes being dropped.
 	s.size.Store(size)
 	if err := s.file.Truncate(size); err != nil {
 		return err
+	}
+	if s.w != nil {
+		s.w.truncated(size)
+		if s.w.direct {
+			return nil // the next Append raises i_size again
+		}
 	}
 	if s.prealloc > 0 && !s.sealed {
 		// Best effort: the reservation only saves block allocation later;
@@ -230,8 +266,16 @@ func (s *Segment) Seal() error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
+	if s.w != nil {
+		if err := s.w.drain(); err != nil {
+			return err
+		}
+	}
 	if err := s.file.Truncate(s.size.Load()); err != nil {
 		return err
+	}
+	if s.w != nil && s.w.direct {
+		s.w.truncated(s.size.Load())
 	}
 	s.sealed = true
 	return nil
@@ -242,7 +286,17 @@ func (s *Segment) Close() error {
 	if s.closed.Swap(true) {
 		return ErrClosed
 	}
-	return s.file.Close()
+	var werr error
+	if s.w != nil {
+		werr = s.w.close(s)
+		if !s.w.direct {
+			return werr // s.file is the ring's File, closed by w.close
+		}
+	}
+	if err := s.file.Close(); err != nil {
+		return err
+	}
+	return werr
 }
 
 // Rename moves the segment's file to newPath (which must be on the same
@@ -280,6 +334,56 @@ func (s *Segment) reserve(need int64) error {
 	}
 	s.reserved = n
 	return nil
+}
+
+// readable is the end of the bytes readers may see: Size, or for a Direct
+// segment the written watermark (bytes appended but still in chunks are not
+// in the file yet).
+func (s *Segment) readable() int64 {
+	if s.readEnd != nil {
+		return min(s.readEnd.Load(), s.size.Load())
+	}
+	return s.size.Load()
+}
+
+// Written is the end of the bytes readers can see through ReadAt, Scan and
+// File: equal to Size except for a Direct ring segment, whose appends are
+// written behind (see Options). Fetches served by sendfile from File must
+// stay below it; a high watermark that waits for Durable always does.
+func (s *Segment) Written() int64 { return s.readable() }
+
+// Flush makes every appended byte visible to readers (Written == Size)
+// without making it durable: a Direct ring segment submits its partial tail
+// and waits for the writes in flight. Other segments are always flushed.
+// Serialized with Append by the caller.
+func (s *Segment) Flush() error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	if s.w == nil || !s.w.direct {
+		return nil
+	}
+	if err := s.w.sticky(); err != nil {
+		return err
+	}
+	s.w.mu.Lock()
+	target := s.w.appended
+	err := s.w.flushTail()
+	s.w.mu.Unlock()
+	if err != nil {
+		return s.w.fail(err)
+	}
+	return s.w.waitWritten(target)
+}
+
+// Durable is the end of the bytes covered by the last successful Sync of a
+// ring-backed segment, or -1 when unknown (pwrite segments, and after a
+// truncation until the next Sync).
+func (s *Segment) Durable() int64 {
+	if s.w == nil {
+		return -1
+	}
+	return s.w.durable.Load()
 }
 
 func (s *Segment) stickyErr() error { return fmt.Errorf("%w: %w", ErrFailed, s.failed) }
