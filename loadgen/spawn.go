@@ -54,7 +54,6 @@ type SpawnOptions struct {
 	ConfigFile string
 }
 
-
 // Spawn starts the brokers and waits until each accepts TCP connections.
 // On failure everything started so far is stopped and removed.
 func Spawn(ctx context.Context, opts SpawnOptions) (*Cluster, error) {
