@@ -18,26 +18,21 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/stratalog/strata/internal/stratatest"
 )
 
 var strataBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "strata-e2e-bin")
+	bin, cleanup, err := stratatest.BuildBinary()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	strataBin = filepath.Join(dir, "strata")
-	build := exec.Command("go", "build", "-o", strataBin, "github.com/stratalog/strata/cmd/strata")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building strata:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
+	strataBin = bin
 	code := m.Run()
-	os.RemoveAll(dir)
+	cleanup()
 	os.Exit(code)
 }
 

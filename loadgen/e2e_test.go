@@ -8,37 +8,29 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/stratalog/strata/internal/stratatest"
 	"github.com/stratalog/strata/record"
 )
 
 var strataBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "strata-loadgen-test-bin")
+	bin, cleanup, err := stratatest.BuildBinary()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	strataBin = filepath.Join(dir, "strata")
-	build := exec.Command("go", "build", "-o", strataBin, "github.com/stratalog/strata/cmd/strata")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building strata:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
+	strataBin = bin
 	code := m.Run()
 	if bench.cluster != nil {
 		if err := bench.cluster.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "stopping the benchmark broker:", err)
 		}
 	}
-	os.RemoveAll(dir)
+	cleanup()
 	os.Exit(code)
 }
 
