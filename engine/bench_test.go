@@ -2,7 +2,11 @@ package engine
 
 import (
 	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // benchLog opens an engine with one partition for benchmarks: 64 MiB
@@ -118,4 +122,85 @@ func BenchmarkRead(b *testing.B) {
 		res.Release()
 	}
 	b.SetBytes(bytes / int64(b.N))
+}
+
+// BenchmarkDurableRequests models acks=all produce requests against many
+// partitions: each op appends one 64 KiB batch to each of k distinct
+// partitions (of n) and waits until all k are durable, with 4 requests in
+// flight (a producer's pipelined requests), for flush worker pools of
+// several sizes. Reported: request latency percentiles and fdatasyncs per
+// request.
+func BenchmarkDurableRequests(b *testing.B) {
+	for _, shape := range []struct{ parts, k int }{{96, 5}, {1000, 128}} {
+		for _, workers := range []int{4, defaultFlushWorkers, 64} {
+			name := fmt.Sprintf("parts=%d/k=%d/workers=%d", shape.parts, shape.k, workers)
+			b.Run(name, func(b *testing.B) {
+				benchDurableRequests(b, shape.parts, shape.k, workers)
+			})
+		}
+	}
+}
+
+func benchDurableRequests(b *testing.B, parts, k, workers int) {
+	e := openEngine(b, b.TempDir(), func(o *Options) { o.flushWorkers = workers })
+	defer e.Close()
+	logs := mustTopic(b, e, "req", int32(parts), nil).logs()
+	const inflight = 4
+	batch := batchOf(b, 64, 1000, 1, 0)
+	// Warm up: the first index entries (written from the second batch on)
+	// fault in the index files' first pages, which is slow with readahead.
+	for _, l := range logs {
+		mustAppend(b, l, batch)
+		info := mustAppend(b, l, batch)
+		if err := waitDurable(b, l, info.LastOffset); err != nil {
+			b.Fatal(err)
+		}
+	}
+	lat := make([]time.Duration, b.N)
+	var next, cursor atomic.Int64
+	before := e.syncs.Load()
+	b.SetBytes(int64(len(batch) * k))
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for g := 0; g < inflight; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			mine := append([]byte(nil), batch...)
+			var pending sync.WaitGroup
+			done := func(err error) {
+				if err != nil {
+					b.Error(err)
+				}
+				pending.Done()
+			}
+			for {
+				op := int(next.Add(1) - 1)
+				if op >= b.N {
+					return
+				}
+				first := int(cursor.Add(int64(k)) - int64(k))
+				start := time.Now()
+				pending.Add(k)
+				for i := 0; i < k; i++ {
+					l := logs[(first+i)%parts]
+					info, err := l.Append(mine, 0)
+					if err != nil {
+						b.Error(err)
+						pending.Done()
+						continue
+					}
+					l.WhenDurable(info.LastOffset, done)
+				}
+				pending.Wait()
+				lat[op] = time.Since(start)
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+	b.ReportMetric(float64(e.syncs.Load()-before)/float64(b.N), "syncs/op")
 }

@@ -41,6 +41,8 @@ type Options struct {
 	// syncHook, when set (tests), runs before every fsync/fdatasync with
 	// the file's path; an error replaces the sync's result.
 	syncHook func(path string) error
+	// flushWorkers sizes the flush worker pool (tests); 0 = default.
+	flushWorkers int
 }
 
 // Engine is a broker's set of partition logs in one data directory, plus the
@@ -61,43 +63,28 @@ type Engine struct {
 
 	offline atomic.Pointer[error]
 
-	flushMu   sync.Mutex
-	dirty     []*Log // logs with unsynced appends, guarded by flushMu
-	flushKick chan struct{}
-	flushStop chan struct{}
-	flushDone chan struct{}
+	fl flushPipeline // the flush workers and the coordinator (flusher.go)
 
-	// Owned by the flusher goroutine.
-	flushWork []*Log
-	deferred  []*Log
-	// flusher-goroutine scratch: per-worker segment lists and per-log results
-	flushScratch [flushParallelism][]*logSegment
-	flushResults []flushResult
-	ckptDirty    bool
-	lastCkptMs   int64
-
-	ckptMu sync.Mutex // serializes checkpoint file writes
-	syncs  atomic.Int64
+	ckptMu sync.Mutex   // serializes checkpoint file writes
+	syncs  atomic.Int64 // fdatasyncs of segment data (tests, benchmarks)
 }
 
 // Open opens (creating if needed) the data directory, recovers every
-// partition log and starts the flusher.
+// partition log and starts the flush workers and their coordinator.
 func Open(opts Options) (*Engine, error) {
 	if opts.Dir == "" {
 		return nil, errors.New("engine: Options.Dir is empty")
 	}
 	e := &Engine{
-		dir:       opts.Dir,
-		defaults:  opts.Log,
-		now:       opts.Now,
-		logger:    opts.Logger,
-		syncHook:  opts.syncHook,
-		topics:    make(map[string]*Topic),
-		byID:      make(map[[16]byte]*Topic),
-		flushKick: make(chan struct{}, 1),
-		flushStop: make(chan struct{}),
-		flushDone: make(chan struct{}),
+		dir:      opts.Dir,
+		defaults: opts.Log,
+		now:      opts.Now,
+		logger:   opts.Logger,
+		syncHook: opts.syncHook,
+		topics:   make(map[string]*Topic),
+		byID:     make(map[[16]byte]*Topic),
 	}
+	e.fl.workers = opts.flushWorkers
 	if e.defaults == (LogConfig{}) {
 		e.defaults = DefaultLogConfig()
 	}
@@ -119,8 +106,7 @@ func Open(opts Options) (*Engine, error) {
 		}
 		return nil, err
 	}
-	e.lastCkptMs = e.nowMs()
-	go e.runFlusher()
+	e.startFlusher()
 	return e, nil
 }
 
@@ -387,8 +373,7 @@ func (e *Engine) Close() error {
 		l.closed = true
 		l.mu.Unlock()
 	}
-	close(e.flushStop)
-	<-e.flushDone // the final round synced every log
+	e.stopFlusher() // every log is durable now (unless offline)
 
 	var errs []error
 	if err := e.Offline(); err != nil {

@@ -8,176 +8,262 @@ import (
 	"time"
 )
 
-// checkpointIntervalMs bounds how often the flusher rewrites
-// recovery-point-offset-checkpoint.
-const checkpointIntervalMs = 5000
+// The durable pipeline (see "Durability and the high watermark" in doc.go).
+//
+// Appends mark their log dirty; a fixed pool of flush workers takes dirty
+// logs from a FIFO queue as soon as each worker is free, fdatasyncs the
+// log's dirty files and advances its durable offset and HW. A log is in the
+// queue at most once and is never flushed by two workers at once: appends
+// that arrive while it is being flushed mark it to be queued again when that
+// flush ends. A coordinator goroutine owns the clock-driven work: the
+// recovery-point checkpoint and write-caching deadlines (flush.ms).
 
-// enqueueFlush puts l in the flusher's dirty set (once) and wakes the
-// flusher when l was newly added or kick is set. Caller holds l.mu.
-func (e *Engine) enqueueFlush(l *Log, kick bool) {
-	if !l.queued {
-		l.queued = true
-		e.flushMu.Lock()
-		e.dirty = append(e.dirty, l)
-		e.flushMu.Unlock()
-		kick = true
+const (
+	// checkpointIntervalMs bounds how often the coordinator rewrites
+	// recovery-point-offset-checkpoint.
+	checkpointIntervalMs = 5000
+
+	// defaultFlushWorkers is the size of the flush worker pool: at most
+	// this many fdatasyncs run at once. Concurrent fdatasyncs of different
+	// files share the filesystem journal's commits, so more workers cover
+	// more logs per commit; each one blocked in the kernel holds an OS
+	// thread.
+	defaultFlushWorkers = 16
+)
+
+// flushState is where a Log stands in the pipeline; guarded by Log.mu.
+type flushState uint8
+
+const (
+	flushIdle         flushState = iota // nothing unsynced the pipeline must act on
+	flushQueued                         // in Engine.flushQ, exactly once
+	flushRunning                        // a worker is syncing it; nothing urgent since its capture
+	flushRunningAgain                   // a worker is syncing it; queue it again afterwards
+	flushDeferred                       // write caching: unsynced data waits for flush.ms/flush.messages
+)
+
+// logQueue is a FIFO ring of logs. Each log is in it at most once (flushState
+// guarantees it), so it never holds more entries than the engine has logs.
+type logQueue struct {
+	buf  []*Log
+	head int
+	n    int
+}
+
+func (q *logQueue) len() int { return q.n }
+
+func (q *logQueue) push(l *Log) {
+	if q.n == len(q.buf) {
+		grown := make([]*Log, max(2*len(q.buf), 64))
+		for i := 0; i < q.n; i++ {
+			grown[i] = q.buf[(q.head+i)%len(q.buf)]
+		}
+		q.buf, q.head = grown, 0
 	}
-	if kick {
-		e.kickFlusher()
+	q.buf[(q.head+q.n)%len(q.buf)] = l
+	q.n++
+}
+
+func (q *logQueue) pop() *Log {
+	l := q.buf[q.head]
+	q.buf[q.head] = nil
+	q.head = (q.head + 1) % len(q.buf)
+	q.n--
+	return l
+}
+
+// flushPipeline is the Engine's flusher state.
+type flushPipeline struct {
+	workers int // pool size, fixed at Open
+
+	mu       sync.Mutex // guards the fields below; taken after Log.mu
+	cond     sync.Cond  // signalled on push and on stop
+	queue    logQueue
+	deferred []*Log // write-caching logs with a flush.ms deadline (may hold stale entries)
+	stopping bool   // workers exit once the queue is empty
+	wg       sync.WaitGroup
+
+	closing   atomic.Bool   // Close started: every flush is a full one
+	ckptDirty atomic.Bool   // a durable offset moved since the last checkpoint
+	kick      chan struct{} // wakes the coordinator
+	stop      chan struct{} // closed by stopFlusher
+	done      chan struct{} // closed when the coordinator returned
+}
+
+// startFlusher starts the workers and the coordinator. Called by Open after
+// recovery.
+func (e *Engine) startFlusher() {
+	p := &e.fl
+	p.cond.L = &p.mu
+	p.kick = make(chan struct{}, 1)
+	p.stop = make(chan struct{})
+	p.done = make(chan struct{})
+	if p.workers <= 0 {
+		p.workers = defaultFlushWorkers
+	}
+	p.wg.Add(p.workers)
+	for i := 0; i < p.workers; i++ {
+		go e.runFlushWorker()
+	}
+	go e.runCoordinator()
+}
+
+// stopFlusher makes every log durable and stops the pipeline. Caller
+// (Close) has marked every log closed, so no append can dirty a log again.
+func (e *Engine) stopFlusher() {
+	p := &e.fl
+	p.closing.Store(true)
+	close(p.stop)
+	<-p.done // the coordinator queues nothing after this
+	for _, l := range e.allLogs() {
+		l.mu.Lock()
+		switch l.flushState {
+		case flushRunning:
+			l.flushState = flushRunningAgain // a partial (write-caching) flush may be running
+		case flushIdle, flushDeferred:
+			if l.activeDirty || len(l.pending) > 0 || l.dirDirty {
+				l.flushState = flushQueued
+				e.pushFlush(l)
+			} else {
+				l.flushState = flushIdle
+			}
+		}
+		l.mu.Unlock()
+	}
+	p.mu.Lock()
+	p.stopping = true
+	p.cond.Broadcast()
+	p.mu.Unlock()
+	p.wg.Wait() // the workers drained the queue, requeues included
+}
+
+// markDirty tells the pipeline that l has unsynced data (or a sealed segment
+// or a new file). urgent queues it for a worker now; otherwise (write
+// caching below its thresholds) it waits for its flush.ms deadline. Caller
+// holds l.mu.
+func (e *Engine) markDirty(l *Log, urgent bool) {
+	switch l.flushState {
+	case flushIdle:
+		if urgent {
+			l.flushState = flushQueued
+			e.pushFlush(l)
+		} else {
+			l.flushState = flushDeferred
+			e.deferLog(l)
+		}
+	case flushDeferred:
+		if urgent {
+			l.flushState = flushQueued // its deferred-list entry is dropped lazily
+			e.pushFlush(l)
+		}
+	case flushRunning:
+		if urgent {
+			l.flushState = flushRunningAgain
+		}
 	}
 }
 
+// pushFlush appends l to the queue and wakes a worker. Caller holds l.mu
+// and has set l.flushState = flushQueued.
+func (e *Engine) pushFlush(l *Log) {
+	p := &e.fl
+	p.mu.Lock()
+	p.queue.push(l)
+	p.cond.Signal()
+	p.mu.Unlock()
+}
+
+// deferLog registers a write-caching log with the coordinator when it has a
+// flush.ms deadline. Caller holds l.mu.
+func (e *Engine) deferLog(l *Log) {
+	if l.deferListed || flushDeadline(l) < 0 {
+		return
+	}
+	l.deferListed = true
+	p := &e.fl
+	p.mu.Lock()
+	p.deferred = append(p.deferred, l)
+	p.mu.Unlock()
+	e.kickFlusher()
+}
+
+// flushDeadline is the clock time (ms) by which l's unsynced write-caching
+// data must be synced, -1 for never. Caller holds l.mu.
+func flushDeadline(l *Log) int64 {
+	if l.cfg.FlushMs >= math.MaxInt64-l.lastFlushMs {
+		return -1
+	}
+	return l.lastFlushMs + l.cfg.FlushMs
+}
+
+// kickFlusher wakes the coordinator to re-check deadlines now.
 func (e *Engine) kickFlusher() {
 	select {
-	case e.flushKick <- struct{}{}:
+	case e.fl.kick <- struct{}{}:
 	default:
 	}
 }
 
-// runFlusher is the engine's one flusher goroutine (started by Open, stopped
-// by Close): each round syncs the dirty logs and advances their HWs.
-func (e *Engine) runFlusher() {
-	defer close(e.flushDone)
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
+// nextFlush blocks until a log is queued and returns it, or returns nil
+// once the pipeline is stopping and the queue is drained.
+func (e *Engine) nextFlush() *Log {
+	p := &e.fl
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for p.queue.len() == 0 && !p.stopping {
+		p.cond.Wait()
+	}
+	if p.queue.len() == 0 {
+		return nil
+	}
+	return p.queue.pop()
+}
+
+// runFlushWorker is one of the Engine's flush workers (started by Open,
+// stopped by Close once the queue drained).
+func (e *Engine) runFlushWorker() {
+	defer e.fl.wg.Done()
+	var j flushJob // reused: its segment list keeps its storage
 	for {
-		select {
-		case <-e.flushKick:
-		case <-timer.C:
-		case <-e.flushStop:
-			e.flushRound(true)
+		l := e.nextFlush()
+		if l == nil {
 			return
 		}
-		next := e.flushRound(false)
-		timer.Stop()
-		if next >= 0 {
-			d := time.Duration(next-e.nowMs()) * time.Millisecond
-			timer.Reset(min(max(d, time.Millisecond), time.Hour))
-		}
+		e.flushOne(l, &j)
 	}
 }
 
-// flushRound processes every queued log (every log when closing) and returns
-// the next clock time (ms) the flusher must wake by itself, -1 for none.
-func (e *Engine) flushRound(closing bool) int64 {
-	e.flushMu.Lock()
-	work := append(e.flushWork[:0], e.dirty...)
-	clear(e.dirty)
-	e.dirty = e.dirty[:0]
-	e.flushMu.Unlock()
-	work = append(work, e.deferred...)
-	clear(e.deferred)
-	e.deferred = e.deferred[:0]
-	if closing {
-		work = work[:0]
-		e.mu.RLock()
-		for _, t := range e.topics {
-			work = append(work, t.logs()...)
-		}
-		e.mu.RUnlock()
-	}
-	next := int64(-1)
-	// No log appears twice: enqueueFlush adds a log only when it is not
-	// queued, and a deferred log stays queued. The logs are synced by up to
-	// flushParallelism goroutines at once: fdatasyncs of different files
-	// share the filesystem journal's commits, so N partitions synced
-	// together cost about one commit, where one after another they cost N
-	// (96 partitions in turn stalled acks=all produces by ~300 ms).
-	results := e.flushLogs(work, closing)
-	for i, l := range work {
-		r := results[i]
-		if r.advanced {
-			e.ckptDirty = true
-		}
-		if r.deferred {
-			e.deferred = append(e.deferred, l)
-			if r.deadline >= 0 && (next < 0 || r.deadline < next) {
-				next = r.deadline
-			}
-		}
-	}
-	clear(work)
-	e.flushWork = work[:0]
-
-	now := e.nowMs()
-	if e.ckptDirty && e.Offline() == nil && !closing {
-		due := e.lastCkptMs + checkpointIntervalMs
-		if now >= due {
-			e.ckptDirty = false
-			e.lastCkptMs = now
-			if err := e.writeRecoveryCheckpoint(); err != nil {
-				e.ioFailure("writing "+recoveryPointFile, err)
-			}
-		} else if next < 0 || due < next {
-			next = due
-		}
-	}
-	return next
+// flushJob is what a worker captured of one log under Log.mu.
+type flushJob struct {
+	l       *Log
+	skip    bool          // nothing to do (deleted, closed or offline)
+	segs    []*logSegment // pinned segments to fdatasync; sealed ones first
+	sealedN int
+	end     int64 // durable offset once the syncs succeed
+	syncDir bool
 }
 
-// flushParallelism bounds the fdatasyncs one flush round runs at once.
-const flushParallelism = 16
-
-// flushResult is what flushLog reports for one log.
-type flushResult struct {
-	deadline int64 // write caching: when the deferred data must be synced; -1 none
-	deferred bool  // write caching: unsynced data remains
-	advanced bool  // the durable offset moved (the recovery checkpoint is stale)
-}
-
-// flushLogs runs flushLog for every log in work, in parallel when there is
-// more than one, and returns the results by index. The goroutines are owned
-// by this call: it returns after all of them end.
-func (e *Engine) flushLogs(work []*Log, force bool) []flushResult {
-	results := e.flushResults[:0]
-	for range work {
-		results = append(results, flushResult{})
-	}
-	e.flushResults = results
-	workers := min(len(work), flushParallelism)
-	if workers <= 1 {
-		for i, l := range work {
-			results[i] = e.flushLog(l, force, &e.flushScratch[0])
-		}
-		return results
-	}
-	var (
-		nextIdx atomic.Int64
-		wg      sync.WaitGroup
-	)
-	wg.Add(workers)
-	for w := 0; w < workers; w++ {
-		go func(scratch *[]*logSegment) {
-			defer wg.Done()
-			for {
-				i := int(nextIdx.Add(1) - 1)
-				if i >= len(work) {
-					return
-				}
-				results[i] = e.flushLog(work[i], force, scratch)
-			}
-		}(&e.flushScratch[w])
-	}
-	wg.Wait()
-	return results
-}
-
-// flushLog syncs one log: capture what must be synced under l.mu, fdatasync
-// outside it (appends continue meanwhile and are covered by the next round),
-// then advance the durable offset and, without write caching, the HW.
-// deferred reports that write-caching data remains unsynced until deadline
-// (-1: no deadline).
-func (e *Engine) flushLog(l *Log, force bool, scratch *[]*logSegment) (r flushResult) {
-	nowMs := e.nowMs()
+// capture records under l.mu what flushing l must sync (pinning the
+// segments), and marks l running. Appends continue once it returns and are
+// covered by the next flush of l.
+func (e *Engine) capture(l *Log, j *flushJob, nowMs int64) {
+	segs := j.segs[:0]
+	*j = flushJob{l: l}
 	cfg := &l.cfg
 	l.mu.Lock()
-	if l.deleted || l.active == nil {
-		l.queued = false
-		l.mu.Unlock()
-		return flushResult{deadline: -1}
+	defer l.mu.Unlock()
+	if l.flushState != flushQueued {
+		panic(fmt.Sprintf("engine: flushing %s in state %d", l, l.flushState))
 	}
-	full := force || !cfg.WriteCaching || l.unflushed >= cfg.FlushMessages || nowMs-l.lastFlushMs >= cfg.FlushMs
-	segs := (*scratch)[:0]
+	if l.deleted || l.active == nil || e.Offline() != nil {
+		l.flushState = flushIdle
+		j.skip = true
+		j.segs = segs
+		return
+	}
+	l.flushState = flushRunning
+	full := e.fl.closing.Load() || !cfg.WriteCaching ||
+		l.unflushed >= cfg.FlushMessages || nowMs-l.lastFlushMs >= cfg.FlushMs
 	for _, s := range l.pending {
 		if s.acquire() {
 			segs = append(segs, s)
@@ -185,10 +271,9 @@ func (e *Engine) flushLog(l *Log, force bool, scratch *[]*logSegment) (r flushRe
 	}
 	clear(l.pending)
 	l.pending = l.pending[:0]
-	sealedN := len(segs)
-	var end int64
+	j.sealedN = len(segs)
 	if full {
-		end = l.logEnd.Load()
+		j.end = l.logEnd.Load()
 		if l.activeDirty && l.active.acquire() {
 			segs = append(segs, l.active)
 		}
@@ -196,32 +281,34 @@ func (e *Engine) flushLog(l *Log, force bool, scratch *[]*logSegment) (r flushRe
 		l.unflushed = 0
 		l.lastFlushMs = nowMs
 	} else {
-		end = l.active.base
+		j.end = l.active.base
 	}
-	syncDirNow := l.dirDirty
+	j.syncDir = l.dirDirty
 	l.dirDirty = false
-	r.deferred = l.activeDirty
-	l.queued = r.deferred
-	if r.deferred && cfg.FlushMs < math.MaxInt64-l.lastFlushMs {
-		r.deadline = l.lastFlushMs + cfg.FlushMs
-	} else {
-		r.deadline = -1
-	}
-	l.mu.Unlock()
+	j.segs = segs
+}
 
+// flushOne makes one log durable: fdatasync of its dirty segments (and the
+// index files of sealed ones, and its directory after a roll), outside
+// l.mu, then complete.
+func (e *Engine) flushOne(l *Log, j *flushJob) {
+	e.capture(l, j, e.nowMs())
+	if j.skip {
+		return
+	}
 	var err error
-	for i, s := range segs {
+	for i, s := range j.segs {
 		if err == nil {
-			err = e.syncSegment(s, i < sealedN)
+			err = e.syncSegment(s, i < j.sealedN)
 			if err != nil && s.deleting.Load() {
 				err = nil // DeleteRecords renamed it meanwhile: nothing to keep
 			}
 		}
 		s.release()
-		segs[i] = nil
+		j.segs[i] = nil
 	}
-	*scratch = segs[:0]
-	if err == nil && syncDirNow {
+	j.segs = j.segs[:0]
+	if err == nil && j.syncDir {
 		err = e.syncFile(l.dir, func() error { return syncDir(l.dir) })
 	}
 	if err != nil {
@@ -231,16 +318,123 @@ func (e *Engine) flushLog(l *Log, force bool, scratch *[]*logSegment) (r flushRe
 		if !gone { // a topic deleted meanwhile has no files left to sync
 			e.ioFailure(fmt.Sprintf("syncing %s", l), err)
 		}
-		return flushResult{deadline: -1}
 	}
-	if end > l.durable.Load() {
-		l.durable.Store(end)
-		r.advanced = true
+	e.complete(j, err == nil)
+}
+
+// complete publishes a finished flush of j.l (ok: its syncs succeeded) and
+// hands the log back to the pipeline: queued again if it was dirtied
+// urgently meanwhile, deferred if write-caching data remains, else idle.
+func (e *Engine) complete(j *flushJob, ok bool) {
+	l := j.l
+	if ok && e.Offline() == nil {
+		if j.end > l.durable.Load() {
+			l.durable.Store(j.end)
+			if !e.fl.ckptDirty.Load() && e.fl.ckptDirty.CompareAndSwap(false, true) {
+				e.kickFlusher()
+			}
+		}
+		if !l.cfg.WriteCaching {
+			l.advanceHW(j.end)
+		}
 	}
-	if !cfg.WriteCaching {
-		l.advanceHW(end)
+	l.mu.Lock()
+	switch {
+	case !ok || e.Offline() != nil:
+		l.flushState = flushIdle // offline: nothing is synced again
+	case l.flushState == flushRunningAgain:
+		l.flushState = flushQueued
+		e.pushFlush(l)
+	case l.activeDirty:
+		l.flushState = flushDeferred // write caching below its thresholds
+		e.deferLog(l)
+	default:
+		l.flushState = flushIdle
 	}
-	return r
+	l.mu.Unlock()
+	j.l = nil
+}
+
+// runCoordinator is the Engine's clock goroutine (started by Open, stopped
+// by Close): it queues write-caching logs whose flush.ms passed and writes
+// the recovery-point checkpoint at most every checkpointIntervalMs.
+func (e *Engine) runCoordinator() {
+	p := &e.fl
+	defer close(p.done)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	lastCkptMs := e.nowMs()
+	var deferred []*Log
+	for {
+		select {
+		case <-p.kick:
+		case <-timer.C:
+		case <-p.stop:
+			return
+		}
+		now := e.nowMs()
+		var next int64
+		deferred, next = e.queueDueLogs(deferred, now)
+		if p.ckptDirty.Load() && e.Offline() == nil {
+			if due := lastCkptMs + checkpointIntervalMs; now >= due {
+				p.ckptDirty.Store(false)
+				lastCkptMs = now
+				if err := e.writeRecoveryCheckpoint(); err != nil {
+					e.ioFailure("writing "+recoveryPointFile, err)
+				}
+			} else if next < 0 || due < next {
+				next = due
+			}
+		}
+		timer.Stop()
+		if next >= 0 {
+			d := time.Duration(next-now) * time.Millisecond
+			timer.Reset(min(max(d, time.Millisecond), time.Hour))
+		}
+	}
+}
+
+// queueDueLogs queues the deferred write-caching logs whose deadline passed
+// (or that reached flush.messages), drops entries that left the deferred
+// state, and returns the earliest remaining deadline (-1 none). keep is
+// reusable storage.
+func (e *Engine) queueDueLogs(keep []*Log, now int64) ([]*Log, int64) {
+	p := &e.fl
+	p.mu.Lock()
+	keep = append(keep[:0], p.deferred...)
+	clear(p.deferred)
+	p.deferred = p.deferred[:0]
+	p.mu.Unlock()
+	next := int64(-1)
+	n := 0
+	for _, l := range keep {
+		l.mu.Lock()
+		deadline := flushDeadline(l)
+		switch {
+		case l.flushState != flushDeferred:
+			l.deferListed = false
+		case l.unflushed >= l.cfg.FlushMessages || (deadline >= 0 && now >= deadline):
+			l.deferListed = false
+			l.flushState = flushQueued
+			e.pushFlush(l)
+		case deadline < 0:
+			l.deferListed = false
+		default:
+			keep[n] = l
+			n++
+			if next < 0 || deadline < next {
+				next = deadline
+			}
+		}
+		l.mu.Unlock()
+	}
+	clear(keep[n:])
+	if n > 0 {
+		p.mu.Lock()
+		p.deferred = append(p.deferred, keep[:n]...)
+		p.mu.Unlock()
+	}
+	return keep[:0], next
 }
 
 // syncSegment fdatasyncs a segment's data and, for a sealed segment, its

@@ -201,3 +201,206 @@ func TestWriteCachingFlushMs(t *testing.T) {
 		waitDurableOffset(round)
 	}
 }
+
+// blockingHook blocks the syncs of files under one directory until released
+// and reports when the first one started.
+type blockingHook struct {
+	dir     string
+	entered chan struct{} // closed when a sync under dir started
+	release chan struct{} // close to let them finish
+	once    sync.Once
+}
+
+func newBlockingHook() *blockingHook {
+	return &blockingHook{entered: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (h *blockingHook) hook(path string) error {
+	if h.dir != "" && filepath.Dir(path) == h.dir {
+		h.once.Do(func() { close(h.entered) })
+		<-h.release
+	}
+	return nil
+}
+
+// TestNoHeadOfLineBlockingAcrossLogs: while one log's fdatasync hangs, the
+// other logs' appends still become durable. With flush rounds (every dirty
+// log synced, then the next round) the hung sync held every other log back.
+func TestNoHeadOfLineBlockingAcrossLogs(t *testing.T) {
+	h := newBlockingHook()
+	e := openEngine(t, t.TempDir(), func(o *Options) { o.syncHook = h.hook })
+	tp := mustTopic(t, e, "hol", 3, smallConfig())
+	slow, fast1, fast2 := tp.Partition(0), tp.Partition(1), tp.Partition(2)
+	h.dir = slow.dir
+	stuck := mustAppend(t, slow, batchOf(t, 1, 10, 1, 0))
+	<-h.entered // a worker is inside the slow log's sync now
+	// More appends to the slow log wait for the hung flush, never beside it.
+	mustAppend(t, slow, batchOf(t, 1, 10, 1, 1))
+	for i := 0; i < 50; i++ {
+		for _, l := range []*Log{fast1, fast2} {
+			info := mustAppend(t, l, batchOf(t, 1, 10, 1, i))
+			if err := waitDurable(t, l, info.LastOffset); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if hw := slow.HighWatermark(); hw != 0 {
+		t.Fatalf("slow log's HW %d while its sync is still hanging", hw)
+	}
+	close(h.release)
+	if err := waitDurable(t, slow, stuck.LastOffset+1); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLogSyncedByOneWorkerAtATime: many producers on a few logs with many
+// workers; the hook checks that no two syncs of one log's files overlap and
+// every append becomes durable.
+func TestLogSyncedByOneWorkerAtATime(t *testing.T) {
+	var (
+		mu      sync.Mutex
+		active  = map[string]int{}
+		overlap atomic.Int64
+	)
+	e := openEngine(t, t.TempDir(), func(o *Options) {
+		o.flushWorkers = 8
+		o.syncHook = func(path string) error {
+			dir := filepath.Dir(path)
+			mu.Lock()
+			active[dir]++
+			if active[dir] > 1 {
+				overlap.Add(1)
+			}
+			mu.Unlock()
+			time.Sleep(50 * time.Microsecond) // widen the window a second sync would hit
+			mu.Lock()
+			active[dir]--
+			mu.Unlock()
+			return nil
+		}
+	})
+	defer e.Close()
+	tp := mustTopic(t, e, "one", 3, map[string]string{"segment.bytes": "100000"})
+	var wg sync.WaitGroup
+	for p := 0; p < 12; p++ {
+		wg.Add(1)
+		go func(p int) {
+			defer wg.Done()
+			l := tp.Partition(int32(p % 3))
+			for i := 0; i < 40; i++ {
+				info, err := l.Append(batchOf(t, 2, 100, 1, p*100+i), 0)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if err := waitDurable(t, l, info.LastOffset); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}(p)
+	}
+	wg.Wait()
+	if n := overlap.Load(); n != 0 {
+		t.Fatalf("%d syncs overlapped another sync of the same log", n)
+	}
+	for p := int32(0); p < 3; p++ {
+		l := tp.Partition(p)
+		if hw, end := l.HighWatermark(), l.LogEndOffset(); hw != end || end != 4*2*40 {
+			t.Fatalf("partition %d: HW %d, log end %d, want both %d", p, hw, end, 4*2*40)
+		}
+	}
+}
+
+// TestCloseFlushesWriteCachingData: data a write-caching log has not synced
+// (flush.ms and flush.messages far away) is durable once Close returns.
+func TestCloseFlushesWriteCachingData(t *testing.T) {
+	dir := t.TempDir()
+	e := openEngine(t, dir, nil)
+	cfg := smallConfig()
+	cfg["write.caching"] = "true"
+	l := mustTopic(t, e, "wcclose", 1, cfg).Partition(0)
+	before := e.syncs.Load()
+	var last int64
+	for i := 0; i < 5; i++ {
+		last = mustAppend(t, l, batchOf(t, 1, 10, 1, i)).LastOffset
+	}
+	if d := l.durable.Load(); d != 0 {
+		t.Fatalf("durable offset %d before any flush", d)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if d := l.durable.Load(); d != last+1 {
+		t.Fatalf("durable offset %d after Close, want %d", d, last+1)
+	}
+	if e.syncs.Load() == before {
+		t.Fatal("Close synced nothing")
+	}
+}
+
+// TestRecoveryCheckpointWrittenByCoordinator: the recovery point advances in
+// the checkpoint file once checkpointIntervalMs passed on the engine's clock.
+func TestRecoveryCheckpointWrittenByCoordinator(t *testing.T) {
+	clock := newFakeClock(1_000_000)
+	dir := t.TempDir()
+	e := openEngine(t, dir, func(o *Options) { o.Now = clock.Now })
+	defer e.Close()
+	l := mustTopic(t, e, "ckpt", 1, smallConfig()).Partition(0)
+	var last int64
+	for i := 0; i < 3; i++ {
+		last = mustAppend(t, l, batchOf(t, 1, 10, 1, i)).LastOffset
+	}
+	if err := waitDurable(t, l, last); err != nil {
+		t.Fatal(err)
+	}
+	read := func() int64 {
+		m, err := readOffsetCheckpoint(filepath.Join(dir, recoveryPointFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m[topicPartition{"ckpt", 0}]
+	}
+	if rp := read(); rp != 0 {
+		t.Fatalf("recovery point %d written before the interval passed", rp)
+	}
+	clock.Advance(checkpointIntervalMs)
+	for i := 0; read() != last+1; i++ {
+		if i > 30000 {
+			t.Fatalf("recovery point stuck at %d, want %d", read(), last+1)
+		}
+		e.kickFlusher()
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestLogQueueFIFO(t *testing.T) {
+	var q logQueue
+	logs := make([]*Log, 200)
+	for i := range logs {
+		logs[i] = &Log{part: int32(i)}
+	}
+	next := 0
+	// Interleave pushes and pops so the ring wraps while it grows.
+	for i, l := range logs {
+		q.push(l)
+		if i%3 == 2 {
+			if got := q.pop(); got != logs[next] {
+				t.Fatalf("pop %d: got partition %d", next, got.part)
+			}
+			next++
+		}
+	}
+	for q.len() > 0 {
+		if got := q.pop(); got != logs[next] {
+			t.Fatalf("pop %d: got partition %d", next, got.part)
+		}
+		next++
+	}
+	if next != len(logs) {
+		t.Fatalf("popped %d of %d", next, len(logs))
+	}
+}

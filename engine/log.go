@@ -28,7 +28,8 @@ type Log struct {
 	active      *logSegment
 	closed      bool          // Close or DeleteTopic: Append fails
 	deleted     bool          // DeleteTopic: the flusher skips the log
-	queued      bool          // in the flusher's dirty or deferred set
+	flushState  flushState    // where the log stands in the flush pipeline
+	deferListed bool          // in the coordinator's deferred list (write caching)
 	pending     []*logSegment // sealed by a roll, not yet synced
 	activeDirty bool          // the active segment has unsynced bytes
 	dirDirty    bool          // a segment file was created since the last dir sync
@@ -49,7 +50,7 @@ type Log struct {
 	logEnd   atomic.Int64
 	logStart atomic.Int64
 	hw       atomic.Int64 // written under hwMu
-	durable  atomic.Int64 // synced end = recovery point; written by the flusher
+	durable  atomic.Int64 // synced end = recovery point; written by the flush worker that holds the log
 
 	hwMu    sync.Mutex
 	waiters []durableWaiter // sorted by offset
@@ -270,9 +271,9 @@ func (l *Log) Append(batches []byte, leaderEpoch int32) (AppendInfo, error) {
 	l.activeDirty = true
 	l.unflushed += records
 	caching := cfg.WriteCaching
-	// With write.caching the flusher keeps the log deferred until flush.ms
-	// or flush.messages is reached; the kick then brings it forward.
-	l.e.enqueueFlush(l, caching && (l.unflushed >= cfg.FlushMessages || nowMs-l.lastFlushMs >= cfg.FlushMs))
+	// With write.caching the log waits (deferred) until flush.ms or
+	// flush.messages is reached; without, it is queued for a flush worker.
+	l.e.markDirty(l, !caching || l.unflushed >= cfg.FlushMessages || nowMs-l.lastFlushMs >= cfg.FlushMs)
 	logStart := l.logStart.Load()
 	l.mu.Unlock()
 
@@ -355,7 +356,7 @@ func (l *Log) roll() error {
 	next = append(next, ns)
 	l.segs.Store(&next)
 	l.active = ns
-	l.e.enqueueFlush(l, true)
+	l.e.markDirty(l, true)
 	return nil
 }
 
@@ -383,7 +384,7 @@ func (l *Log) createSegment(base int64) (*logSegment, error) {
 	return s, nil
 }
 
-// WhenDurable calls fn exactly once, from the flusher goroutine or inline,
+// WhenDurable calls fn exactly once, from a flush worker or inline,
 // when every offset <= offset is below the HW (durable unless write.caching),
 // fn(nil), or when the log goes offline or closes, fn(err). fn must not block
 // or call Append.
