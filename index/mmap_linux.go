@@ -34,6 +34,15 @@ func mapFile(f *os.File, size int) ([]byte, error) {
 	if err != nil {
 		return nil, &os.PathError{Op: "mmap", Path: f.Name(), Err: err}
 	}
+	// Index pages are touched one at a time (appends at the end, binary
+	// search on lookup). Without MADV_RANDOM the first fault on a fresh,
+	// mostly sparse index reads ahead the device's whole readahead window
+	// (8 MiB here): ~1.5 GB of page zeroing in the first second of a
+	// 96-partition produce run, 300-400 ms produce p99.
+	if err := unix.Madvise(b, unix.MADV_RANDOM); err != nil {
+		unix.Munmap(b)
+		return nil, &os.PathError{Op: "madvise", Path: f.Name(), Err: err}
+	}
 	return b, nil
 }
 
