@@ -89,6 +89,18 @@ type Config struct {
 	// (log.segment.bytes, message.max.bytes, ...). Zero value:
 	// engine.DefaultLogConfig().
 	LogDefaults engine.LogConfig
+
+	// QueuedMaxRequestBytes bounds the request bytes read but not yet
+	// answered on one connection (queued.max.request.bytes; 0 = default).
+	QueuedMaxRequestBytes int64
+
+	// Blackhole acks produce requests without storing them (a benchmark
+	// baseline: what the network and protocol alone cost).
+	Blackhole bool
+
+	Groups  GroupsConfig  // consumer groups (groups.go)
+	Txn     TxnConfig     // producer ids, idempotence, transactions (producers.go)
+	Cluster ClusterConfig // replication and the controller (cluster.go)
 }
 
 // Default values of Config fields, Kafka's.
@@ -115,6 +127,10 @@ type Server struct {
 
 	// panics counts handler panics recovered by dispatch (each one a bug).
 	panics atomic.Int64
+
+	groups  groupsState  // groups.go
+	txn     txnState     // producers.go
+	cluster clusterState // cluster.go
 }
 
 type endpoint struct {
@@ -152,6 +168,9 @@ func New(cfg Config, eng *engine.Engine) *Server {
 		IdleTimeout:   cfg.ConnectionsMaxIdle,
 		Logger:        cfg.Logger,
 	}, connHandler{s})
+	s.initCluster()
+	s.initTxn()
+	s.initGroups()
 	return s
 }
 
@@ -186,7 +205,13 @@ func (s *Server) Serve(ln net.Listener) error {
 
 // Close stops accepting, closes every connection and waits for their
 // goroutines. It does not close the engine.
-func (s *Server) Close() error { return s.np.Close() }
+func (s *Server) Close() error {
+	err := s.np.Close()
+	s.closeGroups()
+	s.closeTxn()
+	s.closeCluster()
+	return err
+}
 
 // Advertised returns the host and port clients are told to connect to.
 func (s *Server) Advertised() (host string, port int32) {
