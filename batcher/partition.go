@@ -1,16 +1,15 @@
 // Package batcher builds record batches on the producing side.
 //
-// Today it holds Kafka's default keyed partitioner: Murmur2 and KeyPartition
+// It holds Kafka's default keyed partitioner: Murmur2 and KeyPartition
 // compute exactly what the Java client's DefaultPartitioner /
 // BuiltInPartitioner and franz-go's StickyKeyPartitioner compute, so a
 // record keyed "user-1" lands on the same partition whichever client (or
 // Strata's own load generator and embedded API) produced it.
 //
-// batcher will grow into the producer-side accumulator (issue 3): per
-// partition record.Builder batches closed by linger time and size, with time
-// passed in as an input rather than read from a clock. Murmur2 and
-// KeyPartition are pure functions, safe for concurrent use, and never
-// allocate.
+// and the producer-side Accumulator (accumulator.go): per-partition
+// record.Builder batches closed by linger time and size, with time passed in
+// as an input rather than read from a clock. Murmur2 and KeyPartition are
+// pure functions, safe for concurrent use, and never allocate.
 package batcher
 
 // Murmur2 is the 32-bit MurmurHash2 with Kafka's seed 0x9747b28c, reading
