@@ -688,11 +688,13 @@ func (c *Controller) drive() {
 }
 
 // tryJoin asks each voter in turn to add this observer; it reports whether
-// this node is in the Raft configuration.
+// this node is in the Raft configuration at its current address.
 func (c *Controller) tryJoin() bool {
+	// In the configuration at this address: joined. At another address (a
+	// restart on a new port): join again, which updates the address.
 	if f := c.raft.GetConfiguration(); f.Error() == nil {
 		for _, s := range f.Configuration().Servers {
-			if s.ID == raft.ServerID(strconv.Itoa(int(c.cfg.NodeID))) {
+			if s.ID == raft.ServerID(strconv.Itoa(int(c.cfg.NodeID))) && string(s.Address) == c.selfAddr {
 				return true
 			}
 		}

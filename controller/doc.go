@@ -83,7 +83,9 @@
 // that is no longer leader answers "not leader" and the caller retries
 // after a short backoff until its context ends. A node whose id is not in
 // the voter set is an observer: it asks the leader (RPC kind join) to add it
-// as a Raft non-voter and then applies every change like a voter.
+// as a Raft non-voter and then applies every change like a voter. An
+// observer that restarts on another address joins again, which updates its
+// address in the Raft configuration.
 //
 // A newly elected leader first proposes Tick{ResetSessions} (sessions
 // restart, as in Kafka, so brokers are not fenced for heartbeats lost during

@@ -24,6 +24,12 @@ type LogConfig struct {
 	FlushMs              int64  // flush.ms                 (broker: log.flush.interval.ms)       only with write.caching
 	Preallocate          bool   // preallocate              (broker: log.preallocate)             true
 	FileDeleteDelayMs    int64  // file.delete.delay.ms     (broker: log.segment.delete.delay.ms) 60000
+
+	// Compaction (cleanup.policy contains "compact"; see cleaner.go).
+	DeleteRetentionMs      int64   // delete.retention.ms       (broker: log.cleaner.delete.retention.ms)       1 day
+	MinCleanableDirtyRatio float64 // min.cleanable.dirty.ratio (broker: log.cleaner.min.cleanable.ratio)       0.5
+	MinCompactionLagMs     int64   // min.compaction.lag.ms     (broker: log.cleaner.min.compaction.lag.ms)     0
+	MaxCompactionLagMs     int64   // max.compaction.lag.ms     (broker: log.cleaner.max.compaction.lag.ms)     MaxInt64
 }
 
 // Topic-level config keys.
@@ -42,6 +48,10 @@ const (
 	keyFlushMs            = "flush.ms"
 	keyPreallocate        = "preallocate"
 	keyFileDeleteDelayMs  = "file.delete.delay.ms"
+	keyDeleteRetentionMs  = "delete.retention.ms"
+	keyMinCleanableRatio  = "min.cleanable.dirty.ratio"
+	keyMinCompactionLagMs = "min.compaction.lag.ms"
+	keyMaxCompactionLagMs = "max.compaction.lag.ms"
 )
 
 // Timestamp types (message.timestamp.type values).
@@ -67,6 +77,11 @@ func DefaultLogConfig() LogConfig {
 		FlushMs:              math.MaxInt64,
 		Preallocate:          true,
 		FileDeleteDelayMs:    60000,
+
+		DeleteRetentionMs:      24 * 3600 * 1000,
+		MinCleanableDirtyRatio: 0.5,
+		MinCompactionLagMs:     0,
+		MaxCompactionLagMs:     math.MaxInt64,
 	}
 }
 
@@ -122,6 +137,23 @@ func boolKey(field func(c *LogConfig) *bool) configKey {
 	}
 }
 
+func floatKey(min, max float64, field func(c *LogConfig) *float64) configKey {
+	return configKey{
+		set: func(c *LogConfig, v string) error {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil || math.IsNaN(f) {
+				return fmt.Errorf("%q is not a number", v)
+			}
+			if f < min || f > max {
+				return fmt.Errorf("value %v out of range [%v, %v]", f, min, max)
+			}
+			*field(c) = f
+			return nil
+		},
+		get: func(c *LogConfig) string { return strconv.FormatFloat(*field(c), 'g', -1, 64) },
+	}
+}
+
 func parseRange(v string, min, max int64) (int64, error) {
 	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 	if err != nil {
@@ -147,6 +179,10 @@ var configKeys = map[string]configKey{
 	keyFlushMessages:      intKey(1, math.MaxInt64, func(c *LogConfig) *int64 { return &c.FlushMessages }),
 	keyFlushMs:            intKey(0, math.MaxInt64, func(c *LogConfig) *int64 { return &c.FlushMs }),
 	keyFileDeleteDelayMs:  intKey(0, math.MaxInt64, func(c *LogConfig) *int64 { return &c.FileDeleteDelayMs }),
+	keyDeleteRetentionMs:  intKey(0, math.MaxInt64, func(c *LogConfig) *int64 { return &c.DeleteRetentionMs }),
+	keyMinCleanableRatio:  floatKey(0, 1, func(c *LogConfig) *float64 { return &c.MinCleanableDirtyRatio }),
+	keyMinCompactionLagMs: intKey(0, math.MaxInt64, func(c *LogConfig) *int64 { return &c.MinCompactionLagMs }),
+	keyMaxCompactionLagMs: intKey(1, math.MaxInt64, func(c *LogConfig) *int64 { return &c.MaxCompactionLagMs }),
 	keyWriteCaching:       boolKey(func(c *LogConfig) *bool { return &c.WriteCaching }),
 	keyPreallocate:        boolKey(func(c *LogConfig) *bool { return &c.Preallocate }),
 	keyTimestampType: {
@@ -244,6 +280,17 @@ func (c LogConfig) Value(key string) (string, bool) {
 	}
 	return ck.get(&c), true
 }
+
+// config returns the log's current config (immutable; replaced whole when
+// the topic's config changes at runtime). One atomic load: Append takes it
+// once per request so a request sees one consistent config.
+func (l *Log) config() *LogConfig { return l.cfg.Load() }
+
+// compacted reports whether cleanup.policy includes compact.
+func (c *LogConfig) compacted() bool { return strings.Contains(c.CleanupPolicy, "compact") }
+
+// deletes reports whether cleanup.policy includes delete (retention applies).
+func (c *LogConfig) deletes() bool { return strings.Contains(c.CleanupPolicy, "delete") }
 
 // logAppendTime reports whether the broker stamps batches with its clock.
 func (c *LogConfig) logAppendTime() bool { return c.MessageTimestampType == TimestampLogAppendTime }

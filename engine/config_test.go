@@ -25,6 +25,11 @@ func TestDefaultLogConfigIsKafkas(t *testing.T) {
 		"flush.ms":               "9223372036854775807",
 		"preallocate":            "true",
 		"file.delete.delay.ms":   "60000",
+
+		"delete.retention.ms":       "86400000",
+		"min.cleanable.dirty.ratio": "0.5",
+		"min.compaction.lag.ms":     "0",
+		"max.compaction.lag.ms":     "9223372036854775807",
 	}
 	keys := TopicKeys()
 	if !sort.StringsAreSorted(keys) || len(keys) != len(want) {

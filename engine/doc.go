@@ -12,6 +12,7 @@
 //	    meta.properties                       (owned by the broker config, ignored here)
 //	    recovery-point-offset-checkpoint      "0\n<count>\n<topic> <partition> <offset>\n..."
 //	    log-start-offset-checkpoint           same format
+//	    cleaner-offset-checkpoint             same format: first dirty offset of compacted logs
 //	    .strata_cleanshutdown                 present only between a clean Close and the next Open
 //	    __strata_topics/<topic>.json          topic metadata: the commit point of create/delete/grow
 //	    <topic>-<partition>/
@@ -34,10 +35,18 @@
 // "-delete" directories and renames partition directories that belong to no
 // known topic to "<name>.<n>-stray" (never deleting data it cannot account for).
 // Segment files removed by DeleteRecords are renamed to *.deleted and unlinked
-// once the last reader releases them (reference counts replace Kafka's
-// file.delete.delay.ms, which is stored but not needed); Open removes leftover
-// *.deleted, *.cleaned, *.swap and *.tmp files. Retention settings
-// (retention.ms, retention.bytes) are stored and reported but not enforced yet.
+// once the last reader releases them. Segments deleted by retention
+// (retention.go: retention.ms judged by a segment's largest timestamp,
+// retention.bytes, every log.retention.check.interval.ms) or replaced by the
+// cleaner (cleaner.go: cleanup.policy=compact) are renamed the same way, and
+// the Log keeps its own reference for file.delete.delay.ms first. The
+// cleaner writes <segment>.cleaned files, renames them to *.swap (the commit
+// point), then swaps them in; Open promotes leftover *.swap files to their
+// final names and removes leftover *.deleted, *.cleaned and *.tmp files.
+// cleaner-offset-checkpoint (same format as the other checkpoints) holds each
+// compacted log's clean point. Topic configs change at runtime
+// (Engine.SetTopicConfig): the topic file is rewritten and every log's config
+// pointer replaced.
 //
 // # Offsets and indexes
 //
@@ -139,7 +148,8 @@
 // (flusher.go; Close marks every log closed, queues every dirty one with
 // a forced full flush, and waits until the workers drained the queue) and
 // the coordinator (timer for flush.ms deadlines and the recovery-point
-// checkpoint; stopped first). Lock order: Engine.adminMu -> Engine.mu ->
+// checkpoint; stopped first); the retention goroutine and the log cleaner
+// (retention.go, cleaner.go; stopped before any log closes). Lock order: Engine.adminMu -> Engine.mu ->
 // Log.mu -> Log.idxMu (and Log.mu -> Log.epochMu, Log.mu -> Engine.fl.mu);
 // Log.fireMu -> Log.hwMu; Engine.ckptMu (-> Engine.mu read) and Log.hwMu are
 // taken with nothing below them except as listed. Log.mu serializes appends,

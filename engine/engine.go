@@ -38,6 +38,27 @@ type Options struct {
 	Now    func() time.Time // clock; nil = time.Now
 	Logger *slog.Logger     // nil = slog.Default()
 
+	// ProducerIDExpirationMs is producer.id.expiration.ms: a producer not
+	// seen this long is forgotten (producers.go). 0 = one day.
+	ProducerIDExpirationMs int64
+
+	// RetentionCheckInterval is log.retention.check.interval.ms: how often
+	// retention runs (retention.go). 0 = 5 minutes; < 0 = never on a timer.
+	RetentionCheckInterval time.Duration
+	// Cleaner configures compaction (cleaner.go).
+	Cleaner CleanerOptions
+
+	// IOBackend is log.io.backend: how segments write: "auto" (or ""),
+	// "uring" or "pwrite" (backend.go).
+	IOBackend string
+	// TailCacheBytes bounds the memory of the tail cache (recent batches
+	// served to consumers from memory, tailcache.go): 0 = default
+	// (64 MiB), < 0 = off.
+	TailCacheBytes int64
+
+	// files, when set (crash tests), replaces real segment files.
+	files fileLayer
+
 	// syncHook, when set (tests), runs before every fsync/fdatasync with
 	// the file's path; an error replaces the sync's result.
 	syncHook func(path string) error
@@ -65,6 +86,14 @@ type Engine struct {
 
 	fl flushPipeline // the flush workers and the coordinator (flusher.go)
 
+	io    *ioBackend // segment writes: io_uring O_DIRECT or pwrite (backend.go)
+	tails *tailPool  // buffers of the partitions' tail caches (tailcache.go)
+
+	maint maintenance // retention goroutine and delayed file deletion (retention.go)
+	cl    cleaner     // the log cleaner goroutine (cleaner.go)
+
+	producerExpiryMs int64 // Options.ProducerIDExpirationMs
+
 	ckptMu sync.Mutex   // serializes checkpoint file writes
 	syncs  atomic.Int64 // fdatasyncs of segment data (tests, benchmarks)
 }
@@ -85,6 +114,7 @@ func Open(opts Options) (*Engine, error) {
 		byID:     make(map[[16]byte]*Topic),
 	}
 	e.fl.workers = opts.flushWorkers
+	e.producerExpiryMs = opts.ProducerIDExpirationMs
 	if e.defaults == (LogConfig{}) {
 		e.defaults = DefaultLogConfig()
 	}
@@ -100,13 +130,21 @@ func Open(opts Options) (*Engine, error) {
 	if err := os.MkdirAll(filepath.Join(e.dir, topicsDirName), 0o755); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
+	io, err := newIOBackend(opts.IOBackend, e.dir, opts.files, e.logger)
+	if err != nil {
+		return nil, err
+	}
+	e.io = io
+	e.tails = newTailPool(opts.TailCacheBytes)
 	if err := e.load(); err != nil {
 		for _, l := range e.allLogs() {
 			l.shutdown(ErrClosed, false)
 		}
+		e.io.close()
 		return nil, err
 	}
 	e.startFlusher()
+	e.startMaintenance(opts)
 	return e, nil
 }
 
@@ -263,7 +301,8 @@ func (e *Engine) tidyDataDir(metas []loadedTopic) error {
 		path := filepath.Join(e.dir, name)
 		switch {
 		case name == topicsDirName || name == recoveryPointFile || name == logStartFile ||
-			name == cleanShutdownFile || name == metaPropsFile:
+			name == cleanShutdownFile || name == metaPropsFile || name == ControllerDirName || name == cleanerCheckpointFile ||
+			name == ProducerIDBlockFile:
 			continue
 		case strings.HasSuffix(name, tmpSuffix):
 			os.Remove(path)
@@ -367,6 +406,9 @@ func (e *Engine) Close() error {
 	}
 	e.closed = true
 	e.mu.Unlock()
+	defer e.io.close() // after every log let go of its segments
+	// No retention or cleaning once logs start closing.
+	e.stopMaintenance()
 	logs := e.allLogs()
 	for _, l := range logs {
 		l.mu.Lock()
@@ -420,6 +462,12 @@ func (e *Engine) Close() error {
 // CreateTopic creates a topic with partitions empty logs and the given
 // topic-level config overrides.
 func (e *Engine) CreateTopic(name string, partitions int32, configs map[string]string) (*Topic, error) {
+	return e.createTopic(name, [16]byte{}, partitions, configs)
+}
+
+// createTopic is CreateTopic with a given topic id (zero: a random one); see
+// CreateTopicWithID (cluster.go).
+func (e *Engine) createTopic(name string, id [16]byte, partitions int32, configs map[string]string) (*Topic, error) {
 	if err := validateTopicName(name); err != nil {
 		return nil, err
 	}
@@ -454,7 +502,9 @@ func (e *Engine) CreateTopic(name string, partitions int32, configs map[string]s
 	if collides != "" {
 		return nil, fmt.Errorf("%w: %q collides with existing topic %q", ErrInvalidTopic, name, collides)
 	}
-	var id [16]byte
+	if e.TopicByID(id) != nil {
+		return nil, fmt.Errorf("%w: topic id of %s is in use", ErrTopicExists, name)
+	}
 	for id == ([16]byte{}) {
 		if _, err := rand.Read(id[:]); err != nil {
 			return nil, fmt.Errorf("engine: topic id: %w", err)
@@ -548,6 +598,7 @@ func (e *Engine) DeleteTopic(name string) error {
 	delete(e.byID, t.id)
 	e.mu.Unlock()
 	t.deleted.Store(true)
+	e.forgetCleanPoints(name) // a topic re-created with this name starts dirty
 	gone := fmt.Errorf("%w: %s was deleted", ErrUnknownTopic, name)
 	var dirs []string
 	for _, l := range t.logs() {
@@ -593,7 +644,7 @@ func (e *Engine) CreatePartitions(name string, total int32) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(e.topicFile(name), formatTopicMeta(name, t.id, total, t.overrides)); err != nil {
+	if err := writeFileAtomic(e.topicFile(name), formatTopicMeta(name, t.id, total, *t.overrides.Load())); err != nil {
 		e.discardLogs(added)
 		return e.ioFailure("writing topic "+name, err)
 	}

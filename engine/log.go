@@ -21,7 +21,7 @@ type Log struct {
 	topic string
 	part  int32
 	dir   string
-	cfg   LogConfig // fixed for the life of the Log
+	cfg   atomic.Pointer[LogConfig] // current config, replaced whole by setConfig; read with config()
 
 	// mu serializes appends, rolls, DeleteRecords and the flusher's capture.
 	mu          sync.Mutex
@@ -60,6 +60,12 @@ type Log struct {
 	fireMu sync.Mutex
 	firing []durableWaiter // reused buffer, guarded by fireMu
 
+	producers producerState // idempotent producers (producers.go), guarded by mu
+
+	repl replState // replication.go: role, handler, log-end waiters, damage mark
+
+	tail tailCache // recent batches in memory (tailcache.go); appended to under mu
+
 	// Recovery statistics of the last Open (tests): bases of walked segments
 	// and bytes the walk covered.
 	recoveredBases []int64
@@ -80,6 +86,7 @@ type AppendInfo struct {
 	LastOffset     int64 // offset of the last record appended
 	LogAppendTime  int64 // ms; -1 unless message.timestamp.type=LogAppendTime
 	LogStartOffset int64
+	Duplicate      bool // a retried batch of an idempotent producer: the original offsets, nothing written
 }
 
 // ReadResult is the answer to Read. Release it when the chunks' bytes have
@@ -91,23 +98,36 @@ type ReadResult struct {
 	Chunks           []Chunk
 	Bytes            int64 // sum of chunk lengths
 
-	seg *logSegment // the pinned segment; nil once released
+	seg   *logSegment           // the pinned segment; nil once released
+	tail  [maxTailRefs]*tailBuf // tail-cache buffers holding Buf chunks
+	ntail int
 }
 
-// Release unpins the chunks' files. Idempotent; safe on a zero ReadResult.
+// Release unpins the chunks' files and buffers. Idempotent; safe on a zero
+// ReadResult.
 func (r *ReadResult) Release() {
 	if r.seg != nil {
 		s := r.seg
 		r.seg = nil
 		s.release()
 	}
+	for i := range r.ntail {
+		r.tail[i].unref()
+		r.tail[i] = nil
+	}
+	r.ntail = 0
 }
 
-// Chunk is a byte range of a segment file holding whole record batches.
+// Chunk is a byte range of a segment holding whole record batches: either
+// in the segment file (File, Pos, Len: send with sendfile at Pos) or, from
+// ReadMem only, in memory (Buf, with File nil and Len == len(Buf); Pos is
+// then the bytes' position in the segment, informational). Buf stays
+// valid and unchanged until ReadResult.Release.
 type Chunk struct {
 	File *os.File
 	Pos  int64
 	Len  int64
+	Buf  []byte
 }
 
 // String returns "<topic>-<partition>".
@@ -194,10 +214,15 @@ func (l *Log) usable() error {
 // (not yet durable: see WhenDurable). On any validation error the log is
 // unchanged. A write error takes the engine offline.
 func (l *Log) Append(batches []byte, leaderEpoch int32) (AppendInfo, error) {
-	cfg := &l.cfg
+	cfg := l.config()
 	records, err := validateBatches(batches, cfg.MaxMessageBytes)
 	if err != nil {
 		return AppendInfo{}, err
+	}
+	if cfg.compacted() { // a compacted topic refuses keyless records (cleaner.go)
+		if err := validateKeys(batches); err != nil {
+			return AppendInfo{}, err
+		}
 	}
 	n := int64(len(batches))
 
@@ -220,6 +245,12 @@ func (l *Log) Append(batches []byte, leaderEpoch int32) (AppendInfo, error) {
 	appendTime := int64(-1)
 	if cfg.logAppendTime() {
 		appendTime = nowMs
+	}
+	// Idempotent producers (producers.go): a retried batch is answered with
+	// its original offsets and not written; a sequence or epoch error fails.
+	if info, done, err := l.checkProducers(batches, nowMs); done {
+		l.mu.Unlock()
+		return info, err
 	}
 	next := base
 	for rest := batches; len(rest) > 0; {
@@ -245,6 +276,7 @@ func (l *Log) Append(batches []byte, leaderEpoch int32) (AppendInfo, error) {
 		l.mu.Unlock()
 		return AppendInfo{}, l.e.ioFailure(fmt.Sprintf("writing %s", s.seg.Path()), err)
 	}
+	l.tail.add(l.e.tails, s, pos, batches, base)
 	if s.firstAppendMs < 0 {
 		s.firstAppendMs = nowMs
 	}
@@ -259,6 +291,7 @@ func (l *Log) Append(batches []byte, leaderEpoch int32) (AppendInfo, error) {
 	l.idxMu.Unlock()
 	s.end.Store(pos + n)
 	l.logEnd.Store(next)
+	l.recordProducers(base, next, nowMs, appendTime)
 
 	var epochErr error
 	if leaderEpoch >= 0 && (leaderEpoch != l.epoch.Load() || len(l.epochs.entries) == 0) {
@@ -280,9 +313,7 @@ func (l *Log) Append(batches []byte, leaderEpoch int32) (AppendInfo, error) {
 	if epochErr != nil {
 		return AppendInfo{}, l.e.ioFailure("writing "+epochCheckpoint, epochErr)
 	}
-	if caching {
-		l.advanceHW(next)
-	}
+	l.appended(next, caching) // replication.go: log-end waiters; the HW under write.caching
 	return AppendInfo{BaseOffset: base, LastOffset: last, LogAppendTime: appendTime, LogStartOffset: logStart}, nil
 }
 
@@ -303,13 +334,13 @@ func (l *Log) indexBatch(s *logSegment, maxTs, lastOffset, pos, size int64) {
 	if maxTs > s.maxTs {
 		s.maxTs, s.maxTsOff = maxTs, lastOffset
 	}
-	if s.bytesSince >= int64(l.cfg.IndexIntervalBytes) && s.off != nil && pos <= math.MaxInt32 {
+	if s.bytesSince >= int64(l.config().IndexIntervalBytes) && s.off != nil && pos <= math.MaxInt32 {
 		// Errors are ignored on purpose: the indexes are sparse hints, full
 		// ones trigger a roll before the next append.
-		if s.off.Entries() < l.cfg.maxOffsetEntries() {
+		if s.off.Entries() < l.config().maxOffsetEntries() {
 			_ = s.off.Append(lastOffset, pos)
 		}
-		if s.tim != nil && s.maxTs > -1 && s.tim.Entries() < l.cfg.maxTimeEntries() {
+		if s.tim != nil && s.maxTs > -1 && s.tim.Entries() < l.config().maxTimeEntries() {
 			_ = s.tim.Append(s.maxTs, s.maxTsOff)
 		}
 		s.bytesSince = 0
@@ -324,7 +355,7 @@ func (l *Log) shouldRoll(s *logSegment, n, lastOffset, nowMs int64) bool {
 	if size == 0 {
 		return false
 	}
-	cfg := &l.cfg
+	cfg := l.config()
 	return size > cfg.SegmentBytes-n ||
 		size+n > math.MaxInt32 ||
 		(s.firstAppendMs >= 0 && nowMs-s.firstAppendMs >= cfg.SegmentMs) ||
@@ -357,6 +388,7 @@ func (l *Log) roll() error {
 	l.segs.Store(&next)
 	l.active = ns
 	l.e.markDirty(l, true)
+	l.snapshotProducers() // <new base>.snapshot (producers.go)
 	return nil
 }
 
@@ -369,15 +401,15 @@ func (l *Log) createSegment(base int64) (*logSegment, error) {
 		}
 	}
 	prealloc := int64(0)
-	if l.cfg.Preallocate {
-		prealloc = l.cfg.SegmentBytes
+	if l.config().Preallocate {
+		prealloc = l.config().SegmentBytes
 	}
-	seg, err := segment.Create(s.logPath, prealloc)
+	seg, grp, err := l.e.io.create(s.logPath, prealloc)
 	if err != nil {
 		return nil, err
 	}
-	s.seg = seg
-	if err := s.openActiveIndexes(&l.cfg); err != nil {
+	s.seg, s.io, s.grp, s.grpOut = seg, l.e.io, grp, grp != nil
+	if err := s.openActiveIndexes(l.config()); err != nil {
 		seg.Close()
 		return nil, err
 	}
@@ -496,6 +528,40 @@ func floorSegment(segs []*logSegment, offset int64) int {
 // whole. offset == HW returns no chunks. offset < logStart or > logEnd:
 // ErrOffsetOutOfRange. The chunk's file stays open until Release is called.
 func (l *Log) Read(offset int64, maxBytes int32, minOneBatch bool) (ReadResult, error) {
+	return l.readUpTo(offset, maxBytes, minOneBatch, -1)
+}
+
+// readUpTo is Read with the visible end upTo instead of the HW (-1: the HW;
+// never past the log end): follower fetches read to the log end
+// (ReadReplica, replication.go).
+func (l *Log) readUpTo(offset int64, maxBytes int32, minOneBatch bool, upTo int64) (ReadResult, error) {
+	return l.read(offset, maxBytes, minOneBatch, upTo, false)
+}
+
+// ReadMem is Read that may answer from the tail cache (tailcache.go): the
+// result's chunks are then memory chunks (Chunk.Buf set, File nil), valid
+// until Release. Consumers at the head of a partition are served without
+// reading the segment file (which, written with O_DIRECT, is not in the
+// page cache). Callers that can only send file ranges use Read.
+func (l *Log) ReadMem(offset int64, maxBytes int32, minOneBatch bool) (ReadResult, error) {
+	return l.read(offset, maxBytes, minOneBatch, -1, true)
+}
+
+// ReadReplicaMem is ReadReplica (a follower fetch, up to the log end) that
+// may answer from the tail cache, as ReadMem.
+func (l *Log) ReadReplicaMem(offset int64, maxBytes int32, minOneBatch bool) (ReadResult, error) {
+	return l.read(offset, maxBytes, minOneBatch, math.MaxInt64, true)
+}
+
+// read is Read, readUpTo and ReadMem: mem allows memory chunks.
+//
+// File chunks never reach past the segment's Written() end (bytes a Direct
+// segment has appended but not yet written are not in the file). A batch
+// below the visible end but above Written (write.caching, or a follower
+// read to the log end) is made readable by flushing the segment's tail
+// (Segment.Flush, under Log.mu), once per read, when the tail cache cannot
+// serve it.
+func (l *Log) read(offset int64, maxBytes int32, minOneBatch bool, upTo int64, mem bool) (ReadResult, error) {
 	if err := l.usable(); err != nil {
 		return ReadResult{}, err
 	}
@@ -504,7 +570,11 @@ func (l *Log) Read(offset int64, maxBytes int32, minOneBatch bool) (ReadResult, 
 	if offset < start || offset > end {
 		return res, fmt.Errorf("%w: offset %d not in [%d, %d] of %s", ErrOffsetOutOfRange, offset, start, end, l)
 	}
-	if offset >= hw {
+	bound := hw
+	if upTo >= 0 {
+		bound = min(upTo, end)
+	}
+	if offset >= bound {
 		return res, nil
 	}
 	limit := int64(max(maxBytes, 0))
@@ -524,7 +594,16 @@ func (l *Log) Read(offset int64, maxBytes int32, minOneBatch bool) (ReadResult, 
 				retry = true
 				break
 			}
-			pos, n, done, err := l.scanRead(s, offset, hw, limit, minOneBatch)
+			if mem && l.tail.read(s, offset, bound, limit, minOneBatch, &res) {
+				s.release()
+				return res, nil
+			}
+			pos, n, done, err := l.scanRead(s, offset, bound, limit, minOneBatch)
+			if errors.Is(err, errUnwritten) {
+				if err = l.flushForRead(s); err == nil {
+					pos, n, done, err = l.scanRead(s, offset, bound, limit, minOneBatch)
+				}
+			}
 			if err != nil {
 				s.release()
 				return res, err
@@ -559,7 +638,7 @@ func (l *Log) scanRead(s *logSegment, offset, hw, maxBytes int64, minOneBatch bo
 	l.idxMu.RLock()
 	_, from := s.offLookup(offset)
 	l.idxMu.RUnlock()
-	limit := s.end.Load()
+	limit := s.readEnd()
 	var first segment.BatchInfo
 	found := false
 	err = s.seg.Scan(from, limit, func(b segment.BatchInfo) bool {
@@ -573,6 +652,9 @@ func (l *Log) scanRead(s *logSegment, offset, hw, maxBytes int64, minOneBatch bo
 		return 0, 0, true, fmt.Errorf("reading %s: %w", s.seg.Path(), err)
 	}
 	if !found {
+		if limit < s.end.Load() {
+			return 0, 0, true, errUnwritten // appended, not yet in the file
+		}
 		return 0, 0, false, nil // nothing at or after offset here: next segment
 	}
 	if first.BaseOffset >= hw {
@@ -604,6 +686,22 @@ func (l *Log) scanRead(s *logSegment, offset, hw, maxBytes int64, minOneBatch bo
 		return 0, 0, true, fmt.Errorf("reading %s: %w", s.seg.Path(), err)
 	}
 	return start, end - start, true, nil
+}
+
+// errUnwritten: the batch a read wants is appended but not yet written to
+// the segment file (scanRead).
+var errUnwritten = errors.New("engine: batch not yet written")
+
+// flushForRead makes every appended byte of s readable from its file
+// (Segment.Flush). Readers take Log.mu only here.
+func (l *Log) flushForRead(s *logSegment) error {
+	l.mu.Lock()
+	err := s.seg.Flush()
+	l.mu.Unlock()
+	if err != nil && !errors.Is(err, segment.ErrClosed) {
+		return l.e.ioFailure(fmt.Sprintf("writing %s", s.seg.Path()), err)
+	}
+	return nil
 }
 
 // indexJump returns the position of the last offset index entry with an
@@ -684,7 +782,7 @@ func (l *Log) OffsetForTimestamp(ts int64) (offset int64, timestamp int64, found
 func (l *Log) searchTimestamp(s *logSegment, from, ts, minOffset, hw int64) (offset, timestamp int64, found, stop bool) {
 	var hit segment.BatchInfo
 	have := false
-	err := s.seg.Scan(from, s.end.Load(), func(b segment.BatchInfo) bool {
+	err := s.seg.Scan(from, s.readEnd(), func(b segment.BatchInfo) bool {
 		if b.BaseOffset >= hw {
 			stop = true
 			return false
@@ -755,9 +853,12 @@ func (l *Log) MaxTimestamp() (offset int64, timestamp int64) {
 	l.idxMu.RLock()
 	_, from := best.offLookup(bestOff)
 	l.idxMu.RUnlock()
+	if best.readEnd() < best.end.Load() {
+		_ = l.flushForRead(best) // the batch may still be in the appender's tail
+	}
 	var hit segment.BatchInfo
 	have := false
-	_ = best.seg.Scan(from, best.end.Load(), func(b segment.BatchInfo) bool {
+	_ = best.seg.Scan(from, best.readEnd(), func(b segment.BatchInfo) bool {
 		if b.LastOffset < bestOff {
 			return true
 		}
@@ -882,12 +983,16 @@ func (l *Log) shutdown(err error, deleted bool) {
 	l.mu.Lock()
 	l.closed = true
 	l.deleted = l.deleted || deleted
+	if !l.deleted && err == ErrClosed {
+		l.closeProducers() // <log end>.snapshot (producers.go)
+	}
 	var segs []*logSegment
 	if p := l.segs.Load(); p != nil {
 		segs = *p
 	}
 	empty := []*logSegment{}
 	l.segs.Store(&empty)
+	l.tail.reset(nil) // buffers back to the Engine's pool (those read return at Release)
 	l.pending = nil
 	if a := l.active; a != nil && !deleted {
 		l.idxMu.Lock()

@@ -22,6 +22,9 @@ type logSegment struct {
 	base   int64
 	seg    *segment.Segment
 	logger *slog.Logger
+	io     *ioBackend // set with grp
+	grp    *poolGroup // the chunk pool of a ring-backed seg, released after it closes
+	grpOut bool       // grp counts s among its active segments (until seal or close)
 
 	// Guarded by Log.idxMu: readers RLock, the appender and seal Lock.
 	off      *index.OffsetIndex // nil: a sealed segment whose offset index has no entries
@@ -44,6 +47,11 @@ type logSegment struct {
 	deleting                  atomic.Bool // set before the rename starts
 	deleted                   atomic.Bool // files renamed; unlink at close
 }
+
+// readEnd is the end of the bytes readers may take from the file: the
+// append end, or less for a Direct segment whose tail is not written yet
+// (segment.Segment.Written).
+func (s *logSegment) readEnd() int64 { return min(s.end.Load(), s.seg.Written()) }
 
 // paths returns the segment's current file paths.
 func (s *logSegment) paths() (log, off, tim string) {
@@ -97,6 +105,10 @@ func (s *logSegment) closeFiles() {
 	var errs []error
 	if s.seg != nil {
 		errs = append(errs, s.seg.Close())
+		if s.grp != nil {
+			s.io.releaseGroup(s.grp, s.grpOut)
+			s.grp, s.grpOut = nil, false
+		}
 	}
 	if s.off != nil {
 		errs = append(errs, s.off.Close())
@@ -277,7 +289,16 @@ func (s *logSegment) seal() error {
 		return err
 	}
 	s.sealed = true
-	return s.seg.Seal()
+	if err := s.seg.Seal(); err != nil {
+		return err
+	}
+	if s.grpOut {
+		// A sealed Direct segment holds no chunk (Seal drained its tail):
+		// its pool's share goes to the next active segment.
+		s.io.sealedGroup(s.grp)
+		s.grpOut = false
+	}
+	return nil
 }
 
 // checkIndexes validates both indexes against the segment's size.

@@ -8,20 +8,24 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
+	"time"
 
+	"github.com/stratalog/strata/record"
 	"github.com/stratalog/strata/segment"
 )
 
 // newLog returns an empty Log shell for t's partition p.
 func (e *Engine) newLog(t *Topic, p int32) *Log {
-	return &Log{
+	l := &Log{
 		e:           e,
 		topic:       t.name,
 		part:        p,
 		dir:         filepath.Join(e.dir, partitionDirName(t.name, p)),
-		cfg:         t.cfg,
 		lastFlushMs: e.nowMs(),
 	}
+	l.cfg.Store(t.cfg.Load())
+	return l
 }
 
 // createLog makes a new, empty partition directory with its metadata and a
@@ -73,6 +77,9 @@ type partitionFiles struct {
 // *.cleaned, *.swap, *.tmp) and index files without a .log.
 func (e *Engine) scanPartitionDir(dir string) (partitionFiles, error) {
 	pf := partitionFiles{indexes: map[string]bool{}}
+	if err := promoteSwapFiles(dir); err != nil { // an interrupted compaction swap (cleaner.go)
+		return pf, err
+	}
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return pf, err
@@ -89,6 +96,8 @@ func (e *Engine) scanPartitionDir(dir string) (partitionFiles, error) {
 			}
 			continue
 		case name == partitionMetaFile || name == epochCheckpoint:
+			continue
+		case strings.HasSuffix(name, snapshotSuffix): // producer state (producers.go)
 			continue
 		}
 		if base, ok := parseSegmentFileName(name, logSuffix); ok && !ent.IsDir() {
@@ -144,12 +153,17 @@ func (e *Engine) openLog(t *Topic, p int32, rp, logStart int64, clean bool) (*Lo
 	l.loadEpochs()
 	loaded := l.epochs.snapshot()
 
+	walkStart := time.Now()
 	segs, logEnd, err := l.recoverSegments(pf, rp, clean)
 	if err != nil {
 		for _, s := range segs {
 			s.release()
 		}
 		return nil, err
+	}
+	if len(l.recoveredBases) > 0 {
+		l.e.logger.Info("recovered unflushed segments", "log", l.String(), "recoveryPoint", rp, "logEnd", logEnd,
+			"segments", len(l.recoveredBases), "bytesWalked", l.recoveredBytes, "took", time.Since(walkStart))
 	}
 	if len(segs) == 0 {
 		base := max(logStart, 0)
@@ -185,6 +199,7 @@ func (e *Engine) openLog(t *Topic, p int32, rp, logStart int64, clean bool) (*Lo
 		a.firstAppendMs = e.nowMs()
 	}
 	l.install(segs, start, logEnd)
+	l.loadProducers() // producer state: snapshot + log tail (producers.go)
 	return l, nil
 }
 
@@ -237,11 +252,11 @@ func (l *Log) recoverSegments(pf partitionFiles, rp int64, clean bool) ([]*logSe
 		}
 		last := i == len(pf.bases)-1
 		s := newLogSegment(l.dir, base, l.e.logger)
-		seg, err := segment.Open(s.logPath)
+		seg, grp, err := l.e.io.open(s.logPath, last)
 		if err != nil {
 			return segs, 0, err
 		}
-		s.seg = seg
+		s.seg, s.io, s.grp, s.grpOut = seg, l.e.io, grp, grp != nil
 		segs = append(segs, s)
 		trusted := clean || (!last && pf.bases[i+1] <= rp)
 		var end int64
@@ -254,7 +269,7 @@ func (l *Log) recoverSegments(pf partitionFiles, rp int64, clean bool) ([]*logSe
 		}
 		truncated := false
 		if !ok {
-			end, truncated, err = l.walkSegment(s, max(next, base))
+			end, truncated, err = l.walkSegment(s, max(next, base), rp)
 			if err != nil {
 				return segs, 0, err
 			}
@@ -273,13 +288,24 @@ func (l *Log) recoverSegments(pf partitionFiles, rp int64, clean bool) ([]*logSe
 		}
 		s.end.Store(s.seg.Size())
 		next = end
-		if truncated && !last {
+		// A walked segment that ends before the next one begins, at or past
+		// the recovery point, lost its unsynced tail while the next file
+		// kept some of its own unsynced writes (pages reach the disk in any
+		// order): what follows the hole was never acknowledged. Not on
+		// compacted topics, where a cleaned segment legitimately ends below
+		// its successor's base (the checkpoint may lag the durable end by
+		// a second): there the unacknowledged batches after such a hole stay.
+		gap := !ok && !last && end < pf.bases[i+1] && end >= rp && !l.config().compacted()
+		if (truncated || gap) && !last {
 			l.e.logger.Warn("log truncated at a torn or corrupt batch; deleting later segments", "log", l.String(), "segment", s.logPath, "end", end)
 			if err := l.removeSegmentFiles(pf.bases[i+1:]); err != nil {
 				return segs, 0, err
 			}
 			if s.sealed { // a sealed segment becomes the active one again
 				if err := l.reopenActive(s); err != nil {
+					return segs, 0, err
+				}
+				if err := l.reopenRing(s); err != nil {
 					return segs, 0, err
 				}
 			}
@@ -320,7 +346,7 @@ func (l *Log) openTrusted(s *logSegment, last bool, pf partitionFiles, i int) (e
 	if !pf.indexes[filepath.Base(s.offPath)] || !pf.indexes[filepath.Base(s.timPath)] {
 		return 0, false, nil
 	}
-	if err := s.openActiveIndexes(&l.cfg); err != nil {
+	if err := s.openActiveIndexes(l.config()); err != nil {
 		return 0, false, err
 	}
 	if s.checkIndexes() != nil {
@@ -364,20 +390,47 @@ func (l *Log) openTrusted(s *logSegment, last bool, pf partitionFiles, i int) (e
 // start with CRC checks, truncating at the first bad batch. minOffset is the
 // smallest base offset the first batch may have. It returns the end offset
 // and whether anything was cut off.
-func (l *Log) walkSegment(s *logSegment, minOffset int64) (end int64, truncated bool, err error) {
+//
+// When the recovery point rp lies inside s, the walk starts at the batch of
+// the last offset index entry below rp (resumePoint) instead of at 0: the
+// bytes before it were synced before rp was checkpointed, so only the
+// unflushed tail is read and CRC-checked, whatever the segment's size.
+func (l *Log) walkSegment(s *logSegment, minOffset, rp int64) (end int64, truncated bool, err error) {
 	if s.off == nil {
-		if err := s.openActiveIndexes(&l.cfg); err != nil {
+		if rp > s.base {
+			// A crash leaves an active index at its preallocated size, its
+			// tail zero entries; cut them so the entries can be checked.
+			if err := trimIndexFile(s.offPath, offsetEntrySize); err != nil {
+				return 0, false, err
+			}
+			if err := trimIndexFile(s.timPath, timeEntrySize); err != nil {
+				return 0, false, err
+			}
+		}
+		if err := s.openActiveIndexes(l.config()); err != nil {
 			return 0, false, err
 		}
 	}
-	s.off.Reset()
-	s.tim.Reset()
-	s.maxTs, s.maxTsOff, s.bytesSince, s.sealed = -1, s.base, 0, false
+	s.bytesSince, s.sealed = 0, false
+	from, firstBase, ok := l.resumePoint(s, rp)
+	if ok {
+		if ts, off, ok := s.tim.Last(); ok {
+			s.maxTs, s.maxTsOff = ts, off
+		} else {
+			s.maxTs, s.maxTsOff = -1, s.base
+		}
+		minOffset = max(minOffset, firstBase)
+	} else {
+		from = 0
+		s.off.Reset()
+		s.tim.Reset()
+		s.maxTs, s.maxTsOff = -1, s.base
+	}
 	size := s.seg.Size()
 	end = minOffset
 	badPos := int64(-1)
 	l.idxMu.Lock()
-	validEnd, err := s.seg.Recover(0, func(b segment.BatchInfo) {
+	validEnd, err := s.seg.Recover(from, func(b segment.BatchInfo) {
 		if badPos >= 0 {
 			return
 		}
@@ -401,7 +454,7 @@ func (l *Log) walkSegment(s *logSegment, minOffset int64) (end int64, truncated 
 		validEnd = badPos
 	}
 	l.recoveredBases = append(l.recoveredBases, s.base)
-	l.recoveredBytes += validEnd
+	l.recoveredBytes += validEnd - from
 	if validEnd < size {
 		l.e.logger.Warn("truncated torn or corrupt tail", "segment", s.logPath, "validEnd", validEnd, "size", size)
 	}
@@ -418,7 +471,25 @@ func (l *Log) reopenActive(s *logSegment) error {
 		return err
 	}
 	s.sealed = false
-	return s.openActiveIndexes(&l.cfg)
+	return s.openActiveIndexes(l.config())
+}
+
+// reopenRing reopens a segment that recovery opened plain (as a sealed
+// one) ring-backed, now that it is the active one again. Only while
+// recovering: no reader can hold the plain segment's file. At run time a
+// sealed segment made active by a truncation keeps its backend (a plain
+// one appends with pwrite; a Direct one extends the file as it goes).
+func (l *Log) reopenRing(s *logSegment) error {
+	if s.grp != nil || !l.e.io.direct() {
+		return nil
+	}
+	seg, grp, err := l.e.io.open(s.logPath, true)
+	if err != nil {
+		return err
+	}
+	old := s.seg
+	s.seg, s.io, s.grp, s.grpOut = seg, l.e.io, grp, grp != nil
+	return old.Close()
 }
 
 // removeSegmentFiles deletes the files of the segments at bases.
@@ -431,4 +502,106 @@ func (l *Log) removeSegmentFiles(bases []int64) error {
 		}
 	}
 	return nil
+}
+
+// resumePoint finds where the walk of s may start when the recovery point
+// rp lies inside it: the position of the batch that the last offset index
+// entry below rp points at, if the indexes pass their checks and that batch
+// is whole, passes its CRC and ends at the entry's offset. The indexes are
+// cut to the entries at or below it (the walk re-adds the rest). The
+// active indexes are not synced while appends run, but their files start
+// zeroed and are only appended to, so a crash leaves them with correct
+// entries, zero entries (which fail Check unless trimmed off the end) or
+// fewer entries, never wrong ones.
+func (l *Log) resumePoint(s *logSegment, rp int64) (pos, firstBase int64, ok bool) {
+	size := s.seg.Size()
+	if rp <= s.base || s.off == nil || s.tim == nil {
+		return 0, 0, false
+	}
+	if err := errors.Join(s.off.Check(size), s.tim.Check()); err != nil {
+		l.e.logger.Warn("index below the recovery point unusable; walking the whole segment", "segment", s.logPath, "err", err)
+		return 0, 0, false
+	}
+	eo, p := s.off.Lookup(rp - 1)
+	if p <= 0 || eo < s.base || eo >= rp {
+		return 0, 0, false
+	}
+	var hb [record.HeaderSize]byte
+	if _, err := s.seg.ReadAt(hb[:], p); err != nil {
+		return 0, 0, false
+	}
+	h, err := record.ParseHeader(hb[:])
+	if err != nil || h.LastOffset() != eo || int64(h.Size()) > size-p || h.Size() < record.HeaderSize ||
+		h.Size() > int(l.config().MaxMessageBytes)+record.HeaderSize {
+		return 0, 0, false // (a larger batch is not trusted with an allocation: walk instead)
+	}
+	batch := make([]byte, h.Size())
+	if _, err := s.seg.ReadAt(batch, p); err != nil || !record.CheckCRC(batch) {
+		l.e.logger.Warn("batch at the index entry below the recovery point fails its check; walking the whole segment", "segment", s.logPath, "pos", p, "err", err)
+		return 0, 0, false
+	}
+	s.off.TruncateTo(eo + 1)
+	s.tim.TruncateTo(eo + 1)
+	return p, h.BaseOffset, true
+}
+
+// trimIndexFile cuts an index file after its last entry that is not all
+// zeros (reading backwards in blocks; the zero tail of a preallocated index
+// is mostly sparse). A missing file is left alone.
+func trimIndexFile(path string, entrySize int) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	end := st.Size() / int64(entrySize) * int64(entrySize)
+	// Skip the sparse tail: start at the end of the last data extent
+	// (lseek SEEK_DATA/SEEK_HOLE; where unsupported, the whole file).
+	const seekData, seekHole = 3, 4
+	dataEnd := int64(0)
+	for pos := int64(0); pos < end; {
+		d, err := f.Seek(pos, seekData)
+		if err != nil {
+			if pos == 0 && !errors.Is(err, syscall.ENXIO) {
+				dataEnd = end // no SEEK_DATA here
+			}
+			break
+		}
+		h, err := f.Seek(d, seekHole)
+		if err != nil {
+			dataEnd = end
+			break
+		}
+		dataEnd, pos = h, h
+	}
+	end = min(end, (dataEnd+int64(entrySize)-1)/int64(entrySize)*int64(entrySize))
+	const block = 64 << 10 // a multiple of both entry sizes (8, 12)
+	buf := make([]byte, block-block%(8*12))
+	keep := int64(0)
+	for hi := end; hi > 0 && keep == 0; {
+		lo := max(hi-int64(len(buf)), 0)
+		lo -= lo % int64(entrySize)
+		b := buf[:hi-lo]
+		if _, err := f.ReadAt(b, lo); err != nil {
+			return err
+		}
+		for i := len(b) - 1; i >= 0; i-- {
+			if b[i] != 0 {
+				keep = lo + (int64(i)/int64(entrySize)+1)*int64(entrySize)
+				break
+			}
+		}
+		hi = lo
+	}
+	if keep == st.Size() {
+		return nil
+	}
+	return f.Truncate(keep)
 }

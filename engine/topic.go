@@ -13,22 +13,28 @@ import (
 
 // Topic is a named set of partitions with a stable 16-byte topic id (persisted
 // in each partition directory's partition.metadata, as Kafka does).
+//
+// The topic-level overrides and the effective config change at runtime
+// (Engine.AlterTopicConfig): both are immutable values replaced whole, so
+// readers load them without locks; Engine.adminMu serializes the writers.
 type Topic struct {
 	e         *Engine
 	name      string
 	id        [16]byte
-	overrides map[string]string // never mutated after creation
-	cfg       LogConfig
-	parts     atomic.Pointer[[]*Log] // replaced whole by CreatePartitions
-	rr        atomic.Uint32          // round-robin cursor for nil keys
+	overrides atomic.Pointer[map[string]string] // never mutated; replaced whole
+	cfg       atomic.Pointer[LogConfig]         // effective config; replaced whole
+	parts     atomic.Pointer[[]*Log]            // replaced whole by CreatePartitions
+	rr        atomic.Uint32                     // round-robin cursor for nil keys
 	deleted   atomic.Bool
 }
 
 func newTopic(e *Engine, name string, id [16]byte, overrides map[string]string, cfg LogConfig) *Topic {
-	t := &Topic{e: e, name: name, id: id, overrides: overrides, cfg: cfg}
-	if t.overrides == nil {
-		t.overrides = map[string]string{}
+	t := &Topic{e: e, name: name, id: id}
+	if overrides == nil {
+		overrides = map[string]string{}
 	}
+	t.overrides.Store(&overrides)
+	t.cfg.Store(&cfg)
 	empty := []*Log{}
 	t.parts.Store(&empty)
 	return t
@@ -39,12 +45,13 @@ func (t *Topic) logs() []*Log { return *t.parts.Load() }
 func (t *Topic) Name() string      { return t.name }
 func (t *Topic) ID() [16]byte      { return t.id }
 func (t *Topic) Partitions() int32 { return int32(len(t.logs())) }
-func (t *Topic) Config() LogConfig { return t.cfg }
+func (t *Topic) Config() LogConfig { return *t.cfg.Load() }
 func (t *Topic) Deleted() bool     { return t.deleted.Load() }
 func (t *Topic) String() string    { return t.name }
 
-// Overrides returns a copy of the topic-level overrides given at create.
-func (t *Topic) Overrides() map[string]string { return maps.Clone(t.overrides) }
+// Overrides returns a copy of the topic-level overrides (given at create,
+// changed by Engine.AlterTopicConfig).
+func (t *Topic) Overrides() map[string]string { return maps.Clone(*t.overrides.Load()) }
 
 // Partition returns partition p's log, nil if out of range.
 func (t *Topic) Partition(p int32) *Log {
@@ -223,4 +230,78 @@ func (t *Topic) Truncate(partition int32, before int64) error {
 	}
 	_, err = l.DeleteRecords(before)
 	return err
+}
+
+// SetTopicConfig replaces the topic-level overrides of topic name with
+// overrides (keys not listed return to the broker defaults) and applies them
+// without a restart: the topic file is rewritten first (the commit point),
+// then the new effective config is published to the topic and each of its
+// logs (one atomic store each; an append in progress finishes under the
+// config it loaded). segment.*, index.*, preallocate take effect at the next
+// roll, except that a changed segment.index.bytes rolls each non-empty
+// active segment now (its indexes were sized by the old value); retention
+// and cleaner changes take effect at their next pass (both are woken).
+// Unknown keys or bad values: ErrInvalidConfig; unknown topic:
+// ErrUnknownTopic.
+func (e *Engine) SetTopicConfig(name string, overrides map[string]string) error {
+	cfg, err := e.defaults.Apply(overrides)
+	if err != nil {
+		return err
+	}
+	next := maps.Clone(overrides)
+	if next == nil {
+		next = map[string]string{}
+	}
+	e.adminMu.Lock()
+	defer e.adminMu.Unlock()
+	if err := e.adminUsable(); err != nil {
+		return err
+	}
+	t := e.Topic(name)
+	if t == nil {
+		return fmt.Errorf("%w: %s", ErrUnknownTopic, name)
+	}
+	old := t.cfg.Load()
+	if err := writeFileAtomic(e.topicFile(name), formatTopicMeta(name, t.id, t.Partitions(), next)); err != nil {
+		return e.ioFailure("writing topic "+name, err)
+	}
+	t.overrides.Store(&next)
+	t.cfg.Store(&cfg)
+	for _, l := range t.logs() {
+		if err := l.setConfig(&cfg, old.SegmentIndexBytes != cfg.SegmentIndexBytes); err != nil {
+			return err
+		}
+	}
+	e.kickRetention()
+	e.kickCleaner()
+	return nil
+}
+
+// setConfig publishes cfg to the log. With resizeIndexes the active
+// segment's indexes no longer match segment.index.bytes: a non-empty active
+// segment is rolled, an empty one gets its indexes reopened at the new size.
+// An I/O failure takes the engine offline (outside Log.mu).
+func (l *Log) setConfig(cfg *LogConfig, resizeIndexes bool) error {
+	l.mu.Lock()
+	l.cfg.Store(cfg)
+	if !resizeIndexes || l.closed || l.active == nil {
+		l.mu.Unlock()
+		return nil
+	}
+	var err error
+	if l.active.end.Load() > 0 {
+		err = l.roll()
+	} else {
+		s := l.active
+		l.idxMu.Lock()
+		if err = s.closeIndexes(); err == nil {
+			err = s.openActiveIndexes(cfg)
+		}
+		l.idxMu.Unlock()
+	}
+	l.mu.Unlock()
+	if err != nil {
+		return l.e.ioFailure(fmt.Sprintf("resizing the indexes of %s", l), err)
+	}
+	return nil
 }

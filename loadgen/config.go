@@ -49,6 +49,15 @@ type Config struct {
 	// SpawnOptions).
 	SpawnSegmentBytes int64
 	SpawnConfig       string
+	// SpawnBlackhole starts the spawned brokers with --blackhole (produce
+	// acknowledged without storing); CompareBlackhole runs the same
+	// workload a second time against a blackhole broker spawned for it and
+	// reports both (Report.Baseline). Both need Spawn.
+	SpawnBlackhole   bool
+	CompareBlackhole bool
+	// Profile is a file for the first spawned broker's CPU profile (pprof),
+	// written when the broker stops at the end of the run.
+	Profile string
 
 	// Workload.
 	Topic             string
@@ -155,6 +164,9 @@ func (c *Config) Validate() error {
 		bad("--brokers and --spawn are exclusive")
 	case c.Spawn < 0 || c.Spawn > MaxSpawn:
 		bad("--spawn %d out of range 0..%d", c.Spawn, MaxSpawn)
+	}
+	if (c.SpawnBlackhole || c.CompareBlackhole || c.Profile != "") && c.Spawn == 0 {
+		bad("--compare-blackhole and --profile need --spawn")
 	}
 	if c.SpawnSegmentBytes < 0 || (c.SpawnSegmentBytes > 0 && c.SpawnSegmentBytes < 1<<20) {
 		bad("--spawn-segment-bytes %d: at least 1 MiB", c.SpawnSegmentBytes)
@@ -264,6 +276,7 @@ type configJSON struct {
 	Engine            string   `json:"engine"`
 	Brokers           []string `json:"brokers,omitempty"`
 	Spawn             int      `json:"spawn"`
+	Blackhole         bool     `json:"blackhole,omitempty"`
 	Topic             string   `json:"topic"`
 	Partitions        int32    `json:"partitions"`
 	ReplicationFactor int16    `json:"replication_factor"`
@@ -299,7 +312,7 @@ type configJSON struct {
 
 func (c *Config) json() configJSON {
 	j := configJSON{
-		Engine: c.Engine, Brokers: c.Brokers, Spawn: c.Spawn, Topic: c.Topic,
+		Engine: c.Engine, Brokers: c.Brokers, Spawn: c.Spawn, Blackhole: c.SpawnBlackhole, Topic: c.Topic,
 		Partitions: c.Partitions, ReplicationFactor: c.ReplicationFactor,
 		RecordBytes: c.RecordBytes, Compressible: c.Compressible, Keys: c.Keys,
 		KeyDist: c.KeyDist, HotKeyShare: c.HotKeyShare, ZipfS: c.ZipfS,

@@ -93,6 +93,18 @@
 //	               produce_p99_ms, produce_max_ms, e2e_p99_ms, client_cpu_pct, broker_cpu_pct,
 //	               broker_rss_bytes}],
 //	  "distribution": {produce: [{percentile, ms}], e2e: [...]},
-//	  "find_max": {max_healthy_rate, max_p99_ms, max_error_rate, steps: [{rate, healthy, reason, result}]}
+//	  "find_max": {max_healthy_rate, max_p99_ms, max_error_rate, steps: [{rate, healthy, reason, result}]},
+//	  "baseline": {mode: "blackhole", result, find_max, ratio}      --compare-blackhole only
 //	}
+//
+// # Baseline
+//
+// CompareBlackhole runs the whole workload (the find-max search or the fixed
+// rate) twice, each against brokers spawned for it: first the real broker,
+// then one started with `serve --blackhole`, which acknowledges produce
+// requests without storing them, without consumers. Report.Baseline holds the
+// second result and the ratio of the two (max healthy rates, or achieved
+// records/s): what the log costs relative to the network and protocol alone.
+// Profile makes the first spawned broker write a pprof CPU profile when it
+// stops.
 package loadgen

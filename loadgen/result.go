@@ -76,7 +76,19 @@ type Report struct {
 	Timeline     []Sample     `json:"timeline"`
 	Distribution Distribution `json:"distribution"`
 	FindMax      *FindMax     `json:"find_max,omitempty"`
+	Baseline     *Baseline    `json:"baseline,omitempty"`
 	Notes        []string     `json:"notes,omitempty"`
+}
+
+// Baseline is the same workload measured against a broker that acks
+// without storing (--compare-blackhole), in the same run.
+type Baseline struct {
+	Mode    string   `json:"mode"` // "blackhole"
+	Result  Result   `json:"result"`
+	FindMax *FindMax `json:"find_max,omitempty"`
+	// Ratio is this run over the baseline: max healthy rates with
+	// --find-max, achieved records/s otherwise.
+	Ratio float64 `json:"ratio"`
 }
 
 // Distribution is the latency percentile distribution of the result.
@@ -199,6 +211,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 			fmt.Fprintf(&b, "  %8d  %s\n", e.Count, e.Error)
 		}
 	}
+	if bl := r.Baseline; bl != nil {
+		writeBaseline(&b, r, bl)
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -229,4 +244,21 @@ func commas(v float64, decimals int) string {
 		out = "-" + out
 	}
 	return out
+}
+
+// writeBaseline prints the --compare-blackhole comparison.
+func writeBaseline(b *strings.Builder, r *Report, bl *Baseline) {
+	fmt.Fprintf(b, "\nbaseline: the same workload against a %s broker (acks without storing), same run\n", bl.Mode)
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "\tstrata\tblackhole\t")
+	if r.FindMax != nil && bl.FindMax != nil {
+		fmt.Fprintf(tw, "max healthy rec/s\t%s\t%s\t\n", commas(r.FindMax.MaxHealthyRate, 0), commas(bl.FindMax.MaxHealthyRate, 0))
+	}
+	fmt.Fprintf(tw, "records/s (reported step)\t%s\t%s\t\n", commas(r.Result.RecordsPerSec, 0), commas(bl.Result.RecordsPerSec, 0))
+	fmt.Fprintf(tw, "produce p99 ms\t%.2f\t%.2f\t\n", r.Result.ProduceP99Ms, bl.Result.ProduceP99Ms)
+	if r.Result.BrokerCPUSeconds != nil && bl.Result.BrokerCPUSeconds != nil {
+		fmt.Fprintf(tw, "broker cpu µs/record\t%.2f\t%.2f\t\n", r.Result.BrokerCPUUsPerRecord, bl.Result.BrokerCPUUsPerRecord)
+	}
+	tw.Flush()
+	fmt.Fprintf(b, "ratio strata / blackhole: %.1f%%\n", 100*bl.Ratio)
 }

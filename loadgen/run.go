@@ -62,16 +62,23 @@ func (t *topicInfo) produceVersion(node int32, codec record.Codec) (int16, error
 
 func errorForCode(code int16) error { return kerr.ErrorForCode(code) }
 
-// metadataTimeout bounds topic creation and the wait for its leaders.
-const metadataTimeout = 30 * time.Second
+// metadataTimeout bounds topic creation and the wait for its leaders, plus
+// metadataPerPartition per partition (creating 10,000 partitions' files
+// takes tens of seconds on a busy machine).
+const (
+	metadataTimeout      = 30 * time.Second
+	metadataPerPartition = 20 * time.Millisecond
+)
 
 // ensureTopic creates the topic unless it exists, waits until every
 // partition has a leader with a known address and collects the leaders'
 // Produce versions.
 func ensureTopic(ctx context.Context, admin *kgo.Client, cfg *Config, logw io.Writer) (*topicInfo, error) {
-	ctx, cancel := context.WithTimeout(ctx, metadataTimeout)
+	timeout := metadataTimeout + time.Duration(cfg.Partitions)*metadataPerPartition
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	adm := kadm.NewClient(admin)
+	adm.SetTimeoutMillis(int32(timeout / time.Millisecond))
 	_, err := adm.CreateTopic(ctx, cfg.Partitions, cfg.ReplicationFactor, nil, cfg.Topic)
 	switch {
 	case err == nil:
@@ -90,7 +97,7 @@ func ensureTopic(ctx context.Context, admin *kgo.Client, cfg *Config, logw io.Wr
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("topic %s not ready within %v: %w", cfg.Topic, metadataTimeout, err)
+			return nil, fmt.Errorf("topic %s not ready within %v: %w", cfg.Topic, timeout, err)
 		case <-time.After(time.Duration(min(attempt+1, 10)) * 50 * time.Millisecond):
 		}
 	}
@@ -354,10 +361,48 @@ func buildResult(cfg *Config, env *runEnv, rate float64, elapsed time.Duration, 
 // the load (or the --find-max search) and returns the report. The spawned
 // brokers are stopped and their data removed before Run returns; an error
 // stopping them is returned with the report.
-func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
+func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	rep, err := runTarget(ctx, cfg)
+	if !cfg.CompareBlackhole || rep == nil || err != nil || ctx.Err() != nil {
+		return rep, err
+	}
+	// The baseline: the same workload against a fresh broker that acks
+	// without storing. Its consumers would never see a record, so it runs
+	// without them.
+	logw := cfg.Log
+	if logw == nil {
+		logw = io.Discard
+	}
+	fmt.Fprintln(logw, "baseline: the same workload against a --blackhole broker (no consumers)")
+	bcfg := cfg
+	bcfg.SpawnBlackhole, bcfg.CompareBlackhole, bcfg.Profile = true, false, ""
+	bcfg.Consumers, bcfg.Group = 0, ""
+	brep, berr := runTarget(ctx, bcfg)
+	if brep != nil {
+		rep.Baseline = newBaseline(rep, brep)
+	}
+	return rep, berr
+}
+
+// newBaseline compares a run with its blackhole baseline: max healthy rates
+// for --find-max, achieved records/s otherwise.
+func newBaseline(rep, brep *Report) *Baseline {
+	b := &Baseline{Mode: "blackhole", Result: brep.Result, FindMax: brep.FindMax}
+	ours, theirs := rep.Result.RecordsPerSec, brep.Result.RecordsPerSec
+	if rep.FindMax != nil && brep.FindMax != nil {
+		ours, theirs = rep.FindMax.MaxHealthyRate, brep.FindMax.MaxHealthyRate
+	}
+	if theirs > 0 {
+		b.Ratio = ours / theirs
+	}
+	return b
+}
+
+// runTarget is one Run against one target (spawned or given).
+func runTarget(ctx context.Context, cfg Config) (rep *Report, err error) {
 	logw := cfg.Log
 	if logw == nil {
 		logw = io.Discard
@@ -367,7 +412,8 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	var cluster *Cluster
 	if cfg.Spawn > 0 {
 		if cluster, err = Spawn(ctx, SpawnOptions{Bin: cfg.StrataBin, Brokers: cfg.Spawn,
-			SegmentBytes: cfg.SpawnSegmentBytes, ConfigFile: cfg.SpawnConfig}); err != nil {
+			SegmentBytes: cfg.SpawnSegmentBytes, ConfigFile: cfg.SpawnConfig,
+			Blackhole: cfg.SpawnBlackhole, CPUProfile: cfg.Profile}); err != nil {
 			return nil, err
 		}
 		defer func() {
@@ -375,13 +421,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 				err = errors.Join(err, fmt.Errorf("spawned brokers: %w", serr))
 			}
 		}()
-		seeds = cluster.Addrs()[:1]
-		if cfg.Spawn > 1 {
-			note := fmt.Sprintf("--spawn %d: Strata brokers do not form clusters yet, so these are %d independent brokers; "+
-				"the load goes to the first (%s), CPU and memory are summed over all", cfg.Spawn, cfg.Spawn, seeds[0])
-			rep.Notes = append(rep.Notes, note)
-			fmt.Fprintln(logw, "note:", note)
-		}
+		seeds = cluster.Addrs() // N > 1: one cluster (cluster.go)
 		fmt.Fprintf(logw, "spawned %d broker(s): %v\n", cfg.Spawn, cluster.Addrs())
 		rep.Target.Spawned = cfg.Spawn
 	}

@@ -17,9 +17,8 @@ import (
 
 // Cluster is a set of local strata brokers started for a run, each a child
 // process (`strata serve`) on a free 127.0.0.1 port with its own temporary
-// data directory and node id. Until Strata brokers form clusters, N > 1
-// starts N independent single-broker clusters; the run targets the first
-// (its metadata names only itself) and measures all of them.
+// data directory and node id. N > 1 brokers form one cluster with a
+// controller quorum (see cluster.go).
 type Cluster struct {
 	dir     string
 	Brokers []*SpawnedBroker
@@ -52,6 +51,12 @@ type SpawnOptions struct {
 	// ConfigFile is a server.properties file whose settings the brokers get
 	// as well (log.segment.bytes in it wins over SegmentBytes).
 	ConfigFile string
+	// Blackhole starts the brokers with --blackhole (a baseline that
+	// acknowledges produce requests without storing them).
+	Blackhole bool
+	// CPUProfile, if set, is where the first broker writes its CPU profile
+	// (serve --cpuprofile) when it stops.
+	CPUProfile string
 }
 
 // Spawn starts the brokers and waits until each accepts TCP connections.
@@ -78,8 +83,23 @@ func Spawn(ctx context.Context, opts SpawnOptions) (*Cluster, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
+	quorum, err := spawnQuorum(n) // cluster.go
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
 	for i := range n {
-		b, err := startBroker(ctx, bin, dir, props, i)
+		var extra []string
+		if opts.Blackhole {
+			extra = append(extra, "--blackhole")
+		}
+		if quorum != "" {
+			extra = append(extra, "--controller-quorum", quorum)
+		}
+		if i == 0 && opts.CPUProfile != "" {
+			extra = append(extra, "--cpuprofile", opts.CPUProfile)
+		}
+		b, err := startBroker(ctx, bin, dir, props, i, extra...)
 		if b != nil {
 			c.Brokers = append(c.Brokers, b)
 		}
@@ -87,6 +107,10 @@ func Spawn(ctx context.Context, opts SpawnOptions) (*Cluster, error) {
 			c.Stop()
 			return nil, err
 		}
+	}
+	if err := c.waitFormed(ctx); err != nil { // cluster.go
+		c.Stop()
+		return nil, err
 	}
 	return c, nil
 }
@@ -113,7 +137,7 @@ func spawnProperties(dir string, opts SpawnOptions) (string, error) {
 	return path, os.WriteFile(path, props, 0o644)
 }
 
-func startBroker(ctx context.Context, bin, dir, props string, id int) (*SpawnedBroker, error) {
+func startBroker(ctx context.Context, bin, dir, props string, id int, extra ...string) (*SpawnedBroker, error) {
 	addr, err := freeLoopbackAddr()
 	if err != nil {
 		return nil, err
@@ -129,7 +153,8 @@ func startBroker(ctx context.Context, bin, dir, props string, id int) (*SpawnedB
 		return nil, err
 	}
 	defer logf.Close() // the child keeps its own descriptor
-	b.cmd = exec.Command(bin, "serve", "--listen", addr, "--data-dir", b.DataDir, "--node-id", strconv.Itoa(id), "--config", props)
+	args := append([]string{"serve", "--listen", addr, "--data-dir", b.DataDir, "--node-id", strconv.Itoa(id), "--config", props}, extra...)
+	b.cmd = exec.Command(bin, args...)
 	b.cmd.Stdout, b.cmd.Stderr = logf, logf
 	setParentDeathSignal(b.cmd)
 	if err := b.cmd.Start(); err != nil {

@@ -63,6 +63,26 @@ func BenchmarkPipelinedEcho(b *testing.B) {
 	}
 }
 
+// BenchmarkQueuedBytesBound: 16 KiB requests pipelined 32 at a time
+// through a connection bounded to 4 of them (QueuedMaxRequestBytes), so the
+// reader keeps stopping and resuming; still no allocation per request.
+func BenchmarkQueuedBytesBound(b *testing.B) {
+	const size, perBatch = 16 << 10, 32
+	_, addr := startServer(b, Config{QueuedMaxRequestBytes: 4 * size}, handlerFunc(func(_ *Conn, frame []byte, r *Reply) {
+		r.Send(frame[:16])
+	}))
+	c := dial(b, addr)
+	var batch []byte
+	for i := range perBatch {
+		batch = AppendFrame(batch, request(uint32(i), size-4))
+	}
+	pipelinedClient(b, c, batch, perBatch, 1000, 16)
+	b.SetBytes(size)
+	b.ReportAllocs()
+	b.ResetTimer()
+	pipelinedClient(b, c, batch, perBatch, b.N, 16)
+}
+
 // BenchmarkSendPartsFile: each request is answered with a 16-byte header and
 // a range of a 64 MiB file, by sendfile and by the pread + write fallback
 // (the baseline in the same run). One op is one response; bytes are the

@@ -52,6 +52,7 @@ type Conn struct {
 	closing       bool      // a Reply.Close is queued: the reader stops
 	writerWaiting bool
 	readerWaiting bool
+	queuedBytes   int64 // payload bytes of the frames read and not yet released
 
 	// Reader-owned.
 	br     *bufio.Reader
@@ -121,6 +122,9 @@ func (c *Conn) Close() {
 	close(c.done)
 	c.nc.Close()
 	c.s.removeConn(c)
+	if cc, ok := c.s.h.(ConnCloseHandler); ok {
+		cc.ConnClosed(c)
+	}
 }
 
 func (c *Conn) slot(seq uint64) *Reply { return &c.slots[seq%uint64(len(c.slots))] }
@@ -147,6 +151,9 @@ func (c *Conn) readLoop() {
 			c.Close()
 			return
 		}
+		if !c.waitQueued(int64(size)) {
+			return
+		}
 		c.armRead()
 		fb := pooledFrame(int(size), int(maxBytes))
 		var dst []byte
@@ -160,7 +167,7 @@ func (c *Conn) readLoop() {
 			return
 		}
 		frame = frame[:size:size]
-		r := c.publish(fb)
+		r := c.publish(fb, int64(size))
 		if r == nil {
 			putFrame(fb)
 			return
@@ -182,9 +189,27 @@ func (c *Conn) waitFreeSlot() bool {
 	return !c.dead && !c.closing
 }
 
-// publish hands the tail slot, now holding fb, to the writer's view of the
-// ring; nil when the connection died or is closing meanwhile.
-func (c *Conn) publish(fb *frameBuf) *Reply {
+// waitQueued blocks while admitting a frame of size bytes would take the
+// connection's queued request bytes past QueuedMaxRequestBytes (a frame is
+// always admitted when nothing is queued), then reserves them; release gives
+// them back. It reports false when the reader should stop.
+func (c *Conn) waitQueued(size int64) bool {
+	limit := c.s.cfg.QueuedMaxRequestBytes
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for limit > 0 && !c.dead && !c.closing && c.queuedBytes > 0 && c.queuedBytes+size > limit {
+		c.readerWaiting = true
+		c.canRead.Wait()
+		c.readerWaiting = false
+	}
+	c.queuedBytes += size
+	return !c.dead && !c.closing
+}
+
+// publish hands the tail slot, now holding fb (size payload bytes, already
+// reserved by waitQueued), to the writer's view of the ring; nil when the
+// connection died or is closing meanwhile.
+func (c *Conn) publish(fb *frameBuf, size int64) *Reply {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.dead || c.closing {
@@ -197,6 +222,7 @@ func (c *Conn) publish(fb *frameBuf) *Reply {
 	r.seq = c.tail
 	r.state = slotPending
 	r.frame = fb
+	r.bytes = size
 	c.tail++
 	return r
 }
@@ -447,7 +473,10 @@ func (c *Conn) release(start, end uint64) {
 	}
 	c.mu.Lock()
 	for seq := start; seq < end; seq++ {
-		c.slot(seq).state = slotFree
+		r := c.slot(seq)
+		r.state = slotFree
+		c.queuedBytes -= r.bytes
+		r.bytes = 0
 	}
 	c.head = end
 	wake := c.readerWaiting

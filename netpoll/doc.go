@@ -42,6 +42,22 @@
 // response is dropped, the done callback still runs and the frame buffer is
 // still returned.
 //
+// # Queued bytes
+//
+// Slots bound the number of unanswered requests; Config.QueuedMaxRequestBytes
+// (queued.max.request.bytes) bounds their bytes. After reading a frame's size
+// prefix the reader reserves the payload size against the connection's
+// queued bytes and waits, without reading the payload, while the reservation
+// would pass the bound and something is already queued; the writer gives the
+// bytes back when it frees the slot (after the response is written, since the
+// frame lives until then). A flood of producers therefore stops at the bound
+// per connection and the rest waits in the kernel's socket buffers and the
+// client, whose writes block. The bound is per connection, not a broker-wide
+// pool as in Kafka: a client that stops reading its responses pins its own
+// queued requests, and with a shared pool it would stall every other client
+// too. The broker's request memory is at most connections × the bound (plus
+// a 16 KiB read buffer each).
+//
 // # Buffers
 //
 // Frame buffers come from size-classed pools (powers of two from 512 B to
@@ -63,7 +79,10 @@
 // (writes responses). Handler goroutines that complete replies later are the
 // handler's own; after Close they find their connection dead and their
 // replies are dropped. Handler.Serve must not call Server.Close (Close waits
-// for the reader that is running Serve).
+// for the reader that is running Serve). A Handler that also implements
+// ConnCloseHandler is told once when each connection closes, on the closing
+// goroutine, so work parked for the connection (a long poll) can end without
+// a goroutine of its own watching Done.
 //
 // Locks: Server.mu guards the listener and connection sets; Conn.mu guards a
 // connection's slot ring (head, tail, slot states) and its closed/closing

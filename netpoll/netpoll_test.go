@@ -570,3 +570,149 @@ func TestLargeFrame(t *testing.T) {
 		t.Fatalf("echo of %d bytes differs (got %d)", len(p), len(got))
 	}
 }
+
+// TestQueuedBytesBound: with QueuedMaxRequestBytes of four frames and a
+// handler that holds every reply, the server reads exactly four frames and
+// stops reading the socket, so the client's writes block; completing the
+// replies lets the reader resume and every frame is answered in order.
+func TestQueuedBytesBound(t *testing.T) {
+	const frameBytes, bound, n = 16 << 10, 4 * (16 << 10), 2048 // 32 MiB in all
+	var served atomic.Int32
+	var maxQueued atomic.Int64
+	held := make(chan heldReply, n)
+	conns := make(chan *Conn, n)
+	_, addr := startServer(t, Config{MaxInFlight: n, QueuedMaxRequestBytes: bound},
+		handlerFunc(func(c *Conn, frame []byte, r *Reply) {
+			served.Add(1)
+			c.mu.Lock()
+			q := c.queuedBytes
+			c.mu.Unlock()
+			if q > maxQueued.Load() {
+				maxQueued.Store(q)
+			}
+			conns <- c
+			held <- heldReply{r, frame}
+		}))
+	c := dial(t, addr)
+	var reqs []byte
+	for i := range n {
+		reqs = AppendFrame(reqs, request(uint32(i), frameBytes-4))
+	}
+
+	// Phase 1: the client writes everything; the server reads four frames
+	// and stops, so the write cannot finish (it ends on its deadline, a
+	// hang guard, with part of the bytes still unsent).
+	c.SetWriteDeadline(time.Now().Add(2 * time.Second))
+	written, err := c.Write(reqs)
+	if err == nil || !isTimeout(err) {
+		t.Fatalf("write of %d bytes returned %d, %v; want a blocked write (timeout)", len(reqs), written, err)
+	}
+	if written >= len(reqs) {
+		t.Fatalf("wrote all %d bytes while the server held %d replies", written, served.Load())
+	}
+	sc := <-conns
+	eventually(t, "reader blocked on queued bytes", func() bool {
+		sc.mu.Lock()
+		defer sc.mu.Unlock()
+		return sc.readerWaiting
+	})
+	if got := served.Load(); got != bound/frameBytes {
+		t.Fatalf("served %d frames with %d bytes bound, want %d", got, bound, bound/frameBytes)
+	}
+
+	// Phase 2: answer as frames arrive; the reader resumes and the rest of
+	// the bytes go through.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range n {
+			h := <-held
+			h.r.Send(h.frame[:4])
+		}
+	}()
+	werr := make(chan error, 1)
+	go func() {
+		c.SetWriteDeadline(time.Now().Add(ioTimeout))
+		_, err := c.Write(reqs[written:])
+		werr <- err
+	}()
+	for i := range n {
+		got := readFrame(t, c)
+		if binary.BigEndian.Uint32(got) != uint32(i) {
+			t.Fatalf("response %d carries %d", i, binary.BigEndian.Uint32(got))
+		}
+	}
+	if err := <-werr; err != nil {
+		t.Fatalf("write after the server resumed: %v", err)
+	}
+	<-done
+	if got := maxQueued.Load(); got > bound {
+		t.Fatalf("queued %d bytes, bound %d", got, bound)
+	}
+	// The writer releases a reply's bytes after its write returns, which
+	// may be just after the client read it.
+	eventually(t, "queued bytes back to 0 after every reply was written", func() bool {
+		sc.mu.Lock()
+		defer sc.mu.Unlock()
+		return sc.queuedBytes == 0
+	})
+}
+
+// TestQueuedBytesLargeFrame: a frame larger than the bound is still served
+// when nothing else is queued.
+func TestQueuedBytesLargeFrame(t *testing.T) {
+	_, addr := startServer(t, Config{QueuedMaxRequestBytes: 1024}, echo)
+	c := dial(t, addr)
+	for i := range 3 {
+		req := request(uint32(i), 64<<10)
+		writeFrame(t, c, req)
+		if got := readFrame(t, c); !bytes.Equal(got, req) {
+			t.Fatalf("echo %d differs", i)
+		}
+	}
+}
+
+// closeRecorder is a Handler that also implements ConnCloseHandler.
+type closeRecorder struct {
+	held   chan *Reply
+	closed chan *Conn
+}
+
+func (h *closeRecorder) Serve(_ *Conn, _ []byte, r *Reply) { h.held <- r }
+func (h *closeRecorder) ConnClosed(c *Conn)                { h.closed <- c }
+
+// TestConnClosedCallback: a handler implementing ConnCloseHandler hears of
+// each connection's close once, whoever closed it, and a reply completed
+// afterwards is dropped.
+func TestConnClosedCallback(t *testing.T) {
+	h := &closeRecorder{held: make(chan *Reply, 4), closed: make(chan *Conn, 4)}
+	s, addr := startServer(t, Config{}, h)
+	c := dial(t, addr)
+	writeFrame(t, c, request(1, 8))
+	var r *Reply
+	select {
+	case r = <-h.held:
+	case <-time.After(ioTimeout):
+		t.Fatal("request not served")
+	}
+	c.Close() // the client goes away while the reply is pending
+	var sc *Conn
+	select {
+	case sc = <-h.closed:
+	case <-time.After(ioTimeout):
+		t.Fatal("ConnClosed not called after the client closed")
+	}
+	select {
+	case <-sc.Done():
+	default:
+		t.Fatal("ConnClosed called before Done was closed")
+	}
+	r.Send([]byte("late")) // dropped, must not panic or block
+	sc.Close()             // idempotent: no second callback
+	s.Close()
+	select {
+	case c2 := <-h.closed:
+		t.Fatalf("second ConnClosed for %d", c2.ID())
+	default:
+	}
+}

@@ -31,6 +31,7 @@ type Reply struct {
 	parts []Part
 	done  func()
 	frame *frameBuf              // nil for a frame too large to pool
+	bytes int64                  // the request payload's size, counted in Conn.queuedBytes
 	hdr   [FrameHeaderBytes]byte // the size prefix, filled by the writer
 }
 

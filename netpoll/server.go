@@ -14,6 +14,9 @@ import (
 const (
 	DefaultMaxFrameBytes = 104857600 // socket.request.max.bytes
 	DefaultMaxInFlight   = 64
+	// DefaultQueuedMaxRequestBytes bounds the request bytes read but not yet
+	// answered on one connection (see Config.QueuedMaxRequestBytes).
+	DefaultQueuedMaxRequestBytes = 100 << 20
 	// DefaultIdleTimeout is Kafka's connections.max.idle.ms. Config's zero
 	// value means no idle timeout; brokers pass this explicitly.
 	DefaultIdleTimeout = 10 * time.Minute
@@ -28,6 +31,16 @@ type Config struct {
 	// MaxInFlight bounds the requests read but not yet answered on one
 	// connection; when reached, the reader stops reading (back-pressure).
 	MaxInFlight int
+	// QueuedMaxRequestBytes (queued.max.request.bytes) bounds the request
+	// bytes read but not yet answered on one connection: a frame whose
+	// payload would take the connection past it is not read until earlier
+	// replies are written and their frames freed, so the client's writes
+	// block (TCP flow control) instead of the broker's memory growing. A
+	// frame is always admitted when nothing is queued on its connection, so
+	// a frame larger than the bound (up to MaxFrameBytes) still makes
+	// progress. 0 = DefaultQueuedMaxRequestBytes; negative = unbounded
+	// (Kafka's -1).
+	QueuedMaxRequestBytes int64
 	// IdleTimeout (connections.max.idle.ms) closes a connection on which
 	// nothing arrived for this long while no request was in flight, and one
 	// whose response write made no progress for this long. 0 = never.
@@ -38,6 +51,17 @@ type Config struct {
 	// copyFiles makes file parts take the pread + write fallback instead of
 	// sendfile; tests and benchmarks compare the two.
 	copyFiles bool
+}
+
+// ConnCloseHandler is an optional interface of a Handler: ConnClosed is
+// called exactly once per connection whose reader started (every connection
+// Serve registered; one refused because the Server was closing never
+// reaches the Handler and gets no call), after it closed
+// (Done is closed and replies completed from now on are dropped), on the
+// goroutine that closed it. It must not block. Handlers use it to end work
+// parked for the connection (a long poll) without a goroutine watching Done.
+type ConnCloseHandler interface {
+	ConnClosed(c *Conn)
 }
 
 // Handler serves frames. Serve is called on the connection's read goroutine,
@@ -82,6 +106,9 @@ func NewServer(cfg Config, h Handler) *Server {
 	}
 	if cfg.MaxInFlight <= 0 {
 		cfg.MaxInFlight = DefaultMaxInFlight
+	}
+	if cfg.QueuedMaxRequestBytes == 0 {
+		cfg.QueuedMaxRequestBytes = DefaultQueuedMaxRequestBytes
 	}
 	if cfg.IdleTimeout < 0 {
 		cfg.IdleTimeout = 0

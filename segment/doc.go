@@ -126,6 +126,21 @@
 // flusher p99: 84-151 ms in three runs; O_DIRECT 64 KiB flusher p99 12-30
 // ms before writes were held back during fdatasync, 12-17 ms after).
 //
+// Re-measured when the engine adopted O_DIRECT (flusher column, one run,
+// -benchtime=2s, other engineers' load tests running): MB/s, cpu-s/GiB,
+// sync p50 / p99 ms —
+//
+//	pwrite      1 KiB   316  2.46   2.7 /  35
+//	pwrite     64 KiB   823  0.39    26 / 174
+//	ring buf    1 KiB     6  93     0.6 /  25
+//	ring buf   64 KiB   330  1.99   1.4 /  16
+//	O_DIRECT    1 KiB   533  0.59   6.6 /  20
+//	O_DIRECT   64 KiB   663  0.55   5.8 /  16
+//	 +prewrite  1 KiB   386  0.87   3.7 / 7.8
+//	 +prewrite 64 KiB   385  0.86   3.8 / 8.2
+//
+// the same ordering as the table above.
+//
 // Reading the table:
 //
 //   - The buffered ring is synchronous per Append (Append must return with
@@ -169,13 +184,17 @@
 // bandwidth that wants the tightest fsync tail): a fifth to a third of the
 // CPU per byte for small appends and no more for large ones, no dirty page
 // cache build-up, and fdatasync latency bounded by the write pipeline
-// instead of by what the page cache accumulated. Create/Open stay on pwrite
-// until the engine adopts it, because write-behind changes one thing for
-// the engine: bytes below Size() are readable only below Written(). An
-// acks=all high watermark waits for Durable() <= Written() and is safe as it
-// is; page-cache acks (write.caching, flush.ms) must bound fetches by
-// Written() or call Flush first. The engine then enables it with
-// SetDefaultOptions (the ring and its Pool owned by the engine).
+// instead of by what the page cache accumulated. Create/Open (and
+// SetDefaultOptions' zero value) stay on pwrite; the engine passes Options
+// to CreateWith/OpenWith explicitly: its log.io.backend=auto is this choice
+// (engine/backend.go: one Ring and shared Pools owned by the Engine, a
+// probe segment at Open, pwrite with a log line when io_uring or O_DIRECT
+// is refused). Write-behind changes one thing for the engine: bytes below
+// Size() are readable only below Written(). An acks=all high watermark
+// waits for Durable() <= Written() and is safe as it is; page-cache acks
+// (write.caching) and follower reads to the log end bound file reads by
+// Written() and call Flush when a wanted batch is above it, and the
+// engine's tail cache serves the newest batches from memory.
 //
 // # Concurrency
 //

@@ -112,6 +112,7 @@ func (s *Segment) Recover(from int64, visit func(BatchInfo)) (validEnd int64, er
 	if pos < end {
 		// Publish the smaller size before the bytes go (readers clamp to it).
 		s.size.Store(pos)
+		s.cuts.Add(1)
 		if err := s.file.Truncate(pos); err != nil {
 			return 0, err
 		}

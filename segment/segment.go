@@ -30,12 +30,13 @@ type Segment struct {
 	path   atomic.Pointer[string]
 	size   atomic.Int64 // valid end; published after the bytes are written
 	closed atomic.Bool
+	cuts   atomic.Uint64 // truncations below the end (TruncateTo, Recover): see Truncations
 
 	// Writer-only state (caller serializes).
 	prealloc int64 // the most to reserve (the segment's size limit); 0 = none
 	reserved int64 // bytes reserved so far: [0, reserved)
 	sealed   bool
-	failed   error // first write/sync error, sticky
+	failed   atomic.Pointer[error] // first write/sync error, sticky (Sync may run beside Append)
 
 	w       *ringWriter   // non-nil for a ring-backed segment (CreateWith/OpenWith)
 	readEnd *atomic.Int64 // readers' limit when below size (Direct: written watermark); nil = size
@@ -142,7 +143,7 @@ func (s *Segment) Append(b []byte) (pos int64, err error) {
 	if s.closed.Load() {
 		return 0, ErrClosed
 	}
-	if s.failed != nil {
+	if s.failed.Load() != nil {
 		return 0, s.stickyErr()
 	}
 	pos = s.size.Load()
@@ -165,7 +166,8 @@ func (s *Segment) Append(b []byte) (pos int64, err error) {
 		err = io.ErrShortWrite
 	}
 	if err != nil {
-		s.failed = err
+		e := err // err is the named result, rewritten by the return
+		s.failed.CompareAndSwap(nil, &e)
 		return 0, s.stickyErr()
 	}
 	s.size.Store(pos + int64(n))
@@ -211,11 +213,11 @@ func (s *Segment) Sync() error {
 	if s.w != nil {
 		return s.w.sync()
 	}
-	if s.failed != nil {
+	if s.failed.Load() != nil {
 		return s.stickyErr()
 	}
 	if err := s.file.Sync(); err != nil {
-		s.failed = err
+		s.failed.CompareAndSwap(nil, &err)
 		return s.stickyErr()
 	}
 	return nil
@@ -240,6 +242,9 @@ func (s *Segment) TruncateTo(size int64) error {
 	// Publish the smaller size first so concurrent readers stop short of the
 	// bytes being dropped.
 	s.size.Store(size)
+	if size < cur {
+		s.cuts.Add(1)
+	}
 	if err := s.file.Truncate(size); err != nil {
 		return err
 	}
@@ -376,6 +381,12 @@ func (s *Segment) Flush() error {
 	return s.w.waitWritten(target)
 }
 
+// Truncations counts the truncations that dropped bytes (TruncateTo below
+// Size, Recover cutting a tail): a copy of the segment's bytes taken while
+// it was unchanged is stale once the count moved (bytes past the cut may be
+// rewritten with different data).
+func (s *Segment) Truncations() uint64 { return s.cuts.Load() }
+
 // Durable is the end of the bytes covered by the last successful Sync of a
 // ring-backed segment, or -1 when unknown (pwrite segments, and after a
 // truncation until the next Sync).
@@ -386,7 +397,7 @@ func (s *Segment) Durable() int64 {
 	return s.w.durable.Load()
 }
 
-func (s *Segment) stickyErr() error { return fmt.Errorf("%w: %w", ErrFailed, s.failed) }
+func (s *Segment) stickyErr() error { return fmt.Errorf("%w: %w", ErrFailed, *s.failed.Load()) }
 
 // syncDir fsyncs a directory so entries created or renamed in it are durable.
 func syncDir(dir string) error {

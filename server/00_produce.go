@@ -25,6 +25,20 @@ package server
 //	    records stay appended, as in Kafka). The countdown and the timer race
 //	    under one mutex; whichever finishes first sends the one response.
 //
+// Blackhole (Config.Blackhole, `strata serve --blackhole`): a benchmark
+// baseline. Each partition's batch is checked as far as its header (one
+// batch, parseable, magic 2) and answered at once as if appended, at offsets
+// counted per partition from the log end offset at first use; nothing is
+// stored, acks=-1 answers without waiting, and the HW never moves, so
+// consumers see nothing. What remains is the cost of the network, the
+// protocol and the request decoding.
+//
+// Idempotent producers (batches with a producer id): the engine checks
+// sequence numbers and epochs (engine/producers.go). A retried batch is
+// answered with the base offset it got when first written and is not written
+// again (acks=-1 waits for that original to be durable); a sequence gap is
+// OUT_OF_ORDER_SEQUENCE_NUMBER, an older epoch INVALID_PRODUCER_EPOCH.
+//
 // Transactions are not implemented. A request with a TransactionalID, or with
 // a transactional batch, is answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED on
 // every partition: that is what Kafka answers when the producer may not write
@@ -34,6 +48,7 @@ package server
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/stratalog/strata/engine"
@@ -113,6 +128,11 @@ func handleProduce(s *Server, rc *reqCtx) {
 			var info engine.AppendInfo
 			var l *engine.Log
 			if code == 0 {
+				code, msg = s.clusterProduceCheck(topic, rp.Partition, req.Acks) // cluster.go
+			}
+			if code == 0 && s.cfg.Blackhole {
+				info, code, msg = s.blackholePartition(topic, rp)
+			} else if code == 0 {
 				l, info, code, msg = producePartition(topic, rp, rc.version)
 			}
 			if code != 0 {
@@ -126,7 +146,7 @@ func handleProduce(s *Server, rc *reqCtx) {
 			sp.BaseOffset = info.BaseOffset
 			sp.LogAppendTime = info.LogAppendTime
 			sp.LogStartOffset = info.LogStartOffset
-			if req.Acks == -1 {
+			if req.Acks == -1 && l != nil {
 				durable = append(durable, produceDurable{log: l, last: info.LastOffset, resp: sp})
 			}
 		}
@@ -138,7 +158,7 @@ func handleProduce(s *Server, rc *reqCtx) {
 	case req.Acks == 0:
 		rc.skip()
 	case len(durable) > 0:
-		waitDurable(rc, resp, durable, req.TimeoutMillis)
+		waitDurable(s, rc, resp, durable, req.TimeoutMillis)
 	default:
 		rc.respond(resp)
 	}
@@ -184,7 +204,7 @@ func producePartition(topic *engine.Topic, rp *kmsg.ProduceRequestTopicPartition
 	}
 	info, err := l.Append(rp.Records, l.LeaderEpoch())
 	if err != nil {
-		return nil, engine.AppendInfo{}, errCode(err), err.Error()
+		return nil, engine.AppendInfo{}, produceErrCode(err), err.Error() // producers.go
 	}
 	return l, info, 0, ""
 }
@@ -218,11 +238,11 @@ type produceWait struct {
 
 // waitDurable sends resp once every partition in waits is durable, or when
 // timeoutMs passes (REQUEST_TIMED_OUT for the partitions still waiting).
-func waitDurable(rc *reqCtx, resp *kmsg.ProduceResponse, waits []produceDurable, timeoutMs int32) {
+func waitDurable(s *Server, rc *reqCtx, resp *kmsg.ProduceResponse, waits []produceDurable, timeoutMs int32) {
 	w := &produceWait{rc: rc, resp: resp, waits: waits, pending: len(waits)}
 	for i := range waits {
 		// May run inline (already durable) or later on the flusher.
-		waits[i].log.WhenDurable(waits[i].last, func(err error) { w.durable(i, err) })
+		s.whenAcked(waits[i].log, waits[i].last, func(err error) { w.durable(i, err) }) // cluster.go
 	}
 	w.mu.Lock()
 	if !w.done {
@@ -241,7 +261,7 @@ func (w *produceWait) durable(i int, err error) {
 		return
 	}
 	if err != nil {
-		w.waits[i].resp.ErrorCode = kerr.KafkaStorageError.Code
+		w.waits[i].resp.ErrorCode = ackErrCode(err) // cluster.go
 		msg := err.Error()
 		w.waits[i].resp.ErrorMessage = &msg
 	}
@@ -278,4 +298,33 @@ func (w *produceWait) expire() {
 	}
 	w.mu.Unlock()
 	w.rc.respond(w.resp)
+}
+
+// blackholeState is --blackhole mode's per-partition offset counters: a
+// produce request is answered at once as if appended, at offsets counted
+// here, and nothing is stored. next maps *engine.Log to *atomic.Int64 (the
+// next offset); lookups take no lock.
+type blackholeState struct {
+	next sync.Map
+}
+
+// blackholePartition answers one partition without storing its batch.
+func (s *Server) blackholePartition(topic *engine.Topic, rp *kmsg.ProduceRequestTopicPartition) (engine.AppendInfo, int16, string) {
+	l := topic.Partition(rp.Partition)
+	if l == nil {
+		return engine.AppendInfo{}, kerr.UnknownTopicOrPartition.Code, ""
+	}
+	h, err := record.ParseHeader(rp.Records)
+	if err != nil || int64(h.Size()) != int64(len(rp.Records)) || h.LastOffsetDelta < 0 {
+		return engine.AppendInfo{}, kerr.CorruptMessage.Code, "a produce request must have exactly one valid record batch per partition"
+	}
+	v, ok := s.blackhole.next.Load(l)
+	if !ok {
+		n := new(atomic.Int64)
+		n.Store(l.LogEndOffset())
+		v, _ = s.blackhole.next.LoadOrStore(l, n)
+	}
+	count := int64(h.LastOffsetDelta) + 1
+	last := v.(*atomic.Int64).Add(count) - 1
+	return engine.AppendInfo{BaseOffset: last - count + 1, LastOffset: last, LogAppendTime: -1, LogStartOffset: l.LogStartOffset()}, 0, ""
 }

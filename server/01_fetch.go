@@ -13,13 +13,30 @@ package server
 // failed.
 //
 // Long poll: when fewer than MinBytes were read, MaxWaitMs > 0 and no
-// partition failed, the handler releases what it read and returns; a
-// goroutine owned by the request then waits for any fetched partition's high
-// watermark to move past what it saw (Log.Wait), the MaxWaitMs timer, or the
-// connection closing, reads again and answers (or waits again while still
-// below MinBytes). The connection's read goroutine is never blocked, and
-// netpoll keeps responses in request order. The goroutine ends on the timer
-// at the latest.
+// partition failed, the handler releases what it read, registers one
+// engine.HWWaiter on every fetched partition (woken when any partition's high
+// watermark moves past what this pass saw), starts one timer for MaxWaitMs,
+// and returns. Waiting costs no goroutine and nothing per partition but a
+// registration record; the connection's read goroutine is never blocked and
+// netpoll keeps responses in request order. The poll then moves through
+//
+//	waiting --HW wake--> busy (a new goroutine re-reads every partition)
+//	waiting --timer----> busy (on the timer's goroutine: read, answer)
+//	waiting --conn closed (netpoll.ConnCloseHandler)--> answer nothing
+//	busy: MinBytes reached, a partition failed, or the timer passed → answer
+//	      (the response is encoded once, from the last read); else register
+//	      again → waiting
+//
+// fetchState.mu guards the phase and the wake/expired/gone flags; a wake or
+// a timeout that arrives while busy is recorded and handled by the busy
+// goroutine before it parks, so none is lost. Pending polls are listed in
+// Server.polls so a closing connection finds its own.
+//
+// Follower fetches (replica id >= 0, replication; see replica/doc.go) read
+// to the log end instead of the HW (readReplica), report the follower's
+// position to the leader's replica state, and long-poll on the log end on a
+// goroutine of their own (replicaPoll), since the HW cannot pass a
+// follower's offset before that follower fetches again.
 //
 // Fetch sessions (KIP-227) are not implemented: every answer carries
 // SessionID 0, which makes clients stop asking for one (franz-go kills its
@@ -29,12 +46,16 @@ package server
 // know, and clients fall back to full fetches.
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
 	"math"
-	"reflect"
 	"sync"
 	"time"
 
 	"github.com/stratalog/strata/engine"
+	"github.com/stratalog/strata/netpoll"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -50,11 +71,6 @@ const (
 	// and fetch.max.bytes say, so a response (records plus framing, plus one
 	// oversized first batch) stays far below the 2 GiB a frame can carry.
 	fetchMaxResponseBytes = 1 << 30
-
-	// fetchSelectMax bounds the channels one reflect.Select waits on (the
-	// runtime's limit is 65536); larger long polls fan in through helper
-	// goroutines, each waiting on at most this many.
-	fetchSelectMax = 1024
 )
 
 func init() { register(1, fetchMinVersion, fetchMaxVersion, handleFetch) }
@@ -78,6 +94,29 @@ type fetchState struct {
 	body    fetchBody
 	results []engine.ReadResult // every non-empty read of the last pass, released after the write
 	waits   []fetchWaitTarget   // partitions of the last pass a long poll can wait on
+
+	// Long poll (see the file comment). waiter and the read state above
+	// belong to whoever holds the busy phase.
+	waiter *engine.HWWaiter
+	mu     sync.Mutex
+	phase  uint8       // pollBusy, pollWaiting, pollDone
+	woken  bool        // a HW wake arrived while busy
+	expire bool        // MaxWaitMs passed (or the connection closed)
+	gone   bool        // the connection closed: answer nothing
+	timer  *time.Timer // MaxWaitMs; set under mu
+}
+
+// Long-poll phases.
+const (
+	pollBusy    uint8 = iota // a goroutine owns the state (reading, registering)
+	pollWaiting              // registered on the partitions; no goroutine
+	pollDone                 // answered (or dropped)
+)
+
+// fetchPolls lists the pending long polls of a Server.
+type fetchPolls struct {
+	mu sync.Mutex
+	m  map[*fetchState]struct{}
 }
 
 func handleFetch(s *Server, rc *reqCtx) {
@@ -108,9 +147,15 @@ func handleFetch(s *Server, rc *reqCtx) {
 		return
 	}
 	f.release()
-	s.log.Debug("fetch: long poll waiting", "remote", remoteAddr(rc.conn), "partitions", len(f.waits),
-		"min_bytes", req.MinBytes, "max_wait_ms", req.MaxWaitMillis)
-	go f.longPoll(time.Duration(req.MaxWaitMillis) * time.Millisecond)
+	if s.log.Enabled(context.Background(), slog.LevelDebug) {
+		s.log.Debug("fetch: long poll waiting", "remote", remoteAddr(rc.conn), "partitions", len(f.waits),
+			"min_bytes", req.MinBytes, "max_wait_ms", req.MaxWaitMillis)
+	}
+	if !f.consumer {
+		go f.replicaPoll(time.Duration(req.MaxWaitMillis) * time.Millisecond) // a follower waits on log ends
+		return
+	}
+	f.startPoll(time.Duration(req.MaxWaitMillis) * time.Millisecond)
 }
 
 // read runs one pass over the request: reads every partition, fills f.body,
@@ -119,13 +164,20 @@ func handleFetch(s *Server, rc *reqCtx) {
 func (f *fetchState) read() (bytes int64, failed bool) {
 	req, eng, v := f.req, f.s.eng, f.rc.version
 	f.waits = f.waits[:0]
-	f.body.topics = make([]fetchTopic, len(req.Topics))
+	// A long poll reads again into the same slices.
+	if cap(f.body.topics) < len(req.Topics) {
+		f.body.topics = make([]fetchTopic, len(req.Topics))
+	}
+	f.body.topics = f.body.topics[:len(req.Topics)]
 	remaining := f.maxBytes
 	for i := range req.Topics {
 		rt := &req.Topics[i]
 		ft := &f.body.topics[i]
 		ft.name, ft.id = rt.Topic, rt.TopicID
-		ft.partitions = make([]fetchPartition, len(rt.Partitions))
+		if cap(ft.partitions) < len(rt.Partitions) {
+			ft.partitions = make([]fetchPartition, len(rt.Partitions))
+		}
+		ft.partitions = ft.partitions[:len(rt.Partitions)]
 
 		var topic *engine.Topic
 		var topicErr int16
@@ -170,9 +222,11 @@ func (f *fetchState) readPartition(topic *engine.Topic, rp *kmsg.FetchRequestTop
 	if l == nil {
 		return kerr.UnknownTopicOrPartition.Code
 	}
+	if code := f.s.clusterPartitionCheck(topic, rp.Partition); code != 0 { // cluster.go
+		return code
+	}
 	if !f.consumer {
-		// Replication is not implemented: no broker is our follower.
-		return kerr.NotLeaderForPartition.Code
+		return f.readReplica(l, rp, fp, limit, first) // a follower's fetch (below)
 	}
 	if f.req.IsolationLevel != 0 && f.req.IsolationLevel != 1 {
 		return kerr.InvalidRequest.Code
@@ -181,7 +235,9 @@ func (f *fetchState) readPartition(topic *engine.Topic, rp *kmsg.FetchRequestTop
 		return code
 	}
 	limit = min(limit, int64(max(rp.PartitionMaxBytes, 0)))
-	rr, err := l.Read(rp.FetchOffset, int32(limit), first)
+	// ReadMem: a consumer at the head is served from the tail cache
+	// (memory chunks) instead of segment files the page cache may not hold.
+	rr, err := l.ReadMem(rp.FetchOffset, int32(limit), first)
 	if err != nil {
 		rr.Release()
 		code := errCode(err)
@@ -259,107 +315,225 @@ func (f *fetchState) send() {
 	f.rc.sendParts(parts[0].Buf, parts[1:], done)
 }
 
-// fetchWake is why a long poll's wait ended.
-type fetchWake int
+// startPoll parks f until a partition's HW moves, wait passes or the
+// connection closes. It runs on the handler's goroutine, which owns f.
+func (f *fetchState) startPoll(wait time.Duration) {
+	f.waiter = engine.NewHWWaiter(f.onWake)
+	f.phase = pollBusy
+	f.s.polls.add(f)
+	f.mu.Lock()
+	f.timer = time.AfterFunc(wait, f.onTimer)
+	f.mu.Unlock()
+	f.register()
+	f.run()
+}
 
-const (
-	fetchWoken fetchWake = iota // a partition's high watermark moved
-	fetchTimedOut
-	fetchConnClosed
-)
+// register arms the waiter on every partition of the last pass.
+func (f *fetchState) register() {
+	f.waiter.Arm(len(f.waits))
+	for _, w := range f.waits {
+		f.waiter.Add(w.log, w.offset)
+	}
+}
 
-// longPoll waits for data, the deadline or the connection closing, and
-// completes the request. It runs on its own goroutine and always ends: the
-// timer fires at the latest.
-func (f *fetchState) longPoll(wait time.Duration) {
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	closed := f.rc.conn.Done()
+// onWake is the HWWaiter callback, on the goroutine that advanced a HW (a
+// flush worker): it must not block, so the re-read goes to a new goroutine.
+func (f *fetchState) onWake() {
+	f.mu.Lock()
+	switch f.phase {
+	case pollWaiting:
+		f.phase, f.woken = pollBusy, true
+		f.mu.Unlock()
+		go f.run()
+		return
+	case pollBusy:
+		f.woken = true
+	}
+	f.mu.Unlock()
+}
+
+// onTimer runs on the timer's own goroutine at MaxWaitMs.
+func (f *fetchState) onTimer() {
+	f.mu.Lock()
+	f.expire = true
+	if f.phase != pollWaiting {
+		f.mu.Unlock() // the busy goroutine sees expire
+		return
+	}
+	f.phase = pollBusy
+	f.mu.Unlock()
+	f.run()
+}
+
+// onConnClosed ends the poll without an answer; on the closing goroutine.
+func (f *fetchState) onConnClosed() {
+	f.mu.Lock()
+	f.gone, f.expire = true, true
+	if f.phase != pollWaiting {
+		f.mu.Unlock()
+		return
+	}
+	f.phase = pollBusy
+	f.mu.Unlock()
+	f.run()
+}
+
+// run owns f in the busy phase: it handles every wake, timeout or close that
+// arrived, reading again and answering or registering again, until f is
+// answered or parks in pollWaiting with nothing pending.
+func (f *fetchState) run() {
 	for {
-		switch f.await(timer.C, closed) {
-		case fetchConnClosed:
-			// Nobody to answer; complete the slot so netpoll can move on.
-			f.s.log.Debug("fetch: long poll ended: connection closed", "remote", remoteAddr(f.rc.conn))
-			f.rc.skip()
+		f.mu.Lock()
+		if !f.woken && !f.expire {
+			f.phase = pollWaiting
+			f.mu.Unlock()
 			return
-		case fetchTimedOut:
-			f.read()
-			f.send()
+		}
+		f.woken = false
+		expired, gone := f.expire, f.gone
+		f.mu.Unlock()
+		f.waiter.Cancel()
+		if gone {
+			f.s.log.Debug("fetch: long poll ended: connection closed", "remote", remoteAddr(f.rc.conn))
+			f.finish()
+			f.rc.skip()
 			return
 		}
 		bytes, failed := f.read()
-		if bytes >= int64(f.req.MinBytes) || failed || len(f.waits) == 0 {
+		if expired || bytes >= int64(f.req.MinBytes) || failed || len(f.waits) == 0 {
+			f.finish()
+			f.send()
+			return
+		}
+		f.release()
+		f.register()
+	}
+}
+
+// finish leaves the long poll: no timer, no registrations, not listed.
+func (f *fetchState) finish() {
+	f.mu.Lock()
+	f.phase = pollDone
+	t := f.timer
+	f.mu.Unlock()
+	t.Stop()
+	f.waiter.Cancel()
+	f.s.polls.remove(f)
+}
+
+func (p *fetchPolls) add(f *fetchState) {
+	p.mu.Lock()
+	if p.m == nil {
+		p.m = make(map[*fetchState]struct{})
+	}
+	p.m[f] = struct{}{}
+	p.mu.Unlock()
+}
+
+func (p *fetchPolls) remove(f *fetchState) {
+	p.mu.Lock()
+	delete(p.m, f)
+	p.mu.Unlock()
+}
+
+// ConnClosed implements netpoll.ConnCloseHandler: the connection's pending
+// long polls end without an answer.
+func (h connHandler) ConnClosed(c *netpoll.Conn) {
+	p := &h.s.polls
+	var mine []*fetchState
+	p.mu.Lock()
+	for f := range p.m {
+		if f.rc.conn == peer(c) {
+			mine = append(mine, f)
+		}
+	}
+	p.mu.Unlock()
+	for _, f := range mine {
+		f.onConnClosed()
+	}
+}
+
+// readReplica serves a follower's fetch (replica id >= 0) of l, which this
+// broker leads: batches up to the log end rather than the HW
+// (Log.ReadReplica), then the follower's position goes to the leader's
+// replica state (Log.FollowerFetch; a follower's fetch offset is what it
+// holds durably, see replica/doc.go), which may move the HW reported here.
+func (f *fetchState) readReplica(l *engine.Log, rp *kmsg.FetchRequestTopicPartition, fp *fetchPartition, limit int64, first bool) int16 {
+	if code := leaderEpochCheck(rp.CurrentLeaderEpoch, l.LeaderEpoch()); code != 0 {
+		return code
+	}
+	replicaID := f.req.ReplicaID
+	if f.rc.version >= 15 {
+		replicaID = f.req.ReplicaState.ID
+	}
+	limit = min(limit, int64(max(rp.PartitionMaxBytes, 0)))
+	rr, err := l.ReadReplica(rp.FetchOffset, int32(limit), first)
+	if err == nil && rr.Bytes > math.MaxInt32 {
+		err = fmt.Errorf("fetch: replica read of %s returned %d bytes", l, rr.Bytes)
+	}
+	if err == nil {
+		err = l.FollowerFetch(replicaID, rp.FetchOffset)
+	}
+	if err != nil {
+		rr.Release()
+		if errors.Is(err, engine.ErrNotReplicated) {
+			return kerr.NotLeaderForPartition.Code
+		}
+		code := errCode(err)
+		if code == kerr.OffsetOutOfRange.Code {
+			hw := l.HighWatermark()
+			fp.highWatermark, fp.lastStableOffset, fp.logStartOffset = hw, hw, l.LogStartOffset()
+		}
+		return code
+	}
+	hw := l.HighWatermark()
+	fp.highWatermark, fp.lastStableOffset, fp.logStartOffset = hw, hw, rr.LogStartOffset
+	if len(rr.Chunks) > 0 {
+		fp.chunks = rr.Chunks
+		f.results = append(f.results, rr)
+	} else {
+		rr.Release()
+	}
+	f.waits = append(f.waits, fetchWaitTarget{log: l, offset: rp.FetchOffset})
+	return 0
+}
+
+// replicaPoll is the long poll of a follower's fetch: it waits for a
+// fetched partition's log END to pass the fetch offset (Log.NotifyEnd), not
+// its HW, which cannot pass the follower's offset before the follower
+// fetches again. One goroutine per waiting follower fetch (a few per
+// broker), ended by MaxWaitMs at the latest; a closed connection is noticed
+// when the answer fails to send.
+func (f *fetchState) replicaPoll(wait time.Duration) {
+	wake := make(chan struct{}, 1)
+	poke := func() {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	cancels := make([]func(), 0, len(f.waits))
+	for {
+		for _, w := range f.waits {
+			cancels = append(cancels, w.log.NotifyEnd(w.offset, poke))
+		}
+		expired := false
+		select {
+		case <-wake:
+		case <-timer.C:
+			expired = true
+		}
+		for _, c := range cancels {
+			c()
+		}
+		cancels = cancels[:0]
+		bytes, failed := f.read()
+		if expired || bytes >= int64(f.req.MinBytes) || failed || len(f.waits) == 0 {
 			f.send()
 			return
 		}
 		f.release()
 	}
-}
-
-// await blocks until a wait target's high watermark moves, the timer fires
-// or the connection closes.
-func (f *fetchState) await(timeout <-chan time.Time, closed <-chan struct{}) fetchWake {
-	if len(f.waits) == 1 {
-		w := f.waits[0]
-		select {
-		case <-closed:
-			return fetchConnClosed
-		case <-timeout:
-			return fetchTimedOut
-		case <-w.log.Wait(w.offset):
-			return fetchWoken
-		}
-	}
-	if len(f.waits) <= fetchSelectMax {
-		cases := make([]reflect.SelectCase, 0, 2+len(f.waits))
-		cases = append(cases,
-			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(closed)},
-			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(timeout)})
-		for _, w := range f.waits {
-			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(w.log.Wait(w.offset))})
-		}
-		switch chosen, _, _ := reflect.Select(cases); chosen {
-		case 0:
-			return fetchConnClosed
-		case 1:
-			return fetchTimedOut
-		}
-		return fetchWoken
-	}
-
-	// Many partitions: helpers each wait on a group and poke wake; they end
-	// when stop closes, and await waits for them before returning.
-	stop := make(chan struct{})
-	wake := make(chan struct{}, 1)
-	var wg sync.WaitGroup
-	for lo := 0; lo < len(f.waits); lo += fetchSelectMax {
-		group := f.waits[lo:min(lo+fetchSelectMax, len(f.waits))]
-		cases := make([]reflect.SelectCase, 0, 1+len(group))
-		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(stop)})
-		for _, w := range group {
-			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(w.log.Wait(w.offset))})
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if chosen, _, _ := reflect.Select(cases); chosen != 0 {
-				select {
-				case wake <- struct{}{}:
-				default:
-				}
-			}
-		}()
-	}
-	var why fetchWake
-	select {
-	case <-closed:
-		why = fetchConnClosed
-	case <-timeout:
-		why = fetchTimedOut
-	case <-wake:
-		why = fetchWoken
-	}
-	close(stop)
-	wg.Wait()
-	return why
 }

@@ -1,7 +1,12 @@
 package server
 
 import (
+	"context"
 	"errors"
+	"sort"
+	"strings"
+
+	"github.com/stratalog/strata/controller"
 
 	"github.com/stratalog/strata/engine"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -54,6 +59,10 @@ const (
 // LEADER_NOT_AVAILABLE). Invalid names get INVALID_TOPIC_EXCEPTION, names
 // that stay unknown UNKNOWN_TOPIC_OR_PARTITION, ids UNKNOWN_TOPIC_ID.
 func handleMetadata(s *Server, rc *reqCtx) {
+	if s.clustered() {
+		s.clusterMetadata(rc)
+		return
+	}
 	req := rc.req.(*kmsg.MetadataRequest)
 	resp := kmsg.NewPtrMetadataResponse()
 	host, port := s.Advertised()
@@ -183,6 +192,205 @@ func (md *metadataBuilder) topic(t *engine.Topic) kmsg.MetadataResponseTopic {
 		mp.Leader = md.s.cfg.NodeID
 		mp.LeaderEpoch = l.LeaderEpoch()
 		mp.ISR = md.nodes
+	}
+	return mt
+}
+
+// clusterMetadata answers Metadata from the controller's view (cluster
+// mode): every unfenced broker, each partition's leader, leader epoch,
+// replicas, ISR and offline replicas. A partition without a leader is
+// LEADER_NOT_AVAILABLE. Unknown topics are auto-created through the
+// controller (num.partitions, default.replication.factor), and the answer
+// waits until this broker's view has the new topic, so the client sees
+// leaders at once. Internal topics that only exist locally (a coordinator's)
+// are described as in single-broker mode.
+func (s *Server) clusterMetadata(rc *reqCtx) {
+	req := rc.req.(*kmsg.MetadataRequest)
+	topicOps := int32(authorizedOpsUnset)
+	if req.IncludeTopicAuthorizedOperations {
+		topicOps = topicAuthorizedOps
+	}
+	md := &metadataBuilder{s: s, topicOps: topicOps, offline: s.eng.Offline() != nil}
+	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
+	autoCreate := s.cfg.AutoCreateTopics && (req.Version < 4 || req.AllowAutoTopicCreation)
+
+	var create []string
+	if !all && autoCreate {
+		v := s.cluster.view.Load()
+		seen := map[string]bool{}
+		for _, rt := range req.Topics {
+			if rt.Topic == nil || seen[*rt.Topic] {
+				continue
+			}
+			name := *rt.Topic
+			seen[name] = true
+			if v.topics[name] == nil && validTopicName(name) == nil && !(internalTopics[name] && s.eng.Topic(name) != nil) {
+				create = append(create, name)
+			}
+		}
+	}
+	if len(create) == 0 {
+		rc.respond(s.clusterMetadataResponse(req, md, all, nil))
+		return
+	}
+	s.goAdmin(10000, func(ctx context.Context) {
+		failed := map[string]int16{}
+		var maxOff int64
+		for _, name := range create {
+			r, err := s.cluster.ctl.Propose(ctx, controller.CreateTopic{
+				Name: name, ID: controller.NewTopicID(), Partitions: s.cfg.NumPartitions,
+				ReplicationFactor: s.cfg.DefaultReplication,
+			})
+			switch {
+			case err != nil:
+				failed[name] = proposeErr(err).code.Code
+			case r.Code == kerr.TopicAlreadyExists.Code: // lost a race with another creator
+				maxOff = max(maxOff, r.Offset)
+			case r.Code != 0:
+				s.log.Warn("metadata: auto-creating topic failed", "topic", name, "err", r.Err())
+				failed[name] = r.Code
+			default:
+				s.log.Info("auto-created topic", "topic", name, "partitions", s.cfg.NumPartitions,
+					"replication_factor", s.cfg.DefaultReplication)
+				maxOff = max(maxOff, r.Offset)
+			}
+		}
+		if err := s.waitView(ctx, maxOff); err != nil {
+			for _, name := range create {
+				if _, ok := failed[name]; !ok {
+					failed[name] = kerr.LeaderNotAvailable.Code
+				}
+			}
+		}
+		rc.respond(s.clusterMetadataResponse(req, md, all, failed))
+	})
+}
+
+// clusterMetadataResponse builds the answer from the current view; failed
+// holds the error codes of topics whose auto-creation failed.
+func (s *Server) clusterMetadataResponse(req *kmsg.MetadataRequest, md *metadataBuilder, all bool, failed map[string]int16) *kmsg.MetadataResponse {
+	v := s.cluster.view.Load()
+	resp := kmsg.NewPtrMetadataResponse()
+	for _, b := range v.brokers {
+		if b.fenced {
+			continue
+		}
+		mb := kmsg.NewMetadataResponseBroker()
+		mb.NodeID, mb.Host, mb.Port = b.id, b.host, b.port
+		if b.rack != "" {
+			mb.Rack = kmsg.StringPtr(b.rack)
+		}
+		resp.Brokers = append(resp.Brokers, mb)
+	}
+	resp.ClusterID = &s.cfg.ClusterID
+	resp.ControllerID = s.metadataControllerID(v)
+	if req.Version >= 8 && req.Version <= 10 && req.IncludeClusterAuthorizedOperations {
+		resp.AuthorizedOperations = clusterAuthorizedOps
+	}
+	if all {
+		names := make([]string, 0, len(v.topics))
+		for n := range v.topics {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		resp.Topics = make([]kmsg.MetadataResponseTopic, 0, len(names))
+		for _, n := range names {
+			resp.Topics = append(resp.Topics, md.clusterTopic(v.topics[n]))
+		}
+		for _, t := range s.eng.Topics() {
+			if v.topics[t.Name()] == nil && strings.HasPrefix(t.Name(), "__") {
+				resp.Topics = append(resp.Topics, md.topic(t))
+			}
+		}
+		return resp
+	}
+	resp.Topics = make([]kmsg.MetadataResponseTopic, 0, len(req.Topics))
+	seenNames := make(map[string]struct{}, len(req.Topics))
+	seenIDs := make(map[[16]byte]struct{})
+	for i := range req.Topics {
+		rt := &req.Topics[i]
+		if rt.Topic == nil {
+			if _, dup := seenIDs[rt.TopicID]; dup {
+				continue
+			}
+			seenIDs[rt.TopicID] = struct{}{}
+			if vt := v.byID[rt.TopicID]; vt != nil {
+				resp.Topics = append(resp.Topics, md.clusterTopic(vt))
+				continue
+			}
+			mt := kmsg.NewMetadataResponseTopic()
+			mt.TopicID = rt.TopicID
+			mt.ErrorCode = kerr.UnknownTopicID.Code
+			resp.Topics = append(resp.Topics, mt)
+			continue
+		}
+		name := *rt.Topic
+		if _, dup := seenNames[name]; dup {
+			continue
+		}
+		seenNames[name] = struct{}{}
+		if vt := v.topics[name]; vt != nil {
+			resp.Topics = append(resp.Topics, md.clusterTopic(vt))
+			continue
+		}
+		if t := s.eng.Topic(name); t != nil && strings.HasPrefix(name, "__") {
+			resp.Topics = append(resp.Topics, md.topic(t))
+			continue
+		}
+		mt := kmsg.NewMetadataResponseTopic()
+		mt.Topic = kmsg.StringPtr(name)
+		switch code, ok := failed[name]; {
+		case validTopicName(name) != nil:
+			mt.ErrorCode = kerr.InvalidTopicException.Code
+		case ok:
+			mt.ErrorCode = code
+		default:
+			mt.ErrorCode = kerr.UnknownTopicOrPartition.Code
+		}
+		resp.Topics = append(resp.Topics, mt)
+	}
+	return resp
+}
+
+// metadataControllerID is the controller id Metadata and DescribeCluster
+// report: the Raft leader when it is a live broker, else this broker (any
+// broker forwards controller requests to the quorum leader).
+func (s *Server) metadataControllerID(v *clusterView) int32 {
+	if id := s.controllerID(); id >= 0 {
+		if b, ok := v.broker(id); ok && !b.fenced {
+			return id
+		}
+	}
+	return s.cfg.NodeID
+}
+
+// clusterTopic describes a topic of the controller's view.
+func (md *metadataBuilder) clusterTopic(vt *viewTopic) kmsg.MetadataResponseTopic {
+	mt := kmsg.NewMetadataResponseTopic()
+	mt.Topic = kmsg.StringPtr(vt.name)
+	mt.TopicID = vt.id
+	mt.IsInternal = internalTopics[vt.name]
+	mt.AuthorizedOperations = md.topicOps
+	withEpochs := md.s.cluster.repl != nil
+	mt.Partitions = make([]kmsg.MetadataResponseTopicPartition, len(vt.parts))
+	for i := range vt.parts {
+		vp := &vt.parts[i]
+		mp := &mt.Partitions[i]
+		mp.Default()
+		mp.Partition = int32(i)
+		mp.Replicas, mp.ISR, mp.OfflineReplicas = vp.replicas, vp.isr, vp.offline
+		mp.Leader = vp.leader
+		// Without a replica manager the logs do not carry the controller's
+		// leader epochs, so none is advertised (clients then skip the
+		// epoch checks rather than fail them).
+		mp.LeaderEpoch = -1
+		if withEpochs {
+			mp.LeaderEpoch = vp.leaderEpoch
+		}
+		if vp.leader < 0 || md.offline {
+			mp.ErrorCode = kerr.LeaderNotAvailable.Code
+			mp.Leader = -1
+		}
 	}
 	return mt
 }

@@ -1,6 +1,9 @@
 package server
 
 import (
+	"context"
+
+	"github.com/stratalog/strata/controller"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -15,6 +18,17 @@ func init() { register(20, 0, 6, handleDeleteTopics) }
 // twice in one request is INVALID_REQUEST for that topic and is not deleted.
 func handleDeleteTopics(s *Server, rc *reqCtx) {
 	req := rc.req.(*kmsg.DeleteTopicsRequest)
+	if s.clustered() {
+		s.goAdmin(req.TimeoutMillis, func(ctx context.Context) { rc.respond(s.deleteTopics(ctx, req)) })
+		return
+	}
+	rc.respond(s.deleteTopics(nil, req))
+}
+
+// deleteTopics answers a DeleteTopics request: through the controller when
+// ctx is not nil (cluster mode; the answer waits until this broker's view
+// has the deletions), else on the engine.
+func (s *Server) deleteTopics(ctx context.Context, req *kmsg.DeleteTopicsRequest) *kmsg.DeleteTopicsResponse {
 	resp := kmsg.NewPtrDeleteTopicsResponse()
 
 	type target struct {
@@ -45,6 +59,7 @@ func handleDeleteTopics(s *Server, rc *reqCtx) {
 	}
 
 	resp.Topics = make([]kmsg.DeleteTopicsResponseTopic, 0, len(targets))
+	var maxOff int64
 	for _, t := range targets {
 		out := kmsg.NewDeleteTopicsResponseTopic()
 		out.Topic, out.TopicID = t.name, t.id
@@ -57,6 +72,12 @@ func handleDeleteTopics(s *Server, rc *reqCtx) {
 			code, msg = kerr.InvalidRequest, "a topic must be named by name or by id"
 		case t.name != nil && names[*t.name] > 1, t.name == nil && ids[t.id] > 1:
 			code, msg = kerr.InvalidRequest, "topic named more than once in one DeleteTopics request"
+		case ctx != nil:
+			off, err := s.clusterDeleteTopic(ctx, t.name, t.id, &out)
+			maxOff = max(maxOff, off)
+			if err != nil {
+				out.ErrorCode, out.ErrorMessage = apiErrCode(err), errMessage(err)
+			}
 		case t.name != nil:
 			if topic := s.eng.Topic(*t.name); topic != nil {
 				out.TopicID = topic.ID()
@@ -85,5 +106,39 @@ func handleDeleteTopics(s *Server, rc *reqCtx) {
 		}
 		resp.Topics = append(resp.Topics, out)
 	}
-	rc.respond(resp)
+	if ctx != nil {
+		if err := s.waitView(ctx, maxOff); err != nil {
+			for i := range resp.Topics {
+				if resp.Topics[i].ErrorCode == 0 {
+					resp.Topics[i].ErrorCode = kerr.RequestTimedOut.Code
+				}
+			}
+		}
+	}
+	return resp
+}
+
+// clusterDeleteTopic proposes one deletion by name or id; it returns the
+// metadata offset of the deletion.
+func (s *Server) clusterDeleteTopic(ctx context.Context, name *string, id [16]byte, out *kmsg.DeleteTopicsResponseTopic) (int64, error) {
+	cmd := controller.DeleteTopic{ID: id}
+	if name != nil {
+		cmd.Name = *name
+		if vt := s.cluster.view.Load().topics[*name]; vt != nil {
+			out.TopicID = vt.id
+		}
+	} else if vt := s.cluster.view.Load().byID[id]; vt != nil {
+		n := vt.name
+		out.Topic = &n
+	}
+	r, err := s.cluster.ctl.Propose(ctx, cmd)
+	if err != nil {
+		return 0, proposeErr(err)
+	}
+	if r.Code != 0 {
+		return 0, resultErr(r.Code, r.Message)
+	}
+	out.TopicID = r.TopicID
+	s.log.Info("deleted topic", "topic", cmd.Name, "id", controller.TopicID(r.TopicID).String(), "metadata_offset", r.Offset)
+	return r.Offset, nil
 }

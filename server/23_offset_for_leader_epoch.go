@@ -7,8 +7,9 @@ package server
 // engine Log.EndOffsetForEpoch; an epoch older than any we know answers
 // epoch -1 and offset -1 with no error, as Kafka does. Consumers use it to
 // detect log truncation after a leader change (KIP-320). CurrentLeaderEpoch
-// (v2+, -1 = skip) is fenced like Fetch. ReplicaID (v3+) needs no check: a
-// single broker serves every caller as the leader.
+// (v2+, -1 = skip) is fenced like Fetch. In a cluster only the partition's
+// leader answers (NOT_LEADER_OR_FOLLOWER otherwise), unless ReplicaID (v3+)
+// is -2, Kafka's debug id.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -39,6 +40,12 @@ func handleOffsetForLeaderEpoch(s *Server, rc *reqCtx) {
 			l := topic.Partition(rp.Partition)
 			if l == nil {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				continue
+			}
+			// Only the leader answers, except to a debug client (replica id -2),
+			// as in Kafka; followers ask it to truncate exactly (replica/doc.go).
+			if code := s.clusterPartitionCheck(topic, rp.Partition); code != 0 && req.ReplicaID != -2 {
+				sp.ErrorCode = code
 				continue
 			}
 			if code := leaderEpochCheck(rp.CurrentLeaderEpoch, l.LeaderEpoch()); code != 0 {

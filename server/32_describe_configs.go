@@ -30,6 +30,11 @@ var topicKeyTypes = map[string]kmsg.ConfigType{
 	"flush.ms":               kmsg.ConfigTypeLong,
 	"preallocate":            kmsg.ConfigTypeBoolean,
 	"file.delete.delay.ms":   kmsg.ConfigTypeLong,
+
+	"delete.retention.ms":       kmsg.ConfigTypeLong,
+	"min.cleanable.dirty.ratio": kmsg.ConfigTypeDouble,
+	"min.compaction.lag.ms":     kmsg.ConfigTypeLong,
+	"max.compaction.lag.ms":     kmsg.ConfigTypeLong,
 }
 
 func topicKeyType(key string) kmsg.ConfigType {
@@ -64,6 +69,10 @@ var brokerKeys = []brokerKey{
 		return strconv.Itoa(int(s.cfg.DefaultReplication))
 	}},
 	{name: "fetch.max.bytes", typ: kmsg.ConfigTypeInt, def: "57671680", value: func(s *Server) string { return itoa32(s.cfg.FetchMaxBytes) }},
+	{name: "log.cleaner.delete.retention.ms", typ: kmsg.ConfigTypeLong, topicKey: "delete.retention.ms"},
+	{name: "log.cleaner.max.compaction.lag.ms", typ: kmsg.ConfigTypeLong, topicKey: "max.compaction.lag.ms"},
+	{name: "log.cleaner.min.cleanable.ratio", typ: kmsg.ConfigTypeDouble, topicKey: "min.cleanable.dirty.ratio"},
+	{name: "log.cleaner.min.compaction.lag.ms", typ: kmsg.ConfigTypeLong, topicKey: "min.compaction.lag.ms"},
 	{name: "log.cleanup.policy", typ: kmsg.ConfigTypeList, topicKey: "cleanup.policy"},
 	{name: "log.flush.interval.messages", typ: kmsg.ConfigTypeLong, topicKey: "flush.messages"},
 	{name: "log.flush.interval.ms", typ: kmsg.ConfigTypeLong, topicKey: "flush.ms"},
@@ -114,7 +123,7 @@ func (k *brokerKey) valueAndDefault(s *Server) (value, def string) {
 // override (DYNAMIC_TOPIC_CONFIG), a broker-wide default that differs from
 // Kafka's (STATIC_BROKER_CONFIG) or Kafka's default (DEFAULT_CONFIG);
 // synonyms (v1+, on request) list that chain. BROKER: this broker's id gets
-// the keys in brokerKeys (read-only: there is no AlterConfigs yet); an empty
+// the keys in brokerKeys (read-only: AlterConfigs changes topic keys only); an empty
 // name (cluster-wide dynamic defaults) gets none; another id is
 // INVALID_REQUEST, as in Kafka. ConfigNames, when non-null, filters the keys
 // (unknown names are left out). Other resource types: INVALID_REQUEST.
@@ -162,13 +171,30 @@ func (s *Server) describeTopicConfigs(rr *kmsg.DescribeConfigsRequestResource, s
 	if err := validTopicName(rr.ResourceName); err != nil {
 		return nil, newAPIError(kerr.InvalidTopicException, "%v", err)
 	}
-	t := s.eng.Topic(rr.ResourceName)
-	if t == nil {
-		return nil, newAPIError(kerr.UnknownTopicOrPartition, "topic %q does not exist", rr.ResourceName)
+	var overrides map[string]string
+	var cfg engine.LogConfig
+	if s.clustered() {
+		// The controller's record is the truth in a cluster (AlterConfigs
+		// persists there); this broker's engine may lag it.
+		vt := s.cluster.view.Load().topics[rr.ResourceName]
+		if vt == nil {
+			return nil, newAPIError(kerr.UnknownTopicOrPartition, "topic %q does not exist", rr.ResourceName)
+		}
+		overrides = engineConfigs(vt.configs)
+		c, err := s.cfg.LogDefaults.Apply(overrides)
+		if err != nil {
+			return nil, newAPIError(kerr.InvalidConfig, "topic %q: %v", rr.ResourceName, err)
+		}
+		cfg = c
+	} else {
+		t := s.eng.Topic(rr.ResourceName)
+		if t == nil {
+			return nil, newAPIError(kerr.UnknownTopicOrPartition, "topic %q does not exist", rr.ResourceName)
+		}
+		overrides, cfg = t.Overrides(), t.Config()
 	}
-	overrides := t.Overrides()
 	var out []kmsg.DescribeConfigsResponseResourceConfig
-	for _, e := range s.topicConfigEntries(t.Config(), overrides) {
+	for _, e := range s.topicConfigEntries(cfg, overrides) {
 		if !wanted(rr.ConfigNames, e.name) {
 			continue
 		}

@@ -1,6 +1,9 @@
 package server
 
 import (
+	"context"
+
+	"github.com/stratalog/strata/controller"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -16,7 +19,21 @@ func init() { register(37, 0, 3, handleCreatePartitions) }
 // ValidateOnly checks without growing.
 func handleCreatePartitions(s *Server, rc *reqCtx) {
 	req := rc.req.(*kmsg.CreatePartitionsRequest)
+	if s.clustered() {
+		s.goAdmin(req.TimeoutMillis, func(ctx context.Context) { rc.respond(s.createPartitionsAll(ctx, req)) })
+		return
+	}
+	rc.respond(s.createPartitionsAll(nil, req))
+}
+
+// createPartitionsAll answers a CreatePartitions request: through the
+// controller when ctx is not nil (cluster mode: new partitions are placed by
+// the controller, or follow the explicit assignment, which must name
+// registered brokers with the topic's replication factor), else on the
+// engine.
+func (s *Server) createPartitionsAll(ctx context.Context, req *kmsg.CreatePartitionsRequest) *kmsg.CreatePartitionsResponse {
 	resp := kmsg.NewPtrCreatePartitionsResponse()
+	var maxOff int64
 	counts := make(map[string]int, len(req.Topics))
 	for i := range req.Topics {
 		counts[req.Topics[i].Topic]++
@@ -34,6 +51,10 @@ func handleCreatePartitions(s *Server, rc *reqCtx) {
 		var err error
 		if counts[rt.Topic] > 1 {
 			err = newAPIError(kerr.InvalidRequest, "topic %q appears %d times in one CreatePartitions request", rt.Topic, counts[rt.Topic])
+		} else if ctx != nil {
+			var off int64
+			off, err = s.clusterCreatePartitions(ctx, rt, req.ValidateOnly)
+			maxOff = max(maxOff, off)
 		} else {
 			err = s.createPartitions(rt, req.ValidateOnly)
 		}
@@ -42,7 +63,65 @@ func handleCreatePartitions(s *Server, rc *reqCtx) {
 		}
 		resp.Topics = append(resp.Topics, out)
 	}
-	rc.respond(resp)
+	if ctx != nil {
+		if err := s.waitView(ctx, maxOff); err != nil {
+			for i := range resp.Topics {
+				if resp.Topics[i].ErrorCode == 0 && !req.ValidateOnly {
+					resp.Topics[i].ErrorCode = kerr.RequestTimedOut.Code
+				}
+			}
+		}
+	}
+	return resp
+}
+
+func (s *Server) clusterCreatePartitions(ctx context.Context, rt *kmsg.CreatePartitionsRequestTopic, validateOnly bool) (int64, error) {
+	v := s.cluster.view.Load()
+	vt := v.topics[rt.Topic]
+	if vt == nil {
+		return 0, newAPIError(kerr.UnknownTopicOrPartition, "topic %q does not exist", rt.Topic)
+	}
+	have := int32(len(vt.parts))
+	switch {
+	case rt.Count == have:
+		return 0, newAPIError(kerr.InvalidPartitions, "topic %q already has %d partitions", rt.Topic, have)
+	case rt.Count < have:
+		return 0, newAPIError(kerr.InvalidPartitions,
+			"topic %q has %d partitions, more than the requested %d; partitions cannot be removed", rt.Topic, have, rt.Count)
+	case rt.Count > maxPartitionsPerTopic:
+		return 0, newAPIError(kerr.InvalidPartitions, "%d partitions is more than the limit of %d per topic", rt.Count, maxPartitionsPerTopic)
+	}
+	p0 := &vt.parts[0]
+	rf := len(p0.replicas) - len(p0.removing)
+	var assignment [][]int32
+	if rt.Assignment != nil {
+		if want := int(rt.Count - have); len(rt.Assignment) != want {
+			return 0, newAPIError(kerr.InvalidReplicaAssignment,
+				"assignment lists %d partitions, but %d are being added", len(rt.Assignment), want)
+		}
+		assignment = make([][]int32, len(rt.Assignment))
+		for i, a := range rt.Assignment {
+			if err := checkReplicaList(v, a.Replicas, rf); err != nil {
+				return 0, newAPIError(kerr.InvalidReplicaAssignment, "new partition %d: %v", int(have)+i, err)
+			}
+			assignment[i] = append([]int32(nil), a.Replicas...)
+		}
+	} else if live := v.liveBrokers(); rf > live {
+		return 0, newAPIError(kerr.InvalidReplicationFactor,
+			"topic %q has replication factor %d, more than the %d available brokers", rt.Topic, rf, live)
+	}
+	if validateOnly {
+		return 0, nil
+	}
+	r, err := s.cluster.ctl.Propose(ctx, controller.CreatePartitions{Topic: rt.Topic, Count: rt.Count, Assignment: assignment})
+	if err != nil {
+		return 0, proposeErr(err)
+	}
+	if r.Code != 0 {
+		return 0, resultErr(r.Code, r.Message)
+	}
+	s.log.Info("added partitions", "topic", rt.Topic, "from", have, "to", rt.Count, "metadata_offset", r.Offset)
+	return r.Offset, nil
 }
 
 func (s *Server) createPartitions(rt *kmsg.CreatePartitionsRequestTopic, validateOnly bool) error {

@@ -15,7 +15,8 @@ const (
 )
 
 // handleDescribeCluster answers with this broker, which is also the
-// controller. From v1 the request says which endpoints it wants: brokers are
+// controller (single broker), or with every live broker and the metadata
+// quorum's leader (cluster mode). From v1 the request says which endpoints it wants: brokers are
 // served; asking a broker listener for controllers is
 // MISMATCHED_ENDPOINT_TYPE, an unknown type UNSUPPORTED_ENDPOINT_TYPE (as in
 // Kafka). Authorized operations are returned only when asked for.
@@ -43,6 +44,24 @@ func handleDescribeCluster(s *Server, rc *reqCtx) {
 	resp.ClusterID = s.cfg.ClusterID
 	resp.ControllerID = s.cfg.NodeID
 	resp.Brokers = []kmsg.DescribeClusterResponseBroker{{NodeID: s.cfg.NodeID, Host: host, Port: port}}
+	if s.clustered() {
+		// Every registered broker (v2's IsFenced is not served; fenced ones
+		// are left out, as Metadata does) and the quorum's leader.
+		v := s.cluster.view.Load()
+		resp.ControllerID = s.metadataControllerID(v)
+		resp.Brokers = resp.Brokers[:0]
+		for _, b := range v.brokers {
+			if b.fenced {
+				continue
+			}
+			db := kmsg.NewDescribeClusterResponseBroker()
+			db.NodeID, db.Host, db.Port = b.id, b.host, b.port
+			if b.rack != "" {
+				db.Rack = kmsg.StringPtr(b.rack)
+			}
+			resp.Brokers = append(resp.Brokers, db)
+		}
+	}
 	if req.IncludeClusterAuthorizedOperations {
 		resp.ClusterAuthorizedOperations = clusterAuthorizedOps
 	}

@@ -1,13 +1,908 @@
 package server
 
-// ClusterConfig configures replication and the controller (issue 5).
-type ClusterConfig struct{}
+// Cluster mode (issue 5): the broker's part of a replicated cluster.
+//
+// With Config.Cluster.Controller nil the Server is a single broker: every
+// topic is local, this broker leads every partition, admin requests call
+// the engine directly. With a Controller the cluster metadata lives in the
+// controller's Raft quorum and this file wires the broker to it:
+//
+//   - registration and heartbeats (heartbeat goroutine): RegisterBroker with
+//     a fresh incarnation id once the advertised port is known, then a
+//     BrokerHeartbeat every HeartbeatInterval carrying the metadata offset
+//     this node has applied (the controller unfences the broker once it has
+//     caught up, and fences it when heartbeats stop for
+//     broker.session.timeout.ms). ControlledShutdown sets WantShutdown and
+//     waits until the controller has moved every leadership away.
+//   - catching up: the watch goroutine acts only after this node's
+//     controller has applied the metadata up to the broker's registration
+//     (a restarting node replays its Raft log from an old or empty state;
+//     reconciling against that would delete topics that still exist).
+//   - the metadata view (watch goroutine): on every controller change it
+//     builds an immutable clusterView (brokers, topics, partitions with
+//     leader, ISR, epochs, reassignment) and publishes it with one atomic
+//     store; request handlers read it without locks. Then it reconciles the
+//     engine with the view: topics the controller knows are created locally
+//     with the controller's topic id and partition count (every broker holds
+//     a log for every partition of every topic; only replicas receive
+//     records), topics it no longer knows are deleted (names starting with
+//     "__" that the controller never knew are left alone: coordinators create
+//     them locally), and role changes (leader / follower / none, by leader
+//     epoch and partition epoch) go to the ReplicaManager (package replica
+//     unless ClusterConfig.Replication says otherwise). The view is
+//     published after the reconcile, so a handler that finds a partition
+//     in it also finds its local log and role in place.
+//   - ISR changes: the replica manager's AlterPartition goes to the
+//     controller through alterISR with this broker's epoch.
+//   - request hooks: Produce and Fetch on a partition this broker does not
+//     lead answer NOT_LEADER_OR_FOLLOWER (clients refresh metadata); admin
+//     handlers propose controller commands and answer once this broker's
+//     view has applied them, so a Metadata right after sees the change.
+//
+// # Goroutines and locks
+//
+// clusterState owns three goroutines (heartbeat, watch, and one per admin
+// request waiting on a proposal, all tracked by wg and bounded by ctx, which
+// closeCluster cancels before waiting). The view is replaced whole, never
+// mutated. The roles map belongs to the watch goroutine alone. No lock of
+// this file is held across a controller or engine call.
 
-// clusterState is the Server's part for replication and the controller (issue 5).
-type clusterState struct{}
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/stratalog/strata/controller"
+	"github.com/stratalog/strata/engine"
+	"github.com/stratalog/strata/replica"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// ClusterConfig configures replication and the controller (issue 5).
+type ClusterConfig struct {
+	// Controller is this node's member of the metadata quorum (voter or
+	// observer); nil runs a single broker without a controller. The Server
+	// does not close it: the caller closes it after Server.Close.
+	Controller *controller.Controller
+	// Rack is broker.rack ("" = none); placement spreads replicas over racks.
+	Rack string
+	// HeartbeatInterval is broker.heartbeat.interval.ms (default 2s; keep
+	// it well below the controller's broker.session.timeout.ms).
+	HeartbeatInterval time.Duration
+	// MinInsyncReplicas is the broker default of min.insync.replicas (1).
+	MinInsyncReplicas int
+	// ReplicaLagTimeMax is replica.lag.time.max.ms (default 30s): a
+	// follower not caught up for this long leaves the ISR.
+	ReplicaLagTimeMax time.Duration
+	// Replication, if set, is called once by New to build the replica
+	// manager that runs leader and follower roles instead of the replica
+	// package's Manager (tests).
+	Replication func(ReplicationEnv) ReplicaManager
+}
+
+// ReplicationEnv is what a replica manager gets from the broker.
+type ReplicationEnv struct {
+	BrokerID int32
+	// BrokerAddr returns a live broker's listener host:port.
+	BrokerAddr func(id int32) (string, bool)
+	// AlterISR proposes a partition's new ISR to the controller (Kafka's
+	// AlterPartition) with the epochs the leader knows; the result carries
+	// the partition's new state or the refusal code.
+	AlterISR func(ctx context.Context, topic string, partition, leaderEpoch, partitionEpoch int32, isr []int32) (controller.PartitionResult, error)
+}
+
+// PartitionRole is what the controller says about one partition this broker
+// is a replica of.
+type PartitionRole struct {
+	Log            *engine.Log
+	Topic          string
+	Partition      int32
+	Leader         int32
+	LeaderEpoch    int32
+	PartitionEpoch int32
+	Replicas       []int32
+	ISR            []int32
+	MinISR         int
+}
+
+// ReplicaManager runs leader and follower roles (package replica). The
+// watch goroutine calls BecomeLeader/BecomeFollower/Stop; Produce calls
+// CheckProduce before appending and WaitReplicated for acks=-1. Errors are
+// *kerr.Error values, possibly wrapped.
+type ReplicaManager interface {
+	BecomeLeader(PartitionRole) error
+	BecomeFollower(PartitionRole) error
+	Stop(topic string, partition int32)
+	CheckProduce(l *engine.Log, acks int16) error
+	WaitReplicated(l *engine.Log, lastOffset int64, fn func(error))
+	Close() error
+}
+
+// Cluster key names that are topic configs but not engine (log) configs.
+const (
+	cfgMinInsync = "min.insync.replicas"
+	cfgUnclean   = "unclean.leader.election.enable"
+)
+
+// DefaultHeartbeatInterval is Kafka's broker.heartbeat.interval.ms.
+const DefaultHeartbeatInterval = 2 * time.Second
+
+// clusterState is the Server's part for replication and the controller.
+type clusterState struct {
+	ctl   *controller.Controller // nil: single broker
+	repl  ReplicaManager         // nil: no replication
+	view  atomic.Pointer[clusterView]
+	epoch atomic.Int64 // broker epoch of the current registration (0: not registered)
+
+	incarnation  [16]byte
+	caughtUp     chan struct{} // closed once this node applied the metadata up to its registration
+	wantShutdown atomic.Bool
+	kick         chan struct{} // wakes the heartbeat loop (controlled shutdown)
+	shutdownOK   chan struct{} // closed when the controller allowed the shutdown
+	shutdownOnce sync.Once
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	roles   map[rolesKey]appliedRole     // watch goroutine only
+	configs map[string]map[string]string // watch goroutine only: controller configs applied per topic
+}
+
+type rolesKey struct {
+	topic string
+	part  int32
+}
+
+type appliedRole struct {
+	id             [16]byte
+	leader         bool
+	leaderEpoch    int32
+	partitionEpoch int32
+	minISR         int
+}
+
+// clusterView is an immutable snapshot of the controller state for request
+// handlers. changed is closed when a newer view replaces it.
+type clusterView struct {
+	offset  int64
+	brokers []viewBroker // registered brokers, ascending id
+	topics  map[string]*viewTopic
+	byID    map[[16]byte]*viewTopic
+	changed chan struct{}
+}
+
+type viewBroker struct {
+	id     int32
+	host   string
+	port   int32
+	rack   string
+	fenced bool // fenced or shutting down
+}
+
+type viewTopic struct {
+	name    string
+	id      [16]byte
+	configs map[string]string
+	parts   []viewPartition
+}
+
+type viewPartition struct {
+	leader         int32
+	leaderEpoch    int32
+	partitionEpoch int32
+	replicas       []int32
+	isr            []int32
+	offline        []int32 // replicas that are not registered, fenced or shutting down
+	adding         []int32
+	removing       []int32
+}
+
+// clustered reports whether the Server runs with a controller.
+func (s *Server) clustered() bool { return s.cluster.ctl != nil }
 
 // initCluster is called by New after the Server is built.
-func (s *Server) initCluster() {}
+func (s *Server) initCluster() {
+	c := &s.cluster
+	c.ctl = s.cfg.Cluster.Controller
+	if c.ctl == nil {
+		return
+	}
+	if s.cfg.Cluster.HeartbeatInterval <= 0 {
+		s.cfg.Cluster.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if s.cfg.Cluster.MinInsyncReplicas <= 0 {
+		s.cfg.Cluster.MinInsyncReplicas = 1
+	}
+	c.incarnation = controller.NewIncarnationID()
+	c.kick = make(chan struct{}, 1)
+	c.caughtUp = make(chan struct{})
+	c.shutdownOK = make(chan struct{})
+	c.roles = make(map[rolesKey]appliedRole)
+	c.configs = make(map[string]map[string]string)
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.view.Store(&clusterView{topics: map[string]*viewTopic{}, byID: map[[16]byte]*viewTopic{}, changed: make(chan struct{})})
+	env := ReplicationEnv{BrokerID: s.cfg.NodeID, BrokerAddr: s.brokerAddr, AlterISR: s.alterISR}
+	if f := s.cfg.Cluster.Replication; f != nil {
+		c.repl = f(env)
+	} else {
+		c.repl = replicaManager{replica.New(replica.Config{
+			BrokerID:     s.cfg.NodeID,
+			BrokerAddr:   s.brokerAddr,
+			ISR:          isrUpdater{s},
+			LagTimeMaxMs: s.cfg.Cluster.ReplicaLagTimeMax.Milliseconds(),
+			Logger:       s.log,
+		})}
+	}
+	w := c.ctl.Watch()
+	c.wg.Add(2)
+	go func() {
+		defer c.wg.Done()
+		defer w.Close()
+		s.watchLoop(w)
+	}()
+	go func() {
+		defer c.wg.Done()
+		s.heartbeatLoop()
+	}()
+}
 
 // closeCluster is called by Close after connections are closed.
-func (s *Server) closeCluster() {}
+func (s *Server) closeCluster() {
+	c := &s.cluster
+	if c.ctl == nil {
+		return
+	}
+	c.cancel()
+	c.wg.Wait()
+	if c.repl != nil {
+		if err := c.repl.Close(); err != nil {
+			s.log.Warn("closing replica manager", "err", err)
+		}
+	}
+}
+
+// ControlledShutdown asks the controller to move this broker's leaderships
+// away (Kafka's controlled shutdown) and waits until it has, or ctx ends.
+// Call it before Close; a single broker returns nil at once.
+func (s *Server) ControlledShutdown(ctx context.Context) error {
+	c := &s.cluster
+	if c.ctl == nil {
+		return nil
+	}
+	c.wantShutdown.Store(true)
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+	// Without a quorum leader nobody can move the leaderships: give up
+	// after a few election timeouts instead of waiting for ctx.
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	var leaderless time.Duration
+	for {
+		select {
+		case <-c.shutdownOK:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		if _, ok := c.ctl.Leader(); ok {
+			leaderless = 0
+		} else if leaderless += 100 * time.Millisecond; leaderless >= controlledShutdownNoQuorum {
+			return errors.New("controlled shutdown: the metadata quorum has no leader")
+		}
+	}
+}
+
+// controlledShutdownNoQuorum is how long ControlledShutdown waits for a
+// metadata quorum leader to appear before giving up.
+const controlledShutdownNoQuorum = 3 * time.Second
+
+// BrokerEpoch is the epoch of this broker's current registration (0 before
+// it registered or in single-broker mode).
+func (s *Server) BrokerEpoch() int64 { return s.cluster.epoch.Load() }
+
+// ---- heartbeats ----
+
+func (s *Server) heartbeatLoop() {
+	c := &s.cluster
+	// The advertised port is known once Serve has its listener.
+	for {
+		if _, port := s.Advertised(); port != 0 {
+			break
+		}
+		if !sleepCtx(c.ctx, 10*time.Millisecond) {
+			return
+		}
+	}
+	off, ok := s.register()
+	if !ok {
+		return
+	}
+	// Act on the metadata only once it is current: a restarting node's
+	// controller starts from an empty or old state and replays the log, and
+	// reconciling against that would delete topics that still exist.
+	if err := c.ctl.WaitApplied(c.ctx, off); err != nil {
+		return
+	}
+	close(c.caughtUp)
+	interval := s.cfg.Cluster.HeartbeatInterval
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-t.C:
+		case <-c.kick:
+		}
+		want := c.wantShutdown.Load()
+		ctx, cancel := context.WithTimeout(c.ctx, 2*interval)
+		r, err := c.ctl.Propose(ctx, controller.BrokerHeartbeat{
+			ID: s.cfg.NodeID, Epoch: c.epoch.Load(), MetadataOffset: c.ctl.Offset(), WantShutdown: want,
+		})
+		cancel()
+		switch {
+		case err != nil:
+			s.log.Debug("heartbeat not delivered", "err", err)
+			continue
+		case r.Code == kerr.StaleBrokerEpoch.Code || r.Code == kerr.BrokerIDNotRegistered.Code:
+			s.log.Error("broker registration replaced (another process with this node id?); registering again", "err", r.Err())
+			c.incarnation = controller.NewIncarnationID()
+			if _, ok := s.register(); !ok {
+				return
+			}
+			continue
+		case r.Code != 0:
+			s.log.Warn("heartbeat refused", "err", r.Err())
+			continue
+		}
+		if want && r.ShouldShutdown {
+			c.shutdownOnce.Do(func() { close(c.shutdownOK) })
+		}
+		if want {
+			// Poll quickly while leaderships move away.
+			select {
+			case c.kick <- struct{}{}:
+			default:
+			}
+			if !sleepCtx(c.ctx, 50*time.Millisecond) {
+				return
+			}
+		}
+	}
+}
+
+// register registers this broker until it succeeds or the Server closes; it
+// returns the metadata offset of the registration.
+func (s *Server) register() (int64, bool) {
+	c := &s.cluster
+	host, port := s.Advertised()
+	backoff := 50 * time.Millisecond
+	for {
+		ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
+		r, err := c.ctl.Propose(ctx, controller.RegisterBroker{
+			ID: s.cfg.NodeID, IncarnationID: c.incarnation, Host: host, Port: port, Rack: s.cfg.Cluster.Rack,
+		})
+		cancel()
+		if err == nil && r.Code == 0 {
+			c.epoch.Store(r.BrokerEpoch)
+			s.log.Info("registered with the controller", "node", s.cfg.NodeID, "broker_epoch", r.BrokerEpoch,
+				"endpoint", host+":"+strconv.Itoa(int(port)))
+			return r.Offset, true
+		}
+		if err == nil {
+			err = r.Err()
+		}
+		s.log.Warn("broker registration failed; retrying", "err", err)
+		if !sleepCtx(c.ctx, backoff) {
+			return 0, false
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// ---- the view ----
+
+func (s *Server) watchLoop(w *controller.Watcher) {
+	c := &s.cluster
+	select {
+	case <-c.caughtUp:
+	case <-c.ctx.Done():
+		return
+	}
+	var retry <-chan time.Time
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-w.C():
+		case <-retry:
+		}
+		// Reconcile first, then publish: a handler that sees a partition in
+		// the view finds its local log and its role already in place.
+		v := buildView(c.ctl)
+		retry = nil
+		if !s.reconcile(v) {
+			retry = time.After(500 * time.Millisecond)
+		}
+		old := c.view.Swap(v)
+		close(old.changed)
+	}
+}
+
+func buildView(ctl *controller.Controller) *clusterView {
+	v := &clusterView{changed: make(chan struct{})}
+	ctl.Read(func(st *controller.State) {
+		v.offset = st.Offset()
+		live := map[int32]bool{}
+		for _, b := range st.Brokers() {
+			v.brokers = append(v.brokers, viewBroker{id: b.ID, host: b.Host, port: b.Port, rack: b.Rack, fenced: !b.Live()})
+			live[b.ID] = b.Live()
+		}
+		topics := st.Topics()
+		v.topics = make(map[string]*viewTopic, len(topics))
+		v.byID = make(map[[16]byte]*viewTopic, len(topics))
+		for _, t := range topics {
+			vt := &viewTopic{name: t.Name, id: t.ID, configs: make(map[string]string, len(t.Configs)),
+				parts: make([]viewPartition, len(t.Partitions))}
+			for k, val := range t.Configs {
+				vt.configs[k] = val
+			}
+			for i := range t.Partitions {
+				p := &t.Partitions[i]
+				vp := viewPartition{
+					leader: p.Leader, leaderEpoch: p.LeaderEpoch, partitionEpoch: p.PartitionEpoch,
+					replicas: cloneIDs(p.Replicas), isr: cloneIDs(p.ISR),
+					adding: cloneIDs(p.Adding), removing: cloneIDs(p.Removing),
+				}
+				for _, r := range p.Replicas {
+					if !live[r] {
+						vp.offline = append(vp.offline, r)
+					}
+				}
+				vt.parts[i] = vp
+			}
+			v.topics[t.Name] = vt
+			v.byID[t.ID] = vt
+		}
+	})
+	return v
+}
+
+func cloneIDs(v []int32) []int32 {
+	if len(v) == 0 {
+		return []int32{}
+	}
+	return append(make([]int32, 0, len(v)), v...)
+}
+
+// waitView waits until this broker's view has applied metadata offset off.
+func (s *Server) waitView(ctx context.Context, off int64) error {
+	for {
+		v := s.cluster.view.Load()
+		if v.offset >= off {
+			return nil
+		}
+		select {
+		case <-v.changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// broker returns a registered broker of v.
+func (v *clusterView) broker(id int32) (viewBroker, bool) {
+	i := sort.Search(len(v.brokers), func(i int) bool { return v.brokers[i].id >= id })
+	if i < len(v.brokers) && v.brokers[i].id == id {
+		return v.brokers[i], true
+	}
+	return viewBroker{}, false
+}
+
+// liveBrokers counts the unfenced brokers.
+func (v *clusterView) liveBrokers() int {
+	n := 0
+	for _, b := range v.brokers {
+		if !b.fenced {
+			n++
+		}
+	}
+	return n
+}
+
+// brokerAddr is ReplicationEnv.BrokerAddr.
+func (s *Server) brokerAddr(id int32) (string, bool) {
+	b, ok := s.cluster.view.Load().broker(id)
+	if !ok || b.fenced {
+		return "", false
+	}
+	return b.host + ":" + strconv.Itoa(int(b.port)), true
+}
+
+// controllerID is the Raft leader's node id, or -1 while there is none.
+func (s *Server) controllerID() int32 {
+	if id, ok := s.cluster.ctl.Leader(); ok {
+		return id
+	}
+	return -1
+}
+
+// alterISR is ReplicationEnv.AlterISR.
+func (s *Server) alterISR(ctx context.Context, topic string, partition, leaderEpoch, partitionEpoch int32, isr []int32) (controller.PartitionResult, error) {
+	members := make([]controller.ISRMember, len(isr))
+	for i, id := range isr {
+		members[i] = controller.ISRMember{ID: id, Epoch: -1}
+	}
+	r, err := s.cluster.ctl.Propose(ctx, controller.AlterPartition{
+		BrokerID: s.cfg.NodeID, BrokerEpoch: s.cluster.epoch.Load(),
+		Partitions: []controller.AlterPartitionItem{{Topic: topic, Partition: partition,
+			LeaderEpoch: leaderEpoch, PartitionEpoch: partitionEpoch, ISR: members}},
+	})
+	if err != nil {
+		return controller.PartitionResult{}, err
+	}
+	if r.Code != 0 {
+		return controller.PartitionResult{Topic: topic, Partition: partition, Code: r.Code, Message: r.Message}, nil
+	}
+	if len(r.Partitions) != 1 {
+		return controller.PartitionResult{}, fmt.Errorf("server: AlterPartition answered %d partitions", len(r.Partitions))
+	}
+	return r.Partitions[0], nil
+}
+
+// replicaManager is the replica package's Manager as a ReplicaManager.
+type replicaManager struct{ *replica.Manager }
+
+func (m replicaManager) BecomeLeader(r PartitionRole) error {
+	return m.Manager.BecomeLeader(replica.Partition(r))
+}
+
+func (m replicaManager) BecomeFollower(r PartitionRole) error {
+	return m.Manager.BecomeFollower(replica.Partition(r))
+}
+
+// isrUpdater carries a leader's ISR changes to the controller
+// (replica.ISRUpdater): a refusal is the controller's *kerr.Error, a failed
+// proposal an error of unknown outcome (the manager proposes again later).
+type isrUpdater struct{ s *Server }
+
+func (u isrUpdater) AlterPartition(ctx context.Context, req replica.AlterPartition) (replica.AlterPartitionResult, error) {
+	pr, err := u.s.alterISR(ctx, req.Topic, req.Partition, req.LeaderEpoch, req.PartitionEpoch, req.ISR)
+	if err != nil {
+		return replica.AlterPartitionResult{}, err
+	}
+	if pr.Code == kerr.IneligibleReplica.Code {
+		// A member that is not yet registered, unfenced or done shutting
+		// down may become eligible any moment (a restarting broker): like
+		// Kafka's leader, propose again on a later check rather than wait
+		// for the partition to change.
+		return replica.AlterPartitionResult{}, fmt.Errorf("server: ISR change not applied yet: %s", pr.Message)
+	}
+	if pr.Code != 0 {
+		ke, _ := kerr.ErrorForCode(pr.Code).(*kerr.Error)
+		if ke == nil {
+			ke = kerr.UnknownServerError
+		}
+		return replica.AlterPartitionResult{}, fmt.Errorf("%w: %s", ke, pr.Message)
+	}
+	return replica.AlterPartitionResult{LeaderEpoch: pr.LeaderEpoch, PartitionEpoch: pr.PartitionEpoch, ISR: pr.ISR}, nil
+}
+
+// ---- reconciling the engine and the roles with the view ----
+
+// reconcile makes the local logs and roles match v; false means something
+// failed and should be retried.
+func (s *Server) reconcile(v *clusterView) bool {
+	ok := true
+	self := s.cfg.NodeID
+	names := make([]string, 0, len(v.topics))
+	for n := range v.topics {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		vt := v.topics[name]
+		et := s.eng.Topic(name)
+		if et != nil && et.ID() != vt.id {
+			s.stopRoles(name)
+			if err := s.eng.DeleteTopic(name); err != nil {
+				s.log.Warn("cluster: deleting stale local topic", "topic", name, "err", err)
+				ok = false
+				continue
+			}
+			s.log.Info("cluster: deleted local topic replaced by a new one", "topic", name)
+			et = nil
+		}
+		n := int32(len(vt.parts))
+		if et == nil {
+			var err error
+			et, err = s.eng.CreateTopicWithID(name, vt.id, n, engineConfigs(vt.configs))
+			if err != nil {
+				s.log.Warn("cluster: creating local topic", "topic", name, "err", err)
+				ok = false
+				continue
+			}
+			s.log.Info("cluster: created local topic", "topic", name, "partitions", n)
+		} else if et.Partitions() < n {
+			if err := s.eng.CreatePartitions(name, n); err != nil {
+				s.log.Warn("cluster: adding local partitions", "topic", name, "err", err)
+				ok = false
+				continue
+			}
+		}
+		if last, seen := s.cluster.configs[name]; !seen || !maps.Equal(last, vt.configs) {
+			// The controller's configs changed (AlterConfigs or
+			// IncrementalAlterConfigs on any broker), or this is the first look
+			// since start: make the engine's overrides match them.
+			if want := engineConfigs(vt.configs); !maps.Equal(et.Overrides(), want) {
+				if err := s.eng.SetTopicConfig(name, want); err != nil {
+					s.log.Warn("cluster: applying topic configs", "topic", name, "err", err)
+					ok = false
+					continue
+				}
+				s.log.Info("cluster: applied topic configs", "topic", name, "configs", vt.configs)
+			}
+			s.cluster.configs[name] = vt.configs
+		}
+		minISR := s.minInsync(vt)
+		for i := range vt.parts {
+			vp := &vt.parts[i]
+			key := rolesKey{name, int32(i)}
+			cur, had := s.cluster.roles[key]
+			isReplica := containsID(vp.replicas, self)
+			if !isReplica {
+				if had {
+					s.stopRole(key)
+				}
+				continue
+			}
+			leader := vp.leader == self
+			want := appliedRole{id: vt.id, leader: leader, leaderEpoch: vp.leaderEpoch, partitionEpoch: vp.partitionEpoch, minISR: minISR}
+			if had && cur == want {
+				continue
+			}
+			l := et.Partition(int32(i))
+			if l == nil {
+				ok = false
+				continue
+			}
+			if s.cluster.repl != nil {
+				role := PartitionRole{Log: l, Topic: name, Partition: int32(i), Leader: vp.leader,
+					LeaderEpoch: vp.leaderEpoch, PartitionEpoch: vp.partitionEpoch,
+					Replicas: vp.replicas, ISR: vp.isr, MinISR: minISR}
+				var err error
+				if leader {
+					err = s.cluster.repl.BecomeLeader(role)
+				} else {
+					err = s.cluster.repl.BecomeFollower(role)
+				}
+				if errors.Is(err, replica.ErrStaleState) {
+					err = nil // the manager already has a newer state
+				}
+				if err != nil {
+					s.log.Warn("cluster: role change failed", "topic", name, "partition", i, "leader", leader,
+						"leader_epoch", vp.leaderEpoch, "err", err)
+					ok = false
+					continue
+				}
+			}
+			if !had || cur.leader != leader || cur.leaderEpoch != want.leaderEpoch {
+				s.log.Debug("cluster: role", "topic", name, "partition", i, "leader", vp.leader, "leader_epoch", vp.leaderEpoch)
+			}
+			s.cluster.roles[key] = want
+		}
+	}
+	for _, et := range s.eng.Topics() {
+		name := et.Name()
+		if v.topics[name] != nil {
+			continue
+		}
+		if strings.HasPrefix(name, "__") && !s.hadRoles(name) {
+			continue // a coordinator's local internal topic
+		}
+		s.stopRoles(name)
+		delete(s.cluster.configs, name)
+		if err := s.eng.DeleteTopic(name); err != nil && !errors.Is(err, engine.ErrUnknownTopic) {
+			s.log.Warn("cluster: deleting local topic", "topic", name, "err", err)
+			ok = false
+			continue
+		}
+		s.log.Info("cluster: deleted local topic", "topic", name)
+	}
+	return ok
+}
+
+func (s *Server) hadRoles(topic string) bool {
+	for k := range s.cluster.roles {
+		if k.topic == topic {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Server) stopRoles(topic string) {
+	for k := range s.cluster.roles {
+		if k.topic == topic {
+			s.stopRole(k)
+		}
+	}
+}
+
+func (s *Server) stopRole(k rolesKey) {
+	if s.cluster.repl != nil {
+		s.cluster.repl.Stop(k.topic, k.part)
+	}
+	delete(s.cluster.roles, k)
+}
+
+// engineConfigs drops the cluster-level keys the engine does not know.
+func engineConfigs(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		if k != cfgMinInsync && k != cfgUnclean {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func (s *Server) minInsync(vt *viewTopic) int {
+	if v, ok := vt.configs[cfgMinInsync]; ok {
+		if n, err := strconv.Atoi(v); err == nil && n > 0 {
+			return n
+		}
+	}
+	return s.cfg.Cluster.MinInsyncReplicas
+}
+
+// splitClusterConfigs validates the cluster-level keys of a topic's configs
+// and returns the engine's share.
+func splitClusterConfigs(m map[string]string) (map[string]string, error) {
+	if v, ok := m[cfgMinInsync]; ok {
+		if n, err := strconv.Atoi(v); err != nil || n < 1 {
+			return nil, newAPIError(kerr.InvalidConfig, "%s=%q: must be an integer >= 1", cfgMinInsync, v)
+		}
+	}
+	if v, ok := m[cfgUnclean]; ok {
+		if _, err := strconv.ParseBool(v); err != nil {
+			return nil, newAPIError(kerr.InvalidConfig, "%s=%q: must be true or false", cfgUnclean, v)
+		}
+	}
+	return engineConfigs(m), nil
+}
+
+func containsID(ids []int32, id int32) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+// ---- request hooks ----
+
+// clusterPartitionCheck is the Produce and Fetch hook: 0 when this broker
+// may serve topic's partition as leader, else the Kafka error code
+// (NOT_LEADER_OR_FOLLOWER: clients refresh metadata and retry).
+func (s *Server) clusterPartitionCheck(topic *engine.Topic, partition int32) int16 {
+	if s.cluster.ctl == nil {
+		return 0
+	}
+	vt := s.cluster.view.Load().topics[topic.Name()]
+	if vt == nil {
+		if strings.HasPrefix(topic.Name(), "__") {
+			return 0 // a coordinator's local internal topic
+		}
+		return kerr.UnknownTopicOrPartition.Code
+	}
+	if vt.id != topic.ID() || partition < 0 || int(partition) >= len(vt.parts) {
+		return kerr.UnknownTopicOrPartition.Code
+	}
+	if vt.parts[partition].leader != s.cfg.NodeID {
+		return kerr.NotLeaderForPartition.Code
+	}
+	return 0
+}
+
+// clusterProduceCheck is the Produce hook before Append: leadership, then
+// the replica manager's check (NOT_ENOUGH_REPLICAS for acks=-1 below
+// min.insync.replicas).
+func (s *Server) clusterProduceCheck(topic *engine.Topic, partition int32, acks int16) (int16, string) {
+	if code := s.clusterPartitionCheck(topic, partition); code != 0 {
+		return code, ""
+	}
+	if s.cluster.repl == nil {
+		return 0, ""
+	}
+	l := topic.Partition(partition)
+	if l == nil {
+		return 0, "" // producePartition answers UNKNOWN_TOPIC_OR_PARTITION
+	}
+	if err := s.cluster.repl.CheckProduce(l, acks); err != nil {
+		return errCode(err), err.Error()
+	}
+	return 0, ""
+}
+
+// whenAcked calls fn once an acks=-1 append up to last may be acknowledged:
+// durable here (single broker), or committed to the ISR (replicated).
+func (s *Server) whenAcked(l *engine.Log, last int64, fn func(error)) {
+	if s.cluster.repl != nil {
+		s.cluster.repl.WaitReplicated(l, last, fn)
+		return
+	}
+	l.WhenDurable(last, fn)
+}
+
+// ackErrCode is the error code of a failed acks=-1 wait: the replica
+// manager's Kafka error (NOT_ENOUGH_REPLICAS_AFTER_APPEND, ...) as is, any
+// other failure (a failed fsync) KAFKA_STORAGE_ERROR.
+func ackErrCode(err error) int16 {
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		return ke.Code
+	}
+	return kerr.KafkaStorageError.Code
+}
+
+// goAdmin runs an admin request's controller work on a goroutine owned by
+// the cluster state; ctx ends at timeout or when the Server closes.
+func (s *Server) goAdmin(timeoutMs int32, fn func(ctx context.Context)) {
+	d := time.Duration(timeoutMs) * time.Millisecond
+	if d <= 0 || d > 5*time.Minute {
+		d = 30 * time.Second
+	}
+	c := &s.cluster
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		ctx, cancel := context.WithTimeout(c.ctx, d)
+		defer cancel()
+		fn(ctx)
+	}()
+}
+
+// proposeErr maps a failed proposal to the Kafka error a client should see.
+func proposeErr(err error) *apiError {
+	code := controller.ErrorCode(err)
+	if errors.Is(err, context.Canceled) {
+		code = kerr.NotController.Code
+	}
+	return resultErr(code, "controller: "+err.Error())
+}
+
+// resultErr maps a refused command (or partition) to an apiError.
+func resultErr(code int16, msg string) *apiError {
+	e, _ := kerr.ErrorForCode(code).(*kerr.Error)
+	if e == nil {
+		e = kerr.UnknownServerError
+	}
+	if msg == "" {
+		msg = e.Message
+	}
+	return &apiError{code: e, msg: msg}
+}

@@ -32,8 +32,9 @@ package server
 //
 // appendFetchBody emits the body as a list of netpoll.Parts: byte runs of the
 // encoding (one buffer, cut after each records length prefix) interleaved
-// with file ranges for each partition's record chunks. Nothing is copied from
-// the files.
+// with each partition's record chunks: file ranges (sent with sendfile) or,
+// for batches still in the engine's tail cache (Log.ReadMem), the cache's
+// memory, which netpoll writes with writev. Nothing is copied from either.
 
 import (
 	"github.com/stratalog/strata/engine"
@@ -151,7 +152,10 @@ func appendFetchBody(buf []byte, parts []netpoll.Part, b *fetchBody) []netpoll.P
 				parts = append(parts, netpoll.Part{Buf: buf[start:len(buf):len(buf)]})
 				start = len(buf)
 				for _, c := range p.chunks {
-					if c.Len > 0 {
+					switch {
+					case c.File == nil && len(c.Buf) > 0: // the tail cache (Log.ReadMem)
+						parts = append(parts, netpoll.Part{Buf: c.Buf})
+					case c.File != nil && c.Len > 0:
 						parts = append(parts, netpoll.Part{File: c.File, Off: c.Pos, Len: c.Len})
 					}
 				}

@@ -81,6 +81,10 @@ func encTestChunkBytes(tb testing.TB, chunks []engine.Chunk) []byte {
 	tb.Helper()
 	var out []byte
 	for _, c := range chunks {
+		if c.File == nil {
+			out = append(out, c.Buf...)
+			continue
+		}
 		b := make([]byte, c.Len)
 		if _, err := c.File.ReadAt(b, c.Pos); err != nil {
 			tb.Fatal(err)
@@ -351,5 +355,43 @@ func BenchmarkFetchEncode(b *testing.B) {
 			}
 			_ = parts
 		})
+	}
+}
+
+// TestFetchEncodeMemoryChunks: chunks from the tail cache (Buf, no File)
+// go out as their own Buf parts, mixed with file chunks, and decode to the
+// same batches.
+func TestFetchEncodeMemoryChunks(t *testing.T) {
+	batches := encTestBatches(t, 3, record.CodecNone)
+	f := encTestFile(t, batches[0])
+	for _, v := range []int16{fetchMinVersion, 11, fetchMaxVersion} {
+		body := fetchBody{version: v, topics: []fetchTopic{{name: "mem", id: [16]byte{9}, partitions: []fetchPartition{
+			{partition: 0, highWatermark: 6, lastStableOffset: 6, chunks: []engine.Chunk{
+				{File: f, Pos: 0, Len: int64(len(batches[0]))},
+				{Buf: batches[1], Pos: int64(len(batches[0])), Len: int64(len(batches[1]))},
+			}},
+			{partition: 1, highWatermark: 3, lastStableOffset: 3, chunks: []engine.Chunk{
+				{Buf: batches[2], Len: int64(len(batches[2]))},
+			}},
+		}}}}
+		parts := appendFetchBody(nil, nil, &body)
+		files, mem := 0, 0
+		for _, p := range parts {
+			switch {
+			case p.File != nil:
+				files++
+			case len(p.Buf) > 0 && &p.Buf[0] == &batches[1][0], len(p.Buf) > 0 && &p.Buf[0] == &batches[2][0]:
+				mem++ // the cache's own bytes, not a copy
+			}
+		}
+		if files != 1 || mem != 2 {
+			t.Fatalf("v%d: %d file parts and %d memory parts, want 1 and 2", v, files, mem)
+		}
+		var resp kmsg.FetchResponse
+		resp.Version = v
+		if err := resp.ReadFrom(encTestWire(t, parts)); err != nil {
+			t.Fatalf("v%d: kmsg cannot decode: %v", v, err)
+		}
+		encTestCompare(t, v, &body, &resp)
 	}
 }

@@ -1,13 +1,361 @@
 package server
 
+// Consumer groups (issue 6): the Server's side of the group coordinator.
+//
+// The coordinator (package group) is pure membership and offset logic over
+// a group.Log; offsetsLog implements that Log over the engine's
+// __consumer_offsets topic (created on start with offsets.topic.num.partitions
+// partitions and cleanup.policy=compact when absent). A write is one record
+// batch appended to the group's partition; the coordinator is told when it
+// is durable through engine.Log.WhenDurable, so an OffsetCommit or SyncGroup
+// is answered only once its record survives a crash.
+//
+// On a single broker every partition of __consumer_offsets is loaded by
+// initGroups, so this broker coordinates every group. In cluster mode the
+// topic is created through the controller (offsets.topic.num.partitions
+// partitions, replication min(3, live brokers), compacted) on the first
+// FindCoordinator for a group, as Kafka does; the coordinator of a group is
+// the leader of its partition. A goroutine owned by groupsState (leaderLoop,
+// started by initGroups, stopped by closeGroups) follows the cluster view:
+// it loads a partition when this broker becomes its leader (again on every
+// new leader epoch) and unloads it when leadership moves away, so after a
+// coordinator fails the new leader replays the replicated commits and the
+// group reforms there. Writes then wait for the ISR (acks=all) instead of
+// the local fsync.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/stratalog/strata/engine"
+	"github.com/stratalog/strata/group"
+	"github.com/stratalog/strata/record"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
 // GroupsConfig configures the consumer-group coordinator (issue 6).
-type GroupsConfig struct{}
+type GroupsConfig struct {
+	// Coordinator holds the group.* settings (session timeout bounds,
+	// initial rebalance delay, group.max.size, offset.metadata.max.bytes,
+	// offsets.topic.num.partitions); zero fields take Kafka's defaults.
+	Coordinator group.Config
+	// ManualLoad leaves every __consumer_offsets partition unloaded at
+	// start; the cluster layer loads those this broker leads.
+	ManualLoad bool
+}
 
 // groupsState is the Server's part for the consumer-group coordinator (issue 6).
-type groupsState struct{}
+type groupsState struct {
+	coord *group.Coordinator // nil without an engine
+	err   error              // why the coordinator is unavailable, if it is
+	olog  *offsetsLog
 
-// initGroups is called by New after the Server is built.
-func (s *Server) initGroups() {}
+	// Cluster mode.
+	creating atomic.Bool   // a creation of __consumer_offsets is in flight
+	stop     chan struct{} // closed by closeGroups
+	done     chan struct{} // closed when leaderLoop returns
+}
+
+// Groups returns the group coordinator (nil if the server has no engine).
+func (s *Server) Groups() *group.Coordinator { return s.groups.coord }
+
+// initGroups is called by New after the Server is built. It loads every
+// partition of an existing __consumer_offsets synchronously (unless
+// ManualLoad), so the broker answers for its groups as soon as it serves.
+func (s *Server) initGroups() {
+	if s.eng == nil {
+		s.groups.err = errors.New("no engine")
+		return
+	}
+	olog := &offsetsLog{s: s, eng: s.eng, clustered: s.clustered()}
+	s.groups.olog = olog
+	n, err := olog.open(s.cfg.Groups.Coordinator.OffsetsPartitions, s.cfg.DefaultReplication)
+	if err != nil {
+		s.groups.err = err
+		s.log.Error("groups: cannot open "+group.OffsetsTopic+"; group APIs answer COORDINATOR_NOT_AVAILABLE", "err", err)
+		return
+	}
+	gcfg := s.cfg.Groups.Coordinator
+	gcfg.OffsetsPartitions = n
+	s.groups.coord = group.New(gcfg, olog, nil, s.log)
+	if s.clustered() {
+		s.groups.stop, s.groups.done = make(chan struct{}), make(chan struct{})
+		go s.leaderLoop()
+		return
+	}
+	if s.cfg.Groups.ManualLoad {
+		return
+	}
+	for p := int32(0); p < n; p++ {
+		if err := s.groups.coord.LoadPartition(p); err != nil {
+			s.log.Error("groups: loading partition failed", "partition", p, "err", err)
+		}
+	}
+}
 
 // closeGroups is called by Close after connections are closed.
-func (s *Server) closeGroups() {}
+func (s *Server) closeGroups() {
+	if s.groups.stop != nil {
+		close(s.groups.stop)
+		<-s.groups.done
+	}
+	if s.groups.coord != nil {
+		s.groups.coord.Close()
+	}
+}
+
+// groupCoordinator returns the coordinator, or the error code to answer
+// when there is none.
+func (s *Server) groupCoordinator() (*group.Coordinator, int16) {
+	if s.groups.coord == nil {
+		return nil, kerr.CoordinatorNotAvailable.Code
+	}
+	return s.groups.coord, 0
+}
+
+// offsetsLog is group.Log over the engine's __consumer_offsets topic. The
+// topic is created on the first write, as Kafka creates it on first use, so
+// a broker that never sees a group has no internal topic.
+type offsetsLog struct {
+	s          *Server
+	clustered  bool // the topic is created through the controller, writes wait for the ISR
+	eng        *engine.Engine
+	partitions int32 // offsets.topic.num.partitions, or the existing topic's count
+
+	mu    sync.Mutex
+	topic *engine.Topic // nil until created or found
+}
+
+// open finds the offsets topic if it exists and returns the partition count
+// the coordinator shards by.
+func (o *offsetsLog) open(partitions int32, _ int16) (int32, error) {
+	if partitions <= 0 {
+		partitions = group.DefaultOffsetsPartitions
+	}
+	o.partitions = partitions
+	if t := o.eng.Topic(group.OffsetsTopic); t != nil {
+		o.topic = t
+		o.partitions = t.Partitions()
+	}
+	return o.partitions, nil
+}
+
+// get returns the topic, creating it if create and absent.
+func (o *offsetsLog) get(create bool) (*engine.Topic, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.topic != nil && !o.topic.Deleted() {
+		return o.topic, nil
+	}
+	if t := o.eng.Topic(group.OffsetsTopic); t != nil {
+		o.topic = t
+		return t, nil
+	}
+	if !create || o.clustered {
+		return nil, nil
+	}
+	t, err := o.eng.CreateTopic(group.OffsetsTopic, o.partitions, map[string]string{
+		"cleanup.policy": "compact",
+		"segment.bytes":  strconv.Itoa(100 << 20), // offsets.topic.segment.bytes
+	})
+	if errors.Is(err, engine.ErrTopicExists) {
+		t, err = o.eng.Topic(group.OffsetsTopic), nil
+	}
+	if err != nil || t == nil {
+		return nil, fmt.Errorf("groups: creating %s: %w", group.OffsetsTopic, err)
+	}
+	o.topic = t
+	return t, nil
+}
+
+var offsetsBuilders = sync.Pool{New: func() any { return new(record.Builder) }}
+
+// Append implements group.Log.
+func (o *offsetsLog) Append(p int32, recs []group.Record, done func(error)) {
+	t, err := o.get(true)
+	if err == nil && t == nil {
+		err = fmt.Errorf("%w: %s", engine.ErrUnknownTopic, group.OffsetsTopic)
+	}
+	if err != nil {
+		done(err)
+		return
+	}
+	if o.clustered {
+		if code := o.s.clusterPartitionCheck(t, p); code != 0 {
+			done(kerr.ErrorForCode(code))
+			return
+		}
+	}
+	l := t.Partition(p)
+	if l == nil {
+		done(fmt.Errorf("%w: %s-%d", engine.ErrUnknownTopic, group.OffsetsTopic, p))
+		return
+	}
+	b := offsetsBuilders.Get().(*record.Builder)
+	now := time.Now().UnixMilli()
+	b.Reset(record.CodecNone, now)
+	for _, r := range recs {
+		b.Add(now, r.Key, r.Value, nil)
+	}
+	batch, err := b.AppendTo(nil)
+	offsetsBuilders.Put(b)
+	if err != nil {
+		done(err)
+		return
+	}
+	info, err := l.Append(batch, l.LeaderEpoch())
+	if err != nil {
+		done(err)
+		return
+	}
+	o.s.whenAcked(l, info.LastOffset, done)
+}
+
+// loadChunk is how many records Load asks the engine for per round.
+const loadChunk = 4096
+
+// Load implements group.Log.
+func (o *offsetsLog) Load(p int32, fn func(key, value []byte) error) error {
+	t, err := o.get(false)
+	if err != nil || t == nil {
+		return err // no topic yet: nothing to load
+	}
+	l := t.Partition(p)
+	if l == nil {
+		return fmt.Errorf("%w: %s-%d", engine.ErrUnknownTopic, group.OffsetsTopic, p)
+	}
+	from := l.LogStartOffset()
+	for {
+		hw := l.HighWatermark()
+		if from >= hw {
+			return nil
+		}
+		recs, err := t.Consume(p, from, loadChunk)
+		if errors.Is(err, engine.ErrOffsetOutOfRange) {
+			from = l.LogStartOffset() // truncated under us: start again from the new start
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if len(recs) == 0 {
+			return nil
+		}
+		for _, r := range recs {
+			if err := fn(r.Key, r.Value); err != nil {
+				return err
+			}
+		}
+		from = recs[len(recs)-1].Offset + 1
+	}
+}
+
+// leaderLoop follows the cluster view (cluster mode): it loads the
+// __consumer_offsets partitions this broker leads and unloads the others.
+// It wakes on every view change and every 250 ms (to retry a failed load).
+func (s *Server) leaderLoop() {
+	defer close(s.groups.done)
+	loaded := map[int32]int32{} // partition -> leader epoch it was loaded at
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var changed <-chan struct{}
+		if v := s.cluster.view.Load(); v != nil {
+			changed = v.changed
+			s.followLeadership(v, loaded)
+		}
+		select {
+		case <-s.groups.stop:
+			return
+		case <-changed:
+		case <-tick.C:
+		}
+	}
+}
+
+// followLeadership loads and unloads partitions to match view v.
+func (s *Server) followLeadership(v *clusterView, loaded map[int32]int32) {
+	c := s.groups.coord
+	n := c.Config().OffsetsPartitions
+	vt := v.topics[group.OffsetsTopic]
+	local := s.eng.Topic(group.OffsetsTopic)
+	for p := int32(0); p < n; p++ {
+		lead, epoch := false, int32(-1)
+		if vt != nil && int(p) < len(vt.parts) && local != nil && local.ID() == vt.id && local.Partition(p) != nil {
+			lead, epoch = vt.parts[p].leader == s.cfg.NodeID, vt.parts[p].leaderEpoch
+		}
+		prev, was := loaded[p]
+		switch {
+		case lead && (!was || prev != epoch):
+			if err := c.LoadPartition(p); err != nil {
+				s.log.Warn("groups: loading a coordinator partition failed; retrying", "partition", p, "err", err)
+				delete(loaded, p)
+				continue
+			}
+			loaded[p] = epoch
+			s.log.Info("groups: coordinating partition", "partition", p, "leader_epoch", epoch)
+		case !lead && was:
+			c.UnloadPartition(p)
+			delete(loaded, p)
+			s.log.Info("groups: no longer coordinating partition", "partition", p)
+		}
+	}
+}
+
+// groupCoordinatorNode returns the node that coordinates group key (cluster
+// mode): the leader of its __consumer_offsets partition. Before the topic
+// exists it starts its creation and answers COORDINATOR_NOT_AVAILABLE
+// (clients retry), as Kafka does.
+func (s *Server) groupCoordinatorNode(key string) (viewBroker, int16) {
+	v := s.cluster.view.Load()
+	if v == nil {
+		return viewBroker{}, kerr.CoordinatorNotAvailable.Code
+	}
+	vt := v.topics[group.OffsetsTopic]
+	if vt == nil {
+		s.createOffsetsTopic(v)
+		return viewBroker{}, kerr.CoordinatorNotAvailable.Code
+	}
+	p := s.groups.coord.PartitionFor(key)
+	if int(p) >= len(vt.parts) {
+		return viewBroker{}, kerr.CoordinatorNotAvailable.Code
+	}
+	b, ok := v.broker(vt.parts[p].leader)
+	if !ok || b.fenced {
+		return viewBroker{}, kerr.CoordinatorNotAvailable.Code
+	}
+	return b, 0
+}
+
+// createOffsetsTopic proposes __consumer_offsets to the controller, once at
+// a time, on a goroutine owned by the cluster state (goAdmin).
+func (s *Server) createOffsetsTopic(v *clusterView) {
+	if !s.groups.creating.CompareAndSwap(false, true) {
+		return
+	}
+	repl := int16(min(3, max(1, v.liveBrokers())))
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic = group.OffsetsTopic
+	rt.NumPartitions = s.groups.coord.Config().OffsetsPartitions
+	rt.ReplicationFactor = repl
+	rt.Configs = []kmsg.CreateTopicsRequestTopicConfig{
+		{Name: "cleanup.policy", Value: kmsg.StringPtr("compact")},
+		{Name: "segment.bytes", Value: kmsg.StringPtr(strconv.Itoa(100 << 20))},
+	}
+	s.goAdmin(30000, func(ctx context.Context) {
+		defer s.groups.creating.Store(false)
+		out := kmsg.NewCreateTopicsResponseTopic()
+		off, err := s.clusterCreateTopic(ctx, &rt, false, &out)
+		if err != nil && apiErrCode(err) != kerr.TopicAlreadyExists.Code {
+			s.log.Warn("groups: creating "+group.OffsetsTopic+" failed", "err", err)
+			return
+		}
+		s.waitView(ctx, off)
+	})
+}

@@ -134,7 +134,7 @@ func TestDecodeRequestRejects(t *testing.T) {
 	}{
 		{"unknown api key", setKey(good, 9999), errUnknownAPI},
 		{"negative api key", setKey(good, -1), errUnknownAPI},
-		{"api key kmsg knows but we do not serve", setKey(good, 11 /* JoinGroup */), errUnknownAPI},
+		{"api key kmsg knows but we do not serve", setKey(good, 4 /* LeaderAndIsr */), errUnknownAPI},
 		{"version above range", setVersion(good, 13), errUnsupportedVers},
 		{"negative version", setVersion(good, -1), errUnsupportedVers},
 		{"truncated body", good[:len(good)-4], errBadBody},
@@ -168,11 +168,11 @@ func TestRegisterRejectsBadRanges(t *testing.T) {
 	}
 	noop := func(*Server, *reqCtx) {}
 	mustPanic("duplicate", func() { register(apiVersionsKey, 0, 1, noop) })
-	mustPanic("beyond kmsg", func() { register(11, 0, 100, noop) })
-	mustPanic("inverted", func() { register(11, 3, 2, noop) })
+	mustPanic("beyond kmsg", func() { register(4, 0, 100, noop) })
+	mustPanic("inverted", func() { register(4, 3, 2, noop) })
 	mustPanic("negative key", func() { register(-1, 0, 0, noop) })
-	mustPanic("nil handler", func() { register(11, 0, 0, nil) })
-	if _, ok := lookupAPI(11); ok {
+	mustPanic("nil handler", func() { register(4, 0, 0, nil) })
+	if _, ok := lookupAPI(4); ok {
 		t.Fatal("a rejected registration left an entry behind")
 	}
 }

@@ -91,7 +91,9 @@ type Config struct {
 	LogDefaults engine.LogConfig
 
 	// QueuedMaxRequestBytes bounds the request bytes read but not yet
-	// answered on one connection (queued.max.request.bytes; 0 = default).
+	// answered on one connection (queued.max.request.bytes, applied per
+	// connection; 0 = netpoll.DefaultQueuedMaxRequestBytes, negative =
+	// unbounded).
 	QueuedMaxRequestBytes int64
 
 	// Blackhole acks produce requests without storing them (a benchmark
@@ -131,6 +133,9 @@ type Server struct {
 	groups  groupsState  // groups.go
 	txn     txnState     // producers.go
 	cluster clusterState // cluster.go
+
+	polls     fetchPolls     // 01_fetch.go: pending fetch long polls
+	blackhole blackholeState // 00_produce.go: --blackhole offsets
 }
 
 type endpoint struct {
@@ -167,6 +172,8 @@ func New(cfg Config, eng *engine.Engine) *Server {
 		MaxFrameBytes: cfg.MaxRequestBytes,
 		IdleTimeout:   cfg.ConnectionsMaxIdle,
 		Logger:        cfg.Logger,
+
+		QueuedMaxRequestBytes: cfg.QueuedMaxRequestBytes,
 	}, connHandler{s})
 	s.initCluster()
 	s.initTxn()

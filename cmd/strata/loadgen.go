@@ -26,6 +26,7 @@ Examples:
   strata loadgen --spawn 1 --rate 50000 --duration 30s --json lg.json --report lg.html
   strata loadgen --brokers kafka1:9092 --engine native --keys 10000 --key-dist hot --consumers 2
   strata loadgen --spawn 1 --find-max --max-p99 15ms --step-duration 10s
+  strata loadgen --spawn 1 --engine native --find-max --compare-blackhole --profile broker.pprof
 
 Flags:
 `
@@ -90,9 +91,11 @@ func parseLoadgenFlags(args []string, usageOut io.Writer) (loadgen.Config, loadg
 		fs.PrintDefaults()
 	}
 	brokers := fs.String("brokers", "", "comma-separated host:port list of the cluster to load")
-	fs.IntVar(&cfg.Spawn, "spawn", 0, "start this many local strata brokers on 127.0.0.1 for the run (N>1: independent brokers until clustering lands)")
+	fs.IntVar(&cfg.Spawn, "spawn", 0, "start this many local strata brokers on 127.0.0.1 for the run (N>1: one cluster, 3 controller voters)")
 	fs.Int64Var(&cfg.SpawnSegmentBytes, "spawn-segment-bytes", 0, "log.segment.bytes of spawned brokers (0 = the broker default)")
 	fs.StringVar(&cfg.SpawnConfig, "spawn-config", "", "server.properties file for spawned brokers")
+	fs.BoolVar(&cfg.CompareBlackhole, "compare-blackhole", false, "with --spawn: run the same workload again against a --blackhole broker (acks without storing) and report both and the ratio")
+	fs.StringVar(&cfg.Profile, "profile", "", "with --spawn: write the first broker's CPU profile (pprof) to this file")
 	fs.StringVar(&cfg.Topic, "topic", cfg.Topic, "topic to produce to (created if missing)")
 	partitions := fs.Int("partitions", int(cfg.Partitions), "partitions when the topic is created")
 	rf := fs.Int("replication-factor", int(cfg.ReplicationFactor), "replication factor when the topic is created")

@@ -42,8 +42,13 @@ func TestParseLoadgenFlags(t *testing.T) {
 		cfg.Warmup != 2*time.Second || out.json != "x.json" || out.report != "x.html" || !out.progress {
 		t.Fatalf("parsed: %+v %+v", cfg, out)
 	}
+	cfg, _, err = parseLoadgenFlags(strings.Fields("--spawn 1 --compare-blackhole --profile b.pprof"), io.Discard)
+	if err != nil || !cfg.CompareBlackhole || cfg.Profile != "b.pprof" || cfg.SpawnBlackhole {
+		t.Fatalf("--compare-blackhole --profile: %+v, %v", cfg, err)
+	}
 	for _, bad := range []string{"", "--spawn 1 --acks 2", "--spawn 1 --compression brotli", "--spawn 1 --brokers x:1",
-		"--spawn 1 --key-dist pareto", "--spawn 1 stray", "--spawn 1 --partitions 0"} {
+		"--spawn 1 --key-dist pareto", "--spawn 1 stray", "--spawn 1 --partitions 0",
+		"--brokers x:1 --compare-blackhole", "--brokers x:1 --profile p"} {
 		if _, _, err := parseLoadgenFlags(strings.Fields(bad), io.Discard); err == nil {
 			t.Errorf("%q accepted", bad)
 		}

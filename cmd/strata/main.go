@@ -13,6 +13,8 @@ const usage = `strata — a Kafka-compatible, replicated, partitioned commit log
 Usage:
   strata serve [--listen host:port] [--data-dir DIR] [--node-id N] [--config FILE]
   strata loadgen (--brokers host:port,... | --spawn N) [--rate R] [--duration D] [--json F] [--report F.html] ...
+  strata topics create|list|describe|delete|alter-config ... --brokers host:port
+  strata groups list|describe|reset-offsets ... --brokers host:port
   strata plan  [--preset reference] [--rate N --peak-rate N ...] [--calibrate result.json] [--json FILE]
 
 Run "strata serve --help" for the flags of a command.
@@ -31,6 +33,10 @@ func main() {
 		err = runLoadgen(os.Args[2:])
 	case "plan":
 		err = runPlan(os.Args[2:])
+	case "topics":
+		err = runTopics(os.Args[2:])
+	case "groups":
+		err = runGroups(os.Args[2:])
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return

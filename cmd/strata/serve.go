@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,9 +12,11 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
+	"github.com/stratalog/strata/controller"
 	"github.com/stratalog/strata/engine"
 	"github.com/stratalog/strata/internal/config"
 	"github.com/stratalog/strata/server"
@@ -28,6 +32,11 @@ func runServe(args []string) error {
 	nodeID := fs.Int("node-id", -1, "this broker's node id (default 0)")
 	configFile := fs.String("config", "", "Kafka-style properties file (server.properties key names)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	quorum := fs.String("controller-quorum", "", "controller quorum voters id@host:port,... (Raft addresses; controller.quorum.voters); empty: a single broker")
+	ctlListen := fs.String("controller-listen", "", "Raft listen address of a broker that is not a voter (default: listen host, any port)")
+	rack := fs.String("rack", "", "this broker's rack (broker.rack)")
+	blackhole := fs.Bool("blackhole", false, "benchmark baseline: acknowledge produce requests without storing them")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile (pprof) of the whole run to this file at shutdown")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -65,6 +74,27 @@ func runServe(args []string) error {
 	if *nodeID >= 0 {
 		cfg.NodeID = int32(*nodeID)
 	}
+	if *quorum != "" {
+		cfg.ControllerQuorum = *quorum
+	}
+	if *ctlListen != "" {
+		cfg.ControllerListen = *ctlListen
+	}
+	if *rack != "" {
+		cfg.Rack = *rack
+	}
+	cfg.Blackhole = *blackhole
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if err := cfg.Finish(); err != nil {
 		return err
 	}
@@ -81,7 +111,15 @@ func serve(cfg config.Broker, logger *slog.Logger) error {
 		return err
 	}
 	start := time.Now()
-	eng, err := engine.Open(engine.Options{Dir: absDir, Log: cfg.Log, Logger: logger})
+	eng, err := engine.Open(engine.Options{
+		Dir:                    absDir,
+		Log:                    cfg.Log,
+		Logger:                 logger,
+		IOBackend:              cfg.IOBackend,
+		RetentionCheckInterval: time.Duration(cfg.RetentionCheckIntervalMs) * time.Millisecond,
+		Cleaner:                cfg.Cleaner,
+		ProducerIDExpirationMs: cfg.ProducerIDExpirationMs,
+	})
 	if err != nil {
 		return fmt.Errorf("opening data directory %s: %w", absDir, err)
 	}
@@ -92,11 +130,21 @@ func serve(cfg config.Broker, logger *slog.Logger) error {
 		eng.Close()
 		return err
 	}
+	ctl, err := startController(cfg, absDir, logger)
+	if err != nil {
+		ln.Close()
+		eng.Close()
+		return err
+	}
+	clusterID := meta.ClusterID
+	if ctl != nil {
+		clusterID = quorumClusterID(cfg.ControllerQuorum)
+	}
 	srv := server.New(server.Config{
 		NodeID:             cfg.NodeID,
 		AdvertisedHost:     cfg.AdvertisedHost,
 		AdvertisedPort:     cfg.AdvertisedPort,
-		ClusterID:          meta.ClusterID,
+		ClusterID:          clusterID,
 		NumPartitions:      cfg.NumPartitions,
 		DefaultReplication: cfg.DefaultRepl,
 		AutoCreateTopics:   cfg.AutoCreateTopics,
@@ -105,10 +153,24 @@ func serve(cfg config.Broker, logger *slog.Logger) error {
 		LogDefaults:        cfg.Log,
 		ConnectionsMaxIdle: time.Duration(cfg.MaxIdleMs) * time.Millisecond,
 		Logger:             logger,
+		Cluster: server.ClusterConfig{
+			Controller:        ctl,
+			Rack:              cfg.Rack,
+			HeartbeatInterval: time.Duration(cfg.HeartbeatIntervalMs) * time.Millisecond,
+			MinInsyncReplicas: cfg.MinInsyncReplicas,
+			ReplicaLagTimeMax: time.Duration(cfg.ReplicaLagTimeMaxMs) * time.Millisecond,
+		},
+
+		Groups:                server.GroupsConfig{Coordinator: cfg.Groups},
+		QueuedMaxRequestBytes: cfg.QueuedMaxBytes,
+		Blackhole:             cfg.Blackhole,
 	}, eng)
+	if cfg.Blackhole {
+		logger.Warn("blackhole mode: produce requests are acknowledged and NOT stored (benchmark baseline only)")
+	}
 	logger.Info("strata broker listening", "node", cfg.NodeID, "listen", ln.Addr().String(),
 		"advertised", net.JoinHostPort(cfg.AdvertisedHost, fmt.Sprint(cfg.AdvertisedPort)),
-		"data_dir", absDir, "cluster_id", meta.ClusterID)
+		"data_dir", absDir, "cluster_id", clusterID)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -123,7 +185,24 @@ func serve(cfg config.Broker, logger *slog.Logger) error {
 			logger.Error("listener failed", "err", err)
 		}
 	}
+	if ctl != nil {
+		// Controlled shutdown: leadership moves to other replicas before
+		// this broker stops serving, so clients fail over without waiting
+		// for the session to expire.
+		sctx, cancel := context.WithTimeout(context.Background(), controlledShutdownTimeout)
+		if err := srv.ControlledShutdown(sctx); err != nil {
+			logger.Warn("controlled shutdown did not complete; stopping anyway", "err", err)
+		} else {
+			logger.Info("controlled shutdown: leadership moved away")
+		}
+		cancel()
+	}
 	closeErr := srv.Close()
+	if ctl != nil {
+		if err := ctl.Close(); err != nil {
+			logger.Warn("closing controller", "err", err)
+		}
+	}
 	if err := eng.Close(); err != nil {
 		return fmt.Errorf("closing engine: %w", err)
 	}
@@ -132,4 +211,66 @@ func serve(cfg config.Broker, logger *slog.Logger) error {
 	}
 	logger.Info("stopped cleanly", "data_dir", absDir)
 	return nil
+}
+
+// controlledShutdownTimeout bounds how long SIGTERM waits for the controller
+// to move leadership away before the broker stops anyway.
+const controlledShutdownTimeout = 30 * time.Second
+
+// startController starts this node's member of the metadata quorum when
+// cfg names one (nil, nil otherwise: a single broker). A voter listens for
+// Raft on its own quorum entry; any other node is an observer listening on
+// cfg.ControllerListen (default: the broker's listen host, any free port).
+// Raft state lives in <data dir>/controller.
+func startController(cfg config.Broker, dataDir string, logger *slog.Logger) (*controller.Controller, error) {
+	if cfg.ControllerQuorum == "" {
+		return nil, nil
+	}
+	voters, err := controller.ParseQuorum(cfg.ControllerQuorum)
+	if err != nil {
+		return nil, fmt.Errorf("--controller-quorum: %w", err)
+	}
+	ccfg := controller.Config{
+		NodeID:         cfg.NodeID,
+		Voters:         voters,
+		DataDir:        filepath.Join(dataDir, engine.ControllerDirName),
+		Logger:         logger,
+		SessionTimeout: time.Duration(cfg.SessionTimeoutMs) * time.Millisecond,
+	}
+	if _, voter := voters[cfg.NodeID]; !voter {
+		addr := cfg.ControllerListen
+		if addr == "" {
+			host, _, err := net.SplitHostPort(cfg.Listen)
+			if err != nil {
+				return nil, err
+			}
+			addr = net.JoinHostPort(host, "0")
+		}
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, fmt.Errorf("controller listener: %w", err)
+		}
+		ccfg.Listener, ccfg.RaftAddr = ln, ln.Addr().String()
+	}
+	ctl, err := controller.New(ccfg)
+	if err != nil {
+		return nil, err
+	}
+	logger.Info("controller started", "node", cfg.NodeID, "voters", controller.FormatQuorum(voters),
+		"voter", ccfg.Listener == nil, "dir", ccfg.DataDir)
+	return ctl, nil
+}
+
+// quorumClusterID is the cluster id every broker of a cluster reports: it
+// is derived from the controller quorum (voter ids and addresses, in id
+// order), which all brokers are given identically, so Metadata and
+// DescribeCluster agree across brokers without a formatting step. Kafka's
+// format: 16 bytes, base64url without padding.
+func quorumClusterID(quorum string) string {
+	voters, err := controller.ParseQuorum(quorum)
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256([]byte("strata cluster " + controller.FormatQuorum(voters)))
+	return base64.RawURLEncoding.EncodeToString(sum[:16])
 }

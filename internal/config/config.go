@@ -24,14 +24,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/stratalog/strata/engine"
+	"github.com/stratalog/strata/group"
 )
 
 // Broker is everything `strata serve` needs.
@@ -47,8 +50,33 @@ type Broker struct {
 	MaxRequestBytes  int32
 	FetchMaxBytes    int32
 	MaxIdleMs        int64            // connections.max.idle.ms
+	QueuedMaxBytes   int64            // queued.max.request.bytes, per connection (-1 = unbounded)
+	Blackhole        bool             // strata serve --blackhole: ack produce without storing (no properties key)
+	IOBackend        string           // log.io.backend (Strata): auto | uring | pwrite (engine.Options.IOBackend)
 	Log              engine.LogConfig // broker-wide topic defaults
 	Unknown          []string         // keys present in the file that Strata ignores
+
+	// Cluster (issue 5).
+	ControllerQuorum    string // controller.quorum.voters: "0@host:port,1@host:port,..." ("" = single broker)
+	ControllerListen    string // Raft listen address of a node outside the voter set (observer)
+	Rack                string // broker.rack
+	SessionTimeoutMs    int64  // broker.session.timeout.ms
+	HeartbeatIntervalMs int64  // broker.heartbeat.interval.ms
+	MinInsyncReplicas   int    // min.insync.replicas (broker default of the topic key)
+	ReplicaLagTimeMaxMs int64  // replica.lag.time.max.ms
+
+	// Retention and compaction (issue 7): engine.Options.RetentionCheckInterval
+	// and engine.Options.Cleaner.
+	RetentionCheckIntervalMs int64                 // log.retention.check.interval.ms
+	Cleaner                  engine.CleanerOptions // log.cleaner.enable, log.cleaner.io.max.bytes.per.second, log.cleaner.backoff.ms
+
+	// Idempotence and transactions (issue 8).
+	ProducerIDExpirationMs      int64 // producer.id.expiration.ms (engine.Options.ProducerIDExpirationMs)
+	TransactionalIDExpirationMs int64 // transactional.id.expiration.ms
+
+	// Consumer groups (issue 6): server.GroupsConfig.Coordinator. Zero
+	// fields take Kafka's defaults.
+	Groups group.Config // group.min/max.session.timeout.ms, group.initial.rebalance.delay.ms, group.max.size, offsets.topic.num.partitions, offset.metadata.max.bytes, offsets.retention.minutes
 }
 
 // Defaults are the settings of `strata serve` with no flags: node 0 on
@@ -64,7 +92,18 @@ func Defaults() Broker {
 		MaxRequestBytes:  104857600,
 		FetchMaxBytes:    57671680,
 		MaxIdleMs:        600000,
+		QueuedMaxBytes:   100 << 20,
 		Log:              engine.DefaultLogConfig(),
+
+		SessionTimeoutMs:    9000,
+		HeartbeatIntervalMs: 2000,
+		MinInsyncReplicas:   1,
+		ReplicaLagTimeMaxMs: 30000,
+
+		RetentionCheckIntervalMs: 300_000,
+
+		ProducerIDExpirationMs:      engine.DefaultProducerIDExpirationMs,
+		TransactionalIDExpirationMs: 7 * 24 * 3600 * 1000,
 	}
 }
 
@@ -84,6 +123,11 @@ var brokerToTopic = map[string]string{
 	"log.preallocate":             "preallocate",
 	"log.segment.delete.delay.ms": "file.delete.delay.ms",
 	"log.write.caching":           "write.caching",
+
+	"log.cleaner.delete.retention.ms":   "delete.retention.ms",
+	"log.cleaner.min.cleanable.ratio":   "min.cleanable.dirty.ratio",
+	"log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
+	"log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
 }
 
 // scaled keys: Kafka accepts hours/minutes variants; the most precise one wins.
@@ -184,6 +228,112 @@ func (b *Broker) Apply(props map[string]string) error {
 			}
 		case "fetch.max.bytes":
 			err = parseInt32(v, &b.FetchMaxBytes)
+		case "queued.max.request.bytes":
+			b.QueuedMaxBytes, err = strconv.ParseInt(v, 10, 64)
+			if err == nil && b.QueuedMaxBytes == 0 {
+				err = errors.New("must be -1 (unbounded) or > 0")
+			}
+			if b.QueuedMaxBytes < 0 {
+				b.QueuedMaxBytes = -1
+			}
+		case "log.io.backend":
+			b.IOBackend, err = engine.ParseIOBackend(strings.TrimSpace(v))
+		case "controller.quorum.voters":
+			b.ControllerQuorum = strings.TrimSpace(v)
+		case "broker.rack":
+			b.Rack = strings.TrimSpace(v)
+		case "broker.session.timeout.ms", "broker.heartbeat.interval.ms", "replica.lag.time.max.ms":
+			var n int64
+			n, err = strconv.ParseInt(v, 10, 64)
+			if err == nil && n <= 0 {
+				err = errors.New("must be > 0")
+			}
+			switch k {
+			case "broker.session.timeout.ms":
+				b.SessionTimeoutMs = n
+			case "broker.heartbeat.interval.ms":
+				b.HeartbeatIntervalMs = n
+			default:
+				b.ReplicaLagTimeMaxMs = n
+			}
+		case "min.insync.replicas":
+			b.MinInsyncReplicas, err = strconv.Atoi(v)
+			if err == nil && b.MinInsyncReplicas < 1 {
+				err = errors.New("must be >= 1")
+			}
+		case "producer.id.expiration.ms", "transactional.id.expiration.ms":
+			var n int64
+			n, err = strconv.ParseInt(v, 10, 64)
+			if err == nil && (n < 1 || n > math.MaxInt32) {
+				err = fmt.Errorf("must be in [1, %d]", math.MaxInt32) // Kafka's range
+			}
+			if k == "producer.id.expiration.ms" {
+				b.ProducerIDExpirationMs = n
+			} else {
+				b.TransactionalIDExpirationMs = n
+			}
+		case "offsets.retention.minutes":
+			var n int64
+			n, err = strconv.ParseInt(v, 10, 64)
+			if err == nil && (n < 1 || n > math.MaxInt64/60_000) {
+				err = errors.New("must be >= 1")
+			}
+			b.Groups.OffsetsRetentionMs = n * 60_000
+		case "group.min.session.timeout.ms", "group.max.session.timeout.ms", "group.initial.rebalance.delay.ms",
+			"group.max.size", "offsets.topic.num.partitions", "offset.metadata.max.bytes":
+			var n int32
+			err = parseInt32(v, &n)
+			lowest := int32(1)
+			if k == "group.initial.rebalance.delay.ms" {
+				lowest = 0
+			}
+			if err == nil && n < lowest {
+				err = fmt.Errorf("must be >= %d", lowest)
+			}
+			switch k {
+			case "group.min.session.timeout.ms":
+				b.Groups.MinSessionTimeoutMs = n
+			case "group.max.session.timeout.ms":
+				b.Groups.MaxSessionTimeoutMs = n
+			case "group.initial.rebalance.delay.ms":
+				b.Groups.InitialRebalanceDelayMs = n
+				if n == 0 {
+					b.Groups.InitialRebalanceDelayMs = -1 // group.Config: negative means none
+				}
+			case "group.max.size":
+				b.Groups.MaxSize = n
+			case "offsets.topic.num.partitions":
+				b.Groups.OffsetsPartitions = n
+			default:
+				b.Groups.OffsetMetadataMaxBytes = n
+			}
+		case "log.retention.check.interval.ms", "log.cleaner.backoff.ms":
+			var n int64
+			n, err = strconv.ParseInt(v, 10, 64)
+			if err == nil && n < 1 {
+				err = errors.New("must be >= 1")
+			}
+			if k == "log.cleaner.backoff.ms" {
+				b.Cleaner.Backoff = time.Duration(n) * time.Millisecond
+			} else {
+				b.RetentionCheckIntervalMs = n
+			}
+		case "log.cleaner.enable":
+			var on bool
+			on, err = strconv.ParseBool(v)
+			b.Cleaner.Disabled = !on
+		case "log.cleaner.io.max.bytes.per.second":
+			var f float64
+			f, err = strconv.ParseFloat(v, 64)
+			switch {
+			case err != nil:
+			case f <= 0 || f != f:
+				err = errors.New("must be > 0")
+			case f >= math.MaxInt64:
+				b.Cleaner.IOMaxBytesPerSecond = -1 // Kafka's default, Double.MAX_VALUE: unthrottled
+			default:
+				b.Cleaner.IOMaxBytesPerSecond = int64(f)
+			}
 		case "connections.max.idle.ms":
 			b.MaxIdleMs, err = strconv.ParseInt(v, 10, 64)
 			if err == nil && b.MaxIdleMs < 0 {

@@ -1,0 +1,219 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stratalog/strata/engine"
+	"github.com/stratalog/strata/group"
+	"github.com/stratalog/strata/server"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+const groupsTestTimeout = 60 * time.Second // hang guard only
+
+// startGroupsBroker serves an engine in t.TempDir() on 127.0.0.1:0.
+func startGroupsBroker(t *testing.T) string {
+	t.Helper()
+	eng, err := engine.Open(engine.Options{Dir: t.TempDir(), Log: engine.DefaultLogConfig()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := server.New(server.Config{ClusterID: "groups-cli", AutoCreateTopics: true,
+		Groups: server.GroupsConfig{Coordinator: group.Config{MinSessionTimeoutMs: 500, InitialRebalanceDelayMs: -1, TickMs: 20}}}, eng)
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ln) }()
+	t.Cleanup(func() {
+		s.Close()
+		select {
+		case <-done:
+		case <-time.After(groupsTestTimeout):
+			t.Error("Serve did not return")
+		}
+		eng.Close()
+	})
+	return ln.Addr().String()
+}
+
+func runGroupsCLI(t *testing.T, now time.Time, args ...string) (string, error) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	err := groupsMain(args, &out, &errb, func() time.Time { return now })
+	return out.String() + errb.String(), err
+}
+
+// rowFor returns the describe row of topic/partition split into columns.
+func rowFor(t *testing.T, out, topic, partition string) []string {
+	t.Helper()
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 8 && f[0] == topic && f[1] == partition {
+			return f
+		}
+	}
+	t.Fatalf("no row for %s/%s in:\n%s", topic, partition, out)
+	return nil
+}
+
+func TestGroupsDescribeLagAndRetentionCliff(t *testing.T) {
+	addr := startGroupsBroker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), groupsTestTimeout)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	retention := "3600000" // 1 h
+	if _, err := adm.CreateTopic(ctx, 2, 1, map[string]*string{"retention.ms": &retention}, "events"); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().Truncate(time.Millisecond)
+	base := now.Add(-40 * time.Minute)
+	for i := 0; i < 10; i++ {
+		r := &kgo.Record{Topic: "events", Partition: 0, Value: []byte("x"), Timestamp: base.Add(time.Duration(i) * time.Minute)}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "events", Partition: 1, Value: []byte("y")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	offs := kadm.Offsets{}
+	offs.AddOffset("events", 0, 3, -1) // the record at 3 was written at base+3m
+	offs.AddOffset("events", 1, 1, -1) // caught up
+	if r, err := adm.CommitOffsets(ctx, "slow", offs); err != nil || r.Error() != nil {
+		t.Fatalf("commit: %v %v", err, r.Error())
+	}
+
+	out, err := runGroupsCLI(t, now, "describe", "slow", "--brokers", addr)
+	t.Logf("describe:\n%s", out)
+	if err != nil {
+		t.Fatalf("describe: %v\n%s", err, out)
+	}
+	// TOPIC PARTITION COMMITTED LOG-START END LAG LAG-TIME RETENTION-CLIFF MEMBER CLIENT
+	r0 := rowFor(t, out, "events", "0")
+	if r0[2] != "3" || r0[3] != "0" || r0[4] != "10" || r0[5] != "7" {
+		t.Errorf("partition 0 row %q: want committed 3, start 0, end 10, lag 7", r0)
+	}
+	if want := (37 * time.Minute).String(); r0[6] != want {
+		t.Errorf("lag time %q, want %q (age of the record at the commit)", r0[6], want)
+	}
+	// base+3m + 1h - now = 23 minutes.
+	if want := (23 * time.Minute).String(); r0[7] != want {
+		t.Errorf("retention cliff %q, want %q", r0[7], want)
+	}
+	r1 := rowFor(t, out, "events", "1")
+	if r1[5] != "0" || r1[7] != "-" {
+		t.Errorf("partition 1 row %q: want lag 0 and no cliff", r1)
+	}
+	if !strings.Contains(out, "state Empty") {
+		t.Errorf("describe header misses the state:\n%s", out)
+	}
+
+	list, err := runGroupsCLI(t, now, "list", "--brokers", addr)
+	if err != nil || !strings.Contains(list, "slow") {
+		t.Fatalf("list: %v\n%s", err, list)
+	}
+}
+
+func TestGroupsResetOffsets(t *testing.T) {
+	addr := startGroupsBroker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), groupsTestTimeout)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(ctx, 2, 1, nil, "r"); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	for i := 0; i < 6; i++ {
+		r := &kgo.Record{Topic: "r", Partition: int32(i % 2), Value: []byte("v"), Timestamp: t0.Add(time.Duration(i) * time.Minute)}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	committed := func() map[int32]int64 {
+		o, err := adm.FetchOffsets(ctx, "rg")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[int32]int64{}
+		o.Each(func(r kadm.OffsetResponse) { m[r.Partition] = r.At })
+		return m
+	}
+	now := time.Now()
+	if out, err := runGroupsCLI(t, now, "reset-offsets", "rg", "--brokers", addr, "--topic", "r", "--to-latest"); err != nil || !strings.Contains(out, "dry run") {
+		t.Fatalf("dry run: %v\n%s", err, out)
+	}
+	if got := committed(); len(got) != 0 {
+		t.Fatalf("a dry run committed %v", got)
+	}
+	steps := []struct {
+		args []string
+		want map[int32]int64
+	}{
+		{[]string{"--to-latest"}, map[int32]int64{0: 3, 1: 3}},
+		{[]string{"--to-earliest", "--partitions", "1"}, map[int32]int64{0: 3, 1: 0}},
+		{[]string{"--to-offset", "2"}, map[int32]int64{0: 2, 1: 2}},
+		{[]string{"--to-offset", "99"}, map[int32]int64{0: 3, 1: 3}}, // clamped to the end
+		// Records at t0+0m,2m,4m on partition 0 and 1m,3m,5m on 1:
+		// the first at or after t0+2m30s is offset 2 on p0 (4m) and 1 on p1 (3m).
+		{[]string{"--to-datetime", t0.Add(150 * time.Second).UTC().Format(time.RFC3339Nano)}, map[int32]int64{0: 2, 1: 1}},
+	}
+	for _, s := range steps {
+		args := append([]string{"reset-offsets", "rg", "--brokers", addr, "--topic", "r", "--execute"}, s.args...)
+		if out, err := runGroupsCLI(t, now, args...); err != nil {
+			t.Fatalf("%v: %v\n%s", s.args, err, out)
+		}
+		got := committed()
+		for p, w := range s.want {
+			if got[p] != w {
+				t.Errorf("after %v: partition %d at %d, want %d", s.args, p, got[p], w)
+			}
+		}
+	}
+
+	// A group with an active member is refused.
+	member, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumerGroup("rg"), kgo.ConsumeTopics("r"),
+		kgo.SessionTimeout(2*time.Second), kgo.HeartbeatInterval(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	polled := make(chan struct{})
+	go func() { defer close(polled); member.PollFetches(ctx) }() // joins the group; returns when member closes
+	defer func() { member.Close(); <-polled }()
+	deadline := time.Now().Add(groupsTestTimeout)
+	for {
+		d, err := adm.DescribeGroups(ctx, "rg")
+		if err == nil && d["rg"].State == "Stable" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("member never joined")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	out, err := runGroupsCLI(t, now, "reset-offsets", "rg", "--brokers", addr, "--topic", "r", "--to-earliest", "--execute")
+	if err == nil || !strings.Contains(err.Error(), "stop its consumers") {
+		t.Fatalf("reset of an active group: %v\n%s", err, out)
+	}
+	if _, err := runGroupsCLI(t, now, "reset-offsets", "rg", "--brokers", addr, "--topic", "r"); err == nil || errors.Is(err, context.Canceled) {
+		t.Fatalf("reset without a mode: %v", err)
+	}
+}

@@ -1,0 +1,296 @@
+package engine
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/stratalog/strata/record"
+)
+
+// The tail cache: the most recent batches of each partition kept in memory
+// so consumers at the head are served without touching the segment file.
+//
+// Why: a Direct (O_DIRECT) segment does not populate the page cache, so a
+// sendfile of just-written bytes reads them back from the device, and bytes
+// still in the appender's partial chunk are not in the file at all (a
+// segment's readable end is Segment.Written, not its append position).
+//
+// Layout: a Log's cache is a list of up to tailBufsPerLog buffers of
+// tailBufBytes taken from the Engine's tailPool (allocated once, reused;
+// the pool holds at most TailCacheBytes, shared evenly among the logs that
+// cache: 64 MiB and 96 busy partitions give each two buffers, 512 KiB). The buffers hold whole append
+// requests of the active segment, back to back:
+//
+//	bufs[0]            bufs[1]                 bufs[k] (filling)
+//	[pos0 .. pos0+n0)  [pos1 = pos0+n0 .. )    ... [posk .. posk+nk) == segment end
+//
+// so the cache always covers a contiguous byte range that ends at the
+// segment's append position, and its batches are [bufs[0].first, logEnd).
+// An append that does not fit a buffer (larger than tailBufBytes) or finds
+// no buffer (pool exhausted, own oldest still read) empties the cache; it
+// starts again at the next append. A full cache drops its oldest buffer.
+// Appends that bypass Log.Append (a follower's) are not cached: the next
+// Append finds the cache's end behind the segment's and empties it. A
+// truncation of the segment (Segment.Truncations moved) makes every cached
+// byte stale: reads stop using the cache at once, the next Append empties
+// it.
+//
+// Concurrency: the appender (under Log.mu) copies into the last buffer past
+// its published length n and then stores n; readers read [0, n) only, so no
+// byte is read while written. tailCache.mu guards the buffer list: the
+// appender takes it to add or drop buffers, readers read-lock it while they
+// pick buffers and take references. A buffer returns to the pool when its
+// last reference goes: the cache's own, and one per ReadResult holding a
+// chunk of it (dropped by ReadResult.Release), so a chunk's bytes never
+// change before Release.
+
+const (
+	tailBufBytes          = 256 << 10
+	tailBufsPerLog        = 4
+	defaultTailCacheBytes = 64 << 20
+	// maxTailRefs is how many buffers one ReadResult can pin: every buffer
+	// of one log's cache.
+	maxTailRefs = tailBufsPerLog
+)
+
+// tailPool is the Engine-wide budget of tail-cache buffers. The budget is
+// shared fairly: a log keeps at most max/caching buffers (at least one, at
+// most tailBufsPerLog), where caching counts the logs holding any.
+type tailPool struct {
+	mu      sync.Mutex
+	free    [][]byte
+	made    int
+	max     int
+	caching atomic.Int32 // logs whose cache holds at least one buffer
+}
+
+// perLog is how many buffers one log may keep now.
+func (p *tailPool) perLog() int {
+	n := int(max(p.caching.Load(), 1))
+	return min(max(p.max/n, 1), tailBufsPerLog)
+}
+
+// newTailPool returns a pool of at most limit bytes (0: the default); nil
+// when limit < 0 or below one buffer (the cache is off).
+func newTailPool(limit int64) *tailPool {
+	if limit == 0 {
+		limit = defaultTailCacheBytes
+	}
+	if limit < tailBufBytes {
+		return nil
+	}
+	return &tailPool{max: int(limit / tailBufBytes)}
+}
+
+// get returns a buffer, or nil when all are in use.
+func (p *tailPool) get() []byte {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n := len(p.free); n > 0 {
+		b := p.free[n-1]
+		p.free[n-1] = nil
+		p.free = p.free[:n-1]
+		return b
+	}
+	if p.made >= p.max {
+		return nil
+	}
+	p.made++
+	return make([]byte, tailBufBytes)
+}
+
+func (p *tailPool) put(b []byte) {
+	p.mu.Lock()
+	p.free = append(p.free, b)
+	p.mu.Unlock()
+}
+
+// tailBuf is one cached buffer.
+type tailBuf struct {
+	b     []byte
+	pos   int64        // segment position of b[0]
+	first int64        // base offset of the first batch in b
+	n     atomic.Int64 // bytes filled; published after the copy
+	refs  atomic.Int32 // the cache's own + one per ReadResult
+	pool  *tailPool
+}
+
+func (t *tailBuf) unref() {
+	switch n := t.refs.Add(-1); {
+	case n == 0:
+		t.pool.put(t.b)
+		t.b = nil
+	case n < 0:
+		panic("engine: tail-cache buffer released twice (a ReadResult copied and released twice?)")
+	}
+}
+
+// tailCache is one Log's cache (see above).
+type tailCache struct {
+	mu   sync.RWMutex
+	seg  *logSegment // the segment the buffers belong to
+	gen  uint64      // seg's Truncations() when the buffers were started
+	bufs []*tailBuf
+
+	end int64 // appender only (Log.mu): segment position after the last cached append
+}
+
+// add caches data, just appended to s at pos with base offset base. Caller
+// holds Log.mu. Allocates only when it takes a new buffer (every
+// tailBufBytes).
+func (c *tailCache) add(p *tailPool, s *logSegment, pos int64, data []byte, base int64) {
+	if p == nil {
+		return
+	}
+	n := int64(len(data))
+	if c.seg != s || c.end != pos || n > tailBufBytes || c.gen != s.seg.Truncations() {
+		c.reset(s)
+		if n > tailBufBytes {
+			c.end = pos + n
+			return
+		}
+	}
+	c.end = pos + n
+	if k := len(c.bufs); k > 0 {
+		cur := c.bufs[k-1]
+		if used := cur.n.Load(); used+n <= int64(len(cur.b)) {
+			copy(cur.b[used:], data)
+			cur.n.Store(used + n)
+			return
+		}
+	}
+	for len(c.bufs) > 0 && len(c.bufs) >= p.perLog() {
+		c.dropOldest()
+	}
+	b := p.get()
+	for b == nil && len(c.bufs) > 0 {
+		c.dropOldest() // steal from our own oldest (returns unless read)
+		b = p.get()
+	}
+	if b == nil {
+		c.reset(s) // nothing to cache into: start again at the next append
+		return
+	}
+	t := &tailBuf{b: b, pos: pos, first: base, pool: p}
+	t.refs.Store(1)
+	copy(b, data)
+	t.n.Store(n)
+	c.mu.Lock()
+	c.bufs = append(c.bufs, t)
+	c.mu.Unlock()
+	if len(c.bufs) == 1 {
+		p.caching.Add(1)
+	}
+}
+
+func (c *tailCache) dropOldest() {
+	c.mu.Lock()
+	t := c.bufs[0]
+	m := copy(c.bufs, c.bufs[1:])
+	c.bufs[m] = nil
+	c.bufs = c.bufs[:m]
+	c.mu.Unlock()
+	if m == 0 {
+		t.pool.caching.Add(-1)
+	}
+	t.unref()
+}
+
+// reset empties the cache and points it at s. Caller holds Log.mu.
+func (c *tailCache) reset(s *logSegment) {
+	c.mu.Lock()
+	old := c.bufs
+	c.bufs = c.bufs[:0]
+	c.seg = s
+	if s != nil {
+		c.gen = s.seg.Truncations()
+	}
+	c.mu.Unlock()
+	if len(old) > 0 {
+		old[0].pool.caching.Add(-1)
+	}
+	for i, t := range old {
+		t.unref()
+		old[i] = nil
+	}
+}
+
+// read serves a read of s at offset from the cache when it holds the batch
+// containing offset: whole batches with a base offset below bound, at most
+// maxBytes (the first one whole if minOneBatch), as memory chunks with a
+// reference on each buffer used (res.tail). ok is false when the cache
+// does not cover offset (the caller reads the file).
+func (c *tailCache) read(s *logSegment, offset, bound, maxBytes int64, minOneBatch bool, res *ReadResult) (ok bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.seg != s || len(c.bufs) == 0 || offset < c.bufs[0].first || c.gen != s.seg.Truncations() {
+		return false // not cached, or cut and possibly rewritten (follower truncation)
+	}
+	// Never past the segment's end: a truncation (replication) lowers it
+	// before the next append empties the cache.
+	segEnd := s.end.Load()
+	i := len(c.bufs) - 1
+	for i > 0 && c.bufs[i].first > offset {
+		i--
+	}
+	// Find the batch holding offset in bufs[i].
+	t := c.bufs[i]
+	filled := min(t.n.Load(), max(segEnd-t.pos, 0))
+	at := int64(0)
+	for {
+		if filled-at < record.HeaderSize {
+			// Not here (past the cached end, or an append moved on to a
+			// new buffer meanwhile): the file path answers.
+			return false
+		}
+		h, err := record.ParseHeader(t.b[at : at+record.HeaderSize])
+		if err != nil {
+			return false
+		}
+		if h.LastOffset() >= offset {
+			break
+		}
+		at += int64(h.Size())
+	}
+	total := int64(0)
+	for ; i < len(c.bufs); i++ {
+		t = c.bufs[i]
+		filled = min(t.n.Load(), max(segEnd-t.pos, 0))
+		from := at
+		stop := false
+		for filled-at >= record.HeaderSize {
+			h, err := record.ParseHeader(t.b[at : at+record.HeaderSize])
+			if err != nil || h.BaseOffset >= bound {
+				stop = true
+				break
+			}
+			size := int64(h.Size())
+			if at+size > filled {
+				stop = true
+				break
+			}
+			if total+size > maxBytes && !(total == 0 && minOneBatch) {
+				stop = true
+				break
+			}
+			total += size
+			at += size
+			if total >= maxBytes {
+				stop = true
+				break
+			}
+		}
+		if at > from {
+			t.refs.Add(1)
+			res.tail[res.ntail] = t
+			res.ntail++
+			res.Chunks = append(res.Chunks, Chunk{Buf: t.b[from:at:at], Pos: t.pos + from, Len: at - from})
+		}
+		if stop || at < filled {
+			break
+		}
+		at = 0
+	}
+	res.Bytes = total
+	return true
+}

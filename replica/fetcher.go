@@ -1,0 +1,651 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/stratalog/strata/engine"
+	"github.com/stratalog/strata/record"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Versions the follower speaks (the broker serves Fetch v4-18 and
+// OffsetForLeaderEpoch v0-4). Fetch v12 names topics (v13+ uses ids) and is
+// the first to carry LastFetchedEpoch; v4 of OffsetForLeaderEpoch carries
+// ReplicaID.
+const (
+	fetchVersion      = 12
+	epochQueryVersion = 4
+)
+
+// fpart is a partition in a fetcher. Owned by the fetcher goroutine except
+// where noted.
+type fpart struct {
+	p            *partition
+	log          *engine.Log
+	epoch        int32 // the leader epoch this follower was told (CurrentLeaderEpoch)
+	truncating   bool  // needs OffsetForLeaderEpoch before fetching
+	backoffUntil time.Time
+}
+
+// fetcher replicates every partition this broker follows from one source
+// broker over one connection: one goroutine (run), started by the Manager
+// and stopped by close.
+type fetcher struct {
+	m   *Manager
+	src int32
+
+	mu    sync.Mutex // guards parts and conn
+	parts map[*partition]*fpart
+	conn  net.Conn
+
+	// procMu is held while the fetcher truncates or appends to logs; remove
+	// takes it after dropping a partition so that, once remove returns, the
+	// fetcher never touches that partition's log again.
+	procMu sync.Mutex
+
+	wake chan struct{} // poked on add and on follower durable progress
+	stop chan struct{}
+	done chan struct{}
+
+	corr    int32
+	fmt     *kmsg.RequestFormatter
+	buf     []byte // request encoding, reused
+	rbuf    []byte // response frame, reused
+	backoff time.Duration
+}
+
+func newFetcher(m *Manager, src int32) *fetcher {
+	return &fetcher{
+		m:     m,
+		src:   src,
+		parts: map[*partition]*fpart{},
+		wake:  make(chan struct{}, 1),
+		stop:  make(chan struct{}),
+		done:  make(chan struct{}),
+		fmt:   kmsg.NewRequestFormatter(kmsg.FormatterClientID(fmt.Sprintf("strata-replica-%d", m.cfg.BrokerID))),
+	}
+}
+
+func (f *fetcher) poke() {
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
+}
+
+// add puts p in the fetcher in the truncating state with the given epoch.
+func (f *fetcher) add(p *partition, epoch int32) {
+	f.mu.Lock()
+	f.parts[p] = &fpart{p: p, log: p.log, epoch: epoch, truncating: true}
+	f.mu.Unlock()
+	p.fstate.Store(fetchTruncating)
+	p.fetcherP.Store(f)
+	f.poke()
+}
+
+// remove drops p and returns how many partitions remain. Once it returns
+// the fetcher does not touch p's log.
+func (f *fetcher) remove(p *partition) int {
+	f.mu.Lock()
+	delete(f.parts, p)
+	n := len(f.parts)
+	f.mu.Unlock()
+	p.fetcherP.CompareAndSwap(f, nil)
+	p.fstate.Store(fetchIdle)
+	f.procMu.Lock()
+	//lint:ignore SA2001 an empty critical section: waits for a round in progress
+	f.procMu.Unlock()
+	return n
+}
+
+// close stops the fetcher and waits for its goroutine.
+func (f *fetcher) close() {
+	select {
+	case <-f.stop:
+	default:
+		close(f.stop)
+	}
+	f.mu.Lock()
+	if f.conn != nil {
+		f.conn.Close() // unblocks a read in progress
+	}
+	f.mu.Unlock()
+	<-f.done
+}
+
+func (f *fetcher) stopped() bool {
+	select {
+	case <-f.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// member reports whether fp is still p's current entry. Caller holds procMu.
+func (f *fetcher) member(fp *fpart) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.parts[fp.p] == fp
+}
+
+// snapshot returns the current partitions.
+func (f *fetcher) snapshot() []*fpart {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]*fpart, 0, len(f.parts))
+	for _, fp := range f.parts {
+		out = append(out, fp)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i].p.key, out[j].p.key
+		return a.topic < b.topic || (a.topic == b.topic && a.part < b.part)
+	})
+	return out
+}
+
+// sleep waits d, or less if stopped (false) or, with wakeable, poked.
+func (f *fetcher) sleep(d time.Duration, wakeable bool) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	var wake chan struct{}
+	if wakeable {
+		wake = f.wake
+	}
+	select {
+	case <-f.stop:
+		return false
+	case <-t.C:
+	case <-wake:
+	}
+	return true
+}
+
+func (f *fetcher) failed(err error) {
+	f.closeConn()
+	base := time.Duration(f.m.cfg.FetchBackoffMs) * time.Millisecond
+	if f.backoff == 0 {
+		f.backoff = base
+	} else {
+		f.backoff = min(2*f.backoff, 8*base)
+	}
+	if !f.stopped() {
+		f.m.log.Warn("replica fetcher: error; backing off", "source", f.src, "err", err, "backoff", f.backoff)
+	}
+	f.sleep(f.backoff, false)
+}
+
+func (f *fetcher) closeConn() {
+	f.mu.Lock()
+	if f.conn != nil {
+		f.conn.Close()
+		f.conn = nil
+	}
+	f.mu.Unlock()
+}
+
+// run is the fetcher goroutine.
+func (f *fetcher) run() {
+	defer f.m.wg.Done()
+	defer close(f.done)
+	defer f.closeConn()
+	for !f.stopped() {
+		parts := f.snapshot()
+		if len(parts) == 0 {
+			f.sleep(time.Second, true)
+			continue
+		}
+		if err := f.ensureConn(); err != nil {
+			f.failed(err)
+			continue
+		}
+		if err := f.truncatePhase(parts); err != nil {
+			f.failed(err)
+			continue
+		}
+		if err := f.fetchPhase(parts); err != nil {
+			f.failed(err)
+			continue
+		}
+		f.backoff = 0
+	}
+}
+
+func (f *fetcher) ensureConn() error {
+	f.mu.Lock()
+	have := f.conn != nil
+	f.mu.Unlock()
+	if have {
+		return nil
+	}
+	addr, ok := f.m.cfg.BrokerAddr(f.src)
+	if !ok {
+		return fmt.Errorf("no address for broker %d", f.src)
+	}
+	ctx, cancel := context.WithTimeout(f.m.ctx, time.Duration(f.m.cfg.SocketTimeoutMs)*time.Millisecond)
+	defer cancel()
+	c, err := f.m.cfg.Dial(ctx, addr)
+	if err != nil {
+		return fmt.Errorf("dialing broker %d at %s: %w", f.src, addr, err)
+	}
+	f.mu.Lock()
+	if f.stopped() {
+		f.mu.Unlock()
+		c.Close()
+		return errors.New("fetcher stopped")
+	}
+	f.conn = c
+	f.mu.Unlock()
+	return nil
+}
+
+// roundTrip sends req and decodes the answer into resp, with a deadline of
+// extra plus the socket timeout.
+func (f *fetcher) roundTrip(req kmsg.Request, resp kmsg.Response, extra time.Duration) error {
+	f.mu.Lock()
+	c := f.conn
+	f.mu.Unlock()
+	if c == nil {
+		return errors.New("not connected")
+	}
+	f.corr++
+	corr := f.corr
+	f.buf = f.fmt.AppendRequest(f.buf[:0], req, corr)
+	deadline := time.Now().Add(extra + time.Duration(f.m.cfg.SocketTimeoutMs)*time.Millisecond)
+	if err := c.SetDeadline(deadline); err != nil {
+		return err
+	}
+	if _, err := c.Write(f.buf); err != nil {
+		return fmt.Errorf("writing to broker %d: %w", f.src, err)
+	}
+	maxFrame := int64(f.m.cfg.FetchResponseMaxBytes) + maxFrameSlack
+	body, err := readFrame(c, f.rbuf[:0], maxFrame)
+	if cap(body) <= 64<<20 {
+		f.rbuf = body[:0] // keep ordinary buffers for reuse; drop huge ones
+	}
+	if err != nil {
+		return fmt.Errorf("reading from broker %d: %w", f.src, err)
+	}
+	rest, gotCorr, err := parseResponseHeader(body, resp.IsFlexible())
+	if err != nil {
+		return err
+	}
+	if gotCorr != corr {
+		return fmt.Errorf("broker %d answered correlation id %d, expected %d", f.src, gotCorr, corr)
+	}
+	resp.SetVersion(req.GetVersion())
+	if err := resp.ReadFrom(rest); err != nil {
+		return fmt.Errorf("decoding %T from broker %d: %w", resp, f.src, err)
+	}
+	return nil
+}
+
+// truncatePhase runs OffsetForLeaderEpoch for partitions entering a new
+// epoch and truncates each to where its log stops agreeing with the
+// leader's (KIP-101/KIP-279).
+func (f *fetcher) truncatePhase(parts []*fpart) error {
+	var need []*fpart
+	now := time.Now()
+	for _, fp := range parts {
+		if fp.truncating && !now.Before(fp.backoffUntil) {
+			need = append(need, fp)
+		}
+	}
+	if len(need) == 0 {
+		return nil
+	}
+	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
+	req.SetVersion(epochQueryVersion)
+	req.ReplicaID = f.m.cfg.BrokerID
+	byTopic := map[string]int{}
+	type ask struct {
+		fp     *fpart
+		latest int32
+	}
+	asks := map[tp]ask{}
+	var noEpoch []*fpart
+	for _, fp := range need {
+		latest := fp.log.LeaderEpoch()
+		if fp.log.EpochStartOffset() < 0 {
+			noEpoch = append(noEpoch, fp)
+			continue
+		}
+		i, ok := byTopic[fp.p.key.topic]
+		if !ok {
+			i = len(req.Topics)
+			byTopic[fp.p.key.topic] = i
+			t := kmsg.NewOffsetForLeaderEpochRequestTopic()
+			t.Topic = fp.p.key.topic
+			req.Topics = append(req.Topics, t)
+		}
+		rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+		rp.Partition = fp.p.key.part
+		rp.CurrentLeaderEpoch = fp.epoch
+		rp.LeaderEpoch = latest
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+		asks[fp.p.key] = ask{fp, latest}
+	}
+	// An empty epoch cache means an empty log (every append records an
+	// epoch): nothing can diverge.
+	if len(noEpoch) > 0 {
+		f.procMu.Lock()
+		for _, fp := range noEpoch {
+			if f.member(fp) {
+				fp.truncating = false
+				fp.p.fstate.Store(fetchFetching)
+			}
+		}
+		f.procMu.Unlock()
+	}
+	if len(req.Topics) == 0 {
+		return nil
+	}
+	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
+	if err := f.roundTrip(req, resp, 0); err != nil {
+		return err
+	}
+	f.procMu.Lock()
+	defer f.procMu.Unlock()
+	for i := range resp.Topics {
+		rt := &resp.Topics[i]
+		for j := range rt.Partitions {
+			rp := &rt.Partitions[j]
+			a, ok := asks[tp{rt.Topic, rp.Partition}]
+			if !ok || !f.member(a.fp) {
+				continue
+			}
+			delete(asks, tp{rt.Topic, rp.Partition})
+			fp := a.fp
+			if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+				f.partitionBackoff(fp, "offset for leader epoch", err)
+				continue
+			}
+			if err := f.truncate(fp, a.latest, rp.LeaderEpoch, rp.EndOffset); err != nil {
+				// The log failed (offline, closed): this partition only.
+				f.partitionBackoff(fp, "truncate", err)
+				f.m.log.Warn("replica fetcher: truncation failed", "log", fp.log.String(), "err", err)
+			}
+		}
+	}
+	for _, a := range asks { // not answered: ask again
+		f.partitionBackoff(a.fp, "offset for leader epoch", errors.New("partition missing from the response"))
+	}
+	return nil
+}
+
+// truncate cuts fp's log where it diverges from the leader. Caller holds procMu.
+func (f *fetcher) truncate(fp *fpart, asked, leaderEpoch int32, leaderEnd int64) error {
+	l := fp.log
+	to := l.LogEndOffset()
+	switch {
+	case leaderEpoch < 0 || leaderEnd < 0:
+		// The leader knows no epoch <= ours: keep what the HW covers
+		// (Kafka's fallback).
+		to = min(to, l.HighWatermark())
+	case leaderEpoch == asked:
+		to = min(to, leaderEnd)
+	default:
+		// The leader's largest epoch <= ours is older than ours: our log
+		// agrees with it up to our own end of that epoch at most.
+		if _, ours := l.EndOffsetForEpoch(leaderEpoch); ours >= 0 {
+			to = min(to, ours)
+		}
+		to = min(to, leaderEnd)
+	}
+	before := l.LogEndOffset()
+	if to < before {
+		newEnd, err := l.TruncateTo(to)
+		if err != nil {
+			return fmt.Errorf("truncating %s to %d: %w", l, to, err)
+		}
+		f.m.log.Info("truncated divergent tail", "log", l.String(), "from", before, "to", newEnd,
+			"leaderEpoch", leaderEpoch, "leaderEndOffset", leaderEnd)
+	}
+	fp.truncating = false
+	fp.p.fstate.Store(fetchFetching)
+	return nil
+}
+
+// partitionBackoff parks fp until the backoff passes; errors that mean our
+// view is stale send it through truncation again.
+func (f *fetcher) partitionBackoff(fp *fpart, what string, err error) {
+	fp.backoffUntil = time.Now().Add(time.Duration(f.m.cfg.FetchBackoffMs) * time.Millisecond)
+	if !f.stopped() {
+		f.m.log.Debug("replica fetcher: partition error", "source", f.src, "log", fp.log.String(), "during", what, "err", err)
+	}
+}
+
+// fetchPhase issues one Fetch for every partition whose log is durable to
+// its end, appends the answer, and waits until what it appended is durable
+// (so the next fetch offset is a durable offset).
+func (f *fetcher) fetchPhase(parts []*fpart) error {
+	cfg := &f.m.cfg
+	req := kmsg.NewPtrFetchRequest()
+	req.SetVersion(fetchVersion)
+	req.ReplicaID = cfg.BrokerID
+	req.MaxWaitMillis = cfg.FetchWaitMaxMs
+	req.MinBytes = cfg.FetchMinBytes
+	req.MaxBytes = cfg.FetchResponseMaxBytes
+	req.SessionEpoch = -1
+	byTopic := map[string]int{}
+	sent := map[tp]*fpart{}
+	pendingDurable := false
+	now := time.Now()
+	soonest := time.Duration(-1)
+	for _, fp := range parts {
+		if fp.truncating {
+			if d := fp.backoffUntil.Sub(now); d > 0 && (soonest < 0 || d < soonest) {
+				soonest = d
+			}
+			continue
+		}
+		if d := fp.backoffUntil.Sub(now); d > 0 {
+			if soonest < 0 || d < soonest {
+				soonest = d
+			}
+			continue
+		}
+		l := fp.log
+		end := l.LogEndOffset()
+		if l.DurableEnd() < end {
+			pendingDurable = true
+			continue
+		}
+		i, ok := byTopic[fp.p.key.topic]
+		if !ok {
+			i = len(req.Topics)
+			byTopic[fp.p.key.topic] = i
+			t := kmsg.NewFetchRequestTopic()
+			t.Topic = fp.p.key.topic
+			req.Topics = append(req.Topics, t)
+		}
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition = fp.p.key.part
+		rp.CurrentLeaderEpoch = fp.epoch
+		rp.FetchOffset = end
+		rp.LastFetchedEpoch = l.LeaderEpoch()
+		rp.LogStartOffset = l.LogStartOffset()
+		rp.PartitionMaxBytes = cfg.FetchMaxBytes
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+		sent[fp.p.key] = fp
+	}
+	if len(sent) == 0 {
+		wait := time.Second
+		if pendingDurable {
+			wait = 100 * time.Millisecond // a flush is running; its Durable pokes us
+		}
+		if soonest >= 0 && soonest < wait {
+			wait = soonest
+		}
+		f.sleep(wait, true)
+		return nil
+	}
+	if pendingDurable {
+		// Do not long-poll while another partition waits for its flush:
+		// its next fetch would wait for ours.
+		req.MaxWaitMillis = 0
+	}
+	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	if err := f.roundTrip(req, resp, time.Duration(req.MaxWaitMillis)*time.Millisecond); err != nil {
+		return err
+	}
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return fmt.Errorf("fetch from broker %d: %w", f.src, err)
+	}
+	var appended []*fpart
+	f.procMu.Lock()
+	for i := range resp.Topics {
+		rt := &resp.Topics[i]
+		for j := range rt.Partitions {
+			rp := &rt.Partitions[j]
+			fp := sent[tp{rt.Topic, rp.Partition}]
+			if fp == nil || !f.member(fp) {
+				continue
+			}
+			delete(sent, tp{rt.Topic, rp.Partition})
+			ok, err := f.handlePartition(fp, rp)
+			if err != nil {
+				// The log failed (offline, closed, deleted): this partition
+				// backs off; the others go on.
+				f.partitionBackoff(fp, "append", err)
+				f.m.log.Warn("replica fetcher: log error", "log", fp.log.String(), "err", err)
+				continue
+			}
+			if ok {
+				appended = append(appended, fp)
+			}
+		}
+	}
+	f.procMu.Unlock()
+	return f.awaitDurable(appended)
+}
+
+// handlePartition applies one partition of a fetch response. Caller holds
+// procMu. ok reports that records were appended.
+func (f *fetcher) handlePartition(fp *fpart, rp *kmsg.FetchResponseTopicPartition) (ok bool, err error) {
+	l := fp.log
+	switch code := rp.ErrorCode; {
+	case code == 0:
+	case code == kerr.OffsetOutOfRange.Code:
+		end := l.LogEndOffset()
+		if rp.LogStartOffset >= 0 && end < rp.LogStartOffset {
+			// Our whole log is below the leader's start: restart there.
+			f.m.log.Info("follower log below the leader's log start; restarting it", "log", l.String(), "logEnd", end, "leaderLogStart", rp.LogStartOffset)
+			if err := l.TruncateFullyAndStartAt(rp.LogStartOffset); err != nil {
+				return false, err
+			}
+			return false, nil
+		}
+		// Past the leader's end: our view of the epoch is stale.
+		fp.truncating = true
+		fp.p.fstate.Store(fetchTruncating)
+		return false, nil
+	default:
+		err := kerr.ErrorForCode(code)
+		if code == kerr.FencedLeaderEpoch.Code || code == kerr.UnknownLeaderEpoch.Code || code == kerr.NotLeaderForPartition.Code {
+			// Leadership is moving: ask again after a backoff, truncating
+			// first in case the epoch changed under us.
+			fp.truncating = true
+			fp.p.fstate.Store(fetchTruncating)
+		}
+		f.partitionBackoff(fp, "fetch", err)
+		return false, nil
+	}
+	if rp.HighWatermark >= 0 {
+		fp.p.leaderHW.Store(rp.HighWatermark)
+	}
+	if len(rp.RecordBatches) > 0 {
+		info, err := l.AppendAsFollower(rp.RecordBatches)
+		if errors.Is(err, engine.ErrOffsetOutOfRange) {
+			info, err = f.appendStraddling(l, rp.RecordBatches, err)
+		}
+		switch {
+		case errors.Is(err, engine.ErrOffsetOutOfRange):
+			// Our log end moved (a concurrent truncation); re-sync.
+			fp.truncating = true
+			fp.p.fstate.Store(fetchTruncating)
+			return false, nil
+		case errors.Is(err, engine.ErrCorruptMessage) || errors.Is(err, engine.ErrInvalidRecord):
+			f.partitionBackoff(fp, "append", err)
+			f.m.log.Warn("replica fetcher: bad batches from the leader", "log", l.String(), "err", err)
+			return false, nil
+		case err != nil:
+			return false, err // the engine is offline or the log closed
+		}
+		ok = info.BaseOffset >= 0
+	}
+	if rp.HighWatermark >= 0 {
+		hw := l.AdvanceHighWatermark(rp.HighWatermark)
+		// The leader's log start moved (retention, DeleteRecords): follow
+		// it as far as our HW allows (Kafka's maybeIncrementLogStartOffset).
+		if start := min(rp.LogStartOffset, hw); start > l.LogStartOffset() {
+			if _, err := l.DeleteRecords(start); err != nil {
+				f.m.log.Warn("following the leader's log start", "log", l.String(), "start", start, "err", err)
+			}
+		}
+		if l.Damaged() && l.LogEndOffset() >= rp.HighWatermark {
+			if err := l.ClearDamaged(); err != nil {
+				f.m.log.Warn("clearing damaged mark", "log", l.String(), "err", err)
+			} else {
+				f.m.log.Info("damaged log re-fetched up to the leader's HW; eligible to lead again", "log", l.String())
+			}
+		}
+	}
+	return ok, nil
+}
+
+// appendStraddling handles Kafka's UnexpectedAppendOffset case: an empty
+// log (start == end, e.g. just restarted at the leader's log start) gets a
+// first batch that begins below its end because the leader's log start
+// falls inside that batch (DeleteRecords). The log restarts at the batch's
+// base offset and takes it. Anything else returns err unchanged.
+func (f *fetcher) appendStraddling(l *engine.Log, batches []byte, err error) (engine.AppendInfo, error) {
+	h, herr := record.ParseHeader(batches)
+	end := l.LogEndOffset()
+	if herr != nil || l.LogStartOffset() != end || h.BaseOffset >= end || h.LastOffset() < end {
+		return engine.AppendInfo{BaseOffset: -1}, err
+	}
+	f.m.log.Info("first fetched batch starts below the empty follower log's start; restarting the log at it",
+		"log", l.String(), "logStart", end, "batchBase", h.BaseOffset)
+	if terr := l.TruncateFullyAndStartAt(h.BaseOffset); terr != nil {
+		return engine.AppendInfo{BaseOffset: -1}, terr
+	}
+	return l.AppendAsFollower(batches)
+}
+
+// awaitDurable waits until every appended log is durable to its end (the
+// follower's flush pipeline pokes the fetcher), bounded by the socket
+// timeout and Close.
+func (f *fetcher) awaitDurable(appended []*fpart) error {
+	if len(appended) == 0 {
+		return nil
+	}
+	deadline := time.Now().Add(time.Duration(f.m.cfg.SocketTimeoutMs) * time.Millisecond)
+	for {
+		done := true
+		for _, fp := range appended {
+			l := fp.log
+			if l.DurableEnd() < l.LogEndOffset() {
+				done = false
+				break
+			}
+		}
+		if done {
+			return nil
+		}
+		d := time.Until(deadline)
+		if d <= 0 {
+			return nil // the next round skips logs still not durable
+		}
+		if !f.sleep(min(d, 50*time.Millisecond), true) {
+			return nil
+		}
+	}
+}

@@ -1,0 +1,573 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/stratalog/strata/engine"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// Defaults, Kafka's.
+const (
+	DefaultLagTimeMaxMs          = 30000    // replica.lag.time.max.ms
+	DefaultFetchMaxBytes         = 1 << 20  // replica.fetch.max.bytes
+	DefaultFetchResponseMaxBytes = 10 << 20 // replica.fetch.response.max.bytes
+	DefaultFetchWaitMaxMs        = 500      // replica.fetch.wait.max.ms
+	DefaultFetchMinBytes         = 1        // replica.fetch.min.bytes
+	DefaultFetchBackoffMs        = 1000     // replica.fetch.backoff.ms
+	DefaultSocketTimeoutMs       = 30000    // replica.socket.timeout.ms
+)
+
+// Config configures a Manager. Zero values take the defaults above.
+type Config struct {
+	BrokerID int32 // this broker's id (the replica id in its Fetch requests)
+
+	// BrokerAddr returns the host:port of a live broker's listener; false
+	// when unknown (the fetcher backs off and asks again).
+	BrokerAddr func(id int32) (hostport string, ok bool)
+
+	// ISR carries the leader's ISR changes to the controller. nil: ISR
+	// changes are never proposed (the ISR stays as BecomeLeader gave it).
+	ISR ISRUpdater
+
+	LagTimeMaxMs          int64 // replica.lag.time.max.ms
+	FetchMaxBytes         int32 // replica.fetch.max.bytes (per partition)
+	FetchResponseMaxBytes int32 // replica.fetch.response.max.bytes
+	FetchWaitMaxMs        int32 // replica.fetch.wait.max.ms
+	FetchMinBytes         int32 // replica.fetch.min.bytes
+	FetchBackoffMs        int64 // replica.fetch.backoff.ms
+	SocketTimeoutMs       int64 // replica.socket.timeout.ms
+
+	// Dial opens a connection to a leader (default: net.Dialer with the
+	// socket timeout).
+	Dial func(ctx context.Context, addr string) (net.Conn, error)
+
+	Logger *slog.Logger
+	Now    func() time.Time // clock (tests); default time.Now
+}
+
+// ISRUpdater is Kafka's AlterPartition path from a partition leader to the
+// controller. It blocks until the controller committed or refused the
+// change (or ctx ends). A refusal is a *kerr.Error (FENCED_LEADER_EPOCH,
+// INVALID_UPDATE_VERSION, INELIGIBLE_REPLICA, NOT_CONTROLLER, ...); any
+// other error is treated as "unknown outcome" and the change is proposed
+// again later.
+type ISRUpdater interface {
+	AlterPartition(ctx context.Context, req AlterPartition) (AlterPartitionResult, error)
+}
+
+// AlterPartition is one proposed ISR change.
+type AlterPartition struct {
+	Topic          string
+	Partition      int32
+	LeaderEpoch    int32   // the leader epoch the leader holds
+	PartitionEpoch int32   // the partition epoch the leader knows
+	ISR            []int32 // the proposed ISR, leader included
+}
+
+// AlterPartitionResult is the partition as the controller committed it.
+type AlterPartitionResult struct {
+	LeaderEpoch    int32
+	PartitionEpoch int32
+	ISR            []int32
+}
+
+// Partition is the controller's state of one partition as this broker
+// applies it.
+type Partition struct {
+	Log            *engine.Log
+	Topic          string
+	Partition      int32
+	Leader         int32 // -1: no leader
+	LeaderEpoch    int32
+	PartitionEpoch int32
+	Replicas       []int32
+	ISR            []int32
+	MinISR         int // min.insync.replicas; <= 0 means 1
+}
+
+// FollowerStatus is the leader's view of one follower.
+type FollowerStatus struct {
+	ID             int32
+	FetchOffset    int64 // = durable offset; -1 before its first fetch
+	LastCaughtUpMs int64
+	LastFetchMs    int64
+}
+
+// Status is a partition's replication state (tests, metrics, admin).
+type Status struct {
+	Role           engine.Role
+	Leader         int32
+	LeaderEpoch    int32
+	PartitionEpoch int32
+	Replicas       []int32
+	ISR            []int32
+	PendingISR     []int32 // an AlterPartition in flight, nil if none
+	HighWatermark  int64
+	LogEndOffset   int64
+	DurableEnd     int64
+	Followers      []FollowerStatus // leader only, in replica order
+	Damaged        bool             // not eligible to lead until re-fetched
+	FetchState     string           // follower: "truncating", "fetching", "idle" (no leader)
+}
+
+// ErrStaleState is returned by BecomeLeader/BecomeFollower for a state
+// older than the one applied (lower leader epoch, or same leader epoch and
+// lower partition epoch).
+var ErrStaleState = errors.New("replica: partition state older than the applied one")
+
+type tp struct {
+	topic string
+	part  int32
+}
+
+// Manager owns the replicated partitions of one broker.
+type Manager struct {
+	cfg    Config
+	log    *slog.Logger
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // fetchers, ISR checker, AlterPartition calls
+
+	mu       sync.Mutex
+	parts    map[tp]*partition
+	byLog    sync.Map // *engine.Log -> *partition; written under mu, read without it (produce path)
+	fetchers map[int32]*fetcher
+	closed   bool
+}
+
+// New returns a running Manager (its ISR checker started); Close stops it.
+func New(cfg Config) *Manager {
+	if cfg.LagTimeMaxMs <= 0 {
+		cfg.LagTimeMaxMs = DefaultLagTimeMaxMs
+	}
+	if cfg.FetchMaxBytes <= 0 {
+		cfg.FetchMaxBytes = DefaultFetchMaxBytes
+	}
+	if cfg.FetchResponseMaxBytes <= 0 {
+		cfg.FetchResponseMaxBytes = DefaultFetchResponseMaxBytes
+	}
+	if cfg.FetchWaitMaxMs <= 0 {
+		cfg.FetchWaitMaxMs = DefaultFetchWaitMaxMs
+	}
+	if cfg.FetchMinBytes <= 0 {
+		cfg.FetchMinBytes = DefaultFetchMinBytes
+	}
+	if cfg.FetchBackoffMs <= 0 {
+		cfg.FetchBackoffMs = DefaultFetchBackoffMs
+	}
+	if cfg.SocketTimeoutMs <= 0 {
+		cfg.SocketTimeoutMs = DefaultSocketTimeoutMs
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Dial == nil {
+		d := &net.Dialer{Timeout: time.Duration(cfg.SocketTimeoutMs) * time.Millisecond}
+		cfg.Dial = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &Manager{
+		cfg:      cfg,
+		log:      cfg.Logger.With("component", "replica", "broker", cfg.BrokerID),
+		ctx:      ctx,
+		cancel:   cancel,
+		parts:    map[tp]*partition{},
+		fetchers: map[int32]*fetcher{},
+	}
+	m.wg.Add(1)
+	go m.runISRChecker()
+	return m
+}
+
+func (m *Manager) nowMs() int64 { return m.cfg.Now().UnixMilli() }
+
+// Close stops every fetcher, the ISR checker and in-flight AlterPartition
+// calls, and waits for them. Logs keep their role; their handlers go inert.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	fs := make([]*fetcher, 0, len(m.fetchers))
+	for _, f := range m.fetchers {
+		fs = append(fs, f)
+	}
+	clear(m.fetchers)
+	for _, p := range m.parts {
+		p.mu.Lock()
+		p.stopped = true
+		p.mu.Unlock()
+	}
+	m.mu.Unlock()
+	m.cancel()
+	for _, f := range fs {
+		f.close()
+	}
+	m.wg.Wait()
+	return nil
+}
+
+// partitionFor returns (creating) the state of st's partition. Caller holds m.mu.
+func (m *Manager) partitionFor(st *Partition) (*partition, error) {
+	if st.Log == nil {
+		return nil, fmt.Errorf("replica: %s-%d: no log", st.Topic, st.Partition)
+	}
+	k := tp{st.Topic, st.Partition}
+	p := m.parts[k]
+	if p != nil && p.log != st.Log {
+		// The log was recreated (topic deleted and created again).
+		m.detachLocked(p)
+		p = nil
+	}
+	if p == nil {
+		p = &partition{m: m, key: k, log: st.Log, leader: -1, leaderEpoch: -1, partitionEpoch: -1}
+		p.h = &handler{p: p}
+		m.parts[k] = p
+		m.byLog.Store(st.Log, p)
+	}
+	return p, nil
+}
+
+// detachLocked removes p from the manager and its fetcher. Caller holds m.mu.
+func (m *Manager) detachLocked(p *partition) {
+	p.mu.Lock()
+	p.stopped = true
+	src := p.fetchFrom
+	p.fetchFrom = -1
+	p.leaderGen.Add(1)
+	p.isLeader.Store(false)
+	p.mu.Unlock()
+	if src >= 0 {
+		m.removeFromFetcherLocked(src, p)
+	}
+	delete(m.parts, p.key)
+	m.byLog.CompareAndDelete(p.log, p)
+}
+
+func validState(st *Partition) error {
+	if st.LeaderEpoch < 0 || st.PartitionEpoch < 0 {
+		return fmt.Errorf("replica: %s-%d: negative epochs %d/%d", st.Topic, st.Partition, st.LeaderEpoch, st.PartitionEpoch)
+	}
+	return nil
+}
+
+// stale reports whether st is older than what p applied. Caller holds p.mu.
+func (p *partition) stale(st *Partition) bool {
+	return st.LeaderEpoch < p.leaderEpoch ||
+		(st.LeaderEpoch == p.leaderEpoch && st.PartitionEpoch < p.partitionEpoch)
+}
+
+// BecomeLeader makes this broker the leader of st's partition (st.Leader
+// must be Config.BrokerID), or applies a newer ISR / replica set / partition
+// epoch to a partition it already leads. A new leader epoch is recorded in
+// the log's epoch cache at its log end before it returns, so appends after
+// it carry the epoch. A damaged log (engine Log.Damaged) is refused with
+// kerr.KafkaStorageError.
+func (m *Manager) BecomeLeader(st Partition) error {
+	if st.Leader != m.cfg.BrokerID {
+		return fmt.Errorf("replica: %s-%d: BecomeLeader with leader %d on broker %d", st.Topic, st.Partition, st.Leader, m.cfg.BrokerID)
+	}
+	if err := validState(&st); err != nil {
+		return err
+	}
+	if !slices.Contains(st.ISR, m.cfg.BrokerID) {
+		return fmt.Errorf("replica: %s-%d: leader %d not in ISR %v", st.Topic, st.Partition, st.Leader, st.ISR)
+	}
+	m.mu.Lock()
+	hw, err := m.becomeLeaderLocked(&st)
+	m.mu.Unlock()
+	// Outside m.mu: advancing the HW runs produce callbacks inline.
+	if err == nil && hw >= 0 {
+		st.Log.AdvanceHighWatermark(hw)
+	}
+	return err
+}
+
+// becomeLeaderLocked is BecomeLeader under m.mu; it returns the HW to
+// apply (-1: none yet).
+func (m *Manager) becomeLeaderLocked(st *Partition) (int64, error) {
+	if m.closed {
+		return -1, engine.ErrClosed
+	}
+	p, err := m.partitionFor(st)
+	if err != nil {
+		return -1, err
+	}
+	p.mu.Lock()
+	if p.stale(st) {
+		p.mu.Unlock()
+		return -1, ErrStaleState
+	}
+	newEpoch := p.role != engine.RoleLeader || st.LeaderEpoch != p.leaderEpoch
+	if newEpoch && st.Log.Damaged() {
+		p.mu.Unlock()
+		return -1, fmt.Errorf("%w: %s-%d lost data below its recovery point and has not re-fetched it", kerr.KafkaStorageError, st.Topic, st.Partition)
+	}
+	src := p.fetchFrom
+	p.fetchFrom = -1
+	p.mu.Unlock()
+	if newEpoch && src >= 0 {
+		// Stop following first: the fetcher must not append after the
+		// new epoch starts.
+		m.removeFromFetcherLocked(src, p)
+	}
+	if newEpoch {
+		if err := st.Log.AssignLeaderEpoch(st.LeaderEpoch); err != nil {
+			return -1, err
+		}
+	}
+	p.mu.Lock()
+	now := m.nowMs()
+	if newEpoch {
+		p.leaderGen.Add(1)
+		p.followers = map[int32]*follower{}
+		p.pendingISR = nil
+		p.alterRefusedAt = -1
+	}
+	p.role = engine.RoleLeader
+	p.stopped = false
+	p.leader = st.Leader
+	p.leaderEpoch, p.partitionEpoch = st.LeaderEpoch, st.PartitionEpoch
+	p.replicas = slices.Clone(st.Replicas)
+	p.setISR(st.ISR)
+	if p.pendingISR != nil && slices.Equal(sortedCopy(p.pendingISR), sortedCopy(st.ISR)) {
+		p.pendingISR = nil // the controller's push overtook our own answer
+	}
+	p.minISR.Store(int32(max(st.MinISR, 1)))
+	for _, id := range p.replicas {
+		if id == m.cfg.BrokerID {
+			continue
+		}
+		if p.followers[id] == nil {
+			p.followers[id] = &follower{id: id, fetchOffset: -1, lastFetchLEO: -1, lastCaughtUpMs: now}
+		}
+	}
+	for id := range p.followers {
+		if !slices.Contains(p.replicas, id) {
+			delete(p.followers, id)
+		}
+	}
+	p.isLeader.Store(true)
+	hw := p.hwLocked()
+	p.mu.Unlock()
+	st.Log.SetLeader(p.h)
+	if newEpoch {
+		m.log.Info("leading partition", "topic", st.Topic, "partition", st.Partition, "leaderEpoch", st.LeaderEpoch,
+			"partitionEpoch", st.PartitionEpoch, "isr", st.ISR, "logEnd", st.Log.LogEndOffset())
+	}
+	return hw, nil
+}
+
+// BecomeFollower makes this broker a follower of st's partition, fetching
+// from st.Leader (none while st.Leader is -1). On a new leader epoch or
+// leader the partition first truncates its divergent tail (OffsetForLeaderEpoch)
+// and then fetches.
+func (m *Manager) BecomeFollower(st Partition) error {
+	if st.Leader == m.cfg.BrokerID {
+		return fmt.Errorf("replica: %s-%d: BecomeFollower with this broker (%d) as leader", st.Topic, st.Partition, st.Leader)
+	}
+	if err := validState(&st); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return engine.ErrClosed
+	}
+	p, err := m.partitionFor(&st)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	if p.stale(&st) {
+		p.mu.Unlock()
+		return ErrStaleState
+	}
+	changed := p.role != engine.RoleFollower || st.LeaderEpoch != p.leaderEpoch || st.Leader != p.leader || p.stopped
+	src := p.fetchFrom
+	if changed {
+		p.leaderGen.Add(1)
+		p.isLeader.Store(false)
+		p.followers = nil
+		p.pendingISR = nil
+		p.fetchFrom = -1
+	}
+	p.role = engine.RoleFollower
+	p.stopped = false
+	p.leader = st.Leader
+	p.leaderEpoch, p.partitionEpoch = st.LeaderEpoch, st.PartitionEpoch
+	p.replicas = slices.Clone(st.Replicas)
+	p.setISR(st.ISR)
+	p.minISR.Store(int32(max(st.MinISR, 1)))
+	p.mu.Unlock()
+	st.Log.SetFollower(p.h)
+	if !changed {
+		return nil
+	}
+	if src >= 0 {
+		m.removeFromFetcherLocked(src, p)
+	}
+	if st.Leader >= 0 {
+		p.mu.Lock()
+		p.fetchFrom = st.Leader
+		p.mu.Unlock()
+		m.addToFetcherLocked(st.Leader, p, st.LeaderEpoch)
+	}
+	m.log.Info("following partition", "topic", st.Topic, "partition", st.Partition, "leader", st.Leader,
+		"leaderEpoch", st.LeaderEpoch, "logEnd", st.Log.LogEndOffset())
+	return nil
+}
+
+// Stop ends replication of a partition on this broker (deleted, or
+// reassigned away): its fetcher drops it, produce checks refuse it, and
+// the log's handler goes inert (the log keeps its role).
+func (m *Manager) Stop(topic string, partition int32) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if p := m.parts[tp{topic, partition}]; p != nil {
+		m.detachLocked(p)
+	}
+}
+
+// lookup returns the partition state of l, nil if the Manager does not
+// replicate it. Lock-free: it is on the produce path.
+func (m *Manager) lookup(l *engine.Log) *partition {
+	if v, ok := m.byLog.Load(l); ok {
+		return v.(*partition)
+	}
+	return nil
+}
+
+// CheckProduce is called before appending a produce to l: a log the
+// Manager replicates must be led here (kerr.NotLeaderForPartition), and
+// acks=-1 needs at least min.insync.replicas in the ISR
+// (kerr.NotEnoughReplicas). Logs the Manager does not replicate pass.
+func (m *Manager) CheckProduce(l *engine.Log, acks int16) error {
+	p := m.lookup(l)
+	if p == nil {
+		return nil
+	}
+	if !p.isLeader.Load() {
+		return kerr.NotLeaderForPartition
+	}
+	if acks == -1 {
+		if n, min := p.isrLen.Load(), p.minISR.Load(); n < min {
+			return fmt.Errorf("%w: ISR of %s has %d members, min.insync.replicas is %d", kerr.NotEnoughReplicas, l, n, min)
+		}
+	}
+	return nil
+}
+
+// WaitReplicated calls fn once the HW of l passed lastOffset (every ISR
+// member holds the batch durably): fn(nil); or
+// kerr.NotEnoughReplicasAfterAppend when the ISR was below
+// min.insync.replicas by then; kerr.NotLeaderForPartition when this broker
+// stopped leading l (the offset may hold other data after a truncation);
+// or the log's error. fn must not block. For logs the Manager does not
+// replicate it is Log.WhenDurable.
+func (m *Manager) WaitReplicated(l *engine.Log, lastOffset int64, fn func(error)) {
+	p := m.lookup(l)
+	if p == nil {
+		l.WhenDurable(lastOffset, fn)
+		return
+	}
+	gen := p.leaderGen.Load()
+	if !p.isLeader.Load() {
+		fn(kerr.NotLeaderForPartition)
+		return
+	}
+	l.WhenDurable(lastOffset, func(err error) {
+		switch {
+		case err != nil:
+			fn(err)
+		case p.leaderGen.Load() != gen || !p.isLeader.Load():
+			fn(kerr.NotLeaderForPartition)
+		case p.isrLen.Load() < p.minISR.Load():
+			fn(kerr.NotEnoughReplicasAfterAppend)
+		default:
+			fn(nil)
+		}
+	})
+}
+
+// Status returns the replication state of a partition; false if the
+// Manager does not replicate it.
+func (m *Manager) Status(topic string, partition int32) (Status, bool) {
+	m.mu.Lock()
+	p := m.parts[tp{topic, partition}]
+	m.mu.Unlock()
+	if p == nil {
+		return Status{}, false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := Status{
+		Role:           p.role,
+		Leader:         p.leader,
+		LeaderEpoch:    p.leaderEpoch,
+		PartitionEpoch: p.partitionEpoch,
+		Replicas:       slices.Clone(p.replicas),
+		ISR:            slices.Clone(p.isr),
+		PendingISR:     slices.Clone(p.pendingISR),
+		HighWatermark:  p.log.HighWatermark(),
+		LogEndOffset:   p.log.LogEndOffset(),
+		DurableEnd:     p.log.DurableEnd(),
+		Damaged:        p.log.Damaged(),
+	}
+	if p.role == engine.RoleLeader {
+		for _, id := range p.replicas {
+			if f := p.followers[id]; f != nil {
+				st.Followers = append(st.Followers, FollowerStatus{ID: id, FetchOffset: f.fetchOffset, LastCaughtUpMs: f.lastCaughtUpMs, LastFetchMs: f.lastFetchMs})
+			}
+		}
+	} else {
+		st.FetchState = p.fetchState()
+	}
+	return st, true
+}
+
+func sortedCopy(s []int32) []int32 {
+	c := slices.Clone(s)
+	slices.Sort(c)
+	return c
+}
+
+// addToFetcherLocked hands p to the fetcher of src, starting it if needed.
+// Caller holds m.mu.
+func (m *Manager) addToFetcherLocked(src int32, p *partition, epoch int32) {
+	f := m.fetchers[src]
+	if f == nil {
+		f = newFetcher(m, src)
+		m.fetchers[src] = f
+		m.wg.Add(1)
+		go f.run()
+	}
+	f.add(p, epoch)
+}
+
+// removeFromFetcherLocked takes p out of src's fetcher and waits until the
+// fetcher no longer touches p's log; the fetcher stops when it has no
+// partitions left. Caller holds m.mu.
+func (m *Manager) removeFromFetcherLocked(src int32, p *partition) {
+	f := m.fetchers[src]
+	if f == nil {
+		return
+	}
+	if f.remove(p) == 0 {
+		delete(m.fetchers, src)
+		f.close()
+	}
+}
