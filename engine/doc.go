@@ -22,6 +22,8 @@
 //	        00000000000000000000.timeindex    time index: (timestamp i64, relative offset u32) BE
 //	        partition.metadata                "version: 0\ntopic_id: <base64url uuid>\n"
 //	        leader-epoch-checkpoint           "0\n<count>\n<epoch> <startOffset>\n..."
+//	        <offset>.snapshot                 producer state (idempotence) as of <offset> (producers.go)
+//	    producer-id-block                     the next block of producer ids this node may hand out
 //
 // Segment files are named by the base offset (first offset) they hold, 20
 // decimal digits. The topic file is JSON:
@@ -51,7 +53,11 @@
 // # Offsets and indexes
 //
 // A Log holds segments sorted by base offset; the last one (the active one)
-// takes appends. An append request is written with one pwrite to one segment;
+// takes appends. An append request is written to one segment through the
+// segment's appender (backend.go: O_DIRECT writes through io_uring by
+// default, pwrite when io_uring is refused or log.io.backend=pwrite), and
+// its batches are also kept in the tail cache (tailcache.go) so consumers at
+// the head are served from memory;
 // the log rolls to a new segment first when the request would push the
 // segment past segment.bytes, when the segment is older than segment.ms
 // (clock time since its first append), when an index is full, or when an
@@ -157,7 +163,7 @@
 // they load an immutable snapshot of the segment list, pin the segment with
 // a reference count, and read the indexes under Log.idxMu (read lock).
 // Batches are visible to readers only below the HW, and a segment's visible
-// byte end only moves after the pwrite completed. WhenDurable callbacks run
+// byte end only moves after the write completed (Segment.Written()). WhenDurable callbacks run
 // from a flush worker (one at a time per log), or inline in WhenDurable, or
 // (write.caching) inline in Append; they must not block or call Append.
 package engine
