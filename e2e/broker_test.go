@@ -95,6 +95,7 @@ func (b *broker) start() {
 	b.cmd = exec.Command(strataBin, args...)
 	b.logs = &syncBuffer{}
 	b.cmd.Stdout, b.cmd.Stderr = b.logs, b.logs
+	dieWithTest(b.cmd)
 	if err := b.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -95,7 +95,7 @@ func (e *Engine) scanPartitionDir(dir string) (partitionFiles, error) {
 				return pf, err
 			}
 			continue
-		case name == partitionMetaFile || name == epochCheckpoint:
+		case name == partitionMetaFile || name == epochCheckpoint || name == damagedFile:
 			continue
 		case strings.HasSuffix(name, snapshotSuffix): // producer state (producers.go)
 			continue
@@ -199,6 +199,9 @@ func (e *Engine) openLog(t *Topic, p int32, rp, logStart int64, clean bool) (*Lo
 		a.firstAppendMs = e.nowMs()
 	}
 	l.install(segs, start, logEnd)
+	if !clean {
+		l.noteRecovery(rp, logEnd) // durable data lost: not eligible to lead (replication.go)
+	}
 	l.loadProducers() // producer state: snapshot + log tail (producers.go)
 	return l, nil
 }
