@@ -73,6 +73,14 @@ func handleListOffsets(s *Server, rc *reqCtx) {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				continue
 			}
+			// Consumers ask the leader; replica id -2 (debugging tools)
+			// and followers may read any replica (cluster.go).
+			if req.ReplicaID == -1 {
+				if code := s.clusterPartitionCheck(topic, rp.Partition); code != 0 {
+					sp.ErrorCode = code
+					continue
+				}
+			}
 			listOffsetsPartition(l, rp, req.IsolationLevel, sp)
 		}
 	}

@@ -44,6 +44,10 @@ func handleDeleteRecords(s *Server, rc *reqCtx) {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				continue
 			}
+			if code := s.clusterPartitionCheck(topic, rp.Partition); code != 0 { // leader only (cluster.go)
+				sp.ErrorCode = code
+				continue
+			}
 			if !strings.Contains(topic.Config().CleanupPolicy, "delete") {
 				sp.ErrorCode = kerr.PolicyViolation.Code
 				continue
