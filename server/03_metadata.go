@@ -172,6 +172,7 @@ func (md *metadataBuilder) topic(t *engine.Topic) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
 	mt.Topic = kmsg.StringPtr(t.Name())
 	mt.TopicID = t.ID()
+	mt.IsInternal = internalTopics[t.Name()]
 	mt.AuthorizedOperations = md.topicOps
 	n := t.Partitions()
 	mt.Partitions = make([]kmsg.MetadataResponseTopicPartition, n)

@@ -223,3 +223,26 @@ func TestMetadataThroughKadm(t *testing.T) {
 		t.Fatalf("missing topic: %v", md.Topics["kadm-missing"].Err)
 	}
 }
+
+// TestMetadataMarksInternalTopics: __consumer_offsets (created by the group
+// coordinator) is reported internal, as Kafka does; an ordinary topic is not.
+func TestMetadataMarksInternalTopics(t *testing.T) {
+	addr, _, eng := startBroker(t, noAutoCreate)
+	mustCreate(t, eng, "plain", 1)
+	if eng.Topic("__consumer_offsets") == nil {
+		mustCreate(t, eng, "__consumer_offsets", 1)
+	}
+	c := dialRaw(t, addr)
+	resp := metadata(t, c, 12, nil, false)
+	seen := map[string]bool{}
+	for _, mt := range resp.Topics {
+		name := *mt.Topic
+		seen[name] = true
+		if want := name == "__consumer_offsets"; mt.IsInternal != want {
+			t.Errorf("%s: IsInternal = %v, want %v", name, mt.IsInternal, want)
+		}
+	}
+	if !seen["plain"] || !seen["__consumer_offsets"] {
+		t.Fatalf("metadata listed %v", seen)
+	}
+}
