@@ -14,16 +14,30 @@ import (
 
 // The segment I/O backend (broker key log.io.backend, Options.IOBackend).
 //
-//	auto    O_DIRECT writes through io_uring (segment.Options{Ring, Direct}),
-//	        chosen by measurement (see package segment's doc): a fifth to a
-//	        third of pwrite's CPU per byte for 1 KiB appends and an fdatasync
-//	        bounded by the write pipeline instead of by the dirty page cache.
-//	        Falls back to pwrite, with a log line saying why, when io_uring is
-//	        missing or refused, or when the data directory's filesystem
-//	        refuses O_DIRECT (tmpfs): a probe segment is written, synced and
-//	        removed at Open.
-//	uring   the same, but a host that cannot do it fails Open.
+//	auto    pwrite for now (see "Why auto is pwrite" below).
+//	uring   O_DIRECT writes through io_uring (segment.Options{Ring, Direct}):
+//	        a fifth to a third of pwrite's CPU per byte for 1 KiB appends and
+//	        an fdatasync bounded by the write pipeline instead of by the dirty
+//	        page cache (see package segment's doc). A host without io_uring,
+//	        or a filesystem refusing O_DIRECT (tmpfs), fails Open: a probe
+//	        segment is written, synced and removed first.
 //	pwrite  pwrite into the page cache and fdatasync (segment.Create/Open).
+//
+// # Why auto is pwrite
+//
+// The O_DIRECT ring was measured faster and is what auto chose until a
+// coherence bug showed up (TestTailCacheConcurrentReaders with
+// log.io.backend=uring fails in 2-5 of 10 runs): a file read through the
+// page cache (pread, sendfile) of a segment's last, partial page caches
+// that page; the ring later rewrites the page with O_DIRECT, and when the
+// kernel cannot invalidate the cached copy after the direct write (a
+// concurrent buffered read or readahead holds it) the stale copy stays, so
+// a reader below the written end gets zeros until the page is evicted. The
+// fix is to never read a page that may still be rewritten through the page
+// cache (file reads end at the last page boundary below the written end,
+// the rest comes from the tail cache; no readahead on ring segments); until
+// it is in and proven, pwrite is the default: slower fsyncs, never wrong
+// bytes.
 //
 // Ownership: the Engine owns the Ring and the chunk pools. Every open ring
 // segment holds a reference on the backend (taken when it is created or
@@ -37,17 +51,23 @@ import (
 // carried page); the others are writes in flight, returned by completions.
 // A pool shared by k segments therefore cannot deadlock with k+1 chunks;
 // groups of segsPerPool active segments share a pool of
-// segsPerPool+DirectDepth chunks of 64 KiB (4 MiB for 32 segments), so
-// every segment keeps a full pipeline of writes in flight while its
-// neighbours are idle. A segment gives its share back when it is sealed
-// (Seal drains its tail; a sealed segment keeps its ring descriptor for
+// segsPerPool+poolSpareChunks chunks of poolChunkBytes (128 KiB: 6 MiB for
+// 32 segments), so every segment keeps a pipeline of writes in flight
+// while its neighbours are idle. Chunks are 128 KiB, not the segment
+// package's 64 KiB default, because a produce batch (up to 64 KiB with the
+// usual client batch.size) that crosses a chunk boundary costs two device
+// writes before its fdatasync: at 100,000 1 KiB records/s over 96
+// partitions 128 KiB chunks cut the ring's ops from 2.9 to 2.0 per batch
+// (1 write + 1 fdatasync; docs/performance.md). Half as many spare chunks
+// keep the bytes in flight per pool the same. A segment gives its share
+// back when it is sealed (Seal drains its tail; a sealed segment keeps its ring descriptor for
 // reads until it closes), so pools follow the number of active segments
 // (partitions), not of segments on disk. Groups are mapped as needed and
 // kept until Close (a pool registered with the ring cannot be unmapped
 // earlier); only the first one is registered as fixed buffers
-// (registration happens when the ring starts). Memory: 128 KiB per
-// partition (10,000 partitions: about 1.25 GiB, of which the 64 KiB tail
-// chunk each active segment holds is 625 MiB).
+// (registration happens when the ring starts). Memory: 192 KiB per
+// partition (10,000 partitions: about 1.9 GiB, of which the 128 KiB tail
+// chunk each active segment holds is 1.25 GiB).
 
 // IO backends (log.io.backend).
 const (
@@ -59,7 +79,17 @@ const (
 const (
 	segsPerPool  = 32
 	chunksPerSeg = 1
+	// poolChunkBytes is the chunk size of the shared pools (see above).
+	poolChunkBytes = 2 * segment.DirectChunkBytes
+	// poolSpareChunks are the chunks of a pool beyond one per segment:
+	// writes in flight (the same bytes as DirectDepth 64 KiB chunks).
+	poolSpareChunks = segment.DirectDepth / 2
 )
+
+// newGroupPool maps one shared chunk pool.
+func newGroupPool() (*uring.Pool, error) {
+	return uring.NewPool(poolChunkBytes, segsPerPool*chunksPerSeg+poolSpareChunks)
+}
 
 // ParseIOBackend checks a log.io.backend value ("" means auto).
 func ParseIOBackend(s string) (string, error) {
@@ -109,20 +139,16 @@ func newIOBackend(choice string, dir string, files fileLayer, logger *slog.Logge
 	if err != nil {
 		return nil, err
 	}
-	if choice == IOBackendPwrite {
+	if choice != IOBackendUring {
 		b.name = "pwrite"
-		logger.Info("log I/O backend", "backend", b.name, "reason", "log.io.backend=pwrite")
+		logger.Info("log I/O backend", "backend", b.name, "reason", "log.io.backend="+choice)
 		return b, nil
 	}
-	first, err := uring.NewPool(segment.DirectChunkBytes, segsPerPool*chunksPerSeg+segment.DirectDepth)
+	first, err := newGroupPool()
 	if err != nil {
 		return nil, fmt.Errorf("engine: chunk pool: %w", err)
 	}
-	rb := uring.BackendAuto
-	if choice == IOBackendUring {
-		rb = uring.BackendUring
-	}
-	ring, err := uring.New(uring.Config{Backend: rb, Entries: 256, Pools: []*uring.Pool{first}, Logger: logger})
+	ring, err := uring.New(uring.Config{Backend: uring.BackendUring, Entries: 256, Pools: []*uring.Pool{first}, Logger: logger})
 	if err == nil && ring.Backend() != uring.BackendUring {
 		// uring.New logged why; the ring's own pwrite fallback would only
 		// add a thread hop to plain pwrite.
@@ -140,15 +166,10 @@ func newIOBackend(choice string, dir string, files fileLayer, logger *slog.Logge
 	}
 	if err != nil {
 		first.Close()
-		if choice == IOBackendUring {
-			return nil, fmt.Errorf("engine: log.io.backend=uring: %w", err)
-		}
-		b.name = "pwrite"
-		logger.Warn("log I/O backend", "backend", b.name, "reason", "io_uring O_DIRECT unusable, falling back", "err", err)
-		return b, nil
+		return nil, fmt.Errorf("engine: log.io.backend=uring: %w", err)
 	}
 	b.name = "io_uring O_DIRECT"
-	logger.Info("log I/O backend", "backend", b.name, "reason", "log.io.backend="+choice+" (measured default, see package segment)", "ring", ring.String())
+	logger.Info("log I/O backend", "backend", b.name, "reason", "log.io.backend=uring", "ring", ring.String())
 	return b, nil
 }
 
@@ -198,7 +219,7 @@ func (b *ioBackend) acquireGroup() (*poolGroup, error) {
 		}
 	}
 	if g == nil {
-		p, err := uring.NewPool(segment.DirectChunkBytes, segsPerPool*chunksPerSeg+segment.DirectDepth)
+		p, err := newGroupPool()
 		if err != nil {
 			return nil, err
 		}
@@ -213,7 +234,7 @@ func (b *ioBackend) acquireGroup() (*poolGroup, error) {
 // sealedGroup gives back a sealed segment's share of its pool (it holds
 // no chunk; it keeps its backend reference until closed). A sealed segment
 // made active again by a truncation appends without a share: a pool of
-// segsPerPool+DirectDepth chunks stays live with up to that many users.
+// segsPerPool+poolSpareChunks chunks stays live with up to that many users.
 func (b *ioBackend) sealedGroup(g *poolGroup) {
 	b.mu.Lock()
 	g.users--
@@ -250,6 +271,9 @@ func (b *ioBackend) shutdown() {
 	if b.ring == nil {
 		return
 	}
+	st := b.ring.Stats()
+	b.logger.Info("io_uring totals", "ops", st.Submitted, "sqes", st.SQEs, "enters", st.Enters,
+		"wakeups", st.Wakeups, "fixed_buffers", st.FixedBufs, "fixed_files", st.FixedFile)
 	if err := b.ring.Close(); err != nil {
 		b.logger.Warn("closing io_uring", "err", err)
 	}

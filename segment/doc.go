@@ -196,6 +196,14 @@
 // Written() and call Flush when a wanted batch is above it, and the
 // engine's tail cache serves the newest batches from memory.
 //
+// Not the default yet: a buffered read (pread, sendfile) of a Direct
+// segment's partial last page caches that page, and when the kernel cannot
+// invalidate it after the ring rewrites the page with O_DIRECT (a concurrent
+// read or readahead holds it) readers get the stale copy, zeros, until it
+// is evicted. Until file reads stop at the last page boundary below
+// Written() (the rest from the tail cache, readahead off on ring segments),
+// engine's log.io.backend=auto is pwrite (engine/backend.go).
+//
 // # Concurrency
 //
 // One writer: Append, Sync, Flush, TruncateTo, Seal, Recover, Rename and
