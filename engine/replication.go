@@ -18,11 +18,12 @@ package engine
 // log end.
 //
 // Follower side: AppendAsFollower appends batches exactly as the leader
-// wrote them (offsets and partition leader epochs kept; CRC and offset
-// contiguity checked), updating the leader-epoch cache from the batches'
-// epochs. TruncateTo cuts a divergent tail (segments, indexes, epoch cache,
-// durable offset, HW, producer state (producers.go), recovery checkpoint,
-// then the truncate hook); TruncateFullyAndStartAt empties the log and
+// wrote them (offsets and partition leader epochs kept; CRCs checked;
+// offsets increasing but not necessarily contiguous: a compacted leader's
+// log has gaps), updating the leader-epoch cache from the batches' epochs.
+// TruncateTo cuts a divergent tail (segments, indexes, epoch cache, durable
+// offset, HW, producer state (producers.go), recovery checkpoint, then the
+// truncate hook); TruncateFullyAndStartAt empties the log and
 // restarts it at an offset (a follower below the leader's log start).
 //
 // Damage: a replica whose log lost data below its recovery point (middle
@@ -350,11 +351,17 @@ func (l *Log) EpochStartOffset() int64 {
 
 // AppendAsFollower appends batches fetched from the leader exactly as they
 // are: offsets and partition leader epochs are kept. The first batch must
-// start at the log end and each batch where the previous ended; every CRC is
-// checked (ErrCorruptMessage) and nothing is written unless all pass. A
-// partial batch at the end of batches (a truncated fetch response) is
-// ignored. Leader epochs taken from the batches update the leader-epoch
-// cache. Empty input is a no-op (zero AppendInfo with BaseOffset -1).
+// start at or after the log end and each batch after the previous one ended
+// (ErrOffsetOutOfRange below the log end, ErrInvalidRecord for offsets that
+// do not increase): gaps are allowed, as in Kafka, because the cleaner of a
+// compacted topic removes records but keeps the offsets of the survivors;
+// the log end becomes the last batch's last offset + 1. Every CRC is checked
+// (ErrCorruptMessage) and nothing is written unless all pass. A partial
+// batch at the end of batches (a truncated fetch response) is ignored.
+// Leader epochs taken from the batches update the leader-epoch cache (an
+// epoch starts at the base offset of its first batch). Empty input is a
+// no-op (zero AppendInfo with BaseOffset -1). The returned BaseOffset is the
+// first batch's base offset.
 func (l *Log) AppendAsFollower(batches []byte) (AppendInfo, error) {
 	n, first, lastH, err := validateFollowerBatches(batches)
 	if err != nil {
@@ -374,15 +381,25 @@ func (l *Log) AppendAsFollower(batches []byte) (AppendInfo, error) {
 		l.mu.Unlock()
 		return AppendInfo{BaseOffset: -1}, err
 	}
-	base := l.logEnd.Load()
-	if first.BaseOffset != base {
+	end := l.logEnd.Load()
+	if first.BaseOffset < end {
 		l.mu.Unlock()
-		return AppendInfo{BaseOffset: -1}, fmt.Errorf("%w: follower append at %d, log end of %s is %d", ErrOffsetOutOfRange, first.BaseOffset, l, base)
+		return AppendInfo{BaseOffset: -1}, fmt.Errorf("%w: follower append at %d, log end of %s is %d", ErrOffsetOutOfRange, first.BaseOffset, l, end)
 	}
+	base := first.BaseOffset
 	next := lastH.LastOffset() + 1
 	nowMs := l.e.nowMs()
-	if l.shouldRoll(l.active, int64(n), next-1, nowMs) {
+	// A gap so wide that the batches' offsets do not fit the active
+	// segment's 32-bit relative index rolls a segment based at the first
+	// batch (Kafka rolls at max(log end, first offset) for the same reason):
+	// the log end moves over the gap first, which holds no batches.
+	overflow := next-1-l.active.base > math.MaxInt32
+	if overflow || l.shouldRoll(l.active, int64(n), next-1, nowMs) {
+		if overflow {
+			l.logEnd.Store(base)
+		}
 		if err := l.roll(); err != nil {
+			l.logEnd.Store(end)
 			l.mu.Unlock()
 			return AppendInfo{BaseOffset: -1}, l.e.ioFailure(fmt.Sprintf("rolling %s", l), err)
 		}
@@ -426,7 +443,7 @@ func (l *Log) AppendAsFollower(batches []byte) (AppendInfo, error) {
 	l.logEnd.Store(next)
 	l.activeDirty = true
 	caching := l.config().WriteCaching
-	l.unflushed += next - base
+	l.unflushed += next - base // offsets spanned: records, or more across gaps
 	l.e.markDirty(l, !caching || l.unflushed >= l.config().FlushMessages || nowMs-l.lastFlushMs >= l.config().FlushMs)
 	logStart := l.logStart.Load()
 	l.mu.Unlock()
@@ -440,9 +457,9 @@ func (l *Log) AppendAsFollower(batches []byte) (AppendInfo, error) {
 
 // validateFollowerBatches checks batches from a leader (untrusted bytes off
 // the network) without allocating: whole batches, each CRC valid, offsets
-// non-negative and contiguous. n is the length of the whole batches (a
-// partial batch at the end is left out); first and last are the first and
-// last batch headers (n == 0: none).
+// non-negative and increasing (gaps allowed: compaction). n is the length
+// of the whole batches (a partial batch at the end is left out); first and
+// last are the first and last batch headers (n == 0: none).
 func validateFollowerBatches(batches []byte) (n int, first, last record.Header, err error) {
 	count := 0
 	for rest := batches; len(rest) > 0; {
@@ -459,7 +476,7 @@ func validateFollowerBatches(batches []byte) (n int, first, last record.Header, 
 		if h.LastOffsetDelta < 0 || h.BaseOffset < 0 || h.BaseOffset > math.MaxInt64-int64(h.LastOffsetDelta)-1 {
 			return 0, first, last, fmt.Errorf("%w: batch at byte %d: offsets %d+%d", ErrInvalidRecord, n, h.BaseOffset, h.LastOffsetDelta)
 		}
-		if count > 0 && h.BaseOffset != last.LastOffset()+1 {
+		if count > 0 && h.BaseOffset <= last.LastOffset() {
 			return 0, first, last, fmt.Errorf("%w: batch at byte %d starts at %d, previous ended at %d", ErrInvalidRecord, n, h.BaseOffset, last.LastOffset())
 		}
 		if count == 0 {

@@ -109,7 +109,11 @@
 // start truncates fully and restarts at the leader's log start (and if the
 // first batch fetched then begins below it, because the leader's start falls
 // inside that batch, the empty log restarts at the batch's base, as Kafka
-// does); the follower's log start follows the leader's as far as its HW
+// does); a compacted leader's log has offset gaps where the cleaner dropped
+// whole batches, which the follower keeps as they are (a fetch at an offset
+// inside a gap returns the next batch; Log.AppendAsFollower accepts a base
+// offset past its log end); the follower's log start follows the leader's
+// as far as its HW
 // allows (DeleteRecords on the follower's log); past the
 // leader's end, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH and
 // NOT_LEADER_OR_FOLLOWER send the partition back through truncation after

@@ -398,3 +398,75 @@ func TestAckedRecordsSurviveLeaderLoss(t *testing.T) {
 	}
 	t.Logf("%d of 3000 acknowledged before the leader's loss, all present on broker %d", len(acked), p.Leader)
 }
+
+// TestFreshFollowerReplicatesCompactedLeader: the leader of a compacted
+// topic cleans its log (offset gaps where whole batches were superseded);
+// a follower that starts from nothing fetches from offset 0 through those
+// gaps, rejoins the ISR and ends byte-identical to the leader.
+func TestFreshFollowerReplicatesCompactedLeader(t *testing.T) {
+	c := newCluster(t, 2, 300, 1)
+	leader := c.nodes[1]
+	ll := leader.log()
+	if err := leader.eng.SetTopicConfig(testTopic, map[string]string{"cleanup.policy": "compact", "segment.bytes": "2048"}); err != nil {
+		t.Fatal(err)
+	}
+	f := c.nodes[2]
+	f.stop()
+	eventually(t, "the ISR to shrink to the leader", func() bool { return slices.Equal(leader.status().ISR, []int32{1}) })
+	// Rounds of keys of their own (they survive) between rounds rewriting
+	// one hot key set (superseded by the next hot round): gaps between.
+	for round := 0; round < 4; round++ {
+		if failed := produce(t, leader, 300, fmt.Sprintf("cold%d", round)); failed != 0 {
+			t.Fatalf("%d produces failed", failed)
+		}
+		if failed := produce(t, leader, 300, "hot"); failed != 0 {
+			t.Fatalf("%d produces failed", failed)
+		}
+	}
+	if ll.SegmentCount() < 3 {
+		t.Fatalf("test needs sealed segments: %d", ll.SegmentCount())
+	}
+	st, err := leader.eng.Topic(testTopic).Compact(0)
+	if err != nil || st.RecordsRemoved == 0 {
+		t.Fatalf("Compact: %+v, %v", st, err)
+	}
+	// The cleaned log has gaps: a follower append must accept them.
+	gaps, next := 0, int64(0)
+	data := logBytes(t, ll)
+	for rest := data; len(rest) > 0; {
+		_, r, h, err := record.Next(rest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.BaseOffset != next {
+			gaps++
+		}
+		next = h.LastOffset() + 1
+		rest = r
+	}
+	if gaps < 2 || ll.LogStartOffset() != 0 {
+		t.Fatalf("cleaned leader log: %d gaps, log start %d", gaps, ll.LogStartOffset())
+	}
+
+	t.Logf("leader: %d segments, %d bytes, %d gaps after removing %d records", ll.SegmentCount(), len(data), gaps, st.RecordsRemoved)
+	f.dir = t.TempDir() // a fresh replica: nothing on disk
+	f.start()
+	c.push()
+	eventually(t, "the fresh follower to catch up and rejoin", func() bool {
+		return f.log().LogEndOffset() == ll.LogEndOffset() && len(leader.status().ISR) == 2
+	})
+	if got := logBytes(t, f.log()); !bytes.Equal(got, data) {
+		t.Fatalf("follower holds %d bytes differing from the leader's %d (%d gaps)", len(got), len(data), gaps)
+	}
+	if fe, le := f.log().LeaderEpoch(), ll.LeaderEpoch(); fe != le {
+		t.Fatalf("follower leader epoch %d, leader %d", fe, le)
+	}
+	// Replication goes on past the gaps.
+	if failed := produce(t, leader, 50, "after"); failed != 0 {
+		t.Fatalf("%d produces after the catch-up failed", failed)
+	}
+	eventually(t, "the follower to follow new records", func() bool { return f.log().LogEndOffset() == ll.LogEndOffset() })
+	if !bytes.Equal(logBytes(t, f.log()), logBytes(t, ll)) {
+		t.Fatal("follower differs from the leader after further produces")
+	}
+}

@@ -455,9 +455,14 @@ func (h connHandler) ConnClosed(c *netpoll.Conn) {
 
 // readReplica serves a follower's fetch (replica id >= 0) of l, which this
 // broker leads: batches up to the log end rather than the HW
-// (Log.ReadReplica), then the follower's position goes to the leader's
-// replica state (Log.FollowerFetch; a follower's fetch offset is what it
-// holds durably, see replica/doc.go), which may move the HW reported here.
+// (Log.ReadReplicaMem: a follower at the head is served from the tail
+// cache's memory, like a consumer, instead of from segment files; for a
+// Direct segment that also spares flushing its unwritten tail), then the
+// follower's position goes to the leader's replica state
+// (Log.FollowerFetch; a follower's fetch offset is what it holds durably,
+// see replica/doc.go), which may move the HW reported here. Where the bytes
+// come from does not change that rule: the follower appends them and
+// fetches past them only once they are durable on it.
 func (f *fetchState) readReplica(l *engine.Log, rp *kmsg.FetchRequestTopicPartition, fp *fetchPartition, limit int64, first bool) int16 {
 	if code := leaderEpochCheck(rp.CurrentLeaderEpoch, l.LeaderEpoch()); code != 0 {
 		return code
@@ -467,7 +472,7 @@ func (f *fetchState) readReplica(l *engine.Log, rp *kmsg.FetchRequestTopicPartit
 		replicaID = f.req.ReplicaState.ID
 	}
 	limit = min(limit, int64(max(rp.PartitionMaxBytes, 0)))
-	rr, err := l.ReadReplica(rp.FetchOffset, int32(limit), first)
+	rr, err := l.ReadReplicaMem(rp.FetchOffset, int32(limit), first)
 	if err == nil && rr.Bytes > math.MaxInt32 {
 		err = fmt.Errorf("fetch: replica read of %s returned %d bytes", l, rr.Bytes)
 	}

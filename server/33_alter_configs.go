@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"maps"
+	"time"
 
 	"github.com/stratalog/strata/controller"
 	"github.com/stratalog/strata/engine"
@@ -150,7 +151,7 @@ func (s *Server) alterTopicConfigs(ctx context.Context, name string, validateOnl
 // (which persists it) and applies the engine's share locally at once; the
 // other brokers apply it when their metadata view reaches the change.
 func (s *Server) clusterAlterTopicConfigs(ctx context.Context, name string, validateOnly bool, edit configEdit) error {
-	vt := s.cluster.view.Load().topics[name]
+	vt := s.topicInView(ctx, name)
 	if vt == nil {
 		return newAPIError(kerr.UnknownTopicOrPartition, "topic %q does not exist", name)
 	}
@@ -186,4 +187,30 @@ func (s *Server) clusterAlterTopicConfigs(ctx context.Context, name string, vali
 	}
 	s.log.Info("altered topic configs", "topic", name, "configs", next, "metadata_offset", r.Offset)
 	return s.waitView(ctx, r.Offset)
+}
+
+// viewLagGrace is how long a request naming a topic this broker's metadata
+// view does not hold yet waits for the view to catch up: a topic created
+// through another broker a moment ago is known to the controller before it
+// reaches this broker.
+const viewLagGrace = 2 * time.Second
+
+// topicInView returns the view's topic name, waiting up to viewLagGrace
+// (bounded by ctx) for it to appear; nil if it does not.
+func (s *Server) topicInView(ctx context.Context, name string) *viewTopic {
+	timer := time.NewTimer(viewLagGrace)
+	defer timer.Stop()
+	for {
+		v := s.cluster.view.Load()
+		if vt := v.topics[name]; vt != nil {
+			return vt
+		}
+		select {
+		case <-v.changed:
+		case <-timer.C:
+			return nil
+		case <-ctx.Done():
+			return nil
+		}
+	}
 }

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"bytes"
+	"fmt"
 	"testing"
 	"time"
 
@@ -114,5 +116,103 @@ func TestFollowerFetchReadsPastHWAndLongPollsOnLogEnd(t *testing.T) {
 	other.ReplicaID = 7
 	if p := fetch(other); p.ErrorCode != kerr.NotLeaderForPartition.Code {
 		t.Fatalf("fetch from a non-replica: error %d", p.ErrorCode)
+	}
+}
+
+// TestFollowerFetchBelowLogStartAndBytes: a follower fetching below the
+// leader's log start gets OFFSET_OUT_OF_RANGE with the leader's log start,
+// where it restarts (replica/fetcher.go); at the log start it receives the
+// leader's batches byte for byte, past the HW, including a tail still in
+// the tail cache (Log.ReadReplicaMem).
+func TestFollowerFetchBelowLogStartAndBytes(t *testing.T) {
+	addr, s, eng := startBroker(t)
+	tp := prodTopic(t, eng, "fls", 1, nil)
+	fetchProduce(t, tp, 0, 20, 4, "old")
+	l := tp.Partition(0)
+	start, err := l.DeleteRecords(10)
+	if err != nil || start != 8 && start != 10 {
+		t.Fatalf("DeleteRecords(10) = %d, %v", start, err)
+	}
+	m := replica.New(replica.Config{BrokerID: 0, BrokerAddr: func(int32) (string, bool) { return "", false }, Logger: s.log})
+	t.Cleanup(func() { m.Close() })
+	if err := m.BecomeLeader(replica.Partition{Log: l, Topic: "fls", Partition: 0, Leader: 0, LeaderEpoch: 2,
+		PartitionEpoch: 1, Replicas: []int32{0, 1}, ISR: []int32{0, 1}, MinISR: 1}); err != nil {
+		t.Fatal(err)
+	}
+	// Past the HW (follower 1 has not fetched yet): only a follower sees it.
+	var b record.Builder
+	b.Reset(record.CodecNone, time.Now().UnixMilli())
+	b.Add(time.Now().UnixMilli(), nil, []byte("tail"), nil)
+	batch, err := b.AppendTo(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Append(batch, l.LeaderEpoch()); err != nil {
+		t.Fatal(err)
+	}
+	rc := dialRaw(t, addr)
+	corr := int32(0)
+	follow := func(offset int64) kmsg.FetchResponseTopicPartition {
+		t.Helper()
+		req := fetchRequest(12, tp, "fls", 0, offset, 1<<20)
+		req.ReplicaID = 1
+		req.Topics[0].Partitions[0].CurrentLeaderEpoch = 2
+		corr++
+		var resp kmsg.FetchResponse
+		rc.roundTrip(req, corr, &resp)
+		return resp.Topics[0].Partitions[0]
+	}
+	if p := follow(start - 1); p.ErrorCode != kerr.OffsetOutOfRange.Code || p.LogStartOffset != start {
+		t.Fatalf("fetch below the log start: error %d log start %d, want %d, %d", p.ErrorCode, p.LogStartOffset, kerr.OffsetOutOfRange.Code, start)
+	}
+	p := follow(start)
+	if p.ErrorCode != 0 || p.LogStartOffset != start {
+		t.Fatalf("fetch at the log start: error %d log start %d", p.ErrorCode, p.LogStartOffset)
+	}
+	// The log's own bytes from start, read until the log end.
+	var want []byte
+	for off := start; off < l.LogEndOffset(); {
+		rr, err := l.ReadReplicaMem(off, 1<<20, true)
+		if err != nil || len(rr.Chunks) == 0 {
+			t.Fatalf("ReadReplicaMem(%d): %d chunks, %v", off, len(rr.Chunks), err)
+		}
+		for _, c := range rr.Chunks {
+			if c.File == nil {
+				want = append(want, c.Buf...)
+				continue
+			}
+			buf := make([]byte, c.Len)
+			if _, err := c.File.ReadAt(buf, c.Pos); err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, buf...)
+		}
+		rr.Release()
+		for rest := want; len(rest) > 0; {
+			_, r, h, err := record.Next(rest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			off = h.LastOffset() + 1
+			rest = r
+		}
+	}
+	if !bytes.Equal(p.RecordBatches, want) {
+		t.Fatalf("follower got %d bytes, the log holds %d from %d", len(p.RecordBatches), len(want), start)
+	}
+	// Whole batches: the first one holds the log start (batches of 4).
+	offsets, values := fetchValues(t, p.RecordBatches)
+	first := start - start%4
+	for i, v := range values {
+		w := "tail"
+		if i < len(values)-1 {
+			w = fmt.Sprintf("old-%d", offsets[i])
+		}
+		if offsets[i] != first+int64(i) || v != w {
+			t.Fatalf("record %d: %q at %d, want %q at %d", i, v, offsets[i], w, first+int64(i))
+		}
+	}
+	if len(values) != int(21-first) {
+		t.Fatalf("follower fetch holds %d records from %d, want through the unreplicated tail at 20", len(values), first)
 	}
 }
