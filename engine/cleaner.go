@@ -829,22 +829,22 @@ func (w *segmentRewriter) encode(h *record.Header, orig []byte) ([]byte, error) 
 	for i := range w.recs {
 		r := &w.recs[i]
 		maxTs = max(maxTs, h.BaseTimestamp+r.tsDelta)
-		body := 1 + varintLen(r.tsDelta) + varintLen(int64(r.offDelta)) +
-			nullableLen(r.key) + nullableLen(r.value) + varintLen(int64(len(r.headers)))
+		body := 1 + record.VarintLen(r.tsDelta) + record.VarintLen(int64(r.offDelta)) +
+			record.NullableBytesLen(r.key) + record.NullableBytesLen(r.value) + record.VarintLen(int64(len(r.headers)))
 		for _, hd := range r.headers {
-			body += varintLen(int64(len(hd.Key))) + len(hd.Key) + nullableLen(hd.Value)
+			body += record.VarintLen(int64(len(hd.Key))) + len(hd.Key) + record.NullableBytesLen(hd.Value)
 		}
 		raw = binary.AppendVarint(raw, int64(body))
 		raw = append(raw, byte(r.attrs))
 		raw = binary.AppendVarint(raw, r.tsDelta)
 		raw = binary.AppendVarint(raw, int64(r.offDelta))
-		raw = appendNullable(raw, r.key)
-		raw = appendNullable(raw, r.value)
+		raw = record.AppendNullableBytes(raw, r.key)
+		raw = record.AppendNullableBytes(raw, r.value)
 		raw = binary.AppendVarint(raw, int64(len(r.headers)))
 		for _, hd := range r.headers {
 			raw = binary.AppendVarint(raw, int64(len(hd.Key)))
 			raw = append(raw, hd.Key...)
-			raw = appendNullable(raw, hd.Value)
+			raw = record.AppendNullableBytes(raw, hd.Value)
 		}
 	}
 	w.raw = raw
@@ -868,31 +868,6 @@ func (w *segmentRewriter) encode(h *record.Header, orig []byte) ([]byte, error) 
 }
 
 var castagnoliTable = crc32.MakeTable(crc32.Castagnoli)
-
-func varintLen(x int64) int {
-	u := uint64(x<<1) ^ uint64(x>>63)
-	n := 1
-	for u >= 0x80 {
-		u >>= 7
-		n++
-	}
-	return n
-}
-
-func nullableLen(v []byte) int {
-	if v == nil {
-		return 1
-	}
-	return varintLen(int64(len(v))) + len(v)
-}
-
-func appendNullable(dst, v []byte) []byte {
-	if v == nil {
-		return append(dst, 1) // zigzag(-1)
-	}
-	dst = binary.AppendVarint(dst, int64(len(v)))
-	return append(dst, v...)
-}
 
 // swap installs ns (whose files are at <final>.cleaned, closed) in place of
 // the segments of group: see "Crash safety" in the file comment.

@@ -130,6 +130,16 @@ func (b *Builder) AppendTo(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
+// VarintLen is the size of x as a zigzag varint (record field encoding).
+func VarintLen(x int64) int { return varintLen(x) }
+
+// NullableBytesLen is the size of a nullable length-prefixed byte string
+// (a record key, value or header value).
+func NullableBytesLen(v []byte) int { return bytesLen(v) }
+
+// AppendNullableBytes appends a nullable length-prefixed byte string.
+func AppendNullableBytes(dst, v []byte) []byte { return appendBytes(dst, v) }
+
 // varintLen is the size of x as a zigzag varint.
 func varintLen(x int64) int {
 	u := uint64(x<<1) ^ uint64(x>>63)
