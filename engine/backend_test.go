@@ -70,6 +70,11 @@ func TestIOBackendChoice(t *testing.T) {
 		if e.io.direct() != c.direct || !strings.Contains(out, c.log) {
 			t.Fatalf("%q: direct %v, log %q", c.backend, e.io.direct(), out)
 		}
+		// The tail cache is on by default only where the page cache does
+		// not already hold the tail (O_DIRECT).
+		if (e.tails != nil) != c.direct {
+			t.Fatalf("%q: tail cache on = %v with direct = %v", c.backend, e.tails != nil, c.direct)
+		}
 		// The backend works end to end: append, durable, read back.
 		l := mustTopic(t, e, "b", 1, nil).Partition(0)
 		b := batchOf(t, 3, 100, 1, 1)
@@ -136,7 +141,7 @@ func TestDirectReadsNeverPassWritten(t *testing.T) {
 // memory with the same bytes Read finds in the file; a memory chunk stays
 // unchanged while the cache moves on, until Release; buffers are reused.
 func TestReadMemServesTheTail(t *testing.T) {
-	e := openEngine(t, t.TempDir(), nil)
+	e := openEngine(t, t.TempDir(), func(o *Options) { o.TailCacheBytes = 64 << 20 })
 	defer e.Close()
 	l := mustTopic(t, e, "tc", 1, nil).Partition(0)
 	var stored [][]byte
@@ -370,7 +375,7 @@ func BenchmarkReadHead(b *testing.B) {
 // same positions (the truncation resets the cache; Segment.Truncations is
 // the second guard).
 func TestTailCacheStaleAfterTruncation(t *testing.T) {
-	e := openEngine(t, t.TempDir(), nil)
+	e := openEngine(t, t.TempDir(), func(o *Options) { o.TailCacheBytes = 64 << 20 })
 	defer e.Close()
 	l := mustTopic(t, e, "trunc", 1, nil).Partition(0)
 	var last AppendInfo

@@ -53,7 +53,8 @@ type Options struct {
 	IOBackend string
 	// TailCacheBytes bounds the memory of the tail cache (recent batches
 	// served to consumers from memory, tailcache.go): 0 = default
-	// (64 MiB), < 0 = off.
+	// (64 MiB with the O_DIRECT backend, off with pwrite, whose page cache
+	// sendfile reads without a copy), < 0 = off.
 	TailCacheBytes int64
 
 	// files, when set (crash tests), replaces real segment files.
@@ -135,7 +136,13 @@ func Open(opts Options) (*Engine, error) {
 		return nil, err
 	}
 	e.io = io
-	e.tails = newTailPool(opts.TailCacheBytes)
+	tailBytes := opts.TailCacheBytes
+	if tailBytes == 0 && !io.direct() {
+		// pwrite leaves every batch in the page cache, where sendfile
+		// serves it without a copy; the tail cache would only add one.
+		tailBytes = -1
+	}
+	e.tails = newTailPool(tailBytes)
 	if err := e.load(); err != nil {
 		for _, l := range e.allLogs() {
 			l.shutdown(ErrClosed, false)
