@@ -125,11 +125,14 @@ type Controller struct {
 	voter    bool
 	selfAddr string
 
-	raft  *raft.Raft
-	trans *raft.NetworkTransport
-	mux   *mux
-	store *raftboltdb.BoltStore
-	fsm   *fsm
+	raft *raft.Raft
+	// raftReady is closed once raft is set (or New failed): the controller
+	// RPC accepts connections before, and waits for it.
+	raftReady chan struct{}
+	trans     *raft.NetworkTransport
+	mux       *mux
+	store     *raftboltdb.BoltStore
+	fsm       *fsm
 
 	watchMu  sync.Mutex
 	watchers map[*Watcher]struct{}
@@ -187,6 +190,8 @@ func New(cfg Config) (*Controller, error) {
 		ln.Close()
 		return nil, fmt.Errorf("controller: advertise address %q: %w", c.selfAddr, err)
 	}
+	c.raftReady = make(chan struct{})
+	defer closeOnce(c.raftReady)
 	c.mux = newMux(ln, adv, c.serveRPC)
 	hl := newHclog(cfg.Logger, "raft")
 	c.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
@@ -223,6 +228,7 @@ func New(cfg Config) (*Controller, error) {
 		return nil, fmt.Errorf("controller: %w", err)
 	}
 	c.raft, err = raft.NewRaft(rc, c.fsm, c.store, c.store, snaps, c.trans)
+	closeOnce(c.raftReady)
 	if err != nil {
 		return nil, fmt.Errorf("controller: %w", err)
 	}
@@ -499,7 +505,16 @@ func (c *Controller) stamp(data []byte) []byte {
 
 // proposeLocal applies encoded command data through this node's Raft.
 func (c *Controller) proposeLocal(ctx context.Context, data []byte) (Result, error) {
-	if c.raft.State() != raft.Leader {
+	select {
+	case <-c.raftReady:
+	default:
+		select { // only while New is still starting Raft
+		case <-c.raftReady:
+		case <-ctx.Done():
+			return Result{}, ctx.Err()
+		}
+	}
+	if c.raft == nil || c.raft.State() != raft.Leader {
 		return Result{}, ErrNotLeader
 	}
 	if _, err := DecodeCommand(data); err != nil {
@@ -615,7 +630,8 @@ func (c *Controller) handleJoin(payload []byte) (byte, []byte) {
 	if _, isVoter := c.cfg.Voters[id]; isVoter {
 		return statusFailed, []byte("node " + strconv.Itoa(int(id)) + " is a voter")
 	}
-	if c.raft.State() != raft.Leader {
+	<-c.raftReady // closed by New on every path
+	if c.raft == nil || c.raft.State() != raft.Leader {
 		return statusNotLeader, nil
 	}
 	err := c.raft.AddNonvoter(raft.ServerID(strconv.Itoa(int(id))), raft.ServerAddress(addr), 0, 10*time.Second).Error()
@@ -744,5 +760,14 @@ func ErrorCode(err error) int16 {
 		return kerr.RequestTimedOut.Code
 	default:
 		return kerr.NotController.Code
+	}
+}
+
+// closeOnce closes ch unless it is already closed (single goroutine use).
+func closeOnce(ch chan struct{}) {
+	select {
+	case <-ch:
+	default:
+		close(ch)
 	}
 }

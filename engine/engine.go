@@ -56,6 +56,9 @@ type Options struct {
 	// (64 MiB with the O_DIRECT backend, off with pwrite, whose page cache
 	// sendfile reads without a copy), < 0 = off.
 	TailCacheBytes int64
+	// SyncLog, when set (power-loss tests), is a file to which every
+	// successful sync appends what it made durable (synclog.go).
+	SyncLog string
 
 	// files, when set (crash tests), replaces real segment files.
 	files fileLayer
@@ -75,6 +78,7 @@ type Engine struct {
 	now      func() time.Time
 	logger   *slog.Logger
 	syncHook func(path string) error
+	synclog  *syncRecorder // nil unless Options.SyncLog (synclog.go)
 
 	adminMu sync.Mutex // serializes topic create/delete/grow and Close
 
@@ -127,6 +131,13 @@ func Open(opts Options) (*Engine, error) {
 	}
 	if e.logger == nil {
 		e.logger = slog.Default()
+	}
+	if opts.SyncLog != "" {
+		r, err := openSyncRecorder(opts.SyncLog, opts.Dir)
+		if err != nil {
+			return nil, err
+		}
+		e.synclog = r
 	}
 	if err := os.MkdirAll(filepath.Join(e.dir, topicsDirName), 0o755); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
@@ -414,6 +425,7 @@ func (e *Engine) Close() error {
 	e.closed = true
 	e.mu.Unlock()
 	defer e.io.close() // after every log let go of its segments
+	defer e.synclog.close()
 	// No retention or cleaning once logs start closing.
 	e.stopMaintenance()
 	logs := e.allLogs()

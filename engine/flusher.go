@@ -467,7 +467,7 @@ func (e *Engine) syncFile(path string, sync func() error) error {
 			return err
 		}
 	}
-	return sync()
+	return e.recordSync(path, sync) // synclog.go: records what it made durable
 }
 
 // ioFailure takes the engine offline after a failed write or sync (never

@@ -119,6 +119,9 @@ func serve(cfg config.Broker, logger *slog.Logger) error {
 		RetentionCheckInterval: time.Duration(cfg.RetentionCheckIntervalMs) * time.Millisecond,
 		Cleaner:                cfg.Cleaner,
 		ProducerIDExpirationMs: cfg.ProducerIDExpirationMs,
+		// Hidden, for power-loss tests (e2e/powerloss_test.go): a file that
+		// records every sync's durable length (engine/synclog.go).
+		SyncLog: os.Getenv("STRATA_SYNC_LOG"),
 	})
 	if err != nil {
 		return fmt.Errorf("opening data directory %s: %w", absDir, err)
