@@ -82,39 +82,13 @@ func newGroupsFlags(sub string, stderr io.Writer) *groupsFlags {
 }
 
 func (f *groupsFlags) parse(args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := f.fs.Parse(args); err != nil {
-			return nil, err
-		}
-		if f.fs.NArg() == 0 {
-			break
-		}
-		pos = append(pos, f.fs.Arg(0))
-		args = f.fs.Args()[1:]
-	}
-	if f.brokers == "" {
-		return nil, errors.New("--brokers is required")
-	}
-	return pos, nil
+	return parseInterspersed(f.fs, args, &f.brokers)
 }
 
-func (f *groupsFlags) seeds() []string {
-	var seeds []string
-	for _, s := range strings.Split(f.brokers, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			seeds = append(seeds, s)
-		}
-	}
-	return seeds
-}
+func (f *groupsFlags) seeds() []string { return splitSeeds(f.brokers) }
 
 func (f *groupsFlags) client() (*kadm.Client, *kgo.Client, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(f.seeds()...), kgo.RequestTimeoutOverhead(f.timeout))
-	if err != nil {
-		return nil, nil, err
-	}
-	return kadm.NewClient(cl), cl, nil
+	return adminClient(f.seeds(), f.timeout)
 }
 
 func groupsMain(args []string, stdout, stderr io.Writer, now func() time.Time) error {

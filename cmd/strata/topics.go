@@ -85,35 +85,11 @@ func newTopicsFlags(sub string, stderr io.Writer) *topicsFlags {
 
 // parse accepts flags before, between and after positional arguments.
 func (f *topicsFlags) parse(args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := f.fs.Parse(args); err != nil {
-			return nil, err
-		}
-		if f.fs.NArg() == 0 {
-			break
-		}
-		pos = append(pos, f.fs.Arg(0))
-		args = f.fs.Args()[1:]
-	}
-	if f.brokers == "" {
-		return nil, errors.New("--brokers is required")
-	}
-	return pos, nil
+	return parseInterspersed(f.fs, args, &f.brokers)
 }
 
 func (f *topicsFlags) admin() (*kadm.Client, *kgo.Client, error) {
-	var seeds []string
-	for _, s := range strings.Split(f.brokers, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			seeds = append(seeds, s)
-		}
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RequestTimeoutOverhead(f.timeout))
-	if err != nil {
-		return nil, nil, err
-	}
-	return kadm.NewClient(cl), cl, nil
+	return adminClient(splitSeeds(f.brokers), f.timeout)
 }
 
 // parseKV splits key=value pairs.
