@@ -70,6 +70,21 @@ type Config struct {
 	// Now is the clock stamped into RegisterBroker, BrokerHeartbeat and
 	// Tick commands by the leader (default time.Now).
 	Now func() time.Time
+
+	// DisableAutoLeaderRebalance is auto.leader.rebalance.enable=false: the
+	// leader never moves leaderships back to preferred replicas by itself
+	// (ElectLeaders still does). See rebalance.go.
+	DisableAutoLeaderRebalance bool
+	// LeaderImbalanceCheckInterval is leader.imbalance.check.interval.seconds
+	// (default 300s): how often the leader checks the leader imbalance; the
+	// first check comes one interval after it gained leadership. It is
+	// checked on the driver's TickInterval, so it is at least that.
+	LeaderImbalanceCheckInterval time.Duration
+	// LeaderImbalancePerBrokerPercentage is
+	// leader.imbalance.per.broker.percentage: a broker's preferred
+	// partitions move back once more than this share of them is led by
+	// others. 0 takes the default 10; a negative value means 0 (any).
+	LeaderImbalancePerBrokerPercentage int
 }
 
 func (c *Config) setDefaults() error {
@@ -111,6 +126,13 @@ func (c *Config) setDefaults() error {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	def(&c.LeaderImbalanceCheckInterval, DefaultLeaderImbalanceCheckIntervalMs*time.Millisecond)
+	switch {
+	case c.LeaderImbalancePerBrokerPercentage == 0:
+		c.LeaderImbalancePerBrokerPercentage = DefaultLeaderImbalancePerBrokerPct
+	case c.LeaderImbalancePerBrokerPercentage < 0:
+		c.LeaderImbalancePerBrokerPercentage = 0
 	}
 	return nil
 }
@@ -650,13 +672,15 @@ func (c *Controller) handleJoin(payload []byte) (byte, []byte) {
 // drive is the Controller's one goroutine of its own (besides RPC
 // handlers): on the leader it proposes Ticks — a session reset on gaining
 // leadership, then a Tick whenever some broker's session has expired by
-// this node's clock; on an observer it asks to join until it is in the
-// Raft configuration.
+// this node's clock — and, every LeaderImbalanceCheckInterval, the
+// automatic preferred-leader elections (rebalance.go); on an observer it
+// asks to join until it is in the Raft configuration.
 func (c *Controller) drive() {
 	defer c.wg.Done()
 	t := time.NewTicker(c.cfg.TickInterval)
 	defer t.Stop()
 	var leaderTerm uint64 // term in which this node last reset sessions
+	var nextRebalance time.Time
 	joined := c.voter
 	for {
 		select {
@@ -672,36 +696,103 @@ func (c *Controller) drive() {
 			leaderTerm = 0
 			continue
 		}
-		now := c.cfg.Now().UnixMilli()
-		timeoutMs := c.cfg.SessionTimeout.Milliseconds()
 		term := c.raft.CurrentTerm()
-		var tick Command
 		if term != leaderTerm {
-			tick = Tick{NowMs: now, SessionTimeoutMs: timeoutMs, ResetSessions: true}
-		} else {
-			var expired []int32
-			c.Read(func(s *State) { expired = s.ExpiredBrokers(now, timeoutMs) })
-			if len(expired) == 0 {
+			if !c.resetSessions(term) {
 				continue
 			}
-			tick = Tick{NowMs: now, SessionTimeoutMs: timeoutMs}
-		}
-		ctx, cancel := context.WithTimeout(c.ctx, 5*c.cfg.TickInterval+c.cfg.ElectionTimeout)
-		r, err := c.ProposeLocal(ctx, tick)
-		cancel()
-		if err != nil {
-			c.log.Debug("tick not applied", "err", err)
+			leaderTerm = term
+			nextRebalance = c.cfg.Now().Add(c.cfg.LeaderImbalanceCheckInterval)
 			continue
 		}
-		if term != leaderTerm {
-			leaderTerm = term
-			c.log.Info("leading the metadata quorum; broker sessions restarted", "term", term, "offset", r.Offset)
-		}
-		if r.Message != "" {
-			c.log.Warn("fenced brokers", "reason", r.Message, "offset", r.Offset)
+		c.expireSessions()
+		if now := c.cfg.Now(); !c.cfg.DisableAutoLeaderRebalance && !now.Before(nextRebalance) {
+			nextRebalance = now.Add(c.cfg.LeaderImbalanceCheckInterval)
+			if c.rebalanceLeaders() {
+				nextRebalance = now // more to move: the next batch on the next tick
+			}
 		}
 	}
 }
+
+// driverCtx bounds one proposal of the driver.
+func (c *Controller) driverCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(c.ctx, 5*c.cfg.TickInterval+c.cfg.ElectionTimeout)
+}
+
+// resetSessions proposes the Tick{ResetSessions} of a new leader; it
+// reports whether it was applied.
+func (c *Controller) resetSessions(term uint64) bool {
+	ctx, cancel := c.driverCtx()
+	defer cancel()
+	tick := Tick{NowMs: c.cfg.Now().UnixMilli(), SessionTimeoutMs: c.cfg.SessionTimeout.Milliseconds(), ResetSessions: true}
+	r, err := c.ProposeLocal(ctx, tick)
+	if err != nil {
+		c.log.Debug("tick not applied", "err", err)
+		return false
+	}
+	c.log.Info("leading the metadata quorum; broker sessions restarted", "term", term, "offset", r.Offset)
+	if r.Message != "" {
+		c.log.Warn("fenced brokers", "reason", r.Message, "offset", r.Offset)
+	}
+	return true
+}
+
+// expireSessions proposes a Tick when some broker's session has expired by
+// this node's clock.
+func (c *Controller) expireSessions() {
+	now := c.cfg.Now().UnixMilli()
+	timeoutMs := c.cfg.SessionTimeout.Milliseconds()
+	var expired []int32
+	c.Read(func(s *State) { expired = s.ExpiredBrokers(now, timeoutMs) })
+	if len(expired) == 0 {
+		return
+	}
+	ctx, cancel := c.driverCtx()
+	defer cancel()
+	r, err := c.ProposeLocal(ctx, Tick{NowMs: now, SessionTimeoutMs: timeoutMs})
+	if err != nil {
+		c.log.Debug("tick not applied", "err", err)
+		return
+	}
+	if r.Message != "" {
+		c.log.Warn("fenced brokers", "reason", r.Message, "offset", r.Offset)
+	}
+}
+
+// rebalanceLeaders proposes a preferred-leader election for the partitions
+// State.ImbalancedPartitions lists (Kafka's auto leader rebalance), at most
+// maxElectionsPerRebalance in one command (as KRaft's controller batches
+// them); it reports whether more were left for the next tick. A failed
+// proposal waits for the next interval, as in Kafka.
+func (c *Controller) rebalanceLeaders() (more bool) {
+	var parts []TopicPartition
+	c.Read(func(s *State) { parts = s.ImbalancedPartitions(c.cfg.LeaderImbalancePerBrokerPercentage) })
+	if len(parts) == 0 {
+		return false
+	}
+	if len(parts) > maxElectionsPerRebalance {
+		parts, more = parts[:maxElectionsPerRebalance], true
+	}
+	ctx, cancel := c.driverCtx()
+	defer cancel()
+	r, err := c.ProposeLocal(ctx, ElectLeaders{Election: ElectPreferred, Partitions: parts})
+	if err != nil {
+		c.log.Warn("automatic preferred leader election not applied", "partitions", len(parts), "err", err)
+		return false
+	}
+	moved := 0
+	for _, p := range r.Partitions {
+		if p.Code == 0 {
+			moved++
+		}
+	}
+	c.log.Info("automatic preferred leader election", "candidates", len(parts), "moved", moved, "offset", r.Offset)
+	return more && moved > 0
+}
+
+// maxElectionsPerRebalance bounds one automatic election command.
+const maxElectionsPerRebalance = 1000
 
 // tryJoin asks each voter in turn to add this observer; it reports whether
 // this node is in the Raft configuration at its current address.

@@ -90,13 +90,19 @@
 // A newly elected leader first proposes Tick{ResetSessions} (sessions
 // restart, as in Kafka, so brokers are not fenced for heartbeats lost during
 // the election), then a Tick whenever State.ExpiredBrokers by its clock is
-// not empty.
+// not empty. Unless auto.leader.rebalance.enable is off, it also checks the
+// leader imbalance every leader.imbalance.check.interval.seconds by its
+// clock (the first check one interval after it gained leadership) and
+// proposes ElectLeaders{Preferred} for State.ImbalancedPartitions
+// (leader.imbalance.per.broker.percentage; rebalance.go): time stays out of
+// the FSM, which re-checks each partition when it applies the election.
 //
 // # Goroutines and locks
 //
 // hashicorp/raft owns its goroutines (main loop, FSM, snapshots, transport
 // readers); Raft's FSM goroutine is the only caller of fsm.Apply/Restore.
-// The Controller owns: the driver (Ticks, observer join), the mux's accept
+// The Controller owns: the driver (Ticks, automatic preferred-leader
+// elections, observer join; one proposal at a time), the mux's accept
 // loop and one goroutine per accepted connection until it is classified or,
 // for the controller RPC, answered; and one short-lived waiter per local
 // proposal, which ends when Raft resolves the future (at the latest at

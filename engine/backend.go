@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 
 	"github.com/stratalog/strata/internal/uring"
 	"github.com/stratalog/strata/segment"
@@ -14,7 +15,8 @@ import (
 
 // The segment I/O backend (broker key log.io.backend, Options.IOBackend).
 //
-//	auto    pwrite for now (see "Why auto is pwrite" below).
+//	auto    uring where io_uring and O_DIRECT work (the probe below), else
+//	        pwrite with a warning saying why (see "Why auto is uring").
 //	uring   O_DIRECT writes through io_uring (segment.Options{Ring, Direct}):
 //	        a fifth to a third of pwrite's CPU per byte for 1 KiB appends and
 //	        an fdatasync bounded by the write pipeline instead of by the dirty
@@ -23,21 +25,52 @@ import (
 //	        segment is written, synced and removed first.
 //	pwrite  pwrite into the page cache and fdatasync (segment.Create/Open).
 //
-// # Why auto is pwrite
+// # Why auto is uring (measured 02:56-03:00 UTC, load average 1.4-5)
 //
-// The O_DIRECT ring was measured faster and is what auto chose until a
-// coherence bug showed up (TestTailCacheConcurrentReaders with
-// log.io.backend=uring fails in 2-5 of 10 runs): a file read through the
-// page cache (pread, sendfile) of a segment's last, partial page caches
-// that page; the ring later rewrites the page with O_DIRECT, and when the
-// kernel cannot invalidate the cached copy after the direct write (a
-// concurrent buffered read or readahead holds it) the stale copy stays, so
-// a reader below the written end gets zeros until the page is evicted. The
-// fix is to never read a page that may still be rewritten through the page
-// cache (file reads end at the last page boundary below the written end,
-// the rest comes from the tail cache; no readahead on ring segments); until
-// it is in and proven, pwrite is the default: slower fsyncs, never wrong
-// bytes.
+// Through the broker (strata loadgen --spawn 1 --engine native --rate
+// 100000 --duration 10s --warmup 3s --consumers 1, two runs of each
+// backend, interleaved): produce p99 10.3 and 22.7 ms with uring against
+// 41.3 and 43.7 ms with pwrite, end-to-end p99 10.9 and 24.4 against 44.3
+// and 63.9 ms, at about the same broker CPU (5.97 and 6.73 µs/record
+// against 5.63 and 6.47) and 147 MiB RSS against 29-37 MiB (chunk pools and
+// tail cache). The segment benchmark (go test -bench 'BenchmarkAppender/
+// (Pwrite|RingDirect)/' ./segment/, two runs): paced at 200 MB/s of 1 KiB
+// appends with a 2 ms flusher, 1.25-1.31 CPU-s/GiB and sync p99 2.0-2.1 ms
+// for O_DIRECT against 3.19-3.29 and 2.5-2.7 ms for pwrite; 64 KiB appends
+// 1.06-1.19 against 0.80 CPU-s/GiB, sync p99 5.8-8.9 against 9.0-12.5 ms;
+// unpaced 1 KiB appends 914-955 MB/s against 388-400, unpaced 64 KiB
+// appends 776-853 MB/s against 1,118-1,192 but with pwrite's sync p99 at
+// 113-120 ms (the page cache's dirty backlog) against 8.9-11.8 ms. Where
+// every append waits for its own fdatasync (BenchmarkBackendAppendDurable:
+// 16 producers, 4 partitions) pwrite is 10-20 % ahead (64 KiB: 542-545
+// against 443-459 MB/s, 1.5-2.0 CPU-s/GiB both). The produce p99 target
+// (15 ms) is what decides: pwrite's fsync tail is the dirty page cache's
+// size, the ring's is its write pipeline's.
+//
+// The coherence failure that made auto pwrite for a while
+// (TestTailCacheConcurrentReaders with log.io.backend=uring failed 2-5
+// runs in 10) was not the page cache: Log.Read's jump through the offset
+// index (scanRead -> indexJump) was bounded by the HW and the byte budget
+// but not by the segment's written end, and index entries are added at
+// append, before the write-behind puts the bytes in the file, so with
+// write.caching (HW = log end) a read could return a file range past
+// Written(): zeros of the unwritten reservation, or a torn batch. The jump
+// now stops at the written end (TestDirectReadIndexJumpStopsAtWritten,
+// TestHeadReadersEveryBackend). The page cache itself stays coherent: the
+// kernel (iomap_dio_rw, 6.18 here) drops cached pages of an O_DIRECT
+// write's range before the write and again after it completes, after the
+// unwritten extents are converted, under each folio's lock, so a buffered
+// read racing the write (including readahead past the written end, which
+// reads unwritten blocks as zeros) cannot leave a stale page behind; a
+// failed invalidation would log "Page cache invalidation failure on direct
+// I/O" and fail the next fdatasync with EIO, never pass silently. Package
+// segment's TestDirectHeadReadsCoherent holds the kernel to that (pread
+// and sendfile of the partial last page while the ring rewrites it). So
+// file reads still go up to Written(), not to the page boundary below it,
+// and readahead stays on: stopping at the page boundary would leave a
+// batch in the partial page unreadable from the file (Read, follower
+// fetches) until more bytes arrive, and readahead is what catch-up reads
+// of an O_DIRECT segment (not in the page cache) need.
 //
 // Ownership: the Engine owns the Ring and the chunk pools. Every open ring
 // segment holds a reference on the backend (taken when it is created or
@@ -68,6 +101,17 @@ import (
 // (registration happens when the ring starts). Memory: 192 KiB per
 // partition (10,000 partitions: about 1.9 GiB, of which the 128 KiB tail
 // chunk each active segment holds is 1.25 GiB).
+
+// sealedFilesOpen is how many idle sealed segments keep their .log
+// descriptor open (segment.FileCache, least recently read first to close).
+// A partition's active segment always holds one; its sealed segments hold
+// one only while read (a fetch pins it until its sendfile ended) or while
+// among the sealedFilesOpen most recently used, and reopen by path
+// otherwise. Index files hold none (package index maps them). So the
+// descriptors a broker needs are about one per partition, one per
+// connection and sealedFilesOpen, whatever the number of segments: 10,000
+// partitions fit the 20,000 limit here with room for clients.
+var sealedFilesOpen = 1024 // a var for tests
 
 // IO backends (log.io.backend).
 const (
@@ -114,6 +158,7 @@ type fileLayer interface {
 type ioBackend struct {
 	name   string // what is active: "io_uring O_DIRECT", "pwrite" or "test files"
 	ring   *uring.Ring
+	cache  *segment.FileCache // descriptors of idle sealed segments (see sealedFilesOpen)
 	files  fileLayer
 	logger *slog.Logger
 
@@ -130,7 +175,7 @@ type poolGroup struct {
 
 // newIOBackend sets up the backend named by choice ("" = auto) for dir.
 func newIOBackend(choice string, dir string, files fileLayer, logger *slog.Logger) (*ioBackend, error) {
-	b := &ioBackend{logger: logger, refs: 1}
+	b := &ioBackend{logger: logger, refs: 1, cache: segment.NewFileCache(sealedFilesOpen)}
 	if files != nil {
 		b.name, b.files = "test files", files
 		return b, nil
@@ -139,16 +184,32 @@ func newIOBackend(choice string, dir string, files fileLayer, logger *slog.Logge
 	if err != nil {
 		return nil, err
 	}
-	if choice != IOBackendUring {
+	if choice == IOBackendPwrite {
 		b.name = "pwrite"
-		logger.Info("log I/O backend", "backend", b.name, "reason", "log.io.backend="+choice)
+		logger.Info("log I/O backend", "backend", b.name, "reason", "log.io.backend=pwrite")
 		return b, nil
 	}
+	if err := b.startRing(dir); err != nil {
+		if choice == IOBackendUring {
+			return nil, fmt.Errorf("engine: log.io.backend=uring: %w", err)
+		}
+		b.name = "pwrite"
+		logger.Warn("log I/O backend", "backend", b.name, "reason", "log.io.backend=auto: io_uring O_DIRECT unusable here", "err", err)
+		return b, nil
+	}
+	b.name = "io_uring O_DIRECT"
+	logger.Info("log I/O backend", "backend", b.name, "reason", "log.io.backend="+choice, "ring", b.ring.String())
+	return b, nil
+}
+
+// startRing sets up the ring, the first chunk pool and the probe segment.
+func (b *ioBackend) startRing(dir string) error {
 	first, err := newGroupPool()
 	if err != nil {
-		return nil, fmt.Errorf("engine: chunk pool: %w", err)
+		return fmt.Errorf("chunk pool: %w", err)
 	}
-	ring, err := uring.New(uring.Config{Backend: uring.BackendUring, Entries: 256, Pools: []*uring.Pool{first}, Logger: logger})
+	ring, err := uring.New(uring.Config{Backend: uring.BackendUring, Entries: 256, FileSlots: fileSlots(),
+		Pools: []*uring.Pool{first}, Logger: b.logger})
 	if err == nil && ring.Backend() != uring.BackendUring {
 		// uring.New logged why; the ring's own pwrite fallback would only
 		// add a thread hop to plain pwrite.
@@ -166,11 +227,9 @@ func newIOBackend(choice string, dir string, files fileLayer, logger *slog.Logge
 	}
 	if err != nil {
 		first.Close()
-		return nil, fmt.Errorf("engine: log.io.backend=uring: %w", err)
+		return err
 	}
-	b.name = "io_uring O_DIRECT"
-	logger.Info("log I/O backend", "backend", b.name, "reason", "log.io.backend=uring", "ring", ring.String())
-	return b, nil
+	return nil
 }
 
 // probe writes, syncs, reads back and removes one Direct segment in dir:
@@ -198,6 +257,19 @@ func (b *ioBackend) probe(dir string) error {
 		}
 	}
 	return errors.Join(err, s.Close())
+}
+
+// fileSlots sizes the ring's fixed-file table: one slot per open Direct
+// segment lets it drop its O_DIRECT descriptor (segment.Options.Direct),
+// so a partition costs one descriptor. The kernel refuses a table larger
+// than RLIMIT_NOFILE's soft limit (strata serve raises it to the hard
+// limit first); package uring caps it at 32,768.
+func fileSlots() int {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil || rl.Cur < 64 {
+		return 64
+	}
+	return int(min(rl.Cur, 1<<15))
 }
 
 // direct reports whether segments are written with O_DIRECT through the ring.
@@ -330,6 +402,13 @@ func (b *ioBackend) open(path string, active bool) (*segment.Segment, *poolGroup
 		return s, nil, err
 	case b.ring == nil || !active:
 		s, err := segment.OpenWith(path, segment.Options{})
+		if err == nil && !active {
+			err = s.SetFileCache(b.cache)
+			if err != nil {
+				s.Close()
+				s = nil
+			}
+		}
 		return s, nil, err
 	}
 	g, err := b.acquireGroup()

@@ -59,7 +59,7 @@ func TestIOBackendChoice(t *testing.T) {
 		direct  bool
 		log     string
 	}{
-		{"", false, `backend=pwrite reason="log.io.backend=auto"`}, // see "Why auto is pwrite"
+		{"", true, `backend="io_uring O_DIRECT" reason="log.io.backend=auto"`}, // see "Why auto is uring"
 		{"uring", true, `backend="io_uring O_DIRECT"`},
 		{"pwrite", false, `backend=pwrite reason="log.io.backend=pwrite"`},
 	} {

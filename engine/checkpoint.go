@@ -307,12 +307,20 @@ type topicMeta struct {
 	ID         string            `json:"id"`
 	Partitions int32             `json:"partitions"`
 	Configs    map[string]string `json:"configs,omitempty"`
+	// ReplicasOnly: only the partitions with a directory are hosted here
+	// (a cluster broker's topic; cluster.go).
+	ReplicasOnly bool `json:"replicas_only,omitempty"`
 }
 
 const topicMetaVersion = 1
 
 func formatTopicMeta(name string, id [16]byte, partitions int32, configs map[string]string) []byte {
-	b, err := json.Marshal(topicMeta{Version: topicMetaVersion, Name: name, ID: formatTopicID(id), Partitions: partitions, Configs: configs})
+	return formatTopicMetaFlags(name, id, partitions, configs, false)
+}
+
+func formatTopicMetaFlags(name string, id [16]byte, partitions int32, configs map[string]string, replicasOnly bool) []byte {
+	b, err := json.Marshal(topicMeta{Version: topicMetaVersion, Name: name, ID: formatTopicID(id), Partitions: partitions,
+		Configs: configs, ReplicasOnly: replicasOnly})
 	if err != nil { // cannot happen: strings and ints only
 		panic(err)
 	}

@@ -319,6 +319,7 @@ func (c *cleanable) ratio() float64 {
 
 // cleanableRange computes l's cleanable range at nowMs.
 func (e *Engine) cleanableRange(l *Log, cfg *LogConfig, nowMs int64) cleanable {
+	lso := l.LastStableOffset() // never past an undecided transaction (txn.go)
 	segs := *l.segs.Load()
 	hw, durable, start := l.hw.Load(), l.durable.Load(), l.logStart.Load()
 	c := cleanable{segs: segs, firstDirty: max(e.cleanPoint(l), start)}
@@ -326,7 +327,7 @@ func (e *Engine) cleanableRange(l *Log, cfg *LogConfig, nowMs int64) cleanable {
 	defer l.idxMu.RUnlock()
 	for c.end < len(segs)-1 {
 		s, next := segs[c.end], segs[c.end+1]
-		if !s.sealed || next.base > hw || next.base > durable {
+		if !s.sealed || next.base > hw || next.base > durable || next.base > lso {
 			break
 		}
 		if ts := segmentLargestTimestamp(s); cfg.MinCompactionLagMs > 0 && nowMs-ts < cfg.MinCompactionLagMs {
@@ -362,7 +363,7 @@ func (e *Engine) pickLogToClean() *Log {
 		if !cfg.compacted() || t.Deleted() {
 			continue
 		}
-		for _, l := range t.logs() {
+		for _, l := range t.hostedLogs() {
 			e.cl.mu.Lock()
 			skip := e.cl.uncleanable[l]
 			e.cl.mu.Unlock()
@@ -461,6 +462,8 @@ func (e *Engine) cleanLog(l *Log) (CleanStats, error) {
 		pinned = append(pinned, s)
 	}
 
+	// Records of aborted transactions never supersede and are removed (txnindex.go).
+	ab := l.abortedSet()
 	// Key -> latest offset over the dirty part.
 	m := offsetMap{idx: make(map[string]int32)}
 	end := c.end
@@ -471,7 +474,7 @@ func (e *Engine) cleanLog(l *Log) (CleanStats, error) {
 		}
 		s := c.segs[i]
 		n, err := e.eachBatch(s, func(h *record.Header, batch []byte) error {
-			if h.Control() {
+			if h.Control() || ab.batchAborted(h) {
 				return nil
 			}
 			return record.Iterate(batch, func(h *record.Header, r *record.Record) error {
@@ -498,7 +501,7 @@ func (e *Engine) cleanLog(l *Log) (CleanStats, error) {
 	}
 
 	// Rewrite [0, end), in groups of consecutive segments that fit one.
-	w := segmentRewriter{e: e, l: l, cfg: cfg, m: &m, now: now}
+	w := segmentRewriter{e: e, l: l, cfg: cfg, m: &m, now: now, ab: ab}
 	for _, g := range groupSegments(c.segs[:end+1], cfg) {
 		if e.stopping() || e.Offline() != nil {
 			return st, errCleanAborted
@@ -594,6 +597,7 @@ type segmentRewriter struct {
 	cfg *LogConfig
 	m   *offsetMap
 	now int64
+	ab  abortedSet // aborted transactions of the log (txnindex.go)
 
 	out  []byte       // encoded output of the current batch
 	recs []keptRecord // records kept from the current batch
@@ -652,6 +656,10 @@ func (w *segmentRewriter) rewrite(group []*logSegment, st *CleanStats) (bool, er
 			if h.Control() {
 				return nil
 			}
+			if w.ab.batchAborted(h) {
+				removes = true
+				return errStopIter
+			}
 			return record.Iterate(batch, func(h *record.Header, r *record.Record) error {
 				if !w.keep(h, r, drop[0]) {
 					removes = true
@@ -675,7 +683,7 @@ func (w *segmentRewriter) rewrite(group []*logSegment, st *CleanStats) (bool, er
 	ns := newLogSegment(l.dir, first.base, e.logger)
 	clog, coff, ctim := ns.logPath+cleanedSuffix, ns.offPath+cleanedSuffix, ns.timPath+cleanedSuffix
 	cleanup := func() {
-		for _, p := range []string{clog, coff, ctim} {
+		for _, p := range []string{clog, coff, ctim, ns.txnPath + cleanedSuffix} {
 			os.Remove(p)
 		}
 	}
@@ -754,6 +762,10 @@ func (w *segmentRewriter) rewrite(group []*logSegment, st *CleanStats) (bool, er
 		cleanup()
 		return false, err
 	}
+	if err := w.carryTxnIndex(group, ns); err != nil { // txnindex.go
+		cleanup()
+		return false, err
+	}
 	if err := w.hook("cleaned"); err != nil {
 		return false, err
 	}
@@ -792,6 +804,9 @@ func (w *segmentRewriter) keep(h *record.Header, r *record.Record, dropTombstone
 func (w *segmentRewriter) filterBatch(h *record.Header, batch []byte, dropTombstones bool) (out []byte, removed int64, err error) {
 	if h.Control() {
 		return batch, 0, nil
+	}
+	if w.ab.batchAborted(h) {
+		return nil, int64(h.NumRecords), nil
 	}
 	w.recs = w.recs[:0]
 	total := 0
@@ -874,6 +889,9 @@ var castagnoliTable = crc32.MakeTable(crc32.Castagnoli)
 func (w *segmentRewriter) swap(group []*logSegment, ns *logSegment, size int64) error {
 	e, l := w.e, w.l
 	finals := []string{ns.logPath, ns.offPath, ns.timPath}
+	if len(ns.aborted) > 0 {
+		finals = append(finals, ns.txnPath) // carried aborted transactions (txnindex.go)
+	}
 	drop := func() {
 		for _, p := range finals {
 			os.Remove(p + cleanedSuffix)
@@ -1010,7 +1028,7 @@ func promoteSwapFiles(dir string) error {
 			if !ok || b <= base || b > last {
 				continue
 			}
-			for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+			for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix, txnIndexSuffix} {
 				if err := os.Remove(segmentFileName(dir, b, suf)); err != nil && !errors.Is(err, os.ErrNotExist) {
 					return err
 				}

@@ -20,6 +20,9 @@
 //	                                          partitionLeaderEpoch patched), preallocated
 //	        00000000000000000000.index        offset index: (relative offset u32, position u32) BE
 //	        00000000000000000000.timeindex    time index: (timestamp i64, relative offset u32) BE
+//	        00000000000000000000.txnindex     aborted transactions whose ABORT marker is in this segment:
+//	                                          34-byte entries (version i16 0, producerId i64, firstOffset
+//	                                          i64, lastOffset i64, lastStableOffset i64) BE (txnindex.go)
 //	        partition.metadata                "version: 0\ntopic_id: <base64url uuid>\n"
 //	        leader-epoch-checkpoint           "0\n<count>\n<epoch> <startOffset>\n..."
 //	        <offset>.snapshot                 producer state (idempotence) as of <offset> (producers.go)

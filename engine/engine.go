@@ -211,9 +211,14 @@ func (e *Engine) load() error {
 			return fmt.Errorf("engine: topic %s: %w", m.meta.Name, err)
 		}
 		t := newTopic(e, m.meta.Name, m.id, m.meta.Configs, cfg)
+		t.replicasOnly.Store(m.meta.ReplicasOnly)
 		logs := make([]*Log, 0, m.meta.Partitions)
 		for p := int32(0); p < m.meta.Partitions; p++ {
 			tp := topicPartition{m.meta.Name, p}
+			if m.meta.ReplicasOnly && !e.partitionHosted(m.meta.Name, p) {
+				logs = append(logs, nil) // not a replica here (cluster.go)
+				continue
+			}
 			rp, ok := rps[tp]
 			if !ok {
 				rp = 0
@@ -253,7 +258,7 @@ func (e *Engine) load() error {
 
 func (e *Engine) shutdownAll() {
 	for _, t := range e.topics {
-		for _, l := range t.logs() {
+		for _, l := range t.hostedLogs() {
 			l.shutdown(ErrClosed, false)
 		}
 	}
@@ -377,7 +382,7 @@ func (e *Engine) allLogs() []*Log {
 	defer e.mu.RUnlock()
 	var out []*Log
 	for _, t := range e.topics {
-		out = append(out, t.logs()...)
+		out = append(out, t.hostedLogs()...)
 	}
 	return out
 }
@@ -620,7 +625,7 @@ func (e *Engine) DeleteTopic(name string) error {
 	e.forgetCleanPoints(name) // a topic re-created with this name starts dirty
 	gone := fmt.Errorf("%w: %s was deleted", ErrUnknownTopic, name)
 	var dirs []string
-	for _, l := range t.logs() {
+	for _, l := range t.hostedLogs() {
 		l.shutdown(gone, true)
 		to := sideName(e.dir, filepath.Base(l.dir), hex.EncodeToString(t.id[:]), deleteDirSuffix)
 		if err := os.Rename(l.dir, to); err != nil {
@@ -663,7 +668,7 @@ func (e *Engine) CreatePartitions(name string, total int32) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(e.topicFile(name), formatTopicMeta(name, t.id, total, *t.overrides.Load())); err != nil {
+	if err := writeFileAtomic(e.topicFile(name), formatTopicMetaOf(t, total, *t.overrides.Load())); err != nil {
 		e.discardLogs(added)
 		return e.ioFailure("writing topic "+name, err)
 	}

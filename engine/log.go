@@ -93,7 +93,7 @@ type AppendInfo struct {
 // been sent.
 type ReadResult struct {
 	HighWatermark    int64
-	LastStableOffset int64 // = HighWatermark until transactions exist
+	LastStableOffset int64 // <= HighWatermark: the first offset of an undecided transaction (txn.go)
 	LogStartOffset   int64
 	Chunks           []Chunk
 	Bytes            int64 // sum of chunk lengths
@@ -109,6 +109,7 @@ func (r *ReadResult) Release() {
 	if r.seg != nil {
 		s := r.seg
 		r.seg = nil
+		s.seg.Unpin()
 		s.release()
 	}
 	for i := range r.ntail {
@@ -214,14 +215,23 @@ func (l *Log) usable() error {
 // (not yet durable: see WhenDurable). On any validation error the log is
 // unchanged. A write error takes the engine offline.
 func (l *Log) Append(batches []byte, leaderEpoch int32) (AppendInfo, error) {
+	return l.appendBatches(batches, leaderEpoch, nil)
+}
+
+// appendBatches is Append; m != nil appends the transaction marker batch m
+// built (txn.go) instead of client batches.
+func (l *Log) appendBatches(batches []byte, leaderEpoch int32, m *txnMarker) (AppendInfo, error) {
 	cfg := l.config()
-	records, err := validateBatches(batches, cfg.MaxMessageBytes)
-	if err != nil {
-		return AppendInfo{}, err
-	}
-	if cfg.compacted() { // a compacted topic refuses keyless records (cleaner.go)
-		if err := validateKeys(batches); err != nil {
+	records := int64(1) // a marker batch holds one control record
+	if m == nil {
+		var err error
+		if records, err = validateBatches(batches, cfg.MaxMessageBytes); err != nil {
 			return AppendInfo{}, err
+		}
+		if cfg.compacted() { // a compacted topic refuses keyless records (cleaner.go)
+			if err := validateKeys(batches); err != nil {
+				return AppendInfo{}, err
+			}
 		}
 	}
 	n := int64(len(batches))
@@ -248,7 +258,7 @@ func (l *Log) Append(batches []byte, leaderEpoch int32) (AppendInfo, error) {
 	}
 	// Idempotent producers (producers.go): a retried batch is answered with
 	// its original offsets and not written; a sequence or epoch error fails.
-	if info, done, err := l.checkProducers(batches, nowMs); done {
+	if info, done, err := l.checkProducers(batches, nowMs, m); done {
 		l.mu.Unlock()
 		return info, err
 	}
@@ -291,7 +301,7 @@ func (l *Log) Append(batches []byte, leaderEpoch int32) (AppendInfo, error) {
 	l.idxMu.Unlock()
 	s.end.Store(pos + n)
 	l.logEnd.Store(next)
-	l.recordProducers(base, next, nowMs, appendTime)
+	txnErr := l.recordProducers(base, next, nowMs, appendTime) // producers.go, txn.go: open transactions, aborted index
 
 	var epochErr error
 	if leaderEpoch >= 0 && (leaderEpoch != l.epoch.Load() || len(l.epochs.entries) == 0) {
@@ -312,6 +322,9 @@ func (l *Log) Append(batches []byte, leaderEpoch int32) (AppendInfo, error) {
 
 	if epochErr != nil {
 		return AppendInfo{}, l.e.ioFailure("writing "+epochCheckpoint, epochErr)
+	}
+	if txnErr != nil {
+		return AppendInfo{}, txnErr
 	}
 	l.appended(next, caching) // replication.go: log-end waiters; the HW under write.caching
 	return AppendInfo{BaseOffset: base, LastOffset: last, LogAppendTime: appendTime, LogStartOffset: logStart}, nil
@@ -395,7 +408,8 @@ func (l *Log) roll() error {
 // createSegment makes a new empty active segment at base.
 func (l *Log) createSegment(base int64) (*logSegment, error) {
 	s := newLogSegment(l.dir, base, l.e.logger)
-	for _, p := range []string{s.logPath, s.offPath, s.timPath} {
+	s.txnLoaded = true // a new segment has no aborted transactions (txnindex.go)
+	for _, p := range []string{s.logPath, s.offPath, s.timPath, s.txnPath} {
 		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return nil, err
 		}
@@ -566,7 +580,7 @@ func (l *Log) read(offset int64, maxBytes int32, minOneBatch bool, upTo int64, m
 		return ReadResult{}, err
 	}
 	hw, start, end := l.hw.Load(), l.logStart.Load(), l.logEnd.Load()
-	res := ReadResult{HighWatermark: hw, LastStableOffset: hw, LogStartOffset: start}
+	res := ReadResult{HighWatermark: hw, LastStableOffset: l.lastStableOffset(hw), LogStartOffset: start}
 	if offset < start || offset > end {
 		return res, fmt.Errorf("%w: offset %d not in [%d, %d] of %s", ErrOffsetOutOfRange, offset, start, end, l)
 	}
@@ -609,6 +623,9 @@ func (l *Log) read(offset int64, maxBytes int32, minOneBatch bool, upTo int64, m
 				return res, err
 			}
 			if n > 0 {
+				// The file stays open until Release (a sealed segment's
+				// descriptor may be parked while idle: logsegment.go).
+				s.seg.Pin()
 				res.Chunks = []Chunk{{File: s.seg.File(), Pos: pos, Len: n}}
 				res.Bytes = n
 				res.seg = s
@@ -670,8 +687,10 @@ func (l *Log) scanRead(s *logSegment, offset, hw, maxBytes int64, minOneBatch bo
 	budgetEnd := start + maxBytes
 	if next := first.LastOffset + 1; next < hw {
 		l.idxMu.RLock()
-		if p := indexJump(s, next, hw-1, budgetEnd); p > end {
-			end = p // [start, p) is whole batches below the HW, within budget
+		// Index entries are added at append, before a Direct segment's
+		// write-behind has put the bytes in the file: never jump past limit.
+		if p := indexJump(s, next, hw-1, min(budgetEnd, limit)); p > end {
+			end = p // [start, p) is whole batches below the HW and limit, within budget
 		}
 		l.idxMu.RUnlock()
 	}

@@ -18,6 +18,13 @@ import (
 // and the flusher hold one more while they use the files. Files are closed
 // (and, once deleted, unlinked) when the count reaches zero, so a reader's
 // *os.File stays valid until it calls Release.
+//
+// Descriptors: the indexes hold none (mapped); a sealed segment's .log
+// descriptor is closed while idle and synced, beyond the Engine's
+// sealedFilesOpen most recently used (segment.FileCache, set at seal and
+// when recovery opens a sealed segment), and reopened by path at its next
+// use; a read returning a file chunk pins it (Segment.Pin) until
+// ReadResult.Release.
 type logSegment struct {
 	base   int64
 	seg    *segment.Segment
@@ -33,6 +40,12 @@ type logSegment struct {
 	maxTsOff int64              // last offset of the batch that first reached maxTs
 	sealed   bool
 
+	// Aborted transactions (txnindex.go), guarded by Log.idxMu; txnLoaded
+	// (aborted holds the .txnindex file's entries) is written under Log.mu
+	// or before the segment is published.
+	aborted   []abortedTxn
+	txnLoaded bool
+
 	// Guarded by Log.mu (appender only).
 	bytesSince    int64 // bytes appended since the last index entry
 	firstAppendMs int64 // clock time of the first append, -1 if none yet
@@ -46,6 +59,7 @@ type logSegment struct {
 	logPath, offPath, timPath string
 	deleting                  atomic.Bool // set before the rename starts
 	deleted                   atomic.Bool // files renamed; unlink at close
+	txnPath                   string      // .txnindex (txnindex.go), created at its first entry
 }
 
 // readEnd is the end of the bytes readers may take from the file: the
@@ -70,6 +84,7 @@ func newLogSegment(dir string, base int64, logger *slog.Logger) *logSegment {
 		logPath:       segmentFileName(dir, base, logSuffix),
 		offPath:       segmentFileName(dir, base, indexSuffix),
 		timPath:       segmentFileName(dir, base, timeIndexSuffix),
+		txnPath:       segmentFileName(dir, base, txnIndexSuffix),
 	}
 	s.refs.Store(1)
 	return s
@@ -118,7 +133,7 @@ func (s *logSegment) closeFiles() {
 	}
 	if s.deleted.Load() {
 		lp, op, tp := s.paths()
-		for _, p := range []string{lp, op, tp} {
+		for _, p := range []string{lp, op, tp, s.txnPathOf()} {
 			if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 				errs = append(errs, err)
 			}
@@ -161,6 +176,13 @@ func (s *logSegment) markDeleted(idxMu *sync.RWMutex) {
 		}
 	} else if err := os.Rename(s.timPath, s.timPath+deletedSuffix); err == nil {
 		s.timPath += deletedSuffix
+	}
+	// The .txnindex exists only once it has an entry; without one the path
+	// still moves, so a later segment at the same base keeps its own file.
+	if err := os.Rename(s.txnPath, s.txnPath+deletedSuffix); err == nil || errors.Is(err, os.ErrNotExist) {
+		s.txnPath += deletedSuffix
+	} else {
+		errs = append(errs, err)
 	}
 	s.deleted.Store(true)
 	if err := errors.Join(errs...); err != nil {
@@ -291,6 +313,13 @@ func (s *logSegment) seal() error {
 	s.sealed = true
 	if err := s.seg.Seal(); err != nil {
 		return err
+	}
+	if s.io != nil {
+		// Idle sealed segments give their descriptor back (backend.go,
+		// sealedFilesOpen); parked only once the flusher synced it.
+		if err := s.seg.SetFileCache(s.io.cache); err != nil {
+			return err
+		}
 	}
 	if s.grpOut {
 		// A sealed Direct segment holds no chunk (Seal drained its tail):

@@ -87,7 +87,10 @@ package engine
 // new end are deleted; an emptied log starts with no producers); the
 // truncations call it under Log.mu. Batches appended as a follower
 // (AppendAsFollower) are replayed from the log by syncProducers at the next
-// Append, roll or Close, so a new leader knows every producer its log holds.
+// Append, roll or Close, or when the last stable offset is read (txn.go),
+// so a new leader knows every producer its log holds. The replay applies
+// transactional batches and transaction markers too (txn.go: open
+// transactions, the aborted transaction index).
 //
 // # Concurrency
 //
@@ -105,6 +108,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"sync/atomic"
 
 	"github.com/stratalog/strata/record"
 )
@@ -227,6 +231,8 @@ type pendingBatch struct {
 	rel       int64 // first offset relative to the append's base offset
 	lastDelta int32
 	maxTs     int64
+	txn       bool       // a transactional data batch (txn.go)
+	marker    *txnMarker // the marker batch of AppendTxnMarker (txn.go), nil for data
 }
 
 // producerState is a Log's producer bookkeeping; guarded by Log.mu.
@@ -243,6 +249,14 @@ type producerState struct {
 	// alone, and syncProducers catches up (replay) or rebuilds.
 	coveredEnd int64
 	replayed   int64 // batches applied by replays (tests)
+
+	coveredA atomic.Int64 // coveredEnd, for readers without mu (txn.go)
+
+	txn openTxns // open transactions and the first unstable offset (txn.go)
+
+	// guards are the KIP-890 verification guards of batches being
+	// verified, by producer id (txn.go: BeginTxnVerification).
+	guards map[int64]txnGuard
 }
 
 // ProducerState describes one producer of a partition (DescribeProducers).
@@ -297,16 +311,27 @@ func (l *Log) producerExpired(e *producerEntry, nowMs int64) bool {
 // violation, or err is nil and info holds a duplicate's original offsets.
 // The batches that passed stay in the pending scratch for recordProducers.
 // Caller holds mu.
-func (l *Log) checkProducers(batches []byte, nowMs int64) (info AppendInfo, done bool, err error) {
+func (l *Log) checkProducers(batches []byte, nowMs int64, m *txnMarker) (info AppendInfo, done bool, err error) {
 	ps := &l.producers
 	ps.pending = ps.pending[:0]
 	if ps.coveredEnd != l.logEnd.Load() {
 		l.syncProducers(nowMs)
 	}
+	if m != nil {
+		// A transaction marker (txn.go): coordinator fencing, no sequence.
+		if err := l.checkMarker(m, nowMs); err != nil {
+			return AppendInfo{}, true, err
+		}
+		ps.pending = append(ps.pending, pendingBatch{pid: m.pid, epoch: m.epoch, firstSeq: -1, lastSeq: -1, marker: m})
+		return AppendInfo{}, false, nil
+	}
 	rel := int64(0)
 	for rest := batches; len(rest) > 0; {
 		_, r, h, _ := record.Next(rest)
 		rest = r
+		if h.ProducerID < 0 && h.Transactional() {
+			return AppendInfo{}, true, fmt.Errorf("%w: transactional batch without a producer id", ErrInvalidRecord)
+		}
 		if h.ProducerID >= 0 {
 			if h.BaseSequence < 0 {
 				return AppendInfo{}, true, fmt.Errorf("%w: sequence number %d in a batch of producer %d", ErrInvalidRecord, h.BaseSequence, h.ProducerID)
@@ -319,13 +344,24 @@ func (l *Log) checkProducers(batches []byte, nowMs int64) (info AppendInfo, done
 					return l.duplicateInfo(b), true, nil
 				}
 			}
+			if h.Transactional() && len(ps.guards) > 0 {
+				if err := l.checkTxnGuard(h.ProducerID); err != nil { // txn.go
+					ps.pending = ps.pending[:0]
+					return AppendInfo{}, true, err
+				}
+			}
 			if err := l.checkSequence(cur, &h, rel); err != nil {
 				ps.pending = ps.pending[:0]
 				return AppendInfo{}, true, err
 			}
+			if cur != nil && cur.txnFirstOffset >= 0 && !h.Transactional() {
+				ps.pending = ps.pending[:0]
+				return AppendInfo{}, true, fmt.Errorf("%w: producer %d has a transaction open since offset %d in %s and sent a non-transactional batch",
+					ErrInvalidTxnState, h.ProducerID, cur.txnFirstOffset, l)
+			}
 			ps.pending = append(ps.pending, pendingBatch{
 				pid: h.ProducerID, epoch: h.ProducerEpoch, firstSeq: h.BaseSequence, lastSeq: lastSeq,
-				rel: rel, lastDelta: h.LastOffsetDelta, maxTs: h.MaxTimestamp,
+				rel: rel, lastDelta: h.LastOffsetDelta, maxTs: h.MaxTimestamp, txn: h.Transactional(),
 			})
 		}
 		rel += int64(h.LastOffsetDelta) + 1
@@ -393,10 +429,11 @@ func (l *Log) duplicateInfo(b producerBatch) AppendInfo {
 // recordProducers records the batches checkProducers passed, now written at
 // [base, next). appendTime >= 0 replaces their max timestamps
 // (LogAppendTime). Caller holds mu.
-func (l *Log) recordProducers(base, next, nowMs, appendTime int64) {
+func (l *Log) recordProducers(base, next, nowMs, appendTime int64) error {
 	ps := &l.producers
 	ps.changed = true
-	ps.coveredEnd = next
+	ps.setCovered(next)
+	var txnErr error
 	for i := range ps.pending {
 		p := &ps.pending[i]
 		e := ps.entries[p.pid]
@@ -415,6 +452,16 @@ func (l *Log) recordProducers(base, next, nowMs, appendTime int64) {
 			ts = appendTime
 		}
 		first := base + p.rel
+		if m := p.marker; m != nil {
+			if err := l.applyMarker(e, p.pid, m.epoch, m.coordinatorEpoch, m.commit, first); err != nil && txnErr == nil {
+				txnErr = err
+			}
+			e.lastMs = nowMs
+			continue
+		}
+		if p.txn {
+			l.txnData(e, p.pid, first)
+		}
 		e.add(p.epoch, producerBatch{
 			firstSeq: p.firstSeq, lastSeq: p.lastSeq,
 			firstOffset: first, lastOffset: first + int64(p.lastDelta), maxTimestamp: ts,
@@ -431,6 +478,7 @@ func (l *Log) recordProducers(base, next, nowMs, appendTime int64) {
 	if nowMs-ps.snapMs >= producerSnapshotIntervalMs {
 		l.snapshotProducers() // at next: the state covers exactly [0, next)
 	}
+	return txnErr
 }
 
 // sweepProducers removes expired producers. Caller holds mu (or is opening).
@@ -451,6 +499,9 @@ func (l *Log) Producers() []ProducerState {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	nowMs := l.e.nowMs()
+	if l.producers.coveredEnd != l.logEnd.Load() && !l.closed && l.active != nil && l.e.Offline() == nil {
+		l.syncProducers(nowMs) // follower appends since the last sync
+	}
 	out := make([]ProducerState, 0, len(l.producers.entries))
 	for pid, e := range l.producers.entries {
 		if l.producerExpired(e, nowMs) {
@@ -549,7 +600,8 @@ func decodeProducerSnapshot(b []byte) (offset int64, entries map[int64]*producer
 		e.txnFirstOffset = int64(binary.BigEndian.Uint64(rest[22:]))
 		n := int(rest[30])
 		rest = rest[snapshotEntryBytes:]
-		if pid < 0 || n > producerBatchesRetained || len(rest) < n*snapshotBatchBytes || entries[pid] != nil {
+		if pid < 0 || n > producerBatchesRetained || len(rest) < n*snapshotBatchBytes || entries[pid] != nil ||
+			e.txnFirstOffset < -1 || e.txnFirstOffset >= offset {
 			return 0, nil, fmt.Errorf("%w: producer %d (%d batches)", errBadSnapshot, pid, n)
 		}
 		prevLast := int64(-1)
@@ -666,7 +718,9 @@ func (l *Log) loadProducers() {
 	nowMs := l.e.nowMs()
 	end := l.logEnd.Load()
 	ps.entries, ps.snapshots, ps.snapOffset, ps.coveredEnd, ps.changed = nil, nil, -1, end, true
+	ps.setCovered(end)
 	ps.snapMs = nowMs
+	l.loadTxnIndexes(end) // txnindex.go: every segment's aborted transactions, cut at the log end
 	offs, err := l.listSnapshots()
 	if err != nil {
 		l.e.logger.Warn("listing producer snapshots", "log", l.String(), "err", err)
@@ -698,6 +752,7 @@ func (l *Log) loadProducers() {
 	} else {
 		ps.snapOffset = from
 	}
+	l.rebuildOpenTxns() // txn.go: the snapshot's open transactions; the replay adds the rest
 	if err := l.replayProducers(from, end, nowMs); err != nil {
 		l.e.logger.Warn("rebuilding producer state", "log", l.String(), "err", err)
 	}
@@ -721,6 +776,7 @@ func (l *Log) syncProducers(nowMs int64) {
 		l.e.logger.Warn("catching up producer state", "log", l.String(), "err", err)
 	}
 	ps.coveredEnd, ps.changed = end, true
+	ps.setCovered(end)
 }
 
 func (l *Log) readSnapshot(off int64) (map[int64]*producerEntry, error) {
@@ -792,7 +848,24 @@ func (l *Log) replayProducers(from, end, nowMs int64) error {
 			if h.BaseOffset >= end {
 				return nil
 			}
-			if h.LastOffset() >= from && h.ProducerID >= 0 && !h.Control() {
+			if h.LastOffset() >= from && h.ProducerID >= 0 && h.Control() {
+				// A transaction marker: its record is needed (txn.go).
+				size := int64(h.Size())
+				if pos+size > bufPos+int64(bufLen) && size <= int64(len(buf)) {
+					n, err := s.seg.ReadAt(buf[:min(int64(len(buf)), limit-pos)], pos)
+					if err != nil && !(errors.Is(err, io.EOF) && n > 0) {
+						return fmt.Errorf("replaying producer state of %s at %d: %w", s.seg.Path(), pos, err)
+					}
+					bufPos, bufLen = pos, n
+				}
+				var batch []byte
+				if pos+size <= bufPos+int64(bufLen) {
+					batch = buf[pos-bufPos : pos-bufPos+size]
+				}
+				if err := l.replayMarker(&h, batch, nowMs); err != nil {
+					return err
+				}
+			} else if h.LastOffset() >= from && h.ProducerID >= 0 {
 				l.replayBatch(&h, nowMs)
 			}
 			pos += int64(h.Size())
@@ -817,6 +890,9 @@ func (l *Log) replayBatch(h *record.Header, nowMs int64) {
 	}
 	ps.replayed++
 	first := h.BaseOffset
+	if h.Transactional() {
+		l.txnData(e, h.ProducerID, first) // txn.go
+	}
 	if h.BaseSequence < 0 {
 		e.epoch, e.lastMs = h.ProducerEpoch, nowMs
 		return
@@ -849,6 +925,9 @@ func (l *Log) producersTruncated() {
 		}
 		ps := &l.producers
 		ps.entries, ps.snapshots, ps.snapOffset, ps.coveredEnd, ps.changed = nil, nil, -1, end, true
+		ps.setCovered(end)
+		l.loadTxnIndexes(end)
+		l.rebuildOpenTxns()
 		return
 	}
 	l.loadProducers()

@@ -574,7 +574,7 @@ func TestProducerCheckNoAllocs(t *testing.T) {
 	defer l.logEnd.Store(realEnd) // nothing was written
 	allocs := testing.AllocsPerRun(200, func() {
 		binaryPutSeq(b, seq)
-		if _, done, err := l.checkProducers(b, 0); done || err != nil {
+		if _, done, err := l.checkProducers(b, 0, nil); done || err != nil {
 			t.Fatalf("check: %v", err)
 		}
 		end := l.logEnd.Load()
@@ -645,7 +645,7 @@ func BenchmarkProducerCheck(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				binaryPutSeq(batch, seq)
-				if _, done, err := l.checkProducers(batch, 0); done || err != nil {
+				if _, done, err := l.checkProducers(batch, 0, nil); done || err != nil {
 					b.Fatal(err)
 				}
 				end := l.logEnd.Load()

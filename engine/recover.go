@@ -113,12 +113,19 @@ func (e *Engine) scanPartitionDir(dir string) (partitionFiles, error) {
 			pf.indexes[name] = true
 			continue
 		}
+		if _, ok := parseSegmentFileName(name, txnIndexSuffix); ok { // aborted transactions (txnindex.go)
+			pf.indexes[name] = true
+			continue
+		}
 		e.logger.Warn("ignoring stray file in partition directory", "path", path)
 	}
 	for name := range pf.indexes {
 		base, ok := parseSegmentFileName(name, indexSuffix)
 		if !ok {
-			base, _ = parseSegmentFileName(name, timeIndexSuffix)
+			base, ok = parseSegmentFileName(name, timeIndexSuffix)
+		}
+		if !ok {
+			base, _ = parseSegmentFileName(name, txnIndexSuffix)
 		}
 		if !logs[base] {
 			if err := os.Remove(filepath.Join(dir, name)); err != nil {
@@ -255,6 +262,7 @@ func (l *Log) recoverSegments(pf partitionFiles, rp int64, clean bool) ([]*logSe
 		}
 		last := i == len(pf.bases)-1
 		s := newLogSegment(l.dir, base, l.e.logger)
+		s.txnLoaded = !pf.indexes[filepath.Base(s.txnPath)] // no .txnindex: no aborted transactions (txnindex.go)
 		seg, grp, err := l.e.io.open(s.logPath, last)
 		if err != nil {
 			return segs, 0, err
@@ -474,6 +482,9 @@ func (l *Log) reopenActive(s *logSegment) error {
 		return err
 	}
 	s.sealed = false
+	if err := s.seg.SetFileCache(nil); err != nil { // active: keeps its descriptor
+		return err
+	}
 	return s.openActiveIndexes(l.config())
 }
 
@@ -498,7 +509,7 @@ func (l *Log) reopenRing(s *logSegment) error {
 // removeSegmentFiles deletes the files of the segments at bases.
 func (l *Log) removeSegmentFiles(bases []int64) error {
 	for _, b := range bases {
-		for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+		for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix, txnIndexSuffix} {
 			if err := os.Remove(segmentFileName(l.dir, b, suf)); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return err
 			}

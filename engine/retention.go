@@ -161,7 +161,7 @@ func (e *Engine) enforceRetention() int {
 		if t.Deleted() {
 			continue
 		}
-		for _, l := range t.logs() {
+		for _, l := range t.hostedLogs() {
 			select {
 			case <-e.maint.stop:
 				return n

@@ -26,6 +26,8 @@ type Topic struct {
 	parts     atomic.Pointer[[]*Log]            // replaced whole by CreatePartitions
 	rr        atomic.Uint32                     // round-robin cursor for nil keys
 	deleted   atomic.Bool
+	// replicasOnly: partitions not hosted here have nil logs (cluster.go).
+	replicasOnly atomic.Bool
 }
 
 func newTopic(e *Engine, name string, id [16]byte, overrides map[string]string, cfg LogConfig) *Topic {
@@ -108,6 +110,9 @@ func (t *Topic) Produce(key, value []byte) (partition int32, offset int64, err e
 		return -1, -1, fmt.Errorf("engine: partitioner returned %d of %d", partition, n)
 	}
 	l := logs[partition]
+	if l == nil {
+		return partition, -1, fmt.Errorf("%w: %s-%d", ErrNotHosted, t.name, partition)
+	}
 
 	b := builderPool.Get().(*record.Builder)
 	bp := bufPool.Get().(*[]byte)
@@ -262,12 +267,12 @@ func (e *Engine) SetTopicConfig(name string, overrides map[string]string) error 
 		return fmt.Errorf("%w: %s", ErrUnknownTopic, name)
 	}
 	old := t.cfg.Load()
-	if err := writeFileAtomic(e.topicFile(name), formatTopicMeta(name, t.id, t.Partitions(), next)); err != nil {
+	if err := writeFileAtomic(e.topicFile(name), formatTopicMetaOf(t, t.Partitions(), next)); err != nil {
 		return e.ioFailure("writing topic "+name, err)
 	}
 	t.overrides.Store(&next)
 	t.cfg.Store(&cfg)
-	for _, l := range t.logs() {
+	for _, l := range t.hostedLogs() {
 		if err := l.setConfig(&cfg, old.SegmentIndexBytes != cfg.SegmentIndexBytes); err != nil {
 			return err
 		}

@@ -25,6 +25,12 @@
 // fallocate before any entry is stored there, so a full disk fails an Append
 // instead of faulting a store into the mapping, and idle partitions do not
 // hold segment.index.bytes of disk each.
+// On Linux an open index holds no file descriptor: the file is mapped, the
+// descriptor closed at once, and the mapping used for lookups, appends and
+// msync (Sync). A reservation step and the trim at Close reopen the file by
+// its path (which Rename keeps current) and check it is still the mapped
+// file (device and inode) before touching it, so a broker with 10,000
+// partitions does not spend 20,000 descriptors on indexes.
 // Close trims the file to the entries written, so a cleanly closed index
 // opens with entries = size / entry size. After a crash the file still has its
 // preallocated size and zero entries follow the real ones; Check then fails

@@ -48,7 +48,9 @@ type file struct {
 	// mu serializes TruncateTo, Close, Rename and Check with readers that
 	// fell back from the lock-free path.
 	mu       sync.Mutex
-	f        *os.File
+	f        *os.File    // nil where the mapping is the file (linux): see withFile
+	id       os.FileInfo // the mapped file, to recognise it when reopened by path
+	length   int64       // the file's length as set at open (the mapping's)
 	path     string
 	data     []byte   // the mapping
 	mem      []uint32 // data as words, for atomic access
@@ -83,7 +85,42 @@ func openFile(path string, base int64, maxBytes, entrySize int) (*file, error) {
 		f.Close()
 		return nil, err
 	}
+	if keepDescriptor {
+		return x, nil
+	}
+	// The mapping keeps the file; the descriptor is not needed for
+	// lookups, appends or msync, so it does not count against the
+	// process's descriptor limit (10,000 partitions, two indexes each).
+	x.f = nil
+	if err := f.Close(); err != nil {
+		unmapFile(nil, x.data)
+		return nil, err
+	}
 	return x, nil
+}
+
+// withFile runs fn on a descriptor of the index file: the one kept open
+// where there is no mapping, else one opened by path for this call and
+// checked to be the mapped file (same device and inode; the path follows
+// Rename). Caller holds mu. Used at reservation steps (every
+// ReserveStepBytes of entries) and at Close (trimming).
+func (x *file) withFile(fn func(f *os.File) error) error {
+	if x.f != nil {
+		return fn(x.f)
+	}
+	f, err := os.OpenFile(x.path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !os.SameFile(st, x.id) {
+		return fmt.Errorf("index: %s is no longer the mapped file", x.path)
+	}
+	return fn(f)
 }
 
 func mapIndex(f *os.File, path string, base int64, maxEntries, entrySize int) (*file, error) {
@@ -117,6 +154,8 @@ func mapIndex(f *os.File, path string, base int64, maxEntries, entrySize int) (*
 		entrySize: entrySize,
 		words:     entrySize / 4,
 		f:         f,
+		id:        st,
+		length:    int64(mapLen),
 		path:      path,
 		data:      data,
 		mem:       unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(data))), mapLen/4),
@@ -152,7 +191,10 @@ func (x *file) reserve(i int) error {
 		return nil
 	}
 	n := min(end+ReserveStepBytes, len(x.data))
-	if err := allocate(x.f, int64(n)); err != nil {
+	x.mu.Lock()
+	err := x.withFile(func(f *os.File) error { return allocate(f, int64(n)) })
+	x.mu.Unlock()
+	if err != nil {
 		return err
 	}
 	x.reserved = n
@@ -188,7 +230,7 @@ func (x *file) sync() error {
 	if x.closed {
 		return ErrClosed
 	}
-	return syncFile(x.f, x.data)
+	return syncFile(x.f, x.path, x.data)
 }
 
 // close trims the file to the entries written, unmaps and closes it.
@@ -204,11 +246,19 @@ func (x *file) close() error {
 	x.gen.Add(1)
 	err := unmapFile(x.f, x.data)
 	x.data, x.mem, x.capacity = nil, nil, 0
-	if terr := x.f.Truncate(n * int64(x.entrySize)); err == nil {
-		err = terr
+	if keep := n * int64(x.entrySize); keep != x.length {
+		terr := x.withFile(func(f *os.File) error { return f.Truncate(keep) })
+		if errors.Is(terr, os.ErrNotExist) {
+			terr = nil // deleted with its directory: nothing left to trim
+		}
+		if err == nil {
+			err = terr
+		}
 	}
-	if cerr := x.f.Close(); err == nil {
-		err = cerr
+	if x.f != nil {
+		if cerr := x.f.Close(); err == nil {
+			err = cerr
+		}
 	}
 	return err
 }

@@ -48,10 +48,14 @@ func mapFile(f *os.File, size int) ([]byte, error) {
 
 func unmapFile(_ *os.File, b []byte) error { return unix.Munmap(b) }
 
+// keepDescriptor: the mapping is the file; its descriptor is closed once
+// mapped (reopened by path for fallocate and the trim at Close).
+const keepDescriptor = false
+
 // syncFile writes the mapping's dirty pages back and waits (msync MS_SYNC).
-func syncFile(f *os.File, b []byte) error {
+func syncFile(_ *os.File, path string, b []byte) error {
 	if err := unix.Msync(b, unix.MS_SYNC); err != nil {
-		return &os.PathError{Op: "msync", Path: f.Name(), Err: err}
+		return &os.PathError{Op: "msync", Path: path, Err: err}
 	}
 	return nil
 }

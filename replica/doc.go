@@ -80,8 +80,13 @@
 // it is in flight the HW is computed over the union of the current and the
 // proposed ISR (Kafka's "maximal ISR"), and produce checks use the committed
 // ISR. A refusal (FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION, ...) drops
-// the proposal and waits for the controller's next BecomeLeader; other errors
-// are retried on the next check.
+// the proposal, back to the committed ISR, and no change is proposed until
+// the next ISR check or the controller's next BecomeLeader, whichever comes
+// first; then the change is computed again from the committed state and
+// proposed again (as Kafka's leader does: a refusal caused by a state this
+// broker has not applied yet resolves itself once it has, one caused by a
+// member that was not yet eligible once it is). Other errors (unknown
+// outcome) are retried after replica.fetch.backoff.ms.
 //
 // acks=-1 and the ISR: CheckProduce refuses with NOT_ENOUGH_REPLICAS when the
 // committed ISR is smaller than min.insync.replicas (nothing is appended);

@@ -67,6 +67,9 @@ type testCluster struct {
 	pushMu   sync.Mutex // serializes pushes so Managers see states in order
 	isolated map[int32]bool
 	ids      idBlocks
+
+	refuseISR int // AlterPartitions still to refuse with INVALID_UPDATE_VERSION, unapplied (guarded by mu)
+	refused   int // how many were refused (guarded by mu)
 }
 
 // idBlocks hands out producer id blocks unique across the test cluster (the
@@ -209,6 +212,12 @@ func (u isrUpdater) AlterPartition(ctx context.Context, req replica.AlterPartiti
 		members[i] = controller.ISRMember{ID: id, Epoch: -1}
 	}
 	c.mu.Lock()
+	if c.refuseISR > 0 {
+		c.refuseISR--
+		c.refused++
+		c.mu.Unlock()
+		return replica.AlterPartitionResult{}, fmt.Errorf("%w: injected refusal", kerr.InvalidUpdateVersion)
+	}
 	r := c.st.Apply(controller.AlterPartition{BrokerID: u.id, BrokerEpoch: c.bepoch[u.id], Partitions: []controller.AlterPartitionItem{{
 		Topic: req.Topic, Partition: req.Partition, LeaderEpoch: req.LeaderEpoch, PartitionEpoch: req.PartitionEpoch, ISR: members}}})
 	c.mu.Unlock()

@@ -335,8 +335,8 @@ func (m *Manager) becomeLeaderLocked(st *Partition) (int64, error) {
 		p.leaderGen.Add(1)
 		p.followers = map[int32]*follower{}
 		p.pendingISR = nil
-		p.alterRefusedAt = -1
 	}
+	p.alterRefused = false // a new state: a refused change may be proposed again at once
 	p.role = engine.RoleLeader
 	p.stopped = false
 	p.leader = st.Leader

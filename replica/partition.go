@@ -39,10 +39,10 @@ type partition struct {
 	fetchFrom      int32 // follower: the broker whose fetcher holds p, -1 none
 
 	// Leader side.
-	followers      map[int32]*follower
-	pendingISR     []int32 // AlterPartition in flight
-	alterRefusedAt int32   // partition epoch at which the controller refused; -1 none
-	nextAlterMs    int64   // no proposal before this (after an unknown outcome)
+	followers    map[int32]*follower
+	pendingISR   []int32 // AlterPartition in flight
+	alterRefused bool    // the controller refused the last proposal: none before the next ISR check or state
+	nextAlterMs  int64   // no proposal before this (after an unknown outcome)
 }
 
 // follower is the leader's view of one follower replica.
@@ -196,7 +196,7 @@ func (p *partition) maybeExpandLocked(f *follower, now int64) {
 // canProposeLocked reports whether an ISR change may be sent now.
 func (p *partition) canProposeLocked(now int64) bool {
 	return p.m.cfg.ISR != nil && p.pendingISR == nil && !p.stopped && p.role == engine.RoleLeader &&
-		p.alterRefusedAt != p.partitionEpoch && now >= p.nextAlterMs
+		!p.alterRefused && now >= p.nextAlterMs
 }
 
 // maybeShrinkLocked proposes dropping ISR members that have not caught up
@@ -268,9 +268,12 @@ func (p *partition) alterDone(gen int64, req AlterPartition, res AlterPartitionR
 		}
 		m.log.Info("ISR changed", "topic", req.Topic, "partition", req.Partition, "isr", res.ISR, "partitionEpoch", res.PartitionEpoch)
 	case errors.As(err, &ke):
-		// Refused: wait for the controller's next state before proposing
-		// again at this partition epoch.
-		p.alterRefusedAt = p.partitionEpoch
+		// Refused (stale epochs, an ineligible member, ...): as Kafka's
+		// leader, fall back to the committed state and propose again,
+		// recomputed from it, at the next ISR check or on the controller's
+		// next state, whichever comes first; not on every follower fetch
+		// until then.
+		p.alterRefused = true
 		m.log.Warn("ISR change refused", "topic", req.Topic, "partition", req.Partition, "isr", req.ISR, "err", err)
 	default:
 		p.nextAlterMs = m.nowMs() + m.cfg.FetchBackoffMs
@@ -309,6 +312,7 @@ func (m *Manager) runISRChecker() {
 		for _, p := range parts {
 			p.mu.Lock()
 			if p.role == engine.RoleLeader && !p.stopped {
+				p.alterRefused = false // a refused change is proposed again, once per check
 				p.maybeShrinkLocked(now)
 				for _, id := range p.replicas {
 					if f := p.followers[id]; f != nil && f.fetchOffset >= 0 {

@@ -470,3 +470,38 @@ func TestFreshFollowerReplicatesCompactedLeader(t *testing.T) {
 		t.Fatal("follower differs from the leader after further produces")
 	}
 }
+
+// TestRefusedISRChangeProposedAgain: the controller refuses a leader's ISR
+// shrink (INVALID_UPDATE_VERSION) twice without any change of the
+// partition; the leader proposes it again at its next ISR checks, not only
+// when the controller sends a new state, and the shrink lands.
+func TestRefusedISRChangeProposedAgain(t *testing.T) {
+	c := newCluster(t, 3, 300, 1)
+	leader := c.nodes[1]
+	if failed := produce(t, leader, 50, "before"); failed != 0 {
+		t.Fatalf("%d produces failed", failed)
+	}
+	before := c.partition()
+	c.mu.Lock()
+	c.refuseISR = 2
+	c.mu.Unlock()
+	c.nodes[3].stop()
+	eventually(t, "the controller to commit the shrunk ISR", func() bool {
+		return slices.Equal(c.partition().ISR, []int32{1, 2})
+	})
+	c.mu.Lock()
+	refused := c.refused
+	c.mu.Unlock()
+	if refused != 2 {
+		t.Fatalf("%d proposals refused, want 2 (the shrink was proposed again after each)", refused)
+	}
+	after := c.partition()
+	if after.LeaderEpoch != before.LeaderEpoch || after.PartitionEpoch != before.PartitionEpoch+1 {
+		t.Fatalf("epochs %d/%d -> %d/%d: want only the shrink to change the partition", before.LeaderEpoch,
+			before.PartitionEpoch, after.LeaderEpoch, after.PartitionEpoch)
+	}
+	eventually(t, "the leader to apply the shrunk ISR", func() bool { return slices.Equal(leader.status().ISR, []int32{1, 2}) })
+	if failed := produce(t, leader, 50, "after"); failed != 0 {
+		t.Fatalf("%d produces failed after the shrink", failed)
+	}
+}

@@ -22,7 +22,8 @@
 // truncates to Size, handing the unused reservation back to the filesystem.
 //
 // A Direct ring segment (Options.Direct) instead raises i_size ahead of the
-// data (fallocate mode 0, PreallocStepBytes at a time): O_DIRECT writes that
+// data (fallocate mode 0, a step at a time: PreallocFirstStepBytes, then
+// doubling up to PreallocStepBytes): O_DIRECT writes that
 // extend i_size are punted by the kernel to io-wq worker threads (a quarter
 // of the throughput at 8x the CPU, measured in package uring). Its on-disk
 // form while open is therefore
@@ -196,13 +197,13 @@
 // Written() and call Flush when a wanted batch is above it, and the
 // engine's tail cache serves the newest batches from memory.
 //
-// Not the default yet: a buffered read (pread, sendfile) of a Direct
-// segment's partial last page caches that page, and when the kernel cannot
-// invalidate it after the ring rewrites the page with O_DIRECT (a concurrent
-// read or readahead holds it) readers get the stale copy, zeros, until it
-// is evicted. Until file reads stop at the last page boundary below
-// Written() (the rest from the tail cache, readahead off on ring segments),
-// engine's log.io.backend=auto is pwrite (engine/backend.go).
+// Buffered reads of a Direct segment (pread, sendfile, readahead past the
+// written end) stay coherent with the ring's O_DIRECT rewrites of the
+// partial last page: the kernel drops cached pages of a direct write's range
+// before the write and again after it completed (and converted unwritten
+// extents), so a read racing the write leaves no stale page
+// (TestDirectHeadReadsCoherent; engine/backend.go, "Why auto is uring", has
+// the reasoning and the engine bug that had been blamed on it).
 //
 // # Concurrency
 //
@@ -230,9 +231,11 @@
 //
 // All I/O goes through the File interface (positional reads and writes only,
 // never the file offset), implemented by *os.File (pwrite/pread/fdatasync) and
-// by *uring.File (a ring-backed buffered segment; a Direct one reads through
-// an *os.File and writes through a second, O_DIRECT descriptor registered
-// with the ring). Package segmenttest provides an in-memory File that loses
+// by *uring.File (a ring-backed buffered segment; a Direct one reads,
+// fallocates and truncates through an *os.File and writes through a second,
+// O_DIRECT open of the file registered in the ring's fixed-file table,
+// whose own descriptor is closed once registered: an open Direct segment
+// costs one descriptor, like a pwrite one, unless the table is full). Package segmenttest provides an in-memory File that loses
 // unsynced writes on a simulated crash and a fault-injecting wrapper, for
 // crash and error tests of the pwrite path; the ring paths are tested on
 // real files (a crash is simulated by imaging the file while it is open:

@@ -24,7 +24,7 @@ type Options struct {
 	// filled one by Sync or Flush (its last page is kept in memory and
 	// rewritten by the next write). Readers (ReadAt, Scan, File) see only
 	// [0, Written()), and Written() may trail Size() until Flush or Sync.
-	// i_size is raised ahead of the writes in PreallocStepBytes steps, so
+	// i_size is raised ahead of the writes in doubling steps, so
 	// after a crash the valid end is found by Recover (a zero tail stops the
 	// walk); Close and Seal cut i_size back to Size.
 	Direct bool
@@ -116,7 +116,8 @@ func OpenWith(path string, o Options) (*Segment, error) {
 // never in flight together. Readers see [0, written).
 type ringWriter struct {
 	ring     *uring.Ring
-	wf       *uring.File // write descriptor (O_DIRECT when direct)
+	wf       *uring.File // write descriptor (O_DIRECT when direct; no fd of its own once registered)
+	rf       *os.File    // direct: the segment's buffered descriptor, for fallocate
 	direct   bool
 	pool     *uring.Pool
 	ownPool  bool
@@ -201,6 +202,15 @@ func openRing(path string, create bool, o Options) (s *Segment, err error) {
 	var f File = wf
 	if o.Direct {
 		f = NewOSFile(rf)
+		w.rf = rf
+		// Writes reach the O_DIRECT file through its fixed-file slot; its
+		// descriptor would only count against RLIMIT_NOFILE (fallocate and
+		// ftruncate go through rf). Unregistered (table full): kept.
+		if _, err := wf.DropDescriptor(); err != nil {
+			wf.Close()
+			rf.Close()
+			return nil, err
+		}
 	}
 	closeAll := func() {
 		wf.Close()
@@ -493,7 +503,7 @@ func (w *ringWriter) drain() error {
 }
 
 // reserveFor raises i_size so that [0, end) is below it (Direct), in
-// PreallocStepBytes steps capped at the segment's prealloc (when set and not
+// doubling steps (preallocStep) capped at the segment's prealloc (when set and not
 // yet exceeded), by fallocate or by the background zero-fill.
 func (w *ringWriter) reserveFor(s *Segment, end int64) error {
 	if !w.direct {
@@ -519,12 +529,12 @@ func (w *ringWriter) reserveFor(s *Segment, end int64) error {
 			}
 			continue
 		}
-		if err := fallocateSize(w.wf.OSFile(), n); err != nil {
+		if err := fallocateSize(w.rf, n); err != nil {
 			return err
 		}
 		w.reserved = n
 	}
-	if w.prewrite && !w.preBusy && end > w.reserved-PreallocStepBytes/2 {
+	if w.prewrite && !w.preBusy && end > w.reserved-preallocStep(w.reserved)/2 {
 		return w.startPrewrite(w.nextStep(s, w.reserved+1))
 	}
 	return nil
@@ -533,7 +543,7 @@ func (w *ringWriter) reserveFor(s *Segment, end int64) error {
 // nextStep is the reservation end covering end plus one step (capped at
 // prealloc while end is below it), page aligned.
 func (w *ringWriter) nextStep(s *Segment, end int64) int64 {
-	n := alignUp(max(end, w.reserved) + PreallocStepBytes)
+	n := alignUp(max(end, w.reserved) + preallocStep(w.reserved))
 	if s.prealloc > 0 && end <= s.prealloc {
 		n = max(min(n, alignUp(s.prealloc)), alignUp(end))
 	}
@@ -550,7 +560,7 @@ func (w *ringWriter) startPrewrite(n int64) error {
 	// Zero from the first page boundary at or past reserved: the page
 	// holding reserved may hold data (reserved == Size after a reopen).
 	start := alignUp(w.reserved)
-	if err := fallocateSize(w.wf.OSFile(), n); err != nil {
+	if err := fallocateSize(w.rf, n); err != nil {
 		return err
 	}
 	zn := int64(len(w.zero))

@@ -57,8 +57,8 @@ func TestPreallocateAndSeal(t *testing.T) {
 	if size != 0 {
 		t.Fatalf("i_size %d after Create, want 0", size)
 	}
-	if supported && blocks < prealloc {
-		t.Fatalf("Create reserved %d bytes, want >= %d", blocks, prealloc)
+	if supported && blocks < segment.PreallocFirstStepBytes {
+		t.Fatalf("Create reserved %d bytes, want the first step, >= %d", blocks, segment.PreallocFirstStepBytes)
 	}
 	if _, err := s.Append(make([]byte, 5000)); err != nil {
 		t.Fatal(err)
@@ -66,7 +66,7 @@ func TestPreallocateAndSeal(t *testing.T) {
 	if err := s.TruncateTo(1000); err != nil {
 		t.Fatal(err)
 	}
-	if _, blocks := allocatedBytes(t, p); supported && blocks < prealloc {
+	if _, blocks := allocatedBytes(t, p); supported && blocks < segment.PreallocFirstStepBytes {
 		t.Fatalf("TruncateTo dropped the reservation: %d bytes allocated", blocks)
 	}
 	if err := s.Seal(); err != nil {
@@ -96,8 +96,8 @@ func TestPreallocateInSteps(t *testing.T) {
 	}
 	defer s.Close()
 	_, blocks := allocatedBytes(t, p)
-	if blocks < segment.PreallocStepBytes || blocks > 2*segment.PreallocStepBytes {
-		t.Fatalf("reserved %d bytes at Create, want one step (%d), not the %d limit", blocks, segment.PreallocStepBytes, int64(limit))
+	if blocks < segment.PreallocFirstStepBytes || blocks > 2*segment.PreallocFirstStepBytes {
+		t.Fatalf("reserved %d bytes at Create, want the first step (%d), not the %d limit", blocks, segment.PreallocFirstStepBytes, int64(limit))
 	}
 	chunk := make([]byte, 1<<20)
 	for i := 0; i < 40; i++ { // 40 MiB: past two steps

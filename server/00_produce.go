@@ -39,13 +39,17 @@ package server
 // again (acks=-1 waits for that original to be durable); a sequence gap is
 // OUT_OF_ORDER_SEQUENCE_NUMBER, an older epoch INVALID_PRODUCER_EPOCH.
 //
-// Transactions are not implemented. A request with a TransactionalID, or with
-// a transactional batch, is answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED on
-// every partition: that is what Kafka answers when the producer may not write
-// transactionally, and clients treat it as fatal rather than retrying
-// (INVALID_REQUEST would suggest a malformed request, which it is not).
+// Transactional batches (engine/txn.go): the first one of a producer opens
+// its transaction in the partition (the last stable offset stops there until
+// the coordinator's marker, WriteTxnMarkers, ends it). A producer with an
+// open transaction that sends a non-transactional batch gets
+// INVALID_TXN_STATE, a fenced epoch INVALID_PRODUCER_EPOCH, a transactional
+// batch without a producer id INVALID_RECORD, as in Kafka. Whether the
+// partition was added to the transaction (KIP-890 verification) is the
+// coordinator's side (txn_*.go); Produce appends what passes the engine.
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -100,9 +104,6 @@ func handleProduce(s *Server, rc *reqCtx) {
 	case req.Acks != 0 && req.Acks != 1 && req.Acks != -1:
 		reqErr = kerr.InvalidRequiredAcks.Code
 		reqMsg = fmt.Sprintf("acks must be 0, 1 or -1, not %d", req.Acks)
-	case req.TransactionID != nil || produceHasTransactionalBatch(req):
-		reqErr = kerr.TransactionalIDAuthorizationFailed.Code
-		reqMsg = "transactions are not supported by this broker"
 	}
 
 	var durable []produceDurable
@@ -204,23 +205,21 @@ func producePartition(topic *engine.Topic, rp *kmsg.ProduceRequestTopicPartition
 	}
 	info, err := l.Append(rp.Records, l.LeaderEpoch())
 	if err != nil {
-		return nil, engine.AppendInfo{}, produceErrCode(err), err.Error() // producers.go
+		return nil, engine.AppendInfo{}, txnAppendErrCode(err), err.Error()
 	}
 	return l, info, 0, ""
 }
 
-// produceHasTransactionalBatch reports whether any partition carries a
-// batch with the transactional attribute.
-func produceHasTransactionalBatch(req *kmsg.ProduceRequest) bool {
-	for i := range req.Topics {
-		for j := range req.Topics[i].Partitions {
-			h, err := record.ParseHeader(req.Topics[i].Partitions[j].Records)
-			if err == nil && h.Transactional() {
-				return true
-			}
-		}
+// txnAppendErrCode is produceErrCode (producers.go) plus the engine's
+// transaction errors (Produce and WriteTxnMarkers).
+func txnAppendErrCode(err error) int16 {
+	switch {
+	case errors.Is(err, engine.ErrInvalidTxnState):
+		return kerr.InvalidTxnState.Code
+	case errors.Is(err, engine.ErrTransactionCoordinatorFenced):
+		return kerr.TransactionCoordinatorFenced.Code
 	}
-	return false
+	return produceErrCode(err)
 }
 
 // produceWait is an acks=-1 response waiting for durability. Everything is

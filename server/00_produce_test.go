@@ -292,11 +292,11 @@ func TestProduceErrors(t *testing.T) {
 		{"garbage", prodRequest(9, 1, "errs", [16]byte{}, 0, []byte("not a record batch at all, just text")), -2},
 		{"invalid acks", prodRequest(9, 2, "errs", [16]byte{}, 0, good()), kerr.InvalidRequiredAcks.Code},
 		{"internal topic", prodRequest(9, 1, "__consumer_offsets", [16]byte{}, 0, good()), kerr.InvalidTopicException.Code},
-		{"transactional id", func() *kmsg.ProduceRequest {
-			r := prodRequest(9, 1, "errs", [16]byte{}, 0, good())
+		{"transactional batch without a producer id", func() *kmsg.ProduceRequest {
+			r := prodRequest(9, 1, "errs", [16]byte{}, 0, txnTestBatch(t, -1, -1, -1, true, "t", 1))
 			r.TransactionID = txn
 			return r
-		}(), kerr.TransactionalIDAuthorizationFailed.Code},
+		}(), kerr.InvalidRecord.Code},
 	} {
 		p := prodRaw(t, c, tc.req, int32(i+1))
 		if tc.want == -2 { // any refusal

@@ -32,6 +32,14 @@ package server
 // goroutine before it parks, so none is lost. Pending polls are listed in
 // Server.polls so a closing connection finds its own.
 //
+// Isolation: read_uncommitted (0) reads below the high watermark;
+// read_committed (1) below the last stable offset (engine/txn.go: the first
+// offset of the oldest undecided transaction), and the partition's answer
+// carries the aborted transactions overlapping what was read
+// (engine Log.AbortedTransactions, from the in-memory aborted transaction
+// index), which the consumer drops up to each producer's ABORT marker.
+// Both answer LastStableOffset; record bytes keep the zero-copy path.
+//
 // Follower fetches (replica id >= 0, replication; see replica/doc.go) read
 // to the log end instead of the HW (readReplica), report the follower's
 // position to the leader's replica state, and long-poll on the log end on a
@@ -220,7 +228,7 @@ func (f *fetchState) read() (bytes int64, failed bool) {
 func (f *fetchState) readPartition(topic *engine.Topic, rp *kmsg.FetchRequestTopicPartition, fp *fetchPartition, limit int64, first bool) int16 {
 	l := topic.Partition(rp.Partition)
 	if l == nil {
-		return kerr.UnknownTopicOrPartition.Code
+		return f.s.noLogCode(topic, rp.Partition) // cluster.go: not a replica here
 	}
 	if code := f.s.clusterPartitionCheck(topic, rp.Partition); code != 0 { // cluster.go
 		return code
@@ -237,14 +245,22 @@ func (f *fetchState) readPartition(topic *engine.Topic, rp *kmsg.FetchRequestTop
 	limit = min(limit, int64(max(rp.PartitionMaxBytes, 0)))
 	// ReadMem: a consumer at the head is served from the tail cache
 	// (memory chunks) instead of segment files the page cache may not hold.
-	rr, err := l.ReadMem(rp.FetchOffset, int32(limit), first)
+	// read_committed (isolation level 1) reads below the last stable
+	// offset only (engine/txn.go).
+	committed := f.req.IsolationLevel == 1
+	var rr engine.ReadResult
+	var err error
+	if committed {
+		rr, err = l.ReadCommittedMem(rp.FetchOffset, int32(limit), first)
+	} else {
+		rr, err = l.ReadMem(rp.FetchOffset, int32(limit), first)
+	}
 	if err != nil {
 		rr.Release()
 		code := errCode(err)
 		if code == kerr.OffsetOutOfRange.Code {
 			// Tell the consumer where the log is, so it can reset.
-			hw := l.HighWatermark()
-			fp.highWatermark, fp.lastStableOffset, fp.logStartOffset = hw, hw, l.LogStartOffset()
+			fp.highWatermark, fp.lastStableOffset, fp.logStartOffset = l.HighWatermark(), l.LastStableOffset(), l.LogStartOffset()
 		}
 		return code
 	}
@@ -254,12 +270,17 @@ func (f *fetchState) readPartition(topic *engine.Topic, rp *kmsg.FetchRequestTop
 		return kerr.UnknownServerError.Code
 	}
 	fp.highWatermark = rr.HighWatermark
-	// read_committed reads up to the last stable offset, which equals the
-	// high watermark until transactions exist; so do the reads.
 	fp.lastStableOffset = rr.LastStableOffset
 	fp.logStartOffset = rr.LogStartOffset
-	fp.abortedEmpty = f.req.IsolationLevel == 1
+	fp.abortedEmpty = committed
 	if len(rr.Chunks) > 0 {
+		if committed {
+			// Every aborted transaction overlapping what the consumer
+			// reads: [fetch offset, LSO) bounds the batches returned
+			// (engine Log.AbortedTransactions). The index is read in
+			// memory; chunks keep their zero-copy path.
+			fp.aborted = l.AbortedTransactions(fp.aborted[:0], rp.FetchOffset, rr.LastStableOffset)
+		}
 		fp.chunks = rr.Chunks
 		f.results = append(f.results, rr)
 	} else {
@@ -491,8 +512,7 @@ func (f *fetchState) readReplica(l *engine.Log, rp *kmsg.FetchRequestTopicPartit
 		}
 		return code
 	}
-	hw := l.HighWatermark()
-	fp.highWatermark, fp.lastStableOffset, fp.logStartOffset = hw, hw, rr.LogStartOffset
+	fp.highWatermark, fp.lastStableOffset, fp.logStartOffset = l.HighWatermark(), l.LastStableOffset(), rr.LogStartOffset
 	if len(rr.Chunks) > 0 {
 		fp.chunks = rr.Chunks
 		f.results = append(f.results, rr)

@@ -6,7 +6,7 @@ package server
 // every version; a client only sends a value its version defines):
 //
 //	-1 latest            the high watermark (read_committed: the last stable
-//	                     offset, equal to it until transactions exist)
+//	                     offset, engine/txn.go)
 //	-2 earliest          the log start offset
 //	-3 max timestamp     the record with the largest timestamp (KIP-734)
 //	-4 earliest local    the log start offset (no tiered storage) (KIP-405)
@@ -15,9 +15,9 @@ package server
 //	   upload
 //	>= 0 (or other)      the first offset whose timestamp >= Timestamp
 //
-// Answers are never at or past the high watermark: a timestamp (or max
-// timestamp) whose record is not yet committed is "not found", offset -1 and
-// timestamp -1, as Kafka answers. LeaderEpoch (v4+) is the partition's epoch,
+// Answers are never at or past the high watermark (read_committed: the last
+// stable offset): a timestamp (or max timestamp) whose record is not yet
+// committed is "not found", offset -1 and timestamp -1, as Kafka answers. LeaderEpoch (v4+) is the partition's epoch,
 // which every batch carries on a single broker.
 //
 // A partition named twice in one request answers INVALID_REQUEST for every
@@ -70,7 +70,7 @@ func handleListOffsets(s *Server, rc *reqCtx) {
 			}
 			l := topic.Partition(rp.Partition)
 			if l == nil {
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				sp.ErrorCode = s.noLogCode(topic, rp.Partition) // cluster.go: not a replica here
 				continue
 			}
 			// Consumers ask the leader; replica id -2 (debugging tools)
@@ -99,9 +99,12 @@ func listOffsetsPartition(l *engine.Log, rp *kmsg.ListOffsetsRequestTopicPartiti
 		sp.ErrorCode = kerr.InvalidRequest.Code
 		return
 	}
-	// read_committed would use the last stable offset; it equals the high
-	// watermark until transactions exist.
+	// hw is the end of what the isolation level may read: read_committed
+	// stops at the last stable offset, as Kafka's lastFetchableOffset.
 	hw := l.HighWatermark()
+	if isolation == 1 {
+		hw = l.LastStableOffset()
+	}
 	switch rp.Timestamp {
 	case listOffsetsLatest:
 		sp.Offset, sp.LeaderEpoch = hw, epoch

@@ -46,7 +46,7 @@ func handleOffsetCommit(s *Server, rc *reqCtx) {
 			sp := &st.Partitions[j]
 			sp.Default()
 			sp.Partition = rp.Partition
-			if topic == nil || topic.Partition(rp.Partition) == nil {
+			if topic == nil || rp.Partition < 0 || rp.Partition >= topic.Partitions() { // not topic.Partition: a cluster broker hosts only its replicas
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				continue
 			}

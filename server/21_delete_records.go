@@ -41,7 +41,7 @@ func handleDeleteRecords(s *Server, rc *reqCtx) {
 			}
 			l := topic.Partition(rp.Partition)
 			if l == nil {
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				sp.ErrorCode = s.noLogCode(topic, rp.Partition) // cluster.go: not a replica here
 				continue
 			}
 			if code := s.clusterPartitionCheck(topic, rp.Partition); code != 0 { // leader only (cluster.go)

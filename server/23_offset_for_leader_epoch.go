@@ -39,7 +39,7 @@ func handleOffsetForLeaderEpoch(s *Server, rc *reqCtx) {
 			}
 			l := topic.Partition(rp.Partition)
 			if l == nil {
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				sp.ErrorCode = s.noLogCode(topic, rp.Partition) // cluster.go: not a replica here
 				continue
 			}
 			// Only the leader answers, except to a debug client (replica id -2),

@@ -28,7 +28,7 @@ func handleOffsetDelete(s *Server, rc *reqCtx) {
 		topic := s.eng.Topic(rt.Topic)
 		for j, rp := range rt.Partitions {
 			st.Partitions[j].Partition = rp.Partition
-			if topic == nil || topic.Partition(rp.Partition) == nil {
+			if topic == nil || rp.Partition < 0 || rp.Partition >= topic.Partitions() { // not topic.Partition: a cluster broker hosts only its replicas
 				st.Partitions[j].ErrorCode = kerr.UnknownTopicOrPartition.Code
 				continue
 			}

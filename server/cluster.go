@@ -23,9 +23,15 @@ package server
 //     leader, ISR, epochs, reassignment) and publishes it with one atomic
 //     store; request handlers read it without locks. Then it reconciles the
 //     engine with the view: topics the controller knows are created locally
-//     with the controller's topic id and partition count (every broker holds
-//     a log for every partition of every topic; only replicas receive
-//     records), topics it no longer knows are deleted (names starting with
+//     with the controller's topic id and partition count as replicas-only
+//     topics (engine/cluster.go): every broker knows every topic, but holds
+//     a log only for the partitions it is a replica of. A partition this
+//     broker becomes a replica of (a reassignment adding it) gets an empty
+//     log that its follower role fills from the leader; one it is no longer
+//     a replica of (the reassignment that removed it completed: until then
+//     the controller lists it among the replicas) loses its role and then
+//     its log (Kafka's StopReplica with delete). Topics it no longer knows
+//     are deleted (names starting with
 //     "__" that the controller never knew are left alone: coordinators create
 //     them locally), and role changes (leader / follower / none, by leader
 //     epoch and partition epoch) go to the ReplicaManager (package replica
@@ -637,16 +643,22 @@ func (s *Server) reconcile(v *clusterView) bool {
 		}
 		n := int32(len(vt.parts))
 		if et == nil {
+			var hosted []int32
+			for i := range vt.parts {
+				if containsID(vt.parts[i].replicas, self) {
+					hosted = append(hosted, int32(i))
+				}
+			}
 			var err error
-			et, err = s.eng.CreateTopicWithID(name, vt.id, n, engineConfigs(vt.configs))
+			et, err = s.eng.CreateReplicaTopic(name, vt.id, n, engineConfigs(vt.configs), hosted)
 			if err != nil {
 				s.log.Warn("cluster: creating local topic", "topic", name, "err", err)
 				ok = false
 				continue
 			}
-			s.log.Info("cluster: created local topic", "topic", name, "partitions", n)
+			s.log.Info("cluster: created local topic", "topic", name, "partitions", n, "replicas_here", hosted)
 		} else if et.Partitions() < n {
-			if err := s.eng.CreatePartitions(name, n); err != nil {
+			if err := s.eng.GrowReplicaTopic(name, n); err != nil {
 				s.log.Warn("cluster: adding local partitions", "topic", name, "err", err)
 				ok = false
 				continue
@@ -674,7 +686,15 @@ func (s *Server) reconcile(v *clusterView) bool {
 			isReplica := containsID(vp.replicas, self)
 			if !isReplica {
 				if had {
-					s.stopRole(key)
+					s.stopRole(key) // the replica manager lets go of the log first
+				}
+				if et.Partition(int32(i)) != nil {
+					if err := s.eng.DropPartition(name, int32(i)); err != nil {
+						s.log.Warn("cluster: deleting the log of a partition not replicated here", "topic", name, "partition", i, "err", err)
+						ok = false
+						continue
+					}
+					s.log.Info("cluster: deleted the log of a partition no longer replicated here", "topic", name, "partition", i)
 				}
 				continue
 			}
@@ -685,8 +705,13 @@ func (s *Server) reconcile(v *clusterView) bool {
 			}
 			l := et.Partition(int32(i))
 			if l == nil {
-				ok = false
-				continue
+				var err error
+				if l, err = s.eng.HostPartition(name, int32(i)); err != nil {
+					s.log.Warn("cluster: creating the log of a new replica", "topic", name, "partition", i, "err", err)
+					ok = false
+					continue
+				}
+				s.log.Info("cluster: created the log of a new replica", "topic", name, "partition", i)
 			}
 			if s.cluster.repl != nil {
 				role := PartitionRole{Log: l, Topic: name, Partition: int32(i), Leader: vp.leader,
@@ -826,6 +851,21 @@ func (s *Server) clusterPartitionCheck(topic *engine.Topic, partition int32) int
 		return kerr.NotLeaderForPartition.Code
 	}
 	return 0
+}
+
+// noLogCode is the error for a partition of a local topic that has no log
+// here: in a cluster, NOT_LEADER_OR_FOLLOWER when the controller knows the
+// partition (this broker is not one of its replicas; clients refresh
+// metadata and go to the leader, as Kafka's ReplicaManager answers),
+// otherwise UNKNOWN_TOPIC_OR_PARTITION.
+func (s *Server) noLogCode(topic *engine.Topic, partition int32) int16 {
+	if s.cluster.ctl != nil {
+		vt := s.cluster.view.Load().topics[topic.Name()]
+		if vt != nil && vt.id == topic.ID() && partition >= 0 && int(partition) < len(vt.parts) {
+			return kerr.NotLeaderForPartition.Code
+		}
+	}
+	return kerr.UnknownTopicOrPartition.Code
 }
 
 // clusterProduceCheck is the Produce hook before Append: leadership, then

@@ -1,11 +1,16 @@
 package server
 
 import (
+	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,10 +35,18 @@ type inCluster struct {
 	logs    *logBuffer
 	served  chan error
 	running bool
+	tune    func(*controller.Config) // test-specific controller settings, or nil
 }
 
 // startInCluster starts n brokers on 127.0.0.1, each a controller voter.
 func startInCluster(t *testing.T, n int) (brokers []*inCluster, voters map[int32]string) {
+	t.Helper()
+	return startInClusterWith(t, n, nil)
+}
+
+// startInClusterWith is startInCluster with tune applied to every
+// controller's Config.
+func startInClusterWith(t *testing.T, n int, tune func(*controller.Config)) (brokers []*inCluster, voters map[int32]string) {
 	t.Helper()
 	voters = map[int32]string{}
 	lns := map[int32]net.Listener{}
@@ -45,7 +58,7 @@ func startInCluster(t *testing.T, n int) (brokers []*inCluster, voters map[int32
 		lns[i], voters[i] = ln, ln.Addr().String()
 	}
 	for i := int32(0); i < int32(n); i++ {
-		b := &inCluster{id: i, dataDir: t.TempDir(), ctlDir: t.TempDir()}
+		b := &inCluster{id: i, dataDir: t.TempDir(), ctlDir: t.TempDir(), tune: tune}
 		b.start(t, voters, lns[i])
 		brokers = append(brokers, b)
 	}
@@ -56,13 +69,17 @@ func (b *inCluster) start(t *testing.T, voters map[int32]string, ln net.Listener
 	t.Helper()
 	logs := &logBuffer{}
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	ctl, err := controller.New(controller.Config{
+	ccfg := controller.Config{
 		NodeID: b.id, Voters: voters, DataDir: b.ctlDir, Listener: ln,
 		Logger:           slog.New(slog.NewTextHandler(io.Discard, nil)),
 		HeartbeatTimeout: 200 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond,
 		LeaderLeaseTimeout: 100 * time.Millisecond, CommitTimeout: 5 * time.Millisecond,
 		SessionTimeout: 3 * time.Second,
-	})
+	}
+	if b.tune != nil {
+		b.tune(&ccfg)
+	}
+	ctl, err := controller.New(ccfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,13 +130,16 @@ func (b *inCluster) stop(t *testing.T) {
 	}
 }
 
-// waitMetadata polls broker b's Metadata until check returns "".
-func waitMetadata(t *testing.T, cl *kgo.Client, b *inCluster, check func(*kmsg.MetadataResponse) string) {
+// waitMetadata polls broker b's Metadata until check returns "". Each poll
+// goes over a new connection to b's current address, not through a client's
+// broker table, which may hold the address of b's previous incarnation
+// (a restarted broker's view lists its old registration until it has caught
+// up). The client argument is not used.
+func waitMetadata(t *testing.T, _ *kgo.Client, b *inCluster, check func(*kmsg.MetadataResponse) string) {
 	t.Helper()
 	deadline := time.Now().Add(testTimeout)
-	for {
-		req := kmsg.NewPtrMetadataRequest()
-		resp, err := req.RequestWith(testCtx(t), cl.Broker(int(b.id)))
+	for corr := int32(1); ; corr++ {
+		resp, err := metadataOf(b.addr, corr)
 		msg := ""
 		if err != nil {
 			msg = err.Error()
@@ -134,6 +154,43 @@ func waitMetadata(t *testing.T, cl *kgo.Client, b *inCluster, check func(*kmsg.M
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// metadataOf asks the broker at addr for the metadata of every topic.
+func metadataOf(addr string, corr int32) (*kmsg.MetadataResponse, error) {
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	req := kmsg.NewPtrMetadataRequest()
+	req.SetVersion(12)
+	payload := encodeRequest(req, corr, "wait-metadata")
+	if _, err := c.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(payload))), payload...)); err != nil {
+		return nil, err
+	}
+	var size [4]byte
+	if _, err := io.ReadFull(c, size[:]); err != nil {
+		return nil, err
+	}
+	n := binary.BigEndian.Uint32(size[:])
+	if n < 5 || n > 16<<20 {
+		return nil, fmt.Errorf("metadata response of %d bytes", n)
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(c, body); err != nil {
+		return nil, err
+	}
+	if got := int32(binary.BigEndian.Uint32(body)); got != corr || body[4] != 0 {
+		return nil, fmt.Errorf("bad response header (correlation id %d, want %d)", got, corr)
+	}
+	resp := kmsg.NewPtrMetadataResponse()
+	resp.SetVersion(12)
+	if err := resp.ReadFrom(body[5:]); err != nil {
+		return nil, err
+	}
+	return resp, nil
 }
 
 func clusterTopic(resp *kmsg.MetadataResponse, name string) *kmsg.MetadataResponseTopic {
@@ -336,4 +393,470 @@ func TestClusterInProcess(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
+}
+
+// restart starts a stopped broker again on its directories and its quorum
+// address.
+func (b *inCluster) restart(t *testing.T, voters map[int32]string) {
+	t.Helper()
+	var ln net.Listener
+	var err error
+	for i := 0; i < 100; i++ { // the port was ours a moment ago
+		if ln, err = net.Listen("tcp", voters[b.id]); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.start(t, voters, ln)
+}
+
+// localPartitions lists the partition directories of topic in b's data
+// directory, as "<topic>-<n>".
+func (b *inCluster) localPartitions(t *testing.T, topic string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(b.dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, ent := range ents {
+		var p int32
+		if n, _ := fmt.Sscanf(ent.Name(), topic+"-%d", &p); n == 1 && ent.IsDir() && ent.Name() == fmt.Sprintf("%s-%d", topic, p) {
+			out = append(out, ent.Name())
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// wantDirs lists, per broker id, the partition directories the replica
+// assignment of mt asks for.
+func wantDirs(mt *kmsg.MetadataResponseTopic, brokers int) map[int32][]string {
+	want := map[int32][]string{}
+	for id := int32(0); id < int32(brokers); id++ {
+		want[id] = nil
+	}
+	for _, p := range mt.Partitions {
+		for _, r := range p.Replicas {
+			want[r] = append(want[r], fmt.Sprintf("%s-%d", *mt.Topic, p.Partition))
+		}
+	}
+	for id := range want {
+		slices.Sort(want[id])
+	}
+	return want
+}
+
+// checkDirs waits until every running broker's directories of mt's topic are
+// exactly those of its replicas.
+func checkDirs(t *testing.T, brokers []*inCluster, mt *kmsg.MetadataResponseTopic) {
+	t.Helper()
+	want := wantDirs(mt, len(brokers))
+	deadline := time.Now().Add(testTimeout)
+	for _, b := range brokers {
+		for {
+			got := b.localPartitions(t, *mt.Topic)
+			if slices.Equal(got, want[b.id]) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("broker %d holds %v, its replicas are %v", b.id, got, want[b.id])
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+// TestClusterLogsOnlyOnReplicas: with RF 1 and RF 2 topics on three brokers
+// every data directory holds exactly the partitions its broker replicates;
+// a broker that is not a replica answers Produce, Fetch and ListOffsets with
+// NOT_LEADER_OR_FOLLOWER and describes the partition in Metadata; a
+// reassignment creates the log on the new replica, which copies the data,
+// and deletes it from the old one once it completed.
+func TestClusterLogsOnlyOnReplicas(t *testing.T) {
+	brokers, _ := startInCluster(t, 3)
+	seeds := []string{brokers[0].addr, brokers[1].addr, brokers[2].addr}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DisableIdempotentWrite(),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx := testCtx(t)
+	for _, b := range brokers {
+		waitMetadata(t, cl, b, func(r *kmsg.MetadataResponse) string {
+			if len(r.Brokers) != 3 {
+				return fmt.Sprintf("%d brokers", len(r.Brokers))
+			}
+			return ""
+		})
+	}
+	topics := map[string]int16{"rf1": 1, "rf2": 2}
+	meta := map[string]*kmsg.MetadataResponseTopic{}
+	for name, rf := range topics {
+		ct, err := adm.CreateTopic(ctx, 6, rf, nil, name)
+		if err != nil || ct.Err != nil {
+			t.Fatalf("create %s: %v %v", name, err, ct.Err)
+		}
+		for _, b := range brokers {
+			waitMetadata(t, cl, b, func(r *kmsg.MetadataResponse) string {
+				mt := clusterTopic(r, name)
+				if mt == nil || len(mt.Partitions) != 6 {
+					return "topic " + name + " missing"
+				}
+				for _, p := range mt.Partitions {
+					if len(p.Replicas) != int(rf) || p.Leader < 0 {
+						return fmt.Sprintf("partition %+v", p)
+					}
+				}
+				meta[name] = mt
+				return ""
+			})
+		}
+		checkDirs(t, brokers, meta[name])
+		total := 0
+		for _, b := range brokers {
+			total += len(b.localPartitions(t, name))
+			if et := b.eng.Topic(name); et == nil || et.Partitions() != 6 {
+				t.Fatalf("broker %d does not know %s with 6 partitions", b.id, name)
+			}
+		}
+		if total != 6*int(rf) {
+			t.Fatalf("%s: %d partition directories in the cluster, want %d", name, total, 6*rf)
+		}
+	}
+
+	// New partitions get logs on their replicas only.
+	cp, err := adm.CreatePartitions(ctx, 2, "rf2")
+	if err != nil || cp["rf2"].Err != nil {
+		t.Fatalf("create partitions: %v %+v", err, cp)
+	}
+	for _, b := range brokers {
+		waitMetadata(t, cl, b, func(r *kmsg.MetadataResponse) string {
+			mt := clusterTopic(r, "rf2")
+			if mt == nil || len(mt.Partitions) != 8 {
+				return "rf2 has not grown to 8 partitions"
+			}
+			meta["rf2"] = mt
+			return ""
+		})
+	}
+	checkDirs(t, brokers, meta["rf2"])
+	for _, b := range brokers {
+		deadline := time.Now().Add(testTimeout)
+		for b.eng.Topic("rf2").Partitions() != 8 {
+			if time.Now().After(deadline) {
+				t.Fatalf("broker %d: local rf2 has %d partitions", b.id, b.eng.Topic("rf2").Partitions())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+
+	// Off-replica answers for rf1-0.
+	p0 := meta["rf1"].Partitions[0]
+	owner := p0.Replicas[0]
+	other := brokers[(owner+1)%3]
+	if other.eng.Topic("rf1").Partition(0) != nil {
+		t.Fatalf("broker %d has a log of rf1-0, a partition of broker %d", other.id, owner)
+	}
+	raw := dialRaw(t, other.addr)
+	preq := kmsg.NewPtrProduceRequest()
+	preq.SetVersion(9)
+	preq.Acks, preq.TimeoutMillis = -1, 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "rf1"
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = []byte{0}
+	rt.Partitions = append(rt.Partitions, rp)
+	preq.Topics = append(preq.Topics, rt)
+	presp := kmsg.NewPtrProduceResponse()
+	raw.roundTrip(preq, 1, presp)
+	if code := presp.Topics[0].Partitions[0].ErrorCode; code != kerr.NotLeaderForPartition.Code {
+		t.Fatalf("produce to non-replica %d: %v", other.id, kerr.ErrorForCode(code))
+	}
+	freq := kmsg.NewPtrFetchRequest()
+	freq.SetVersion(11)
+	freq.ReplicaID, freq.MaxBytes = -1, 1<<20
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic = "rf1"
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.PartitionMaxBytes = 1 << 20
+	ft.Partitions = append(ft.Partitions, fp)
+	freq.Topics = append(freq.Topics, ft)
+	fresp := kmsg.NewPtrFetchResponse()
+	raw.roundTrip(freq, 2, fresp)
+	if code := fresp.Topics[0].Partitions[0].ErrorCode; code != kerr.NotLeaderForPartition.Code {
+		t.Fatalf("fetch from non-replica %d: %v", other.id, kerr.ErrorForCode(code))
+	}
+	lreq := kmsg.NewPtrListOffsetsRequest()
+	lreq.SetVersion(5)
+	lreq.ReplicaID = -1
+	lt := kmsg.NewListOffsetsRequestTopic()
+	lt.Topic = "rf1"
+	lp := kmsg.NewListOffsetsRequestTopicPartition()
+	lp.Timestamp = -1
+	lt.Partitions = append(lt.Partitions, lp)
+	lreq.Topics = append(lreq.Topics, lt)
+	lresp := kmsg.NewPtrListOffsetsResponse()
+	raw.roundTrip(lreq, 3, lresp)
+	if code := lresp.Topics[0].Partitions[0].ErrorCode; code != kerr.NotLeaderForPartition.Code {
+		t.Fatalf("list offsets on non-replica %d: %v", other.id, kerr.ErrorForCode(code))
+	}
+	waitMetadata(t, cl, other, func(r *kmsg.MetadataResponse) string {
+		if mt := clusterTopic(r, "rf1"); mt == nil || mt.Partitions[0].Leader != owner || mt.Partitions[0].ErrorCode != 0 {
+			return "non-replica's metadata of rf1-0 is wrong"
+		}
+		return ""
+	})
+	// A partition that does not exist stays UNKNOWN_TOPIC_OR_PARTITION.
+	freq.Topics[0].Partitions[0].Partition = 99
+	raw.roundTrip(freq, 4, fresp)
+	if code := fresp.Topics[0].Partitions[0].ErrorCode; code != kerr.UnknownTopicOrPartition.Code {
+		t.Fatalf("fetch of a partition that does not exist: %v", kerr.ErrorForCode(code))
+	}
+
+	// Offsets of every partition commit through the group's coordinator,
+	// whichever partitions it hosts (Kafka checks the metadata, not the
+	// local logs).
+	commit := make(kadm.Offsets)
+	for p := int32(0); p < 6; p++ {
+		commit.AddOffset("rf1", p, int64(p+1), -1)
+	}
+	if err := adm.CommitAllOffsets(ctx, "g-rf1", commit); err != nil {
+		t.Fatalf("commit offsets of every rf1 partition: %v", err)
+	}
+	fo, err := adm.FetchOffsets(ctx, "g-rf1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := int32(0); p < 6; p++ {
+		if o, ok := fo.Lookup("rf1", p); !ok || o.Err != nil || o.At != int64(p+1) {
+			t.Fatalf("committed offset of rf1-%d: %+v %v", p, o, ok)
+		}
+	}
+
+	// Records into rf1-0, then move it from owner to other.
+	const n = 50
+	for i := 0; i < n; i++ {
+		r := &kgo.Record{Topic: "rf1", Partition: 0, Value: []byte(fmt.Sprintf("before-%d", i))}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatalf("produce: %v", err)
+		}
+	}
+	if got := brokers[owner].eng.Topic("rf1").Partition(0).LogEndOffset(); got != n {
+		t.Fatalf("rf1-0 log end %d on its replica, want %d", got, n)
+	}
+	var req kadm.AlterPartitionAssignmentsReq
+	req.Assign("rf1", 0, []int32{other.id})
+	ar, err := adm.AlterPartitionAssignments(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ar.Error(); err != nil {
+		t.Fatalf("reassign: %v", err)
+	}
+	deadline := time.Now().Add(testTimeout)
+	for {
+		lr, err := adm.ListPartitionReassignments(ctx, nil)
+		if err == nil && len(lr["rf1"]) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("reassignment still listed: %v %+v", err, lr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, b := range brokers {
+		waitMetadata(t, cl, b, func(r *kmsg.MetadataResponse) string {
+			mt := clusterTopic(r, "rf1")
+			if mt == nil || !slices.Equal(mt.Partitions[0].Replicas, []int32{other.id}) || mt.Partitions[0].Leader != other.id {
+				return "rf1-0 not moved yet"
+			}
+			meta["rf1"] = mt
+			return ""
+		})
+	}
+	checkDirs(t, brokers, meta["rf1"])
+	if got := other.eng.Topic("rf1").Partition(0).LogEndOffset(); got != n {
+		t.Fatalf("rf1-0 log end %d on its new replica, want %d", got, n)
+	}
+	for i := 0; i < n; i++ {
+		r := &kgo.Record{Topic: "rf1", Partition: 0, Value: []byte(fmt.Sprintf("after-%d", i))}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatalf("produce after the move: %v", err)
+		}
+	}
+	consumer, err := kgo.NewClient(kgo.SeedBrokers(seeds...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"rf1": {0: kgo.NewOffset().AtStart()}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer consumer.Close()
+	var got []string
+	for len(got) < 2*n && ctx.Err() == nil {
+		consumer.PollFetches(ctx).EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+	}
+	for i := range got {
+		want := fmt.Sprintf("before-%d", i)
+		if i >= n {
+			want = fmt.Sprintf("after-%d", i-n)
+		}
+		if got[i] != want {
+			t.Fatalf("record %d is %q, want %q", i, got[i], want)
+		}
+	}
+	if len(got) != 2*n {
+		t.Fatalf("read %d records of rf1-0, want %d", len(got), 2*n)
+	}
+}
+
+// TestClusterAutoLeaderRebalance: with leader.imbalance.check.interval
+// shortened, killing the preferred leader of a partition moves leadership
+// away; once it is back and in sync, the controller moves leadership back
+// to it by itself. A producer (acks=all, idempotent) runs throughout; every
+// acknowledged record is read back.
+func TestClusterAutoLeaderRebalance(t *testing.T) {
+	brokers, voters := startInClusterWith(t, 3, func(c *controller.Config) {
+		c.LeaderImbalanceCheckInterval = time.Second
+	})
+	seeds := []string{brokers[0].addr, brokers[1].addr, brokers[2].addr}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerLinger(time.Millisecond), kgo.MetadataMinAge(100*time.Millisecond),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx := testCtx(t)
+	for _, b := range brokers {
+		waitMetadata(t, cl, b, func(r *kmsg.MetadataResponse) string {
+			if len(r.Brokers) != 3 {
+				return fmt.Sprintf("%d brokers", len(r.Brokers))
+			}
+			return ""
+		})
+	}
+	const topic = "rebalance"
+	ct, err := adm.CreateTopic(ctx, 3, 3, map[string]*string{"min.insync.replicas": kmsg.StringPtr("2")}, topic)
+	if err != nil || ct.Err != nil {
+		t.Fatalf("create: %v %v", err, ct.Err)
+	}
+	var preferred int32
+	var epoch0 int32
+	waitMetadata(t, cl, brokers[0], func(r *kmsg.MetadataResponse) string {
+		mt := clusterTopic(r, topic)
+		if mt == nil || len(mt.Partitions) != 3 || len(mt.Partitions[0].ISR) != 3 || mt.Partitions[0].Leader < 0 {
+			return "topic not ready"
+		}
+		preferred, epoch0 = mt.Partitions[0].Replicas[0], mt.Partitions[0].LeaderEpoch
+		if mt.Partitions[0].Leader != preferred {
+			return "partition 0 not on its preferred replica"
+		}
+		return ""
+	})
+
+	// The producer: one record at a time, round robin over the partitions,
+	// bounded in count and by the test's context.
+	var (
+		mu    sync.Mutex
+		acked = map[string]bool{}
+	)
+	pctx, stopProducing := context.WithCancel(ctx)
+	produced := make(chan struct{})
+	go func() {
+		defer close(produced)
+		for i := 0; i < 100_000 && pctx.Err() == nil; i++ {
+			v := fmt.Sprintf("v-%06d", i)
+			r := &kgo.Record{Topic: topic, Partition: int32(i % 3), Value: []byte(v)}
+			if err := cl.ProduceSync(pctx, r).FirstErr(); err == nil {
+				mu.Lock()
+				acked[v] = true
+				mu.Unlock()
+			}
+		}
+	}()
+	ackedCount := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(acked)
+	}
+	waitAcked := func(n int) {
+		deadline := time.Now().Add(testTimeout)
+		for ackedCount() < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("only %d records acknowledged, waiting for %d", ackedCount(), n)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitAcked(50)
+
+	pb := brokers[preferred]
+	survivor := brokers[(preferred+1)%3]
+	pb.stop(t)
+	waitMetadata(t, cl, survivor, func(r *kmsg.MetadataResponse) string {
+		mt := clusterTopic(r, topic)
+		if mt == nil || mt.Partitions[0].Leader == preferred || mt.Partitions[0].Leader < 0 {
+			return "leadership of partition 0 has not moved"
+		}
+		return ""
+	})
+	waitAcked(ackedCount() + 50) // writes continue on the survivors
+
+	pb.restart(t, voters)
+	waitMetadata(t, cl, survivor, func(r *kmsg.MetadataResponse) string {
+		mt := clusterTopic(r, topic)
+		if mt == nil || mt.Partitions[0].Leader != preferred {
+			return "leadership of partition 0 did not return to its preferred replica"
+		}
+		if mt.Partitions[0].LeaderEpoch < epoch0+2 {
+			return fmt.Sprintf("leader epoch %d, want at least %d", mt.Partitions[0].LeaderEpoch, epoch0+2)
+		}
+		return ""
+	})
+	waitAcked(ackedCount() + 50)
+	stopProducing()
+	<-produced
+
+	consumer, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer consumer.Close()
+	mu.Lock()
+	want := len(acked)
+	mu.Unlock()
+	seen := map[string]int{}
+	for ctx.Err() == nil {
+		missing := 0
+		consumer.PollFetches(ctx).EachRecord(func(r *kgo.Record) { seen[string(r.Value)]++ })
+		mu.Lock()
+		for v := range acked {
+			if seen[v] == 0 {
+				missing++
+			}
+		}
+		mu.Unlock()
+		if missing == 0 {
+			break
+		}
+	}
+	lost := 0
+	mu.Lock()
+	for v := range acked {
+		if seen[v] == 0 {
+			lost++
+		}
+	}
+	mu.Unlock()
+	if lost != 0 {
+		t.Fatalf("%d of %d acknowledged records lost", lost, want)
+	}
+	t.Logf("%d acknowledged records, all read back", want)
 }

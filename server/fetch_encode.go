@@ -18,7 +18,8 @@ package server
 //	    HighWatermark   int64
 //	    LastStableOffset int64
 //	    LogStartOffset  int64                          v5+
-//	    AbortedTransactions nullable array of          (null unless read_committed)
+//	    AbortedTransactions nullable array of          (null unless read_committed: then the
+//	                                                    aborted transactions overlapping the read)
 //	      ProducerID int64, FirstOffset int64, [tags]
 //	    PreferredReadReplica int32                     v11+
 //	    RecordBatches   nullable bytes                 (length prefix here, bytes from files)
@@ -59,6 +60,9 @@ type fetchPartition struct {
 	// abortedEmpty sends an empty (not null) aborted-transactions array, as
 	// Kafka does for read_committed fetches; read_uncommitted gets null.
 	abortedEmpty bool
+	// aborted are the aborted transactions of a read_committed read
+	// (engine Log.AbortedTransactions); sent as a non-null array.
+	aborted []engine.AbortedTxn
 	// chunks are the partition's record bytes: whole batches in segment
 	// files. The caller keeps their total at most math.MaxInt32 (the
 	// handler turns a larger read into an error).
@@ -89,6 +93,9 @@ func estimateFetchBodyBytes(b *fetchBody) int {
 		t := &b.topics[i]
 		n += 5 + len(t.name) + 16 + 5 + 1
 		n += len(t.partitions) * (4 + 2 + 8 + 8 + 8 + 5 + 4 + 5 + 1)
+		for j := range t.partitions {
+			n += len(t.partitions[j].aborted) * (8 + 8 + 1)
+		}
 	}
 	return n
 }
@@ -129,8 +136,18 @@ func appendFetchBody(buf []byte, parts []netpoll.Part, b *fetchBody) []netpoll.P
 			if v >= 5 {
 				buf = kbin.AppendInt64(buf, p.logStartOffset)
 			}
-			// Aborted transactions: none until transactions exist.
+			// Aborted transactions: null for read_uncommitted, else the
+			// transactions the consumer must drop (possibly none).
 			switch {
+			case len(p.aborted) > 0:
+				buf = fetchAppendArrayLen(buf, len(p.aborted), flex)
+				for _, a := range p.aborted {
+					buf = kbin.AppendInt64(buf, a.ProducerID)
+					buf = kbin.AppendInt64(buf, a.FirstOffset)
+					if flex {
+						buf = append(buf, 0) // aborted transaction tags: none
+					}
+				}
 			case !p.abortedEmpty && flex:
 				buf = kbin.AppendCompactNullableArrayLen(buf, 0, true)
 			case !p.abortedEmpty:

@@ -139,9 +139,16 @@ func encTestCompare(t testing.TB, v int16, want *fetchBody, got *kmsg.FetchRespo
 					v, i, j, gp.Partition, gp.ErrorCode, gp.HighWatermark, gp.LastStableOffset, gp.LogStartOffset,
 					wp.partition, wp.errCode, wp.highWatermark, wp.lastStableOffset, wantLogStart)
 			}
-			if wp.abortedEmpty != (gp.AbortedTransactions != nil) || len(gp.AbortedTransactions) != 0 {
-				t.Errorf("v%d %d/%d: aborted transactions %v (nil=%v), want empty=%v",
-					v, i, j, gp.AbortedTransactions, gp.AbortedTransactions == nil, wp.abortedEmpty)
+			wantNull := !wp.abortedEmpty && len(wp.aborted) == 0
+			if wantNull != (gp.AbortedTransactions == nil) || len(gp.AbortedTransactions) != len(wp.aborted) {
+				t.Errorf("v%d %d/%d: aborted transactions %v (nil=%v), want %v (empty=%v)",
+					v, i, j, gp.AbortedTransactions, gp.AbortedTransactions == nil, wp.aborted, wp.abortedEmpty)
+			}
+			for k := range gp.AbortedTransactions {
+				if k < len(wp.aborted) && (gp.AbortedTransactions[k].ProducerID != wp.aborted[k].ProducerID ||
+					gp.AbortedTransactions[k].FirstOffset != wp.aborted[k].FirstOffset) {
+					t.Errorf("v%d %d/%d: aborted transaction %d = %+v, want %+v", v, i, j, k, gp.AbortedTransactions[k], wp.aborted[k])
+				}
 			}
 			if gp.PreferredReadReplica != -1 {
 				t.Errorf("v%d %d/%d: preferred read replica %d", v, i, j, gp.PreferredReadReplica)
@@ -198,6 +205,9 @@ func TestFetchEncodeEveryVersion(t *testing.T) {
 						{partition: 1, highWatermark: 5, lastStableOffset: 5, logStartOffset: 5, abortedEmpty: true},
 						{partition: 2, highWatermark: 1 << 40, lastStableOffset: 1 << 40, logStartOffset: 1 << 39,
 							abortedEmpty: true, chunks: []engine.Chunk{chunk(4, 2)}},
+						{partition: 4, highWatermark: 90, lastStableOffset: 60, logStartOffset: 0, abortedEmpty: true,
+							aborted: []engine.AbortedTxn{{ProducerID: 7, FirstOffset: 0}, {ProducerID: 1 << 50, FirstOffset: 3}},
+							chunks:  []engine.Chunk{chunk(0, 2)}},
 					}},
 					{name: "", id: [16]byte{}, partitions: nil},
 					{name: "a-topic.with_all.chars-" + string(bytes.Repeat([]byte{'x'}, 200)), id: [16]byte{0xff},
@@ -212,8 +222,8 @@ func TestFetchEncodeEveryVersion(t *testing.T) {
 					files++
 				}
 			}
-			if files != 3 {
-				t.Fatalf("%d file parts, want 3 (one per chunk)", files)
+			if files != 4 {
+				t.Fatalf("%d file parts, want 4 (one per chunk)", files)
 			}
 			wire := encTestWire(t, parts)
 			if !bytes.HasPrefix(wire, header) {

@@ -111,7 +111,7 @@
 // key {version 0, type 0 abort / 1 commit} and value {version 0,
 // coordinatorEpoch int32}. ParseMarker reads one back.
 //
-// # Plan for the partition side (next session, package engine/server)
+// # The partition side (package engine: txn.go, txnindex.go; server: 27_write_txn_markers.go)
 //
 // WriteTxnMarkers on a partition leader: reject a coordinator epoch below
 // the one last seen for the producer (TRANSACTION_COORDINATOR_FENCED) and

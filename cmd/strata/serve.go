@@ -37,6 +37,7 @@ func runServe(args []string) error {
 	rack := fs.String("rack", "", "this broker's rack (broker.rack)")
 	blackhole := fs.Bool("blackhole", false, "benchmark baseline: acknowledge produce requests without storing them")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile (pprof) of the whole run to this file at shutdown")
+	rbFlags := addRebalanceFlags(fs) // serve_rebalance.go
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -48,6 +49,7 @@ func runServe(args []string) error {
 	slog.SetDefault(logger)
 
 	cfg := config.Defaults()
+	rb := defaultRebalance()
 	if *configFile != "" {
 		f, err := os.Open(*configFile)
 		if err != nil {
@@ -56,6 +58,9 @@ func runServe(args []string) error {
 		props, err := config.ParseProperties(f)
 		f.Close()
 		if err != nil {
+			return err
+		}
+		if err := rb.takeProps(props); err != nil {
 			return err
 		}
 		if err := cfg.Apply(props); err != nil {
@@ -84,6 +89,9 @@ func runServe(args []string) error {
 		cfg.Rack = *rack
 	}
 	cfg.Blackhole = *blackhole
+	if err := rb.setFlags(fs, rbFlags); err != nil {
+		return err
+	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
@@ -98,10 +106,10 @@ func runServe(args []string) error {
 	if err := cfg.Finish(); err != nil {
 		return err
 	}
-	return serve(cfg, logger)
+	return serve(cfg, rb, logger)
 }
 
-func serve(cfg config.Broker, logger *slog.Logger) error {
+func serve(cfg config.Broker, rb rebalanceConfig, logger *slog.Logger) error {
 	absDir, err := filepath.Abs(cfg.DataDir)
 	if err != nil {
 		return err
@@ -110,6 +118,7 @@ func serve(cfg config.Broker, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	raiseFileLimit(logger) // serve_rlimit.go
 	start := time.Now()
 	eng, err := engine.Open(engine.Options{
 		Dir:                    absDir,
@@ -133,7 +142,7 @@ func serve(cfg config.Broker, logger *slog.Logger) error {
 		eng.Close()
 		return err
 	}
-	ctl, err := startController(cfg, absDir, logger)
+	ctl, err := startController(cfg, rb, absDir, logger)
 	if err != nil {
 		ln.Close()
 		eng.Close()
@@ -225,7 +234,7 @@ const controlledShutdownTimeout = 30 * time.Second
 // Raft on its own quorum entry; any other node is an observer listening on
 // cfg.ControllerListen (default: the broker's listen host, any free port).
 // Raft state lives in <data dir>/controller.
-func startController(cfg config.Broker, dataDir string, logger *slog.Logger) (*controller.Controller, error) {
+func startController(cfg config.Broker, rb rebalanceConfig, dataDir string, logger *slog.Logger) (*controller.Controller, error) {
 	if cfg.ControllerQuorum == "" {
 		return nil, nil
 	}
@@ -240,6 +249,7 @@ func startController(cfg config.Broker, dataDir string, logger *slog.Logger) (*c
 		Logger:         logger,
 		SessionTimeout: time.Duration(cfg.SessionTimeoutMs) * time.Millisecond,
 	}
+	rb.apply(&ccfg)
 	if _, voter := voters[cfg.NodeID]; !voter {
 		addr := cfg.ControllerListen
 		if addr == "" {

@@ -38,7 +38,11 @@
 // an error matching ErrUnavailable (and errors.ErrUnsupported) instead. Other
 // setup failures (EMFILE, ...) fail New whatever the backend. Registered
 // files and buffers are best effort: if registration is refused, plain
-// descriptors and addresses are used, with a log line.
+// descriptors and addresses are used, with a log line. A file in the
+// fixed-file table can give up its own descriptor (File.DropDescriptor: the
+// table holds the open file), so a process with many files written only
+// through the ring is not bound by RLIMIT_NOFILE for them; the table itself
+// may not be larger than the soft limit (Config.FileSlots, at most 32,768).
 //
 // # Ring memory
 //

@@ -26,6 +26,7 @@ type File struct {
 
 	inflight atomic.Int64 // accepted ops not yet completed
 	closed   atomic.Bool
+	dropped  atomic.Bool // f was closed by DropDescriptor; Ops use the slot
 }
 
 // RegisterFile makes f the target of Ops on r and takes ownership of it.
@@ -61,8 +62,14 @@ func (r *Ring) control(code Opcode, f *File) error {
 // Name is the file's name as given to os.OpenFile.
 func (f *File) Name() string { return f.f.Name() }
 
-// Fd is the OS descriptor (for the segment.File interface). Never close it.
-func (f *File) Fd() uintptr { return uintptr(f.fd) }
+// Fd is the OS descriptor (for the segment.File interface), ^uintptr(0)
+// after DropDescriptor. Never close it.
+func (f *File) Fd() uintptr {
+	if f.dropped.Load() {
+		return ^uintptr(0)
+	}
+	return uintptr(f.fd)
+}
 
 // OSFile returns the underlying *os.File (for sendfile by offset). Never
 // seek or close it.
@@ -99,6 +106,27 @@ func (f *File) Preallocate(size int64) (handled bool, err error) {
 	return fallocateKeepSize(f.f, size)
 }
 
+// DropDescriptor closes the file's own descriptor when the file occupies
+// a fixed-file slot: Ops keep reaching it through the slot (the ring's
+// table holds its own reference to the open file), so a registered file
+// costs the process no descriptor. It reports whether it did; an
+// unregistered file keeps its descriptor. Afterwards only Ops through the
+// Ring work: the synchronous methods (ReadAt, WriteAt, Sync, Truncate,
+// Size, Preallocate) fail with os.ErrClosed and OSFile returns a closed
+// *os.File, so use another descriptor of the same file for those. Call it
+// before any Op is submitted on the file, from the goroutine that
+// registered it.
+func (f *File) DropDescriptor() (bool, error) {
+	if f.slot < 0 || f.closed.Load() || f.dropped.Load() {
+		return false, nil
+	}
+	if err := f.f.Close(); err != nil {
+		return false, err
+	}
+	f.dropped.Store(true)
+	return true, nil
+}
+
 // Close removes the file from the ring's fixed-file table and closes it. It
 // fails with ErrBusy while Ops on the file are in flight, and with ErrClosed
 // the second time.
@@ -112,6 +140,9 @@ func (f *File) Close() error {
 	}
 	if err := f.ring.control(opUnregister, f); err != nil && err != ErrClosed {
 		return err
+	}
+	if f.dropped.Load() {
+		return nil
 	}
 	return f.f.Close()
 }
