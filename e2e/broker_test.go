@@ -25,6 +25,9 @@ import (
 var strataBin string
 
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(copierEnv); spec != "" {
+		os.Exit(runCopier(spec)) // a copier process of TestClusterTransactionalCopyExactlyOnce
+	}
 	bin, cleanup, err := stratatest.BuildBinary()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

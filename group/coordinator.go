@@ -50,6 +50,9 @@ type shard struct {
 	state  shardState
 	epoch  uint64 // bumped by every load and unload: write callbacks of an older epoch are dropped
 	groups map[string]*Group
+	// txnDone are transaction markers reported (CompleteTxn) while the
+	// shard loads; applied when the load finishes (txnoffsets.go).
+	txnDone []txnCompletion
 }
 
 // Coordinator owns every group of the __consumer_offsets partitions loaded
@@ -131,6 +134,7 @@ func (c *Coordinator) LoadPartition(p int32) error {
 	sh.mu.Lock()
 	sh.state = shardLoading
 	sh.epoch++
+	sh.txnDone = nil
 	epoch := sh.epoch
 	c.failAll(sh, kerr.NotCoordinator.Code)
 	sh.mu.Unlock()
@@ -138,7 +142,7 @@ func (c *Coordinator) LoadPartition(p int32) error {
 	groups := map[string]*Group{}
 	metas := map[string]*Decoded{}
 	bad := 0
-	err := c.log.Load(p, func(key, value []byte) error {
+	loadOne := func(key, value []byte) error {
 		d, err := DecodeRecord(key, value)
 		if err != nil {
 			bad++
@@ -171,7 +175,50 @@ func (c *Coordinator) LoadPartition(p int32) error {
 			metas[d.Group] = &d
 		}
 		return nil
-	})
+	}
+	var txl txnLoader
+	applyTxn := func(group string, tp TopicPartition, o Offset) {
+		g := groups[group]
+		if g == nil {
+			g = NewGroup(group, &c.cfg, 0)
+			groups[group] = g
+		}
+		g.SetOffset(tp, o)
+	}
+	var err error
+	if tlog, ok := c.log.(TxnLog); ok {
+		err = tlog.LoadTxn(p, func(r LoadedRecord) error {
+			switch {
+			case r.Marker != NoMarker:
+				txl.complete(r.ProducerID, r.Marker == CommitMarker, applyTxn)
+				return nil
+			case r.Transactional:
+				d, err := DecodeRecord(r.Key, r.Value)
+				if err != nil {
+					bad++
+				} else if d.Kind == KindOffset && !d.Tombstone {
+					txl.stage(r.ProducerID, d.Group, d.TP, d.Offset)
+				}
+				return nil
+			}
+			return loadOne(r.Key, r.Value)
+		})
+	} else {
+		err = c.log.Load(p, loadOne)
+	}
+	for pid, byGroup := range txl.staged { // transactions with no marker yet
+		for id, m := range byGroup {
+			g := groups[id]
+			if g == nil {
+				g = NewGroup(id, &c.cfg, 0)
+				groups[id] = g
+			}
+			staged := g.txnStage(pid)
+			for tp, o := range m {
+				staged[tp] = txnOffset{Offset: o, appended: true}
+			}
+		}
+	}
 	if bad > 0 {
 		c.logger.Warn("group: skipped undecodable __consumer_offsets records", "partition", p, "records", bad)
 	}
@@ -182,7 +229,7 @@ func (c *Coordinator) LoadPartition(p int32) error {
 		} else {
 			g.stateTimestampMs = nowMs
 		}
-		if g.NumMembers() == 0 && len(g.offsets) == 0 && metas[id] == nil {
+		if g.NumMembers() == 0 && len(g.offsets) == 0 && len(g.txnOffsets) == 0 && metas[id] == nil {
 			delete(groups, id)
 		}
 	}
@@ -198,6 +245,12 @@ func (c *Coordinator) LoadPartition(p int32) error {
 	}
 	sh.groups = groups
 	sh.state = shardLoaded
+	for _, d := range sh.txnDone {
+		for _, g := range groups {
+			g.completeTxn(d.pid, d.commit)
+		}
+	}
+	sh.txnDone = nil
 	return nil
 }
 
@@ -735,7 +788,7 @@ func (c *Coordinator) run() {
 						writes = append(writes, w)
 					}
 				}
-				if g.IsEmpty() && len(g.offsets) == 0 && len(g.pending) == 0 && g.inflight == 0 {
+				if g.IsEmpty() && len(g.offsets) == 0 && len(g.pending) == 0 && len(g.txnOffsets) == 0 && g.inflight == 0 {
 					g.MarkDead(nowMs, kerr.CoordinatorNotAvailable.Code)
 					delete(sh.groups, id)
 					g.inflight++

@@ -69,9 +69,17 @@
 //
 // # Not implemented
 //
-// KIP-848 records in __consumer_offsets (skipped on load), transactional
-// offset commits, and the classic-to-consumer online upgrade of a group
-// with members (refused: INCONSISTENT_GROUP_PROTOCOL / GROUP_ID_NOT_FOUND).
+// KIP-848 records in __consumer_offsets (skipped on load), and the
+// classic-to-consumer online upgrade of a group with members (refused:
+// INCONSISTENT_GROUP_PROTOCOL / GROUP_ID_NOT_FOUND).
+//
+// # Transactional offset commits
+//
+// txnoffsets.go: TxnOffsetCommit writes the offsets as a transactional
+// batch of the producer (TxnLog.AppendTxn) and stages them per producer id
+// until the transaction's marker (CompleteTxn: COMMIT applies, ABORT
+// drops); loading keeps a transactional batch's offsets staged until that
+// producer's control batch further on in the log.
 //
 // # Concurrency
 //

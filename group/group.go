@@ -235,6 +235,9 @@ type Group struct {
 	syncPersistSeq uint64 // the write that completes the sync; 0 if none
 
 	offsets map[TopicPartition]Offset
+	// txnOffsets are the offsets transactions staged with TxnOffsetCommit,
+	// by producer id, until their marker (txnoffsets.go); nil if none.
+	txnOffsets map[int64]map[TopicPartition]txnOffset
 
 	inflight int // Coordinator: log writes of this group not yet finished
 

@@ -44,9 +44,18 @@ package server
 // the coordinator's marker, WriteTxnMarkers, ends it). A producer with an
 // open transaction that sends a non-transactional batch gets
 // INVALID_TXN_STATE, a fenced epoch INVALID_PRODUCER_EPOCH, a transactional
-// batch without a producer id INVALID_RECORD, as in Kafka. Whether the
-// partition was added to the transaction (KIP-890 verification) is the
-// coordinator's side (txn_*.go); Produce appends what passes the engine.
+// batch without a producer id INVALID_RECORD, one in a request without a
+// transactional id TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as in Kafka.
+//
+// KIP-890 (txn_verify.go): a request with a transactional id whose
+// transactional batches would open a transaction in a partition first has
+// the transaction coordinator verify (part 1) or add (part 2, Produce v12+
+// under transaction.version 2) those partitions; such a request is
+// appended, in request order, once every answer is in, and a refused
+// partition is answered with the coordinator's code and not appended.
+// Requests of the same producer to the same partition never overtake one
+// that waits. Every other request (all non-transactional traffic) takes the
+// synchronous path: produceAppend on the connection's goroutine.
 
 import (
 	"errors"
@@ -92,7 +101,6 @@ type produceDurable struct {
 
 func handleProduce(s *Server, rc *reqCtx) {
 	req := rc.req.(*kmsg.ProduceRequest)
-	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 
 	// Whole-request errors apply to every partition.
 	var reqErr int16
@@ -105,9 +113,24 @@ func handleProduce(s *Server, rc *reqCtx) {
 		reqErr = kerr.InvalidRequiredAcks.Code
 		reqMsg = fmt.Sprintf("acks must be 0, 1 or -1, not %d", req.Acks)
 	}
+	// Transactional batches may need the coordinator first (KIP-890,
+	// txn_verify.go); that path answers the request itself.
+	if reqErr == 0 && req.TransactionID != nil && !s.cfg.Blackhole && s.produceTxnStart(rc, req) {
+		return
+	}
+	s.produceAppend(rc, req, reqErr, reqMsg, nil)
+}
 
+// produceAppend appends every partition of req in request order and
+// answers rc (now, or once durable for acks=-1). reqErr, if not 0, answers
+// every partition instead. tx is nil on the synchronous path; on the
+// verification path (txn_verify.go) it holds the coordinator's answers, and
+// a partition it refused is answered with that code and not appended.
+func (s *Server) produceAppend(rc *reqCtx, req *kmsg.ProduceRequest, reqErr int16, reqMsg string, tx *produceTxn) {
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	var durable []produceDurable
 	failed := false
+	txnID := req.TransactionID != nil
 	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
 	for i := range req.Topics {
 		rt := &req.Topics[i]
@@ -128,13 +151,16 @@ func handleProduce(s *Server, rc *reqCtx) {
 			code, msg := topicErr, topicMsg
 			var info engine.AppendInfo
 			var l *engine.Log
+			if code == 0 && tx != nil {
+				code, msg = tx.verdict(i, j)
+			}
 			if code == 0 {
 				code, msg = s.clusterProduceCheck(topic, rp.Partition, req.Acks) // cluster.go
 			}
 			if code == 0 && s.cfg.Blackhole {
 				info, code, msg = s.blackholePartition(topic, rp)
 			} else if code == 0 {
-				l, info, code, msg = producePartition(topic, rp, rc.version)
+				l, info, code, msg = producePartition(topic, rp, rc.version, txnID)
 			}
 			if code != 0 {
 				sp.ErrorCode = code
@@ -185,8 +211,9 @@ func (s *Server) produceTopic(rc *reqCtx, rt *kmsg.ProduceRequestTopic) (*engine
 	return t, 0, ""
 }
 
-// producePartition checks and appends one partition's batch.
-func producePartition(topic *engine.Topic, rp *kmsg.ProduceRequestTopicPartition, version int16) (*engine.Log, engine.AppendInfo, int16, string) {
+// producePartition checks and appends one partition's batch; txnID says
+// whether the request carries a transactional id.
+func producePartition(topic *engine.Topic, rp *kmsg.ProduceRequestTopicPartition, version int16, txnID bool) (*engine.Log, engine.AppendInfo, int16, string) {
 	l := topic.Partition(rp.Partition)
 	if l == nil {
 		return nil, engine.AppendInfo{}, kerr.UnknownTopicOrPartition.Code, ""
@@ -201,6 +228,11 @@ func producePartition(topic *engine.Topic, rp *kmsg.ProduceRequestTopicPartition
 		}
 		if h.Codec() == record.CodecZstd && version < produceFirstZstdVersion {
 			return nil, engine.AppendInfo{}, kerr.UnsupportedCompressionType.Code, "zstd needs produce v7+"
+		}
+		if h.Transactional() && !txnID {
+			// Kafka refuses the request: a transaction needs the id the
+			// coordinator verifies against (txn_verify.go).
+			return nil, engine.AppendInfo{}, kerr.TransactionalIDAuthorizationFailed.Code, "a transactional batch needs a produce request with a transactional id"
 		}
 	}
 	info, err := l.Append(rp.Records, l.LeaderEpoch())

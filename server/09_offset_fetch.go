@@ -7,13 +7,17 @@ package server
 // commit answers offset -1 and empty metadata, no error, as Kafka.
 // Coordinator errors go into the top-level code (v2..v7), the group's code
 // (v8+) and, for v1 (which has no top-level code), every partition.
-// require_stable (v7+) needs no wait: commits are applied only once
-// durable and there are no pending transactional offsets yet. v9's member
+// require_stable (v7+, KIP-447): a partition for which a transaction has
+// staged an offset (TxnOffsetCommit) that is not committed or aborted yet
+// answers UNSTABLE_OFFSET_COMMIT with offset -1, so a consumer that starts
+// while a transaction is ending retries instead of resuming from an offset
+// the transaction is about to replace. v9's member
 // id and epoch are for KIP-848 groups and are not checked for classic ones.
 // v0 (ZooKeeper offsets) and v10 (topic ids) are not advertised.
 
 import (
 	"github.com/stratalog/strata/group"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -33,7 +37,7 @@ func handleOffsetFetch(s *Server, rc *reqCtx) {
 					topics[j] = kmsg.OffsetFetchRequestTopic{Topic: t.Topic, Partitions: t.Partitions}
 				}
 			}
-			out, code := s.offsetFetchGroup(rg.Group, topics, rg.Topics == nil)
+			out, code := s.offsetFetchGroup(rg.Group, topics, rg.Topics == nil, req.RequireStable)
 			g := &resp.Groups[i]
 			g.Default()
 			g.Group, g.ErrorCode = rg.Group, code
@@ -52,7 +56,7 @@ func handleOffsetFetch(s *Server, rc *reqCtx) {
 		rc.respond(resp)
 		return
 	}
-	out, code := s.offsetFetchGroup(req.Group, req.Topics, req.Topics == nil && req.Version >= 2)
+	out, code := s.offsetFetchGroup(req.Group, req.Topics, req.Topics == nil && req.Version >= 2, req.RequireStable)
 	resp.Topics = out
 	if req.Version >= 2 {
 		resp.ErrorCode = code
@@ -69,7 +73,7 @@ func handleOffsetFetch(s *Server, rc *reqCtx) {
 // offsetFetchGroup answers one group: the asked partitions (all committed
 // ones if all) and the group-level error code. On a coordinator error the
 // asked partitions come back with offset -1.
-func (s *Server) offsetFetchGroup(groupID string, topics []kmsg.OffsetFetchRequestTopic, all bool) ([]kmsg.OffsetFetchResponseTopic, int16) {
+func (s *Server) offsetFetchGroup(groupID string, topics []kmsg.OffsetFetchRequestTopic, all, requireStable bool) ([]kmsg.OffsetFetchResponseTopic, int16) {
 	var tps []group.TopicPartition
 	if !all {
 		tps = []group.TopicPartition{}
@@ -104,6 +108,10 @@ func (s *Server) offsetFetchGroup(groupID string, topics []kmsg.OffsetFetchReque
 		p := kmsg.NewOffsetFetchResponseTopicPartition()
 		p.Partition, p.Offset, p.LeaderEpoch = f.TP.Partition, f.Offset.Offset, f.LeaderEpoch
 		p.Metadata = kmsg.StringPtr(f.Metadata)
+		if requireStable && code == 0 && c.HasPendingTxnOffsets(groupID, f.TP) {
+			p.Offset, p.LeaderEpoch, p.Metadata = -1, -1, kmsg.StringPtr("")
+			p.ErrorCode = kerr.UnstableOffsetCommit.Code
+		}
 		out[i].Partitions = append(out[i].Partitions, p)
 	}
 	if out == nil {

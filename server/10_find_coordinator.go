@@ -4,9 +4,12 @@ package server
 //
 // Key type 0 (group) and 1 (transaction) are served. On a single broker
 // every key is coordinated here; in cluster mode a group's coordinator is
-// the leader of its __consumer_offsets partition (see groups.go), and
-// transaction keys still answer this broker until the transaction
-// coordinator exists. v0..v3 carry one key, v4+ a batch
+// the leader of its __consumer_offsets partition (see groups.go) and a
+// transactional id's the leader of its __transaction_state partition (see
+// txn_coord.go); either topic is created on the first lookup, answered
+// COORDINATOR_NOT_AVAILABLE until it exists (clients retry). On a single
+// broker __transaction_state is created locally on the first transaction
+// key. v0..v3 carry one key, v4+ a batch
 // (KIP-699). Another key type (2, share groups, v6) is INVALID_REQUEST; v6
 // is not advertised. An empty group id is INVALID_REQUEST, as in Kafka.
 
@@ -51,6 +54,15 @@ func handleFindCoordinator(s *Server, rc *reqCtx) {
 			}
 			c.NodeID, c.Host, c.Port = b.id, b.host, b.port
 		}
+		if req.CoordinatorType == coordinatorKeyTransaction && s.clustered() {
+			b, code := s.txnCoordinatorNode(k) // txn_coord.go
+			if code != 0 {
+				c.NodeID, c.Host, c.Port = -1, "", -1
+				c.ErrorCode, c.ErrorMessage = code, kmsg.StringPtr("the transaction coordinator is not available yet")
+				continue
+			}
+			c.NodeID, c.Host, c.Port = b.id, b.host, b.port
+		}
 	}
 	if req.Version < 4 {
 		c := resp.Coordinators[0]
@@ -77,6 +89,11 @@ func (s *Server) findCoordinator(keyType int8, key string) (int16, string) {
 	case coordinatorKeyTransaction:
 		if key == "" {
 			return kerr.InvalidRequest.Code, "empty transactional id"
+		}
+		if !s.clustered() {
+			if code := s.txnEnsureTopic(); code != 0 {
+				return code, "the transaction coordinator is not available"
+			}
 		}
 		return 0, ""
 	}

@@ -19,6 +19,19 @@ func init() { register(apiVersionsKey, 0, 4, handleApiVersions) }
 //
 // v3+ requests name the client software; a name or version that is not
 // [a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])? gets INVALID_REQUEST, as in Kafka.
+//
+// v3+ responses carry the feature flags in tagged fields, as Kafka 4.x
+// does: SupportedFeatures (what this broker can run: transaction.version
+// 0..2), FinalizedFeatures (what the cluster runs: transaction.version at
+// TxnConfig.TransactionVersion, min level = max level = that level) and
+// FinalizedFeaturesEpoch. Clients read the finalized level:
+// transaction.version >= 2 makes franz-go and the Java client use KIP-890
+// part 2 (Produce v12+ without AddPartitionsToTxn, EndTxn v5,
+// TxnOffsetCommit v5 without AddOffsetsToTxn). Features Strata does not
+// run (metadata.version, kraft.version, group.version) are not listed. The
+// epoch is a constant (featuresEpoch): the finalized set changes only with
+// a broker's configuration, at restart; franz-go and the Java client only
+// use it to know the features were finalized (-1: no finalized features).
 func handleApiVersions(s *Server, rc *reqCtx) {
 	resp := kmsg.NewPtrApiVersionsResponse()
 	req, _ := rc.req.(*kmsg.ApiVersionsRequest)
@@ -35,7 +48,35 @@ func handleApiVersions(s *Server, rc *reqCtx) {
 		return
 	}
 	resp.ApiKeys = apiKeys()
+	if req.Version >= 3 {
+		resp.SupportedFeatures = supportedFeatures[:]
+		resp.FinalizedFeaturesEpoch = featuresEpoch
+		resp.FinalizedFeatures = s.txn.finalized
+	}
 	rc.respond(resp)
+}
+
+const (
+	transactionVersionFeature = "transaction.version"
+	// featuresEpoch is the FinalizedFeaturesEpoch advertised (see above).
+	featuresEpoch = 1
+)
+
+// supportedFeatures is the SupportedFeatures of ApiVersions v3+.
+var supportedFeatures = [...]kmsg.ApiVersionsResponseSupportedFeature{
+	{Name: transactionVersionFeature, MinVersion: 0, MaxVersion: MaxTransactionVersion},
+}
+
+// finalizedFeatures is the FinalizedFeatures of ApiVersions v3+ for a
+// transaction.version level (a level-0 feature is not finalized, as in
+// Kafka, and is left out).
+func finalizedFeatures(txnVersion int16) []kmsg.ApiVersionsResponseFinalizedFeature {
+	if txnVersion <= 0 {
+		return nil
+	}
+	return []kmsg.ApiVersionsResponseFinalizedFeature{
+		{Name: transactionVersionFeature, MinVersionLevel: txnVersion, MaxVersionLevel: txnVersion},
+	}
 }
 
 // validSoftwareToken reports whether s matches Kafka's client software

@@ -10,15 +10,23 @@ package server
 // cluster). A block source that fails answers COORDINATOR_LOAD_IN_PROGRESS,
 // which clients retry, as Kafka does while its next block is not there yet.
 //
-// v5 (KIP-890) changes nothing for idempotent producers. With a
-// transactional id the answer is TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-// until transactions are implemented (see producers.go); an empty
-// transactional id is INVALID_REQUEST, as in Kafka.
+// With a transactional id the request goes to the transaction coordinator
+// (txn_coord.go) of the id's __transaction_state partition: a new id and
+// epoch 0, or the same id with the epoch bumped (fencing older producers;
+// an open transaction is aborted first and the client retries on
+// CONCURRENT_TRANSACTIONS), or a new id once the epoch is exhausted.
+// v3+ carries the producer's current id and epoch (KIP-360): the
+// coordinator bumps that epoch, and answers PRODUCER_FENCED to a producer
+// that is not the current one; a request with only one of the two set is
+// INVALID_REQUEST, as in Kafka. PRODUCER_FENCED is answered as
+// INVALID_PRODUCER_EPOCH below v4, which does not know it. An empty
+// transactional id is INVALID_REQUEST.
 
 import (
 	"context"
 	"time"
 
+	"github.com/stratalog/strata/txn"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -40,7 +48,8 @@ func handleInitProducerID(s *Server, rc *reqCtx) {
 	case req.TransactionalID != nil && *req.TransactionalID == "":
 		resp.ErrorCode = kerr.InvalidRequest.Code
 	case req.TransactionalID != nil:
-		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		initTxnProducerID(s, rc, req, resp)
+		return
 	case s.txn.ids == nil:
 		s.log.Warn("InitProducerId: no producer id source", "err", s.txn.err)
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
@@ -56,4 +65,40 @@ func handleInitProducerID(s *Server, rc *reqCtx) {
 		resp.ProducerID, resp.ProducerEpoch = id, 0
 	}
 	rc.respond(resp)
+}
+
+// initTxnProducerID is InitProducerId with a transactional id.
+func initTxnProducerID(s *Server, rc *reqCtx, req *kmsg.InitProducerIDRequest, resp *kmsg.InitProducerIDResponse) {
+	var expected *txn.ProducerIDAndEpoch
+	if req.Version >= 3 {
+		if (req.ProducerID == -1) != (req.ProducerEpoch == -1) {
+			resp.ErrorCode = kerr.InvalidRequest.Code
+			rc.respond(resp)
+			return
+		}
+		if req.ProducerID != -1 {
+			expected = &txn.ProducerIDAndEpoch{ProducerID: req.ProducerID, Epoch: req.ProducerEpoch}
+		}
+	}
+	id := *req.TransactionalID
+	s.txnDo(id, func(c *txn.Coordinator, nowMs int64) (txn.Step, error) {
+		return c.InitProducerID(id, req.TransactionTimeoutMillis, expected, nowMs, s.newProducerID)
+	}, func(r txn.Reply) {
+		resp.ErrorCode = txnErrCode(r.Err, req.Version < 4)
+		resp.ProducerID, resp.ProducerEpoch = -1, -1
+		if r.Err == txn.None {
+			resp.ProducerID, resp.ProducerEpoch = r.ProducerID, r.ProducerEpoch
+		}
+		rc.respond(resp)
+	})
+}
+
+// txnErrCode is the wire code of a coordinator error; oldVersion maps
+// PRODUCER_FENCED to INVALID_PRODUCER_EPOCH for request versions that
+// predate it (KIP-588), as Kafka's KafkaApis does.
+func txnErrCode(e txn.ErrorCode, oldVersion bool) int16 {
+	if e == txn.ProducerFenced && oldVersion {
+		return kerr.InvalidProducerEpoch.Code
+	}
+	return int16(e)
 }

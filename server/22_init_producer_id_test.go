@@ -48,13 +48,45 @@ func TestInitProducerIDEveryVersion(t *testing.T) {
 	}
 }
 
-func TestInitProducerIDTransactionalRefused(t *testing.T) {
+// TestInitProducerIDTransactionalEveryVersion: with a transactional id
+// every advertised version gets the id's producer id with the epoch bumped
+// by each new instance; the current id and epoch of v3+ must match
+// (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH before v4); an empty id is
+// INVALID_REQUEST.
+func TestInitProducerIDTransactionalEveryVersion(t *testing.T) {
 	addr, _, _ := startBroker(t)
 	c := dialRaw(t, addr)
-	if r := initPID(t, c, 4, kmsg.StringPtr("txn-a"), 1); r.ErrorCode != kerr.TransactionalIDAuthorizationFailed.Code || r.ProducerID != -1 {
-		t.Fatalf("transactional: %+v", r)
+	corr := int32(0)
+	init := func(v int16, id string, pid int64, epoch int16) kmsg.InitProducerIDResponse {
+		corr++
+		req := kmsg.NewPtrInitProducerIDRequest()
+		req.Version, req.TransactionalID, req.TransactionTimeoutMillis = v, kmsg.StringPtr(id), 60000
+		req.ProducerID, req.ProducerEpoch = pid, epoch
+		var resp kmsg.InitProducerIDResponse
+		resp.Version = v
+		c.roundTrip(req, corr, &resp)
+		return resp
 	}
-	if r := initPID(t, c, 4, kmsg.StringPtr(""), 2); r.ErrorCode != kerr.InvalidRequest.Code {
+	first := init(0, "txn-a", -1, -1)
+	if first.ErrorCode != 0 || first.ProducerID < 0 || first.ProducerEpoch != 0 {
+		t.Fatalf("v0: %+v", first)
+	}
+	for v := int16(1); v <= initProducerIDMaxVersion; v++ {
+		r := init(v, "txn-a", -1, -1)
+		if r.ErrorCode != 0 || r.ProducerID != first.ProducerID || r.ProducerEpoch != int16(v) {
+			t.Fatalf("v%d: %+v, want producer %d epoch %d", v, r, first.ProducerID, v)
+		}
+	}
+	for v := int16(3); v <= initProducerIDMaxVersion; v++ {
+		want := kerr.ProducerFenced.Code
+		if v < 4 {
+			want = kerr.InvalidProducerEpoch.Code
+		}
+		if r := init(v, "txn-a", first.ProducerID, 0); r.ErrorCode != want || r.ProducerID != -1 {
+			t.Fatalf("v%d with a stale epoch: %+v, want %v", v, r, kerr.ErrorForCode(want))
+		}
+	}
+	if r := init(4, "", -1, -1); r.ErrorCode != kerr.InvalidRequest.Code {
 		t.Fatalf("empty transactional id: %+v", r)
 	}
 }

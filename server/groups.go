@@ -3,7 +3,8 @@ package server
 // Consumer groups (issue 6): the Server's side of the group coordinator.
 //
 // The coordinator (package group) is pure membership and offset logic over
-// a group.Log; offsetsLog implements that Log over the engine's
+// a group.Log; offsetsLog implements that Log (and group.TxnLog, whose
+// LoadTxn the coordinator loads with: txn_log.go) over the engine's
 // __consumer_offsets topic (created on start with offsets.topic.num.partitions
 // partitions and cleanup.policy=compact when absent). A write is one record
 // batch appended to the group's partition; the coordinator is told when it
@@ -130,6 +131,8 @@ type offsetsLog struct {
 
 	mu    sync.Mutex
 	topic *engine.Topic // nil until created or found
+
+	txnMu sync.Mutex // serialises AppendTxn's sequence choice and append (txn_log.go)
 }
 
 // open finds the offsets topic if it exists and returns the partition count

@@ -6,22 +6,27 @@ package server
 // producer state, duplicate detection, snapshots); this file owns producer
 // id allocation for InitProducerId (22_init_producer_id.go): a txn.IDManager
 // over TxnConfig.ProducerIDs, by default a txn.FileBlockSource in the
-// engine's data directory (a single broker; a cluster passes a source that
-// allocates blocks through the controller). Produce (00_produce.go) maps the
+// engine's data directory, which hands out ids from this node id's own
+// range, so brokers of a cluster never collide (a controller-backed source
+// can replace it behind the same interface). Produce (00_produce.go) maps the
 // engine's producer errors to Kafka codes and answers a retried batch with
 // its original offsets.
 //
-// Transactions are not served yet: InitProducerId with a transactional id
-// and Produce with a transactional id or batch are answered
-// TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which clients treat as fatal rather
-// than retrying forever.
+// Transactions: the transaction coordinator (txn_coord.go) runs a
+// txn.Coordinator for every __transaction_state partition this broker
+// leads, and the handlers of InitProducerId (with a transactional id),
+// AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit,
+// DescribeTransactions and ListTransactions call it; transaction markers go
+// to the partition leaders over the wire (txn_markers.go).
 
 import (
 	"errors"
+	"time"
 
 	"github.com/stratalog/strata/engine"
 	"github.com/stratalog/strata/txn"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TxnConfig configures producer ids, idempotence and transactions (issue 8).
@@ -30,16 +35,70 @@ type TxnConfig struct {
 	// nil: a txn.FileBlockSource in the engine's data directory, from this
 	// node's own range of ids (unique per node id without the controller).
 	ProducerIDs txn.BlockSource
+	// StatePartitions is transaction.state.log.num.partitions (50); an
+	// existing __transaction_state keeps its own count.
+	StatePartitions int32
+	// StateReplication is transaction.state.log.replication.factor (3,
+	// capped by the live brokers) in cluster mode.
+	StateReplication int16
+	// MaxTimeoutMs is transaction.max.timeout.ms (900000).
+	MaxTimeoutMs int32
+	// IDExpirationMs is transactional.id.expiration.ms (7 days).
+	IDExpirationMs int64
+	// AbortInterval is
+	// transaction.abort.timed.out.transaction.cleanup.interval.ms (10 s):
+	// how often timed-out transactions are aborted and idle ids expired.
+	AbortInterval time.Duration
+	// PartitionVerification is transaction.partition.verification.enable
+	// (KIP-890 part 1): a partition leader asks the transaction
+	// coordinator before a transactional batch of a Produce v11- request
+	// opens a transaction (txn_verify.go). Kafka's default is true; as for
+	// Config.AutoCreateTopics the zero value is false and the caller
+	// decides (`strata serve` turns it on unless the properties say false).
+	PartitionVerification bool
+	// TransactionVersion is the finalized level of the transaction.version
+	// feature that ApiVersions v3+ advertises (18_api_versions.go), 0..2.
+	// 2 (Kafka 4.x's default, and `strata serve`'s) lets clients use
+	// KIP-890 part 2 (Produce v12+ adds partitions implicitly, EndTxn v5
+	// bumps the epoch, TxnOffsetCommit v5 adds the offsets partition); 1
+	// and 0 (not finalized: the zero value, as for PartitionVerification
+	// the caller decides) make clients use AddPartitionsToTxn and
+	// AddOffsetsToTxn, and Produce v12+ is then verified as v11 is. Values
+	// above 2 mean 2.
+	TransactionVersion int16
 }
+
+// Defaults of TxnConfig (Kafka's).
+const (
+	DefaultTxnStatePartitions  = 50
+	DefaultTxnStateReplication = 3
+	DefaultTxnAbortInterval    = 10 * time.Second
+	// MaxTransactionVersion is the highest transaction.version this broker
+	// supports (Kafka 4.x's default level).
+	MaxTransactionVersion = 2
+)
 
 // txnState is the Server's part for producer ids, idempotence and transactions (issue 8).
 type txnState struct {
 	ids *txn.IDManager // nil without an engine or a block source
 	err error          // why ids is nil
+
+	coord txnCoordState // txn_coord.go
+	lanes produceLanes  // transactional produce requests in verification (txn_verify.go)
+
+	// finalized is ApiVersions' FinalizedFeatures (18_api_versions.go),
+	// built once from TxnConfig.TransactionVersion; read-only.
+	finalized []kmsg.ApiVersionsResponseFinalizedFeature
 }
 
 // initTxn is called by New after the Server is built.
 func (s *Server) initTxn() {
+	if v := s.cfg.Txn.TransactionVersion; v < 0 {
+		s.cfg.Txn.TransactionVersion = 0
+	} else if v > MaxTransactionVersion {
+		s.cfg.Txn.TransactionVersion = MaxTransactionVersion
+	}
+	s.txn.finalized = finalizedFeatures(s.cfg.Txn.TransactionVersion)
 	src := s.cfg.Txn.ProducerIDs
 	if src == nil {
 		if s.eng == nil {
@@ -54,10 +113,11 @@ func (s *Server) initTxn() {
 		src = fs
 	}
 	s.txn.ids = txn.NewIDManager(src)
+	s.initTxnCoordinator()
 }
 
 // closeTxn is called by Close after connections are closed.
-func (s *Server) closeTxn() {}
+func (s *Server) closeTxn() { s.closeTxnCoordinator() }
 
 // produceErrCode is errCode plus the engine's idempotence errors.
 func produceErrCode(err error) int16 {

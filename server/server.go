@@ -207,6 +207,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		}
 		s.advertised.Store(&ep)
 	}
+	s.noteListener(ln) // txn_markers.go: the coordinator's own address
 	return s.np.Serve(ln)
 }
 
