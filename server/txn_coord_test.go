@@ -292,7 +292,28 @@ func TestTxnTimeoutAborts(t *testing.T) {
 	if got := addPartitionsCodes(issue[*kmsg.AddPartitionsToTxnResponse](t, cl, add)); got[0] != 0 {
 		t.Fatalf("AddPartitionsToTxn: %v", got)
 	}
+	// A transactional batch holds the partition's last stable offset at
+	// its first offset until the timeout aborts the transaction; then the
+	// LSO moves past the ABORT marker and read_committed sees nothing.
+	txnID := "slow"
+	if r := txnProduce(t, cl, b.eng, "in", txnTestBatch(t, pid, epoch, 0, true, "hung", 3), &txnID); r.ErrorCode != 0 {
+		t.Fatalf("transactional produce: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	adm := kadm.NewClient(cl)
 	st := waitTxnState(t, cl, "slow", "CompleteAbort")
+	for deadline := time.Now().Add(testTimeout); ; time.Sleep(10 * time.Millisecond) {
+		lso, end := lsoOf(t, adm, "in")
+		if lso == end && end == 4 { // 3 records + the marker
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the timeout abort: LSO %d, log end %d; want both 4", lso, end)
+		}
+	}
+	if p := fetchCommitted(t, cl, b.eng, "in", 0); len(p.AbortedTransactions) != 1 ||
+		p.AbortedTransactions[0].ProducerID != pid || p.AbortedTransactions[0].FirstOffset != 0 {
+		t.Fatalf("read_committed fetch: aborted transactions %+v, want producer %d from offset 0", p.AbortedTransactions, pid)
+	}
 	if st.ProducerEpoch != epoch+1 {
 		t.Fatalf("aborted with epoch %d, want %d", st.ProducerEpoch, epoch+1)
 	}
