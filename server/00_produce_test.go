@@ -3,7 +3,11 @@ package server
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
+	"hash/crc32"
+	"io"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -391,5 +395,95 @@ func TestProduceAcksAllZeroTimeout(t *testing.T) {
 	}
 	if end := tp.Partition(0).LogEndOffset(); end != n {
 		t.Fatalf("log end %d, want %d", end, n)
+	}
+}
+
+// BenchmarkProduceHandler runs handleProduce in process (acks=1, one
+// partition, one 10-record batch; no socket, the response encoded and
+// discarded) to show what a request costs the handler, allocations
+// included: without a transactional id ("plain"), with one but no
+// transactional batch ("txn-id-plain-batch": still the synchronous path),
+// and a transactional batch of an open transaction ("txn-open": the
+// verification path's lanes and guard, nothing to ask).
+func BenchmarkProduceHandler(b *testing.B) {
+	for _, tc := range []struct {
+		name     string
+		txnID    *string
+		pid      int64
+		txnBatch bool
+	}{
+		{"plain", nil, -1, false},
+		{"txn-id-plain-batch", kmsg.StringPtr("bench"), -1, false},
+		{"txn-open", kmsg.StringPtr("bench"), 7, true},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+			eng, err := engine.Open(engine.Options{Dir: b.TempDir(), Log: engine.DefaultLogConfig(), Logger: logger})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer eng.Close()
+			s := New(Config{NodeID: 0, ClusterID: "bench", Logger: logger, LogDefaults: engine.DefaultLogConfig(),
+				Txn: TxnConfig{PartitionVerification: true, TransactionVersion: 2}}, eng)
+			defer s.Close()
+			if _, err := eng.CreateTopic("bench", 1, nil); err != nil {
+				b.Fatal(err)
+			}
+			var rb record.Builder
+			rb.Reset(record.CodecNone, 1000)
+			if tc.pid >= 0 {
+				rb.SetProducer(tc.pid, 0, 0)
+			}
+			for i := 0; i < 10; i++ {
+				rb.Add(1000, nil, bytes.Repeat([]byte("v"), 100), nil)
+			}
+			batch, err := rb.AppendTo(nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			const offsetBaseSequence = 53
+			patch := func(seq int32) {
+				attrs := binary.BigEndian.Uint16(batch[record.OffsetAttrs:])
+				if tc.txnBatch {
+					attrs |= 0x10
+				}
+				binary.BigEndian.PutUint16(batch[record.OffsetAttrs:], attrs)
+				if tc.pid >= 0 {
+					binary.BigEndian.PutUint32(batch[offsetBaseSequence:], uint32(seq))
+				}
+				binary.BigEndian.PutUint32(batch[record.OffsetCRC:], crc32.Checksum(batch[record.OffsetAttrs:], crc32.MakeTable(crc32.Castagnoli)))
+			}
+			req := prodRequest(9, 1, "bench", [16]byte{}, 0, batch)
+			req.TransactionID = tc.txnID
+			r := &discardReply{}
+			run := func() {
+				rc := reqCtx{reply: r, key: 0, version: 9, req: req, log: logger}
+				handleProduce(s, &rc)
+			}
+			seq := int32(0)
+			patch(seq)
+			if tc.txnBatch { // open the transaction first (the unverified engine path)
+				if _, err := eng.Topic("bench").Partition(0).Append(batch, 0); err != nil {
+					b.Fatal(err)
+				}
+				seq += 10
+				patch(seq)
+			}
+			before := r.n
+			run()
+			if r.n == before {
+				b.Fatal("no response")
+			}
+			b.ReportAllocs()
+			b.SetBytes(int64(len(batch)))
+			for b.Loop() {
+				seq += 10
+				patch(seq)
+				run()
+			}
+			if got := eng.Topic("bench").Partition(0).LogEndOffset(); got < int64(b.N)*10 {
+				b.Fatalf("log end %d after %d requests: appends failed", got, b.N)
+			}
+		})
 	}
 }

@@ -13,9 +13,12 @@ func init() { register(apiVersionsKey, 0, 4, handleApiVersions) }
 //
 // A request above our max version cannot be decoded (its body may have
 // fields we do not know), so, as Kafka does since KIP-511, the answer is a v0
-// body with UNSUPPORTED_VERSION and the full key table; the client then
-// retries at min(its max, our max). The response header of ApiVersions never
-// carries tagged fields, whatever the version.
+// body with UNSUPPORTED_VERSION whose key table holds only ApiVersions and
+// its range; the client then retries at min(its max, our max) and learns
+// the rest (and the features, which a v0 body cannot carry) from that
+// answer. franz-go takes a full table in the v0 body as final and would
+// never see the features of its first connection. The response header of
+// ApiVersions never carries tagged fields, whatever the version.
 //
 // v3+ requests name the client software; a name or version that is not
 // [a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])? gets INVALID_REQUEST, as in Kafka.
@@ -38,7 +41,11 @@ func handleApiVersions(s *Server, rc *reqCtx) {
 	if req == nil { // version above ours: see decodeRequest
 		resp.SetVersion(0)
 		resp.ErrorCode = kerr.UnsupportedVersion.Code
-		resp.ApiKeys = apiKeys()
+		for _, k := range apiKeys() {
+			if k.ApiKey == apiVersionsKey {
+				resp.ApiKeys = append(resp.ApiKeys, k)
+			}
+		}
 		rc.respondEncoded(resp)
 		return
 	}

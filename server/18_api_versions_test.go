@@ -4,8 +4,10 @@ import (
 	"encoding/binary"
 	"testing"
 
+	"github.com/stratalog/strata/engine"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 )
 
 // wantAPIs is what the broker must advertise: every API the README lists.
@@ -55,8 +57,8 @@ func checkAPIKeys(t *testing.T, keys []kmsg.ApiVersionsResponseApiKey) {
 
 // TestApiVersionsTooNewGetsV0BodyThenRetry sends ApiVersions v99, as a
 // client newer than the broker would: the answer is a v0 body (no tags, no
-// throttle) with UNSUPPORTED_VERSION and our ranges; the same connection then
-// works at v3 and v4.
+// throttle) with UNSUPPORTED_VERSION and only ApiVersions' range (KIP-511);
+// the same connection then works at v3 and v4.
 func TestApiVersionsTooNewGetsV0BodyThenRetry(t *testing.T) {
 	addr, _, _ := startBroker(t)
 	c := dialRaw(t, addr)
@@ -88,7 +90,9 @@ func TestApiVersionsTooNewGetsV0BodyThenRetry(t *testing.T) {
 	if err := v0.ReadFrom(body); err != nil {
 		t.Fatal(err)
 	}
-	checkAPIKeys(t, v0.ApiKeys)
+	if len(v0.ApiKeys) != 1 || v0.ApiKeys[0].ApiKey != apiVersionsKey || v0.ApiKeys[0].MinVersion != 0 || v0.ApiKeys[0].MaxVersion != 4 {
+		t.Fatalf("v0 body keys %+v, want only ApiVersions v0..v4", v0.ApiKeys)
+	}
 
 	for i, v := range []int16{3, 4, 0, 1, 2} {
 		req := kmsg.NewPtrApiVersionsRequest()
@@ -144,5 +148,59 @@ func TestApiVersionsNegotiatedByFranzGo(t *testing.T) {
 	}
 	if _, _, ok := bv.KeyVersions(4); ok {
 		t.Fatal("kadm sees LeaderAndIsr, which is not served")
+	}
+}
+
+// TestApiVersionsFeatures: v3+ answers carry the supported and finalized
+// features (transaction.version at the configured level; level 0 is not
+// finalized), v0-v2 answers cannot.
+func TestApiVersionsFeatures(t *testing.T) {
+	for _, level := range []int16{0, 1, 2} {
+		addr, _, _ := startBroker(t, func(c *Config, _ *engine.Options) { c.Txn.TransactionVersion = level })
+		c := dialRaw(t, addr)
+		for i, v := range []int16{2, 3, 4} {
+			req := kmsg.NewPtrApiVersionsRequest()
+			req.SetVersion(v)
+			req.ClientSoftwareName, req.ClientSoftwareVersion = "strata-test", "1.0.0"
+			resp := kmsg.NewPtrApiVersionsResponse()
+			c.roundTrip(req, int32(i+1), resp)
+			if resp.ErrorCode != 0 {
+				t.Fatalf("level %d v%d: error %d", level, v, resp.ErrorCode)
+			}
+			if v < 3 {
+				if len(resp.SupportedFeatures) != 0 || len(resp.FinalizedFeatures) != 0 || resp.FinalizedFeaturesEpoch != -1 {
+					t.Fatalf("v%d answer carries features: %+v", v, resp)
+				}
+				continue
+			}
+			if len(resp.SupportedFeatures) != 1 || resp.SupportedFeatures[0].Name != "transaction.version" ||
+				resp.SupportedFeatures[0].MinVersion != 0 || resp.SupportedFeatures[0].MaxVersion != 2 {
+				t.Fatalf("level %d v%d: supported features %+v", level, v, resp.SupportedFeatures)
+			}
+			if resp.FinalizedFeaturesEpoch < 0 {
+				t.Fatalf("level %d v%d: finalized features epoch %d", level, v, resp.FinalizedFeaturesEpoch)
+			}
+			switch {
+			case level == 0 && len(resp.FinalizedFeatures) != 0:
+				t.Fatalf("v%d: level 0 finalized as %+v", v, resp.FinalizedFeatures)
+			case level > 0 && (len(resp.FinalizedFeatures) != 1 || resp.FinalizedFeatures[0].Name != "transaction.version" ||
+				resp.FinalizedFeatures[0].MinVersionLevel != level || resp.FinalizedFeatures[0].MaxVersionLevel != level):
+				t.Fatalf("level %d v%d: finalized features %+v", level, v, resp.FinalizedFeatures)
+			}
+		}
+		// What franz-go makes of an answer it negotiated (kversion is how
+		// kgo reads features). That a fresh client runs TV2 transactions
+		// from its first connection is checked by txn_kgo_test.go.
+		cl := newClient(t, addr)
+		vs := kversion.FromApiVersionsResponse(issue[*kmsg.ApiVersionsResponse](t, cl, kmsg.NewPtrApiVersionsRequest()))
+		got := int16(0)
+		vs.EachFinalizedFeature(func(name string, l int16) {
+			if name == "transaction.version" {
+				got = l
+			}
+		})
+		if got != level {
+			t.Fatalf("franz-go sees transaction.version %d, want %d", got, level)
+		}
 	}
 }

@@ -35,9 +35,15 @@ package server
 // AddPartitionsToTxnManager maps it: a partition not in the transaction is
 // TRANSACTION_ABORTABLE for Produce v11+ (clients that know it) and
 // INVALID_TXN_STATE below; PRODUCER_FENCED is INVALID_PRODUCER_EPOCH; a
-// coordinator that cannot be asked now (moving, loading, busy with the
-// previous transaction's markers: CONCURRENT_TRANSACTIONS) is
-// NOT_ENOUGH_REPLICAS, which every client retries.
+// coordinator that cannot be asked now (moving, loading) is
+// NOT_ENOUGH_REPLICAS, which every client retries. CONCURRENT_TRANSACTIONS
+// (the producer's previous transaction is still writing its markers) is
+// NOT_ENOUGH_REPLICAS for verification; a TV2 add answered so is asked
+// again every 20 ms for up to 100 ms (Kafka's KAFKA-18654: a TV2 client
+// starts its next transaction as soon as EndTxn returns, before the
+// markers are written, and franz-go would otherwise wait for a metadata
+// refresh, seconds, before retrying), and after that Produce v12+ gets
+// CONCURRENT_TRANSACTIONS itself (KAFKA-18662), which clients retry.
 //
 // Between the answer and the append the transaction can still end (a
 // timeout abort writes its marker): the engine's verification guard,
@@ -47,13 +53,16 @@ package server
 //
 // # Order: requests that wait, and requests behind them
 //
-// A request with nothing to ask stays on Produce's synchronous path (a
-// request without a transactional id does not even look: no allocation, no
-// lock, no goroutine is added for it). A request with something to ask
-// answers after every question returned: then every partition of the
-// request is appended, in request order, on the goroutine that delivered
-// the last answer (a coordinator goroutine, or the connection's own when
-// the coordinator is local and answered at once).
+// A request without a transactional id, or without a transactional batch,
+// stays on Produce's synchronous path: no allocation, lock or goroutine is
+// added for it (BenchmarkProduceHandler). A transactional request with
+// nothing to ask (its transactions are open in its partitions) passes
+// through its lanes (below) and its guards and is appended inline, on the
+// connection's goroutine. A request with something to ask is appended
+// after every question returned: every partition of the request, in
+// request order, on the goroutine that delivered the last answer (a
+// coordinator goroutine, or the connection's own when the coordinator is
+// local and answered at once).
 //
 // Idempotent producers pipeline up to five requests per broker, and
 // franz-go does so in later transactions of a producer (once a partition
@@ -128,6 +137,8 @@ type produceLaneKey struct {
 type produceLanes struct {
 	mu sync.Mutex
 	m  map[produceLaneKey][]*produceTxn
+
+	waited atomic.Int64 // requests that entered behind another (tests)
 }
 
 // produceTxnPart is one transactional batch of a request.
@@ -158,9 +169,10 @@ type produceTxn struct {
 }
 
 // produceTxnStart takes a Produce request with a transactional id
-// (handleProduce). It returns false when no batch needs the coordinator
-// (the caller appends synchronously as usual); otherwise the request is
-// answered from here.
+// (handleProduce). It returns false when the request has no transactional
+// batch for this broker to append, or neither verification nor TV2
+// applies (the caller appends synchronously as usual); otherwise the
+// request is answered from here.
 func (s *Server) produceTxnStart(rc *reqCtx, req *kmsg.ProduceRequest) bool {
 	add := rc.version >= produceFirstImplicitAddVersion && s.cfg.Txn.TransactionVersion >= 2
 	if !add && !s.cfg.Txn.PartitionVerification {
@@ -194,14 +206,20 @@ func (s *Server) produceTxnStart(rc *reqCtx, req *kmsg.ProduceRequest) bool {
 		return false
 	}
 	p := &produceTxn{s: s, rc: rc, req: req, add: add, abortableOK: rc.version >= produceFirstAbortableVersion, parts: parts}
+	// Distinct lanes: a linear scan for the usual few partitions, a set
+	// for large requests.
+	var seen map[produceLaneKey]bool
+	if len(parts) > 8 {
+		seen = make(map[produceLaneKey]bool, len(parts))
+	}
 	for _, pt := range parts {
 		k := produceLaneKey{pt.log, pt.pid}
 		dup := false
-		for _, x := range p.keys {
-			if x == k {
-				dup = true
-				break
-			}
+		if seen != nil {
+			dup = seen[k]
+			seen[k] = true
+		} else {
+			dup = slices.Contains(p.keys, k)
 		}
 		if !dup {
 			p.keys = append(p.keys, k)
@@ -226,6 +244,9 @@ func (ls *produceLanes) enter(p *produceTxn) bool {
 			p.waiting++
 		}
 		ls.m[k] = append(q, p)
+	}
+	if p.waiting > 0 {
+		ls.waited.Add(1)
 	}
 	return p.waiting == 0
 }

@@ -174,6 +174,7 @@ func serve(cfg config.Broker, rb rebalanceConfig, logger *slog.Logger) error {
 		},
 
 		Groups:                server.GroupsConfig{Coordinator: cfg.Groups},
+		Txn:                   txnConfig(cfg), // serve_txn.go
 		QueuedMaxRequestBytes: cfg.QueuedMaxBytes,
 		Blackhole:             cfg.Blackhole,
 	}, eng)

@@ -73,6 +73,11 @@ type Broker struct {
 	// Idempotence and transactions (issue 8).
 	ProducerIDExpirationMs      int64 // producer.id.expiration.ms (engine.Options.ProducerIDExpirationMs)
 	TransactionalIDExpirationMs int64 // transactional.id.expiration.ms
+	// server.TxnConfig (cmd/strata/serve_txn.go).
+	TransactionMaxTimeoutMs          int32 // transaction.max.timeout.ms
+	TransactionAbortIntervalMs       int64 // transaction.abort.timed.out.transaction.cleanup.interval.ms
+	TransactionVersion               int16 // transaction.version: the finalized feature level, 0..2 (Kafka sets it with kafka-features)
+	TransactionPartitionVerification bool  // transaction.partition.verification.enable
 
 	// Consumer groups (issue 6): server.GroupsConfig.Coordinator. Zero
 	// fields take Kafka's defaults.
@@ -104,6 +109,11 @@ func Defaults() Broker {
 
 		ProducerIDExpirationMs:      engine.DefaultProducerIDExpirationMs,
 		TransactionalIDExpirationMs: 7 * 24 * 3600 * 1000,
+
+		TransactionMaxTimeoutMs:          900_000,
+		TransactionAbortIntervalMs:       10_000,
+		TransactionVersion:               2,
+		TransactionPartitionVerification: true,
 	}
 }
 
@@ -272,6 +282,27 @@ func (b *Broker) Apply(props map[string]string) error {
 			} else {
 				b.TransactionalIDExpirationMs = n
 			}
+		case "transaction.max.timeout.ms":
+			err = parseInt32(v, &b.TransactionMaxTimeoutMs)
+			if err == nil && b.TransactionMaxTimeoutMs < 1 {
+				err = errors.New("must be >= 1")
+			}
+		case "transaction.abort.timed.out.transaction.cleanup.interval.ms":
+			var n int32 // Kafka's type: int, >= 1
+			err = parseInt32(v, &n)
+			if err == nil && n < 1 {
+				err = errors.New("must be >= 1")
+			}
+			b.TransactionAbortIntervalMs = int64(n)
+		case "transaction.version":
+			var n int64
+			n, err = strconv.ParseInt(v, 10, 16)
+			if err == nil && (n < 0 || n > 2) {
+				err = errors.New("must be 0, 1 or 2")
+			}
+			b.TransactionVersion = int16(n)
+		case "transaction.partition.verification.enable":
+			b.TransactionPartitionVerification, err = strconv.ParseBool(v)
 		case "offsets.retention.minutes":
 			var n int64
 			n, err = strconv.ParseInt(v, 10, 64)
