@@ -53,6 +53,8 @@ func (s *State) Apply(c Command) Result {
 		r = s.reassign(c)
 	case Tick:
 		r = s.tick(c)
+	case AllocateProducerIDs:
+		r = s.allocateProducerIDs(c)
 	default:
 		r = failed(kerr.InvalidRequest, "unknown command %T", c)
 	}
@@ -85,6 +87,8 @@ func deref(c Command) Command {
 	case *ReassignPartitions:
 		return *p
 	case *Tick:
+		return *p
+	case *AllocateProducerIDs:
 		return *p
 	}
 	return c

@@ -26,6 +26,8 @@ const (
 	TypeElectLeaders       CommandType = 10
 	TypeReassignPartitions CommandType = 11
 	TypeTick               CommandType = 12
+	// TypeAllocateProducerIDs: producerids.go.
+	TypeAllocateProducerIDs CommandType = 13
 )
 
 func (t CommandType) String() string {
@@ -54,6 +56,8 @@ func (t CommandType) String() string {
 		return "ReassignPartitions"
 	case TypeTick:
 		return "Tick"
+	case TypeAllocateProducerIDs:
+		return "AllocateProducerIDs"
 	}
 	return fmt.Sprintf("CommandType(%d)", uint8(t))
 }
@@ -112,6 +116,8 @@ func DecodeCommand(b []byte) (Command, error) {
 		c = readReassign(r)
 	case TypeTick:
 		c = Tick{NowMs: r.int64(), SessionTimeoutMs: r.int64(), ResetSessions: r.bool()}
+	case TypeAllocateProducerIDs:
+		c = AllocateProducerIDs{BrokerID: r.int32(), BrokerEpoch: r.int64()}
 	default:
 		return nil, fmt.Errorf("%w: command type %d", ErrCorrupt, b[1])
 	}

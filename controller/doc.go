@@ -23,6 +23,7 @@
 //	  offset   int64                 commands applied (every Apply adds one)
 //	  brokers  id → Broker           id, incarnation, host, port, rack, epoch (offset of its
 //	                                 registration), fenced, shuttingDown, lastHeartbeatMs
+//	  nextProducerID int64           first producer id not yet in a block (producerids.go)
 //	  topics   name → Topic, id → Topic
 //	           Topic: name, 16-byte id, configs, partitions[i]
 //	           Partition: replicas (preference order), isr (replica order), leader (-1: offline),
@@ -67,8 +68,10 @@
 //	           ElectLeaders(10): type u8, [topic, partition] (nullable: all)
 //	           ReassignPartitions(11): [topic, partition, replicas (nullable: cancel)]
 //	           Tick(12): nowMs, sessionTimeoutMs, resetSessions
-//	State    = "SMDS" | version (1) | offset | brokers (ascending id) | topics (ascending
-//	           name) | crc32c (u32 BE) of everything before it   (Raft snapshot contents)
+//	           AllocateProducerIDs(13): broker, brokerEpoch
+//	State    = "SMDS" | version (2) | offset | brokers (ascending id) | topics (ascending
+//	           name) | nextProducerID (version 2 only; version 1 still decodes) |
+//	           crc32c (u32 BE) of everything before it   (Raft snapshot contents)
 //
 // # Proposals and forwarding
 //

@@ -18,6 +18,10 @@ type Result struct {
 	ShouldShutdown bool   // BrokerHeartbeat: controlled shutdown may proceed
 	TopicID        TopicID
 	Partitions     []PartitionResult
+	// AllocateProducerIDs: the block [ProducerIDStart,
+	// ProducerIDStart+ProducerIDLen); ProducerIDLen is 0 for other commands.
+	ProducerIDStart int64
+	ProducerIDLen   int32
 }
 
 // PartitionResult is one partition's outcome and, on success, its new state.
@@ -65,7 +69,9 @@ func partFailed(topic string, idx int32, e *kerr.Error, format string, args ...a
 //	code int, message string, offset int, brokerEpoch int, fenced bool,
 //	shouldShutdown bool, topicID uuid, count, then per partition:
 //	topic string, partition int, code int, message string, leader int,
-//	leaderEpoch int, partitionEpoch int, isr []int, replicas []int
+//	leaderEpoch int, partitionEpoch int, isr []int, replicas []int,
+//	then, only when ProducerIDLen != 0 (so results of other commands encode
+//	as before): producerIDStart int, producerIDLen int
 func AppendResult(b []byte, r Result) []byte {
 	b = appendInt(b, int64(r.Code))
 	b = appendString(b, r.Message)
@@ -86,6 +92,10 @@ func AppendResult(b []byte, r Result) []byte {
 		b = appendInt32s(b, p.ISR)
 		b = appendInt32s(b, p.Replicas)
 	}
+	if r.ProducerIDLen != 0 {
+		b = appendInt(b, r.ProducerIDStart)
+		b = appendInt(b, int64(r.ProducerIDLen))
+	}
 	return b
 }
 
@@ -101,6 +111,12 @@ func DecodeResult(b []byte) (Result, error) {
 			r.Partitions[i] = PartitionResult{Topic: rd.string(), Partition: rd.int32(), Code: rd.int16(),
 				Message: rd.string(), Leader: rd.int32(), LeaderEpoch: rd.int32(), PartitionEpoch: rd.int32(),
 				ISR: rd.int32s(), Replicas: rd.int32s()}
+		}
+	}
+	if rd.err == nil && len(rd.b) > 0 {
+		r.ProducerIDStart, r.ProducerIDLen = rd.int64(), rd.int32()
+		if rd.err == nil && (r.ProducerIDStart < 0 || r.ProducerIDLen <= 0) {
+			rd.fail("bad producer id block")
 		}
 	}
 	if err := rd.done(); err != nil {

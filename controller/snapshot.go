@@ -9,8 +9,10 @@ import (
 // stateMagic opens an encoded State (a Raft snapshot's contents).
 var stateMagic = [4]byte{'S', 'M', 'D', 'S'}
 
-// StateVersion is the layout version of an encoded State.
-const StateVersion byte = 1
+// StateVersion is the layout version AppendTo writes. Version 1 (no
+// nextProducerID) still decodes, with nextProducerID = FirstProducerID: no
+// block can have been allocated by a version that did not know them.
+const StateVersion byte = 2
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -55,6 +57,7 @@ func (s *State) AppendTo(dst []byte) []byte {
 			dst = appendInt32s(dst, p.Removing)
 		}
 	}
+	dst = appendInt(dst, s.nextProducerID) // version 2
 	return binary.BigEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
 }
 
@@ -69,7 +72,7 @@ func DecodeState(b []byte) (*State, error) {
 	if crc32.Checksum(body, castagnoli) != sum {
 		return nil, fmt.Errorf("%w: state checksum mismatch", ErrCorrupt)
 	}
-	if [4]byte(body[:4]) != stateMagic || body[4] != StateVersion {
+	if [4]byte(body[:4]) != stateMagic || body[4] < 1 || body[4] > StateVersion {
 		return nil, fmt.Errorf("%w: state magic/version % x", ErrCorrupt, body[:5])
 	}
 	r := &reader{b: body[5:]}
@@ -108,6 +111,9 @@ func DecodeState(b []byte) (*State, error) {
 		}
 		s.topics[t.Name] = t
 		s.byID[t.ID] = t
+	}
+	if body[4] >= 2 {
+		s.nextProducerID = r.int64()
 	}
 	if err := r.done(); err != nil {
 		return nil, err

@@ -76,6 +76,9 @@ type State struct {
 	brokers map[int32]*Broker
 	topics  map[string]*Topic
 	byID    map[TopicID]*Topic
+	// nextProducerID is the first producer id not yet in a block
+	// (producerids.go); FirstProducerID in a new State.
+	nextProducerID int64
 }
 
 // NewState returns the empty state at metadata offset 0.
@@ -84,6 +87,8 @@ func NewState() *State {
 		brokers: make(map[int32]*Broker),
 		topics:  make(map[string]*Topic),
 		byID:    make(map[TopicID]*Topic),
+
+		nextProducerID: FirstProducerID,
 	}
 }
 
@@ -182,6 +187,7 @@ func (s *State) live(id int32) bool {
 func (s *State) Clone() *State {
 	c := NewState()
 	c.offset = s.offset
+	c.nextProducerID = s.nextProducerID
 	for id, b := range s.brokers {
 		cb := *b
 		c.brokers[id] = &cb
@@ -236,6 +242,9 @@ func (s *State) Check() error {
 	}
 	if s.offset < 0 {
 		return bad("negative offset %d", s.offset)
+	}
+	if s.nextProducerID < FirstProducerID {
+		return bad("next producer id %d below %d", s.nextProducerID, FirstProducerID)
 	}
 	for id, b := range s.brokers {
 		if b.ID != id || id < 0 {

@@ -5,10 +5,10 @@ package server
 // Idempotence lives in the engine (engine/producers.go: per-partition
 // producer state, duplicate detection, snapshots); this file owns producer
 // id allocation for InitProducerId (22_init_producer_id.go): a txn.IDManager
-// over TxnConfig.ProducerIDs, by default a txn.FileBlockSource in the
-// engine's data directory, which hands out ids from this node id's own
-// range, so brokers of a cluster never collide (a controller-backed source
-// can replace it behind the same interface). Produce (00_produce.go) maps the
+// over TxnConfig.ProducerIDs, by default blocks allocated by the controller
+// quorum in cluster mode (producer_ids.go) and a txn.FileBlockSource in the
+// engine's data directory on a single broker, which hands out ids from this
+// node id's own range. Produce (00_produce.go) maps the
 // engine's producer errors to Kafka codes and answers a retried batch with
 // its original offsets.
 //
@@ -17,7 +17,12 @@ package server
 // leads, and the handlers of InitProducerId (with a transactional id),
 // AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit,
 // DescribeTransactions and ListTransactions call it; transaction markers go
-// to the partition leaders over the wire (txn_markers.go).
+// to the partition leaders over the wire (txn_markers.go). Partition
+// leaders have the coordinator verify (KIP-890 part 1) or add (part 2, TV2)
+// a partition before a transactional batch opens a transaction in it
+// (txn_verify.go); TxnConfig.PartitionVerification and
+// TxnConfig.TransactionVersion choose, and ApiVersions advertises the
+// transaction.version feature (18_api_versions.go).
 
 import (
 	"errors"
@@ -32,8 +37,9 @@ import (
 // TxnConfig configures producer ids, idempotence and transactions (issue 8).
 type TxnConfig struct {
 	// ProducerIDs hands out blocks of producer ids unique in the cluster.
-	// nil: a txn.FileBlockSource in the engine's data directory, from this
-	// node's own range of ids (unique per node id without the controller).
+	// nil: in cluster mode the controller quorum (AllocateProducerIDs,
+	// producer_ids.go); on a single broker a txn.FileBlockSource in the
+	// engine's data directory, from this node's own range of ids.
 	ProducerIDs txn.BlockSource
 	// StatePartitions is transaction.state.log.num.partitions (50); an
 	// existing __transaction_state keeps its own count.
@@ -100,6 +106,10 @@ func (s *Server) initTxn() {
 	}
 	s.txn.finalized = finalizedFeatures(s.cfg.Txn.TransactionVersion)
 	src := s.cfg.Txn.ProducerIDs
+	if src == nil && s.clustered() {
+		cs := newControllerBlockSource(s) // producer_ids.go; closeTxn closes it
+		s.cfg.Txn.ProducerIDs, src = cs, cs
+	}
 	if src == nil {
 		if s.eng == nil {
 			s.txn.err = errors.New("no engine and no producer id source")
@@ -117,7 +127,12 @@ func (s *Server) initTxn() {
 }
 
 // closeTxn is called by Close after connections are closed.
-func (s *Server) closeTxn() { s.closeTxnCoordinator() }
+func (s *Server) closeTxn() {
+	s.closeTxnCoordinator()
+	if cs, ok := s.cfg.Txn.ProducerIDs.(*controllerBlockSource); ok {
+		cs.close()
+	}
+}
 
 // produceErrCode is errCode plus the engine's idempotence errors.
 func produceErrCode(err error) int16 {

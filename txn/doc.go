@@ -11,14 +11,19 @@
 // InitProducerId hands every producer a 64-bit id that no other producer
 // of the cluster ever receives. As in Kafka (KIP-730), a broker takes ids in
 // blocks of BlockSize from a BlockSource and hands them out one by one
-// (IDManager). A broker without a controller-backed source persists its
+// (IDManager). In cluster mode the blocks come from the controller quorum
+// (Kafka's AllocateProducerIds): the broker proposes
+// controller.AllocateProducerIDs{broker id, broker epoch}, the FSM hands out
+// [next, next+BlockSize) and advances next, which is part of the Raft log
+// and snapshots (controller/producerids.go; the source is
+// server/producer_ids.go, which prefetches the next block and retries
+// while the quorum has no leader until the InitProducerId request's context
+// ends). The controller's ids
+// start at (MaxFileNodeID+1)<<47 = 2^63-2^47 (controller.FirstProducerID),
+// above every node's file range, so a cluster that used FileBlockSource
+// before never repeats an id. A single broker (no controller) persists its
 // blocks in its data directory (FileBlockSource), taken from its own share
-// of the id space (node n: [n<<47, (n+1)<<47)), so brokers of one cluster
-// never hand out the same id; a controller-backed source (Kafka's
-// AllocateProducerIds through the quorum) can replace it behind the same
-// interface, and should start above every node's range
-// ((MaxFileNodeID+1)<<47 = 2^63-2^47 is the end of the last one) if it
-// takes over a cluster that used FileBlockSource.
+// of the id space (node n: [n<<47, (n+1)<<47)).
 //
 // FileBlockSource's file, <data dir>/producer-id-block, is text:
 //
