@@ -29,8 +29,12 @@ func handleDescribeProducers(s *Server, rc *reqCtx) {
 			sp := &st.Partitions[j]
 			sp.Default()
 			sp.Partition = p
-			if topic == nil || topic.Partition(p) == nil {
+			if topic == nil {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				continue
+			}
+			if topic.Partition(p) == nil {
+				sp.ErrorCode = s.noLogCode(topic, p) // NOT_LEADER_OR_FOLLOWER on a non-replica
 				continue
 			}
 			if code := s.clusterPartitionCheck(topic, p); code != 0 {

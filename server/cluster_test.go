@@ -606,6 +606,15 @@ func TestClusterLogsOnlyOnReplicas(t *testing.T) {
 	if code := lresp.Topics[0].Partitions[0].ErrorCode; code != kerr.NotLeaderForPartition.Code {
 		t.Fatalf("list offsets on non-replica %d: %v", other.id, kerr.ErrorForCode(code))
 	}
+	dreq := kmsg.NewPtrDescribeProducersRequest()
+	dt := kmsg.NewDescribeProducersRequestTopic()
+	dt.Topic, dt.Partitions = "rf1", []int32{0}
+	dreq.Topics = append(dreq.Topics, dt)
+	dresp := kmsg.NewPtrDescribeProducersResponse()
+	raw.roundTrip(dreq, 5, dresp)
+	if code := dresp.Topics[0].Partitions[0].ErrorCode; code != kerr.NotLeaderForPartition.Code {
+		t.Fatalf("describe producers on non-replica %d: %v", other.id, kerr.ErrorForCode(code))
+	}
 	waitMetadata(t, cl, other, func(r *kmsg.MetadataResponse) string {
 		if mt := clusterTopic(r, "rf1"); mt == nil || mt.Partitions[0].Leader != owner || mt.Partitions[0].ErrorCode != 0 {
 			return "non-replica's metadata of rf1-0 is wrong"
