@@ -41,12 +41,11 @@ func handleOffsetCommit(s *Server, rc *reqCtx) {
 		st := &resp.Topics[i]
 		st.Topic = rt.Topic
 		st.Partitions = make([]kmsg.OffsetCommitResponseTopicPartition, len(rt.Partitions))
-		topic := s.eng.Topic(rt.Topic)
 		for j, rp := range rt.Partitions {
 			sp := &st.Partitions[j]
 			sp.Default()
 			sp.Partition = rp.Partition
-			if topic == nil || rp.Partition < 0 || rp.Partition >= topic.Partitions() { // not topic.Partition: a cluster broker hosts only its replicas
+			if !s.partitionExists(rt.Topic, rp.Partition) {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				continue
 			}

@@ -204,20 +204,3 @@ func (s *Server) unknownTxnPartitions(topics []txnTopic) [][]bool {
 	}
 	return out
 }
-
-// partitionExists reports whether topic/partition exists in the cluster
-// (cluster mode: the controller's view; single broker: the engine).
-func (s *Server) partitionExists(topic string, partition int32) bool {
-	if partition < 0 {
-		return false
-	}
-	if s.clustered() {
-		vt := s.cluster.view.Load().topics[topic]
-		return vt != nil && int(partition) < len(vt.parts)
-	}
-	if s.eng == nil {
-		return false
-	}
-	t := s.eng.Topic(topic)
-	return t != nil && t.Partition(partition) != nil
-}

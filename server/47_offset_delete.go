@@ -25,10 +25,9 @@ func handleOffsetDelete(s *Server, rc *reqCtx) {
 		st := &resp.Topics[i]
 		st.Topic = rt.Topic
 		st.Partitions = make([]kmsg.OffsetDeleteResponseTopicPartition, len(rt.Partitions))
-		topic := s.eng.Topic(rt.Topic)
 		for j, rp := range rt.Partitions {
 			st.Partitions[j].Partition = rp.Partition
-			if topic == nil || rp.Partition < 0 || rp.Partition >= topic.Partitions() { // not topic.Partition: a cluster broker hosts only its replicas
+			if !s.partitionExists(rt.Topic, rp.Partition) {
 				st.Partitions[j].ErrorCode = kerr.UnknownTopicOrPartition.Code
 				continue
 			}

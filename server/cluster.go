@@ -853,6 +853,25 @@ func (s *Server) clusterPartitionCheck(topic *engine.Topic, partition int32) int
 	return 0
 }
 
+// partitionExists reports whether topic/partition exists in the cluster
+// (cluster mode: the controller's view; single broker: the engine), whether
+// or not this broker hosts it. Group and transaction requests check
+// partitions this way, as Kafka checks its metadata cache.
+func (s *Server) partitionExists(topic string, partition int32) bool {
+	if partition < 0 {
+		return false
+	}
+	if s.clustered() {
+		vt := s.cluster.view.Load().topics[topic]
+		return vt != nil && int(partition) < len(vt.parts)
+	}
+	if s.eng == nil {
+		return false
+	}
+	t := s.eng.Topic(topic)
+	return t != nil && t.Partition(partition) != nil
+}
+
 // noLogCode is the error for a partition of a local topic that has no log
 // here: in a cluster, NOT_LEADER_OR_FOLLOWER when the controller knows the
 // partition (this broker is not one of its replicas; clients refresh
