@@ -179,25 +179,34 @@ func (o *offsetsLog) get(create bool) (*engine.Topic, error) {
 
 var offsetsBuilders = sync.Pool{New: func() any { return new(record.Builder) }}
 
-// Append implements group.Log.
-func (o *offsetsLog) Append(p int32, recs []group.Record, done func(error)) {
+// appendLog returns the log of partition p to append to (creating the
+// topic on a single broker): an error if the topic or partition is missing
+// or, in a cluster, this broker does not lead it.
+func (o *offsetsLog) appendLog(p int32) (*engine.Log, error) {
 	t, err := o.get(true)
 	if err == nil && t == nil {
 		err = fmt.Errorf("%w: %s", engine.ErrUnknownTopic, group.OffsetsTopic)
 	}
 	if err != nil {
-		done(err)
-		return
+		return nil, err
 	}
 	if o.clustered {
 		if code := o.s.clusterPartitionCheck(t, p); code != 0 {
-			done(kerr.ErrorForCode(code))
-			return
+			return nil, kerr.ErrorForCode(code)
 		}
 	}
 	l := t.Partition(p)
 	if l == nil {
-		done(fmt.Errorf("%w: %s-%d", engine.ErrUnknownTopic, group.OffsetsTopic, p))
+		return nil, fmt.Errorf("%w: %s-%d", engine.ErrUnknownTopic, group.OffsetsTopic, p)
+	}
+	return l, nil
+}
+
+// Append implements group.Log.
+func (o *offsetsLog) Append(p int32, recs []group.Record, done func(error)) {
+	l, err := o.appendLog(p)
+	if err != nil {
+		done(err)
 		return
 	}
 	b := offsetsBuilders.Get().(*record.Builder)
@@ -220,43 +229,16 @@ func (o *offsetsLog) Append(p int32, recs []group.Record, done func(error)) {
 	o.s.whenAcked(l, info.LastOffset, done)
 }
 
-// loadChunk is how many records Load asks the engine for per round.
-const loadChunk = 4096
-
-// Load implements group.Log.
+// Load implements group.Log. The coordinator loads through LoadTxn
+// (txn_log.go: to the log end, with batch attributes and markers), since
+// offsetsLog is a group.TxnLog; this is the plain view of the same scan.
 func (o *offsetsLog) Load(p int32, fn func(key, value []byte) error) error {
-	t, err := o.get(false)
-	if err != nil || t == nil {
-		return err // no topic yet: nothing to load
-	}
-	l := t.Partition(p)
-	if l == nil {
-		return fmt.Errorf("%w: %s-%d", engine.ErrUnknownTopic, group.OffsetsTopic, p)
-	}
-	from := l.LogStartOffset()
-	for {
-		hw := l.HighWatermark()
-		if from >= hw {
+	return o.LoadTxn(p, func(r group.LoadedRecord) error {
+		if r.Marker != group.NoMarker {
 			return nil
 		}
-		recs, err := t.Consume(p, from, loadChunk)
-		if errors.Is(err, engine.ErrOffsetOutOfRange) {
-			from = l.LogStartOffset() // truncated under us: start again from the new start
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if len(recs) == 0 {
-			return nil
-		}
-		for _, r := range recs {
-			if err := fn(r.Key, r.Value); err != nil {
-				return err
-			}
-		}
-		from = recs[len(recs)-1].Offset + 1
-	}
+		return fn(r.Key, r.Value)
+	})
 }
 
 // leaderLoop follows the cluster view (cluster mode): it loads the

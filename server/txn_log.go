@@ -136,23 +136,9 @@ func (o *offsetsLog) LoadTxn(p int32, fn func(group.LoadedRecord) error) error {
 // AppendTxn implements group.TxnLog: recs as one transactional batch of
 // producer pid/epoch, acknowledged like Append.
 func (o *offsetsLog) AppendTxn(p int32, pid int64, epoch int16, recs []group.Record, done func(error)) {
-	t, err := o.get(true)
-	if err == nil && t == nil {
-		err = fmt.Errorf("%w: %s", engine.ErrUnknownTopic, group.OffsetsTopic)
-	}
+	l, err := o.appendLog(p)
 	if err != nil {
 		done(err)
-		return
-	}
-	if o.clustered {
-		if code := o.s.clusterPartitionCheck(t, p); code != 0 {
-			done(kerr.ErrorForCode(code))
-			return
-		}
-	}
-	l := t.Partition(p)
-	if l == nil {
-		done(fmt.Errorf("%w: %s-%d", engine.ErrUnknownTopic, group.OffsetsTopic, p))
 		return
 	}
 	// The coordinator is the only writer of pid's batches in this
