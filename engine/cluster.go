@@ -53,7 +53,7 @@ func (e *Engine) CreateTopicWithID(name string, id [16]byte, partitions int32, c
 	if id == ([16]byte{}) {
 		return nil, ErrInvalidTopic
 	}
-	return e.createTopic(name, id, partitions, configs)
+	return e.createTopic(name, id, partitions, configs, nil)
 }
 
 // CreateReplicaTopic creates a replicas-only topic with the controller's id:
@@ -63,51 +63,16 @@ func (e *Engine) CreateReplicaTopic(name string, id [16]byte, partitions int32, 
 	if id == ([16]byte{}) {
 		return nil, ErrInvalidTopic
 	}
-	if err := validateTopicName(name); err != nil {
-		return nil, err
+	if hosted == nil {
+		hosted = []int32{}
 	}
-	if partitions < 1 || partitions > maxPartitions {
-		return nil, fmt.Errorf("%w: %d (must be 1..%d)", ErrInvalidPartitions, partitions, maxPartitions)
-	}
-	for _, p := range hosted {
-		if p < 0 || p >= partitions {
-			return nil, fmt.Errorf("%w: hosted partition %d of %d", ErrInvalidPartitions, p, partitions)
-		}
-	}
-	cfg, err := e.defaults.Apply(configs)
-	if err != nil {
-		return nil, err
-	}
-	overrides := make(map[string]string, len(configs))
-	for k, v := range configs {
-		overrides[k] = v
-	}
-	e.adminMu.Lock()
-	defer e.adminMu.Unlock()
-	if err := e.adminUsable(); err != nil {
-		return nil, err
-	}
-	e.mu.RLock()
-	_, exists := e.topics[name]
-	collides := ""
-	for other := range e.topics {
-		if other != name && collisionName(other) == collisionName(name) {
-			collides = other
-		}
-	}
-	_, idUsed := e.byID[id]
-	e.mu.RUnlock()
-	switch {
-	case exists:
-		return nil, fmt.Errorf("%w: %s", ErrTopicExists, name)
-	case collides != "":
-		return nil, fmt.Errorf("%w: %q collides with existing topic %q", ErrInvalidTopic, name, collides)
-	case idUsed:
-		return nil, fmt.Errorf("%w: topic id of %s is in use", ErrTopicExists, name)
-	}
-	t := newTopic(e, name, id, overrides, cfg)
-	t.replicasOnly.Store(true)
-	logs := make([]*Log, partitions)
+	return e.createTopic(name, id, partitions, configs, hosted)
+}
+
+// createHostedLogs creates the logs of the partitions in hosted into logs
+// (indexed by partition; a repeated partition is created once) and syncs
+// the data directory; it returns the logs it created.
+func (e *Engine) createHostedLogs(t *Topic, hosted []int32, logs []*Log) ([]*Log, error) {
 	var created []*Log
 	for _, p := range hosted {
 		if logs[p] != nil {
@@ -116,7 +81,7 @@ func (e *Engine) CreateReplicaTopic(name string, id [16]byte, partitions int32, 
 		l, err := e.createLog(t, p)
 		if err != nil {
 			e.discardLogs(created)
-			return nil, e.ioFailure("creating "+partitionDirName(name, p), err)
+			return nil, e.ioFailure("creating "+partitionDirName(t.name, p), err)
 		}
 		logs[p] = l
 		created = append(created, l)
@@ -125,19 +90,7 @@ func (e *Engine) CreateReplicaTopic(name string, id [16]byte, partitions int32, 
 		e.discardLogs(created)
 		return nil, e.ioFailure("syncing "+e.dir, err)
 	}
-	if err := writeFileAtomic(e.topicFile(name), formatTopicMetaOf(t, partitions, overrides)); err != nil {
-		e.discardLogs(created)
-		return nil, e.ioFailure("writing topic "+name, err)
-	}
-	t.parts.Store(&logs)
-	e.mu.Lock()
-	e.topics[name] = t
-	e.byID[id] = t
-	e.mu.Unlock()
-	if err := e.writeRecoveryCheckpoint(); err != nil {
-		return nil, e.ioFailure("writing "+recoveryPointFile, err)
-	}
-	return t, nil
+	return created, nil
 }
 
 // GrowReplicaTopic grows a topic to total partitions without creating any

@@ -486,17 +486,25 @@ func (e *Engine) Close() error {
 // CreateTopic creates a topic with partitions empty logs and the given
 // topic-level config overrides.
 func (e *Engine) CreateTopic(name string, partitions int32, configs map[string]string) (*Topic, error) {
-	return e.createTopic(name, [16]byte{}, partitions, configs)
+	return e.createTopic(name, [16]byte{}, partitions, configs, nil)
 }
 
 // createTopic is CreateTopic with a given topic id (zero: a random one); see
 // CreateTopicWithID (cluster.go).
-func (e *Engine) createTopic(name string, id [16]byte, partitions int32, configs map[string]string) (*Topic, error) {
+// createTopic creates a topic with every partition's log, or, with hosted
+// non-nil, a replicas-only topic with logs for the partitions in hosted
+// only (CreateReplicaTopic). A zero id gets a random one.
+func (e *Engine) createTopic(name string, id [16]byte, partitions int32, configs map[string]string, hosted []int32) (*Topic, error) {
 	if err := validateTopicName(name); err != nil {
 		return nil, err
 	}
 	if partitions < 1 || partitions > maxPartitions {
 		return nil, fmt.Errorf("%w: %d (must be 1..%d)", ErrInvalidPartitions, partitions, maxPartitions)
+	}
+	for _, p := range hosted {
+		if p < 0 || p >= partitions {
+			return nil, fmt.Errorf("%w: hosted partition %d of %d", ErrInvalidPartitions, p, partitions)
+		}
 	}
 	cfg, err := e.defaults.Apply(configs)
 	if err != nil {
@@ -535,12 +543,20 @@ func (e *Engine) createTopic(name string, id [16]byte, partitions int32, configs
 		}
 	}
 	t := newTopic(e, name, id, overrides, cfg)
-	logs, err := e.createLogs(t, 0, partitions)
+	var logs, created []*Log
+	if hosted == nil {
+		logs, err = e.createLogs(t, 0, partitions)
+		created = logs
+	} else {
+		t.replicasOnly.Store(true)
+		logs = make([]*Log, partitions)
+		created, err = e.createHostedLogs(t, hosted, logs)
+	}
 	if err != nil {
 		return nil, err
 	}
-	if err := writeFileAtomic(e.topicFile(name), formatTopicMeta(name, id, partitions, overrides)); err != nil {
-		e.discardLogs(logs)
+	if err := writeFileAtomic(e.topicFile(name), formatTopicMetaOf(t, partitions, overrides)); err != nil {
+		e.discardLogs(created)
 		return nil, e.ioFailure("writing topic "+name, err)
 	}
 	t.parts.Store(&logs)
