@@ -99,16 +99,9 @@ func (e *Engine) createHostedLogs(t *Topic, hosted []int32, logs []*Log) ([]*Log
 func (e *Engine) GrowReplicaTopic(name string, total int32) error {
 	e.adminMu.Lock()
 	defer e.adminMu.Unlock()
-	if err := e.adminUsable(); err != nil {
+	t, _, err := e.growableTopic(name, total)
+	if err != nil {
 		return err
-	}
-	t := e.Topic(name)
-	if t == nil {
-		return fmt.Errorf("%w: %s", ErrUnknownTopic, name)
-	}
-	cur := t.Partitions()
-	if total <= cur || total > maxPartitions {
-		return fmt.Errorf("%w: topic %s has %d partitions, asked for %d", ErrInvalidPartitions, name, cur, total)
 	}
 	if err := writeFileAtomicReplicasOnly(e, t, total); err != nil {
 		return err

@@ -664,21 +664,32 @@ func (e *Engine) DeleteTopic(name string) error {
 	return e.writeLogStartCheckpoint()
 }
 
+// growableTopic returns the topic name and its partition count when it can
+// grow to total partitions (ErrUnknownTopic, ErrInvalidPartitions for
+// keeping or shrinking the count). Caller holds adminMu.
+func (e *Engine) growableTopic(name string, total int32) (*Topic, int32, error) {
+	if err := e.adminUsable(); err != nil {
+		return nil, 0, err
+	}
+	t := e.Topic(name)
+	if t == nil {
+		return nil, 0, fmt.Errorf("%w: %s", ErrUnknownTopic, name)
+	}
+	cur := t.Partitions()
+	if total <= cur || total > maxPartitions {
+		return nil, 0, fmt.Errorf("%w: topic %s has %d partitions, asked for %d", ErrInvalidPartitions, name, cur, total)
+	}
+	return t, cur, nil
+}
+
 // CreatePartitions grows a topic to total partitions; shrinking or keeping
 // the count is ErrInvalidPartitions.
 func (e *Engine) CreatePartitions(name string, total int32) error {
 	e.adminMu.Lock()
 	defer e.adminMu.Unlock()
-	if err := e.adminUsable(); err != nil {
+	t, cur, err := e.growableTopic(name, total)
+	if err != nil {
 		return err
-	}
-	t := e.Topic(name)
-	if t == nil {
-		return fmt.Errorf("%w: %s", ErrUnknownTopic, name)
-	}
-	cur := t.Partitions()
-	if total <= cur || total > maxPartitions {
-		return fmt.Errorf("%w: topic %s has %d partitions, asked for %d", ErrInvalidPartitions, name, cur, total)
 	}
 	added, err := e.createLogs(t, cur, total)
 	if err != nil {
