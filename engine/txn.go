@@ -69,10 +69,8 @@ package engine
 // and none at all while no transaction is unstable (one atomic load).
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"math"
 	"slices"
 	"sync"
@@ -85,15 +83,6 @@ import (
 var (
 	ErrInvalidTxnState              = errors.New("engine: invalid transaction state")              // INVALID_TXN_STATE (48)
 	ErrTransactionCoordinatorFenced = errors.New("engine: transaction coordinator epoch is stale") // TRANSACTION_COORDINATOR_FENCED (52)
-)
-
-// Control record types (Kafka's ControlRecordType), as in package txn.
-const (
-	controlAbort  int16 = 0
-	controlCommit int16 = 1
-
-	attrTransactional = 0x10
-	attrControl       = 0x20
 )
 
 // txnMarker is the marker an AppendTxnMarker call appends.
@@ -271,8 +260,7 @@ func (l *Log) replayMarker(h *record.Header, batch []byte, nowMs int64) error {
 }
 
 // parseMarkerBatch reads the outcome and coordinator epoch of a marker
-// batch: one control record, key {version >= 0, type 0|1}, value {version
-// >= 0, coordinatorEpoch int32}.
+// batch: its first control record (record.ParseEndTxnMarker).
 func parseMarkerBatch(batch []byte) (commit bool, coordinatorEpoch int32, err error) {
 	if batch == nil {
 		return false, 0, errors.New("engine: marker batch not read")
@@ -283,19 +271,8 @@ func parseMarkerBatch(batch []byte) (commit bool, coordinatorEpoch int32, err er
 			return nil
 		}
 		found = true
-		key, val := r.Key, r.Value
-		if len(key) < 4 || len(val) < 6 || int16(binary.BigEndian.Uint16(key)) < 0 || int16(binary.BigEndian.Uint16(val)) < 0 {
-			return fmt.Errorf("engine: malformed transaction marker (key %d, value %d bytes)", len(key), len(val))
-		}
-		switch typ := int16(binary.BigEndian.Uint16(key[2:])); typ {
-		case controlCommit:
-			commit = true
-		case controlAbort:
-		default:
-			return fmt.Errorf("engine: control record type %d is not a transaction marker", typ)
-		}
-		coordinatorEpoch = int32(binary.BigEndian.Uint32(val[2:]))
-		return nil
+		commit, coordinatorEpoch, err = record.ParseEndTxnMarker(r.Key, r.Value)
+		return err
 	})
 	if err == nil && !found {
 		err = errors.New("engine: empty control batch")
@@ -303,31 +280,9 @@ func parseMarkerBatch(batch []byte) (commit bool, coordinatorEpoch int32, err er
 	return commit, coordinatorEpoch, err
 }
 
-// appendMarkerBatch appends to dst the marker batch of m, byte for byte
-// what txn.AppendMarkerBatch builds (package txn imports engine, so the
-// few lines are repeated here; a test compares the two).
+// appendMarkerBatch appends to dst the marker batch of m.
 func appendMarkerBatch(dst []byte, m *txnMarker, timestampMs int64) []byte {
-	var kv [2 + 2 + 2 + 4]byte
-	typ := controlAbort
-	if m.commit {
-		typ = controlCommit
-	}
-	binary.BigEndian.PutUint16(kv[2:], uint16(typ))
-	binary.BigEndian.PutUint32(kv[6:], uint32(m.coordinatorEpoch))
-	var b record.Builder
-	b.Reset(record.CodecNone, timestampMs)
-	b.SetProducer(m.pid, m.epoch, -1)
-	b.Add(timestampMs, kv[:4], kv[4:], nil)
-	start := len(dst)
-	dst, err := b.AppendTo(dst)
-	if err != nil { // impossible: one small record, codec none
-		panic(fmt.Sprintf("engine: building a marker batch: %v", err))
-	}
-	batch := dst[start:]
-	attrs := binary.BigEndian.Uint16(batch[record.OffsetAttrs:])
-	binary.BigEndian.PutUint16(batch[record.OffsetAttrs:], attrs|attrTransactional|attrControl)
-	binary.BigEndian.PutUint32(batch[record.OffsetCRC:], crc32.Checksum(batch[record.OffsetAttrs:], castagnoliTable))
-	return dst
+	return record.AppendEndTxnMarker(dst, m.pid, m.epoch, m.coordinatorEpoch, m.commit, timestampMs)
 }
 
 // checkMarker is Kafka's checkProducerEpoch + checkCoordinatorEpoch for a

@@ -19,7 +19,7 @@ func txnBatch(t testing.TB, pid int64, epoch int16, seq int32, n int) []byte {
 	t.Helper()
 	b := idemBatch(t, pid, epoch, seq, n)
 	attrs := binary.BigEndian.Uint16(b[record.OffsetAttrs:])
-	binary.BigEndian.PutUint16(b[record.OffsetAttrs:], attrs|attrTransactional)
+	binary.BigEndian.PutUint16(b[record.OffsetAttrs:], attrs|0x10) // transactional
 	binary.BigEndian.PutUint32(b[record.OffsetCRC:], crc32.Checksum(b[record.OffsetAttrs:], castagnoliTable))
 	return b
 }
@@ -424,12 +424,10 @@ func TestTxnCompaction(t *testing.T) {
 		b.Reset(record.CodecNone, 1000)
 		b.SetProducer(pid, 0, seq)
 		b.Add(1000, []byte(k), []byte(v), nil)
-		out, _ := b.AppendTo(nil)
 		if txn {
-			attrs := binary.BigEndian.Uint16(out[record.OffsetAttrs:])
-			binary.BigEndian.PutUint16(out[record.OffsetAttrs:], attrs|attrTransactional)
-			binary.BigEndian.PutUint32(out[record.OffsetCRC:], crc32.Checksum(out[record.OffsetAttrs:], castagnoliTable))
+			b.SetTransactional()
 		}
+		out, _ := b.AppendTo(nil)
 		return out
 	}
 	mustAppend(t, l, key("a", "committed", 1, 0, false))

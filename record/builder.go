@@ -22,7 +22,8 @@ type Builder struct {
 	producerID    int64
 	producerEpoch int16
 	baseSequence  int32
-	producerSet   bool // SetProducer was called since the last Reset
+	producerSet   bool   // SetProducer was called since the last Reset
+	txnAttrs      uint16 // transactional and control attribute bits (SetTransactional, SetControl)
 	count         int
 	records       []byte // encoded, uncompressed records
 }
@@ -43,6 +44,15 @@ func (b *Builder) Reset(codec Codec, baseTimestamp int64) {
 func (b *Builder) SetProducer(id int64, epoch int16, baseSequence int32) {
 	b.producerID, b.producerEpoch, b.baseSequence, b.producerSet = id, epoch, baseSequence, true
 }
+
+// SetTransactional marks the batch transactional (attribute bit 4), as a
+// transactional producer's batches and transaction markers are; Reset
+// clears it.
+func (b *Builder) SetTransactional() { b.txnAttrs |= attrTransactional }
+
+// SetControl marks the batch a control batch (attribute bit 5: its records
+// are control records, e.g. transaction markers); Reset clears it.
+func (b *Builder) SetControl() { b.txnAttrs |= attrControl }
 
 // Add appends one record. A nil key or value is encoded as null; headers
 // with a nil Value carry a null value. timestamp is in ms.
@@ -104,13 +114,13 @@ func (b *Builder) AppendTo(dst []byte) ([]byte, error) {
 		pid, epoch, seq = b.producerID, b.producerEpoch, b.baseSequence
 	}
 	start := len(dst)
-	dst = binary.BigEndian.AppendUint64(dst, 0)                 // baseOffset
-	dst = binary.BigEndian.AppendUint32(dst, 0)                 // batchLength, below
-	dst = binary.BigEndian.AppendUint32(dst, math.MaxUint32)    // partitionLeaderEpoch -1
-	dst = append(dst, magicV2)                                  //
-	dst = binary.BigEndian.AppendUint32(dst, 0)                 // crc, below
-	dst = binary.BigEndian.AppendUint16(dst, uint16(b.codec))   // attributes
-	dst = binary.BigEndian.AppendUint32(dst, uint32(b.count-1)) // lastOffsetDelta
+	dst = binary.BigEndian.AppendUint64(dst, 0)                          // baseOffset
+	dst = binary.BigEndian.AppendUint32(dst, 0)                          // batchLength, below
+	dst = binary.BigEndian.AppendUint32(dst, math.MaxUint32)             // partitionLeaderEpoch -1
+	dst = append(dst, magicV2)                                           //
+	dst = binary.BigEndian.AppendUint32(dst, 0)                          // crc, below
+	dst = binary.BigEndian.AppendUint16(dst, uint16(b.codec)|b.txnAttrs) // attributes
+	dst = binary.BigEndian.AppendUint32(dst, uint32(b.count-1))          // lastOffsetDelta
 	dst = binary.BigEndian.AppendUint64(dst, uint64(b.baseTimestamp))
 	dst = binary.BigEndian.AppendUint64(dst, uint64(b.maxTimestamp))
 	dst = binary.BigEndian.AppendUint64(dst, uint64(pid))

@@ -262,3 +262,31 @@ func TestFranzGoBatchesParsed(t *testing.T) {
 		}
 	}
 }
+
+// SetTransactional and SetControl set the batch attribute bits (with a
+// valid CRC), and Reset clears them.
+func TestBuilderTransactionalAndControl(t *testing.T) {
+	var b Builder
+	b.Reset(CodecNone, 1)
+	b.SetProducer(7, 1, 0)
+	b.SetTransactional()
+	b.SetControl()
+	b.Add(1, []byte("k"), []byte("v"), nil)
+	out, err := b.AppendTo(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := ParseHeader(out)
+	if err != nil || !CheckCRC(out) {
+		t.Fatalf("header %v, crc ok %v", err, CheckCRC(out))
+	}
+	if !h.Transactional() || !h.Control() || h.Codec() != CodecNone {
+		t.Fatalf("attributes %#x: want transactional|control, codec none", h.Attributes)
+	}
+	b.Reset(CodecNone, 1)
+	b.Add(1, nil, []byte("v"), nil)
+	out, _ = b.AppendTo(nil)
+	if h, _ := ParseHeader(out); h.Attributes != 0 {
+		t.Fatalf("after Reset: attributes %#x, want 0", h.Attributes)
+	}
+}

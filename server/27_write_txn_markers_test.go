@@ -1,10 +1,8 @@
 package server
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"log/slog"
 	"net"
@@ -30,17 +28,15 @@ func txnTestBatch(t *testing.T, pid int64, epoch int16, seq int32, txn bool, pre
 	ts := time.Now().UnixMilli()
 	b.Reset(record.CodecNone, ts)
 	b.SetProducer(pid, epoch, seq)
+	if txn {
+		b.SetTransactional()
+	}
 	for i := 0; i < n; i++ {
 		b.Add(ts, []byte("k"), []byte(fmt.Sprintf("%s-%d", prefix, i)), nil)
 	}
 	out, err := b.AppendTo(nil)
 	if err != nil {
 		t.Fatal(err)
-	}
-	if txn {
-		attrs := binary.BigEndian.Uint16(out[record.OffsetAttrs:])
-		binary.BigEndian.PutUint16(out[record.OffsetAttrs:], attrs|0x10)
-		binary.BigEndian.PutUint32(out[record.OffsetCRC:], crc32.Checksum(out[record.OffsetAttrs:], crc32.MakeTable(crc32.Castagnoli)))
 	}
 	return out
 }

@@ -10,10 +10,8 @@ package server
 // until that producer's marker.
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"math"
 	"time"
 
@@ -26,11 +24,6 @@ import (
 
 // scanReadBytes is how much scanLog reads per round.
 const scanReadBytes = 1 << 20
-
-// attrTransactional is the transactional bit of a batch's attributes.
-const attrTransactional = 0x10
-
-var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
 // scanLog calls fn for every record of l from its log start offset to its
 // log end, in offset order, with its batch's header. It reads to the log
@@ -158,6 +151,7 @@ func (o *offsetsLog) AppendTxn(p int32, pid int64, epoch int16, recs []group.Rec
 	now := time.Now().UnixMilli()
 	b.Reset(record.CodecNone, now)
 	b.SetProducer(pid, epoch, seq)
+	b.SetTransactional()
 	for _, r := range recs {
 		b.Add(now, r.Key, r.Value, nil)
 	}
@@ -167,7 +161,6 @@ func (o *offsetsLog) AppendTxn(p int32, pid int64, epoch int16, recs []group.Rec
 		done(err)
 		return
 	}
-	setTransactional(batch)
 	info, err := l.Append(batch, l.LeaderEpoch())
 	o.txnMu.Unlock()
 	if err != nil {
@@ -178,12 +171,4 @@ func (o *offsetsLog) AppendTxn(p int32, pid int64, epoch int16, recs []group.Rec
 		return
 	}
 	o.s.whenAcked(l, info.LastOffset, done)
-}
-
-// setTransactional sets the transactional attribute of a built batch and
-// recomputes its CRC.
-func setTransactional(batch []byte) {
-	attrs := binary.BigEndian.Uint16(batch[record.OffsetAttrs:])
-	binary.BigEndian.PutUint16(batch[record.OffsetAttrs:], attrs|attrTransactional)
-	binary.BigEndian.PutUint32(batch[record.OffsetCRC:], crc32.Checksum(batch[record.OffsetAttrs:], crcTable))
 }

@@ -1,75 +1,22 @@
 package txn
 
-import (
-	"encoding/binary"
-	"fmt"
-	"hash/crc32"
-
-	"github.com/stratalog/strata/record"
-)
+import "github.com/stratalog/strata/record"
 
 // Control record types (the key's type field; Kafka's ControlRecordType).
 const (
-	ControlAbort  int16 = 0
-	ControlCommit int16 = 1
+	ControlAbort  = record.ControlAbort
+	ControlCommit = record.ControlCommit
 )
 
-// controlAttrs are the transactional and control attribute bits of a batch.
-const controlAttrs = 0x10 | 0x20
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
 // AppendMarkerBatch appends an end-transaction marker batch for producer
-// pid/epoch to dst: a record batch v2 with the transactional and control
-// attributes, no compression, base sequence -1 and one record whose key is
-// {version int16 0, type int16 (ControlCommit or ControlAbort)} and whose
-// value is {version int16 0, coordinatorEpoch int32} (Kafka's
-// EndTransactionMarker). The base offset is 0 and the leader epoch -1:
-// the partition leader sets both on append, as for produced batches.
+// pid/epoch to dst (record.AppendEndTxnMarker: base offset 0 and leader
+// epoch -1, which the partition leader sets on append).
 func AppendMarkerBatch(dst []byte, pid int64, epoch int16, coordinatorEpoch int32, commit bool, timestampMs int64) []byte {
-	var kv [2 + 2 + 2 + 4]byte
-	typ := ControlAbort
-	if commit {
-		typ = ControlCommit
-	}
-	binary.BigEndian.PutUint16(kv[2:], uint16(typ))
-	binary.BigEndian.PutUint32(kv[6:], uint32(coordinatorEpoch))
-	var b record.Builder
-	b.Reset(record.CodecNone, timestampMs)
-	b.SetProducer(pid, epoch, -1)
-	b.Add(timestampMs, kv[:4], kv[4:], nil)
-	start := len(dst)
-	dst, err := b.AppendTo(dst)
-	if err != nil { // impossible: one small record, codec none
-		panic(fmt.Sprintf("txn: building a marker batch: %v", err))
-	}
-	batch := dst[start:]
-	attrs := binary.BigEndian.Uint16(batch[record.OffsetAttrs:])
-	binary.BigEndian.PutUint16(batch[record.OffsetAttrs:], attrs|controlAttrs)
-	binary.BigEndian.PutUint32(batch[record.OffsetCRC:], crc32.Checksum(batch[record.OffsetAttrs:], castagnoli))
-	return dst
+	return record.AppendEndTxnMarker(dst, pid, epoch, coordinatorEpoch, commit, timestampMs)
 }
 
-// ParseMarker decodes the key and value of a control record: commit is
-// the marker's outcome. Keys of other control types (e.g. KRaft's) and
-// malformed records are errors; a value longer than 6 bytes (a newer
-// version with more fields) is accepted, as Kafka does.
+// ParseMarker decodes the key and value of a control record
+// (record.ParseEndTxnMarker): commit is the marker's outcome.
 func ParseMarker(key, value []byte) (commit bool, coordinatorEpoch int32, err error) {
-	if len(key) < 4 || len(value) < 6 {
-		return false, 0, fmt.Errorf("txn: control record too short (key %d, value %d bytes)", len(key), len(value))
-	}
-	if v := int16(binary.BigEndian.Uint16(key)); v < 0 {
-		return false, 0, fmt.Errorf("txn: control key version %d", v)
-	}
-	switch typ := int16(binary.BigEndian.Uint16(key[2:])); typ {
-	case ControlCommit:
-		commit = true
-	case ControlAbort:
-	default:
-		return false, 0, fmt.Errorf("txn: control record type %d is not a transaction marker", typ)
-	}
-	if v := int16(binary.BigEndian.Uint16(value)); v < 0 {
-		return false, 0, fmt.Errorf("txn: marker value version %d", v)
-	}
-	return commit, int32(binary.BigEndian.Uint32(value[2:])), nil
+	return record.ParseEndTxnMarker(key, value)
 }
