@@ -498,27 +498,50 @@ func (l *Log) sweepProducers(nowMs int64) {
 func (l *Log) Producers() []ProducerState {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	nowMs := l.e.nowMs()
-	if l.producers.coveredEnd != l.logEnd.Load() && !l.closed && l.active != nil && l.e.Offline() == nil {
-		l.syncProducers(nowMs) // follower appends since the last sync
-	}
+	nowMs := l.syncedProducers()
 	out := make([]ProducerState, 0, len(l.producers.entries))
 	for pid, e := range l.producers.entries {
-		if l.producerExpired(e, nowMs) {
-			continue
+		if !l.producerExpired(e, nowMs) {
+			out = append(out, producerStateOf(pid, e))
 		}
-		st := ProducerState{
-			ProducerID: pid, ProducerEpoch: e.epoch, LastSequence: e.lastSeq(),
-			LastTimestamp: -1, CoordinatorEpoch: e.coordinatorEpoch, CurrentTxnStartOffset: e.txnFirstOffset,
-			FirstOffset: -1, LastOffset: -1,
-		}
-		if b := e.newest(); b != nil {
-			st.LastTimestamp, st.LastOffset, st.FirstOffset = b.maxTimestamp, b.lastOffset, e.at(0).firstOffset
-		}
-		out = append(out, st)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ProducerID < out[j].ProducerID })
 	return out
+}
+
+// Producer is Producers for one producer id: its state, false if the log
+// has none (or it expired).
+func (l *Log) Producer(pid int64) (ProducerState, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	nowMs := l.syncedProducers()
+	e := l.producers.entries[pid]
+	if e == nil || l.producerExpired(e, nowMs) {
+		return ProducerState{}, false
+	}
+	return producerStateOf(pid, e), true
+}
+
+// syncedProducers brings the producer state up to the log end (follower
+// appends since the last sync) and returns the time it used. Caller holds mu.
+func (l *Log) syncedProducers() int64 {
+	nowMs := l.e.nowMs()
+	if l.producers.coveredEnd != l.logEnd.Load() && !l.closed && l.active != nil && l.e.Offline() == nil {
+		l.syncProducers(nowMs)
+	}
+	return nowMs
+}
+
+func producerStateOf(pid int64, e *producerEntry) ProducerState {
+	st := ProducerState{
+		ProducerID: pid, ProducerEpoch: e.epoch, LastSequence: e.lastSeq(),
+		LastTimestamp: -1, CoordinatorEpoch: e.coordinatorEpoch, CurrentTxnStartOffset: e.txnFirstOffset,
+		FirstOffset: -1, LastOffset: -1,
+	}
+	if b := e.newest(); b != nil {
+		st.LastTimestamp, st.LastOffset, st.FirstOffset = b.maxTimestamp, b.lastOffset, e.at(0).firstOffset
+	}
+	return st
 }
 
 // ---- snapshots ----

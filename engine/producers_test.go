@@ -124,6 +124,14 @@ func TestProducerRules(t *testing.T) {
 		got[1].LastSequence != 43 || got[2].LastSequence != 0 || got[3].LastSequence != 1 || got[3].LastOffset != 19 {
 		t.Fatalf("Producers() = %+v", got)
 	}
+	for _, want := range got {
+		if one, ok := l.Producer(want.ProducerID); !ok || one != want {
+			t.Fatalf("Producer(%d) = %+v, %v; want %+v", want.ProducerID, one, ok, want)
+		}
+	}
+	if _, ok := l.Producer(123456); ok {
+		t.Fatal("Producer of an unknown id found")
+	}
 }
 
 // TestProducerMultiBatchAppend: batches of one request are checked in order

@@ -142,10 +142,8 @@ func (o *offsetsLog) AppendTxn(p int32, pid int64, epoch int16, recs []group.Rec
 	// origin).
 	o.txnMu.Lock()
 	seq := int32(0)
-	for _, ps := range l.Producers() {
-		if ps.ProducerID == pid && ps.ProducerEpoch == epoch && ps.LastSequence >= 0 && ps.LastSequence < math.MaxInt32 {
-			seq = ps.LastSequence + 1
-		}
+	if ps, ok := l.Producer(pid); ok && ps.ProducerEpoch == epoch && ps.LastSequence >= 0 && ps.LastSequence < math.MaxInt32 {
+		seq = ps.LastSequence + 1
 	}
 	var b record.Builder
 	now := time.Now().UnixMilli()
