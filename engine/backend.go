@@ -161,6 +161,9 @@ type ioBackend struct {
 	cache  *segment.FileCache // descriptors of idle sealed segments (see sealedFilesOpen)
 	files  fileLayer
 	logger *slog.Logger
+	// dev shares device cache flushes among PreWrite segments (nil: each
+	// segment fdatasyncs itself; see devflush.go).
+	dev *devFlush
 
 	mu     sync.Mutex
 	groups []*poolGroup
@@ -174,7 +177,7 @@ type poolGroup struct {
 }
 
 // newIOBackend sets up the backend named by choice ("" = auto) for dir.
-func newIOBackend(choice string, dir string, files fileLayer, logger *slog.Logger) (*ioBackend, error) {
+func newIOBackend(choice string, dir string, files fileLayer, shared bool, logger *slog.Logger) (*ioBackend, error) {
 	b := &ioBackend{logger: logger, refs: 1, cache: segment.NewFileCache(sealedFilesOpen)}
 	if files != nil {
 		b.name, b.files = "test files", files
@@ -199,7 +202,33 @@ func newIOBackend(choice string, dir string, files fileLayer, logger *slog.Logge
 	}
 	b.name = "io_uring O_DIRECT"
 	logger.Info("log I/O backend", "backend", b.name, "reason", "log.io.backend="+choice, "ring", b.ring.String())
+	fs, ok := sharedFlushFS(dir)
+	switch {
+	case !shared:
+		logger.Info("segment syncs", "mode", "fdatasync per segment", "reason", "log.io.flush.shared=false")
+	case !ok:
+		logger.Info("segment syncs", "mode", "fdatasync per segment", "reason", "filesystem "+fs+" may allocate on overwrite")
+	default:
+		d, err := openDevFlush(dir)
+		if err != nil {
+			logger.Warn("segment syncs", "mode", "fdatasync per segment", "reason", "no flush anchor", "err", err)
+			break
+		}
+		b.dev = d
+		logger.Info("segment syncs", "mode", "shared device flush (zero-filled segments)", "filesystem", fs)
+	}
 	return b, nil
+}
+
+// prewrite reports whether a new or reopened active segment in dir is
+// zero-filled ahead of its appends (segment.Options.PreWrite) so that its
+// syncs can share device flushes: only with a devFlush on dir's device.
+func (b *ioBackend) prewrite(dir string) bool {
+	if b.dev == nil {
+		return false
+	}
+	dev, err := deviceOf(dir)
+	return err == nil && dev == b.dev.dev
 }
 
 // startRing sets up the ring, the first chunk pool and the probe segment.
@@ -349,6 +378,12 @@ func (b *ioBackend) shutdown() {
 	if err := b.ring.Close(); err != nil {
 		b.logger.Warn("closing io_uring", "err", err)
 	}
+	if d := b.dev; d != nil {
+		b.logger.Info("shared device flushes", "flushes", d.flushes.Load(), "segment_syncs", d.waits.Load(), "mean_flush_ms", float64(d.nanos.Load())/1e6/float64(max(d.flushes.Load(), 1)))
+		if err := d.close(); err != nil {
+			b.logger.Warn("closing flush anchor", "err", err)
+		}
+	}
 	for _, g := range b.groups {
 		if err := g.pool.Close(); err != nil {
 			b.logger.Warn("unmapping chunk pool", "err", err)
@@ -378,7 +413,7 @@ func (b *ioBackend) create(path string, prealloc int64) (*segment.Segment, *pool
 	if err != nil {
 		return nil, nil, err
 	}
-	s, err := segment.CreateWith(path, prealloc, segment.Options{Ring: b.ring, Direct: true, Pool: g.pool})
+	s, err := segment.CreateWith(path, prealloc, segment.Options{Ring: b.ring, Direct: true, Pool: g.pool, PreWrite: b.prewrite(filepath.Dir(path))})
 	if err != nil {
 		b.releaseGroup(g, true)
 		return nil, nil, err
@@ -415,7 +450,7 @@ func (b *ioBackend) open(path string, active bool) (*segment.Segment, *poolGroup
 	if err != nil {
 		return nil, nil, err
 	}
-	s, err := segment.OpenWith(path, segment.Options{Ring: b.ring, Direct: true, Pool: g.pool})
+	s, err := segment.OpenWith(path, segment.Options{Ring: b.ring, Direct: true, Pool: g.pool, PreWrite: b.prewrite(filepath.Dir(path))})
 	if err != nil {
 		b.releaseGroup(g, true)
 		return nil, nil, err

@@ -51,6 +51,10 @@ type Options struct {
 	// IOBackend is log.io.backend: how segments write: "auto" (or ""),
 	// "uring" or "pwrite" (backend.go).
 	IOBackend string
+	// DisableSharedFlush is log.io.flush.shared=false: every O_DIRECT
+	// segment fdatasyncs itself instead of sharing device cache flushes
+	// (devflush.go, "Shared device flushes" in doc.go).
+	DisableSharedFlush bool
 	// TailCacheBytes bounds the memory of the tail cache (recent batches
 	// served to consumers from memory, tailcache.go): 0 = default
 	// (64 MiB with the O_DIRECT backend, off with pwrite, whose page cache
@@ -142,7 +146,7 @@ func Open(opts Options) (*Engine, error) {
 	if err := os.MkdirAll(filepath.Join(e.dir, topicsDirName), 0o755); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	io, err := newIOBackend(opts.IOBackend, e.dir, opts.files, e.logger)
+	io, err := newIOBackend(opts.IOBackend, e.dir, opts.files, !opts.DisableSharedFlush, e.logger)
 	if err != nil {
 		return nil, err
 	}
@@ -325,7 +329,7 @@ func (e *Engine) tidyDataDir(metas []loadedTopic) error {
 		switch {
 		case name == topicsDirName || name == recoveryPointFile || name == logStartFile ||
 			name == cleanShutdownFile || name == metaPropsFile || name == ControllerDirName || name == cleanerCheckpointFile ||
-			name == ProducerIDBlockFile:
+			name == ProducerIDBlockFile || name == devFlushAnchor:
 			continue
 		case strings.HasSuffix(name, tmpSuffix):
 			os.Remove(path)

@@ -33,6 +33,8 @@ const (
 	// more logs per commit; each one blocked in the kernel holds an OS
 	// thread.
 	defaultFlushWorkers = 16
+	// sharedFlushWorkers is the pool size with shared device flushes.
+	sharedFlushWorkers = 64
 )
 
 // flushState is where a Log stands in the pipeline; guarded by Log.mu.
@@ -104,6 +106,12 @@ func (e *Engine) startFlusher() {
 	p.done = make(chan struct{})
 	if p.workers <= 0 {
 		p.workers = defaultFlushWorkers
+		if e.io.dev != nil {
+			// Workers waiting for a shared flush block on a condition
+			// variable, not in fdatasync: more of them batch more logs
+			// into each flush at the cost of goroutines only.
+			p.workers = sharedFlushWorkers
+		}
 	}
 	p.wg.Add(p.workers)
 	for i := 0; i < p.workers; i++ {
@@ -446,6 +454,17 @@ func (e *Engine) queueDueLogs(keep []*Log, now int64) ([]*Log, int64) {
 func (e *Engine) syncSegment(s *logSegment, sealed bool) error {
 	e.syncs.Add(1)
 	logPath, offPath, timPath := s.paths()
+	if !sealed && e.io.dev != nil {
+		// An active zero-filled segment shares a device cache flush with
+		// the other logs being flushed (devflush.go); others sync alone.
+		return e.syncFile(logPath, func() error {
+			shared, err := s.seg.SyncShared(e.io.dev.wait)
+			if !shared && err == nil {
+				err = s.seg.Sync()
+			}
+			return err
+		})
+	}
 	if err := e.syncFile(logPath, s.seg.Sync); err != nil {
 		return err
 	}

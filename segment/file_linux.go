@@ -5,6 +5,7 @@ package segment
 import (
 	"errors"
 	"os"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -106,3 +107,27 @@ func fallocateSize(f *os.File, size int64) error {
 
 // directSupported: O_DIRECT can be requested on this platform.
 const directSupported = true
+
+// zeroBytes is the size of the shared zero-fill buffer (PreWrite).
+const zeroBytes = 1 << 20
+
+var zeroBuf struct {
+	sync.Once
+	b []byte
+}
+
+// zeroChunk returns one page-aligned, read-only mapping of zeros that every
+// PreWrite segment's zero-fill writes share (O_DIRECT needs the alignment;
+// the device only reads it). A failed mapping falls back to the heap
+// (8-byte aligned only: the zero-fill writes then fail and so does the
+// segment, as for any failed write).
+func zeroChunk() []byte {
+	zeroBuf.Do(func() {
+		b, err := unix.Mmap(-1, 0, zeroBytes, unix.PROT_READ, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+		if err != nil {
+			b = make([]byte, zeroBytes)
+		}
+		zeroBuf.b = b
+	})
+	return zeroBuf.b
+}

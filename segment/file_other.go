@@ -27,3 +27,6 @@ func fallocateSize(f *os.File, size int64) error { return f.Truncate(size) }
 
 // directSupported: O_DIRECT cannot be requested on this platform.
 const directSupported = false
+
+// zeroChunk is never used here (no Direct segments, so no PreWrite).
+func zeroChunk() []byte { return make([]byte, 1<<20) }

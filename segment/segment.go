@@ -290,6 +290,33 @@ func (s *Segment) Sync() error {
 	return nil
 }
 
+// SyncShared is Sync for a segment whose unsynced bytes are made durable
+// by a flush of the device's volatile write cache alone: a Direct ring
+// segment with PreWrite, not sealed, synced once by Sync since it was
+// opened or last truncated. Its appends overwrite blocks that the
+// zero-fill already allocated, wrote and fdatasynced with the file's
+// metadata (i_size, extents), so nothing but the data is unsynced, and the
+// data of a completed O_DIRECT write is in the device or its cache; any
+// flush of that cache issued after the write completed makes it durable
+// (on Linux, an fdatasync of any file of the filesystem sends the device
+// a cache flush even when the file itself has nothing to write).
+//
+// SyncShared submits the partial tail, waits until every appended byte is
+// written and calls flush, which must issue such a cache flush after it
+// was called (a batch of segments can share one: engine's group flush);
+// then the durable watermark covers the appended bytes. When the segment
+// does not qualify it does nothing and returns shared false: call Sync. A
+// failure (of a write or of flush) is sticky, as for Sync.
+func (s *Segment) SyncShared(flush func() error) (shared bool, err error) {
+	if s.closed.Load() {
+		return false, ErrClosed
+	}
+	if s.w == nil || !s.w.shareable() {
+		return false, nil
+	}
+	return true, s.w.syncShared(flush)
+}
+
 // TruncateTo drops every byte at or past size (ftruncate). size must be
 // between 0 and Size(). A segment created with preallocation gets its
 // reservation back (ftruncate releases blocks past i_size).
@@ -347,6 +374,7 @@ func (s *Segment) Seal() error {
 		return err
 	}
 	if s.w != nil && s.w.direct {
+		s.w.noShare.Store(true)
 		s.w.truncated(s.size.Load())
 	}
 	s.sealed = true

@@ -125,6 +125,7 @@ func serve(cfg config.Broker, rb rebalanceConfig, logger *slog.Logger) error {
 		Log:                    cfg.Log,
 		Logger:                 logger,
 		IOBackend:              cfg.IOBackend,
+		DisableSharedFlush:     cfg.NoSharedFlush,
 		RetentionCheckInterval: time.Duration(cfg.RetentionCheckIntervalMs) * time.Millisecond,
 		Cleaner:                cfg.Cleaner,
 		ProducerIDExpirationMs: cfg.ProducerIDExpirationMs,

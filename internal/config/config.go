@@ -53,6 +53,7 @@ type Broker struct {
 	QueuedMaxBytes   int64            // queued.max.request.bytes, per connection (-1 = unbounded)
 	Blackhole        bool             // strata serve --blackhole: ack produce without storing (no properties key)
 	IOBackend        string           // log.io.backend (Strata): auto | uring | pwrite (engine.Options.IOBackend)
+	NoSharedFlush    bool             // log.io.flush.shared=false (Strata; engine.Options.DisableSharedFlush)
 	Log              engine.LogConfig // broker-wide topic defaults
 	Unknown          []string         // keys present in the file that Strata ignores
 
@@ -248,6 +249,10 @@ func (b *Broker) Apply(props map[string]string) error {
 			}
 		case "log.io.backend":
 			b.IOBackend, err = engine.ParseIOBackend(strings.TrimSpace(v))
+		case "log.io.flush.shared":
+			var on bool
+			on, err = strconv.ParseBool(strings.TrimSpace(v))
+			b.NoSharedFlush = !on
 		case "controller.quorum.voters":
 			b.ControllerQuorum = strings.TrimSpace(v)
 		case "broker.rack":

@@ -128,3 +128,23 @@ func TestMetaProperties(t *testing.T) {
 		t.Fatal("missing cluster.id accepted")
 	}
 }
+
+func TestIOKeys(t *testing.T) {
+	b := Defaults()
+	if b.NoSharedFlush || b.IOBackend != "" && b.IOBackend != "auto" {
+		t.Fatalf("defaults: shared flush off %v, backend %q", b.NoSharedFlush, b.IOBackend)
+	}
+	if err := b.Apply(map[string]string{"log.io.backend": "uring", "log.io.flush.shared": "false"}); err != nil {
+		t.Fatal(err)
+	}
+	if b.IOBackend != "uring" || !b.NoSharedFlush {
+		t.Fatalf("backend %q, shared flush off %v", b.IOBackend, b.NoSharedFlush)
+	}
+	if err := b.Apply(map[string]string{"log.io.flush.shared": "true"}); err != nil || b.NoSharedFlush {
+		t.Fatalf("log.io.flush.shared=true: err %v, off %v", err, b.NoSharedFlush)
+	}
+	bad := Defaults()
+	if err := bad.Apply(map[string]string{"log.io.flush.shared": "sometimes"}); err == nil {
+		t.Fatal("log.io.flush.shared=sometimes accepted")
+	}
+}

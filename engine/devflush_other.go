@@ -1,0 +1,15 @@
+//go:build !linux
+
+package engine
+
+import (
+	"errors"
+	"os"
+)
+
+func fdatasync(f *os.File) error { return f.Sync() }
+
+func deviceOf(string) (uint64, error) { return 0, errors.ErrUnsupported }
+
+// sharedFlushFS: no O_DIRECT segments here, so nothing to share.
+func sharedFlushFS(string) (string, bool) { return "unknown", false }
