@@ -43,7 +43,11 @@ const (
 	registerFiles          = 2  // IORING_REGISTER_FILES
 	registerFilesUpdate    = 6  // IORING_REGISTER_FILES_UPDATE
 	registerProbe          = 8  // IORING_REGISTER_PROBE
+	registerBuffers2       = 15 // IORING_REGISTER_BUFFERS2 (5.13)
+	registerBuffersUpdate  = 16 // IORING_REGISTER_BUFFERS_UPDATE (5.13)
 	registerIOWQMaxWorkers = 19 // IORING_REGISTER_IOWQ_MAX_WORKERS
+
+	rsrcRegisterSparse = 1 << 0 // IORING_RSRC_REGISTER_SPARSE (5.19)
 
 	probeOpSupported = 1 << 0 // IO_URING_OP_SUPPORTED
 
@@ -111,6 +115,25 @@ type filesUpdate struct {
 	fds    uint64 // *int32
 }
 
+// rsrcRegister is struct io_uring_rsrc_register.
+type rsrcRegister struct {
+	nr    uint32
+	flags uint32 // IORING_RSRC_REGISTER_*
+	resv2 uint64
+	data  uint64 // *iovec, 0 with IORING_RSRC_REGISTER_SPARSE
+	tags  uint64
+}
+
+// rsrcUpdate2 is struct io_uring_rsrc_update2.
+type rsrcUpdate2 struct {
+	offset uint32
+	resv   uint32
+	data   uint64 // *iovec
+	tags   uint64
+	nr     uint32
+	resv2  uint32
+}
+
 // probeHeader is struct io_uring_probe without its flexible ops array; each
 // op is a probeOp.
 type probeHeader struct {
@@ -170,6 +193,8 @@ func abiFields() []abiField {
 		{"params.cq_off", unsafe.Offsetof(p.cqOff), 80},
 		{"sizeof(io_uring_files_update)", unsafe.Sizeof(filesUpdate{}), 16},
 		{"sizeof(io_uring_probe)", unsafe.Sizeof(probeHeader{}), 16},
+		{"sizeof(io_uring_rsrc_register)", unsafe.Sizeof(rsrcRegister{}), 32},
+		{"sizeof(io_uring_rsrc_update2)", unsafe.Sizeof(rsrcUpdate2{}), 32},
 		{"sizeof(io_uring_probe_op)", unsafe.Sizeof(probeOp{}), 8},
 		{"sizeof(iovec)", unsafe.Sizeof(unix.Iovec{}), 16},
 	}

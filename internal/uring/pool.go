@@ -119,6 +119,26 @@ func (p *Pool) span() (base, end uintptr) {
 	return base, base + uintptr(len(p.mem))
 }
 
+// RegisterPool registers p's mapping with r as one more fixed buffer, as
+// Config.Pools does at setup, so reads and writes on its chunks use
+// READ_FIXED/WRITE_FIXED. Best effort (the table holds 1,024 pools and
+// needs Linux 5.19; an unprivileged user's RLIMIT_MEMLOCK may refuse):
+// unregistered chunks use plain reads and writes, with a log line. p must
+// outlive r (Pool.Close fails with ErrBusy until r is closed). RegisterPool
+// waits for the ring owner, so it must not be called from a Done callback.
+func (r *Ring) RegisterPool(p *Pool) error {
+	if p == nil || p.shut.Load() {
+		return fmt.Errorf("%w: nil or closed pool", ErrInvalid)
+	}
+	done := make(chan struct{})
+	op := &Op{Code: opRegisterPool, pool: p, Done: func(*Op) { close(done) }}
+	if err := r.eng.control(op); err != nil {
+		return err
+	}
+	<-done
+	return nil
+}
+
 // Close unmaps the pool. It fails with ErrBusy while chunks are handed out or
 // a Ring that registered the pool is open.
 func (p *Pool) Close() error {

@@ -98,8 +98,9 @@ const (
 	// OpFsync flushes File: fdatasync when Datasync, else fsync.
 	OpFsync
 
-	opRegister   // internal: add File to the registered-file table
-	opUnregister // internal: remove it
+	opRegister     // internal: add File to the registered-file table
+	opUnregister   // internal: remove it
+	opRegisterPool // internal: add a Pool to the registered-buffer table
 )
 
 // Op is one asynchronous operation. The caller fills the request fields,
@@ -129,6 +130,7 @@ type Op struct {
 	done    int           // bytes completed so far (continuations)
 	slot    uint32        // in-flight table index (io_uring backend)
 	retries uint8         // EINTR/EAGAIN resubmissions
+	pool    *Pool         // opRegisterPool
 }
 
 // Stats are cumulative counters of a Ring.

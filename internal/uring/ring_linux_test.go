@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -221,5 +222,70 @@ func TestPoolRegisteredOutlivesRing(t *testing.T) {
 	r.Close()
 	if err := p.Close(); err != nil {
 		t.Fatalf("Close after the ring closed: %v", err)
+	}
+}
+
+// A pool registered after setup (RegisterPool) makes writes on its chunks
+// WRITE_FIXED like a Config.Pools one; a pool never registered does not,
+// and both write the same bytes. The registered pool outlives the ring.
+func TestRegisterPoolAfterSetup(t *testing.T) {
+	first, err := NewPool(64<<10, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	late, err := NewPool(64<<10, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := NewPool(64<<10, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newTestRing(t, BackendUring, func(c *Config) { c.Pools = []*Pool{first} })
+	if err := r.RegisterPool(late); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(r.String(), "fixed-buffers=2") {
+		t.Fatalf("ring %s: want 2 registered buffers", r)
+	}
+	f := openTestFile(t, r, syscall.O_DIRECT)
+	write := func(p *Pool, off int64, v byte) {
+		t.Helper()
+		buf := p.Get()
+		defer p.Put(buf)
+		fill(buf, v)
+		if _, err := do(t, r, &Op{Code: OpWrite, File: f, Buf: buf, Off: off}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := r.Stats().FixedBufs
+	write(late, 0, 1)
+	if got := r.Stats().FixedBufs - before; got != 1 {
+		t.Fatalf("write on a RegisterPool chunk: %d fixed-buffer SQEs, want 1", got)
+	}
+	write(other, 64<<10, 2)
+	if got := r.Stats().FixedBufs - before; got != 1 {
+		t.Fatalf("write on an unregistered chunk used a fixed buffer (%d)", got)
+	}
+	buf := other.Get()
+	for i, v := range []byte{1, 2} {
+		if _, err := do(t, r, &Op{Code: OpRead, File: f, Buf: buf, Off: int64(i) << 16}); err != nil {
+			t.Fatal(err)
+		}
+		want := make([]byte, len(buf))
+		fill(want, v)
+		if !bytes.Equal(buf, want) {
+			t.Fatalf("block %d reads other bytes than written", i)
+		}
+	}
+	other.Put(buf)
+	if err := late.Close(); err != ErrBusy {
+		t.Fatalf("Close of a pool registered with an open ring: %v, want ErrBusy", err)
+	}
+	r.Close()
+	for _, p := range []*Pool{first, late, other} {
+		if err := p.Close(); err != nil {
+			t.Fatalf("pool Close after the ring closed: %v", err)
+		}
 	}
 }

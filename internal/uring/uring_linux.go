@@ -126,8 +126,11 @@ type uringEngine struct {
 	cqTail      *uint32 // written by the kernel
 	sqes        []sqe
 	cqes        []cqe
-	regions     []bufRegion
+	regions     []bufRegion // owner-only after setup (RegisterPool appends)
 	pools       []*Pool
+	bufTable    int          // sparse registered-buffer table size; 0: none
+	bufRefused  bool         // a pool registration failed (logged once)
+	nbufs       atomic.Int32 // len(regions), for describe
 	fileSlots   int
 	maxInflight int
 
@@ -333,8 +336,22 @@ func (u *uringEngine) registerFileTable() {
 	}
 }
 
-// registerPools registers each pool's mapping as one fixed buffer.
+// bufSlots is the size of the sparse registered-buffer table: pools added
+// after setup (Ring.RegisterPool) take its slots, one per pool.
+const bufSlots = 1024
+
+// registerPools sets up the registered-buffer table: a sparse table of
+// bufSlots filled with cfg.Pools and later RegisterPool calls, or, where
+// the kernel has no sparse tables (before 5.19), cfg.Pools alone.
 func (u *uringEngine) registerPools() {
+	reg := rsrcRegister{nr: bufSlots, flags: rsrcRegisterSparse}
+	if _, err := sysRegister(u.fd, registerBuffers2, unsafe.Pointer(&reg), uint32(unsafe.Sizeof(reg))); err == nil {
+		u.bufTable = bufSlots
+		for _, p := range u.cfg.Pools {
+			u.addPool(p)
+		}
+		return
+	}
 	if len(u.cfg.Pools) == 0 {
 		return
 	}
@@ -350,11 +367,45 @@ func (u *uringEngine) registerPools() {
 		return
 	}
 	for i, p := range u.cfg.Pools {
-		base, end := p.span()
-		u.regions = append(u.regions, bufRegion{base: base, end: end, idx: uint16(i)})
-		p.regs.Add(1)
-		u.pools = append(u.pools, p)
+		u.added(p, uint16(i))
 	}
+}
+
+// addPool registers p in the next free slot of the sparse table (owner
+// goroutine, or setup). Best effort: without a slot, or when the kernel
+// refuses (RLIMIT_MEMLOCK for an unprivileged user), I/O on p's chunks
+// uses plain reads and writes.
+func (u *uringEngine) addPool(p *Pool) {
+	slot := len(u.regions)
+	if slot >= u.bufTable {
+		u.r.log.Debug("uring: registered-buffer table full, pool not registered", "slots", u.bufTable)
+		return
+	}
+	iov := unix.Iovec{Base: unsafe.SliceData(p.mem)}
+	iov.SetLen(len(p.mem))
+	upd := rsrcUpdate2{offset: uint32(slot), data: uint64(uintptr(unsafe.Pointer(&iov))), nr: 1}
+	n, err := sysRegister(u.fd, registerBuffersUpdate, unsafe.Pointer(&upd), uint32(unsafe.Sizeof(upd)))
+	runtime.KeepAlive(&iov)
+	if err == nil && n != 1 {
+		err = fmt.Errorf("updated %d slots, want 1", n)
+	}
+	if err != nil {
+		if !u.bufRefused {
+			u.bufRefused = true
+			u.r.log.Info("uring: pool not registered, using plain reads and writes for it", "err", err.Error())
+		}
+		return
+	}
+	u.added(p, uint16(slot))
+}
+
+// added records p as registered buffer idx.
+func (u *uringEngine) added(p *Pool, idx uint16) {
+	base, end := p.span()
+	u.regions = append(u.regions, bufRegion{base: base, end: end, idx: idx})
+	p.regs.Add(1)
+	u.pools = append(u.pools, p)
+	u.nbufs.Add(1)
 }
 
 // unmap releases whatever setup acquired (after a failed setup or at the end
@@ -380,7 +431,7 @@ func (u *uringEngine) unmap() {
 
 func (u *uringEngine) describe() string {
 	return fmt.Sprintf("io_uring sq=%d cq=%d flags=%#x features=%#x fixed-files=%d fixed-buffers=%d",
-		u.sqEntries, u.cqEntries, u.setupFl, u.features, u.fileSlots, len(u.regions))
+		u.sqEntries, u.cqEntries, u.setupFl, u.features, u.fileSlots, u.nbufs.Load())
 }
 
 func (u *uringEngine) registeredBuffers() []*Pool { return u.pools }
@@ -485,7 +536,7 @@ func (u *uringEngine) fill() {
 	}
 	for !u.pending.empty() {
 		op := u.pending.peek()
-		if op.Code == opRegister || op.Code == opUnregister {
+		if op.Code == opRegister || op.Code == opUnregister || op.Code == opRegisterPool {
 			u.pending.pop()
 			u.doControl(op)
 			continue
@@ -584,6 +635,8 @@ func (u *uringEngine) fixedBuf(addr uintptr, n int) (uint16, bool) {
 func (u *uringEngine) doControl(op *Op) {
 	f := op.File
 	switch {
+	case op.Code == opRegisterPool:
+		u.addPool(op.pool)
 	case op.Code == opRegister && len(u.freeFiles) > 0:
 		slot := u.freeFiles[len(u.freeFiles)-1]
 		if err := u.updateFileSlot(slot, int32(f.fd)); err != nil {
