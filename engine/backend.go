@@ -132,6 +132,10 @@ const (
 	poolSpareChunks = segment.DirectDepth / 2
 )
 
+// zeroFillBytes is the size of the zero-fill buffer (each zero-fill write
+// of a PreWrite segment writes at most this much).
+const zeroFillBytes = 1 << 20
+
 // newGroupPool maps one shared chunk pool.
 func newGroupPool() (*uring.Pool, error) {
 	return uring.NewPool(poolChunkBytes, segsPerPool*chunksPerSeg+poolSpareChunks)
@@ -166,6 +170,11 @@ type ioBackend struct {
 	// dev shares device cache flushes among PreWrite segments (nil: each
 	// segment fdatasyncs itself; see devflush.go).
 	dev *devFlush
+
+	// zeros is the zero-fill buffer of PreWrite segments: the one chunk of
+	// zeroPool, registered with the ring, handed out until shutdown.
+	zeroPool *uring.Pool
+	zeros    []byte
 
 	mu     sync.Mutex
 	groups []*poolGroup
@@ -239,8 +248,13 @@ func (b *ioBackend) startRing(dir string) error {
 	if err != nil {
 		return fmt.Errorf("chunk pool: %w", err)
 	}
+	zp, err := uring.NewPool(zeroFillBytes, 1)
+	if err != nil {
+		first.Close()
+		return fmt.Errorf("zero-fill buffer: %w", err)
+	}
 	ring, err := uring.New(uring.Config{Backend: uring.BackendUring, Entries: 256, FileSlots: fileSlots(),
-		Pools: []*uring.Pool{first}, Logger: b.logger})
+		Pools: []*uring.Pool{first, zp}, Logger: b.logger})
 	if err == nil && ring.Backend() != uring.BackendUring {
 		// uring.New logged why; the ring's own pwrite fallback would only
 		// add a thread hop to plain pwrite.
@@ -258,8 +272,10 @@ func (b *ioBackend) startRing(dir string) error {
 	}
 	if err != nil {
 		first.Close()
+		zp.Close()
 		return err
 	}
+	b.zeroPool, b.zeros = zp, zp.Get() // mapped zeroed, never written
 	return nil
 }
 
@@ -395,6 +411,12 @@ func (b *ioBackend) shutdown() {
 			b.logger.Warn("unmapping chunk pool", "err", err)
 		}
 	}
+	if b.zeroPool != nil {
+		b.zeroPool.Put(b.zeros)
+		if err := b.zeroPool.Close(); err != nil {
+			b.logger.Warn("unmapping zero-fill buffer", "err", err)
+		}
+	}
 }
 
 // create makes a new segment file for appending. The returned group (nil
@@ -419,7 +441,7 @@ func (b *ioBackend) create(path string, prealloc int64) (*segment.Segment, *pool
 	if err != nil {
 		return nil, nil, err
 	}
-	s, err := segment.CreateWith(path, prealloc, segment.Options{Ring: b.ring, Direct: true, Pool: g.pool, PreWrite: b.prewrite(filepath.Dir(path))})
+	s, err := segment.CreateWith(path, prealloc, segment.Options{Ring: b.ring, Direct: true, Pool: g.pool, PreWrite: b.prewrite(filepath.Dir(path)), Zeros: b.zeros})
 	if err != nil {
 		b.releaseGroup(g, true)
 		return nil, nil, err
@@ -456,7 +478,7 @@ func (b *ioBackend) open(path string, active bool) (*segment.Segment, *poolGroup
 	if err != nil {
 		return nil, nil, err
 	}
-	s, err := segment.OpenWith(path, segment.Options{Ring: b.ring, Direct: true, Pool: g.pool, PreWrite: b.prewrite(filepath.Dir(path))})
+	s, err := segment.OpenWith(path, segment.Options{Ring: b.ring, Direct: true, Pool: g.pool, PreWrite: b.prewrite(filepath.Dir(path)), Zeros: b.zeros})
 	if err != nil {
 		b.releaseGroup(g, true)
 		return nil, nil, err

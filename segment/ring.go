@@ -44,6 +44,11 @@ type Options struct {
 	// SyncShared replace the per-file fdatasync with a shared device cache
 	// flush. It doubles the bytes written to the device.
 	PreWrite bool
+	// Zeros, when set, is the buffer of zeros PreWrite writes from: page
+	// aligned, a multiple of uring.Alignment long, never written by anyone
+	// (a chunk of a pool registered with Ring, so the zero-fill writes are
+	// WRITE_FIXED too). nil: a process-wide read-only mapping of 1 MiB.
+	Zeros []byte
 }
 
 const (
@@ -207,7 +212,7 @@ func openRing(path string, create bool, o Options) (s *Segment, err error) {
 		rf.Close()
 		return nil, err
 	}
-	w := &ringWriter{ring: o.Ring, wf: wf, direct: o.Direct, pool: o.Pool, prewrite: o.Direct && o.PreWrite}
+	w := &ringWriter{ring: o.Ring, wf: wf, direct: o.Direct, pool: o.Pool, prewrite: o.Direct && o.PreWrite, zero: o.Zeros}
 	var f File = wf
 	if o.Direct {
 		f = NewOSFile(rf)
@@ -240,6 +245,10 @@ func openRing(path string, create bool, o Options) (s *Segment, err error) {
 	if need := 2; o.Direct && w.pool.Chunks() < need {
 		closeAll()
 		return nil, fmt.Errorf("segment: pool of %d chunks, a Direct segment needs at least %d", w.pool.Chunks(), need)
+	}
+	if n := len(o.Zeros); o.Zeros != nil && (n == 0 || n%uring.Alignment != 0) {
+		closeAll()
+		return nil, fmt.Errorf("segment: Zeros of %d bytes is not a positive multiple of %d", n, uring.Alignment)
 	}
 	if w.pool != nil && w.pool.ChunkBytes()%uring.Alignment != 0 {
 		closeAll()
