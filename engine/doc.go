@@ -146,7 +146,7 @@
 // fdatasync per produce batch and 35 % of the broker's CPU. So active
 // segments are zero-filled ahead of their appends (segment PreWrite: a
 // reservation step is written with zeros and fdatasynced before appends
-// enter it; process-wide at most four 1 MiB zero writes are in flight so
+// enter it; process-wide one 1 MiB zero write is in flight at a time so
 // the zeros never queue ahead of the appends), their appends are pure
 // overwrites with no metadata to commit, and once a segment had one
 // fdatasync of its own (after it was opened or truncated) its bytes are

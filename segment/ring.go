@@ -648,9 +648,13 @@ func (w *ringWriter) prewriteSync() {
 // p99 60-225 ms in those seconds against 3 ms between them).
 var zeroFills = zeroScheduler{free: zeroFillDepth}
 
-// zeroFillDepth is how many zero-fill writes (of zeroBytes) may be in
-// flight at once, process-wide.
-const zeroFillDepth = 4
+// zeroFillDepth is how many zero-fill writes (of at most 1 MiB) may be in
+// flight at once, process-wide. One: with four, a 64 KiB append write
+// queued behind up to 4 MiB of zeros, and 12 % of the flushes of a
+// 200,000 records/s kgo run took 4-8 ms (produce p99 16-23 ms); with one,
+// 0.5-0.9 % did (p99 11.4-11.6 ms), and one 1 MiB write at a time still
+// zero-fills ahead of 640,000 records/s (closed loop, 96 partitions).
+const zeroFillDepth = 1
 
 // zeroScheduler hands zeroFillDepth slots to segments in FIFO order: a
 // segment holds one while its zero-fill write is in flight; the write's
