@@ -281,18 +281,28 @@ func cpuSecondsSelf(tb testing.TB) float64 {
 
 // BenchmarkBackendAppendDurable compares the backends end to end through
 // the engine: 16 producers append 1 KiB records (or 64 KiB batches) to 4
-// partitions and each waits for WhenDurable (acks=all, fsync before the
-// ack, group commit). Reports MB/s and CPU-seconds per GiB (getrusage).
+// (or 64) partitions and each waits for WhenDurable (acks=all, fsync before
+// the ack, group commit). "uring" shares device flushes (zero-filled
+// segments, devflush.go), "uring-ownsync" fdatasyncs each segment
+// (log.io.flush.shared=false). Reports MB/s, CPU-seconds per GiB
+// (getrusage, io-wq kernel workers included) and segment syncs per op.
 func BenchmarkBackendAppendDurable(b *testing.B) {
-	for _, backend := range []string{IOBackendPwrite, IOBackendUring} {
+	for _, backend := range []string{IOBackendPwrite, IOBackendUring, "uring-ownsync"} {
 		for _, size := range []struct {
 			name         string
 			records, val int
-		}{{"1KiB", 1, 1000}, {"64KiB", 64, 1000}} {
+			partitions   int32
+		}{{"1KiB", 1, 1000, 4}, {"64KiB", 64, 1000, 4}, {"64KiB-64p", 64, 1000, 64}} {
 			b.Run(backend+"/"+size.name, func(b *testing.B) {
-				e := openEngine(b, b.TempDir(), func(o *Options) { o.IOBackend = backend })
+				e := openEngine(b, b.TempDir(), func(o *Options) {
+					o.IOBackend = backend
+					if backend == "uring-ownsync" {
+						o.IOBackend, o.DisableSharedFlush = IOBackendUring, true
+					}
+				})
 				defer e.Close()
-				tp := mustTopic(b, e, "bench", 4, map[string]string{"segment.bytes": fmt.Sprint(256 << 20)})
+				nparts := size.partitions
+				tp := mustTopic(b, e, "bench", nparts, map[string]string{"segment.bytes": fmt.Sprint(256 << 20)})
 				batch := batchOf(b, size.records, size.val, 1, 0)
 				b.SetBytes(int64(len(batch)))
 				var next atomic.Int32
@@ -300,7 +310,7 @@ func BenchmarkBackendAppendDurable(b *testing.B) {
 				b.SetParallelism(8) // 16 producers on 2 cores
 				b.ResetTimer()
 				b.RunParallel(func(pb *testing.PB) {
-					l := tp.Partition(next.Add(1) % 4)
+					l := tp.Partition(next.Add(1) % nparts)
 					mine := append([]byte(nil), batch...)
 					done := make(chan error, 1)
 					cb := func(err error) { done <- err }
