@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/stratalog/strata/segment"
 )
 
 // Shared device flushes (see "Shared device flushes" in doc.go).
@@ -65,7 +67,7 @@ func openDevFlush(dir string) (*devFlush, error) {
 	if err != nil {
 		return fail(err)
 	}
-	return newDevFlush(f, dev, func() error { return fdatasync(f) }), nil
+	return newDevFlush(f, dev, func() error { return segment.Fdatasync(f) }), nil
 }
 
 func newDevFlush(f *os.File, dev uint64, flush func() error) *devFlush {

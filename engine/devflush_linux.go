@@ -7,28 +7,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// fdatasync flushes f's data (and, with nothing to write, the device cache).
-func fdatasync(f *os.File) error {
-	sc, err := f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var serr error
-	if err := sc.Control(func(fd uintptr) {
-		for {
-			if serr = unix.Fdatasync(int(fd)); serr != unix.EINTR {
-				return
-			}
-		}
-	}); err != nil {
-		return err
-	}
-	if serr != nil {
-		return &os.PathError{Op: "fdatasync", Path: f.Name(), Err: serr}
-	}
-	return nil
-}
-
 // deviceOf is the st_dev of path.
 func deviceOf(path string) (uint64, error) {
 	var st unix.Stat_t

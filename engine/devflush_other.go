@@ -4,10 +4,7 @@ package engine
 
 import (
 	"errors"
-	"os"
 )
-
-func fdatasync(f *os.File) error { return f.Sync() }
 
 func deviceOf(string) (uint64, error) { return 0, errors.ErrUnsupported }
 

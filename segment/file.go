@@ -151,7 +151,7 @@ func (o *osFile) Sync() error {
 		return err
 	}
 	defer o.put()
-	if err := fdatasync(f); err != nil {
+	if err := Fdatasync(f); err != nil {
 		return err
 	}
 	o.mu.Lock()

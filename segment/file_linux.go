@@ -10,8 +10,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// fdatasync flushes file data and the metadata needed to read it back.
-func fdatasync(f *os.File) error {
+// Fdatasync flushes file data and the metadata needed to read it back.
+func Fdatasync(f *os.File) error {
 	sc, err := f.SyscallConn()
 	if err != nil {
 		return err

@@ -7,8 +7,8 @@ import (
 	"os"
 )
 
-// fdatasync falls back to a full fsync where fdatasync is not available.
-func fdatasync(f *os.File) error { return f.Sync() }
+// Fdatasync falls back to a full fsync where fdatasync is not available.
+func Fdatasync(f *os.File) error { return f.Sync() }
 
 // fallocateKeepSize is not available here; appends allocate blocks as they go.
 func fallocateKeepSize(*os.File, int64) (bool, error) { return false, nil }

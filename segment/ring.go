@@ -747,23 +747,30 @@ func (w *ringWriter) waitPrewrite() error {
 	return nil
 }
 
+// writeOut submits the appended bytes not yet submitted and waits until
+// they are written; target is the appended end it covered (sync, Flush).
+func (w *ringWriter) writeOut() (target int64, err error) {
+	if err := w.sticky(); err != nil {
+		return 0, err
+	}
+	w.mu.Lock()
+	target = w.appended
+	err = w.flushTail()
+	w.mu.Unlock()
+	if err != nil {
+		return 0, w.fail(err)
+	}
+	return target, w.waitWritten(target)
+}
+
 // sync makes every appended byte durable: it submits the tail, waits until
 // the written watermark covers the appended end, then issues one fdatasync
 // through the ring. Safe concurrently with append (it covers what was
 // appended before it started); concurrent syncs are serialized, and one that
 // finds the durable watermark already past its target returns at once.
 func (w *ringWriter) sync() error {
-	if err := w.sticky(); err != nil {
-		return err
-	}
-	w.mu.Lock()
-	target := w.appended
-	err := w.flushTail()
-	w.mu.Unlock()
+	target, err := w.writeOut()
 	if err != nil {
-		return w.fail(err)
-	}
-	if err := w.waitWritten(target); err != nil {
 		return err
 	}
 	w.syncMu.Lock()
@@ -811,17 +818,8 @@ func (w *ringWriter) shareable() bool {
 // syncShared is sync with the caller's device flush instead of an
 // fdatasync of this file. Caller checked shareable.
 func (w *ringWriter) syncShared(flush func() error) error {
-	if err := w.sticky(); err != nil {
-		return err
-	}
-	w.mu.Lock()
-	target := w.appended
-	err := w.flushTail()
-	w.mu.Unlock()
+	target, err := w.writeOut()
 	if err != nil {
-		return w.fail(err)
-	}
-	if err := w.waitWritten(target); err != nil {
 		return err
 	}
 	if w.durable.Load() >= target {

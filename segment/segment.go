@@ -463,17 +463,8 @@ func (s *Segment) Flush() error {
 	if s.w == nil || !s.w.direct {
 		return nil
 	}
-	if err := s.w.sticky(); err != nil {
-		return err
-	}
-	s.w.mu.Lock()
-	target := s.w.appended
-	err := s.w.flushTail()
-	s.w.mu.Unlock()
-	if err != nil {
-		return s.w.fail(err)
-	}
-	return s.w.waitWritten(target)
+	_, err := s.w.writeOut()
+	return err
 }
 
 // Truncations counts the truncations that dropped bytes (TruncateTo below
