@@ -46,12 +46,11 @@ package server
 // goroutine of their own (replicaPoll), since the HW cannot pass a
 // follower's offset before that follower fetches again.
 //
-// Fetch sessions (KIP-227) are not implemented: every answer carries
-// SessionID 0, which makes clients stop asking for one (franz-go kills its
-// session on a zero id). A full fetch (SessionEpoch 0 or -1, whatever the
-// SessionID) is served; an incremental one (any other epoch) gets
-// FETCH_SESSION_ID_NOT_FOUND, as Kafka answers for a session it does not
-// know, and clients fall back to full fetches.
+// Fetch sessions (KIP-227, fetch_session.go): a consumer's full fetch with
+// SessionEpoch 0 opens a session; its incremental fetches name only what
+// changed and get answers holding only partitions with something new. The
+// handler turns an incremental fetch into the session's full partition list
+// (useSession) and trims the answer when it is sent.
 
 import (
 	"context"
@@ -99,6 +98,12 @@ type fetchState struct {
 	maxBytes int64 // response budget: min(request MaxBytes, fetch.max.bytes, fetchMaxResponseBytes)
 	consumer bool  // ReplicaID / ReplicaState.ID < 0
 
+	// Fetch session (fetch_session.go): the session this fetch opened or
+	// continues (nil: none), and whether it is incremental.
+	session     *fetchSession
+	incremental bool
+	order       sessionOrder // f.req's partitions in the session (incremental)
+
 	body    fetchBody
 	results []engine.ReadResult // every non-empty read of the last pass, released after the write
 	waits   []fetchWaitTarget   // partitions of the last pass a long poll can wait on
@@ -142,10 +147,8 @@ func handleFetch(s *Server, rc *reqCtx) {
 	}
 	f.consumer = replicaID < 0 // -1 consumer, -2 debug consumer
 
-	if rc.version >= 7 && req.SessionEpoch != 0 && req.SessionEpoch != -1 {
-		// An incremental fetch of a session we never created.
-		f.body.errCode = kerr.FetchSessionIDNotFound.Code
-		f.send()
+	if rc.version >= 7 && !f.useSession() {
+		f.send() // a session error, no partitions
 		return
 	}
 
@@ -164,6 +167,41 @@ func handleFetch(s *Server, rc *reqCtx) {
 		return
 	}
 	f.startPoll(time.Duration(req.MaxWaitMillis) * time.Millisecond)
+}
+
+// useSession applies the request's fetch session fields (v7+; see
+// fetch_session.go): closes, opens or continues a session, replacing f.req
+// by the session's full partition list for an incremental fetch. It
+// returns false, with f.body.errCode set, when the fetch must be answered
+// with that error alone.
+func (f *fetchState) useSession() bool {
+	req, ss := f.req, &f.s.sessions
+	conn := f.rc.conn.ID()
+	byID := f.rc.version >= fetchFirstTopicIDVersion
+	switch req.SessionEpoch {
+	case -1, 0: // a full fetch; 0 also asks for a (new) session
+		if req.SessionID != 0 {
+			ss.drop(conn, req.SessionID)
+		}
+		if req.SessionEpoch == 0 && f.consumer {
+			f.session = ss.open(conn, req, byID)
+		}
+	default:
+		if !f.consumer {
+			f.body.errCode = kerr.FetchSessionIDNotFound.Code // followers get no sessions
+			return false
+		}
+		sess, full, order, code := ss.incrementalFetch(conn, req, byID)
+		if code != 0 {
+			f.body.errCode = code
+			return false
+		}
+		f.session, f.incremental, f.req, f.order = sess, true, full, order
+	}
+	if f.session != nil {
+		f.body.sessionID = f.session.id
+	}
+	return true
 }
 
 // read runs one pass over the request: reads every partition, fills f.body,
@@ -320,6 +358,9 @@ func (f *fetchState) release() {
 // send encodes the response and completes the request; the reads are
 // released once netpoll has written (or failed to write) the response.
 func (f *fetchState) send() {
+	if f.session != nil {
+		f.session.answer(&f.body, f.incremental, f.rc.version >= fetchFirstTopicIDVersion, f.order)
+	}
 	buf := make([]byte, 0, 5+estimateFetchBodyBytes(&f.body))
 	buf = f.rc.appendResponseHeader(buf)
 	parts := appendFetchBody(buf, nil, &f.body)
@@ -472,6 +513,7 @@ func (h connHandler) ConnClosed(c *netpoll.Conn) {
 	for _, f := range mine {
 		f.onConnClosed()
 	}
+	h.s.sessions.connClosed(c.ID())
 }
 
 // readReplica serves a follower's fetch (replica id >= 0) of l, which this

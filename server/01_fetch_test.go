@@ -350,41 +350,6 @@ func TestFetchBrokerMaxBytes(t *testing.T) {
 // TestFetchSessions: sessions are never created (id 0); an incremental
 // fetch of an unknown session gets FETCH_SESSION_ID_NOT_FOUND; a full fetch
 // naming an old session id is served.
-func TestFetchSessions(t *testing.T) {
-	addr, _, eng := startBroker(t)
-	tp := prodTopic(t, eng, "sess", 1, nil)
-	fetchProduce(t, tp, 0, 2, 2, "s")
-	c := dialRaw(t, addr)
-	for i, tc := range []struct {
-		id, epoch int32
-		wantErr   int16
-	}{
-		{0, 0, 0},   // "create a session": answered without one
-		{0, -1, 0},  // sessionless
-		{42, -1, 0}, // close session 42 and fetch in full
-		{42, 0, 0},  // replace session 42 with a new one
-		{42, 3, kerr.FetchSessionIDNotFound.Code},
-		{0, 5, kerr.FetchSessionIDNotFound.Code},
-	} {
-		req := fetchRequest(12, tp, "sess", 0, 0, 1<<20)
-		req.SessionID, req.SessionEpoch = tc.id, tc.epoch
-		var resp kmsg.FetchResponse
-		c.roundTrip(req, int32(i+1), &resp)
-		if resp.ErrorCode != tc.wantErr || resp.SessionID != 0 {
-			t.Fatalf("session %d epoch %d: error %d session %d", tc.id, tc.epoch, resp.ErrorCode, resp.SessionID)
-		}
-		if tc.wantErr != 0 {
-			if len(resp.Topics) != 0 {
-				t.Fatalf("session error with %d topics", len(resp.Topics))
-			}
-			continue
-		}
-		if _, values := fetchValues(t, resp.Topics[0].Partitions[0].RecordBatches); len(values) != 2 {
-			t.Fatalf("full fetch got %d records", len(values))
-		}
-	}
-}
-
 func TestFetchErrors(t *testing.T) {
 	addr, _, eng := startBroker(t)
 	tp := prodTopic(t, eng, "ferr", 1, nil)

@@ -135,6 +135,7 @@ type Server struct {
 	cluster clusterState // cluster.go
 
 	polls     fetchPolls     // 01_fetch.go: pending fetch long polls
+	sessions  fetchSessions  // fetch_session.go: open fetch sessions
 	blackhole blackholeState // 00_produce.go: --blackhole offsets
 }
 
