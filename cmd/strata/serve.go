@@ -119,6 +119,7 @@ func serve(cfg config.Broker, rb rebalanceConfig, logger *slog.Logger) error {
 		return err
 	}
 	raiseFileLimit(logger) // serve_rlimit.go
+	setProcs(logger)       // serve_procs.go
 	start := time.Now()
 	eng, err := engine.Open(engine.Options{
 		Dir:                    absDir,
