@@ -457,20 +457,7 @@ func (e *Engine) Close() error {
 			errs = append(errs, err)
 		}
 	}
-	for _, l := range logs {
-		active := l.active
-		l.shutdown(ErrClosed, false)
-		// The trimmed index files of the active segment (closed now unless
-		// a reader still pins it) must be durable before the marker says
-		// they can be trusted.
-		if active != nil && len(errs) == 0 && active.refs.Load() == 0 {
-			for _, p := range []string{active.offPath, active.timPath} {
-				if err := e.syncFile(p, func() error { return syncPath(p) }); err != nil {
-					errs = append(errs, err)
-				}
-			}
-		}
-	}
+	errs = append(errs, e.closeLogs(logs, len(errs) == 0)...)
 	if len(errs) == 0 {
 		for _, l := range logs {
 			if l.active != nil && l.active.refs.Load() != 0 {
@@ -485,6 +472,52 @@ func (e *Engine) Close() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// closeWorkers bounds the logs Close shuts down at once. Each one ends in
+// fsyncs (its segment's trimmed tail, two index files), which the device
+// serves together: one after another, 10,000 partitions took 21 s to stop
+// on the development VM (spawned brokers are given 30 s).
+const closeWorkers = 32
+
+// closeLogs shuts every log down (Log.shutdown) and, when syncIdx, makes
+// the trimmed index files of each active segment durable (closed now
+// unless a reader still pins it) before the clean-shutdown marker says they
+// can be trusted. Logs are independent: closeWorkers of them at a time.
+func (e *Engine) closeLogs(logs []*Log, syncIdx bool) []error {
+	var (
+		next atomic.Int64
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+	)
+	for range min(closeWorkers, len(logs)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(len(logs)) {
+					return
+				}
+				l := logs[i]
+				active := l.active
+				l.shutdown(ErrClosed, false)
+				if active == nil || !syncIdx || active.refs.Load() != 0 {
+					continue
+				}
+				for _, p := range []string{active.offPath, active.timPath} {
+					if err := e.syncFile(p, func() error { return syncPath(p) }); err != nil {
+						mu.Lock()
+						errs = append(errs, err)
+						mu.Unlock()
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return errs
 }
 
 // CreateTopic creates a topic with partitions empty logs and the given
