@@ -66,6 +66,7 @@ type sessionPartition struct {
 	hw, lso, logStart int64
 	answered          bool
 	rotate            bool // returned records: moves to the end (rotate)
+	forgotten         bool // in ForgottenTopics: compact drops it
 }
 
 // fetchSession is one open session. mu guards everything; the session is
@@ -196,11 +197,15 @@ func (ss *fetchSessions) incrementalFetch(conn uint64, req *kmsg.FetchRequest, b
 		return nil, nil, sessionOrder{}, kerr.InvalidFetchSessionEpoch.Code
 	}
 	fs.epoch = nextEpoch(fs.epoch)
+	forgot := false
 	for i := range req.ForgottenTopics {
 		ft := &req.ForgottenTopics[i]
 		for _, p := range ft.Partitions {
-			fs.forget(sessionKey(ft.Topic, ft.TopicID, p, byID))
+			forgot = fs.forget(sessionKey(ft.Topic, ft.TopicID, p, byID)) || forgot
 		}
+	}
+	if forgot {
+		fs.compact()
 	}
 	fs.update(req, byID)
 	full, order := fs.fullRequest(req, byID)
@@ -234,19 +239,33 @@ func (fs *fetchSession) update(req *kmsg.FetchRequest, byID bool) {
 	}
 }
 
-// forget removes partition k from the session. Caller holds fs.mu.
-func (fs *fetchSession) forget(k fetchSessionKey) {
+// forget marks partition k removed (compact drops it) and reports whether
+// it was in the session. Caller holds fs.mu.
+func (fs *fetchSession) forget(k fetchSessionKey) bool {
 	at, ok := fs.index[k]
 	if !ok {
-		return
+		return false
 	}
-	fs.gen++
 	delete(fs.index, k)
-	copy(fs.parts[at:], fs.parts[at+1:])
-	fs.parts = fs.parts[:len(fs.parts)-1]
-	for i := at; i < len(fs.parts); i++ {
+	fs.parts[at].forgotten = true
+	return true
+}
+
+// compact drops the partitions forget marked, in one pass however many
+// there are. Caller holds fs.mu.
+func (fs *fetchSession) compact() {
+	kept := fs.parts[:0]
+	for _, sp := range fs.parts {
+		if !sp.forgotten {
+			kept = append(kept, sp)
+		}
+	}
+	clear(fs.parts[len(kept):])
+	fs.parts = kept
+	for i := range fs.parts {
 		fs.index[fs.parts[i].key] = i
 	}
+	fs.gen++
 }
 
 // fullRequest is req with its partitions replaced by every partition of

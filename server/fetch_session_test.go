@@ -315,3 +315,41 @@ func sessionFetchByID(id [16]byte, sid, epoch int32, offsets map[int32]int64) *k
 	}
 	return req
 }
+
+// Forgetting several partitions in one incremental fetch leaves the others
+// in order, each findable by its key.
+func TestFetchSessionForgetMany(t *testing.T) {
+	var id [16]byte
+	id[0] = 7
+	var ss fetchSessions
+	fs := ss.open(1, sessionFetchByID(id, 0, 0, map[int32]int64{0: 0, 1: 0, 2: 0, 3: 0, 4: 0}), true)
+	if fs == nil {
+		t.Fatal("no session")
+	}
+	req := sessionFetchByID(id, fs.id, 1, nil)
+	ft := kmsg.NewFetchRequestForgottenTopic()
+	ft.TopicID, ft.Partitions = id, []int32{3, 1, 9}
+	req.ForgottenTopics = append(req.ForgottenTopics, ft)
+	_, full, _, code := ss.incrementalFetch(1, req, true)
+	if code != 0 {
+		t.Fatalf("error %d", code)
+	}
+	var got []int32
+	for _, rt := range full.Topics {
+		for _, rp := range rt.Partitions {
+			got = append(got, rp.Partition)
+		}
+	}
+	if len(got) != 3 || len(fs.index) != 3 {
+		t.Fatalf("after forgetting 1 and 3 (and 9, unknown): partitions %v, index %v", got, fs.index)
+	}
+	sort.Slice(got, func(i, j int) bool { return got[i] < got[j] })
+	if got[0] != 0 || got[1] != 2 || got[2] != 4 {
+		t.Fatalf("partitions %v, want [0 2 4]", got)
+	}
+	for i, sp := range fs.parts {
+		if fs.index[sp.key] != i {
+			t.Fatalf("index of %v is %d, want %d", sp.key, fs.index[sp.key], i)
+		}
+	}
+}
