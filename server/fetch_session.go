@@ -34,7 +34,9 @@ package server
 // end with it (Kafka keeps them across connections until evicted; a client
 // reconnecting gets FETCH_SESSION_ID_NOT_FOUND and opens a new one, which is
 // what Kafka answers for an evicted session). A broker keeps at most
-// maxFetchSessions; when full, a new full fetch is served without a session.
+// maxFetchSessions, a connection at most maxFetchSessionsPerConn (opening
+// another drops its oldest); when the broker is full, a new full fetch is
+// served without a session.
 
 import (
 	"math"
@@ -47,6 +49,9 @@ import (
 // maxFetchSessions bounds the sessions a broker keeps (Kafka's
 // max.incremental.fetch.session.cache.slots default).
 const maxFetchSessions = 1000
+
+// maxFetchSessionsPerConn bounds the sessions one connection holds.
+const maxFetchSessionsPerConn = 4
 
 // fetchSessionKey names a session partition: by topic name (v7..v12) or
 // topic id (v13+); the other field is zero.
@@ -73,8 +78,9 @@ type sessionPartition struct {
 // used by one fetch at a time (the client waits for each answer), which the
 // epoch check enforces.
 type fetchSession struct {
-	id   int32
-	conn uint64 // the connection that opened it
+	id     int32
+	conn   uint64 // the connection that opened it
+	opened uint64 // open order (fetchSessions.opened)
 
 	mu    sync.Mutex
 	epoch int32 // the epoch the next incremental fetch must carry
@@ -95,9 +101,10 @@ type sessionOrder struct {
 
 // fetchSessions is a Server's open sessions.
 type fetchSessions struct {
-	mu   sync.Mutex
-	m    map[int32]*fetchSession
-	next int32 // the last id handed out
+	mu     sync.Mutex
+	m      map[int32]*fetchSession
+	next   int32  // the last id handed out
+	opened uint64 // sessions opened so far
 
 	incremental uint64 // incremental fetches served (tests, under mu)
 }
@@ -115,6 +122,25 @@ func nextEpoch(e int32) int32 {
 func (ss *fetchSessions) open(conn uint64, req *kmsg.FetchRequest, byID bool) *fetchSession {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
+	// A connection needs one session (a client fetches from a broker on one
+	// connection); one that keeps opening them loses its oldest, so it
+	// cannot take every slot nor hold many copies of a huge request.
+	var oldest *fetchSession
+	mine := 0
+	for _, fs := range ss.m {
+		if fs.conn == conn {
+			mine++
+			if oldest == nil || fs.opened < oldest.opened {
+				oldest = fs
+			}
+		}
+	}
+	if mine >= maxFetchSessionsPerConn {
+		delete(ss.m, oldest.id)
+		oldest.mu.Lock()
+		oldest.gone = true
+		oldest.mu.Unlock()
+	}
 	if len(ss.m) >= maxFetchSessions {
 		return nil
 	}
@@ -130,7 +156,8 @@ func (ss *fetchSessions) open(conn uint64, req *kmsg.FetchRequest, byID bool) *f
 			break
 		}
 	}
-	fs := &fetchSession{id: ss.next, conn: conn, epoch: 1, index: make(map[fetchSessionKey]int)}
+	ss.opened++
+	fs := &fetchSession{id: ss.next, conn: conn, opened: ss.opened, epoch: 1, index: make(map[fetchSessionKey]int)}
 	fs.update(req, byID)
 	ss.m[fs.id] = fs
 	return fs

@@ -353,3 +353,28 @@ func TestFetchSessionForgetMany(t *testing.T) {
 		}
 	}
 }
+
+// A connection that keeps opening sessions keeps only its newest
+// maxFetchSessionsPerConn; another connection's are untouched.
+func TestFetchSessionsPerConnection(t *testing.T) {
+	var id [16]byte
+	var ss fetchSessions
+	req := sessionFetchByID(id, 0, 0, map[int32]int64{0: 0})
+	other := ss.open(2, req, true)
+	var ids []int32
+	for range maxFetchSessionsPerConn + 3 {
+		ids = append(ids, ss.open(1, req, true).id)
+	}
+	if got := len(ss.m); got != maxFetchSessionsPerConn+1 {
+		t.Fatalf("%d sessions open, want %d for connection 1 and 1 for connection 2", got, maxFetchSessionsPerConn)
+	}
+	for i, sid := range ids {
+		_, kept := ss.m[sid]
+		if want := i >= len(ids)-maxFetchSessionsPerConn; kept != want {
+			t.Fatalf("session %d (opened %d of %d) kept %v, want %v", sid, i+1, len(ids), kept, want)
+		}
+	}
+	if _, ok := ss.m[other.id]; !ok {
+		t.Fatal("connection 2's session was dropped")
+	}
+}
