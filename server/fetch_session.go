@@ -297,51 +297,38 @@ func (fs *fetchSession) compact() {
 
 // fullRequest is req with its partitions replaced by every partition of
 // the session, grouped by topic in session order (a topic's partitions
-// together, topics in the order they first appear). Caller holds fs.mu.
+// together, topics in the order they first appear), and the session index
+// of each partition in wire order. Caller holds fs.mu.
 func (fs *fetchSession) fullRequest(req *kmsg.FetchRequest, byID bool) (*kmsg.FetchRequest, sessionOrder) {
 	full := *req
 	full.ForgottenTopics = nil
-	// Which topic each partition belongs to: a linear search over the few
-	// topics a consumer usually fetches, a map past a handful.
+	// The topic of each partition (an index into topics) and how many
+	// partitions each topic has; consecutive partitions of one topic skip
+	// the map.
 	topicOf := make([]int32, len(fs.parts))
 	var topics []fetchSessionKey
 	var counts []int
-	var many map[fetchSessionKey]int32
+	seen := make(map[fetchSessionKey]int32)
 	last := int32(-1)
 	for i := range fs.parts {
 		tk := fetchSessionKey{topic: fs.parts[i].key.topic, id: fs.parts[i].key.id}
 		if last < 0 || topics[last] != tk {
-			last = -1
-			if many != nil {
-				if at, ok := many[tk]; ok {
-					last = at
-				}
-			} else {
-				for j := range topics {
-					if topics[j] == tk {
-						last = int32(j)
-						break
-					}
-				}
-			}
-			if last < 0 {
-				last = int32(len(topics))
+			at, ok := seen[tk]
+			if !ok {
+				at = int32(len(topics))
+				seen[tk] = at
 				topics = append(topics, tk)
 				counts = append(counts, 0)
-				if many == nil && len(topics) > 16 {
-					many = make(map[fetchSessionKey]int32, 64)
-					for j := range topics {
-						many[topics[j]] = int32(j)
-					}
-				} else if many != nil {
-					many[tk] = last
-				}
 			}
+			last = at
 		}
 		topicOf[i] = last
 		counts[last]++
 	}
+	// Each topic's partitions are a run of one array; a partition's wire
+	// position is its place in that array.
 	parts := make([]kmsg.FetchRequestTopicPartition, len(fs.parts))
+	starts := make([]int, len(topics))
 	full.Topics = make([]kmsg.FetchRequestTopic, len(topics))
 	off := 0
 	for j, tk := range topics {
@@ -352,22 +339,18 @@ func (fs *fetchSession) fullRequest(req *kmsg.FetchRequest, byID bool) (*kmsg.Fe
 		} else {
 			rt.Topic = tk.topic
 		}
-		rt.Partitions = parts[off : off : off+counts[j]]
+		starts[j] = off
+		rt.Partitions = parts[off:off]
 		off += counts[j]
 	}
 	order := sessionOrder{at: make([]int32, len(fs.parts)), gen: fs.gen}
-	starts := counts[:0] // each topic's first wire position, reusing counts
-	off = 0
-	for j := range topics {
-		n := len(full.Topics[j].Partitions[:cap(full.Topics[j].Partitions)])
-		starts = append(starts, off)
-		off += n
-	}
 	for i := range fs.parts {
 		t := topicOf[i]
 		rt := &full.Topics[t]
-		order.at[starts[t]+len(rt.Partitions)] = int32(i)
-		rt.Partitions = append(rt.Partitions, fs.parts[i].req)
+		pos := starts[t] + len(rt.Partitions)
+		parts[pos] = fs.parts[i].req
+		rt.Partitions = parts[starts[t] : pos+1]
+		order.at[pos] = int32(i)
 	}
 	return &full, order
 }

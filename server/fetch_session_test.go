@@ -12,18 +12,20 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// sessionFetch is a fetch of partitions parts (at offsets) of topic tp
-// (named name) in session id at epoch; MaxWait 0.
-func sessionFetch(v int16, tp *engine.Topic, name string, id, epoch int32, offsets map[int32]int64) *kmsg.FetchRequest {
+// sessionFetch is a fetch of partitions (at offsets, in partition order)
+// of one topic, named by name before v13 and by id from v13, in session sid
+// at epoch; MaxWait 0.
+func sessionFetch(v int16, name string, id [16]byte, sid, epoch int32, offsets map[int32]int64) *kmsg.FetchRequest {
 	req := kmsg.NewPtrFetchRequest()
 	req.Version = v
 	req.MinBytes, req.MaxBytes = 1, 1<<30
-	req.SessionID, req.SessionEpoch = id, epoch
+	req.SessionID, req.SessionEpoch = sid, epoch
 	if len(offsets) > 0 {
 		rt := kmsg.NewFetchRequestTopic()
-		rt.Topic, rt.TopicID = name, tp.ID()
 		if v >= fetchFirstTopicIDVersion {
-			rt.Topic = ""
+			rt.TopicID = id
+		} else {
+			rt.Topic = name
 		}
 		var ps []int32
 		for p := range offsets {
@@ -38,6 +40,11 @@ func sessionFetch(v int16, tp *engine.Topic, name string, id, epoch int32, offse
 		req.Topics = append(req.Topics, rt)
 	}
 	return req
+}
+
+// sessionFetchByID is sessionFetch at the newest version (topics by id).
+func sessionFetchByID(id [16]byte, sid, epoch int32, offsets map[int32]int64) *kmsg.FetchRequest {
+	return sessionFetch(fetchMaxVersion, "", id, sid, epoch, offsets)
 }
 
 // fetchedValues maps each partition of resp to its record values.
@@ -77,7 +84,7 @@ func TestFetchSessions(t *testing.T) {
 			corr := int32(0)
 			fetch := func(id, epoch int32, offsets map[int32]int64, edit func(*kmsg.FetchRequest)) *kmsg.FetchResponse {
 				t.Helper()
-				req := sessionFetch(v, tp, name, id, epoch, offsets)
+				req := sessionFetch(v, name, tp.ID(), id, epoch, offsets)
 				if edit != nil {
 					edit(req)
 				}
@@ -137,7 +144,7 @@ func TestFetchSessions(t *testing.T) {
 			}{{c, id + 1000}, {dialRaw(t, addr), id}} {
 				corr++
 				var r kmsg.FetchResponse
-				bad.c.roundTrip(sessionFetch(v, tp, name, bad.id, 5, nil), corr, &r)
+				bad.c.roundTrip(sessionFetch(v, name, tp.ID(), bad.id, 5, nil), corr, &r)
 				if r.ErrorCode != kerr.FetchSessionIDNotFound.Code || r.SessionID != 0 || len(r.Topics) != 0 {
 					t.Fatalf("session %d from another connection or unknown: error %d session %d", bad.id, r.ErrorCode, r.SessionID)
 				}
@@ -179,7 +186,7 @@ func TestFetchSessionRotation(t *testing.T) {
 	var id int32
 	for i := range int32(8) {
 		epoch := i
-		req := sessionFetch(fetchMaxVersion, tp, "rot", id, epoch, offsets)
+		req := sessionFetchByID(tp.ID(), id, epoch, offsets)
 		req.MaxBytes = 1 // one batch per response (minOneBatch)
 		var resp kmsg.FetchResponse
 		c.roundTrip(req, i+1, &resp)
@@ -295,25 +302,6 @@ func BenchmarkFetchSessionIncremental(b *testing.B) {
 		}
 		fs.answer(&body, true, true, order)
 	}
-}
-
-// sessionFetchByID is a v13+ fetch request of partitions (at offsets) of
-// the topic with id.
-func sessionFetchByID(id [16]byte, sid, epoch int32, offsets map[int32]int64) *kmsg.FetchRequest {
-	req := kmsg.NewPtrFetchRequest()
-	req.Version = fetchMaxVersion
-	req.SessionID, req.SessionEpoch = sid, epoch
-	if len(offsets) > 0 {
-		rt := kmsg.NewFetchRequestTopic()
-		rt.TopicID = id
-		for p, off := range offsets {
-			rp := kmsg.NewFetchRequestTopicPartition()
-			rp.Partition, rp.FetchOffset = p, off
-			rt.Partitions = append(rt.Partitions, rp)
-		}
-		req.Topics = append(req.Topics, rt)
-	}
-	return req
 }
 
 // Forgetting several partitions in one incremental fetch leaves the others
