@@ -83,7 +83,10 @@ type Config struct {
 	Consumers         int
 	Group             string // consume through this consumer group instead of direct assignment
 	Engine            string
-	Seed              uint64
+	// ConsumerEngine is the consumers' engine: kgo or native ("" = kgo
+	// with --group, else the producers' Engine).
+	ConsumerEngine string
+	Seed           uint64
 	// DrainTimeout bounds the wait for outstanding acks and for consumers
 	// to catch up once producing stops.
 	DrainTimeout time.Duration
@@ -247,6 +250,15 @@ func (c *Config) Validate() error {
 	if c.Engine != EngineKgo && c.Engine != EngineNative {
 		bad("--engine %q: want kgo or native", c.Engine)
 	}
+	switch c.ConsumerEngine {
+	case "", EngineKgo:
+	case EngineNative:
+		if c.Group != "" {
+			bad("--consumer-engine native cannot join a group (--group needs kgo)")
+		}
+	default:
+		bad("--consumer-engine %q: want kgo or native", c.ConsumerEngine)
+	}
 	if c.DrainTimeout <= 0 || c.DrainTimeout > time.Hour {
 		bad("drain timeout %v out of range", c.DrainTimeout)
 	}
@@ -298,6 +310,7 @@ type configJSON struct {
 	Idempotent        bool     `json:"idempotent"`
 	MaxInflight       int      `json:"max_inflight"`
 	Consumers         int      `json:"consumers"`
+	ConsumerEngine    string   `json:"consumer_engine,omitempty"`
 	Group             string   `json:"group,omitempty"`
 	Seed              uint64   `json:"seed"`
 	DrainTimeoutS     float64  `json:"drain_timeout_s"`
@@ -321,6 +334,9 @@ func (c *Config) json() configJSON {
 		BatchBytes: c.BatchBytes, Compression: c.Compression.String(),
 		Idempotent: c.Idempotent, MaxInflight: c.MaxInflight, Consumers: c.Consumers,
 		Group: c.Group, Seed: c.Seed, DrainTimeoutS: c.DrainTimeout.Seconds(), FindMax: c.FindMax,
+	}
+	if c.Consumers > 0 {
+		j.ConsumerEngine = c.consumerEngine()
 	}
 	if c.FindMax {
 		j.MaxP99Ms, j.MaxErrorRate, j.StartRate = ms(c.MaxP99), c.MaxErrorRate, c.StartRate
@@ -364,9 +380,20 @@ func (c *Config) describe() string {
 	if c.Warmup > 0 {
 		bound += fmt.Sprintf(" after a %v warm-up", c.Warmup)
 	}
-	return fmt.Sprintf("topic %s (%d partitions), %d B %s records, %s, %d producer(s), %s%s, acks=%s, linger %v, batch %d B, compression %v, idempotent %v, %d consumer(s)%s",
+	return fmt.Sprintf("topic %s (%d partitions), %d B %s records, %s, %d producer(s), %s%s, acks=%s, linger %v, batch %d B, compression %v, idempotent %v, %d %s consumer(s)%s",
 		c.Topic, c.Partitions, c.RecordBytes, payload, keys, c.Producers, pace, bound, acksName(c.Acks),
-		c.Linger, c.BatchBytes, c.Compression, c.Idempotent, c.Consumers, groupNote(c.Group))
+		c.Linger, c.BatchBytes, c.Compression, c.Idempotent, c.Consumers, c.consumerEngine(), groupNote(c.Group))
+}
+
+// consumerEngine is the engine the consumers run with.
+func (c *Config) consumerEngine() string {
+	switch {
+	case c.ConsumerEngine != "":
+		return c.ConsumerEngine
+	case c.Group != "":
+		return EngineKgo
+	}
+	return c.Engine
 }
 
 func groupNote(g string) string {

@@ -20,6 +20,23 @@ type consumer struct {
 	rec *recorder
 }
 
+// newTailConsumer makes consumer k of the run with the configured engine;
+// nil when it has no partitions.
+func newTailConsumer(env *runEnv, k int, startOffsets map[int32]int64, rec *recorder) (tailConsumer, error) {
+	if env.cfg.consumerEngine() == EngineNative {
+		c, err := newNativeConsumer(env, k, startOffsets, rec)
+		if c == nil || err != nil {
+			return nil, err
+		}
+		return c, nil
+	}
+	c, err := newConsumer(env, k, startOffsets, rec)
+	if c == nil || err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
 func newConsumer(env *runEnv, k int, startOffsets map[int32]int64, rec *recorder) (*consumer, error) {
 	cfg := env.cfg
 	opts := []kgo.Opt{
@@ -49,6 +66,8 @@ func newConsumer(env *runEnv, k int, startOffsets map[int32]int64, rec *recorder
 	}
 	return &consumer{env: env, cl: cl, rec: rec}, nil
 }
+
+func (c *consumer) close() { c.cl.Close() }
 
 // run polls until ctx is done, then closes the client.
 func (c *consumer) run(ctx context.Context) {

@@ -54,7 +54,10 @@
 //	                    dialNative, ends after the producer closes the
 //	                    in-flight queue and the last response is read, or
 //	                    when the connection fails or the drain times out
-//	consumer k          one goroutine polling; cancelled when the consumers
+//	consumer k          kgo: one goroutine polling; native: one goroutine
+//	                    per leader broker fetching on its own connection
+//	                    (fetch.go; cancelling closes the connection under a
+//	                    waiting fetch); cancelled when the consumers
 //	                    have caught up with the acknowledged records or
 //	                    DrainTimeout after producing ended
 //	sampler             one goroutine ticking every second; stopped last

@@ -42,6 +42,7 @@ type topicInfo struct {
 	leaders    []int32          // by partition; -1 = none
 	addrs      map[int32]string // broker node id → host:port
 	maxProduce map[int32]int16  // broker node id → newest Produce version it serves
+	maxFetch   map[int32]int16  // broker node id → newest Fetch version it serves
 }
 
 // produceVersion is the Produce version the native producer speaks to node.
@@ -119,7 +120,7 @@ func describeTopic(ctx context.Context, adm *kadm.Client, topic string) (*topicI
 	if n == 0 {
 		return nil, fmt.Errorf("topic has no partitions")
 	}
-	ti := &topicInfo{partitions: n, leaders: make([]int32, n), addrs: map[int32]string{}, maxProduce: map[int32]int16{}}
+	ti := &topicInfo{partitions: n, leaders: make([]int32, n), addrs: map[int32]string{}, maxProduce: map[int32]int16{}, maxFetch: map[int32]int16{}}
 	for _, b := range md.Brokers {
 		ti.addrs[b.NodeID] = net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
 	}
@@ -143,6 +144,9 @@ func describeTopic(ctx context.Context, adm *kadm.Client, topic string) (*topicI
 		}
 		if mx, ok := v.KeyMaxVersion(produceKey); ok {
 			ti.maxProduce[node] = mx
+		}
+		if mx, ok := v.KeyMaxVersion(fetchKey); ok {
+			ti.maxFetch[node] = mx
 		}
 	}
 	return ti, nil
@@ -179,12 +183,10 @@ func runOnce(ctx context.Context, cfg *Config, admin *kgo.Client, ti *topicInfo,
 
 	// Consumers first, positioned at the end offsets, so they see every
 	// record of the run and nothing older.
-	var consumers []*consumer
+	var consumers []tailConsumer
 	defer func() {
 		for _, c := range consumers {
-			if c != nil && c.cl != nil {
-				c.cl.Close()
-			}
+			c.close()
 		}
 	}()
 	if cfg.Consumers > 0 {
@@ -205,7 +207,7 @@ func runOnce(ctx context.Context, cfg *Config, admin *kgo.Client, ti *topicInfo,
 			})
 		}
 		for k := range cfg.Consumers {
-			c, err := newConsumer(env, k, start, st.e2e.add())
+			c, err := newTailConsumer(env, k, start, st.e2e.add())
 			if err != nil {
 				return nil, fmt.Errorf("consumer %d: %w", k, err)
 			}

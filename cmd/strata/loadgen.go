@@ -119,6 +119,7 @@ func parseLoadgenFlags(args []string, usageOut io.Writer) (loadgen.Config, loadg
 	fs.IntVar(&cfg.Consumers, "consumers", 0, "tail consumers (partitions split among them) measuring end-to-end latency")
 	fs.StringVar(&cfg.Group, "group", "", "consume through this consumer group instead of direct assignment (needs group support)")
 	fs.StringVar(&cfg.Engine, "engine", cfg.Engine, "producer engine: kgo (franz-go client) or native (lean batcher producer)")
+	fs.StringVar(&cfg.ConsumerEngine, "consumer-engine", "", "consumer engine: kgo (franz-go client) or native (lean Fetch loop); default: --engine's, kgo with --group")
 	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed for keys, payloads and partition choice")
 	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", cfg.DrainTimeout, "wait at most this long for outstanding acks and consumers at the end")
 	fs.BoolVar(&cfg.FindMax, "find-max", false, "search for the highest rate that stays healthy")
