@@ -380,9 +380,9 @@ func (c *Config) describe() string {
 	if c.Warmup > 0 {
 		bound += fmt.Sprintf(" after a %v warm-up", c.Warmup)
 	}
-	return fmt.Sprintf("topic %s (%d partitions), %d B %s records, %s, %d producer(s), %s%s, acks=%s, linger %v, batch %d B, compression %v, idempotent %v, %d %s consumer(s)%s",
+	return fmt.Sprintf("topic %s (%d partitions), %d B %s records, %s, %d producer(s), %s%s, acks=%s, linger %v, batch %d B, compression %v, idempotent %v, %d%s consumer(s)%s",
 		c.Topic, c.Partitions, c.RecordBytes, payload, keys, c.Producers, pace, bound, acksName(c.Acks),
-		c.Linger, c.BatchBytes, c.Compression, c.Idempotent, c.Consumers, c.consumerEngine(), groupNote(c.Group))
+		c.Linger, c.BatchBytes, c.Compression, c.Idempotent, c.Consumers, c.consumerNote(), groupNote(c.Group))
 }
 
 // consumerEngine is the engine the consumers run with.
@@ -394,6 +394,14 @@ func (c *Config) consumerEngine() string {
 		return EngineKgo
 	}
 	return c.Engine
+}
+
+// consumerNote names the consumers' engine in the workload line.
+func (c *Config) consumerNote() string {
+	if c.Consumers == 0 {
+		return ""
+	}
+	return " " + c.consumerEngine()
 }
 
 func groupNote(g string) string {
