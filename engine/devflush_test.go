@@ -153,3 +153,71 @@ func TestSharedFlushMakesAppendsDurable(t *testing.T) {
 		})
 	}
 }
+
+// One flush worker whose shared flush is held: the logs dirtied meanwhile
+// queue, and the worker then takes them as one batch made durable by one
+// device flush (flushBatch), each log's durable offset and HW moving only
+// after it. (Needs ext4 or XFS under the test directory, as CI has.)
+func TestFlushBatchSharesOneFlush(t *testing.T) {
+	dir := t.TempDir()
+	e := openEngine(t, dir, func(o *Options) { o.IOBackend = IOBackendUring; o.flushWorkers = 1 })
+	defer e.Close()
+	d := e.io.dev
+	if d == nil || !e.fl.batch {
+		t.Fatalf("shared flush %v, batch workers %v", d != nil, e.fl.batch)
+	}
+	const parts = 32
+	tp := mustTopic(t, e, "batch", parts, nil)
+	// Each segment's first sync is its own fdatasync; after it, syncs share.
+	for p := range parts {
+		l := tp.Partition(int32(p))
+		info := mustAppend(t, l, batchOf(t, 2, 100, 1, p))
+		waitFor(t, func() bool { return l.HighWatermark() > info.LastOffset })
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	var held atomic.Bool
+	real := d.flush
+	d.flush = func() error {
+		if held.CompareAndSwap(false, true) {
+			entered <- struct{}{}
+			<-release
+		}
+		return real()
+	}
+	waits0, flushes0 := d.waits.Load(), d.flushes.Load()
+
+	l0 := tp.Partition(0)
+	first := mustAppend(t, l0, batchOf(t, 2, 100, 2, 100))
+	<-entered // the only worker is inside the flush for partition 0
+	var wg sync.WaitGroup
+	var ends [parts]int64
+	for p := 1; p < parts; p++ {
+		l := tp.Partition(int32(p))
+		info := mustAppend(t, l, batchOf(t, 3, 100, 3, 200+p))
+		ends[p] = info.LastOffset + 1
+		wg.Add(1)
+		l.WhenDurable(info.LastOffset, func(err error) {
+			if err != nil {
+				t.Error(err)
+			}
+			wg.Done()
+		})
+	}
+	for p := 1; p < parts; p++ {
+		if hw := tp.Partition(int32(p)).HighWatermark(); hw >= ends[p] {
+			t.Fatalf("partition %d: HW %d covers %d before its flush", p, hw, ends[p])
+		}
+	}
+	close(release)
+	wg.Wait()
+	waitFor(t, func() bool { return l0.HighWatermark() > first.LastOffset })
+	if w, f := d.waits.Load()-waits0, d.flushes.Load()-flushes0; w != 2 || f != 2 {
+		t.Fatalf("%d waits and %d device flushes for partition 0 and a batch of %d, want 2 and 2", w, f, parts-1)
+	}
+	for p := 1; p < parts; p++ {
+		l := tp.Partition(int32(p))
+		if hw := l.HighWatermark(); hw != ends[p] {
+			t.Fatalf("partition %d: HW %d, want %d", p, hw, ends[p])
+		}
+	}
+}

@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"math"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,8 +12,9 @@ import (
 // The durable pipeline (see "Durability and the high watermark" in doc.go).
 //
 // Appends mark their log dirty; a fixed pool of flush workers takes dirty
-// logs from a FIFO queue as soon as each worker is free, fdatasyncs the
-// log's dirty files and advances its durable offset and HW. A log is in the
+// logs from a FIFO queue as soon as each worker is free (one at a time, or
+// with shared device flushes every queued log as one batch: flushBatch),
+// fdatasyncs the log's dirty files and advances its durable offset and HW. A log is in the
 // queue at most once and is never flushed by two workers at once: appends
 // that arrive while it is being flushed mark it to be queued again when that
 // flush ends. A coordinator goroutine owns the clock-driven work: the
@@ -33,8 +35,13 @@ const (
 	// more logs per commit; each one blocked in the kernel holds an OS
 	// thread.
 	defaultFlushWorkers = 16
-	// sharedFlushWorkers is the pool size with shared device flushes.
-	sharedFlushWorkers = 64
+	// sharedFlushWorkers is the pool size with shared device flushes. Each
+	// worker takes every queued log (up to maxFlushBatch) and makes them
+	// durable with one device flush (flushBatch); a second worker gathers
+	// the logs queued meanwhile and shares the next flush.
+	sharedFlushWorkers = 8
+	// maxFlushBatch bounds the logs one worker takes at once.
+	maxFlushBatch = 256
 )
 
 // flushState is where a Log stands in the pipeline; guarded by Log.mu.
@@ -87,6 +94,9 @@ type flushPipeline struct {
 	queue    logQueue
 	deferred []*Log // write-caching logs with a flush.ms deadline (may hold stale entries)
 	stopping bool   // workers exit once the queue is empty
+	batch    bool   // workers take batches (shared device flushes): wake one at a time
+	idle     int    // workers waiting in cond
+	waking   int    // workers signalled that have not taken their batch yet
 	wg       sync.WaitGroup
 
 	closing   atomic.Bool   // Close started: every flush is a full one
@@ -104,12 +114,10 @@ func (e *Engine) startFlusher() {
 	p.kick = make(chan struct{}, 1)
 	p.stop = make(chan struct{})
 	p.done = make(chan struct{})
+	p.batch = e.io.dev != nil
 	if p.workers <= 0 {
 		p.workers = defaultFlushWorkers
-		if e.io.dev != nil {
-			// Workers waiting for a shared flush block on a condition
-			// variable, not in fdatasync: more of them batch more logs
-			// into each flush at the cost of goroutines only.
+		if p.batch {
 			p.workers = sharedFlushWorkers
 		}
 	}
@@ -176,12 +184,20 @@ func (e *Engine) markDirty(l *Log, urgent bool) {
 }
 
 // pushFlush appends l to the queue and wakes a worker. Caller holds l.mu
-// and has set l.flushState = flushQueued.
+// and has set l.flushState = flushQueued. Batch workers are woken one at a
+// time: a produce request dirties several logs in a row, and the worker
+// woken by the first takes the ones queued before it runs (context switches
+// cost more here than the batching delays).
 func (e *Engine) pushFlush(l *Log) {
 	p := &e.fl
 	p.mu.Lock()
 	p.queue.push(l)
-	p.cond.Signal()
+	if !p.batch {
+		p.cond.Signal()
+	} else if p.idle > 0 && p.waking == 0 {
+		p.waking++
+		p.cond.Signal()
+	}
 	p.mu.Unlock()
 }
 
@@ -231,10 +247,45 @@ func (e *Engine) nextFlush() *Log {
 	return p.queue.pop()
 }
 
+// nextFlushBatch blocks until a log is queued and returns up to
+// maxFlushBatch of them appended to dst, or dst unchanged once the pipeline
+// is stopping and the queue is drained.
+func (e *Engine) nextFlushBatch(dst []*Log) []*Log {
+	p := &e.fl
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for p.queue.len() == 0 && !p.stopping {
+		p.idle++
+		p.cond.Wait()
+		p.idle--
+		if p.waking > 0 {
+			p.waking--
+		}
+	}
+	for p.queue.len() > 0 && len(dst) < maxFlushBatch {
+		dst = append(dst, p.queue.pop())
+	}
+	if p.queue.len() > 0 && p.idle > 0 && p.waking == 0 {
+		p.waking++
+		p.cond.Signal()
+	}
+	return dst
+}
+
 // runFlushWorker is one of the Engine's flush workers (started by Open,
 // stopped by Close once the queue drained).
 func (e *Engine) runFlushWorker() {
 	defer e.fl.wg.Done()
+	if e.fl.batch {
+		var b flushBatch // reused
+		for {
+			b.logs = e.nextFlushBatch(b.logs[:0])
+			if len(b.logs) == 0 {
+				return
+			}
+			e.flushBatch(&b)
+		}
+	}
 	var j flushJob // reused: its segment list keeps its storage
 	for {
 		l := e.nextFlush()
@@ -253,6 +304,13 @@ type flushJob struct {
 	sealedN int
 	end     int64 // durable offset once the syncs succeed
 	syncDir bool
+
+	// flushBatch: the active segment's share of the batch's device flush.
+	err    error // the first sync error
+	own    int   // segs[:own] sync themselves (syncSegs)
+	shared bool  // segs[len(segs)-1] is made durable by the batch's flush
+	target int64 // its StartShared target
+	before os.FileInfo
 }
 
 // capture records under l.mu what flushing l must sync (pinning the
@@ -308,18 +366,33 @@ func (e *Engine) flushOne(l *Log, j *flushJob) {
 	if j.skip {
 		return
 	}
-	var err error
-	for i, s := range j.segs {
-		if err == nil {
-			err = e.syncSegment(s, i < j.sealedN)
-			if err != nil && s.deleting.Load() {
-				err = nil // DeleteRecords renamed it meanwhile: nothing to keep
-			}
+	j.err = nil
+	e.syncSegs(j, len(j.segs))
+	e.finishJob(j)
+}
+
+// syncSegs syncs j.segs[:n] one by one until the first error (j.err); an
+// error of a segment DeleteRecords renamed meanwhile is ignored.
+func (e *Engine) syncSegs(j *flushJob, n int) {
+	for i := 0; i < n && j.err == nil; i++ {
+		s := j.segs[i]
+		j.err = e.syncSegment(s, i < j.sealedN)
+		if j.err != nil && s.deleting.Load() {
+			j.err = nil // DeleteRecords renamed it meanwhile: nothing to keep
 		}
+	}
+}
+
+// finishJob releases j's segments, fsyncs the log directory after a roll,
+// takes the engine offline on an error and completes the flush.
+func (e *Engine) finishJob(j *flushJob) {
+	l := j.l
+	for i, s := range j.segs {
 		s.release()
 		j.segs[i] = nil
 	}
 	j.segs = j.segs[:0]
+	err := j.err
 	if err == nil && j.syncDir {
 		err = e.syncFile(l.dir, func() error { return syncDir(l.dir) })
 	}
@@ -331,7 +404,127 @@ func (e *Engine) flushOne(l *Log, j *flushJob) {
 			e.ioFailure(fmt.Sprintf("syncing %s", l), err)
 		}
 	}
+	j.err, j.before = nil, nil
 	e.complete(j, err == nil)
+}
+
+// flushBatch is a batch worker's reusable state.
+type flushBatch struct {
+	logs []*Log
+	jobs []flushJob
+}
+
+// flushBatch makes a batch of logs durable with one shared device flush
+// (see "Shared device flushes" in doc.go): active segments that can share
+// (segment.StartShared) submit their tails, wait for their writes, and are
+// made durable by one flush that starts after the last of those writes
+// completed; logs with nothing else to sync complete then. Sealed segments
+// and active ones that cannot share sync afterwards as in flushOne (a roll's
+// fsyncs do not hold up the other logs' acknowledgements), then their logs
+// complete.
+func (e *Engine) flushBatch(b *flushBatch) {
+	if cap(b.jobs) < len(b.logs) {
+		b.jobs = append(b.jobs[:cap(b.jobs)], make([]flushJob, len(b.logs)-cap(b.jobs))...)
+	}
+	jobs := b.jobs[:len(b.logs)]
+	now := e.nowMs()
+	for i, l := range b.logs {
+		e.capture(l, &jobs[i], now)
+		b.logs[i] = nil
+	}
+	anyShared := false
+	for i := range jobs {
+		j := &jobs[i]
+		j.own = len(j.segs)
+		if j.skip || j.own == j.sealedN {
+			continue
+		}
+		s := j.segs[j.own-1] // the active segment is last
+		target, shared, err := s.seg.StartShared()
+		switch {
+		case err != nil:
+			if !s.deleting.Load() {
+				j.err = err
+			}
+			j.own--
+		case shared:
+			j.shared, j.target = true, target
+			anyShared = true
+			j.own--
+		}
+	}
+	if anyShared {
+		e.shareFlush(jobs)
+	}
+	for pass := 0; pass < 2; pass++ {
+		for i := range jobs {
+			j := &jobs[i]
+			if j.skip || (j.own == 0 || j.err != nil) != (pass == 0) {
+				continue
+			}
+			if pass == 1 {
+				e.syncSegs(j, j.own)
+			}
+			j.own = 0 // finished: not taken by the second pass
+			e.finishJob(j)
+		}
+	}
+}
+
+// shareFlush waits for the writes of the jobs' shared active segments, runs
+// (or joins) one device flush that starts after them, and marks them
+// durable. The sync hook and the sync log see each segment as if it had
+// synced alone.
+func (e *Engine) shareFlush(jobs []flushJob) {
+	waiting := 0
+	for i := range jobs {
+		j := &jobs[i]
+		if !j.shared || j.err != nil {
+			continue
+		}
+		s := j.segs[len(j.segs)-1]
+		path, _, _ := s.paths()
+		e.syncs.Add(1)
+		if err := s.seg.WaitWritten(j.target); err != nil {
+			j.err = err
+		} else if h := e.syncHook; h != nil {
+			j.err = h(path)
+		}
+		if j.err == nil && e.synclog != nil {
+			j.before, _ = os.Stat(path)
+		}
+		if j.err != nil {
+			if s.deleting.Load() {
+				j.err = nil
+			}
+			j.shared = false
+			continue
+		}
+		waiting++
+	}
+	if waiting == 0 {
+		return
+	}
+	ferr := e.io.dev.wait()
+	for i := range jobs {
+		j := &jobs[i]
+		if !j.shared || j.err != nil {
+			continue
+		}
+		if ferr != nil {
+			j.err = ferr
+			continue
+		}
+		s := j.segs[len(j.segs)-1]
+		if err := s.seg.MarkDurable(j.target); err != nil {
+			j.err = err
+			continue
+		}
+		if e.synclog != nil {
+			path, _, _ := s.paths()
+			j.err = e.recordSynced(path, j.before)
+		}
+	}
 }
 
 // complete publishes a finished flush of j.l (ok: its syncs succeeded) and

@@ -120,17 +120,24 @@ func (e *Engine) recordSync(path string, sync func() error) error {
 	if r == nil {
 		return sync()
 	}
-	before, berr := os.Stat(path)
+	before, _ := os.Stat(path)
 	if err := sync(); err != nil {
 		return err
 	}
+	return e.recordSynced(path, before)
+}
+
+// recordSynced records a sync of path that succeeded; before is path's
+// stat from before the sync started (nil: it failed).
+func (e *Engine) recordSynced(path string, before os.FileInfo) error {
+	r := e.synclog
 	after, aerr := os.Stat(path)
 	switch {
 	case aerr != nil:
 		return nil // removed meanwhile (retention, DeleteRecords): nothing to keep
 	case after.IsDir():
 		return r.record(path, 0, true)
-	case berr == nil && os.SameFile(before, after):
+	case before != nil && os.SameFile(before, after):
 		return r.record(path, before.Size(), false)
 	default: // replaced atomically: the new file was fsynced whole
 		return r.record(path, after.Size(), false)

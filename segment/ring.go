@@ -750,6 +750,15 @@ func (w *ringWriter) waitPrewrite() error {
 // writeOut submits the appended bytes not yet submitted and waits until
 // they are written; target is the appended end it covered (sync, Flush).
 func (w *ringWriter) writeOut() (target int64, err error) {
+	if target, err = w.submitOut(); err != nil {
+		return 0, err
+	}
+	return target, w.waitWritten(target)
+}
+
+// submitOut submits the appended bytes not yet submitted; target is the
+// appended end they reach.
+func (w *ringWriter) submitOut() (target int64, err error) {
 	if err := w.sticky(); err != nil {
 		return 0, err
 	}
@@ -760,7 +769,7 @@ func (w *ringWriter) writeOut() (target int64, err error) {
 	if err != nil {
 		return 0, w.fail(err)
 	}
-	return target, w.waitWritten(target)
+	return target, nil
 }
 
 // sync makes every appended byte durable: it submits the tail, waits until
@@ -813,27 +822,6 @@ func (w *ringWriter) sync() error {
 // not sealed, and an own fdatasync since the last truncation.
 func (w *ringWriter) shareable() bool {
 	return w.prewrite && !w.noShare.Load() && w.cleanGen.Load() == w.metaGen.Load()+1
-}
-
-// syncShared is sync with the caller's device flush instead of an
-// fdatasync of this file. Caller checked shareable.
-func (w *ringWriter) syncShared(flush func() error) error {
-	target, err := w.writeOut()
-	if err != nil {
-		return err
-	}
-	if w.durable.Load() >= target {
-		return nil
-	}
-	if err := flush(); err != nil {
-		return w.fail(err)
-	}
-	w.syncMu.Lock()
-	if w.durable.Load() < target {
-		w.durable.Store(target)
-	}
-	w.syncMu.Unlock()
-	return w.sticky()
 }
 
 // truncated updates the writer after the file was cut to size (drain was

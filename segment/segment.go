@@ -308,13 +308,55 @@ func (s *Segment) Sync() error {
 // does not qualify it does nothing and returns shared false: call Sync. A
 // failure (of a write or of flush) is sticky, as for Sync.
 func (s *Segment) SyncShared(flush func() error) (shared bool, err error) {
+	target, shared, err := s.StartShared()
+	if !shared || err != nil {
+		return shared, err
+	}
+	if err := s.WaitWritten(target); err != nil {
+		return true, err
+	}
+	if s.Durable() >= target {
+		return true, nil
+	}
+	if err := flush(); err != nil {
+		return true, s.w.fail(err)
+	}
+	return true, s.MarkDurable(target)
+}
+
+// StartShared, WaitWritten and MarkDurable are SyncShared in three steps,
+// so that one device cache flush can serve many segments: StartShared on
+// each (it submits the partial tail and returns the appended end it
+// covers), WaitWritten on each, then one flush that starts after the last
+// WaitWritten returned, then MarkDurable(target) on each. A segment that
+// does not qualify (see SyncShared) returns shared false from StartShared:
+// call Sync. Errors are sticky, as for Sync.
+func (s *Segment) StartShared() (target int64, shared bool, err error) {
 	if s.closed.Load() {
-		return false, ErrClosed
+		return 0, false, ErrClosed
 	}
 	if s.w == nil || !s.w.shareable() {
-		return false, nil
+		return 0, false, nil
 	}
-	return true, s.w.syncShared(flush)
+	target, err = s.w.submitOut()
+	return target, true, err
+}
+
+// WaitWritten waits until every byte below target (from StartShared) is
+// written. See StartShared.
+func (s *Segment) WaitWritten(target int64) error { return s.w.waitWritten(target) }
+
+// MarkDurable raises the durable watermark to target after a device cache
+// flush that started once WaitWritten(target) had returned. See
+// StartShared.
+func (s *Segment) MarkDurable(target int64) error {
+	w := s.w
+	w.syncMu.Lock()
+	if w.durable.Load() < target {
+		w.durable.Store(target)
+	}
+	w.syncMu.Unlock()
+	return w.sticky()
 }
 
 // TruncateTo drops every byte at or past size (ftruncate). size must be
