@@ -73,7 +73,7 @@ func (c *consumer) close() { c.cl.Close() }
 func (c *consumer) run(ctx context.Context) {
 	defer c.cl.Close()
 	env := c.env
-	runStart := env.baseUnix + int64(env.startOff)
+	runStart := env.baseUnix + int64(env.measureOff)
 	for ctx.Err() == nil {
 		fs := c.cl.PollFetches(ctx)
 		now := env.now()

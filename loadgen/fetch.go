@@ -260,7 +260,7 @@ func (f *fetcher) fetch() (*kmsg.FetchResponse, error) {
 // (noted; the caller backs off before fetching again).
 func (f *fetcher) consume(resp *kmsg.FetchResponse) (failed bool) {
 	env, st := f.env, f.env.st
-	runStart := env.baseUnix + int64(env.startOff)
+	runStart := env.baseUnix + int64(env.measureOff)
 	now := env.now()
 	parts := f.parts
 	var n int64

@@ -41,11 +41,14 @@ func (r *recorder) record(d time.Duration) {
 }
 
 // recordSince adds now-t for each scheduled time t in ts (nanosecond
-// offsets on the run's clock) under one lock: a batch's records.
-func (r *recorder) recordSince(now time.Duration, ts []int64) {
+// offsets on the run's clock) at or after from, under one lock: a batch's
+// records.
+func (r *recorder) recordSince(now time.Duration, ts []int64, from int64) {
 	r.mu.Lock()
 	for _, t := range ts {
-		r.recordLocked(now - time.Duration(t))
+		if t >= from {
+			r.recordLocked(now - time.Duration(t))
+		}
 	}
 	r.mu.Unlock()
 }

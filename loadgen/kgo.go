@@ -138,6 +138,10 @@ func (p *kgoProducer) put(r *kgo.Record) {
 // done is the promise: one record acknowledged or failed.
 func (p *kgoProducer) done(r *kgo.Record, err error) {
 	env := p.env
+	if stamp, ok := readStamp(r.Value); ok && !env.measured(time.Duration(stamp-env.baseUnix)) {
+		p.put(r) // the lead-in's
+		return
+	}
 	if err != nil {
 		env.st.failRecords(1, err)
 	} else if stamp, ok := readStamp(r.Value); ok {
@@ -156,7 +160,7 @@ func (p *kgoProducer) run(ctx context.Context) error {
 	for ctx.Err() == nil {
 		now := env.now()
 		if p.sched.overdue(now, env.cfg.DrainTimeout) {
-			owed := p.sched.abandon()
+			owed := p.sched.abandon(env.measureOff)
 			env.st.sent.Add(owed) // scheduled, so counted, and failed
 			env.st.failRecords(owed, errBacklog)
 		}
@@ -183,7 +187,9 @@ func (p *kgoProducer) run(ctx context.Context) error {
 		}
 		p.pay.fill(r.Value, unixNs)
 		r.Timestamp = time.Unix(0, unixNs)
-		env.st.sent.Add(1)
+		if env.measured(t) {
+			env.st.sent.Add(1)
+		}
 		p.cl.Produce(ctx, r, p.promise) // blocks while MaxBufferedRecords are buffered
 	}
 	fctx, cancel := context.WithTimeout(context.Background(), env.cfg.DrainTimeout)

@@ -130,25 +130,28 @@ func (p *nativeProducer) run(ctx context.Context) error {
 	for ctx.Err() == nil && runErr == nil {
 		now := env.now()
 		nowT := env.base.Add(now)
-		n := 0
+		n, m := 0, int64(0) // taken, measured
 		for n < maxPerWake {
 			t, ok := p.sched.take(now)
 			if !ok {
 				break
 			}
 			n++
+			if env.measured(t) {
+				m++
+			}
 			var key []byte
 			if p.keys != nil {
 				key = formatKey(p.keyBuf[:0], p.keys.next())
 			}
 			unixNs := env.baseUnix + int64(t)
-			if _, err := p.acc.Append(nowT, unixNs/1e6, key, p.pay.next(unixNs), int64(t)); err != nil {
+			if _, err := p.acc.Append(nowT, unixNs/1e6, key, p.pay.next(unixNs), int64(t)); err != nil && env.measured(t) {
 				env.st.failRecords(1, err)
 			}
 		}
-		env.st.sent.Add(int64(n))
+		env.st.sent.Add(m)
 		if p.sched.overdue(now, env.cfg.DrainTimeout) {
-			owed := p.sched.abandon()
+			owed := p.sched.abandon(env.measureOff)
 			env.st.sent.Add(owed) // scheduled, so counted, and failed
 			env.st.failRecords(owed, errBacklog)
 		}
@@ -192,7 +195,9 @@ func (p *nativeProducer) flushReady(now time.Time) error {
 	for _, b := range p.out {
 		ci := p.connOf[b.Partition]
 		if ci < 0 {
-			p.env.st.failRecords(int64(b.Records), errNoLeader)
+			if n := p.env.measuredTags(b.Tags); n > 0 {
+				p.env.st.failRecords(n, errNoLeader)
+			}
 			p.acc.Release(b)
 			continue
 		}

@@ -128,12 +128,17 @@ func (s *schedule) overdue(now, grace time.Duration) bool {
 	return now > s.at(n-1)+grace
 }
 
-// abandon ends the schedule and returns how many records it still owed.
-func (s *schedule) abandon() int64 {
+// abandon ends the schedule and returns how many of the records it still
+// owed are scheduled at or after from (the measured ones).
+func (s *schedule) abandon(from time.Duration) int64 {
 	n, ok := s.total()
 	owed := int64(0)
-	if ok && n > s.next {
-		owed = n - s.next
+	first := s.next
+	if s.interval > 0 && from > s.start {
+		first = max(first, (int64(from-s.start)+int64(s.interval)-1)/int64(s.interval))
+	}
+	if ok && n > first {
+		owed = n - first
 	}
 	s.next = math.MaxInt64
 	s.limit = 0

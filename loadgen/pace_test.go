@@ -70,7 +70,7 @@ func TestStalledSenderAccumulatesLatency(t *testing.T) {
 	for i, at := range owed {
 		ts[i] = int64(at)
 	}
-	rec.recordSince(now+100*time.Microsecond, ts)
+	rec.recordSince(now+100*time.Microsecond, ts, 0)
 
 	h := newHist()
 	rec.collect(h)
@@ -164,7 +164,11 @@ func TestOverdueScheduleIsAbandoned(t *testing.T) {
 	if !s.overdue(100*time.Millisecond+time.Second, time.Second) {
 		t.Fatal("not overdue past the grace limit")
 	}
-	if owed := s.abandon(); owed != 89 {
+	lead := s
+	if owed := lead.abandon(50 * time.Millisecond); owed != 50 {
+		t.Fatalf("abandoned %d records scheduled from 50 ms, want 50 (slots 50..99)", owed)
+	}
+	if owed := s.abandon(0); owed != 89 {
 		t.Fatalf("abandoned %d records, want 89", owed)
 	}
 	if _, ok := s.take(time.Hour); ok || !s.done(time.Hour) {

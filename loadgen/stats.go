@@ -15,14 +15,15 @@ import (
 // producers, connection readers, kgo callbacks and consumers; histograms
 // are recorder sets; the sampler reads both once a second.
 type runStats struct {
-	sent          atomic.Int64 // records handed to a producer client
-	acked         atomic.Int64 // records acknowledged (written, for acks=0)
-	failed        atomic.Int64 // records that failed to produce
-	ackedBytes    atomic.Int64 // value bytes acknowledged
-	batches       atomic.Int64 // record batches sent
-	batchRecords  atomic.Int64 // records in those batches
-	requests      atomic.Int64 // produce requests sent
-	consumed      atomic.Int64 // records of this run consumed
+	base          struct{ batches, requests, batchRecords int64 } // at the start of the measurement (markMeasured)
+	sent          atomic.Int64                                    // records handed to a producer client
+	acked         atomic.Int64                                    // records acknowledged (written, for acks=0)
+	failed        atomic.Int64                                    // records that failed to produce
+	ackedBytes    atomic.Int64                                    // value bytes acknowledged
+	batches       atomic.Int64                                    // record batches sent
+	batchRecords  atomic.Int64                                    // records in those batches
+	requests      atomic.Int64                                    // produce requests sent
+	consumed      atomic.Int64                                    // records of this run consumed
 	consumeErrors atomic.Int64
 
 	produce recorderSet
@@ -35,6 +36,12 @@ type runStats struct {
 const maxDistinctErrors = 20
 
 func newRunStats() *runStats { return &runStats{errors: map[string]int64{}} }
+
+// markMeasured records the batch and request counters at the start of the
+// measurement (they also count the lead-in's).
+func (s *runStats) markMeasured() {
+	s.base.batches, s.base.requests, s.base.batchRecords = s.batches.Load(), s.requests.Load(), s.batchRecords.Load()
+}
 
 // noteError counts n occurrences of an error message.
 func (s *runStats) noteError(msg string, n int64) {

@@ -316,12 +316,15 @@ func (c *nativeConn) finish(req *produceReq, err error, now time.Duration, perBa
 		if e == nil && i < len(perBatch) {
 			e = perBatch[i]
 		}
-		if e != nil {
-			st.failRecords(int64(b.Records), e)
-		} else {
-			c.rec.recordSince(now, b.Tags)
-			st.acked.Add(int64(b.Records))
-			st.ackedBytes.Add(int64(b.Records) * c.recordBytes)
+		n := c.env.measuredTags(b.Tags) // the lead-in's records do not count
+		switch {
+		case n == 0:
+		case e != nil:
+			st.failRecords(n, e)
+		default:
+			c.rec.recordSince(now, b.Tags, int64(c.env.measureOff))
+			st.acked.Add(n)
+			st.ackedBytes.Add(n * c.recordBytes)
 		}
 		c.acc.Release(b)
 		req.batches[i] = nil
