@@ -138,13 +138,13 @@ func (p *kgoProducer) put(r *kgo.Record) {
 // done is the promise: one record acknowledged or failed.
 func (p *kgoProducer) done(r *kgo.Record, err error) {
 	env := p.env
-	if stamp, ok := readStamp(r.Value); ok && !env.measured(time.Duration(stamp-env.baseUnix)) {
-		p.put(r) // the lead-in's
-		return
-	}
-	if err != nil {
+	stamp, ok := readStamp(r.Value)
+	switch {
+	case ok && !env.measured(time.Duration(stamp-env.baseUnix)):
+		// the lead-in's: not counted
+	case err != nil:
 		env.st.failRecords(1, err)
-	} else if stamp, ok := readStamp(r.Value); ok {
+	case ok:
 		p.rec.record(env.now() - time.Duration(stamp-env.baseUnix))
 		env.st.acked.Add(1)
 		env.st.ackedBytes.Add(int64(len(r.Value)))
