@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stratalog/strata/engine"
+	"github.com/stratalog/strata/record"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -365,4 +366,64 @@ func TestFetchSessionsPerConnection(t *testing.T) {
 	if _, ok := ss.m[other.id]; !ok {
 		t.Fatal("connection 2's session was dropped")
 	}
+}
+
+// An incremental fetch that lists no partition long-polls on every
+// partition of its session: a record on one it did not name wakes it (a
+// tail consumer's next request names only the partitions that moved).
+func TestFetchSessionLongPollWakesOnUnlistedPartition(t *testing.T) {
+	addr, _, eng := startBroker(t)
+	tp := prodTopic(t, eng, "sesswake", 2, nil)
+	for p := range int32(2) {
+		fetchProduce(t, tp, p, 1, 1, fmt.Sprintf("p%d", p))
+	}
+	c := dialRaw(t, addr)
+	var resp kmsg.FetchResponse
+	c.roundTrip(sessionFetchByID(tp.ID(), 0, 0, map[int32]int64{0: 1, 1: 1}), 1, &resp)
+	id := resp.SessionID
+	if resp.ErrorCode != 0 || id == 0 {
+		t.Fatalf("opening fetch: error %d session %d", resp.ErrorCode, id)
+	}
+	const maxWait = 30 * time.Second
+	req := sessionFetchByID(tp.ID(), id, 1, nil)
+	req.MaxWaitMillis = int32(maxWait / time.Millisecond)
+	produced := make(chan error, 1)
+	go func() {
+		time.Sleep(200 * time.Millisecond) // the fetch is waiting by then (or answers the record at once: also right)
+		produced <- appendOne(tp.Partition(1), "late1-0")
+	}()
+	start := time.Now()
+	resp = kmsg.FetchResponse{}
+	c.roundTrip(req, 2, &resp)
+	took := time.Since(start)
+	if err := <-produced; err != nil {
+		t.Fatal(err)
+	}
+	got := fetchedValues(t, &resp)
+	if resp.ErrorCode != 0 || len(got) != 1 || len(got[1]) != 1 || got[1][0] != "late1-0" {
+		t.Fatalf("woken fetch: error %d values %v", resp.ErrorCode, got)
+	}
+	if took >= maxWait/2 { // woken by the record, not answered at MaxWait
+		t.Fatalf("the long poll returned after %v (MaxWait %v): the record on an unlisted partition did not wake it", took, maxWait)
+	}
+}
+
+// appendOne appends one record with value v to l and waits until it is
+// durable; for goroutines other than the test's.
+func appendOne(l *engine.Log, v string) error {
+	var b record.Builder
+	ts := time.Now().UnixMilli()
+	b.Reset(record.CodecNone, ts)
+	b.Add(ts, nil, []byte(v), nil)
+	batch, err := b.AppendTo(nil)
+	if err != nil {
+		return err
+	}
+	info, err := l.Append(batch, l.LeaderEpoch())
+	if err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	l.WhenDurable(info.LastOffset, func(err error) { done <- err })
+	return <-done
 }
