@@ -15,7 +15,7 @@ import (
 //
 // A devFlush issues fdatasync on an anchor file of the data directory's
 // filesystem on behalf of segments whose unsynced bytes need only the
-// device's volatile cache flushed (segment.SyncShared: zero-filled,
+// device's volatile cache flushed (segment.StartShared: zero-filled,
 // already-synced blocks overwritten by completed O_DIRECT writes). Group
 // commit without a goroutine of its own: the first waiter that finds no
 // flush running runs one; waiters arriving meanwhile share the next, so at

@@ -643,21 +643,11 @@ func (e *Engine) queueDueLogs(keep []*Log, now int64) ([]*Log, int64) {
 }
 
 // syncSegment fdatasyncs a segment's data and, for a sealed segment, its
-// trimmed index files.
+// trimmed index files, with an fdatasync of its own (an active segment that
+// can share a device flush goes through flushBatch instead).
 func (e *Engine) syncSegment(s *logSegment, sealed bool) error {
 	e.syncs.Add(1)
 	logPath, offPath, timPath := s.paths()
-	if !sealed && e.io.dev != nil {
-		// An active zero-filled segment shares a device cache flush with
-		// the other logs being flushed (devflush.go); others sync alone.
-		return e.syncFile(logPath, func() error {
-			shared, err := s.seg.SyncShared(e.io.dev.wait)
-			if !shared && err == nil {
-				err = s.seg.Sync()
-			}
-			return err
-		})
-	}
 	if err := e.syncFile(logPath, s.seg.Sync); err != nil {
 		return err
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -218,19 +217,8 @@ func (f *fetcher) fetch() (*kmsg.FetchResponse, error) {
 	if _, err := f.conn.Write(f.out); err != nil {
 		return nil, fmt.Errorf("fetching from %s: %w", f.addr, err)
 	}
-	var size [4]byte
-	if _, err := io.ReadFull(f.conn, size[:]); err != nil {
-		return nil, fmt.Errorf("reading a fetch response from %s: %w", f.addr, err)
-	}
-	n := int(int32(binary.BigEndian.Uint32(size[:])))
-	if n < 4 || n > maxFetchResponseBytes {
-		return nil, fmt.Errorf("fetch response from %s claims %d bytes", f.addr, n)
-	}
-	if cap(f.in) < n {
-		f.in = make([]byte, n)
-	}
-	f.in = f.in[:n]
-	if _, err := io.ReadFull(f.conn, f.in); err != nil {
+	var err error
+	if f.in, err = readSized(f.conn, f.in, maxFetchResponseBytes); err != nil {
 		return nil, fmt.Errorf("reading a fetch response from %s: %w", f.addr, err)
 	}
 	if got := int32(binary.BigEndian.Uint32(f.in)); got != f.corr {

@@ -10,21 +10,19 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// TestNativeConsumerSession drives one fetcher of the native consumer by
-// hand against a spawned broker: it must count exactly the run's records
-// (older ones skipped, none twice) through one full fetch and incremental
-// ones, and recover from a fetch session the broker does not know by
-// opening a new one.
-func TestNativeConsumerSession(t *testing.T) {
-	ctx := testCtx(t, 2*time.Minute)
+// consumerEnv spawns a broker, creates topic with partitions and returns a
+// run environment for one consumer (its clock starting now) and an admin
+// client producing to the topic by default.
+func consumerEnv(ctx context.Context, t *testing.T, topic string, partitions int32) (*runEnv, *kgo.Client) {
+	t.Helper()
 	cl, err := Spawn(ctx, SpawnOptions{Bin: strataBin, Brokers: 1, SegmentBytes: 4 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cl.Stop() })
 	cfg := DefaultConfig()
-	cfg.Topic, cfg.Partitions, cfg.Consumers = "native-consumer", 4, 1
-	admin, err := kgo.NewClient(kgo.SeedBrokers(cl.Addrs()...), kgo.DefaultProduceTopic(cfg.Topic))
+	cfg.Topic, cfg.Partitions, cfg.Consumers = topic, partitions, 1
+	admin, err := kgo.NewClient(kgo.SeedBrokers(cl.Addrs()...), kgo.DefaultProduceTopic(topic))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +32,18 @@ func TestNativeConsumerSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := time.Now()
-	env := &runEnv{cfg: &cfg, base: base, baseUnix: base.UnixNano(), st: newRunStats(), topic: ti}
+	return &runEnv{cfg: &cfg, base: base, baseUnix: base.UnixNano(), st: newRunStats(), topic: ti}, admin
+}
+
+// TestNativeConsumerSession drives one fetcher of the native consumer by
+// hand against a spawned broker: it must count exactly the run's records
+// (older ones skipped, none twice) through one full fetch and incremental
+// ones, and recover from a fetch session the broker does not know by
+// opening a new one.
+func TestNativeConsumerSession(t *testing.T) {
+	ctx := testCtx(t, 2*time.Minute)
+	env, admin := consumerEnv(ctx, t, "native-consumer", 4)
+	ti := env.topic
 
 	produce := func(n int, stamp int64) {
 		t.Helper()
@@ -114,23 +123,7 @@ func TestNativeConsumerSession(t *testing.T) {
 // fetch waits at the broker (the connection is closed under it).
 func TestNativeConsumerStops(t *testing.T) {
 	ctx := testCtx(t, time.Minute)
-	cl, err := Spawn(ctx, SpawnOptions{Bin: strataBin, Brokers: 1, SegmentBytes: 4 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cl.Stop() })
-	cfg := DefaultConfig()
-	cfg.Topic, cfg.Partitions, cfg.Consumers = "native-stop", 2, 1
-	admin, err := kgo.NewClient(kgo.SeedBrokers(cl.Addrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(admin.Close)
-	ti, err := ensureTopic(ctx, admin, &cfg, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := &runEnv{cfg: &cfg, base: time.Now(), st: newRunStats(), topic: ti}
+	env, _ := consumerEnv(ctx, t, "native-stop", 2)
 	c, err := newNativeConsumer(env, 0, map[int32]int64{}, newRecorder())
 	if err != nil {
 		t.Fatal(err)

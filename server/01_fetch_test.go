@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -50,19 +51,25 @@ func appendAt(t *testing.T, tp *engine.Topic, p int32, ts int64, value []byte) {
 // high watermark.
 func appendDurable(t *testing.T, l *engine.Log, batch []byte) {
 	t.Helper()
+	if err := appendWait(l, batch); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// appendWait is appendDurable returning its error, for goroutines other
+// than the test's.
+func appendWait(l *engine.Log, batch []byte) error {
 	info, err := l.Append(batch, l.LeaderEpoch())
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	done := make(chan error, 1)
 	l.WhenDurable(info.LastOffset, func(err error) { done <- err })
 	select {
 	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
+		return err
 	case <-time.After(testTimeout):
-		t.Fatal("append never became durable")
+		return errors.New("append never became durable")
 	}
 }
 

@@ -387,10 +387,11 @@ func TestFetchSessionLongPollWakesOnUnlistedPartition(t *testing.T) {
 	const maxWait = 30 * time.Second
 	req := sessionFetchByID(tp.ID(), id, 1, nil)
 	req.MaxWaitMillis = int32(maxWait / time.Millisecond)
+	late := prodBatch(t, 1, record.CodecNone, "late1")
 	produced := make(chan error, 1)
 	go func() {
 		time.Sleep(200 * time.Millisecond) // the fetch is waiting by then (or answers the record at once: also right)
-		produced <- appendOne(tp.Partition(1), "late1-0")
+		produced <- appendWait(tp.Partition(1), late)
 	}()
 	start := time.Now()
 	resp = kmsg.FetchResponse{}
@@ -406,24 +407,4 @@ func TestFetchSessionLongPollWakesOnUnlistedPartition(t *testing.T) {
 	if took >= maxWait/2 { // woken by the record, not answered at MaxWait
 		t.Fatalf("the long poll returned after %v (MaxWait %v): the record on an unlisted partition did not wake it", took, maxWait)
 	}
-}
-
-// appendOne appends one record with value v to l and waits until it is
-// durable; for goroutines other than the test's.
-func appendOne(l *engine.Log, v string) error {
-	var b record.Builder
-	ts := time.Now().UnixMilli()
-	b.Reset(record.CodecNone, ts)
-	b.Add(ts, nil, []byte(v), nil)
-	batch, err := b.AppendTo(nil)
-	if err != nil {
-		return err
-	}
-	info, err := l.Append(batch, l.LeaderEpoch())
-	if err != nil {
-		return err
-	}
-	done := make(chan error, 1)
-	l.WhenDurable(info.LastOffset, func(err error) { done <- err })
-	return <-done
 }
