@@ -396,7 +396,7 @@ func (b *ioBackend) shutdown() {
 	}
 	st := b.ring.Stats()
 	b.logger.Info("io_uring totals", "ops", st.Submitted, "sqes", st.SQEs, "enters", st.Enters,
-		"wakeups", st.Wakeups, "fixed_buffers", st.FixedBufs, "fixed_files", st.FixedFile)
+		"wakeups", st.Wakeups, "fixed_buffers", st.FixedBufs, "fixed_files", st.FixedFile, "yields", st.Yields)
 	if err := b.ring.Close(); err != nil {
 		b.logger.Warn("closing io_uring", "err", err)
 	}

@@ -143,10 +143,11 @@ type Stats struct {
 	Wakeups   uint64 // eventfd writes that woke a sleeping ring owner
 	FixedBufs uint64 // SQEs that used a registered buffer
 	FixedFile uint64 // SQEs that used a registered file
+	Yields    uint64 // times a busy ring owner passed through the Go scheduler (io_uring)
 }
 
 type counters struct {
-	submitted, completed, sqes, cqes, enters, wakeups, fixedBufs, fixedFile atomic.Uint64
+	submitted, completed, sqes, cqes, enters, wakeups, fixedBufs, fixedFile, yields atomic.Uint64
 }
 
 // engine is what a backend implements; Ring does validation and accounting.
@@ -253,6 +254,7 @@ func (r *Ring) Stats() Stats {
 		Wakeups:   r.st.wakeups.Load(),
 		FixedBufs: r.st.fixedBufs.Load(),
 		FixedFile: r.st.fixedFile.Load(),
+		Yields:    r.st.yields.Load(),
 	}
 }
 

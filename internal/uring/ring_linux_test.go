@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // backends is the table every behavioural test runs over: the io_uring
@@ -287,5 +288,31 @@ func TestRegisterPoolAfterSetup(t *testing.T) {
 		if err := p.Close(); err != nil {
 			t.Fatalf("pool Close after the ring closed: %v", err)
 		}
+	}
+}
+
+// TestBusyOwnerYields keeps the ring owner looping (a stream of nops, each
+// submitted when the last completes) for longer than yieldEvery and checks
+// that it passed through the Go scheduler: without that, the runtime's
+// sysmon sees its P stuck on one goroutine and retakes it every 10 ms.
+func TestBusyOwnerYields(t *testing.T) {
+	r := newTestRing(t, BackendUring, nil)
+	done := make(chan struct{}, 1)
+	op := &Op{Code: OpNop, Done: func(*Op) { done <- struct{}{} }}
+	deadline := time.Now().Add(10 * time.Second) // bound only; 2*yieldEvery suffices
+	start := time.Now()
+	n := 0
+	for r.Stats().Yields == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no yield after %d nops over %v of a busy owner (yieldEvery %v)", n, time.Since(start), yieldEvery)
+		}
+		if err := r.Submit(op); err != nil {
+			t.Fatal(err)
+		}
+		<-done
+		if op.Err != nil {
+			t.Fatal(op.Err)
+		}
+		n++
 	}
 }

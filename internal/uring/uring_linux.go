@@ -36,6 +36,13 @@ const (
 	// (about 1 ms apart when nothing can be reaped) before the owner gives
 	// up: ten seconds without the kernel accepting work is a broken host.
 	maxEnterStalls = 10000
+	// yieldEvery is how often a busy owner passes through the scheduler.
+	// The runtime's sysmon treats a P whose goroutine has not been
+	// rescheduled for 10 ms as hogging it and retakes it from the
+	// io_uring_enter sleep; every retake drops sysmon back to 20 µs polls
+	// for about a millisecond. The owner never parks in Go while ops are
+	// in flight, so without a yield that happened every 10 ms under load.
+	yieldEvery = 5 * time.Millisecond
 )
 
 // wakeBytes is the 8-byte eventfd increment submitters write.
@@ -146,6 +153,7 @@ type uringEngine struct {
 	efdArmed    bool   // the eventfd read is in the ring
 	efdBuf      uint64 // the kernel writes the eventfd counter here
 	stalls      int
+	lastYield   time.Time // see yieldEvery
 }
 
 func newUringEngine(r *Ring, cfg Config) (engine, error) {
@@ -498,7 +506,13 @@ func (u *uringEngine) close() {
 // and run callbacks. It returns once closing is set and nothing accepted is
 // left.
 func (u *uringEngine) loop() {
+	u.lastYield = time.Now()
 	for {
+		if now := time.Now(); now.Sub(u.lastYield) >= yieldEvery {
+			u.lastYield = now
+			runtime.Gosched()
+			u.r.st.yields.Add(1)
+		}
 		u.mu.Lock()
 		u.pending.pushAll(u.queue)
 		clear(u.queue)
