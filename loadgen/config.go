@@ -99,6 +99,7 @@ type Config struct {
 	StepDuration time.Duration // each step's duration
 	MaxSteps     int           // ramp + bisect steps at most
 	BisectSteps  int           // bisection steps after the first unhealthy one
+	StepRetries  int           // runs of an unhealthy rate again before it counts as unhealthy
 
 	// Output. Progress is where the one-line-per-second progress goes
 	// (nil = none); Log gets notes and warnings (nil = discard).
@@ -133,6 +134,7 @@ func DefaultConfig() Config {
 		StepDuration:      10 * time.Second,
 		MaxSteps:          20,
 		BisectSteps:       3,
+		StepRetries:       1,
 	}
 }
 
@@ -278,6 +280,9 @@ func (c *Config) Validate() error {
 		if c.MaxSteps < 1 || c.MaxSteps > 100 || c.BisectSteps < 0 || c.BisectSteps > 20 {
 			bad("--max-steps must be 1..100 and --bisect-steps 0..20")
 		}
+		if c.StepRetries < 0 || c.StepRetries > 5 {
+			bad("--step-retries must be 0..5")
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -321,6 +326,7 @@ type configJSON struct {
 	StepDurationS     float64  `json:"step_duration_s,omitempty"`
 	MaxSteps          int      `json:"max_steps,omitempty"`
 	BisectSteps       int      `json:"bisect_steps,omitempty"`
+	StepRetries       int      `json:"step_retries,omitempty"`
 }
 
 func (c *Config) json() configJSON {
@@ -341,6 +347,7 @@ func (c *Config) json() configJSON {
 	if c.FindMax {
 		j.MaxP99Ms, j.MaxErrorRate, j.StartRate = ms(c.MaxP99), c.MaxErrorRate, c.StartRate
 		j.StepDurationS, j.MaxSteps, j.BisectSteps = c.StepDuration.Seconds(), c.MaxSteps, c.BisectSteps
+		j.StepRetries = c.StepRetries
 	}
 	return j
 }

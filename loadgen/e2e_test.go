@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -234,5 +235,46 @@ func TestSpawnStartsAndStopsBrokers(t *testing.T) {
 		if b.cmd.ProcessState == nil || !b.cmd.ProcessState.Success() {
 			t.Fatalf("broker %d exit: %v", b.NodeID, b.cmd.ProcessState)
 		}
+	}
+}
+
+// An unhealthy rate is run again StepRetries times before the search moves
+// on; retries count against MaxSteps and are marked in the steps.
+func TestFindMaxRetriesUnhealthyStep(t *testing.T) {
+	cfg := smallRun(EngineNative)
+	cfg.Consumers = 0
+	cfg.FindMax = true
+	cfg.StartRate = 500
+	cfg.StepDuration = time.Second
+	cfg.MaxSteps = 3
+	cfg.StepRetries = 1
+	cfg.MaxP99 = time.Nanosecond // every step unhealthy
+	rep, err := Run(testCtx(t, 2*time.Minute), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fm := rep.FindMax
+	if fm == nil || len(fm.Steps) != 3 {
+		t.Fatalf("steps %+v", fm)
+	}
+	want := []struct {
+		rate  float64
+		retry int
+	}{{500, 0}, {500, 1}, {250, 0}}
+	for i, w := range want {
+		s := fm.Steps[i]
+		if s.Rate != w.rate || s.Retry != w.retry || s.Healthy {
+			t.Fatalf("step %d: rate %v retry %d healthy %v, want rate %v retry %d unhealthy", i+1, s.Rate, s.Retry, s.Healthy, w.rate, w.retry)
+		}
+	}
+	if fm.MaxHealthyRate != 0 {
+		t.Fatalf("max healthy rate %v with no healthy step", fm.MaxHealthyRate)
+	}
+	var txt strings.Builder
+	if err := rep.WriteTable(&txt); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(txt.String(), "retry 1, unhealthy") {
+		t.Fatalf("text report does not mark the retry:\n%s", txt.String())
 	}
 }

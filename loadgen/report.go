@@ -52,7 +52,7 @@ figure { margin: 12px 0; }
 <h2>Capacity search</h2>
 <p>Highest healthy rate: <b>{{if .R.FindMax.MaxHealthyRate}}{{.MaxRate}} records/s{{else}}none — no step was healthy{{end}}</b> (healthy = produce p99 ≤ {{printf "%.2f" .R.FindMax.MaxP99Ms}} ms, error rate ≤ {{printf "%.4f" .ErrPct}} %, at least 90 % of the target rate achieved).</p>
 <table><tr><th class="n">step</th><th class="n">target rec/s</th><th class="n">achieved rec/s</th><th class="n">p99 ms</th><th>verdict</th></tr>
-{{range $i, $s := .R.FindMax.Steps}}<tr><td class="n">{{inc $i}}</td><td class="n">{{num $s.Rate}}</td><td class="n">{{num $s.Result.RecordsPerSec}}</td><td class="n">{{printf "%.2f" $s.Result.ProduceP99Ms}}</td><td class="{{if $s.Healthy}}good{{else}}bad{{end}}">{{if $s.Healthy}}healthy{{else}}unhealthy: {{$s.Reason}}{{end}}</td></tr>
+{{range $i, $s := .R.FindMax.Steps}}<tr><td class="n">{{inc $i}}</td><td class="n">{{num $s.Rate}}</td><td class="n">{{num $s.Result.RecordsPerSec}}</td><td class="n">{{printf "%.2f" $s.Result.ProduceP99Ms}}</td><td class="{{if $s.Healthy}}good{{else}}bad{{end}}">{{if $s.Retry}}retry {{$s.Retry}}, {{end}}{{if $s.Healthy}}healthy{{else}}unhealthy: {{$s.Reason}}{{end}}</td></tr>
 {{end}}</table>
 <figure>{{.FindMaxChart}}</figure>
 {{end}}

@@ -108,6 +108,7 @@ type FindMax struct {
 // Step is one --find-max step.
 type Step struct {
 	Rate    float64 `json:"rate"`
+	Retry   int     `json:"retry,omitempty"` // 0: the rate's first run; n: its n-th retry
 	Healthy bool    `json:"healthy"`
 	Reason  string  `json:"reason"`
 	Result  Result  `json:"result"`
@@ -150,6 +151,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 			v := "healthy"
 			if !s.Healthy {
 				v = "unhealthy: " + s.Reason
+			}
+			if s.Retry > 0 {
+				v = fmt.Sprintf("retry %d, %s", s.Retry, v)
 			}
 			fmt.Fprintf(tw, "%d\t%s\t%s\t%.2f\t%d\t%s\t\n", i+1, commas(s.Rate, 0), commas(s.Result.RecordsPerSec, 0),
 				s.Result.ProduceP99Ms, s.Result.RecordsFailed, v)

@@ -524,8 +524,13 @@ func stepHealth(cfg *Config, r *Result) (bool, string) {
 
 // findMax ramps the rate (×1.5 from StartRate) until a step is unhealthy,
 // then bisects between the last healthy and the first unhealthy rate for
-// BisectSteps steps; MaxSteps bounds the whole search. The report's result
-// is the last healthy step's (or the last step's if none was healthy).
+// BisectSteps steps; MaxSteps bounds the whole search, retries included. An
+// unhealthy step is run again at the same rate up to StepRetries times and
+// the rate counts as unhealthy only if every run was: on a shared machine
+// one second of a stalled disk or a descheduled process otherwise ends the
+// climb, for the strata broker and the blackhole baseline alike. The
+// report's result is the last healthy step's (or the last step's if none
+// was healthy).
 func findMax(ctx context.Context, cfg *Config, admin *kgo.Client, ti *topicInfo, seeds []string, cluster *Cluster, rep *Report, logw io.Writer) error {
 	fm := &FindMax{MaxP99Ms: ms(cfg.MaxP99), MaxErrorRate: cfg.MaxErrorRate}
 	rep.FindMax = fm
@@ -534,8 +539,13 @@ func findMax(ctx context.Context, cfg *Config, admin *kgo.Client, ti *topicInfo,
 	rate := cfg.StartRate
 	bisected := 0
 	offset := 0.0
+	retry := 0 // runs of rate so far beyond its first
 	for step := 0; step < cfg.MaxSteps; step++ {
-		fmt.Fprintf(logw, "find-max step %d: %s rec/s for %v\n", step+1, commas(rate, 0), cfg.StepDuration)
+		if retry > 0 {
+			fmt.Fprintf(logw, "find-max step %d: %s rec/s for %v (retry %d)\n", step+1, commas(rate, 0), cfg.StepDuration, retry)
+		} else {
+			fmt.Fprintf(logw, "find-max step %d: %s rec/s for %v\n", step+1, commas(rate, 0), cfg.StepDuration)
+		}
 		lead := time.Duration(0)
 		if cfg.Warmup > 0 {
 			lead = stepLead(cfg.StepDuration)
@@ -549,7 +559,7 @@ func findMax(ctx context.Context, cfg *Config, admin *kgo.Client, ti *topicInfo,
 			healthy, reason = false, err.Error()
 		}
 		out.result.Healthy = &healthy
-		fm.Steps = append(fm.Steps, Step{Rate: rate, Healthy: healthy, Reason: reason, Result: out.result})
+		fm.Steps = append(fm.Steps, Step{Rate: rate, Retry: retry, Healthy: healthy, Reason: reason, Result: out.result})
 		for _, s := range out.timeline {
 			s.TS += offset
 			rep.Timeline = append(rep.Timeline, s)
@@ -563,6 +573,11 @@ func findMax(ctx context.Context, cfg *Config, admin *kgo.Client, ti *topicInfo,
 		if ctx.Err() != nil {
 			break
 		}
+		if !healthy && err == nil && retry < cfg.StepRetries {
+			retry++
+			continue
+		}
+		retry = 0
 		if healthy {
 			good = rate
 			best = out

@@ -30,7 +30,7 @@ func TestParseLoadgenFlags(t *testing.T) {
 		"--brokers a:1,b:2 --topic t --partitions 12 --replication-factor 3 --record-bytes 512 --compressible "+
 			"--keys 1000 --key-dist hot --hot-key-share 0.25 --producers 4 --rate 12345 --duration 7s --records 99 "+
 			"--acks 1 --linger 2ms --batch-bytes 32768 --compression zstd --max-inflight 3 --consumers 2 "+
-			"--engine native --json x.json --report x.html --progress --find-max --max-p99 20ms --start-rate 500 --warmup 2s"), io.Discard)
+			"--engine native --json x.json --report x.html --progress --find-max --max-p99 20ms --start-rate 500 --step-retries 2 --warmup 2s"), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func TestParseLoadgenFlags(t *testing.T) {
 		cfg.RecordBytes != 512 || !cfg.Compressible || cfg.Keys != 1000 || cfg.KeyDist != "hot" || cfg.HotKeyShare != 0.25 ||
 		cfg.Producers != 4 || cfg.Rate != 12345 || cfg.Duration != 7*time.Second || cfg.Records != 99 || cfg.Acks != 1 ||
 		cfg.Linger != 2*time.Millisecond || cfg.BatchBytes != 32768 || cfg.Compression != record.CodecZstd || cfg.MaxInflight != 3 ||
-		cfg.Consumers != 2 || cfg.Engine != "native" || !cfg.FindMax || cfg.MaxP99 != 20*time.Millisecond || cfg.StartRate != 500 ||
+		cfg.Consumers != 2 || cfg.Engine != "native" || !cfg.FindMax || cfg.MaxP99 != 20*time.Millisecond || cfg.StartRate != 500 || cfg.StepRetries != 2 ||
 		cfg.Warmup != 2*time.Second || out.json != "x.json" || out.report != "x.html" || !out.progress {
 		t.Fatalf("parsed: %+v %+v", cfg, out)
 	}
@@ -47,7 +47,7 @@ func TestParseLoadgenFlags(t *testing.T) {
 		t.Fatalf("--compare-blackhole --profile: %+v, %v", cfg, err)
 	}
 	for _, bad := range []string{"", "--spawn 1 --acks 2", "--spawn 1 --compression brotli", "--spawn 1 --brokers x:1",
-		"--spawn 1 --key-dist pareto", "--spawn 1 stray", "--spawn 1 --partitions 0",
+		"--spawn 1 --key-dist pareto", "--spawn 1 stray", "--spawn 1 --find-max --step-retries 9", "--spawn 1 --partitions 0",
 		"--brokers x:1 --compare-blackhole", "--brokers x:1 --profile p"} {
 		if _, _, err := parseLoadgenFlags(strings.Fields(bad), io.Discard); err == nil {
 			t.Errorf("%q accepted", bad)
