@@ -77,8 +77,8 @@
 // backlog and counts it as failed; each producer buffers at most
 // maxPerWake records between drains plus MaxInflight requests per
 // connection; response frames are capped at 16 MiB; --find-max runs at
-// most MaxSteps steps of StepDuration each, retries of unhealthy rates
-// (StepRetries) included.
+// most MaxSteps steps of StepDuration each, each run at most 1+StepRetries
+// times.
 //
 // # Result file (--json)
 //

@@ -239,14 +239,14 @@ func TestSpawnStartsAndStopsBrokers(t *testing.T) {
 }
 
 // An unhealthy rate is run again StepRetries times before the search moves
-// on; retries count against MaxSteps and are marked in the steps.
+// on; retries do not count against MaxSteps and are marked in the steps.
 func TestFindMaxRetriesUnhealthyStep(t *testing.T) {
 	cfg := smallRun(EngineNative)
 	cfg.Consumers = 0
 	cfg.FindMax = true
 	cfg.StartRate = 500
 	cfg.StepDuration = time.Second
-	cfg.MaxSteps = 3
+	cfg.MaxSteps = 2
 	cfg.StepRetries = 1
 	cfg.MaxP99 = time.Nanosecond // every step unhealthy
 	rep, err := Run(testCtx(t, 2*time.Minute), cfg)
@@ -254,13 +254,13 @@ func TestFindMaxRetriesUnhealthyStep(t *testing.T) {
 		t.Fatal(err)
 	}
 	fm := rep.FindMax
-	if fm == nil || len(fm.Steps) != 3 {
+	if fm == nil || len(fm.Steps) != 4 {
 		t.Fatalf("steps %+v", fm)
 	}
 	want := []struct {
 		rate  float64
 		retry int
-	}{{500, 0}, {500, 1}, {250, 0}}
+	}{{500, 0}, {500, 1}, {250, 0}, {250, 1}}
 	for i, w := range want {
 		s := fm.Steps[i]
 		if s.Rate != w.rate || s.Retry != w.retry || s.Healthy {

@@ -524,7 +524,7 @@ func stepHealth(cfg *Config, r *Result) (bool, string) {
 
 // findMax ramps the rate (×1.5 from StartRate) until a step is unhealthy,
 // then bisects between the last healthy and the first unhealthy rate for
-// BisectSteps steps; MaxSteps bounds the whole search, retries included. An
+// BisectSteps steps; MaxSteps bounds the whole search (retries aside). An
 // unhealthy step is run again at the same rate up to StepRetries times and
 // the rate counts as unhealthy only if every run was: on a shared machine
 // one second of a stalled disk or a descheduled process otherwise ends the
@@ -575,6 +575,7 @@ func findMax(ctx context.Context, cfg *Config, admin *kgo.Client, ti *topicInfo,
 		}
 		if !healthy && err == nil && retry < cfg.StepRetries {
 			retry++
+			step-- // a retry is not a step of the search: MaxSteps*(1+StepRetries) runs at most
 			continue
 		}
 		retry = 0

@@ -129,7 +129,7 @@ func parseLoadgenFlags(args []string, usageOut io.Writer) (loadgen.Config, loadg
 	fs.DurationVar(&cfg.StepDuration, "step-duration", cfg.StepDuration, "--find-max: duration of each step")
 	fs.IntVar(&cfg.MaxSteps, "max-steps", cfg.MaxSteps, "--find-max: steps at most")
 	fs.IntVar(&cfg.BisectSteps, "bisect-steps", cfg.BisectSteps, "--find-max: bisection steps after the first unhealthy rate")
-	fs.IntVar(&cfg.StepRetries, "step-retries", cfg.StepRetries, "--find-max: runs of an unhealthy rate again before it counts as unhealthy (retries count as steps)")
+	fs.IntVar(&cfg.StepRetries, "step-retries", cfg.StepRetries, "--find-max: runs of an unhealthy rate again before it counts as unhealthy")
 	fs.StringVar(&out.json, "json", "", "write the configuration, results and timeline as JSON to this file")
 	fs.StringVar(&out.report, "report", "", "write a self-contained HTML report with charts to this file")
 	fs.BoolVar(&out.progress, "progress", false, "print a progress line every second even when stderr is not a terminal")
