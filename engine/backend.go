@@ -234,6 +234,15 @@ func newIOBackend(choice string, dir string, files fileLayer, shared bool, logge
 // prewrite reports whether a new or reopened active segment in dir is
 // zero-filled ahead of its appends (segment.Options.PreWrite) so that its
 // syncs can share device flushes: only with a devFlush on dir's device.
+// flushEpoch is segment.Options.FlushEpoch: the shared device flushes
+// started so far (nil without shared flushes).
+func (b *ioBackend) flushEpoch() func() uint64 {
+	if b.dev == nil {
+		return nil
+	}
+	return b.dev.epoch
+}
+
 func (b *ioBackend) prewrite(dir string) bool {
 	if b.dev == nil {
 		return false
@@ -441,7 +450,7 @@ func (b *ioBackend) create(path string, prealloc int64) (*segment.Segment, *pool
 	if err != nil {
 		return nil, nil, err
 	}
-	s, err := segment.CreateWith(path, prealloc, segment.Options{Ring: b.ring, Direct: true, Pool: g.pool, PreWrite: b.prewrite(filepath.Dir(path)), Zeros: b.zeros})
+	s, err := segment.CreateWith(path, prealloc, segment.Options{Ring: b.ring, Direct: true, Pool: g.pool, PreWrite: b.prewrite(filepath.Dir(path)), Zeros: b.zeros, FlushEpoch: b.flushEpoch()})
 	if err != nil {
 		b.releaseGroup(g, true)
 		return nil, nil, err
@@ -478,7 +487,7 @@ func (b *ioBackend) open(path string, active bool) (*segment.Segment, *poolGroup
 	if err != nil {
 		return nil, nil, err
 	}
-	s, err := segment.OpenWith(path, segment.Options{Ring: b.ring, Direct: true, Pool: g.pool, PreWrite: b.prewrite(filepath.Dir(path)), Zeros: b.zeros})
+	s, err := segment.OpenWith(path, segment.Options{Ring: b.ring, Direct: true, Pool: g.pool, PreWrite: b.prewrite(filepath.Dir(path)), Zeros: b.zeros, FlushEpoch: b.flushEpoch()})
 	if err != nil {
 		b.releaseGroup(g, true)
 		return nil, nil, err

@@ -33,6 +33,8 @@ type devFlush struct {
 	running bool
 	err     error // sticky: a failed flush fails every later wait
 
+	epochA atomic.Uint64 // started, readable without mu (segment.Options.FlushEpoch)
+
 	flushes atomic.Uint64 // flushes run (tests, stats)
 	waits   atomic.Uint64 // waits served
 	nanos   atomic.Uint64 // time spent in flushes
@@ -76,15 +78,29 @@ func newDevFlush(f *os.File, dev uint64, flush func() error) *devFlush {
 	return d
 }
 
+// epoch is the number of flushes started so far (segment.Options.
+// FlushEpoch): a write that completed before epoch was read is covered by
+// flush epoch+1 and every later one, since started is raised before the
+// flush is issued.
+func (d *devFlush) epoch() uint64 { return d.epochA.Load() }
+
 // wait returns once a device cache flush that started after wait was
 // called has ended (running it itself when none is running), or with the
 // error of a failed flush. Safe for concurrent use; blocks its caller for
 // at most two flushes.
-func (d *devFlush) wait() error {
+func (d *devFlush) wait() error { return d.waitFor(0) }
+
+// waitFor returns once flush number need (or a later one) has ended, with
+// need from epoch()+1 read after the writes to cover completed; 0 means a
+// flush that starts after waitFor was called. It runs the flush itself
+// when none is running, and returns at once if that flush already ended.
+func (d *devFlush) waitFor(need uint64) error {
 	d.waits.Add(1)
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	need := d.started + 1 // a flush running now may have started before our writes completed
+	if need == 0 || need > d.started+1 {
+		need = d.started + 1 // a flush running now may have started before our writes completed
+	}
 	for d.done < need && d.err == nil {
 		if d.running {
 			d.cond.Wait()
@@ -92,6 +108,7 @@ func (d *devFlush) wait() error {
 		}
 		d.running = true
 		d.started++
+		d.epochA.Store(d.started) // before the flush is issued
 		n := d.started
 		d.mu.Unlock()
 		t0 := time.Now()

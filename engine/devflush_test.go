@@ -221,3 +221,66 @@ func TestFlushBatchSharesOneFlush(t *testing.T) {
 		}
 	}
 }
+
+// waitFor(need) is answered by flush number need even if it started
+// before the call (the caller's writes completed before it started, which
+// is what need = epoch()+1 read after them says), at once if that flush
+// already ended; need 0 is wait().
+func TestDevFlushWaitForEpoch(t *testing.T) {
+	entered := make(chan int, 16)
+	release := make(chan struct{}, 16)
+	var n atomic.Int32
+	d := newDevFlush(nil, 0, func() error {
+		entered <- int(n.Add(1))
+		<-release
+		return nil
+	})
+	need := d.epoch() + 1 // "writes" completed before flush 1 starts
+	first := make(chan error, 1)
+	go func() { first <- d.wait() }()
+	if got := <-entered; got != 1 || d.epoch() != 1 {
+		t.Fatalf("first flush numbered %d, epoch %d", got, d.epoch())
+	}
+	// Flush 1 is running and started after the writes: waitFor(need) is
+	// answered by it; a plain wait() needs flush 2.
+	byEpoch := make(chan error, 1)
+	go func() { byEpoch <- d.waitFor(need) }()
+	plain := make(chan error, 1)
+	go func() { plain <- d.wait() }()
+	waitFor(t, func() bool { return d.waits.Load() == 3 })
+	release <- struct{}{} // flush 1 ends
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-byEpoch; err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-plain:
+		t.Fatalf("wait() returned (%v) on a flush that started before it", err)
+	default:
+	}
+	if got := <-entered; got != 2 {
+		t.Fatalf("second flush numbered %d", got)
+	}
+	release <- struct{}{}
+	if err := <-plain; err != nil {
+		t.Fatal(err)
+	}
+	// Flush 2 ended: a waiter whose writes completed before it started
+	// returns without a flush.
+	if err := d.waitFor(2); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.flushes.Load(); got != 2 {
+		t.Fatalf("%d flushes, want 2", got)
+	}
+	// A need beyond the next flush is clamped to it.
+	go func() { release <- struct{}{} }()
+	if err := d.waitFor(99); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-entered; got != 3 || d.flushes.Load() != 3 {
+		t.Fatalf("flush %d, %d flushes, want the third", got, d.flushes.Load())
+	}
+}

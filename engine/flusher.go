@@ -477,6 +477,7 @@ func (e *Engine) flushBatch(b *flushBatch) {
 // synced alone.
 func (e *Engine) shareFlush(jobs []flushJob) {
 	waiting := 0
+	var need uint64 // the first device flush that covers every job's writes; 0: one starting now
 	for i := range jobs {
 		j := &jobs[i]
 		if !j.shared || j.err != nil {
@@ -487,7 +488,12 @@ func (e *Engine) shareFlush(jobs []flushJob) {
 		e.syncs.Add(1)
 		if err := s.seg.WaitWritten(j.target); err != nil {
 			j.err = err
-		} else if h := e.syncHook; h != nil {
+		} else if ep, ok := s.seg.WrittenEpoch(); !ok {
+			need = math.MaxUint64 // no epoch: only a flush that starts now covers it
+		} else if need != math.MaxUint64 {
+			need = max(need, ep+1)
+		}
+		if h := e.syncHook; h != nil && j.err == nil {
 			j.err = h(path)
 		}
 		if j.err == nil && e.synclog != nil {
@@ -505,7 +511,10 @@ func (e *Engine) shareFlush(jobs []flushJob) {
 	if waiting == 0 {
 		return
 	}
-	ferr := e.io.dev.wait()
+	if need == math.MaxUint64 {
+		need = 0
+	}
+	ferr := e.io.dev.waitFor(need)
 	for i := range jobs {
 		j := &jobs[i]
 		if !j.shared || j.err != nil {

@@ -316,7 +316,11 @@ func (l *Log) appendBatches(batches []byte, leaderEpoch int32, m *txnMarker) (Ap
 	caching := cfg.WriteCaching
 	// With write.caching the log waits (deferred) until flush.ms or
 	// flush.messages is reached; without, it is queued for a flush worker.
-	l.e.markDirty(l, !caching || l.unflushed >= cfg.FlushMessages || nowMs-l.lastFlushMs >= cfg.FlushMs)
+	urgent := !caching || l.unflushed >= cfg.FlushMessages || nowMs-l.lastFlushMs >= cfg.FlushMs
+	l.e.markDirty(l, urgent)
+	if urgent {
+		s.seg.WriteBehind() // the write goes out now, not when a flush worker takes the log
+	}
 	logStart := l.logStart.Load()
 	l.mu.Unlock()
 

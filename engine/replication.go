@@ -444,7 +444,11 @@ func (l *Log) AppendAsFollower(batches []byte) (AppendInfo, error) {
 	l.activeDirty = true
 	caching := l.config().WriteCaching
 	l.unflushed += next - base // offsets spanned: records, or more across gaps
-	l.e.markDirty(l, !caching || l.unflushed >= l.config().FlushMessages || nowMs-l.lastFlushMs >= l.config().FlushMs)
+	urgent := !caching || l.unflushed >= l.config().FlushMessages || nowMs-l.lastFlushMs >= l.config().FlushMs
+	l.e.markDirty(l, urgent)
+	if urgent {
+		s.seg.WriteBehind()
+	}
 	logStart := l.logStart.Load()
 	l.mu.Unlock()
 

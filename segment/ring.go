@@ -21,8 +21,8 @@ type Options struct {
 	// Direct writes with O_DIRECT through Ring (Linux only), write-behind:
 	// Append copies its bytes once into aligned chunks of Pool and returns;
 	// full chunks are written at once, DirectDepth at a time, the partially
-	// filled one by Sync or Flush (its last page is kept in memory and
-	// rewritten by the next write). Readers (ReadAt, Scan, File) see only
+	// filled one by Sync, Flush, StartShared or WriteBehind (its last page
+	// is kept in memory and rewritten by the next write). Readers (ReadAt, Scan, File) see only
 	// [0, Written()), and Written() may trail Size() until Flush or Sync.
 	// i_size is raised ahead of the writes in doubling steps, so
 	// after a crash the valid end is found by Recover (a zero tail stops the
@@ -49,6 +49,13 @@ type Options struct {
 	// (a chunk of a pool registered with Ring, so the zero-fill writes are
 	// WRITE_FIXED too). nil: a process-wide read-only mapping of 1 MiB.
 	Zeros []byte
+	// FlushEpoch, when set (Direct only), numbers the device cache flushes
+	// a caller of StartShared runs: it returns how many had been started.
+	// Each time the written watermark advances it is read after the
+	// write's completion and kept with the watermark (WrittenEpoch), so a
+	// flush numbered above that value started after every byte below
+	// Written had been written. Must be cheap and safe from any goroutine.
+	FlushEpoch func() uint64
 }
 
 const (
@@ -161,7 +168,9 @@ type ringWriter struct {
 	urgent  atomic.Bool // an append waits for this zero-fill: its writes go first
 	preMu   sync.Mutex  // guards preNext, preEnd and preErr
 
-	written atomic.Int64 // wm.Value(): readers' limit
+	written atomic.Int64  // wm.Value(): readers' limit
+	wepoch  atomic.Uint64 // FlushEpoch() read when written last advanced; stored before written
+	epochFn func() uint64
 	durable atomic.Int64 // end covered by the last fdatasync; -1 after a truncate
 	failed  atomic.Pointer[error]
 
@@ -214,6 +223,9 @@ func openRing(path string, create bool, o Options) (s *Segment, err error) {
 		return nil, err
 	}
 	w := &ringWriter{ring: o.Ring, wf: wf, direct: o.Direct, pool: o.Pool, prewrite: o.Direct && o.PreWrite, zero: o.Zeros}
+	if o.Direct {
+		w.epochFn = o.FlushEpoch
+	}
 	var f File = wf
 	if o.Direct {
 		f = NewOSFile(rf)
@@ -300,6 +312,9 @@ func (w *ringWriter) reset(size int64) {
 	w.mu.Unlock()
 	w.wmu.Lock()
 	w.wm.Reset(size)
+	if w.epochFn != nil {
+		w.wepoch.Store(w.epochFn())
+	}
 	w.written.Store(size)
 	w.wmu.Unlock()
 }
@@ -324,6 +339,12 @@ func (w *ringWriter) onWrite(op *uring.Op) {
 	if err == nil {
 		var v int64
 		if v, err = w.wm.Complete(wo.lo, wo.n); err == nil {
+			if w.epochFn != nil {
+				// Read after the write completed and stored before
+				// written: whoever sees the new written sees this
+				// epoch or a later one.
+				w.wepoch.Store(w.epochFn())
+			}
 			w.written.Store(v)
 		}
 	}
@@ -451,6 +472,39 @@ func (w *ringWriter) append(s *Segment, b []byte, pos int64) error {
 	return nil
 }
 
+// writeBehind submits the appended bytes not yet submitted (flushTail) if
+// that cannot block: the page a partial chunk carries is not still being
+// written by the previous partial write, no fdatasync holds new writes, a
+// write op and a spare chunk are free. So a partial chunk's write goes to
+// the device when it is appended rather than when the flusher gets to the
+// log (a worker wake-up later, milliseconds when every worker waits on the
+// device), and at most one partial write per segment is in flight: appends
+// arriving meanwhile go out together with the next one. Errors are left to
+// the next submit to report (sticky).
+func (w *ringWriter) writeBehind() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cur == nil || w.curLo >= w.appended || w.failed.Load() != nil {
+		return
+	}
+	if w.curLo > w.curBase && w.written.Load() < w.curLo {
+		return // the carried page's last write is in flight
+	}
+	w.wmu.Lock()
+	ok := len(w.free) > 0 && !w.syncing
+	w.wmu.Unlock()
+	if !ok {
+		return
+	}
+	next, ok := w.pool.TryGet()
+	if !ok {
+		return
+	}
+	if err := w.flushTailInto(next); err != nil {
+		_ = w.fail(err)
+	}
+}
+
 // submitCur submits cur[:hi] (hi page aligned, cur zeroed from appended to
 // hi) at curBase; cur goes back to the pool when it completes. If cur starts
 // with a page an earlier write also covered, that write must finish first.
@@ -471,10 +525,15 @@ func (w *ringWriter) flushTail() error {
 	if w.cur == nil || w.curLo >= w.appended {
 		return nil
 	}
+	return w.flushTailInto(w.pool.Get())
+}
+
+// flushTailInto is flushTail with next, a chunk from the pool, as the
+// fresh chunk.
+func (w *ringWriter) flushTailInto(next []byte) error {
 	fill := w.appended - w.curBase
 	hi := alignUp(fill)
 	clear(w.cur[fill:hi])
-	next := w.pool.Get()
 	keep := alignDown(fill)
 	copy(next, w.cur[keep:fill])
 	if err := w.submitCur(hi); err != nil {

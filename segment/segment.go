@@ -328,7 +328,8 @@ func (s *Segment) SyncShared(flush func() error) (shared bool, err error) {
 // so that one device cache flush can serve many segments: StartShared on
 // each (it submits the partial tail and returns the appended end it
 // covers), WaitWritten on each, then one flush that starts after the last
-// WaitWritten returned, then MarkDurable(target) on each. A segment that
+// WaitWritten returned (or, with Options.FlushEpoch, one numbered above
+// every WrittenEpoch), then MarkDurable(target) on each. A segment that
 // does not qualify (see SyncShared) returns shared false from StartShared:
 // call Sync. Errors are sticky, as for Sync.
 func (s *Segment) StartShared() (target int64, shared bool, err error) {
@@ -345,6 +346,34 @@ func (s *Segment) StartShared() (target int64, shared bool, err error) {
 // WaitWritten waits until every byte below target (from StartShared) is
 // written. See StartShared.
 func (s *Segment) WaitWritten(target int64) error { return s.w.waitWritten(target) }
+
+// WriteBehind starts the write of the appended bytes still in a Direct
+// segment's partial tail chunk now, instead of at the next StartShared,
+// Sync or Flush, if that needs no waiting: no earlier write of the chunk's
+// first page in flight, no fdatasync holding new writes, a free write op
+// and a spare pool chunk. At most one such write per segment is in flight;
+// appends meanwhile go with the next. A caller whose appends wait for
+// durability calls it after each append so the write reaches the device
+// before the flusher gets to the segment. No-op for other segments.
+func (s *Segment) WriteBehind() {
+	if s.w == nil || !s.w.direct || s.closed.Load() {
+		return
+	}
+	s.w.writeBehind()
+}
+
+// WrittenEpoch reports, after WaitWritten(target) returned, a value of
+// Options.FlushEpoch read after the writes below target completed: a
+// device cache flush numbered above it started after them, so it may
+// serve MarkDurable(target) even if it started before WaitWritten
+// returned. ok is false without FlushEpoch (then only a flush that starts
+// after WaitWritten returned qualifies).
+func (s *Segment) WrittenEpoch() (epoch uint64, ok bool) {
+	if s.w == nil || s.w.epochFn == nil {
+		return 0, false
+	}
+	return s.w.wepoch.Load(), true
+}
 
 // MarkDurable raises the durable watermark to target after a device cache
 // flush that started once WaitWritten(target) had returned. See

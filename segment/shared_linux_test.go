@@ -5,7 +5,9 @@ import (
 	"errors"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stratalog/strata/internal/uring"
 	"github.com/stratalog/strata/segment"
@@ -181,5 +183,64 @@ func mustAppend(t *testing.T, s *segment.Segment, b []byte) {
 	t.Helper()
 	if _, err := s.Append(b); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// WriteBehind puts a partial tail chunk's bytes in the file without a
+// Sync, StartShared or Flush; WrittenEpoch keeps the FlushEpoch value read
+// when the written watermark last advanced, not the value at the query.
+func TestWriteBehindAndWrittenEpoch(t *testing.T) {
+	ring := newRing(t, uring.BackendUring)
+	var epoch atomic.Uint64
+	epoch.Store(5)
+	s, err := segment.CreateWith(filepath.Join(t.TempDir(), "wb.log"), 0, segment.Options{
+		Ring: ring, Direct: true, PreWrite: true, FlushEpoch: epoch.Load})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	waitWritten := func(end int64) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); s.Written() < end; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) { // hang guard only
+				t.Fatalf("written %d, want %d: the write-behind never went out", s.Written(), end)
+			}
+		}
+	}
+	mustAppend(t, s, bytes.Repeat([]byte{7}, 3000)) // a partial chunk
+	if s.Written() != 0 {
+		t.Fatalf("written %d before WriteBehind: the tail was already written", s.Written())
+	}
+	s.WriteBehind()
+	waitWritten(3000)
+	if e, ok := s.WrittenEpoch(); !ok || e != 5 {
+		t.Fatalf("WrittenEpoch %d %v, want 5 true", e, ok)
+	}
+	epoch.Store(9) // flushes started since: the bytes below Written stay at 5
+	if e, _ := s.WrittenEpoch(); e != 5 {
+		t.Fatalf("WrittenEpoch %d after the epoch moved without a write, want 5", e)
+	}
+	// The next partial write rewrites the carried page; after it the epoch
+	// is the one read at its completion.
+	mustAppend(t, s, bytes.Repeat([]byte{8}, 2000))
+	s.WriteBehind()
+	waitWritten(5000)
+	if e, _ := s.WrittenEpoch(); e != 9 {
+		t.Fatalf("WrittenEpoch %d after a write at epoch 9, want 9", e)
+	}
+	got := make([]byte, 5000)
+	if _, err := s.ReadAt(got, 0); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, append(bytes.Repeat([]byte{7}, 3000), bytes.Repeat([]byte{8}, 2000)...)) {
+		t.Fatal("file bytes differ from the appended ones")
+	}
+	plain, err := segment.CreateWith(filepath.Join(t.TempDir(), "p.log"), 0, segment.Options{Ring: ring, Direct: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if _, ok := plain.WrittenEpoch(); ok {
+		t.Fatal("WrittenEpoch ok without FlushEpoch")
 	}
 }
