@@ -284,3 +284,32 @@ func TestDevFlushWaitForEpoch(t *testing.T) {
 		t.Fatalf("flush %d, %d flushes, want the third", got, d.flushes.Load())
 	}
 }
+
+// With shared flushes the engine's segments carry the flush numbers
+// (segment.Options.FlushEpoch): the value kept with the written watermark
+// is one read after the append's write completed, so never below the
+// flushes started before the append.
+func TestSegmentsCarryFlushEpoch(t *testing.T) {
+	e := openEngine(t, t.TempDir(), func(o *Options) { o.IOBackend = IOBackendUring })
+	defer e.Close()
+	d := e.io.dev
+	if d == nil {
+		t.Fatal("no shared flushes on the test filesystem")
+	}
+	l := mustTopic(t, e, "epoch", 1, nil).Partition(0)
+	for i := range 3 {
+		before := d.epoch()
+		info := mustAppend(t, l, batchOf(t, 2, 100, int64(i), i))
+		waitFor(t, func() bool { return l.HighWatermark() > info.LastOffset })
+		ep, ok := l.active.seg.WrittenEpoch()
+		if !ok {
+			t.Fatal("engine segment without FlushEpoch")
+		}
+		if ep < before {
+			t.Fatalf("append %d: written epoch %d below the %d flushes started before it", i, ep, before)
+		}
+	}
+	if d.epoch() == 0 {
+		t.Fatal("no shared flush ran")
+	}
+}
