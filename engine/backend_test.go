@@ -181,10 +181,10 @@ func TestReadMemServesTheTail(t *testing.T) {
 	if !bytes.Equal(memBytes[:len(stored[10])], stored[10]) {
 		t.Fatal("ReadMem does not start with the batch at offset 10")
 	}
-	// Push 2 MiB through the cache (8 buffers' worth): the pinned chunk
-	// must not change; the buffer comes back after Release.
+	// Push twice the per-log cap through the cache: the pinned chunk must
+	// not change; the buffer comes back after Release.
 	keep := append([]byte(nil), memBytes...)
-	appendN(2200, 900)
+	appendN(2*tailBufsPerLog*tailBufBytes/900, 900)
 	var again []byte
 	for _, c := range mem.Chunks {
 		again = append(again, c.Buf...)

@@ -158,6 +158,9 @@ func Open(opts Options) (*Engine, error) {
 		tailBytes = -1
 	}
 	e.tails = newTailPool(tailBytes)
+	if e.tails != nil {
+		e.logger.Info("tail cache", "bytes", int64(e.tails.max)*tailBufBytes, "per_partition_max", tailBufsPerLog*tailBufBytes)
+	}
 	if err := e.load(); err != nil {
 		for _, l := range e.allLogs() {
 			l.shutdown(ErrClosed, false)

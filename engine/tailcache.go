@@ -17,8 +17,9 @@ import (
 //
 // Layout: a Log's cache is a list of up to tailBufsPerLog buffers of
 // tailBufBytes taken from the Engine's tailPool (allocated once, reused;
-// the pool holds at most TailCacheBytes, shared evenly among the logs that
-// cache: 64 MiB and 96 busy partitions give each two buffers, 512 KiB). The buffers hold whole append
+// the pool holds at most TailCacheBytes (log.tail.cache.bytes), shared
+// evenly among the logs that cache, at most tailBufsPerLog each: 64 MiB and
+// 96 busy partitions give each two buffers, 512 KiB). The buffers hold whole append
 // requests of the active segment, back to back:
 //
 //	bufs[0]            bufs[1]                 bufs[k] (filling)
@@ -45,8 +46,12 @@ import (
 // change before Release.
 
 const (
-	tailBufBytes          = 256 << 10
-	tailBufsPerLog        = 4
+	tailBufBytes = 256 << 10
+	// tailBufsPerLog caps one log's share (4 MiB): with few partitions the
+	// budget, not this, should bound how far behind a consumer can fall
+	// and still be served from memory (a partition taking 25 MB/s keeps
+	// 160 ms; at 1 MiB it kept 40 ms, one GC pause of a client).
+	tailBufsPerLog        = 16
 	defaultTailCacheBytes = 64 << 20
 	// maxTailRefs is how many buffers one ReadResult can pin: every buffer
 	// of one log's cache.

@@ -147,4 +147,16 @@ func TestIOKeys(t *testing.T) {
 	if err := bad.Apply(map[string]string{"log.io.flush.shared": "sometimes"}); err == nil {
 		t.Fatal("log.io.flush.shared=sometimes accepted")
 	}
+	if b.TailCacheBytes != 0 {
+		t.Fatalf("default tail cache %d, want 0 (the engine's default)", b.TailCacheBytes)
+	}
+	for v, want := range map[string]int64{"268435456": 256 << 20, " 1048576 ": 1 << 20, "0": -1, "-1": -1, "-5": -1} {
+		c := Defaults()
+		if err := c.Apply(map[string]string{"log.tail.cache.bytes": v}); err != nil || c.TailCacheBytes != want {
+			t.Fatalf("log.tail.cache.bytes=%q: %d, %v; want %d", v, c.TailCacheBytes, err, want)
+		}
+	}
+	if err := bad.Apply(map[string]string{"log.tail.cache.bytes": "lots"}); err == nil {
+		t.Fatal("log.tail.cache.bytes=lots accepted")
+	}
 }
