@@ -9,18 +9,24 @@ import (
 	"time"
 )
 
-// A wait that starts while a flush runs must not be answered by that
-// flush (it may have started before the caller's writes completed): it
-// gets the next one. Waiters arriving together share one flush.
-func TestDevFlushWaitsForAFlushStartedAfterIt(t *testing.T) {
-	entered := make(chan int, 16)
-	release := make(chan struct{}, 16)
+// heldDevFlush returns a devFlush whose flushes announce their number on
+// entered and end only when release is sent to.
+func heldDevFlush() (d *devFlush, entered chan int, release chan struct{}) {
+	entered, release = make(chan int, 16), make(chan struct{}, 16)
 	var n atomic.Int32
-	d := newDevFlush(nil, 0, func() error {
+	d = newDevFlush(nil, 0, func() error {
 		entered <- int(n.Add(1))
 		<-release
 		return nil
 	})
+	return d, entered, release
+}
+
+// A wait that starts while a flush runs must not be answered by that
+// flush (it may have started before the caller's writes completed): it
+// gets the next one. Waiters arriving together share one flush.
+func TestDevFlushWaitsForAFlushStartedAfterIt(t *testing.T) {
+	d, entered, release := heldDevFlush()
 	first := make(chan error, 1)
 	go func() { first <- d.wait() }()
 	if got := <-entered; got != 1 {
@@ -227,14 +233,7 @@ func TestFlushBatchSharesOneFlush(t *testing.T) {
 // is what need = epoch()+1 read after them says), at once if that flush
 // already ended; need 0 is wait().
 func TestDevFlushWaitForEpoch(t *testing.T) {
-	entered := make(chan int, 16)
-	release := make(chan struct{}, 16)
-	var n atomic.Int32
-	d := newDevFlush(nil, 0, func() error {
-		entered <- int(n.Add(1))
-		<-release
-		return nil
-	})
+	d, entered, release := heldDevFlush()
 	need := d.epoch() + 1 // "writes" completed before flush 1 starts
 	first := make(chan error, 1)
 	go func() { first <- d.wait() }()

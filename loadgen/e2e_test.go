@@ -172,18 +172,27 @@ func TestKeyedCompressedLoad(t *testing.T) {
 	}
 }
 
-func TestFindMaxSteps(t *testing.T) {
+// findMaxRun runs a capacity search of two 1 s steps from 500 rec/s with
+// the produce p99 bound maxP99 (and retries) and returns its report.
+func findMaxRun(t *testing.T, maxP99 time.Duration, retries int) *Report {
+	t.Helper()
 	cfg := smallRun(EngineNative)
 	cfg.Consumers = 0
 	cfg.FindMax = true
 	cfg.StartRate = 500
 	cfg.StepDuration = time.Second
 	cfg.MaxSteps = 2
-	cfg.MaxP99 = time.Minute // every step healthy
+	cfg.StepRetries = retries
+	cfg.MaxP99 = maxP99
 	rep, err := Run(testCtx(t, 2*time.Minute), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return rep
+}
+
+func TestFindMaxSteps(t *testing.T) {
+	rep := findMaxRun(t, time.Minute, 1) // every step healthy
 	fm := rep.FindMax
 	if fm == nil || len(fm.Steps) != 2 || fm.Steps[0].Rate != 500 || fm.Steps[1].Rate != 750 {
 		t.Fatalf("steps %+v", fm)
@@ -241,18 +250,7 @@ func TestSpawnStartsAndStopsBrokers(t *testing.T) {
 // An unhealthy rate is run again StepRetries times before the search moves
 // on; retries do not count against MaxSteps and are marked in the steps.
 func TestFindMaxRetriesUnhealthyStep(t *testing.T) {
-	cfg := smallRun(EngineNative)
-	cfg.Consumers = 0
-	cfg.FindMax = true
-	cfg.StartRate = 500
-	cfg.StepDuration = time.Second
-	cfg.MaxSteps = 2
-	cfg.StepRetries = 1
-	cfg.MaxP99 = time.Nanosecond // every step unhealthy
-	rep, err := Run(testCtx(t, 2*time.Minute), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := findMaxRun(t, time.Nanosecond, 1) // every step unhealthy
 	fm := rep.FindMax
 	if fm == nil || len(fm.Steps) != 4 {
 		t.Fatalf("steps %+v", fm)

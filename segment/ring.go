@@ -22,8 +22,9 @@ type Options struct {
 	// Append copies its bytes once into aligned chunks of Pool and returns;
 	// full chunks are written at once, DirectDepth at a time, the partially
 	// filled one by Sync, Flush, StartShared or WriteBehind (its last page
-	// is kept in memory and rewritten by the next write). Readers (ReadAt, Scan, File) see only
-	// [0, Written()), and Written() may trail Size() until Flush or Sync.
+	// is kept in memory and rewritten by the next write). Readers (ReadAt,
+	// Scan, File) see only [0, Written()), and Written() may trail Size()
+	// until one of those wrote the tail.
 	// i_size is raised ahead of the writes in doubling steps, so
 	// after a crash the valid end is found by Recover (a zero tail stops the
 	// walk); Close and Seal cut i_size back to Size.
