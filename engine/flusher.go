@@ -477,7 +477,8 @@ func (e *Engine) flushBatch(b *flushBatch) {
 // synced alone.
 func (e *Engine) shareFlush(jobs []flushJob) {
 	waiting := 0
-	var need uint64 // the first device flush that covers every job's writes; 0: one starting now
+	var need uint64  // the first device flush that covers every job's writes
+	noEpoch := false // a segment without flush numbers: only a flush starting now covers it
 	for i := range jobs {
 		j := &jobs[i]
 		if !j.shared || j.err != nil {
@@ -488,10 +489,10 @@ func (e *Engine) shareFlush(jobs []flushJob) {
 		e.syncs.Add(1)
 		if err := s.seg.WaitWritten(j.target); err != nil {
 			j.err = err
-		} else if ep, ok := s.seg.WrittenEpoch(); !ok {
-			need = math.MaxUint64 // no epoch: only a flush that starts now covers it
-		} else if need != math.MaxUint64 {
+		} else if ep, ok := s.seg.WrittenEpoch(); ok {
 			need = max(need, ep+1)
+		} else {
+			noEpoch = true
 		}
 		if h := e.syncHook; h != nil && j.err == nil {
 			j.err = h(path)
@@ -511,7 +512,7 @@ func (e *Engine) shareFlush(jobs []flushJob) {
 	if waiting == 0 {
 		return
 	}
-	if need == math.MaxUint64 {
+	if noEpoch {
 		need = 0
 	}
 	ferr := e.io.dev.waitFor(need)

@@ -64,6 +64,18 @@ func fetchedValues(t *testing.T, resp *kmsg.FetchResponse) map[int32][]string {
 	return got
 }
 
+// sessionSetup starts a broker with topic name of parts partitions, n
+// records in batches of per in each, and dials it.
+func sessionSetup(t *testing.T, name string, parts int32, n, per int) (*engine.Topic, *rawConn) {
+	t.Helper()
+	addr, _, eng := startBroker(t)
+	tp := prodTopic(t, eng, name, parts, nil)
+	for p := range parts {
+		fetchProduce(t, tp, p, n, per, fmt.Sprintf("p%d", p))
+	}
+	return tp, dialRaw(t, addr)
+}
+
 // TestFetchSessions walks KIP-227 on one connection, for a version naming
 // topics by name and one naming them by id: a full fetch opens a session
 // and is answered in full; incremental fetches are answered with only the
@@ -176,12 +188,7 @@ func TestFetchSessions(t *testing.T) {
 // backlog, the partitions that returned records go to the end of the
 // session's order, so every partition is served in turn.
 func TestFetchSessionRotation(t *testing.T) {
-	addr, _, eng := startBroker(t)
-	tp := prodTopic(t, eng, "rot", 4, nil)
-	for p := range int32(4) {
-		fetchProduce(t, tp, p, 200, 20, fmt.Sprintf("p%d", p))
-	}
-	c := dialRaw(t, addr)
+	tp, c := sessionSetup(t, "rot", 4, 200, 20)
 	offsets := map[int32]int64{0: 0, 1: 0, 2: 0, 3: 0}
 	served := map[int32]int{}
 	var id int32
@@ -372,12 +379,7 @@ func TestFetchSessionsPerConnection(t *testing.T) {
 // partition of its session: a record on one it did not name wakes it (a
 // tail consumer's next request names only the partitions that moved).
 func TestFetchSessionLongPollWakesOnUnlistedPartition(t *testing.T) {
-	addr, _, eng := startBroker(t)
-	tp := prodTopic(t, eng, "sesswake", 2, nil)
-	for p := range int32(2) {
-		fetchProduce(t, tp, p, 1, 1, fmt.Sprintf("p%d", p))
-	}
-	c := dialRaw(t, addr)
+	tp, c := sessionSetup(t, "sesswake", 2, 1, 1)
 	var resp kmsg.FetchResponse
 	c.roundTrip(sessionFetchByID(tp.ID(), 0, 0, map[int32]int64{0: 1, 1: 1}), 1, &resp)
 	id := resp.SessionID
