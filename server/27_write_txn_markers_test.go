@@ -454,6 +454,7 @@ func TestTxnClusterFailover(t *testing.T) {
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
+	waitRegistered(t, brokers)
 	const topic = "txc"
 	ct, err := adm.CreateTopic(testCtx(t), 1, 3, map[string]*string{"min.insync.replicas": kmsg.StringPtr("2")}, topic)
 	if err != nil || ct.Err != nil {

@@ -156,6 +156,21 @@ func waitMetadata(t *testing.T, _ *kgo.Client, b *inCluster, check func(*kmsg.Me
 	}
 }
 
+// waitRegistered waits until every broker's metadata lists all of
+// brokers: before that a create with replication factor len(brokers) can
+// be refused with INVALID_REPLICATION_FACTOR.
+func waitRegistered(t *testing.T, brokers []*inCluster) {
+	t.Helper()
+	for _, b := range brokers {
+		waitMetadata(t, nil, b, func(r *kmsg.MetadataResponse) string {
+			if len(r.Brokers) != len(brokers) {
+				return fmt.Sprintf("%d of %d brokers registered", len(r.Brokers), len(brokers))
+			}
+			return ""
+		})
+	}
+}
+
 // metadataOf asks the broker at addr for the metadata of every topic.
 func metadataOf(addr string, corr int32) (*kmsg.MetadataResponse, error) {
 	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
@@ -219,14 +234,7 @@ func TestClusterInProcess(t *testing.T) {
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	ctx := testCtx(t)
-	for _, b := range brokers {
-		waitMetadata(t, cl, b, func(r *kmsg.MetadataResponse) string {
-			if len(r.Brokers) != 3 {
-				return fmt.Sprintf("%d brokers", len(r.Brokers))
-			}
-			return ""
-		})
-	}
+	waitRegistered(t, brokers)
 
 	const topic = "inproc"
 	ct, err := adm.CreateTopic(ctx, 3, 3, map[string]*string{"min.insync.replicas": kmsg.StringPtr("2")}, topic)
@@ -487,14 +495,7 @@ func TestClusterLogsOnlyOnReplicas(t *testing.T) {
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	ctx := testCtx(t)
-	for _, b := range brokers {
-		waitMetadata(t, cl, b, func(r *kmsg.MetadataResponse) string {
-			if len(r.Brokers) != 3 {
-				return fmt.Sprintf("%d brokers", len(r.Brokers))
-			}
-			return ""
-		})
-	}
+	waitRegistered(t, brokers)
 	topics := map[string]int16{"rf1": 1, "rf2": 2}
 	meta := map[string]*kmsg.MetadataResponseTopic{}
 	for name, rf := range topics {
@@ -742,14 +743,7 @@ func TestClusterAutoLeaderRebalance(t *testing.T) {
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	ctx := testCtx(t)
-	for _, b := range brokers {
-		waitMetadata(t, cl, b, func(r *kmsg.MetadataResponse) string {
-			if len(r.Brokers) != 3 {
-				return fmt.Sprintf("%d brokers", len(r.Brokers))
-			}
-			return ""
-		})
-	}
+	waitRegistered(t, brokers)
 	const topic = "rebalance"
 	ct, err := adm.CreateTopic(ctx, 3, 3, map[string]*string{"min.insync.replicas": kmsg.StringPtr("2")}, topic)
 	if err != nil || ct.Err != nil {

@@ -25,14 +25,7 @@ func TestTxnClusterCoordinatorFailover(t *testing.T) {
 	cl := newClient(t, seeds[0], kgo.SeedBrokers(seeds...))
 	adm := kadm.NewClient(cl)
 	ctx := testCtx(t)
-	for _, b := range brokers {
-		waitMetadata(t, cl, b, func(r *kmsg.MetadataResponse) string {
-			if len(r.Brokers) != 3 {
-				return fmt.Sprintf("%d brokers", len(r.Brokers))
-			}
-			return ""
-		})
-	}
+	waitRegistered(t, brokers)
 	ct, err := adm.CreateTopic(ctx, 3, 3, nil, "out")
 	if err != nil || ct.Err != nil {
 		t.Fatalf("create: %v %v", err, ct.Err)
