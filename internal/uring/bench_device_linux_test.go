@@ -1,0 +1,269 @@
+package uring
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Device benchmarks: what the disk under the broker charges per request and
+// per way of making appends to many files durable. They use plain O_DIRECT
+// pwrite from goroutines (no ring): they measure the device and the
+// filesystem, to choose the appender's design, not this package.
+//
+//	go test -run XXX -bench 'DeviceRequests|DurableAppends' -benchtime 1x ./internal/uring/
+//
+// STRATA_DEVICE_BENCH_BYTES sets the data per DurableAppends run (default
+// 256 MiB). Files go to the benchmark's temporary directory: run it on the
+// filesystem the broker's data directory uses.
+
+// deviceBuf returns n bytes aligned for O_DIRECT (an anonymous mapping),
+// filled with a non-zero pattern.
+func deviceBuf(b *testing.B, n int) []byte {
+	buf, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { unix.Munmap(buf) })
+	for i := range buf {
+		buf[i] = byte(i*7 + 1)
+	}
+	return buf
+}
+
+// writtenFile creates path with size bytes of written (not unwritten)
+// blocks, synced, open for O_DIRECT writes.
+func writtenFile(b *testing.B, path string, size int64, zeros []byte) int {
+	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_TRUNC|unix.O_DIRECT, 0o644)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { unix.Close(fd) })
+	for off := int64(0); off < size; off += int64(len(zeros)) {
+		n := min(int64(len(zeros)), size-off)
+		if _, err := unix.Pwrite(fd, zeros[:n], off); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := unix.Fdatasync(fd); err != nil {
+		b.Fatal(err)
+	}
+	return fd
+}
+
+func quantileMs(d []time.Duration, q float64) float64 {
+	if len(d) == 0 {
+		return 0
+	}
+	slices.Sort(d)
+	i := int(math.Ceil(q*float64(len(d)))) - 1
+	return d[max(i, 0)].Seconds() * 1000
+}
+
+// BenchmarkDeviceRequests: rounds of 96 O_DIRECT writes (one per partition
+// of a 96-partition produce cycle) at scattered offsets of a written file,
+// from 1, 8 or 32 goroutines, each round followed by one fdatasync.
+// us/write is the round's time over 96: if the device served requests in
+// parallel it would fall with more goroutines.
+func BenchmarkDeviceRequests(b *testing.B) {
+	const size, writes, rounds = 256 << 20, 96, 40
+	for _, n := range []int{8 << 10, 64 << 10} {
+		for _, g := range []int{1, 8, 32} {
+			b.Run(fmt.Sprintf("write=%dK/goroutines=%d", n>>10, g), func(b *testing.B) {
+				buf := deviceBuf(b, 1<<20)
+				fd := writtenFile(b, filepath.Join(b.TempDir(), "f"), size, deviceBuf(b, 4<<20))
+				var round, syncs []time.Duration
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					for r := 0; r < rounds; r++ {
+						t0 := time.Now()
+						var wg sync.WaitGroup
+						for k := 0; k < g; k++ {
+							wg.Add(1)
+							go func(k int) {
+								defer wg.Done()
+								for w := k; w < writes; w += g {
+									slot := (r*writes + w) % (size >> 20)
+									if _, err := unix.Pwrite(fd, buf[:n], int64(slot)<<20); err != nil {
+										b.Error(err)
+									}
+								}
+							}(k)
+						}
+						wg.Wait()
+						t1 := time.Now()
+						if err := unix.Fdatasync(fd); err != nil {
+							b.Fatal(err)
+						}
+						round = append(round, t1.Sub(t0))
+						syncs = append(syncs, time.Since(t1))
+					}
+				}
+				b.ReportMetric(quantileMs(round, 0.5)*1000/writes, "us/write")
+				b.ReportMetric(quantileMs(syncs, 0.5), "fdatasync-p50-ms")
+			})
+		}
+	}
+}
+
+// BenchmarkDurableAppends: 96 files each take appends in turn; a cycle
+// writes w bytes to each of d files (O_DIRECT, concurrently) and then makes
+// them durable, three ways:
+//
+//   - zerofill: the files' blocks were written (zero-filled) beforehand and
+//     one fdatasync of an anchor file flushes the device cache; each cycle
+//     also writes as many zero bytes to a spare written file, the cost of
+//     zero-filling ahead of the appends (the broker's default: shared
+//     device flushes, engine/devflush.go)
+//   - perfile: unwritten extents (fallocate mode 0), one fdatasync per
+//     dirty file, concurrently: each commits its extent conversion
+//   - syncfs: unwritten extents, one syncfs(2) of the filesystem
+//
+// Reported: MB/s of appended data, cycle-p50/p99-ms, sync-p50-ms and
+// cpu-s/GiB (the process, kernel included).
+func BenchmarkDurableAppends(b *testing.B) {
+	total := int64(256 << 20)
+	if s := os.Getenv("STRATA_DEVICE_BENCH_BYTES"); s != "" {
+		if _, err := fmt.Sscan(s, &total); err != nil || total < 1<<20 {
+			b.Fatalf("STRATA_DEVICE_BENCH_BYTES=%q: want a byte count >= 1 MiB", s)
+		}
+	}
+	shapes := []struct{ dirty, w int }{{16, 64 << 10}, {96, 8 << 10}, {8, 128 << 10}}
+	for _, sh := range shapes {
+		for _, mode := range []string{"zerofill", "perfile", "syncfs"} {
+			b.Run(fmt.Sprintf("files=%dx%dK/%s", sh.dirty, sh.w>>10, mode), func(b *testing.B) {
+				b.SetBytes(total)
+				for i := 0; i < b.N; i++ {
+					b.StopTimer()
+					durableAppends(b, mode, 96, sh.dirty, sh.w, total)
+				}
+			})
+		}
+	}
+}
+
+func durableAppends(b *testing.B, mode string, files, dirty, w int, total int64) {
+	dir := b.TempDir()
+	perFile := (total/int64(files)/int64(w) + 1) * int64(w)
+	zeros := deviceBuf(b, 1<<20)
+	clear(zeros)
+	fds := make([]int, files)
+	for i := range fds {
+		path := filepath.Join(dir, fmt.Sprint(i))
+		if mode == "zerofill" {
+			fds[i] = writtenFile(b, path, perFile, zeros)
+			continue
+		}
+		fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_TRUNC|unix.O_DIRECT, 0o644)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { unix.Close(fd) })
+		if err := unix.Fallocate(fd, 0, 0, perFile); err != nil {
+			b.Fatalf("fallocate: %v (this benchmark needs a filesystem with unwritten extents)", err)
+		}
+		if err := unix.Fdatasync(fd); err != nil {
+			b.Fatal(err)
+		}
+		fds[i] = fd
+	}
+	zlen := int64(dirty * w)
+	const zsize = 64 << 20
+	zf := -1
+	if mode == "zerofill" {
+		zf = writtenFile(b, filepath.Join(dir, "zeros"), zsize, zeros)
+	}
+	anchor := writtenFile(b, filepath.Join(dir, "anchor"), 4096, zeros)
+	if d, err := unix.Open(dir, unix.O_RDONLY, 0); err == nil {
+		unix.Fsync(d)
+		unix.Close(d)
+	}
+	buf := deviceBuf(b, w)
+	zbuf := deviceBuf(b, int(zlen))
+	clear(zbuf)
+	pos := make([]int64, files)
+	var cycles, syncs []time.Duration
+	var written, zoff int64
+	var ru0, ru1 unix.Rusage
+	unix.Getrusage(unix.RUSAGE_SELF, &ru0)
+	b.StartTimer()
+	next := 0
+	chosen := make([]int, 0, dirty)
+	for written < total {
+		t0 := time.Now()
+		chosen = chosen[:0]
+		for k := 0; k < dirty && written+int64(len(chosen)*w) < total; k++ {
+			f := next % files
+			next++
+			if pos[f]+int64(w) <= perFile {
+				chosen = append(chosen, f)
+			}
+		}
+		if len(chosen) == 0 {
+			break
+		}
+		var wg sync.WaitGroup
+		for _, f := range chosen {
+			wg.Add(1)
+			go func(fd int, off int64) {
+				defer wg.Done()
+				if _, err := unix.Pwrite(fd, buf, off); err != nil {
+					b.Error(err)
+				}
+			}(fds[f], pos[f])
+			pos[f] += int64(w)
+			written += int64(w)
+		}
+		if zf >= 0 {
+			if zoff+zlen > zsize {
+				zoff = 0
+			}
+			if _, err := unix.Pwrite(zf, zbuf, zoff); err != nil {
+				b.Error(err)
+			}
+			zoff += zlen
+		}
+		wg.Wait()
+		t1 := time.Now()
+		var err error
+		switch mode {
+		case "zerofill":
+			err = unix.Fdatasync(anchor)
+		case "syncfs":
+			err = unix.Syncfs(anchor)
+		case "perfile":
+			var mu sync.Mutex
+			for _, f := range chosen {
+				wg.Add(1)
+				go func(fd int) {
+					defer wg.Done()
+					if e := unix.Fdatasync(fd); e != nil {
+						mu.Lock()
+						err = e
+						mu.Unlock()
+					}
+				}(fds[f])
+			}
+			wg.Wait()
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		syncs = append(syncs, time.Since(t1))
+		cycles = append(cycles, time.Since(t0))
+	}
+	b.StopTimer()
+	unix.Getrusage(unix.RUSAGE_SELF, &ru1)
+	cpu := time.Duration(ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano())
+	b.ReportMetric(quantileMs(cycles, 0.5), "cycle-p50-ms")
+	b.ReportMetric(quantileMs(cycles, 0.99), "cycle-p99-ms")
+	b.ReportMetric(quantileMs(syncs, 0.5), "sync-p50-ms")
+	b.ReportMetric(cpu.Seconds()/(float64(written)/(1<<30)), "cpu-s/GiB")
+}
