@@ -37,6 +37,7 @@ func runServe(args []string) error {
 	rack := fs.String("rack", "", "this broker's rack (broker.rack)")
 	blackhole := fs.Bool("blackhole", false, "benchmark baseline: acknowledge produce requests without storing them")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile (pprof) of the whole run to this file at shutdown")
+	memProfile := fs.String("memprofile", "", "write an allocation profile (pprof allocs: every allocation since start, sampled) to this file at shutdown")
 	rbFlags := addRebalanceFlags(fs) // serve_rebalance.go
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -102,6 +103,18 @@ func runServe(args []string) error {
 			return fmt.Errorf("--cpuprofile: %w", err)
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if *memProfile != "" {
+		f, err := os.Create(*memProfile)
+		if err != nil {
+			return fmt.Errorf("--memprofile: %w", err)
+		}
+		defer func() {
+			if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+				logger.Error("--memprofile", "err", err)
+			}
+			f.Close()
+		}()
 	}
 	if err := cfg.Finish(); err != nil {
 		return err
