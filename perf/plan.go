@@ -44,9 +44,10 @@ type model struct {
 	rf, compression, recordBytes, util float64
 	failures                           int
 
-	diskWriteTotal, netInTotal, netOutTotal float64
-	perCoreMBps, ceilingMBps                float64 // ceilingMBps: 0 unless calibrated by a capacity search
-	localTB                                 float64
+	diskWriteTotal, diskDeviceTotal float64 // log bytes appended; bytes the disks write (zero-fill included)
+	netInTotal, netOutTotal         float64
+	perCoreMBps, ceilingMBps        float64 // ceilingMBps: 0 unless calibrated by a capacity search
+	localTB                         float64
 }
 
 func run(w Workload, assumed []string) (*model, error) {
@@ -139,6 +140,7 @@ func inputs(w Workload, assumed []string) []Input {
 	}
 	in = append(in,
 		Input{"disk_write_mbps", "per-broker disk write", w.Limits.DiskWriteMBps, "MB/s", src("disk_write_mbps")},
+		Input{"disk_amp", "disk bytes written per log byte (2: segments are zero-filled before their appends)", w.Limits.DiskWriteAmplification, "", src("disk_amp")},
 		Input{"net_mbps", "per-broker network, each direction", w.Limits.NetworkMBps, "MB/s", src("net_mbps")},
 		Input{"cores", "per-broker cores", w.Limits.Cores, "", src("cores")},
 	)
@@ -194,6 +196,9 @@ func (m *model) throughput() {
 
 	m.diskWriteTotal = r.add("disk_write_total", "cluster disk writes at peak: every replica appends", "MB/s",
 		"write_peak × rf", "%s × %s", a(wp, rf), wp*rf)
+	amp := w.Limits.DiskWriteAmplification
+	m.diskDeviceTotal = r.add("disk_device_total", "cluster bytes the log disks write at peak: zero-filling each segment before its appends writes it twice", "MB/s",
+		"disk_write_total × disk_amp", "%s × %s", a(m.diskWriteTotal, amp), m.diskWriteTotal*amp)
 	m.netInTotal = r.add("net_in_total", "cluster network in at peak: produce + replication to followers", "MB/s",
 		"write_peak + write_peak × (rf - 1)", "%s + %s × (%s - 1)", a(wp, wp, rf), wp+wp*(rf-1))
 	G := float64(w.ConsumerGroups)
@@ -281,8 +286,8 @@ func (m *model) brokers() error {
 		args            []float64
 	}
 	ls := []limit{
-		{"disk write", "brokers_disk_write", "MB/s", m.diskWriteTotal, lim.DiskWriteMBps,
-			"ceil(disk_write_total / (disk_write_mbps × util))", "ceil(%s / (%s × %s))", a(m.diskWriteTotal, lim.DiskWriteMBps, U)},
+		{"disk write", "brokers_disk_write", "MB/s", m.diskDeviceTotal, lim.DiskWriteMBps,
+			"ceil(disk_device_total / (disk_write_mbps × util))", "ceil(%s / (%s × %s))", a(m.diskDeviceTotal, lim.DiskWriteMBps, U)},
 		{"network in", "brokers_net_in", "MB/s", m.netInTotal, lim.NetworkMBps,
 			"ceil(net_in_total / (net_mbps × util))", "ceil(%s / (%s × %s))", a(m.netInTotal, lim.NetworkMBps, U)},
 		{"network out", "brokers_net_out", "MB/s", m.netOutTotal, lim.NetworkMBps,
@@ -404,8 +409,10 @@ func (m *model) perBroker() {
 	r, w := &m.rec, m.w
 	r.section = "per broker (all brokers up, at peak)"
 	B := float64(m.rep.Brokers)
-	m.rep.DiskWritePerBrokerMBps = r.add("disk_write_broker", "disk writes per broker", "MB/s",
+	m.rep.DiskWritePerBrokerMBps = r.add("disk_write_broker", "log bytes each broker appends", "MB/s",
 		"disk_write_total / brokers", "%s / %s", a(m.diskWriteTotal, B), m.diskWriteTotal/B)
+	m.rep.DiskDevicePerBrokerMBps = r.add("disk_device_broker", "bytes each broker's log disks write, zero-fill included", "MB/s",
+		"disk_device_total / brokers", "%s / %s", a(m.diskDeviceTotal, B), m.diskDeviceTotal/B)
 	m.rep.NetInPerBrokerMBps = r.add("net_in_broker", "network in per broker", "MB/s",
 		"net_in_total / brokers", "%s / %s", a(m.netInTotal, B), m.netInTotal/B)
 	m.rep.NetOutPerBrokerMBps = r.add("net_out_broker", "network out per broker", "MB/s",

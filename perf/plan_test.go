@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -79,14 +80,16 @@ func TestReferenceHandComputed(t *testing.T) {
 		t.Errorf("rounded storage = %s, want 123.9/371.6/31", got)
 	}
 	near(t, "disk_write_total", stepValue(t, rep, "disk_write_total"), 1843.2, 1e-9)
+	near(t, "disk_device_total (zero-fill: × 2)", stepValue(t, rep, "disk_device_total"), 3686.4, 1e-9)
 	near(t, "net_out_total (rf-1+1 group)", stepValue(t, rep, "net_out_total"), 1843.2, 1e-9)
 	near(t, "disk_write_broker", rep.DiskWritePerBrokerMBps, 153.6, 1e-9)
 	near(t, "disk_tb (4 TiB)", rep.DiskPerBrokerTB, 4.398046511104, 1e-12)
 
 	// Per limit, ceil(demand / (per broker × 0.6)):
-	// disk write 1843.2/300 = 6.144 → 7; network 1843.2/750 = 2.4576 → 3;
+	// disk write 3686.4/300 = 12.288 → 13 (the zero-fill doubles the
+	// 1843.2 MB/s of log bytes); network 1843.2/750 = 2.4576 → 3;
 	// cpu 1843.2/(8 × 100 × 0.6) = 3.84 → 4; disk 371.58912/2.6388 = 140.8 → 141.
-	want := map[string]int{"disk write": 7, "network in": 3, "network out": 3, "cpu": 4, "disk capacity": 141}
+	want := map[string]int{"disk write": 13, "network in": 3, "network out": 3, "cpu": 4, "disk capacity": 141}
 	for _, l := range rep.Limits {
 		if want[l.Name] != l.BrokersNeeded {
 			t.Errorf("limit %s needs %d brokers, want %d", l.Name, l.BrokersNeeded, want[l.Name])
@@ -155,7 +158,7 @@ func TestReferenceWarnings(t *testing.T) {
 	warningText(t, rep, "batches-close-on-linger")
 	warningText(t, rep, "assumed-inputs")
 	for _, absent := range []string{"compression-assumed", "failures-exceed-isr", "min-isr-equals-rf", "page-cache",
-		"partitions-throughput", "partitions-consumers", "partitions-uneven", "limit-disk-write", "limit-cpu"} {
+		"partitions-throughput", "partitions-consumers", "partitions-uneven", "limit-cpu"} {
 		if rep.HasWarning(absent) {
 			t.Errorf("unexpected warning %s: %v", absent, codes(rep))
 		}
@@ -194,9 +197,11 @@ func TestReferenceCompressed(t *testing.T) {
 }
 
 // The hot-window advice is right at its edge: 13 h of RF copies fits 12
-// brokers, 14 h does not.
+// brokers, 14 h does not (disks that write each log byte once: with the
+// default zero-fill, disk write alone needs 14; TestDiskWriteAmplification).
 func TestReferenceTiered(t *testing.T) {
 	w := reference(t)
+	w.Limits.DiskWriteAmplification = 1
 	w.LocalHotHours = 13
 	rep := mustPlan(t, w)
 	// 204.8 MB/s × 13 h × 3600 / 10^6 × 3 = 28.75392 TB; /2.6388 = 10.9 → 11 + 1 = 12.
@@ -222,7 +227,7 @@ func TestDerivedPlan(t *testing.T) {
 	w.SustainedRecordsPerSec = 100_000
 	w.ConsumerGroups = 2
 	w.RetentionHours = 24
-	w.Limits = BrokerLimits{DiskWriteMBps: 200, NetworkMBps: 300, Cores: 4, PerCoreMBps: 50, MemoryGiB: 32, ReservedMemoryGiB: 4, DiskGiB: 1000}
+	w.Limits = BrokerLimits{DiskWriteMBps: 200, DiskWriteAmplification: 1, NetworkMBps: 300, Cores: 4, PerCoreMBps: 50, MemoryGiB: 32, ReservedMemoryGiB: 4, DiskGiB: 1000}
 	w.TargetUtilization = 0.5
 	rep := mustPlan(t, w)
 	// ingest 102.4 MB/s; disk write = net in = 307.2; net out = 102.4 × (2 + 2) = 409.6.
@@ -444,5 +449,51 @@ func TestPresets(t *testing.T) {
 			t.Fatalf("preset %s: %v %+v", name, err, info)
 		}
 		mustPlan(t, w)
+	}
+}
+
+// The broker zero-fills each segment before appending to it, so by default
+// its disks write every log byte twice; the reference's 12 brokers then
+// lack disk write bandwidth as well as capacity. With 1 (no zero-fill) the
+// disk write figures are the log's own.
+func TestDiskWriteAmplification(t *testing.T) {
+	rep := mustPlan(t, reference(t))
+	if !slices.Contains(rep.Assumed, "disk_amp") {
+		t.Errorf("disk_amp not listed as assumed: %v", rep.Assumed)
+	}
+	near(t, "disk_device_total", stepValue(t, rep, "disk_device_total"), 614.4*3*2, 1e-9)
+	// 3686.4 / 12 = 307.2 MB/s of 500 per broker; with one down 335.1:
+	// 0.6144 and 0.67 against the 0.6 target.
+	for _, l := range rep.Limits {
+		if l.Name == "disk write" {
+			near(t, "disk write util", l.Utilization, 3686.4/(12*500), 1e-12)
+			near(t, "disk write util, 1 down", l.UtilizationDegraded, 3686.4/(11*500), 1e-12)
+		}
+	}
+	if !rep.HasWarning("limit-disk-write") {
+		t.Errorf("zero-filled reference: no limit-disk-write warning: %v", codes(rep))
+	}
+	// The log bytes per broker are unchanged (page cache, CPU use them).
+	near(t, "disk_write_broker", rep.DiskWritePerBrokerMBps, 153.6, 1e-9)
+	near(t, "disk_device_broker", rep.DiskDevicePerBrokerMBps, 307.2, 1e-9)
+
+	w := reference(t)
+	w.Limits.DiskWriteAmplification = 1
+	rep = mustPlan(t, w)
+	near(t, "disk_device_total, amp 1", stepValue(t, rep, "disk_device_total"), 1843.2, 1e-9)
+	if rep.HasWarning("limit-disk-write") {
+		t.Errorf("amp 1: limit-disk-write: %v", codes(rep))
+	}
+	for _, l := range rep.Limits {
+		if l.Name == "disk write" && l.BrokersNeeded != 7 {
+			t.Errorf("amp 1: disk write needs %d brokers, want 7", l.BrokersNeeded)
+		}
+	}
+
+	for _, bad := range []float64{0.5, 11, math.NaN()} {
+		w.Limits.DiskWriteAmplification = bad
+		if _, err := Plan(w); !errors.Is(err, ErrInvalidWorkload) {
+			t.Errorf("disk write amplification %v: err %v, want ErrInvalidWorkload", bad, err)
+		}
 	}
 }

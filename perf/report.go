@@ -148,10 +148,13 @@ type Report struct {
 	IngestPeakMBps         float64 `json:"ingest_peak_mbps"`
 	WriteSustainedMBps     float64 `json:"write_sustained_mbps"` // after compression
 	WritePeakMBps          float64 `json:"write_peak_mbps"`
-	DiskWritePerBrokerMBps float64 `json:"disk_write_per_broker_mbps"`
-	NetInPerBrokerMBps     float64 `json:"net_in_per_broker_mbps"`
-	NetOutPerBrokerMBps    float64 `json:"net_out_per_broker_mbps"`
-	CoresPerBroker         float64 `json:"cores_per_broker"`
+	DiskWritePerBrokerMBps float64 `json:"disk_write_per_broker_mbps"` // log bytes appended
+	// DiskDevicePerBrokerMBps is what the log disks write: the log bytes
+	// times the disk write amplification (segment zero-fill).
+	DiskDevicePerBrokerMBps float64 `json:"disk_device_per_broker_mbps"`
+	NetInPerBrokerMBps      float64 `json:"net_in_per_broker_mbps"`
+	NetOutPerBrokerMBps     float64 `json:"net_out_per_broker_mbps"`
+	CoresPerBroker          float64 `json:"cores_per_broker"`
 
 	Sustained Batching `json:"sustained"`
 	Peak      Batching `json:"peak"`

@@ -87,8 +87,8 @@ func (r *Report) writeResult(b *strings.Builder) {
 		r.Partitions, given, r.PartitionsThroughput, cons, fmtShort(r.PartitionReplicasPerBroker))
 	fmt.Fprintf(b, "  ingest       %s MB/s sustained, %s MB/s peak of record bytes; %s MB/s peak on the wire\n",
 		fmtShort(r.IngestSustainedMBps), fmtShort(r.IngestPeakMBps), fmtShort(r.WritePeakMBps))
-	fmt.Fprintf(b, "  per broker   disk write %s MB/s, network in %s MB/s, out %s MB/s, %s busy cores (peak)\n",
-		fmtShort(r.DiskWritePerBrokerMBps), fmtShort(r.NetInPerBrokerMBps), fmtShort(r.NetOutPerBrokerMBps), fmtShort(r.CoresPerBroker))
+	fmt.Fprintf(b, "  per broker   disk write %s MB/s (%s MB/s of log), network in %s MB/s, out %s MB/s, %s busy cores (peak)\n",
+		fmtShort(r.DiskDevicePerBrokerMBps), fmtShort(r.DiskWritePerBrokerMBps), fmtShort(r.NetInPerBrokerMBps), fmtShort(r.NetOutPerBrokerMBps), fmtShort(r.CoresPerBroker))
 	obj := ""
 	if r.Workload.LocalHotHours > 0 {
 		obj = fmt.Sprintf("; object storage %s TB", fmtShort(r.ObjectStorageTB))

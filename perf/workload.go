@@ -11,44 +11,54 @@ import (
 // field with these and lists every one it used in Report.Assumed, so a plan
 // never silently rests on a number nobody chose.
 const (
-	DefaultDiskWriteMBps     = 500  // one NVMe drive, sustained sequential write
-	DefaultNetworkMBps       = 1250 // 10 GbE, per direction
-	DefaultCores             = 8
-	DefaultPerCoreMBps       = 100 // produce MB/s one core validates and appends
-	DefaultMemoryGiB         = 64
-	DefaultReservedMemoryGiB = 4    // broker heap, OS, everything that is not page cache
-	DefaultDiskGiB           = 4096 // 4 TiB = 4.4 TB
-	DefaultTargetUtilization = 0.6
-	DefaultPartitionMBps     = 10 // write throughput one partition is planned for
-	DefaultConsumerMBps      = 20 // what one consumer instance processes
-	DefaultReadWindowSec     = 30 // how far behind the log end consumers read
+	DefaultDiskWriteMBps = 500 // one NVMe drive, sustained sequential write
+	// DefaultDiskWriteAmplification: the broker zero-fills each segment
+	// ahead of its appends (log.io.flush.shared=true, the default: appends
+	// then overwrite written blocks, so one device cache flush makes many
+	// partitions durable), so its disks write every log byte twice.
+	DefaultDiskWriteAmplification = 2
+	DefaultNetworkMBps            = 1250 // 10 GbE, per direction
+	DefaultCores                  = 8
+	DefaultPerCoreMBps            = 100 // produce MB/s one core validates and appends
+	DefaultMemoryGiB              = 64
+	DefaultReservedMemoryGiB      = 4    // broker heap, OS, everything that is not page cache
+	DefaultDiskGiB                = 4096 // 4 TiB = 4.4 TB
+	DefaultTargetUtilization      = 0.6
+	DefaultPartitionMBps          = 10 // write throughput one partition is planned for
+	DefaultConsumerMBps           = 20 // what one consumer instance processes
+	DefaultReadWindowSec          = 30 // how far behind the log end consumers read
 )
 
 // Bounds on inputs: beyond them a plan is meaningless, and inside them every
 // derived figure is finite and fits an int.
 const (
-	minRecordsPerSec = 0.001
-	maxRecordsPerSec = 1e10
-	maxRecordBytes   = 1 << 30
-	maxCount         = 1_000_000 // producers, brokers, groups, consumers
-	maxPartitions    = 10_000_000
-	maxReplication   = 100
-	maxCompression   = 100
-	maxHours         = 1e6
-	maxLimit         = 1e9 // any per-broker limit, in its own unit
-	maxBrokersNeeded = 1_000_000
+	minRecordsPerSec     = 0.001
+	maxRecordsPerSec     = 1e10
+	maxRecordBytes       = 1 << 30
+	maxCount             = 1_000_000 // producers, brokers, groups, consumers
+	maxPartitions        = 10_000_000
+	maxReplication       = 100
+	maxCompression       = 100
+	maxDiskAmplification = 10
+	maxHours             = 1e6
+	maxLimit             = 1e9 // any per-broker limit, in its own unit
+	maxBrokersNeeded     = 1_000_000
 )
 
 // BrokerLimits are one broker's capacities. A zero field means "not
 // measured": Plan uses the Default* constant and says so.
 type BrokerLimits struct {
-	DiskWriteMBps     float64 `json:"disk_write_mbps"`     // sustained write to the log disks
-	NetworkMBps       float64 `json:"network_mbps"`        // per direction (full duplex)
-	Cores             float64 `json:"cores"`               // cores the broker may use
-	PerCoreMBps       float64 `json:"per_core_mbps"`       // produce MB/s one core handles (--calibrate measures it)
-	MemoryGiB         float64 `json:"memory_gib"`          // RAM
-	ReservedMemoryGiB float64 `json:"reserved_memory_gib"` // RAM that is not page cache
-	DiskGiB           float64 `json:"disk_gib"`            // usable log disk capacity
+	DiskWriteMBps float64 `json:"disk_write_mbps"` // sustained write to the log disks
+	// DiskWriteAmplification is bytes the log disks write per log byte
+	// appended: 2 with zero-filled segments (the broker's default), 1 with
+	// log.io.flush.shared=false.
+	DiskWriteAmplification float64 `json:"disk_write_amplification"`
+	NetworkMBps            float64 `json:"network_mbps"`        // per direction (full duplex)
+	Cores                  float64 `json:"cores"`               // cores the broker may use
+	PerCoreMBps            float64 `json:"per_core_mbps"`       // produce MB/s one core handles (--calibrate measures it)
+	MemoryGiB              float64 `json:"memory_gib"`          // RAM
+	ReservedMemoryGiB      float64 `json:"reserved_memory_gib"` // RAM that is not page cache
+	DiskGiB                float64 `json:"disk_gib"`            // usable log disk capacity
 }
 
 // Workload is everything a capacity plan starts from. Units are in the
@@ -187,7 +197,8 @@ func resolve(w Workload) (Workload, []string, error) {
 		{"hot window", w.LocalHotHours}, {"linger", w.LingerMs},
 		{"target utilisation", w.TargetUtilization}, {"read window", w.ReadWindowSec},
 		{"claimed peak MB/s", w.ClaimedPeakMBps},
-		{"disk write MB/s", w.Limits.DiskWriteMBps}, {"network MB/s", w.Limits.NetworkMBps},
+		{"disk write MB/s", w.Limits.DiskWriteMBps}, {"disk write amplification", w.Limits.DiskWriteAmplification},
+		{"network MB/s", w.Limits.NetworkMBps},
 		{"cores", w.Limits.Cores}, {"per-core MB/s", w.Limits.PerCoreMBps},
 		{"memory GiB", w.Limits.MemoryGiB}, {"reserved memory GiB", w.Limits.ReservedMemoryGiB},
 		{"disk GiB", w.Limits.DiskGiB},
@@ -241,6 +252,8 @@ func resolve(w Workload) (Workload, []string, error) {
 		return bad("target utilisation is a fraction in (0, 1], got %v", w.TargetUtilization)
 	case w.ReadWindowSec > 86_400:
 		return bad("read window above one day")
+	case w.Limits.DiskWriteAmplification != 0 && (w.Limits.DiskWriteAmplification < 1 || w.Limits.DiskWriteAmplification > maxDiskAmplification):
+		return bad("disk write amplification must be in [1, %d] (1 = every log byte written once), got %v", maxDiskAmplification, w.Limits.DiskWriteAmplification)
 	}
 	if w.Calibration != nil {
 		if err := w.Calibration.validate(); err != nil {
@@ -262,6 +275,7 @@ func resolve(w Workload) (Workload, []string, error) {
 		w.CompressionRatio = 1
 	}
 	def("disk_write_mbps", &w.Limits.DiskWriteMBps, DefaultDiskWriteMBps)
+	def("disk_amp", &w.Limits.DiskWriteAmplification, DefaultDiskWriteAmplification)
 	def("net_mbps", &w.Limits.NetworkMBps, DefaultNetworkMBps)
 	def("cores", &w.Limits.Cores, DefaultCores)
 	if w.Calibration == nil || !w.Calibration.hasCPU() {

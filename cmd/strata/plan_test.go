@@ -29,7 +29,7 @@ func TestPlanFlags(t *testing.T) {
 	w, err := parsePlanFlags(t, "--rate", "200,000", "--peak-rate", "600_000", "--record-bytes", "1KiB",
 		"--compression-ratio", "2.5", "--rf", "3", "--min-isr", "2", "--groups", "2", "--consumers-per-group", "48",
 		"--retention", "7d", "--hot-window", "12h", "--producers", "20", "--linger", "5ms", "--batch-bytes", "64KiB",
-		"--keyless", "--partitions", "96", "--brokers", "12", "--disk-mbps", "800", "--net-mbps", "3125",
+		"--keyless", "--partitions", "96", "--brokers", "12", "--disk-mbps", "800", "--disk-amp", "1.5", "--net-mbps", "3125",
 		"--cores", "16", "--core-mbps", "120", "--memory-gib", "128", "--reserved-gib", "8", "--disk-gib", "7450",
 		"--target-util", "70%", "--tolerate-failures", "2", "--read-window", "1m", "--claim-peak-mbps", "240",
 		"--consumer-mbps", "25", "--partition-mbps", "12")
@@ -41,7 +41,7 @@ func TestPlanFlags(t *testing.T) {
 		ReplicationFactor: 3, MinISR: 2, BrokersThatMayFail: 2, ConsumerGroups: 2, ConsumersPerGroup: 48,
 		ConsumerMBps: 25, PartitionMBps: 12, RetentionHours: 168, LocalHotHours: 12, Producers: 20, LingerMs: 5,
 		BatchBytes: 65536, Keyless: true, Partitions: 96, FixedBrokers: 12,
-		Limits: perf.BrokerLimits{DiskWriteMBps: 800, NetworkMBps: 3125, Cores: 16, PerCoreMBps: 120,
+		Limits: perf.BrokerLimits{DiskWriteMBps: 800, DiskWriteAmplification: 1.5, NetworkMBps: 3125, Cores: 16, PerCoreMBps: 120,
 			MemoryGiB: 128, ReservedMemoryGiB: 8, DiskGiB: 7450},
 		TargetUtilization: 0.7, ReadWindowSec: 60, ClaimedPeakMBps: 240,
 	}
