@@ -86,7 +86,12 @@ type Config struct {
 	// ConsumerEngine is the consumers' engine: kgo or native ("" = kgo
 	// with --group, else the producers' Engine).
 	ConsumerEngine string
-	Seed           uint64
+	// ConsumerDelay starts the consumers this long after the producers,
+	// still at the offsets the run began at: they start that far behind
+	// and catch up (from the tail cache or the segment files) while the
+	// producers go on. End-to-end latency then includes the delay.
+	ConsumerDelay time.Duration
+	Seed          uint64
 	// DrainTimeout bounds the wait for outstanding acks and for consumers
 	// to catch up once producing stops.
 	DrainTimeout time.Duration
@@ -249,6 +254,12 @@ func (c *Config) Validate() error {
 	if c.Group != "" && c.Consumers == 0 {
 		bad("--group needs --consumers")
 	}
+	if c.ConsumerDelay < 0 || c.ConsumerDelay > time.Hour {
+		bad("--consumer-delay %v out of range 0..1h", c.ConsumerDelay)
+	}
+	if c.ConsumerDelay > 0 && c.Consumers == 0 {
+		bad("--consumer-delay needs --consumers")
+	}
 	if c.Engine != EngineKgo && c.Engine != EngineNative {
 		bad("--engine %q: want kgo or native", c.Engine)
 	}
@@ -316,6 +327,7 @@ type configJSON struct {
 	MaxInflight       int      `json:"max_inflight"`
 	Consumers         int      `json:"consumers"`
 	ConsumerEngine    string   `json:"consumer_engine,omitempty"`
+	ConsumerDelayS    float64  `json:"consumer_delay_s,omitempty"`
 	Group             string   `json:"group,omitempty"`
 	Seed              uint64   `json:"seed"`
 	DrainTimeoutS     float64  `json:"drain_timeout_s"`
@@ -343,6 +355,7 @@ func (c *Config) json() configJSON {
 	}
 	if c.Consumers > 0 {
 		j.ConsumerEngine = c.consumerEngine()
+		j.ConsumerDelayS = c.ConsumerDelay.Seconds()
 	}
 	if c.FindMax {
 		j.MaxP99Ms, j.MaxErrorRate, j.StartRate = ms(c.MaxP99), c.MaxErrorRate, c.StartRate
@@ -407,6 +420,9 @@ func (c *Config) consumerEngine() string {
 func (c *Config) consumerNote() string {
 	if c.Consumers == 0 {
 		return ""
+	}
+	if c.ConsumerDelay > 0 {
+		return fmt.Sprintf(" %s (starting %v after the producers)", c.consumerEngine(), c.ConsumerDelay)
 	}
 	return " " + c.consumerEngine()
 }

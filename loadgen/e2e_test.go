@@ -100,6 +100,27 @@ func TestLoadAgainstSpawnedBroker(t *testing.T) {
 	}
 }
 
+// TestConsumerDelay: consumers that start 1 s after the producers read
+// back everything from the run's first offsets; the first records waited
+// about that long, so end-to-end max is at least the delay, while the
+// produce latencies do not include it.
+func TestConsumerDelay(t *testing.T) {
+	cfg := smallRun(EngineNative)
+	cfg.ConsumerDelay = time.Second
+	rep, err := Run(testCtx(t, 2*time.Minute), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkClean(t, rep, 4000)
+	r := rep.Result
+	if r.E2EMaxMs < 900 || r.ProduceP99Ms >= 900 {
+		t.Fatalf("end-to-end max %v ms, produce p99 %v ms: want the 1 s delay in the first and not in the second", r.E2EMaxMs, r.ProduceP99Ms)
+	}
+	if rep.Config.ConsumerDelayS != 1 {
+		t.Fatalf("report config consumer_delay_s %v", rep.Config.ConsumerDelayS)
+	}
+}
+
 // TestLeadInNotCounted: after a warm-up, each measured run starts with a
 // lead-in (a quarter of it, here 500 ms) whose records are produced and
 // consumed but not counted, on both engines.

@@ -210,6 +210,8 @@ func TestConfigValidation(t *testing.T) {
 		"unbounded":         func(c *Config) { c.Duration = 0 },
 		"idempotent acks 1": func(c *Config) { c.Idempotent = true; c.Acks = 1 },
 		"group without":     func(c *Config) { c.Group = "g" },
+		"delay without":     func(c *Config) { c.Consumers = 0; c.ConsumerDelay = time.Second },
+		"negative delay":    func(c *Config) { c.ConsumerDelay = -time.Second },
 		"engine":            func(c *Config) { c.Engine = "librdkafka" },
 		"inflight":          func(c *Config) { c.MaxInflight = 0 },
 		"negative rate":     func(c *Config) { c.Rate = -1 },

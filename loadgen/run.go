@@ -189,6 +189,23 @@ type runOutcome struct {
 // consumers have caught up with the acknowledged records.
 const consumerCatchUpPoll = 20 * time.Millisecond
 
+// waitConsumerDelay waits until cfg.ConsumerDelay after the producers'
+// start; false if ctx ended first.
+func waitConsumerDelay(ctx context.Context, env *runEnv) bool {
+	d := env.cfg.ConsumerDelay
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(max(env.startOff+d-env.now(), 0))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
 // runOnce runs one load: start consumers, build producers, run the
 // schedule, wait for acks and for consumers to catch up, and measure.
 func runOnce(ctx context.Context, cfg *Config, admin *kgo.Client, ti *topicInfo, seeds []string, cluster *Cluster,
@@ -285,7 +302,14 @@ func runOnce(ctx context.Context, cfg *Config, admin *kgo.Client, ti *topicInfo,
 	var cwg sync.WaitGroup
 	for _, c := range consumers {
 		cwg.Add(1)
-		go func() { defer cwg.Done(); c.run(cctx) }()
+		go func() {
+			defer cwg.Done()
+			if !waitConsumerDelay(cctx, env) {
+				c.close() // stopped before its start: run would have closed it
+				return
+			}
+			c.run(cctx)
+		}()
 	}
 	consumers = nil // their run closes them
 
@@ -410,7 +434,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	fmt.Fprintln(logw, "baseline: the same workload against a --blackhole broker (no consumers)")
 	bcfg := cfg
 	bcfg.SpawnBlackhole, bcfg.CompareBlackhole, bcfg.Profile = true, false, ""
-	bcfg.Consumers, bcfg.Group = 0, ""
+	bcfg.Consumers, bcfg.Group, bcfg.ConsumerDelay = 0, "", 0
 	brep, berr := runTarget(ctx, bcfg)
 	if brep != nil {
 		rep.Baseline = newBaseline(rep, brep)
@@ -483,7 +507,7 @@ func runTarget(ctx context.Context, cfg Config) (rep *Report, err error) {
 		lead = stepLead(cfg.Duration)
 		fmt.Fprintf(logw, "warming up for %v (not measured)\n", cfg.Warmup)
 		wcfg := cfg
-		wcfg.Consumers, wcfg.Group, wcfg.Progress = 0, "", nil
+		wcfg.Consumers, wcfg.Group, wcfg.ConsumerDelay, wcfg.Progress = 0, "", 0, nil
 		rate := cfg.Rate
 		if cfg.FindMax {
 			rate = cfg.StartRate

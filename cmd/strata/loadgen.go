@@ -120,6 +120,7 @@ func parseLoadgenFlags(args []string, usageOut io.Writer) (loadgen.Config, loadg
 	fs.StringVar(&cfg.Group, "group", "", "consume through this consumer group instead of direct assignment (needs group support)")
 	fs.StringVar(&cfg.Engine, "engine", cfg.Engine, "producer engine: kgo (franz-go client) or native (lean batcher producer)")
 	fs.StringVar(&cfg.ConsumerEngine, "consumer-engine", "", "consumer engine: kgo (franz-go client) or native (lean Fetch loop); default: --engine's, kgo with --group")
+	fs.DurationVar(&cfg.ConsumerDelay, "consumer-delay", 0, "start the consumers this long after the producers, at the run's first offsets: they read back what they missed while producing goes on (catch-up from the tail cache or the disk)")
 	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed for keys, payloads and partition choice")
 	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", cfg.DrainTimeout, "wait at most this long for outstanding acks and consumers at the end")
 	fs.BoolVar(&cfg.FindMax, "find-max", false, "search for the highest rate that stays healthy")
