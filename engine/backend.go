@@ -66,11 +66,15 @@ import (
 // I/O" and fail the next fdatasync with EIO, never pass silently. Package
 // segment's TestDirectHeadReadsCoherent holds the kernel to that (pread
 // and sendfile of the partial last page while the ring rewrites it). So
-// file reads still go up to Written(), not to the page boundary below it,
-// and readahead stays on: stopping at the page boundary would leave a
-// batch in the partial page unreadable from the file (Read, follower
-// fetches) until more bytes arrive, and readahead is what catch-up reads
-// of an O_DIRECT segment (not in the page cache) need.
+// file reads still go up to Written(), not to the page boundary below it:
+// stopping at the page boundary would leave a batch in the partial page
+// unreadable from the file (Read, follower fetches) until more bytes
+// arrive. Catch-up reads of an O_DIRECT segment (not in the page cache)
+// need reading ahead; the kernel's readahead is off on an active segment's
+// read descriptor (it read the zero-filled reservation past Written, which
+// the next O_DIRECT write dropped again) and Log.read's scan asks
+// segment.Prefetch to read ahead up to Written instead (segment/doc.go,
+// "Readahead").
 //
 // Ownership: the Engine owns the Ring and the chunk pools. Every open ring
 // segment holds a reference on the backend (taken when it is created or

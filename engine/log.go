@@ -660,6 +660,9 @@ func (l *Log) scanRead(s *logSegment, offset, hw, maxBytes int64, minOneBatch bo
 	_, from := s.offLookup(offset)
 	l.idxMu.RUnlock()
 	limit := s.readEnd()
+	// One read ahead for the header scan and the send that follow (an
+	// active Direct segment has the kernel's readahead off: segment.Prefetch).
+	s.seg.Prefetch(from, maxBytes)
 	var first segment.BatchInfo
 	found := false
 	err = s.seg.Scan(from, limit, func(b segment.BatchInfo) bool {

@@ -205,6 +205,17 @@
 // (TestDirectHeadReadsCoherent; engine/backend.go, "Why auto is uring", has
 // the reasoning and the engine bug that had been blamed on it).
 //
+// Readahead: while a Direct segment is active its i_size runs ahead of the
+// written end, so the kernel's readahead (read_ahead_kb, 8 MiB windows
+// here) would read the zero-filled reservation past Written; those pages
+// are dropped when the data's O_DIRECT write lands, and a catch-up reader
+// then read every byte twice from the device (measured: 6.4-6.6 GB of
+// device reads for a consumer starting 2 s behind at 200,000 records/s).
+// The read descriptor therefore has readahead off (FADV_RANDOM) until
+// Seal cuts i_size to the end, and Prefetch (FADV_WILLNEED, bounded by
+// Written) reads ahead for the engine before each file read
+// (TestDirectReadaheadStopsAtWritten).
+//
 // # Concurrency
 //
 // One writer: Append, Sync, Flush, TruncateTo, Seal, Recover, Rename and

@@ -131,3 +131,23 @@ func zeroChunk() []byte {
 	})
 	return zeroBuf.b
 }
+
+// adviseRandom turns the kernel's readahead off for f's open file (each
+// read brings in what it asks for; Prefetch reads ahead instead), and
+// adviseNormal turns it back on. Errors are ignored: readahead is a
+// performance hint.
+func adviseRandom(f *os.File) { fadvise(f, 0, 0, unix.FADV_RANDOM) }
+
+func adviseNormal(f *os.File) { fadvise(f, 0, 0, unix.FADV_NORMAL) }
+
+// adviseWillNeed starts reading [off, off+n) of f into the page cache
+// without waiting for it.
+func adviseWillNeed(f *os.File, off, n int64) { fadvise(f, off, n, unix.FADV_WILLNEED) }
+
+func fadvise(f *os.File, off, n int64, advice int) {
+	sc, err := f.SyscallConn()
+	if err != nil {
+		return
+	}
+	sc.Control(func(fd uintptr) { unix.Fadvise(int(fd), off, n, advice) })
+}

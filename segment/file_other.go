@@ -30,3 +30,8 @@ const directSupported = false
 
 // zeroChunk is never used here (no Direct segments, so no PreWrite).
 func zeroChunk() []byte { return make([]byte, 1<<20) }
+
+// Readahead hints are Linux-only (Direct segments are too).
+func adviseRandom(*os.File)                 {}
+func adviseNormal(*os.File)                 {}
+func adviseWillNeed(*os.File, int64, int64) {}

@@ -129,13 +129,16 @@ func OpenWith(path string, o Options) (*Segment, error) {
 // write has completed (written >= curLo), so two writes of one page are
 // never in flight together. Readers see [0, written).
 type ringWriter struct {
-	ring     *uring.Ring
-	wf       *uring.File // write descriptor (O_DIRECT when direct; no fd of its own once registered)
-	rf       *os.File    // direct: the segment's buffered descriptor, for fallocate
-	direct   bool
-	pool     *uring.Pool
-	ownPool  bool
-	prewrite bool
+	ring *uring.Ring
+	wf   *uring.File // write descriptor (O_DIRECT when direct; no fd of its own once registered)
+	rf   *os.File    // direct: the segment's buffered descriptor, for fallocate and reads
+	// noReadahead: rf's readahead is off (adviseRandom) while i_size runs
+	// ahead of the written end; Segment.Prefetch reads ahead instead.
+	noReadahead atomic.Bool
+	direct      bool
+	pool        *uring.Pool
+	ownPool     bool
+	prewrite    bool
 
 	// mu guards the tail (cur...appended); Append holds it while copying,
 	// Sync while submitting the tail. The other writer state (reserved,
@@ -231,6 +234,14 @@ func openRing(path string, create bool, o Options) (s *Segment, err error) {
 	if o.Direct {
 		f = NewOSFile(rf)
 		w.rf = rf
+		// i_size runs ahead of the written end (zero-filled or unwritten
+		// blocks): the kernel's readahead (8 MiB windows here) would read
+		// past Written, and pages of zero-filled blocks read that way are
+		// dropped again when the data's O_DIRECT write lands, so a
+		// catch-up reader read them twice. Reads ahead come from Prefetch,
+		// bounded by Written, until Seal cuts i_size to the end.
+		adviseRandom(rf)
+		w.noReadahead.Store(true)
 		// Writes reach the O_DIRECT file through its fixed-file slot; its
 		// descriptor would only count against RLIMIT_NOFILE (fallocate and
 		// ftruncate go through rf). Unregistered (table full): kept.

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -555,4 +557,97 @@ func TestRingFailureIsSticky(t *testing.T) {
 	if err := s.Close(); err != nil && !errors.Is(err, uring.ErrClosed) {
 		t.Fatalf("Close = %v", err)
 	}
+}
+
+// TestDirectReadaheadStopsAtWritten: an active Direct segment's i_size runs
+// ahead of its written end (zero-filled or unwritten blocks). Reading it
+// sequentially up to Written, as a catch-up consumer does, must not bring
+// pages past Written into the page cache: the kernel's readahead would
+// (windows of up to read_ahead_kb), and pages of zero-filled blocks read
+// that way are dropped again when the data's O_DIRECT write lands, so the
+// reader reads them twice. Prefetch reads ahead instead, up to Written.
+// After Seal (i_size = Size) the kernel's readahead is back.
+func TestDirectReadaheadStopsAtWritten(t *testing.T) {
+	opts := segment.Options{Ring: newRing(t, uring.BackendUring), Direct: true, PreWrite: true}
+	path := filepath.Join(t.TempDir(), "00000000000000000000.log")
+	s, err := segment.CreateWith(path, 64<<20, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const written = 8 << 20
+	chunk := bytes.Repeat([]byte{7}, 64<<10)
+	for range written / len(chunk) {
+		if _, err := s.Append(chunk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Written() != written || st.Size() <= written+(4<<20) {
+		t.Fatalf("written %d, i_size %d: want i_size well past the written end", s.Written(), st.Size())
+	}
+	// The segment's descriptor is the one fetches read (sendfile). The
+	// first half is read as the broker does, after a Prefetch; the second
+	// with plain sequential reads, which the kernel's readahead would
+	// follow past the end.
+	buf := make([]byte, 64<<10)
+	for off := int64(0); off < written; off += int64(len(buf)) {
+		if off < written/2 {
+			s.Prefetch(off, int64(len(buf)))
+		}
+		if n, err := s.File().ReadAt(buf, off); n != len(buf) || err != nil || buf[0] != 7 {
+			t.Fatalf("read at %d: %d, %v", off, n, err)
+		}
+	}
+	if n := residentPages(t, path, written, st.Size()-written); n != 0 {
+		t.Fatalf("%d pages past the written end are in the page cache after reading up to it", n)
+	}
+	if n := residentPages(t, path, 0, written); n != written/4096 {
+		t.Fatalf("%d of the %d pages read are resident", n, written/4096)
+	}
+	// Prefetch near the end reads ahead only up to Written.
+	if err := unix.Fadvise(int(s.File().Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+		t.Fatal(err)
+	}
+	s.Prefetch(written-(1<<20), 4<<20)
+	deadline := time.Now().Add(5 * time.Second)
+	for residentPages(t, path, written-(1<<20), 1<<20) < 256 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := residentPages(t, path, written-(1<<20), 1<<20); n != 256 {
+		t.Fatalf("Prefetch brought %d of the 256 pages before the written end", n)
+	}
+	if n := residentPages(t, path, written, st.Size()-written); n != 0 {
+		t.Fatalf("Prefetch read %d pages past the written end", n)
+	}
+}
+
+// residentPages counts the pages of [off, off+n) of path in the page cache.
+func residentPages(t *testing.T, path string, off, n int64) int {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	m, err := unix.Mmap(int(f.Fd()), off, int(n), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(m)
+	vec := make([]byte, (n+4095)/4096)
+	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
+		t.Fatal(errno)
+	}
+	count := 0
+	for _, v := range vec {
+		count += int(v & 1)
+	}
+	return count
 }

@@ -447,9 +447,32 @@ func (s *Segment) Seal() error {
 	if s.w != nil && s.w.direct {
 		s.w.noShare.Store(true)
 		s.w.truncated(s.size.Load())
+		if s.w.noReadahead.Swap(false) {
+			adviseNormal(s.w.rf) // i_size is the end now: the kernel's readahead stops there
+		}
 	}
 	s.sealed = true
 	return nil
+}
+
+// prefetchBytes is how far ahead of a read Prefetch brings a Direct
+// segment's bytes into the page cache (at least the read itself).
+const prefetchBytes = 2 << 20
+
+// Prefetch starts reading [pos, pos+max(n, 2 MiB)) into the page cache,
+// bounded by Written, without waiting, for a Direct segment whose
+// descriptor has the kernel's readahead off (see openRing): the reads
+// that follow (ReadAt, a sendfile of File) then find their pages, or wait
+// for one read instead of many. Other segments rely on the kernel's
+// readahead and ignore it.
+func (s *Segment) Prefetch(pos, n int64) {
+	if s.w == nil || !s.w.noReadahead.Load() || s.closed.Load() {
+		return
+	}
+	end := min(pos+max(n, prefetchBytes), s.readable())
+	if end > pos {
+		adviseWillNeed(s.w.rf, pos, end-pos)
+	}
 }
 
 // Close closes the file. Unsynced data is not flushed: call Sync first.
