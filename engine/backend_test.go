@@ -593,3 +593,22 @@ func TestTailCacheConcurrentReaders(t *testing.T) {
 		}
 	}
 }
+
+// A zero-fill write carries no more pages than one device request takes
+// (queue/max_segments; the buffer's pages are not physically contiguous):
+// 254 pages on this VM's virtio disk, so 1,016 KiB instead of 1 MiB.
+func TestZeroWriteBytes(t *testing.T) {
+	for _, c := range []struct{ buf, segs, want int }{
+		{1 << 20, 254, 254 * 4096},
+		{1 << 20, 0, 1 << 20},    // unknown: the whole buffer
+		{1 << 20, 1024, 1 << 20}, // the device takes more than the buffer
+		{1 << 20, 1, 16 * 4096},  // a nonsense limit is not taken literally
+	} {
+		if got := zeroWriteBytes(c.buf, c.segs); got != c.want {
+			t.Errorf("zeroWriteBytes(%d, %d) = %d, want %d", c.buf, c.segs, got, c.want)
+		}
+	}
+	if n := maxWriteSegments(filepath.Join(t.TempDir(), "missing")); n != 0 {
+		t.Errorf("max segments of a missing path: %d", n)
+	}
+}

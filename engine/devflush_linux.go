@@ -3,6 +3,8 @@ package engine
 import (
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -33,4 +35,24 @@ func sharedFlushFS(dir string) (string, bool) {
 		return "xfs", true
 	}
 	return fmt.Sprintf("0x%x", uint32(st.Type)), false
+}
+
+// maxWriteSegments is the most memory segments (pages, for a buffer whose
+// pages are not physically contiguous) one request to the block device
+// under dir may carry (queue/max_segments), or 0 when unknown. A larger
+// write is split into two device requests.
+func maxWriteSegments(dir string) int {
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return 0
+	}
+	base := fmt.Sprintf("/sys/dev/block/%d:%d", unix.Major(uint64(st.Dev)), unix.Minor(uint64(st.Dev)))
+	for _, p := range []string{base + "/queue/max_segments", base + "/../queue/max_segments"} { // a partition: its disk's queue
+		if b, err := os.ReadFile(p); err == nil {
+			if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && n > 0 {
+				return n
+			}
+		}
+	}
+	return 0
 }

@@ -10,3 +10,6 @@ func deviceOf(string) (uint64, error) { return 0, errors.ErrUnsupported }
 
 // sharedFlushFS: no O_DIRECT segments here, so nothing to share.
 func sharedFlushFS(string) (string, bool) { return "unknown", false }
+
+// maxWriteSegments: unknown here.
+func maxWriteSegments(string) int { return 0 }
