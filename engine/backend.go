@@ -249,9 +249,6 @@ func newIOBackend(choice string, dir string, files fileLayer, shared bool, logge
 	return b, nil
 }
 
-// prewrite reports whether a new or reopened active segment in dir is
-// zero-filled ahead of its appends (segment.Options.PreWrite) so that its
-// syncs can share device flushes: only with a devFlush on dir's device.
 // flushEpoch is segment.Options.FlushEpoch: the shared device flushes
 // started so far (nil without shared flushes).
 func (b *ioBackend) flushEpoch() func() uint64 {
@@ -261,6 +258,9 @@ func (b *ioBackend) flushEpoch() func() uint64 {
 	return b.dev.epoch
 }
 
+// prewrite reports whether a new or reopened active segment in dir is
+// zero-filled ahead of its appends (segment.Options.PreWrite) so that its
+// syncs can share device flushes: only with a devFlush on dir's device.
 func (b *ioBackend) prewrite(dir string) bool {
 	if b.dev == nil {
 		return false

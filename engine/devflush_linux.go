@@ -42,11 +42,11 @@ func sharedFlushFS(dir string) (string, bool) {
 // under dir may carry (queue/max_segments), or 0 when unknown. A larger
 // write is split into two device requests.
 func maxWriteSegments(dir string) int {
-	var st unix.Stat_t
-	if err := unix.Stat(dir, &st); err != nil {
+	dev, err := deviceOf(dir)
+	if err != nil {
 		return 0
 	}
-	base := fmt.Sprintf("/sys/dev/block/%d:%d", unix.Major(uint64(st.Dev)), unix.Minor(uint64(st.Dev)))
+	base := fmt.Sprintf("/sys/dev/block/%d:%d", unix.Major(dev), unix.Minor(dev))
 	for _, p := range []string{base + "/queue/max_segments", base + "/../queue/max_segments"} { // a partition: its disk's queue
 		if b, err := os.ReadFile(p); err == nil {
 			if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && n > 0 {
