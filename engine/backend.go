@@ -275,7 +275,9 @@ func (b *ioBackend) startRing(dir string) error {
 	if err != nil {
 		return fmt.Errorf("chunk pool: %w", err)
 	}
-	zp, err := uring.NewPool(zeroFillBytes, 1)
+	// Two chunks: a 2 MiB mapping, which mapAnon backs with a huge page
+	// when it can (the first chunk's write is then one device segment).
+	zp, err := uring.NewPool(zeroFillBytes, 2)
 	if err != nil {
 		first.Close()
 		return fmt.Errorf("zero-fill buffer: %w", err)
@@ -304,8 +306,13 @@ func (b *ioBackend) startRing(dir string) error {
 	}
 	zeros := zp.Get() // mapped zeroed, never written
 	segs := maxWriteSegments(dir)
+	huge := uring.HugeBacked(zeros)
+	if huge {
+		segs = 0 // physically contiguous: one segment, whatever its length
+	}
 	b.zeroPool, b.zeros = zp, zeros[:zeroWriteBytes(len(zeros), segs)]
-	b.logger.Debug("zero-fill writes", "bytes", len(b.zeros), "device_max_segments", segs)
+	b.logger.Info("zero-fill writes", "bytes", len(b.zeros), "huge_page", huge,
+		"chunk_pool_huge_pages", uring.HugeBacked(first.Chunk0()), "device_max_segments", maxWriteSegments(dir))
 	return nil
 }
 

@@ -55,6 +55,10 @@ func NewPool(chunkBytes, chunks int) (*Pool, error) {
 	return p, nil
 }
 
+// Chunk0 is the first chunk's memory, for inspection (not handed out: do
+// not write to it unless it was taken with Get).
+func (p *Pool) Chunk0() []byte { return p.mem[:p.chunk:p.chunk] }
+
 // ChunkBytes is the size of every chunk.
 func (p *Pool) ChunkBytes() int { return p.chunk }
 

@@ -27,3 +27,6 @@ func unmapAnon(b []byte) error { return nil }
 func newUringEngine(r *Ring, cfg Config) (engine, error) {
 	return nil, ErrUnavailable
 }
+
+// HugeBacked reports whether b is backed by huge pages: never known here.
+func HugeBacked(b []byte) bool { return false }
