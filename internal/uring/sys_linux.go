@@ -76,29 +76,28 @@ const hugePageBytes = 2 << 20
 // mapAnon returns n bytes of page-aligned anonymous memory outside the Go
 // heap, faulted in now so first use does not pay for it.
 //
-// A mapping of at least hugePageBytes is aligned to hugePageBytes, rounded
-// up to a multiple of it (cap(b) is the mapped length) and asks for
-// transparent huge pages (MADV_HUGEPAGE; granted where THP is "madvise" or
-// "always", best effort) before it is faulted in. A huge page is physically
-// contiguous, so an O_DIRECT request from it is one segment instead of one
-// per 4 KiB page: on a virtio disk without indirect descriptors (this VM's)
-// each segment takes a slot of the 256-entry queue, and a 1 MiB write from
-// 4 KiB pages took all of them (two requests, since max_segments is 254),
-// holding every other request back until it completed
-// (BenchmarkBufferPages: 1 MiB writes 1,015-1,043 MB/s from 4 KiB pages,
-// 1,343-1,404 from huge pages).
+// A mapping that is a whole number of huge pages (hugePageBytes) is aligned
+// to hugePageBytes and asks for transparent huge pages (MADV_HUGEPAGE;
+// granted where THP is "madvise" or "always", best effort) before it is
+// faulted in; other sizes keep 4 KiB pages rather than waste the rounding.
+// A huge page is physically contiguous, so an O_DIRECT request from it is
+// one segment instead of one per 4 KiB page: on a virtio disk without
+// indirect descriptors (this VM's) each segment takes a slot of the
+// 256-entry queue, and a 1 MiB write from 4 KiB pages took all of them (two
+// requests, since max_segments is 254), holding every other request back
+// until it completed (BenchmarkBufferPages: 1 MiB writes 1,015-1,043 MB/s
+// from 4 KiB pages, 1,343-1,404 from huge pages).
 func mapAnon(n int) ([]byte, error) {
-	if n < hugePageBytes {
+	if n%hugePageBytes != 0 {
 		b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
 		if err != nil {
 			return nil, &os.SyscallError{Syscall: "mmap", Err: err}
 		}
 		return b, nil
 	}
-	size := (n + hugePageBytes - 1) &^ (hugePageBytes - 1)
 	// Raw mmap/munmap: x/sys/unix's Munmap only unmaps whole mappings it
 	// made, and the slack around the aligned range goes back now.
-	p, err := unix.MmapPtr(-1, 0, nil, uintptr(size+hugePageBytes), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	p, err := unix.MmapPtr(-1, 0, nil, uintptr(n+hugePageBytes), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
 		return nil, &os.SyscallError{Syscall: "mmap", Err: err}
 	}
@@ -108,24 +107,24 @@ func mapAnon(n int) ([]byte, error) {
 		_ = unix.MunmapPtr(p, skip)
 	}
 	if tail := hugePageBytes - skip; tail > 0 {
-		_ = unix.MunmapPtr(unsafe.Add(p, skip+uintptr(size)), tail)
+		_ = unix.MunmapPtr(unsafe.Add(p, skip+uintptr(n)), tail)
 	}
-	b := unsafe.Slice((*byte)(unsafe.Add(p, skip)), size)
+	b := unsafe.Slice((*byte)(unsafe.Add(p, skip)), n)
 	_ = unix.Madvise(b, unix.MADV_HUGEPAGE) // EINVAL without THP: 4 KiB pages then
 	if err := unix.Madvise(b, unix.MADV_POPULATE_WRITE); err != nil {
 		for i := 0; i < len(b); i += os.Getpagesize() { // before Linux 5.14
 			b[i] = 0
 		}
 	}
-	return b[:n], nil
+	return b, nil
 }
 
-// unmapAnon unmaps a mapAnon mapping (its whole cap).
+// unmapAnon unmaps a mapAnon mapping.
 func unmapAnon(b []byte) error {
-	if cap(b) < hugePageBytes {
+	if len(b)%hugePageBytes != 0 {
 		return unix.Munmap(b)
 	}
-	return unix.MunmapPtr(unsafe.Pointer(unsafe.SliceData(b)), uintptr(cap(b)))
+	return unix.MunmapPtr(unsafe.Pointer(unsafe.SliceData(b)), uintptr(len(b)))
 }
 
 // HugeBacked reports whether b lies in a mapping wholly backed by
