@@ -83,6 +83,13 @@ import (
 // Ring, then the pools, so a ReadResult still pinning a segment after
 // Engine.Close keeps the Ring alive until it is released.
 //
+// Pools live on 2 MiB huge pages where the kernel grants them (a group
+// pool is 6 MiB: uring.NewPool aligns and madvises it), so a chunk's write
+// is one device segment; on this VM's virtio disk, which has no indirect
+// descriptors, a 68 KiB write from 4 KiB pages took 19 of its queue's 256
+// slots and device busy time at 200,000 records/s was a third higher
+// (docs/performance.md, "Session 9").
+//
 // Pools: a Direct segment holds one chunk for its tail while active, and
 // briefly one more while it submits (a full chunk's replacement or Sync's
 // carried page); the others are writes in flight, returned by completions.
@@ -143,10 +150,12 @@ const zeroFillBytes = 1 << 20
 
 // zeroWriteBytes is how much of the zero-fill buffer one write uses: all
 // of it, or as many pages as one request to the device can carry
-// (maxSegments, 0 = unknown). The buffer's pages are not physically
-// contiguous, so each is one segment: on this VM's virtio disk
-// (max_segments 254) a 1 MiB write went out as two requests, 1,016 KiB
-// and 8 KiB, each paying the device's ~45 µs per request.
+// (maxSegments, 0 = unknown or not limiting). A buffer of 4 KiB pages is
+// one segment per page: on this VM's virtio disk (max_segments 254) a
+// 1 MiB write went out as two requests, 1,016 KiB and 8 KiB, each paying
+// the device's ~45 µs per request. The buffer is normally a 2 MiB huge
+// page (uring.NewPool), physically contiguous: one segment, so the caller
+// passes 0 then.
 func zeroWriteBytes(buf, maxSegments int) int {
 	if maxSegments <= 0 {
 		return buf
@@ -305,14 +314,16 @@ func (b *ioBackend) startRing(dir string) error {
 		return err
 	}
 	zeros := zp.Get() // mapped zeroed, never written
-	segs := maxWriteSegments(dir)
-	huge := uring.HugeBacked(zeros)
+	devSegs := maxWriteSegments(dir)
+	segs, huge := devSegs, uring.HugeBacked(zeros)
 	if huge {
 		segs = 0 // physically contiguous: one segment, whatever its length
 	}
 	b.zeroPool, b.zeros = zp, zeros[:zeroWriteBytes(len(zeros), segs)]
+	// Huge pages are best effort (THP off, or memory too fragmented): say
+	// which the device gets, one segment per write or one per 4 KiB page.
 	b.logger.Info("zero-fill writes", "bytes", len(b.zeros), "huge_page", huge,
-		"chunk_pool_huge_pages", uring.HugeBacked(first.Chunk0()), "device_max_segments", maxWriteSegments(dir))
+		"chunk_pool_huge_pages", uring.HugeBacked(first.Chunk0()), "device_max_segments", devSegs)
 	return nil
 }
 
