@@ -67,6 +67,26 @@ func quantileMs(d []time.Duration, q float64) float64 {
 	return d[max(i, 0)].Seconds() * 1000
 }
 
+// writeRound issues writes pwrites on fd from g goroutines (goroutine k
+// takes every g-th write from k, writing bufOf(k) at offsetOf(w)) and waits
+// for them.
+func writeRound(b *testing.B, fd, writes, g int, bufOf func(k int) []byte, offsetOf func(w int) int64) {
+	var wg sync.WaitGroup
+	for k := 0; k < g; k++ {
+		wg.Add(1)
+		go func(k int) {
+			defer wg.Done()
+			buf := bufOf(k)
+			for w := k; w < writes; w += g {
+				if _, err := unix.Pwrite(fd, buf, offsetOf(w)); err != nil {
+					b.Error(err)
+				}
+			}
+		}(k)
+	}
+	wg.Wait()
+}
+
 // BenchmarkDeviceRequests: rounds of 96 O_DIRECT writes (one per partition
 // of a 96-partition produce cycle) at scattered offsets of a written file,
 // from 1, 8 or 32 goroutines, each round followed by one fdatasync.
@@ -84,20 +104,8 @@ func BenchmarkDeviceRequests(b *testing.B) {
 				for i := 0; i < b.N; i++ {
 					for r := 0; r < rounds; r++ {
 						t0 := time.Now()
-						var wg sync.WaitGroup
-						for k := 0; k < g; k++ {
-							wg.Add(1)
-							go func(k int) {
-								defer wg.Done()
-								for w := k; w < writes; w += g {
-									slot := (r*writes + w) % (size >> 20)
-									if _, err := unix.Pwrite(fd, buf[:n], int64(slot)<<20); err != nil {
-										b.Error(err)
-									}
-								}
-							}(k)
-						}
-						wg.Wait()
+						writeRound(b, fd, writes, g, func(int) []byte { return buf[:n] },
+							func(w int) int64 { return int64((r*writes+w)%(size>>20)) << 20 })
 						t1 := time.Now()
 						if err := unix.Fdatasync(fd); err != nil {
 							b.Fatal(err)

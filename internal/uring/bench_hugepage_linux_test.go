@@ -3,7 +3,6 @@ package uring
 import (
 	"fmt"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 	"unsafe"
@@ -56,20 +55,8 @@ func BenchmarkBufferPages(b *testing.B) {
 					for i := 0; i < b.N; i++ {
 						for r := 0; r < rounds; r++ {
 							t0 := time.Now()
-							var wg sync.WaitGroup
-							for k := 0; k < g; k++ {
-								wg.Add(1)
-								go func(k int) {
-									defer wg.Done()
-									for w := k; w < writes; w += g {
-										slot := (r*writes + w) % (size / n)
-										if _, err := unix.Pwrite(fd, buf[k*n%(8<<20):][:n], int64(slot)*int64(n)); err != nil {
-											b.Error(err)
-										}
-									}
-								}(k)
-							}
-							wg.Wait()
+							writeRound(b, fd, writes, g, func(k int) []byte { return buf[k*n%(8<<20):][:n] },
+								func(w int) int64 { return int64((r*writes+w)%(size/n)) * int64(n) })
 							if err := unix.Fdatasync(fd); err != nil {
 								b.Fatal(err)
 							}
