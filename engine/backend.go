@@ -315,7 +315,7 @@ func (b *ioBackend) startRing(dir string) error {
 	}
 	zeros := zp.Get() // mapped zeroed, never written
 	devSegs := maxWriteSegments(dir)
-	segs, huge := devSegs, uring.HugeBacked(zeros)
+	segs, huge := devSegs, zp.HugePages()
 	if huge {
 		segs = 0 // physically contiguous: one segment, whatever its length
 	}
@@ -323,7 +323,7 @@ func (b *ioBackend) startRing(dir string) error {
 	// Huge pages are best effort (THP off, or memory too fragmented): say
 	// which the device gets, one segment per write or one per 4 KiB page.
 	b.logger.Info("zero-fill writes", "bytes", len(b.zeros), "huge_page", huge,
-		"chunk_pool_huge_pages", uring.HugeBacked(first.Chunk0()), "device_max_segments", devSegs)
+		"chunk_pool_huge_pages", first.HugePages(), "device_max_segments", devSegs)
 	return nil
 }
 

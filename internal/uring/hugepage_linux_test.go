@@ -53,7 +53,7 @@ func TestMapAnonHugeAligned(t *testing.T) {
 		if !bytes.Equal(full[:1], []byte{1}) {
 			t.Errorf("mapAnon(%d): memory not writable", tc.n)
 		}
-		t.Logf("mapAnon(%d): huge pages %v", tc.n, HugeBacked(b))
+		t.Logf("mapAnon(%d): huge pages %v", tc.n, hugeBacked(b))
 		if err := unmapAnon(b); err != nil {
 			t.Fatal(err)
 		}

@@ -18,7 +18,8 @@ const maxPoolBytes = 1 << 30
 // Pool is a fixed set of equal chunks carved from one anonymous memory
 // mapping outside the Go heap: every chunk starts on an Alignment boundary
 // (usable for O_DIRECT), never moves, and is faulted in at NewPool so the
-// first write does not pay page faults. Passed in Config.Pools, the whole
+// first write does not pay page faults; a pool of whole 2 MiB pages asks
+// for transparent huge pages (HugePages). Passed in Config.Pools, the whole
 // mapping is registered with the ring and I/O on chunks uses READ_FIXED and
 // WRITE_FIXED (no per-I/O page pinning).
 //
@@ -55,9 +56,10 @@ func NewPool(chunkBytes, chunks int) (*Pool, error) {
 	return p, nil
 }
 
-// Chunk0 is the first chunk's memory, for inspection (not handed out: do
-// not write to it unless it was taken with Get).
-func (p *Pool) Chunk0() []byte { return p.mem[:p.chunk:p.chunk] }
+// HugePages reports whether the kernel backs the whole pool with
+// transparent huge pages (asked for when the pool is a whole number of
+// 2 MiB pages, see mapAnon): each chunk's I/O is then one device segment.
+func (p *Pool) HugePages() bool { return hugeBacked(p.mem) }
 
 // ChunkBytes is the size of every chunk.
 func (p *Pool) ChunkBytes() int { return p.chunk }

@@ -127,10 +127,10 @@ func unmapAnon(b []byte) error {
 	return unix.MunmapPtr(unsafe.Pointer(unsafe.SliceData(b)), uintptr(len(b)))
 }
 
-// HugeBacked reports whether b lies in a mapping wholly backed by
+// hugeBacked reports whether b lies in a mapping wholly backed by
 // transparent huge pages (AnonHugePages equal to its size in
 // /proc/self/smaps), false when that cannot be read.
-func HugeBacked(b []byte) bool {
+func hugeBacked(b []byte) bool {
 	if len(b) == 0 {
 		return false
 	}

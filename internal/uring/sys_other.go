@@ -28,5 +28,5 @@ func newUringEngine(r *Ring, cfg Config) (engine, error) {
 	return nil, ErrUnavailable
 }
 
-// HugeBacked reports whether b is backed by huge pages: never known here.
-func HugeBacked(b []byte) bool { return false }
+// hugeBacked reports whether b is backed by huge pages: never known here.
+func hugeBacked([]byte) bool { return false }
