@@ -151,6 +151,22 @@ func saramaRoundTrip(t *testing.T, ctx context.Context, b *broker, topic string,
 	}
 	defer client.Close()
 
+	// sarama's Broker.Open marks the broker opened before it takes the lock
+	// its dial holds, so when the producer's partition goroutines ask for the
+	// leader at once, one may send in that window and fail with "broker not
+	// connected" (seen about once in 20 runs; Retry.Max is 0 here). Open each
+	// leader from this goroutine and wait for its dial first: Leader returns
+	// with the dial's lock taken, Connected waits for it.
+	for p := int32(0); p < clientPartitions; p++ {
+		leader, err := client.Leader(topic, p)
+		if err != nil {
+			t.Fatalf("sarama leader of %s/%d: %v", topic, p, err)
+		}
+		if ok, err := leader.Connected(); !ok {
+			t.Fatalf("sarama could not connect to the leader of %s/%d: %v\n%s", topic, p, err, b.logs)
+		}
+	}
+
 	producer, err := sarama.NewSyncProducerFromClient(client)
 	if err != nil {
 		t.Fatal(err)
