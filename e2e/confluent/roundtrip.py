@@ -1,0 +1,116 @@
+"""roundtrip.py: the confluent-kafka-python half of e2e/confluent_test.go.
+
+    python3 roundtrip.py <broker host:port> <topic> <group> <codec>
+
+With confluent-kafka-python (librdkafka underneath): creates <topic> with 3
+partitions through AdminClient.create_topics; produces 2,000 keyed records
+(50 keys "k<i%50>", value "<i/50>-" + 100 x "v") with an idempotent producer
+(acks=all) and the murmur2_random partitioner (Java's placement), compressed
+with <codec>; then a consumer in group <group> subscribes, reads every
+record from the start, commits synchronously and reads its committed offsets
+back. Prints one JSON line on stdout:
+
+    {"acks": [[partition, offset], ...],
+     "records": [[partition, offset, key, value], ...],
+     "committed": [[partition, offset], ...]}
+
+librdkafka's logs go to stderr. Any failure exits non-zero with the error on
+stderr; the whole run is bounded by DEADLINE seconds.
+"""
+
+import json
+import sys
+import time
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+RECORDS = 2000
+KEYS = 50
+PARTITIONS = 3
+DEADLINE = 90.0
+
+
+def main():
+    if len(sys.argv) != 5:
+        sys.exit("usage: python3 roundtrip.py <broker host:port> <topic> <group> <codec>")
+    broker, topic, group, codec = sys.argv[1:]
+    start = time.monotonic()
+
+    def left():
+        remaining = DEADLINE - (time.monotonic() - start)
+        if remaining <= 0:
+            raise TimeoutError("roundtrip.py ran past its %.0f s deadline" % DEADLINE)
+        return remaining
+
+    common = {"bootstrap.servers": broker, "broker.address.family": "v4",
+              "client.id": "strata-e2e-confluent"}
+
+    admin = AdminClient(common)
+    for t, fut in admin.create_topics(
+            [NewTopic(topic, num_partitions=PARTITIONS, replication_factor=1)],
+            operation_timeout=10, request_timeout=15).items():
+        fut.result(timeout=left())
+
+    acks = []
+    errors = []
+
+    def delivered(err, msg):
+        if err is not None:
+            errors.append(str(err))
+        else:
+            acks.append([msg.partition(), msg.offset()])
+
+    producer = Producer(dict(common, **{
+        "enable.idempotence": True,
+        "acks": "all",
+        "partitioner": "murmur2_random",
+        "compression.codec": codec,
+        "linger.ms": 5,
+        "message.timeout.ms": 30000,
+    }))
+    for i in range(RECORDS):
+        key = "k%d" % (i % KEYS)
+        value = "%d-%s" % (i // KEYS, "v" * 100)
+        while True:
+            try:
+                producer.produce(topic, value=value.encode(), key=key.encode(), on_delivery=delivered)
+                break
+            except BufferError:  # the local queue is full: serve callbacks and retry
+                producer.poll(0.1)
+                left()
+    remaining = producer.flush(left())
+    if remaining or errors or len(acks) != RECORDS:
+        raise RuntimeError("produce: %d undelivered, %d acks, errors %s" % (remaining, len(acks), errors[:3]))
+
+    consumer = Consumer(dict(common, **{
+        "group.id": group,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+        "session.timeout.ms": 10000,
+    }))
+    consumer.subscribe([topic])
+    records = []
+    try:
+        while len(records) < RECORDS:
+            for msg in consumer.consume(num_messages=500, timeout=min(1.0, left())):
+                if msg.error():
+                    raise KafkaException(msg.error())
+                records.append([msg.partition(), msg.offset(),
+                                msg.key().decode(), msg.value().decode()])
+        consumer.commit(asynchronous=False)
+        committed = consumer.committed(
+            [TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=left())
+    finally:
+        consumer.close()
+    for tp in committed:
+        if tp.error is not None:
+            raise KafkaException(tp.error)
+
+    json.dump({"acks": acks, "records": records,
+               "committed": [[tp.partition, tp.offset] for tp in committed]}, sys.stdout)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,143 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stratalog/strata/batcher"
+)
+
+// confluentResult is the JSON line confluent/roundtrip.py prints.
+type confluentResult struct {
+	Acks      [][2]int64 `json:"acks"`      // [partition, offset] per delivery report
+	Records   [][4]any   `json:"records"`   // [partition, offset, key, value] in the order consumed
+	Committed [][2]int64 `json:"committed"` // [partition, offset] read back after the commit
+}
+
+// TestConfluentPythonRoundTrip runs confluent/roundtrip.py with
+// confluent-kafka-python (Debian's python3-confluent-kafka over the system
+// librdkafka, which scripts/test installs): AdminClient.create_topics, an
+// idempotent acks=all producer with the murmur2_random partitioner, and a
+// group consumer that subscribes, commits synchronously and reads its
+// committed offsets back, once per codec. The test checks every record once,
+// order per key, Kafka's murmur2 placement, that the delivery reports name
+// exactly the stored offsets, that franz-go reads the same log, and that the
+// group's offsets the broker stored are the log ends.
+func TestConfluentPythonRoundTrip(t *testing.T) {
+	python := confluentPython(t)
+	script, err := filepath.Abs(filepath.Join("confluent", "roundtrip.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := startBroker(t, "")
+	for _, codec := range []string{"none", "lz4", "zstd"} {
+		t.Run(codec, func(t *testing.T) {
+			ctx := testCtx(t, 2*time.Minute)
+			topic, group := "confluent-"+codec, "confluent-group-"+codec
+			cmd := exec.CommandContext(ctx, python, script, b.addr, topic, group, codec)
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			if err := cmd.Run(); err != nil {
+				t.Fatalf("python3 roundtrip.py: %v\nstderr:\n%s\nbroker:\n%s", err, &stderr, b.logs)
+			}
+			var res confluentResult
+			if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
+				t.Fatalf("roundtrip.py output %q: %v\nstderr:\n%s", &stdout, err, &stderr)
+			}
+
+			// The group consumer's records, each partition's in the order read.
+			byPartition := make([][]consumedRecord, clientPartitions)
+			for _, r := range res.Records {
+				p, pok := r[0].(float64)
+				off, ook := r[1].(float64)
+				key, kok := r[2].(string)
+				value, vok := r[3].(string)
+				if !pok || !ook || !kok || !vok || p < 0 || int(p) >= clientPartitions {
+					t.Fatalf("consumed record %v", r)
+				}
+				byPartition[int(p)] = append(byPartition[int(p)], consumedRecord{int32(p), int64(off), []byte(key), []byte(value)})
+			}
+			var recs []consumedRecord
+			for _, rs := range byPartition {
+				recs = append(recs, rs...)
+			}
+			keyPartition := func(k []byte) int32 { return batcher.KeyPartition(k, clientPartitions) }
+			perPartition := checkKeyedRecords(t, recs, clientRecords, keyPartition)
+
+			// Delivery reports: one per record, each at a distinct stored offset.
+			acked := map[[2]int64]bool{}
+			for _, a := range res.Acks {
+				if acked[a] || a[0] < 0 || a[0] >= clientPartitions || a[1] < 0 || a[1] >= perPartition[int32(a[0])] {
+					t.Fatalf("delivery report %v (duplicate or outside the partition's %d records)", a, perPartition[int32(a[0])])
+				}
+				acked[a] = true
+			}
+			if len(acked) != clientRecords {
+				t.Fatalf("%d delivery reports, want %d", len(acked), clientRecords)
+			}
+
+			// franz-go reads the same log.
+			fromGo := consumeFromStart(t, ctx, b, topic, clientPartitions, clientRecords)
+			checkKeyedRecords(t, fromGo, clientRecords, keyPartition)
+			for i := range fromGo {
+				if g, p := fromGo[i], recs[i]; g.partition != p.partition || g.offset != p.offset ||
+					!bytes.Equal(g.key, p.key) || !bytes.Equal(g.value, p.value) {
+					t.Fatalf("record %d: franz-go read %d/%d %s=%s, the python consumer %d/%d %s=%s",
+						i, g.partition, g.offset, g.key, g.value, p.partition, p.offset, p.key, p.value)
+				}
+			}
+
+			// The commit: what the consumer read back and what the broker
+			// serves to another client are each partition's end.
+			if len(res.Committed) != clientPartitions {
+				t.Fatalf("committed offsets %v, want %d partitions", res.Committed, clientPartitions)
+			}
+			for _, c := range res.Committed {
+				if c[1] != perPartition[int32(c[0])] {
+					t.Fatalf("partition %d: committed %d, want the end %d", c[0], c[1], perPartition[int32(c[0])])
+				}
+			}
+			stored, err := b.admin().FetchOffsets(ctx, group)
+			if err == nil {
+				err = stored.Error()
+			}
+			if err != nil {
+				t.Fatalf("kadm FetchOffsets %s: %v", group, err)
+			}
+			for p := int32(0); p < clientPartitions; p++ {
+				o, ok := stored.Lookup(topic, p)
+				if !ok || o.At != perPartition[p] {
+					t.Fatalf("group %s partition %d: broker has offset %+v (found %v), want %d", group, p, o, ok, perPartition[p])
+				}
+			}
+		})
+	}
+}
+
+// confluentPython returns a python3 that imports confluent_kafka: the one on
+// PATH, else Debian's /usr/bin/python3 (where apt-get installs the module
+// when PATH leads to another Python, such as pyenv's).
+func confluentPython(t *testing.T) string {
+	t.Helper()
+	var tried []string
+	for _, name := range []string{"python3", "/usr/bin/python3"} {
+		path, err := exec.LookPath(name)
+		if err != nil {
+			tried = append(tried, name+": "+err.Error())
+			continue
+		}
+		out, err := exec.Command(path, "-c", "import confluent_kafka").CombinedOutput()
+		if err == nil {
+			return path
+		}
+		tried = append(tried, fmt.Sprintf("%s: %v: %s", path, err, bytes.TrimSpace(out)))
+	}
+	t.Fatalf("no python3 imports confluent_kafka (scripts/test installs python3-confluent-kafka with apt-get):\n%s", strings.Join(tried, "\n"))
+	return ""
+}
