@@ -48,6 +48,44 @@ type consumedRecord struct {
 	value     []byte
 }
 
+// scriptRecords decodes the [partition, offset, key, value] records a client
+// script printed as JSON and orders them partition by partition, each
+// partition's records in the order the script read them (the order
+// consumeFromStart returns).
+func scriptRecords(t *testing.T, raw [][4]any, partitions int32) []consumedRecord {
+	t.Helper()
+	byPartition := make([][]consumedRecord, partitions)
+	for _, r := range raw {
+		p, pok := r[0].(float64)
+		off, ook := r[1].(float64)
+		key, kok := r[2].(string)
+		value, vok := r[3].(string)
+		if !pok || !ook || !kok || !vok || p < 0 || p >= float64(partitions) {
+			t.Fatalf("record %v from the client script", r)
+		}
+		byPartition[int(p)] = append(byPartition[int(p)], consumedRecord{int32(p), int64(off), []byte(key), []byte(value)})
+	}
+	var recs []consumedRecord
+	for _, rs := range byPartition {
+		recs = append(recs, rs...)
+	}
+	return recs
+}
+
+// requireSameRecords fails unless who read exactly want, in want's order.
+func requireSameRecords(t *testing.T, who string, got, want []consumedRecord) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s read %d records, want %d", who, len(got), len(want))
+	}
+	for i, g := range got {
+		if w := want[i]; g.partition != w.partition || g.offset != w.offset || !bytes.Equal(g.key, w.key) || !bytes.Equal(g.value, w.value) {
+			t.Fatalf("record %d: %s read %d/%d %s=%s, want %d/%d %s=%s",
+				i, who, g.partition, g.offset, g.key, g.value, w.partition, w.offset, w.key, w.value)
+		}
+	}
+}
+
 // checkKeyedRecords checks records consumed partition by partition (each
 // partition's records in the order read) against what keyedRecord produced:
 // n records in all, each partition's offsets contiguous from 0, each key's

@@ -51,22 +51,7 @@ func TestConfluentPythonRoundTrip(t *testing.T) {
 				t.Fatalf("roundtrip.py output %q: %v\nstderr:\n%s", &stdout, err, &stderr)
 			}
 
-			// The group consumer's records, each partition's in the order read.
-			byPartition := make([][]consumedRecord, clientPartitions)
-			for _, r := range res.Records {
-				p, pok := r[0].(float64)
-				off, ook := r[1].(float64)
-				key, kok := r[2].(string)
-				value, vok := r[3].(string)
-				if !pok || !ook || !kok || !vok || p < 0 || int(p) >= clientPartitions {
-					t.Fatalf("consumed record %v", r)
-				}
-				byPartition[int(p)] = append(byPartition[int(p)], consumedRecord{int32(p), int64(off), []byte(key), []byte(value)})
-			}
-			var recs []consumedRecord
-			for _, rs := range byPartition {
-				recs = append(recs, rs...)
-			}
+			recs := scriptRecords(t, res.Records, clientPartitions)
 			keyPartition := func(k []byte) int32 { return batcher.KeyPartition(k, clientPartitions) }
 			perPartition := checkKeyedRecords(t, recs, clientRecords, keyPartition)
 
@@ -85,13 +70,7 @@ func TestConfluentPythonRoundTrip(t *testing.T) {
 			// franz-go reads the same log.
 			fromGo := consumeFromStart(t, ctx, b, topic, clientPartitions, clientRecords)
 			checkKeyedRecords(t, fromGo, clientRecords, keyPartition)
-			for i := range fromGo {
-				if g, p := fromGo[i], recs[i]; g.partition != p.partition || g.offset != p.offset ||
-					!bytes.Equal(g.key, p.key) || !bytes.Equal(g.value, p.value) {
-					t.Fatalf("record %d: franz-go read %d/%d %s=%s, the python consumer %d/%d %s=%s",
-						i, g.partition, g.offset, g.key, g.value, p.partition, p.offset, p.key, p.value)
-				}
-			}
+			requireSameRecords(t, "the python group consumer", recs, fromGo)
 
 			// The commit: what the consumer read back and what the broker
 			// serves to another client are each partition's end.

@@ -28,15 +28,22 @@ type kafkajsResult struct {
 		Low       string `json:"low"`
 		High      string `json:"high"`
 	} `json:"offsets"`
+	Records   [][4]any `json:"records"` // the group consumer's [partition, offset, key, value]
+	Committed []struct {
+		Partition int32  `json:"partition"`
+		Offset    string `json:"offset"`
+	} `json:"committed"`
 }
 
 // TestKafkajsRoundTrip runs kafkajs/roundtrip.js (kafkajs 2.2.4: admin
 // createTopics, a non-idempotent acks=-1 producer with the murmur2
-// DefaultPartitioner, admin.fetchTopicOffsets), plain and gzip (kafkajs has
-// no built-in snappy). kafkajs cannot consume without a consumer group, so
-// franz-go reads the partitions back here and checks every record once, order
-// per key, Kafka's murmur2 placement, and that the script's produce acks and
-// fetchTopicOffsets agree with what was stored.
+// DefaultPartitioner, admin.fetchTopicOffsets, then a group consumer that
+// reads everything, commits and admin.fetchOffsets), plain and gzip (kafkajs
+// has no built-in snappy). franz-go reads the partitions back here and checks
+// every record once, order per key, Kafka's murmur2 placement, that the
+// script's produce acks and fetchTopicOffsets agree with what was stored,
+// that the kafkajs group consumer read the same records, and that the
+// group's committed offsets are the partitions' ends.
 func TestKafkajsRoundTrip(t *testing.T) {
 	node, err := exec.LookPath("node")
 	if err != nil {
@@ -90,6 +97,18 @@ func TestKafkajsRoundTrip(t *testing.T) {
 			}
 			if len(lastBase) != clientPartitions {
 				t.Fatalf("acks name %d partitions, want %d", len(lastBase), clientPartitions)
+			}
+
+			// The kafkajs group consumer read the same records, each
+			// partition's in order, and committed each partition's end.
+			requireSameRecords(t, "the kafkajs group consumer", scriptRecords(t, res.Records, clientPartitions), recs)
+			if len(res.Committed) != clientPartitions {
+				t.Fatalf("fetchOffsets gave %d partitions, want %d: %+v", len(res.Committed), clientPartitions, res.Committed)
+			}
+			for _, c := range res.Committed {
+				if off, err := strconv.ParseInt(c.Offset, 10, 64); err != nil || off != perPartition[c.Partition] {
+					t.Fatalf("group offset of partition %d: %q, want the end %d", c.Partition, c.Offset, perPartition[c.Partition])
+				}
 			}
 
 			start, end := kadmOffsets(t, ctx, b.admin(), topic)

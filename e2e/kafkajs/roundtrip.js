@@ -9,10 +9,14 @@
 // records, then prints one JSON line on stdout:
 //
 //   {"created":true,"acks":[{"partition":0,"baseOffset":"0"},...],
-//    "offsets":[{"partition":0,"low":"0","high":"672"},...]}
+//    "offsets":[{"partition":0,"low":"0","high":"672"},...],
+//    "records":[[0,0,"k1","0-vvv..."],...],
+//    "committed":[{"partition":0,"offset":"672"},...]}
 //
 // acks are the per-partition produce responses, offsets the result of
-// admin.fetchTopicOffsets. The Go test consumes the topic with franz-go and
+// admin.fetchTopicOffsets; then a kafkajs group consumer reads the topic
+// back, commits and the admin client reads the group's offsets (records and
+// committed, see consumeAsGroup). The Go test consumes the topic with franz-go and
 // checks both. kafkajs logs go to stderr so stdout carries only the JSON.
 // Any failure exits non-zero with the error on stderr.
 'use strict'
@@ -80,11 +84,48 @@ async function main() {
       low: o.low,
       high: o.high,
     }))
-    process.stdout.write(JSON.stringify({ created, acks, offsets }) + '\n')
+    const { records, committed } = await consumeAsGroup(kafka, admin, topic, `${topic}-group`)
+    process.stdout.write(JSON.stringify({ created, acks, offsets, records, committed }) + '\n')
   } finally {
     await producer.disconnect()
     await admin.disconnect()
   }
+}
+
+// consumeAsGroup reads every record of topic from the start with a kafkajs
+// consumer in group groupId (FindCoordinator, JoinGroup, SyncGroup,
+// Heartbeat, OffsetFetch, Fetch), commits each partition's next offset with
+// commitOffsets, leaves the group and reads the group's offsets back with
+// admin.fetchOffsets. records are [partition, offset, key, value] in the
+// order eachMessage saw them; committed is [{partition, offset}].
+async function consumeAsGroup(kafka, admin, topic, groupId) {
+  const consumer = kafka.consumer({ groupId, sessionTimeout: 10000, heartbeatInterval: 1000, maxWaitTimeInMs: 100 })
+  const records = []
+  const next = new Map()
+  let timer
+  try {
+    await consumer.connect()
+    await consumer.subscribe({ topics: [topic], fromBeginning: true })
+    await new Promise((resolve, reject) => {
+      timer = setTimeout(() => reject(new Error(`group consumer read ${records.length} of ${RECORDS} records in 60 s`)), 60000)
+      consumer.run({
+        autoCommit: false,
+        eachMessage: async ({ partition, message }) => {
+          const offset = Number(message.offset)
+          records.push([partition, offset, message.key.toString(), message.value.toString()])
+          next.set(partition, offset + 1)
+          if (records.length === RECORDS) resolve()
+        },
+      }).catch(reject)
+    })
+    await consumer.commitOffsets([...next].map(([partition, offset]) => ({ topic, partition, offset: String(offset) })))
+  } finally {
+    clearTimeout(timer)
+    await consumer.disconnect()
+  }
+  const fetched = await admin.fetchOffsets({ groupId, topics: [topic] })
+  const committed = fetched.flatMap(t => t.partitions.map(p => ({ partition: p.partition, offset: p.offset })))
+  return { records, committed }
 }
 
 main().catch(err => {
