@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -119,4 +120,89 @@ func confluentPython(t *testing.T) string {
 	}
 	t.Fatalf("no python3 imports confluent_kafka (scripts/test installs python3-confluent-kafka with apt-get):\n%s", strings.Join(tried, "\n"))
 	return ""
+}
+
+// confluentTxnResult is the JSON line confluent/txn.py prints.
+type confluentTxnResult struct {
+	Aborted           int         `json:"aborted"`
+	CommittedReader   [][3]string `json:"committed_reader"` // [partition, key, value]; partition as text
+	UncommittedReader int         `json:"uncommitted_reader"`
+}
+
+// TestConfluentPythonTransactions runs confluent/txn.py: librdkafka's
+// consume-transform-produce (init_transactions, send_offsets_to_transaction,
+// commit_transaction, and abort_transaction after the records were flushed)
+// copies 600 records from one topic to another, aborting every second
+// transaction and redoing it. A read_committed consumer must see every input
+// record exactly once, per key in order and on its murmur2 partition; a
+// read_uncommitted one must see the aborted copies too; the group's
+// committed offsets must be the input's ends.
+func TestConfluentPythonTransactions(t *testing.T) {
+	python := confluentPython(t)
+	script, err := filepath.Abs(filepath.Join("confluent", "txn.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const records, keys = 600, 10
+	b := startBroker(t, "")
+	ctx := testCtx(t, 3*time.Minute)
+	in, out, group := "confluent-txn-in", "confluent-txn-out", "confluent-txn-copier"
+	cmd := exec.CommandContext(ctx, python, script, b.addr, in, out, group, "confluent-txn-1")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("python3 txn.py: %v\nstderr:\n%s\nbroker:\n%s", err, &stderr, b.logs)
+	}
+	var res confluentTxnResult
+	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
+		t.Fatalf("txn.py output %q: %v\nstderr:\n%s", &stdout, err, &stderr)
+	}
+	if res.Aborted == 0 {
+		t.Fatal("no transaction was aborted: the test proves nothing about aborts")
+	}
+	if res.UncommittedReader != records+res.Aborted {
+		t.Fatalf("read_uncommitted read %d records, want %d copied + %d aborted", res.UncommittedReader, records, res.Aborted)
+	}
+
+	seen := make([]bool, records)
+	last := map[string]int{} // key -> last value read, in read order
+	for _, r := range res.CommittedReader {
+		p, perr := strconv.Atoi(r[0])
+		v, verr := strconv.Atoi(r[2])
+		if perr != nil || verr != nil || v < 0 || v >= records {
+			t.Fatalf("read_committed record %v", r)
+		}
+		if seen[v] {
+			t.Fatalf("read_committed read input %d twice (an aborted copy or a duplicate)", v)
+		}
+		seen[v] = true
+		key := r[1]
+		if key != "k"+strconv.Itoa(v%keys) {
+			t.Fatalf("record %v: key does not belong to value", r)
+		}
+		if want := batcher.KeyPartition([]byte(key), clientPartitions); int32(p) != want {
+			t.Fatalf("record %v on partition %d, murmur2 says %d", r, p, want)
+		}
+		if prev, ok := last[key]; ok && v <= prev {
+			t.Fatalf("key %s: value %d read after %d", key, v, prev)
+		}
+		last[key] = v
+	}
+	if len(res.CommittedReader) != records {
+		t.Fatalf("read_committed read %d records, want %d", len(res.CommittedReader), records)
+	}
+
+	_, ends := kadmOffsets(t, ctx, b.admin(), in)
+	stored, err := b.admin().FetchOffsets(ctx, group)
+	if err == nil {
+		err = stored.Error()
+	}
+	if err != nil {
+		t.Fatalf("kadm FetchOffsets %s: %v", group, err)
+	}
+	for p := int32(0); p < clientPartitions; p++ {
+		if o, ok := stored.Lookup(in, p); !ok || o.At != ends[p] {
+			t.Fatalf("group %s partition %d: offset %+v (found %v), want the input's end %d", group, p, o, ok, ends[p])
+		}
+	}
 }
