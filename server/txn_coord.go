@@ -106,6 +106,13 @@ type txnCoordState struct {
 
 	markers  brokerClient           // txn_markers.go
 	selfAddr atomic.Pointer[string] // a local listener's address (noteListener), for markers to this broker
+
+	// clientAddWaits counts client adds that found the producer's previous
+	// transaction still completing and waited for it (txnClientAdd).
+	clientAddWaits atomic.Int64
+	// markerGate, when a test sets it before the first transaction, holds
+	// every marker send until it receives from the channel.
+	markerGate atomic.Pointer[chan struct{}]
 }
 
 // initTxnCoordinator is called by initTxn.

@@ -782,3 +782,72 @@ func TestTxnMarkersSkipDeletedTopic(t *testing.T) {
 		t.Fatalf("%d control batches in keep-0, want the COMMIT marker", got)
 	}
 }
+
+// TestTxnClientAddWaitsForMarkers: a client's AddPartitionsToTxn that
+// arrives while the producer's previous transaction is still writing its
+// markers waits for them instead of answering CONCURRENT_TRANSACTIONS at
+// once (kafkajs retries that only after about 300 ms), and gets that answer
+// only when the markers take longer than txnClientAddWait.
+func TestTxnClientAddWaitsForMarkers(t *testing.T) {
+	b := newTxnBroker(t, txnTestConfig)
+	gate := make(chan struct{})
+	b.s.txn.coord.markerGate.Store(&gate)
+	cl := newClient(t, b.addr, tv1Versions)
+	createTxnTestTopic(t, cl, "in", 2)
+	pid, epoch := initTxnProducer(t, cl, "wait", 60000)
+	add := func(p int32) <-chan int16 {
+		out := make(chan int16, 1)
+		go func() {
+			resp, err := cl.Request(testCtx(t), addPartitionsReq("wait", pid, epoch, "in", p))
+			if err != nil {
+				t.Errorf("AddPartitionsToTxn: %v", err)
+				out <- -1
+				return
+			}
+			out <- addPartitionsCodes(resp.(*kmsg.AddPartitionsToTxnResponse))[0]
+		}()
+		return out
+	}
+	commit := func() {
+		t.Helper()
+		end := kmsg.NewPtrEndTxnRequest()
+		end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = "wait", pid, epoch, true
+		if r := issue[*kmsg.EndTxnResponse](t, cl, end); r.ErrorCode != 0 {
+			t.Fatalf("EndTxn: %v", kerr.ErrorForCode(r.ErrorCode))
+		}
+	}
+	if code := <-add(0); code != 0 {
+		t.Fatalf("first AddPartitionsToTxn: %v", kerr.ErrorForCode(code))
+	}
+	commit() // answered once PrepareCommit is durable; the markers wait at the gate
+
+	// The next transaction's add waits for the markers, then succeeds.
+	waiting := add(1)
+	for deadline := time.Now().Add(testTimeout); b.s.txn.coord.clientAddWaits.Load() == 0; time.Sleep(time.Millisecond) {
+		select {
+		case code := <-waiting:
+			t.Fatalf("AddPartitionsToTxn answered %v while the markers were held", kerr.ErrorForCode(code))
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the add never waited for the previous transaction")
+		}
+	}
+	gate <- struct{}{}
+	if code := <-waiting; code != 0 {
+		t.Fatalf("AddPartitionsToTxn after the markers: %v", kerr.ErrorForCode(code))
+	}
+	waitTxnState(t, cl, "wait", "Ongoing")
+
+	// Markers held past txnClientAddWait: the client gets the error and
+	// retries as it always could.
+	commit()
+	if code := <-add(0); code != kerr.ConcurrentTransactions.Code {
+		t.Fatalf("AddPartitionsToTxn with the markers held: %v, want CONCURRENT_TRANSACTIONS", kerr.ErrorForCode(code))
+	}
+	gate <- struct{}{}
+	waitTxnState(t, cl, "wait", "CompleteCommit")
+	if code := <-add(0); code != 0 {
+		t.Fatalf("AddPartitionsToTxn after the transaction completed: %v", kerr.ErrorForCode(code))
+	}
+}

@@ -294,6 +294,13 @@ func (s *Server) txnSendMarkers(tp *txnPart, gen uint64, m txn.Markers) {
 		defer tp.mu.Unlock()
 		return tp.gen == gen && tp.state == txnLoaded
 	}
+	if gate := s.txn.coord.markerGate.Load(); gate != nil {
+		select {
+		case <-*gate:
+		case <-ctx.Done():
+			return
+		}
+	}
 	left := m.Partitions
 	backoff := markerBackoffMin
 	wait := func() bool {
