@@ -10,9 +10,12 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,6 +49,22 @@ type consumedRecord struct {
 	offset    int64
 	key       []byte
 	value     []byte
+}
+
+// runClientScript runs cmd, a client script driving b, and decodes the one
+// JSON line it prints on stdout into out; a failure shows the script's
+// stderr and the broker's log.
+func runClientScript(t *testing.T, b *broker, cmd *exec.Cmd, out any) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	name := filepath.Base(cmd.Path) + " " + filepath.Base(cmd.Args[1])
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s: %v\nstderr:\n%s\nbroker:\n%s", name, err, &stderr, b.logs)
+	}
+	if err := json.Unmarshal(stdout.Bytes(), out); err != nil {
+		t.Fatalf("%s printed %q: %v\nstderr:\n%s", name, &stdout, err, &stderr)
+	}
 }
 
 // scriptRecords decodes the [partition, offset, key, value] records a client

@@ -2,8 +2,9 @@ package e2e
 
 import (
 	"bytes"
-	"encoding/json"
+	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -41,16 +42,8 @@ func TestConfluentPythonRoundTrip(t *testing.T) {
 		t.Run(codec, func(t *testing.T) {
 			ctx := testCtx(t, 2*time.Minute)
 			topic, group := "confluent-"+codec, "confluent-group-"+codec
-			cmd := exec.CommandContext(ctx, python, script, b.addr, topic, group, codec)
-			var stdout, stderr bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			if err := cmd.Run(); err != nil {
-				t.Fatalf("python3 roundtrip.py: %v\nstderr:\n%s\nbroker:\n%s", err, &stderr, b.logs)
-			}
 			var res confluentResult
-			if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
-				t.Fatalf("roundtrip.py output %q: %v\nstderr:\n%s", &stdout, err, &stderr)
-			}
+			runClientScript(t, b, pythonCommand(ctx, python, script, b.addr, topic, group, codec), &res)
 
 			recs := scriptRecords(t, res.Records, clientPartitions)
 			keyPartition := func(k []byte) int32 { return batcher.KeyPartition(k, clientPartitions) }
@@ -83,18 +76,8 @@ func TestConfluentPythonRoundTrip(t *testing.T) {
 					t.Fatalf("partition %d: committed %d, want the end %d", c[0], c[1], perPartition[int32(c[0])])
 				}
 			}
-			stored, err := b.admin().FetchOffsets(ctx, group)
-			if err == nil {
-				err = stored.Error()
-			}
-			if err != nil {
-				t.Fatalf("kadm FetchOffsets %s: %v", group, err)
-			}
-			for p := int32(0); p < clientPartitions; p++ {
-				o, ok := stored.Lookup(topic, p)
-				if !ok || o.At != perPartition[p] {
-					t.Fatalf("group %s partition %d: broker has offset %+v (found %v), want %d", group, p, o, ok, perPartition[p])
-				}
+			if got := committedOffsets(t, ctx, b, group); fmt.Sprint(got) != fmt.Sprint(perPartition) {
+				t.Fatalf("group %s: the broker has offsets %v, want the ends %v", group, got, perPartition)
 			}
 		})
 	}
@@ -147,16 +130,8 @@ func TestConfluentPythonTransactions(t *testing.T) {
 	b := startBroker(t, "")
 	ctx := testCtx(t, 3*time.Minute)
 	in, out, group := "confluent-txn-in", "confluent-txn-out", "confluent-txn-copier"
-	cmd := exec.CommandContext(ctx, python, script, b.addr, in, out, group, "confluent-txn-1")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("python3 txn.py: %v\nstderr:\n%s\nbroker:\n%s", err, &stderr, b.logs)
-	}
 	var res confluentTxnResult
-	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
-		t.Fatalf("txn.py output %q: %v\nstderr:\n%s", &stdout, err, &stderr)
-	}
+	runClientScript(t, b, pythonCommand(ctx, python, script, b.addr, in, out, group, "confluent-txn-1"), &res)
 	if res.Aborted == 0 {
 		t.Fatal("no transaction was aborted: the test proves nothing about aborts")
 	}
@@ -193,16 +168,15 @@ func TestConfluentPythonTransactions(t *testing.T) {
 	}
 
 	_, ends := kadmOffsets(t, ctx, b.admin(), in)
-	stored, err := b.admin().FetchOffsets(ctx, group)
-	if err == nil {
-		err = stored.Error()
+	if got := committedOffsets(t, ctx, b, group); fmt.Sprint(got) != fmt.Sprint(ends) {
+		t.Fatalf("group %s: offsets %v, want the input's ends %v", group, got, ends)
 	}
-	if err != nil {
-		t.Fatalf("kadm FetchOffsets %s: %v", group, err)
-	}
-	for p := int32(0); p < clientPartitions; p++ {
-		if o, ok := stored.Lookup(in, p); !ok || o.At != ends[p] {
-			t.Fatalf("group %s partition %d: offset %+v (found %v), want the input's end %d", group, p, o, ok, ends[p])
-		}
-	}
+}
+
+// pythonCommand runs a script of confluent/ (which imports e2ecommon.py from
+// beside it) without writing __pycache__ into the source tree.
+func pythonCommand(ctx context.Context, python string, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, python, args...)
+	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
+	return cmd
 }

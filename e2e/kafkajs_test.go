@@ -1,9 +1,7 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -63,15 +61,8 @@ func TestKafkajsRoundTrip(t *testing.T) {
 			topic := "kafkajs-" + codec
 			cmd := exec.CommandContext(ctx, node, script, b.addr, topic, codec)
 			cmd.Env = append(os.Environ(), "KAFKAJS_NO_PARTITIONER_WARNING=1")
-			var stdout, stderr bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			if err := cmd.Run(); err != nil {
-				t.Fatalf("node roundtrip.js: %v\nstderr:\n%s\nbroker:\n%s", err, &stderr, b.logs)
-			}
 			var res kafkajsResult
-			if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
-				t.Fatalf("roundtrip.js output %q: %v\nstderr:\n%s", &stdout, err, &stderr)
-			}
+			runClientScript(t, b, cmd, &res)
 			if !res.Created {
 				t.Fatalf("admin.createTopics reported %s as not created", topic)
 			}

@@ -20,37 +20,22 @@ stderr; the whole run is bounded by DEADLINE seconds.
 
 import json
 import sys
-import time
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+
+from e2ecommon import PARTITIONS, Deadline, client_config, create_topics, script_args
 
 RECORDS = 2000
 KEYS = 50
-PARTITIONS = 3
 DEADLINE = 90.0
 
 
 def main():
-    if len(sys.argv) != 5:
-        sys.exit("usage: python3 roundtrip.py <broker host:port> <topic> <group> <codec>")
-    broker, topic, group, codec = sys.argv[1:]
-    start = time.monotonic()
-
-    def left():
-        remaining = DEADLINE - (time.monotonic() - start)
-        if remaining <= 0:
-            raise TimeoutError("roundtrip.py ran past its %.0f s deadline" % DEADLINE)
-        return remaining
-
-    common = {"bootstrap.servers": broker, "broker.address.family": "v4",
-              "client.id": "strata-e2e-confluent"}
-
-    admin = AdminClient(common)
-    for t, fut in admin.create_topics(
-            [NewTopic(topic, num_partitions=PARTITIONS, replication_factor=1)],
-            operation_timeout=10, request_timeout=15).items():
-        fut.result(timeout=left())
+    broker, topic, group, codec = script_args("roundtrip.py <broker host:port> <topic> <group> <codec>", 4)
+    deadline = Deadline("roundtrip.py", DEADLINE)
+    left = deadline.left
+    common = client_config(broker, "strata-e2e-confluent")
+    create_topics(common, [topic], deadline)
 
     acks = []
     errors = []

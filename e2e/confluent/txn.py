@@ -22,36 +22,23 @@ DEADLINE seconds.
 
 import json
 import sys
-import time
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+
+from e2ecommon import Deadline, client_config, create_topics, script_args
 
 RECORDS = 600
 KEYS = 10
-PARTITIONS = 3
 DEADLINE = 100.0
 
 
 def main():
-    if len(sys.argv) != 6:
-        sys.exit("usage: python3 txn.py <broker host:port> <in topic> <out topic> <group> <transactional id>")
-    broker, in_topic, out_topic, group, txn_id = sys.argv[1:]
-    start = time.monotonic()
-
-    def left():
-        remaining = DEADLINE - (time.monotonic() - start)
-        if remaining <= 0:
-            raise TimeoutError("txn.py ran past its %.0f s deadline" % DEADLINE)
-        return remaining
-
-    common = {"bootstrap.servers": broker, "broker.address.family": "v4",
-              "client.id": "strata-e2e-confluent-txn"}
-    admin = AdminClient(common)
-    futures = admin.create_topics([NewTopic(t, num_partitions=PARTITIONS, replication_factor=1)
-                                   for t in (in_topic, out_topic)], operation_timeout=10, request_timeout=15)
-    for fut in futures.values():
-        fut.result(timeout=left())
+    broker, in_topic, out_topic, group, txn_id = script_args(
+        "txn.py <broker host:port> <in topic> <out topic> <group> <transactional id>", 5)
+    deadline = Deadline("txn.py", DEADLINE)
+    left = deadline.left
+    common = client_config(broker, "strata-e2e-confluent-txn")
+    create_topics(common, [in_topic, out_topic], deadline)
 
     producer = Producer(dict(common, **{"enable.idempotence": True, "partitioner": "murmur2_random"}))
     for i in range(RECORDS):
