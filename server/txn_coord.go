@@ -192,6 +192,23 @@ func (s *Server) txnGo(fn func()) bool {
 	return true
 }
 
+// txnAfter runs retry after d on a goroutine of the coordinator (txnGo), or
+// giveUp if the coordinator stops first. It returns false, running
+// neither, when the coordinator has stopped already.
+func (s *Server) txnAfter(d time.Duration, retry, giveUp func()) bool {
+	ctx := s.txn.coord.ctx
+	return s.txnGo(func() {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			retry()
+		case <-ctx.Done():
+			giveUp()
+		}
+	})
+}
+
 // txnPartitionFor returns the __transaction_state partition of id.
 func (s *Server) txnPartitionFor(id string) int32 {
 	return group.PartitionFor(id, s.txn.coord.nparts)

@@ -354,20 +354,11 @@ func (p *produceTxn) start() {
 func (p *produceTxn) ask(pid int64, epoch int16, idx []int, tps []txn.TopicPartition, deadline time.Time) {
 	s := p.s
 	s.txnPartitionsOp(*p.req.TransactionID, pid, epoch, tps, p.add, p.abortableOK, p.add, func(codes []int16) {
-		if p.add && time.Now().Add(produceAddRetryBackoff).Before(deadline) && slices.Contains(codes, kerr.ConcurrentTransactions.Code) {
-			ctx := s.txn.coord.ctx
-			if s.txnGo(func() {
-				t := time.NewTimer(produceAddRetryBackoff)
-				defer t.Stop()
-				select {
-				case <-t.C:
-					p.ask(pid, epoch, idx, tps, deadline)
-				case <-ctx.Done():
-					p.answered(idx, codes)
-				}
-			}) {
-				return
-			}
+		if p.add && time.Now().Add(produceAddRetryBackoff).Before(deadline) && slices.Contains(codes, kerr.ConcurrentTransactions.Code) &&
+			s.txnAfter(produceAddRetryBackoff,
+				func() { p.ask(pid, epoch, idx, tps, deadline) },
+				func() { p.answered(idx, codes) }) {
+			return
 		}
 		p.answered(idx, codes)
 	})

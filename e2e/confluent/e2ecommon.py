@@ -3,6 +3,7 @@
 import sys
 import time
 
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 
@@ -43,3 +44,15 @@ def create_topics(common, topics, deadline):
                                   operation_timeout=10, request_timeout=15)
     for fut in futures.values():
         fut.result(timeout=deadline.left())
+
+
+def consume_until(consumer, want, deadline, row):
+    """Polls consumer until want records are in (an error record raises) and
+    returns row(msg) for each, in the order read."""
+    got = []
+    while len(got) < want:
+        for msg in consumer.consume(num_messages=500, timeout=min(1.0, deadline.left())):
+            if msg.error():
+                raise KafkaException(msg.error())
+            got.append(row(msg))
+    return got

@@ -23,7 +23,7 @@ import sys
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from e2ecommon import PARTITIONS, Deadline, client_config, create_topics, script_args
+from e2ecommon import PARTITIONS, Deadline, client_config, consume_until, create_topics, script_args
 
 RECORDS = 2000
 KEYS = 50
@@ -75,14 +75,9 @@ def main():
         "session.timeout.ms": 10000,
     }))
     consumer.subscribe([topic])
-    records = []
     try:
-        while len(records) < RECORDS:
-            for msg in consumer.consume(num_messages=500, timeout=min(1.0, left())):
-                if msg.error():
-                    raise KafkaException(msg.error())
-                records.append([msg.partition(), msg.offset(),
-                                msg.key().decode(), msg.value().decode()])
+        records = consume_until(consumer, RECORDS, deadline, lambda msg: [
+            msg.partition(), msg.offset(), msg.key().decode(), msg.value().decode()])
         consumer.commit(asynchronous=False)
         committed = consumer.committed(
             [TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=left())

@@ -25,7 +25,7 @@ import sys
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from e2ecommon import Deadline, client_config, create_topics, script_args
+from e2ecommon import Deadline, client_config, consume_until, create_topics, script_args
 
 RECORDS = 600
 KEYS = 10
@@ -90,17 +90,11 @@ def main():
             "enable.auto.commit": False, "isolation.level": isolation,
         }))
         reader.subscribe([out_topic])
-        got = []
+        row = lambda m: [str(m.partition()), m.key().decode(), m.value().decode()]  # noqa: E731
         try:
-            while len(got) < want:
-                for m in reader.consume(num_messages=500, timeout=min(1.0, left())):
-                    if m.error():
-                        raise KafkaException(m.error())
-                    got.append([str(m.partition()), m.key().decode(), m.value().decode()])
+            got = consume_until(reader, want, deadline, row)
             # anything past want is read too, so the test sees an excess
-            for m in reader.consume(num_messages=500, timeout=min(1.0, left())):
-                if not m.error():
-                    got.append([str(m.partition()), m.key().decode(), m.value().decode()])
+            got += [row(m) for m in reader.consume(num_messages=500, timeout=min(1.0, left())) if not m.error()]
         finally:
             reader.close()
         return got
