@@ -55,6 +55,16 @@ type Config struct {
 	// reports both (Report.Baseline). Both need Spawn.
 	SpawnBlackhole   bool
 	CompareBlackhole bool
+	// CompareDevice measures, after the run (and its blackhole baseline),
+	// the durable sequential write ceiling of the filesystem the spawned
+	// brokers' data directories are on, writing DeviceProbeBytes (at most
+	// DeviceProbeMaxTime) with O_DIRECT into a probe file there
+	// (Report.DeviceBaseline). Needs Spawn.
+	CompareDevice    bool
+	DeviceProbeBytes int64
+	// quietDevice: do not log why device traffic is not measured (the
+	// blackhole baseline's second spawn; the first said it).
+	quietDevice bool
 	// Profile is a file for the first spawned broker's CPU profile (pprof),
 	// written when the broker stops at the end of the run.
 	Profile string
@@ -140,6 +150,7 @@ func DefaultConfig() Config {
 		MaxSteps:          20,
 		BisectSteps:       3,
 		StepRetries:       1,
+		DeviceProbeBytes:  1 << 30,
 	}
 }
 
@@ -175,8 +186,11 @@ func (c *Config) Validate() error {
 	case c.Spawn < 0 || c.Spawn > MaxSpawn:
 		bad("--spawn %d out of range 0..%d", c.Spawn, MaxSpawn)
 	}
-	if (c.SpawnBlackhole || c.CompareBlackhole || c.Profile != "") && c.Spawn == 0 {
-		bad("--compare-blackhole and --profile need --spawn")
+	if (c.SpawnBlackhole || c.CompareBlackhole || c.CompareDevice || c.Profile != "") && c.Spawn == 0 {
+		bad("--compare-blackhole, --compare-device and --profile need --spawn")
+	}
+	if c.CompareDevice && (c.DeviceProbeBytes < DeviceProbeChunk || c.DeviceProbeBytes > 1<<40) {
+		bad("--compare-device-bytes %d out of range %d..%d", c.DeviceProbeBytes, DeviceProbeChunk, int64(1)<<40)
 	}
 	if c.SpawnSegmentBytes < 0 || (c.SpawnSegmentBytes > 0 && c.SpawnSegmentBytes < 1<<20) {
 		bad("--spawn-segment-bytes %d: at least 1 MiB", c.SpawnSegmentBytes)
@@ -305,6 +319,8 @@ type configJSON struct {
 	Brokers           []string `json:"brokers,omitempty"`
 	Spawn             int      `json:"spawn"`
 	Blackhole         bool     `json:"blackhole,omitempty"`
+	CompareDevice     bool     `json:"compare_device,omitempty"`
+	DeviceProbeBytes  int64    `json:"compare_device_bytes,omitempty"`
 	Topic             string   `json:"topic"`
 	Partitions        int32    `json:"partitions"`
 	ReplicationFactor int16    `json:"replication_factor"`
@@ -352,6 +368,9 @@ func (c *Config) json() configJSON {
 		BatchBytes: c.BatchBytes, Compression: c.Compression.String(),
 		Idempotent: c.Idempotent, MaxInflight: c.MaxInflight, Consumers: c.Consumers,
 		Group: c.Group, Seed: c.Seed, DrainTimeoutS: c.DrainTimeout.Seconds(), FindMax: c.FindMax,
+	}
+	if c.CompareDevice {
+		j.CompareDevice, j.DeviceProbeBytes = true, c.DeviceProbeBytes
 	}
 	if c.Consumers > 0 {
 		j.ConsumerEngine = c.consumerEngine()

@@ -92,14 +92,36 @@
 //	               e2e_p50_ms ... e2e_max_ms, records_sent, records_acked, records_failed, error_rate,
 //	               records_consumed, batches_per_sec, requests_per_sec, records_per_batch,
 //	               client_cpu_seconds, client_cpu_us_per_record, broker_cpu_seconds (null unless
-//	               spawned), broker_rss_bytes, broker_peak_rss_bytes, errors: [{error, count}]},
+//	               spawned), broker_rss_bytes, broker_peak_rss_bytes, errors: [{error, count}],
+//	               device: {name, write_bytes, write_requests, mean_write_bytes, flushes, flushes_per_sec,
+//	                        read_bytes, read_requests, busy_ms, busy_share, bytes_per_record_byte}
+//	                       (spawned brokers whose data directory is on a block device only)},
 //	  "timeline": [{t_s, records_per_sec, mb_per_sec, consumed_per_sec, errors, produce_p50_ms,
 //	               produce_p99_ms, produce_max_ms, e2e_p99_ms, client_cpu_pct, broker_cpu_pct,
 //	               broker_rss_bytes}],
 //	  "distribution": {produce: [{percentile, ms}], e2e: [...]},
 //	  "find_max": {max_healthy_rate, max_p99_ms, max_error_rate, steps: [{rate, healthy, reason, result}]},
 //	  "baseline": {mode: "blackhole", result, find_max, ratio}      --compare-blackhole only
+//	  "device_baseline": {mode: "device", dir, device, backend, mb_per_sec, bytes, duration_s,
+//	               fdatasyncs, device_write_bytes, write_requests, mean_write_bytes, flushes,
+//	               ratio}                                           --compare-device only
 //	}
+//
+// Steps of find_max carry their own result, device included.
+//
+// # Device traffic
+//
+// For spawned brokers, runTarget finds the block device of their data
+// directory (stat's st_dev major:minor, looked up in /proc/diskstats; a
+// partition is counted as itself) and runOnce reads its line of
+// /proc/diskstats where it reads broker CPU: when the measurement starts and
+// when the last acknowledgement arrived (device.go). Result.Device is the
+// difference: bytes and requests written and read, flush requests (5.5+
+// kernels), io_ticks (busy ms, and its share of the window), and device
+// bytes written per acknowledged record value byte. These are the whole
+// device's counters: several spawned brokers on one disk add up, and so
+// does anything else writing to it. A filesystem without a block device
+// (tmpfs, overlay) is logged once and measures nothing.
 //
 // # Baseline
 //
@@ -111,4 +133,15 @@
 // records/s): what the log costs relative to the network and protocol alone.
 // Profile makes the first spawned broker write a pprof CPU profile when it
 // stops.
+//
+// CompareDevice runs last (after the blackhole baseline): probeDevice
+// (device_linux.go) writes DeviceProbeBytes (at most DeviceProbeMaxTime)
+// into a fresh file in the directory Spawn creates its data directories in,
+// allocated with fallocate first, front to back once with O_DIRECT 1 MiB
+// writes through an internal/uring Ring (registered buffer pool, 16 in
+// flight; its pwrite fallback with 16 workers), an fdatasync whenever the
+// written prefix passes another 16 MiB (one at a time) and one at the end,
+// and removes the file. Report.DeviceBaseline holds its MB/s, the device's
+// counters over it and the ratio of the run's acknowledged record MB/s (the
+// max healthy rate's with --find-max) to it.
 package loadgen

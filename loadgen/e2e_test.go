@@ -85,6 +85,29 @@ func checkClean(t *testing.T, rep *Report, wantRecords int64) {
 	}
 }
 
+// checkDevice checks a spawned run's device traffic where the spawn
+// directory is on a block device: present, and with written (acks=all
+// flushes the log) true, bytes written.
+func checkDevice(t *testing.T, r *Result, written bool) {
+	t.Helper()
+	if _, err := lookupDevice(spawnParentDir()); err != nil {
+		if r.Device != nil {
+			t.Fatalf("device traffic %+v without a block device (%v)", r.Device, err)
+		}
+		t.Logf("no device traffic: %v", err)
+		return
+	}
+	d := r.Device
+	if d == nil || d.Name == "" || d.WriteBytes < 0 || d.ReadBytes < 0 || d.BusyMs < 0 || d.BusyShare < 0 {
+		t.Fatalf("device traffic %+v", d)
+	}
+	if written && (d.WriteBytes <= 0 || d.WriteRequests <= 0 || d.MeanWriteBytes <= 0 || d.BytesPerRecordByte <= 0) {
+		t.Fatalf("device traffic of a storing broker: %+v", d)
+	}
+	t.Logf("device %s: %d bytes in %d writes, %.2f bytes/record byte, busy %.1f%%", d.Name, d.WriteBytes, d.WriteRequests,
+		d.BytesPerRecordByte, 100*d.BusyShare)
+}
+
 func TestLoadAgainstSpawnedBroker(t *testing.T) {
 	for _, engine := range []string{EngineKgo, EngineNative} {
 		t.Run(engine, func(t *testing.T) {
@@ -96,6 +119,7 @@ func TestLoadAgainstSpawnedBroker(t *testing.T) {
 			if rep.Result.TargetRate != 2000 || rep.Result.DurationS < 1.9 {
 				t.Fatalf("target %v over %v s", rep.Result.TargetRate, rep.Result.DurationS)
 			}
+			checkDevice(t, &rep.Result, true)
 		})
 	}
 }
@@ -223,6 +247,9 @@ func TestFindMaxSteps(t *testing.T) {
 	}
 	if len(rep.Timeline) < 2 {
 		t.Fatalf("timeline over both steps has %d samples", len(rep.Timeline))
+	}
+	for _, s := range fm.Steps {
+		checkDevice(t, &s.Result, true)
 	}
 }
 

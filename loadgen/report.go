@@ -19,6 +19,13 @@ import (
 var reportTmpl = template.Must(template.New("report").Funcs(template.FuncMap{
 	"inc": func(i int) int { return i + 1 },
 	"num": func(v float64) string { return commas(v, 0) },
+	"pct": func(v float64) string { return fmt.Sprintf("%.1f %%", 100*v) },
+	"devMBs": func(d *DeviceTraffic, secs float64) float64 {
+		if secs <= 0 {
+			return 0
+		}
+		return float64(d.WriteBytes) / 1e6 / secs
+	},
 }).Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <title>strata loadgen report</title>
@@ -51,10 +58,16 @@ figure { margin: 12px 0; }
 {{if .R.FindMax}}
 <h2>Capacity search</h2>
 <p>Highest healthy rate: <b>{{if .R.FindMax.MaxHealthyRate}}{{.MaxRate}} records/s{{else}}none — no step was healthy{{end}}</b> (healthy = produce p99 ≤ {{printf "%.2f" .R.FindMax.MaxP99Ms}} ms, error rate ≤ {{printf "%.4f" .ErrPct}} %, at least 90 % of the target rate achieved).</p>
-<table><tr><th class="n">step</th><th class="n">target rec/s</th><th class="n">achieved rec/s</th><th class="n">p99 ms</th><th>verdict</th></tr>
-{{range $i, $s := .R.FindMax.Steps}}<tr><td class="n">{{inc $i}}</td><td class="n">{{num $s.Rate}}</td><td class="n">{{num $s.Result.RecordsPerSec}}</td><td class="n">{{printf "%.2f" $s.Result.ProduceP99Ms}}</td><td class="{{if $s.Healthy}}good{{else}}bad{{end}}">{{if $s.Retry}}retry {{$s.Retry}}, {{end}}{{if $s.Healthy}}healthy{{else}}unhealthy: {{$s.Reason}}{{end}}</td></tr>
+<table><tr><th class="n">step</th><th class="n">target rec/s</th><th class="n">achieved rec/s</th><th class="n">p99 ms</th>{{if .StepDevice}}<th class="n">device MB/s</th><th class="n">device B/record B</th><th class="n">device busy</th>{{end}}<th>verdict</th></tr>
+{{range $i, $s := .R.FindMax.Steps}}<tr><td class="n">{{inc $i}}</td><td class="n">{{num $s.Rate}}</td><td class="n">{{num $s.Result.RecordsPerSec}}</td><td class="n">{{printf "%.2f" $s.Result.ProduceP99Ms}}</td>{{if $.StepDevice}}{{with $s.Result.Device}}<td class="n">{{printf "%.1f" (devMBs . $s.Result.DurationS)}}</td><td class="n">{{printf "%.2f" .BytesPerRecordByte}}</td><td class="n">{{pct .BusyShare}}</td>{{else}}<td></td><td></td><td></td>{{end}}{{end}}<td class="{{if $s.Healthy}}good{{else}}bad{{end}}">{{if $s.Retry}}retry {{$s.Retry}}, {{end}}{{if $s.Healthy}}healthy{{else}}unhealthy: {{$s.Reason}}{{end}}</td></tr>
 {{end}}</table>
 <figure>{{.FindMaxChart}}</figure>
+{{end}}
+{{if .R.DeviceBaseline}}
+<h2>Device ceiling</h2>
+<p>{{.DeviceHow}}.</p>
+<table>{{range .DeviceRows}}<tr><td>{{.K}}</td><td class="n">{{.V}}</td></tr>
+{{end}}</table>
 {{end}}
 <h2>Latency over time</h2>
 <figure>{{.LatencyChart}}</figure>
@@ -109,6 +122,9 @@ func (r *Report) WriteHTML(w io.Writer) error {
 			kv{"broker CPU", fmt.Sprintf("%.2f s (%.2f µs/record)", *res.BrokerCPUSeconds, res.BrokerCPUUsPerRecord)},
 			kv{"broker RSS", fmt.Sprintf("%s (peak %s)", mib(res.BrokerRSSBytes), mib(res.BrokerPeakRSSBytes))})
 	}
+	if d := res.Device; d != nil {
+		summary = append(summary, kv{"device writes", d.summary()}, kv{"device load", d.load()})
+	}
 	lat := []latRow{{"produce (scheduled send → ack)", Latency{P50Ms: res.ProduceP50Ms, P90Ms: res.ProduceP90Ms, P99Ms: res.ProduceP99Ms,
 		P999Ms: res.ProduceP999Ms, MaxMs: res.ProduceMaxMs, MeanMs: res.ProduceMeanMs}}}
 	if r.Config.Consumers > 0 {
@@ -140,6 +156,18 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		data["MaxRate"] = commas(fm.MaxHealthyRate, 0)
 		data["ErrPct"] = 100 * fm.MaxErrorRate
 		data["FindMaxChart"] = template.HTML(r.findMaxChart())
+		data["StepDevice"] = fm.stepsHaveDevice()
+	}
+	if db := r.DeviceBaseline; db != nil {
+		data["DeviceHow"] = db.describe()
+		rows := []kv{
+			{"device ceiling", fmt.Sprintf("%.1f MB/s", db.MBPerSec)},
+			{"written", fmt.Sprintf("%.1f MB in %.2f s, %d fdatasyncs (%s backend)", float64(db.Bytes)/1e6, db.DurationS, db.Syncs, db.Backend)},
+		}
+		if db.Device != "" {
+			rows = append(rows, kv{"the probe's device traffic", db.traffic()})
+		}
+		data["DeviceRows"] = append(rows, kv{"acknowledged record MB/s ÷ ceiling", fmt.Sprintf("%.1f %%", 100*db.Ratio)})
 	}
 	return reportTmpl.Execute(w, data)
 }

@@ -59,6 +59,10 @@ type Result struct {
 	BrokerCPUUsPerRecord float64  `json:"broker_cpu_us_per_record,omitempty"`
 	BrokerRSSBytes       int64    `json:"broker_rss_bytes,omitempty"`
 	BrokerPeakRSSBytes   int64    `json:"broker_peak_rss_bytes,omitempty"`
+	// Device is the spawned brokers' data directory's block device over
+	// the measured window (nil for external brokers or without a block
+	// device).
+	Device *DeviceTraffic `json:"device,omitempty"`
 
 	Errors  []ErrorCount `json:"errors,omitempty"`
 	Healthy *bool        `json:"healthy,omitempty"` // --find-max steps
@@ -78,6 +82,9 @@ type Report struct {
 	FindMax      *FindMax     `json:"find_max,omitempty"`
 	Baseline     *Baseline    `json:"baseline,omitempty"`
 	Notes        []string     `json:"notes,omitempty"`
+
+	// DeviceBaseline is the --compare-device probe.
+	DeviceBaseline *DeviceBaseline `json:"device_baseline,omitempty"`
 }
 
 // Baseline is the same workload measured against a broker that acks
@@ -146,7 +153,12 @@ func (r *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintf(&b, "\ncapacity search (healthy: produce p99 <= %.2f ms, error rate <= %.4f%%, >= 90%% of target achieved)\n",
 			fm.MaxP99Ms, 100*fm.MaxErrorRate)
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "step\ttarget rec/s\tachieved rec/s\tp99 ms\terrors\tverdict\t")
+		dev := fm.stepsHaveDevice()
+		head := "step\ttarget rec/s\tachieved rec/s\tp99 ms\terrors\t"
+		if dev {
+			head += "dev MB/s\tdev B/rec B\tdev busy\t"
+		}
+		fmt.Fprintln(tw, head+"verdict\t")
 		for i, s := range fm.Steps {
 			v := "healthy"
 			if !s.Healthy {
@@ -155,8 +167,19 @@ func (r *Report) WriteTable(w io.Writer) error {
 			if s.Retry > 0 {
 				v = fmt.Sprintf("retry %d, %s", s.Retry, v)
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%.2f\t%d\t%s\t\n", i+1, commas(s.Rate, 0), commas(s.Result.RecordsPerSec, 0),
-				s.Result.ProduceP99Ms, s.Result.RecordsFailed, v)
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%.2f\t%d\t", i+1, commas(s.Rate, 0), commas(s.Result.RecordsPerSec, 0),
+				s.Result.ProduceP99Ms, s.Result.RecordsFailed)
+			if dev {
+				d, mbs, per, busy := s.Result.Device, "-", "-", "-"
+				if d != nil {
+					per, busy = fmt.Sprintf("%.2f", d.BytesPerRecordByte), fmt.Sprintf("%.0f%%", 100*d.BusyShare)
+					if s.Result.DurationS > 0 {
+						mbs = fmt.Sprintf("%.1f", float64(d.WriteBytes)/1e6/s.Result.DurationS)
+					}
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t", mbs, per, busy)
+			}
+			fmt.Fprintf(tw, "%s\t\n", v)
 		}
 		tw.Flush()
 		if fm.MaxHealthyRate > 0 {
@@ -208,6 +231,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 			100**res.BrokerCPUSeconds/max(res.DurationS, 1e-9)))
 		row("broker rss", fmt.Sprintf("%s  (peak %s)", mib(res.BrokerRSSBytes), mib(res.BrokerPeakRSSBytes)))
 	}
+	if d := res.Device; d != nil {
+		row("device", d.summary())
+		row("", d.load())
+	}
 	tw.Flush()
 	if len(res.Errors) > 0 {
 		fmt.Fprintln(&b, "\nerrors")
@@ -217,6 +244,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	if bl := r.Baseline; bl != nil {
 		writeBaseline(&b, r, bl)
+	}
+	if db := r.DeviceBaseline; db != nil {
+		writeDeviceBaseline(&b, db)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -263,6 +293,55 @@ func writeBaseline(b *strings.Builder, r *Report, bl *Baseline) {
 	if r.Result.BrokerCPUSeconds != nil && bl.Result.BrokerCPUSeconds != nil {
 		fmt.Fprintf(tw, "broker cpu µs/record\t%.2f\t%.2f\t\n", r.Result.BrokerCPUUsPerRecord, bl.Result.BrokerCPUUsPerRecord)
 	}
+	if d, bd := r.Result.Device, bl.Result.Device; d != nil && bd != nil {
+		fmt.Fprintf(tw, "device MB written\t%.1f\t%.1f\t\n", float64(d.WriteBytes)/1e6, float64(bd.WriteBytes)/1e6)
+		fmt.Fprintf(tw, "device bytes/record byte\t%.2f\t%.2f\t\n", d.BytesPerRecordByte, bd.BytesPerRecordByte)
+		fmt.Fprintf(tw, "device busy\t%.1f%%\t%.1f%%\t\n", 100*d.BusyShare, 100*bd.BusyShare)
+	}
 	tw.Flush()
 	fmt.Fprintf(b, "ratio strata / blackhole: %.1f%%\n", 100*bl.Ratio)
+}
+
+// stepsHaveDevice reports whether any step measured device traffic.
+func (fm *FindMax) stepsHaveDevice() bool {
+	for _, s := range fm.Steps {
+		if s.Result.Device != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// writeDeviceBaseline prints the --compare-device probe.
+func writeDeviceBaseline(b *strings.Builder, db *DeviceBaseline) {
+	fmt.Fprintf(b, "\ndevice ceiling: %s\n", db.describe())
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
+	row := func(k, v string) { fmt.Fprintf(tw, "  %s\t%s\n", k, v) }
+	row("device ceiling MB/s", fmt.Sprintf("%.1f  (%.1f MB in %.2f s, %d fdatasyncs, %s backend)",
+		db.MBPerSec, float64(db.Bytes)/1e6, db.DurationS, db.Syncs, db.Backend))
+	if db.Device != "" {
+		row("probe's device traffic", db.traffic())
+	}
+	row("acked record MB/s / ceiling", fmt.Sprintf("%.1f%%", 100*db.Ratio))
+	tw.Flush()
+}
+
+// describe says how the probe wrote.
+func (db *DeviceBaseline) describe() string {
+	on := ""
+	if db.Device != "" {
+		on = " (" + db.Device + ")"
+	}
+	return fmt.Sprintf("O_DIRECT sequential writes of %d MiB, %d in flight, into a fresh fallocated file in %s%s, fdatasync every %d MiB, same run",
+		DeviceProbeChunk>>20, DeviceProbeDepth, db.Dir, on, DeviceProbeSyncBytes>>20)
+}
+
+// traffic is the device's counters over the probe.
+func (db *DeviceBaseline) traffic() string {
+	fl := "flushes n/a"
+	if db.Flushes != nil {
+		fl = fmt.Sprintf("%s flushes", commas(float64(*db.Flushes), 0))
+	}
+	return fmt.Sprintf("%s: %.1f MB written in %s writes (%s mean), %s", db.Device, float64(db.DeviceWriteBytes)/1e6,
+		commas(float64(db.WriteRequests), 0), kib(db.MeanWriteBytes), fl)
 }

@@ -337,12 +337,12 @@ func runOnce(ctx context.Context, cfg *Config, admin *kgo.Client, ti *topicInfo,
 	}
 	st.markMeasured()
 	smp := newSampler(st, env.now, env.measureOff, usageNow, cfg.Progress, cfg.RecordBytes)
-	u0 := smp.last.usage
+	u0, d0 := smp.last.usage, cluster.deviceSample()
 	smp.start()
 	pwg.Wait()
 	closers = nil // every producer closed itself in run
 	prodEnd := env.now()
-	u1 := usageNow()
+	u1, d1 := usageNow(), cluster.deviceSample()
 
 	if cfg.Consumers > 0 {
 		deadline := time.Now().Add(cfg.DrainTimeout)
@@ -356,6 +356,9 @@ func runOnce(ctx context.Context, cfg *Config, admin *kgo.Client, ti *topicInfo,
 
 	out := &runOutcome{timeline: smp.timeline, produce: smp.produceTotal, e2e: smp.e2eTotal}
 	out.result = buildResult(cfg, env, rate, prodEnd-env.measureOff, u0, u1, smp)
+	if d0 != nil && d1 != nil {
+		out.result.Device = deviceTraffic(cluster.dev.name, *d0, *d1, st.ackedBytes.Load())
+	}
 	if runErr == nil && ctx.Err() != nil {
 		runErr = ctx.Err()
 	}
@@ -421,25 +424,52 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	rep, err := runTarget(ctx, cfg)
-	if !cfg.CompareBlackhole || rep == nil || err != nil || ctx.Err() != nil {
+	if rep == nil || err != nil || ctx.Err() != nil {
 		return rep, err
 	}
-	// The baseline: the same workload against a fresh broker that acks
-	// without storing. Its consumers would never see a record, so it runs
-	// without them.
 	logw := cfg.Log
 	if logw == nil {
 		logw = io.Discard
 	}
-	fmt.Fprintln(logw, "baseline: the same workload against a --blackhole broker (no consumers)")
-	bcfg := cfg
-	bcfg.SpawnBlackhole, bcfg.CompareBlackhole, bcfg.Profile = true, false, ""
-	bcfg.Consumers, bcfg.Group, bcfg.ConsumerDelay = 0, "", 0
-	brep, berr := runTarget(ctx, bcfg)
-	if brep != nil {
-		rep.Baseline = newBaseline(rep, brep)
+	if cfg.CompareBlackhole {
+		// The baseline: the same workload against a fresh broker that acks
+		// without storing. Its consumers would never see a record, so it
+		// runs without them.
+		fmt.Fprintln(logw, "baseline: the same workload against a --blackhole broker (no consumers)")
+		bcfg := cfg
+		bcfg.SpawnBlackhole, bcfg.CompareBlackhole, bcfg.CompareDevice, bcfg.Profile = true, false, false, ""
+		bcfg.Consumers, bcfg.Group, bcfg.ConsumerDelay = 0, "", 0
+		bcfg.quietDevice = true
+		brep, berr := runTarget(ctx, bcfg)
+		if brep != nil {
+			rep.Baseline = newBaseline(rep, brep)
+		}
+		err = berr
 	}
-	return rep, berr
+	if cfg.CompareDevice && ctx.Err() == nil {
+		dir := spawnParentDir()
+		fmt.Fprintf(logw, "device ceiling: writing %s MiB with O_DIRECT into a fresh file in %s (at most %v)\n",
+			commas(float64(cfg.DeviceProbeBytes)/(1<<20), 0), dir, DeviceProbeMaxTime)
+		db, derr := probeDevice(ctx, dir, cfg.DeviceProbeBytes, DeviceProbeMaxTime, logw)
+		if db != nil {
+			db.Ratio = ackedMBPerSec(rep) / max(db.MBPerSec, 1e-9)
+			rep.DeviceBaseline = db
+		}
+		if derr != nil {
+			err = errors.Join(err, fmt.Errorf("--compare-device: %w", derr))
+		}
+	}
+	return rep, err
+}
+
+// ackedMBPerSec is the acknowledged record MB/s the device ceiling is
+// compared with: the max healthy rate's with --find-max, the run's
+// otherwise.
+func ackedMBPerSec(rep *Report) float64 {
+	if rep.FindMax != nil {
+		return rep.FindMax.MaxHealthyRate * float64(rep.Config.RecordBytes) / 1e6
+	}
+	return rep.Result.MBPerSec
 }
 
 // newBaseline compares a run with its blackhole baseline: max healthy rates
@@ -478,6 +508,12 @@ func runTarget(ctx context.Context, cfg Config) (rep *Report, err error) {
 		}()
 		seeds = cluster.Addrs() // N > 1: one cluster (cluster.go)
 		fmt.Fprintf(logw, "spawned %d broker(s): %v\n", cfg.Spawn, cluster.Addrs())
+		if cluster.dev, err = lookupDevice(cluster.dir); err != nil {
+			if !cfg.quietDevice {
+				fmt.Fprintf(logw, "device traffic not measured: %v\n", err)
+			}
+			err = nil
+		}
 		rep.Target.Spawned = cfg.Spawn
 	}
 	rep.Target.Brokers = seeds

@@ -22,6 +22,7 @@ import (
 type Cluster struct {
 	dir     string
 	Brokers []*SpawnedBroker
+	dev     *blockDevice // dir's block device; nil when it has none (runTarget)
 }
 
 // SpawnedBroker is one child broker.
@@ -73,7 +74,7 @@ func Spawn(ctx context.Context, opts SpawnOptions) (*Cluster, error) {
 		}
 		bin = exe
 	}
-	dir, err := os.MkdirTemp("", "strata-loadgen-")
+	dir, err := os.MkdirTemp(spawnParentDir(), "strata-loadgen-")
 	if err != nil {
 		return nil, err
 	}
@@ -114,6 +115,11 @@ func Spawn(ctx context.Context, opts SpawnOptions) (*Cluster, error) {
 	}
 	return c, nil
 }
+
+// spawnParentDir is where Spawn creates the brokers' temporary directory,
+// and where the --compare-device probe writes (the spawned data is gone by
+// then).
+func spawnParentDir() string { return os.TempDir() }
 
 // spawnProperties writes the brokers' server.properties: the user's file,
 // then log.segment.bytes unless the user's file sets it.
@@ -206,6 +212,19 @@ func (c *Cluster) usage() (cpu time.Duration, rss, peak int64) {
 		peak += bp
 	}
 	return cpu, rss, peak
+}
+
+// deviceSample reads the data directories' device counters; nil when they
+// are not measured.
+func (c *Cluster) deviceSample() *devSample {
+	if c == nil || c.dev == nil {
+		return nil
+	}
+	s, err := c.dev.sample()
+	if err != nil {
+		return nil
+	}
+	return &s
 }
 
 // Stop sends SIGTERM to every broker, waits for them to exit (SIGKILL after

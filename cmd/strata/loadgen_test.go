@@ -46,7 +46,11 @@ func TestParseLoadgenFlags(t *testing.T) {
 	if err != nil || !cfg.CompareBlackhole || cfg.Profile != "b.pprof" || cfg.SpawnBlackhole {
 		t.Fatalf("--compare-blackhole --profile: %+v, %v", cfg, err)
 	}
-	for _, bad := range []string{"", "--spawn 1 --acks 2", "--spawn 1 --compression brotli", "--spawn 1 --brokers x:1",
+	cfg, _, err = parseLoadgenFlags(strings.Fields("--spawn 1 --compare-device --compare-device-bytes 16777216"), io.Discard)
+	if err != nil || !cfg.CompareDevice || cfg.DeviceProbeBytes != 16<<20 {
+		t.Fatalf("--compare-device: %+v, %v", cfg, err)
+	}
+	for _, bad := range []string{"", "--spawn 1 --acks 2", "--brokers x:1 --compare-device", "--spawn 1 --compare-device --compare-device-bytes 4096", "--spawn 1 --compression brotli", "--spawn 1 --brokers x:1",
 		"--spawn 1 --key-dist pareto", "--spawn 1 stray", "--spawn 1 --find-max --step-retries 9", "--spawn 1 --partitions 0",
 		"--brokers x:1 --compare-blackhole", "--brokers x:1 --profile p"} {
 		if _, _, err := parseLoadgenFlags(strings.Fields(bad), io.Discard); err == nil {
