@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -130,6 +131,9 @@ func BenchmarkDeviceRequests(b *testing.B) {
 //     also writes as many zero bytes to a spare written file, the cost of
 //     zero-filling ahead of the appends (the broker's default: shared
 //     device flushes, engine/devflush.go)
+//   - recycled: the files' blocks are written before the run (a recycled
+//     segment file) and nothing is zero-filled during it; one fdatasync
+//     of an anchor file: the floor zerofill pays the zeros on top of
 //   - perfile: unwritten extents (fallocate mode 0), one fdatasync per
 //     dirty file, concurrently: each commits its extent conversion
 //   - syncfs: unwritten extents, one syncfs(2) of the filesystem
@@ -141,8 +145,10 @@ func BenchmarkDeviceRequests(b *testing.B) {
 //     would trade the zero-fill for a second copy of the data, and one
 //     device request per partition and cycle for one per cycle)
 //
-// Reported: MB/s of appended data, cycle-p50/p99-ms, sync-p50-ms and
-// cpu-s/GiB (the process, kernel included).
+// Reported: MB/s of appended data, cycle-p50/p99-ms, sync-p50-ms,
+// cpu-s/GiB (the process, kernel included) and, from /proc/diskstats for
+// the device under the files (other processes' I/O included), the device's
+// bytes written per appended byte and its writes and flushes per cycle.
 func BenchmarkDurableAppends(b *testing.B) {
 	total := int64(256 << 20)
 	if s := os.Getenv("STRATA_DEVICE_BENCH_BYTES"); s != "" {
@@ -150,9 +156,9 @@ func BenchmarkDurableAppends(b *testing.B) {
 			b.Fatalf("STRATA_DEVICE_BENCH_BYTES=%q: want a byte count >= 1 MiB", s)
 		}
 	}
-	shapes := []struct{ dirty, w int }{{16, 64 << 10}, {96, 8 << 10}, {8, 128 << 10}}
+	shapes := []struct{ dirty, w int }{{16, 64 << 10}, {96, 8 << 10}, {96, 32 << 10}, {8, 128 << 10}}
 	for _, sh := range shapes {
-		for _, mode := range []string{"zerofill", "perfile", "syncfs", "journal"} {
+		for _, mode := range []string{"zerofill", "recycled", "perfile", "syncfs", "journal"} {
 			b.Run(fmt.Sprintf("files=%dx%dK/%s", sh.dirty, sh.w>>10, mode), func(b *testing.B) {
 				b.SetBytes(total)
 				for i := 0; i < b.N; i++ {
@@ -172,7 +178,7 @@ func durableAppends(b *testing.B, mode string, files, dirty, w int, total int64)
 	fds := make([]int, files)
 	for i := range fds {
 		path := filepath.Join(dir, fmt.Sprint(i))
-		if mode == "zerofill" {
+		if mode == "zerofill" || mode == "recycled" {
 			fds[i] = writtenFile(b, path, perFile, zeros)
 			continue
 		}
@@ -212,6 +218,7 @@ func durableAppends(b *testing.B, mode string, files, dirty, w int, total int64)
 	var written, zoff int64
 	var ru0, ru1 unix.Rusage
 	unix.Getrusage(unix.RUSAGE_SELF, &ru0)
+	ds0, dsErr := readDiskstats(dir)
 	b.StartTimer()
 	next := 0
 	chosen := make([]int, 0, dirty)
@@ -263,7 +270,7 @@ func durableAppends(b *testing.B, mode string, files, dirty, w int, total int64)
 		t1 := time.Now()
 		var err error
 		switch mode {
-		case "zerofill":
+		case "zerofill", "recycled":
 			err = unix.Fdatasync(anchor)
 		case "syncfs":
 			err = unix.Syncfs(anchor)
@@ -293,6 +300,11 @@ func durableAppends(b *testing.B, mode string, files, dirty, w int, total int64)
 	}
 	b.StopTimer()
 	unix.Getrusage(unix.RUSAGE_SELF, &ru1)
+	if ds1, err := readDiskstats(dir); err == nil && dsErr == nil && written > 0 {
+		b.ReportMetric(float64(ds1.writeBytes-ds0.writeBytes)/float64(written), "dev-bytes/byte")
+		b.ReportMetric(float64(ds1.writes-ds0.writes)/float64(len(cycles)), "dev-writes/cycle")
+		b.ReportMetric(float64(ds1.flushes-ds0.flushes)/float64(len(cycles)), "dev-flushes/cycle")
+	}
 	cpu := time.Duration(ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano())
 	b.ReportMetric(quantileMs(cycles, 0.5), "cycle-p50-ms")
 	b.ReportMetric(quantileMs(cycles, 0.99), "cycle-p99-ms")
@@ -388,4 +400,35 @@ func (j *journalRun) finish(b *testing.B) {
 	if err := <-j.done; err != nil {
 		b.Fatal(err)
 	}
+}
+
+// diskstats is one block device's counters from /proc/diskstats.
+type diskstats struct{ writes, writeBytes, flushes uint64 }
+
+// readDiskstats reads the counters of the device holding dir.
+func readDiskstats(dir string) (diskstats, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return diskstats{}, err
+	}
+	b, err := os.ReadFile("/proc/diskstats")
+	if err != nil {
+		return diskstats{}, err
+	}
+	want := fmt.Sprintf("%d %d ", unix.Major(uint64(st.Dev)), unix.Minor(uint64(st.Dev)))
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 14 || !strings.HasPrefix(strings.Join(f[:2], " ")+" ", want) {
+			continue
+		}
+		var d diskstats
+		fmt.Sscan(f[7], &d.writes)
+		fmt.Sscan(f[9], &d.writeBytes)
+		d.writeBytes *= 512
+		if len(f) >= 20 {
+			fmt.Sscan(f[18], &d.flushes)
+		}
+		return d, nil
+	}
+	return diskstats{}, fmt.Errorf("no /proc/diskstats line for %s (%s)", dir, want)
 }
