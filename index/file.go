@@ -57,6 +57,26 @@ type file struct {
 	capacity int      // entries the mapping holds
 	reserved int      // bytes of the file with blocks allocated: [0, reserved)
 	closed   bool
+
+	// private: the mapping is copy-on-write (Options.Private); entries
+	// reach the file by writeBack, which has written [0, flushed) of them.
+	private bool
+	flushed int
+}
+
+// Options are an index's opening options (OpenOffsetWith, OpenTimeWith).
+type Options struct {
+	// Private maps the file copy-on-write (MAP_PRIVATE) instead of shared:
+	// appended entries stay in the process's memory and reach the file
+	// only at WriteBack, Sync and Close (one pwrite of the entries added
+	// since the last). The index's pages are then never dirty in the page
+	// cache, so a filesystem-wide sync (syncfs, the engine's shared flush
+	// for segments on unwritten extents) does not write them back with
+	// every flush. After a crash of the process the file holds the entries
+	// of the last write-back, followed by zeros: fewer entries, never wrong
+	// ones, as after a power loss with a shared mapping. Linux only (other
+	// systems write every entry through at once).
+	Private bool
 }
 
 // ReserveStepBytes is how much of an index file gets real blocks at a time.
@@ -68,7 +88,7 @@ type file struct {
 // instead of a SIGBUS from a page fault on a hole.
 const ReserveStepBytes = 64 << 10
 
-func openFile(path string, base int64, maxBytes, entrySize int) (*file, error) {
+func openFile(path string, base int64, maxBytes, entrySize int, o Options) (*file, error) {
 	if base < 0 {
 		return nil, fmt.Errorf("index: %s: negative base offset %d", path, base)
 	}
@@ -80,7 +100,7 @@ func openFile(path string, base int64, maxBytes, entrySize int) (*file, error) {
 	if err != nil {
 		return nil, err
 	}
-	x, err := mapIndex(f, path, base, maxEntries, entrySize)
+	x, err := mapIndex(f, path, base, maxEntries, entrySize, o.Private && privateMaps)
 	if err != nil {
 		f.Close()
 		return nil, err
@@ -123,7 +143,7 @@ func (x *file) withFile(fn func(f *os.File) error) error {
 	return fn(f)
 }
 
-func mapIndex(f *os.File, path string, base int64, maxEntries, entrySize int) (*file, error) {
+func mapIndex(f *os.File, path string, base int64, maxEntries, entrySize int, private bool) (*file, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return nil, err
@@ -145,7 +165,7 @@ func mapIndex(f *os.File, path string, base int64, maxEntries, entrySize int) (*
 	if err := allocate(f, int64(reserved)); err != nil {
 		return nil, err
 	}
-	data, err := mapFile(f, mapLen)
+	data, err := mapFile(f, mapLen, private)
 	if err != nil {
 		return nil, err
 	}
@@ -161,6 +181,8 @@ func mapIndex(f *os.File, path string, base int64, maxEntries, entrySize int) (*
 		mem:       unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(data))), mapLen/4),
 		capacity:  capacity,
 		reserved:  reserved,
+		private:   private,
+		flushed:   entries,
 	}
 	x.n.Store(int64(entries))
 	return x, nil
@@ -220,6 +242,26 @@ func (x *file) truncate(keep int) {
 	}
 	x.n.Store(int64(keep))
 	x.gen.Add(1) // readers holding the old count retry
+	x.flushed = min(x.flushed, keep)
+}
+
+// writeBack writes the entries a private mapping added since the last
+// write-back to the file (a no-op for a shared mapping, whose stores are
+// the file's pages). Caller holds mu.
+func (x *file) writeBack() error {
+	n := int(x.n.Load())
+	if !x.private || x.flushed >= n {
+		return nil
+	}
+	from, to := x.flushed*x.entrySize, n*x.entrySize
+	if err := x.withFile(func(f *os.File) error {
+		_, err := f.WriteAt(x.data[from:to], int64(from))
+		return err
+	}); err != nil {
+		return err
+	}
+	x.flushed = n
+	return nil
 }
 
 func (x *file) entries() int { return int(x.n.Load()) }
@@ -227,10 +269,28 @@ func (x *file) entries() int { return int(x.n.Load()) }
 func (x *file) full() bool { return int(x.n.Load()) >= x.capacity }
 
 func (x *file) sync() error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
 	if x.closed {
 		return ErrClosed
 	}
+	if x.private {
+		if err := x.writeBack(); err != nil {
+			return err
+		}
+		return x.withFile(func(f *os.File) error { return f.Sync() })
+	}
 	return syncFile(x.f, x.path, x.data)
+}
+
+// writeBackLocked is writeBack for callers outside the lock.
+func (x *file) writeBackLocked() error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.closed {
+		return ErrClosed
+	}
+	return x.writeBack()
 }
 
 // close trims the file to the entries written, unmaps and closes it.
@@ -240,11 +300,18 @@ func (x *file) close() error {
 	if x.closed {
 		return ErrClosed
 	}
+	werr := x.writeBack()
 	x.closed = true
 	n := x.n.Load()
+	if werr != nil {
+		n = int64(x.flushed) // trim to what the file holds
+	}
 	x.n.Store(0)
 	x.gen.Add(1)
 	err := unmapFile(x.f, x.data)
+	if err == nil {
+		err = werr
+	}
 	x.data, x.mem, x.capacity = nil, nil, 0
 	if keep := n * int64(x.entrySize); keep != x.length {
 		terr := x.withFile(func(f *os.File) error { return f.Truncate(keep) })

@@ -28,9 +28,14 @@ func allocate(f *os.File, size int64) error {
 	}
 }
 
-// mapFile maps the first size bytes of f shared, read-write.
-func mapFile(f *os.File, size int) ([]byte, error) {
-	b, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+// mapFile maps the first size bytes of f read-write, shared or
+// copy-on-write (private).
+func mapFile(f *os.File, size int, private bool) ([]byte, error) {
+	flags := unix.MAP_SHARED
+	if private {
+		flags = unix.MAP_PRIVATE
+	}
+	b, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ|unix.PROT_WRITE, flags)
 	if err != nil {
 		return nil, &os.PathError{Op: "mmap", Path: f.Name(), Err: err}
 	}
@@ -51,6 +56,9 @@ func unmapFile(_ *os.File, b []byte) error { return unix.Munmap(b) }
 // keepDescriptor: the mapping is the file; its descriptor is closed once
 // mapped (reopened by path for fallocate and the trim at Close).
 const keepDescriptor = false
+
+// privateMaps: Options.Private takes effect (a copy-on-write mapping).
+const privateMaps = true
 
 // syncFile writes the mapping's dirty pages back and waits (msync MS_SYNC).
 func syncFile(_ *os.File, path string, b []byte) error {

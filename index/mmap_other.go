@@ -22,7 +22,7 @@ func allocate(f *os.File, size int64) error {
 
 // mapFile reads the file into a 4-byte aligned heap buffer standing in for a
 // mapping; stores are written through by wrote.
-func mapFile(f *os.File, size int) ([]byte, error) {
+func mapFile(f *os.File, size int, _ bool) ([]byte, error) {
 	words := make([]uint32, (size+3)/4)
 	b := unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), size)
 	if _, err := f.ReadAt(b, 0); err != nil && err != io.EOF {
@@ -35,6 +35,9 @@ func unmapFile(*os.File, []byte) error { return nil }
 
 // keepDescriptor: the heap copy is written through the descriptor.
 const keepDescriptor = true
+
+// privateMaps: Options.Private is ignored; every entry is written through.
+const privateMaps = false
 
 func syncFile(f *os.File, _ string, _ []byte) error { return f.Sync() }
 

@@ -18,7 +18,12 @@ type OffsetIndex struct {
 // file is grown to maxBytes for appending. maxBytes must hold one entry; a
 // file already larger than maxBytes keeps its entries and is full.
 func OpenOffset(path string, base int64, maxBytes int) (*OffsetIndex, error) {
-	x, err := openFile(path, base, maxBytes, OffsetEntryBytes)
+	return OpenOffsetWith(path, base, maxBytes, Options{})
+}
+
+// OpenOffsetWith is OpenOffset with options.
+func OpenOffsetWith(path string, base int64, maxBytes int, o Options) (*OffsetIndex, error) {
+	x, err := openFile(path, base, maxBytes, OffsetEntryBytes, o)
 	if err != nil {
 		return nil, err
 	}
@@ -174,8 +179,14 @@ func (o *OffsetIndex) Check(logSize int64) error {
 	return nil
 }
 
-// Sync writes the entries to disk (msync).
+// Sync writes the entries to disk (msync; a private mapping's new entries
+// are written to the file and fdatasync'ed).
 func (o *OffsetIndex) Sync() error { return o.x.sync() }
+
+// WriteBack writes the entries a private mapping (Options.Private) added
+// since the last write-back to the file, without syncing it; a no-op for a
+// shared mapping. Safe concurrently with Append and readers.
+func (o *OffsetIndex) WriteBack() error { return o.x.writeBackLocked() }
 
 // Close trims the file to the entries written, unmaps and closes it. It must
 // not run concurrently with readers.

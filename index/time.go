@@ -15,7 +15,12 @@ type TimeIndex struct {
 // OpenTime opens or creates path for a segment whose base offset is base,
 // like OpenOffset with 12-byte entries.
 func OpenTime(path string, base int64, maxBytes int) (*TimeIndex, error) {
-	x, err := openFile(path, base, maxBytes, TimeEntryBytes)
+	return OpenTimeWith(path, base, maxBytes, Options{})
+}
+
+// OpenTimeWith is OpenTime with options (see Options).
+func OpenTimeWith(path string, base int64, maxBytes int, o Options) (*TimeIndex, error) {
+	x, err := openFile(path, base, maxBytes, TimeEntryBytes, o)
 	if err != nil {
 		return nil, err
 	}
@@ -171,8 +176,12 @@ func (t *TimeIndex) Check() error {
 	return nil
 }
 
-// Sync writes the entries to disk (msync).
+// Sync writes the entries to disk (msync; a private mapping's new entries
+// are written to the file and fdatasync'ed).
 func (t *TimeIndex) Sync() error { return t.x.sync() }
+
+// WriteBack is OffsetIndex.WriteBack for the time index.
+func (t *TimeIndex) WriteBack() error { return t.x.writeBackLocked() }
 
 // Close trims the file to the entries written, unmaps and closes it. It must
 // not run concurrently with readers.
