@@ -21,8 +21,22 @@ import (
 // acknowledged record is readable and that every batch on disk is whole and
 // passes its CRC. Then it appends garbage to the active segments (a torn
 // write), restarts again and checks the same.
+//
+// It runs with both ways segments are made durable: zero-filled ahead of
+// the appends with shared device flushes (the default), and written once
+// into unwritten extents with shared syncfs flushes and private index
+// mappings (log.io.zero.fill=false), whose index entries a SIGKILL loses
+// back to the last write-back.
 func TestCrashKeepsAcknowledgedRecords(t *testing.T) {
-	b := startBroker(t, "", "--config", writeProps(t, "log.segment.bytes=1048576\n"))
+	for _, zeroFill := range []bool{true, false} {
+		t.Run(fmt.Sprintf("zero.fill=%v", zeroFill), func(t *testing.T) {
+			crashKeepsAcknowledgedRecords(t, fmt.Sprintf("log.segment.bytes=1048576\nlog.io.zero.fill=%v\n", zeroFill))
+		})
+	}
+}
+
+func crashKeepsAcknowledgedRecords(t *testing.T, props string) {
+	b := startBroker(t, "", "--config", writeProps(t, props))
 	ctx := testCtx(t, 5*time.Minute)
 	const topic, partitions = "crash", 4
 	if resp, err := b.admin().CreateTopic(ctx, partitions, 1, nil, topic); err != nil || resp.Err != nil {

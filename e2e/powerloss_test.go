@@ -19,12 +19,26 @@ import (
 // acks=all producer runs; all three are SIGKILLed at once; each data
 // directory is cut back to what was fsynced (plus torn garbage past it);
 // after a restart every acknowledged record is read back.
+//
+// It runs with zero-filled segments (the default) and with segments written
+// once into unwritten extents (log.io.zero.fill=false), whose shared
+// flushes are syncfs calls the sync log records per segment like any other
+// sync, and whose private index mappings reach their files only at
+// write-backs: cut back to their last sync, recovery rebuilds them.
 func TestClusterPowerLossLosesNothing(t *testing.T) {
+	for _, zeroFill := range []bool{true, false} {
+		t.Run(fmt.Sprintf("zero.fill=%v", zeroFill), func(t *testing.T) {
+			clusterPowerLossLosesNothing(t, fmt.Sprintf("%slog.io.zero.fill=%v\n", clusterProps, zeroFill))
+		})
+	}
+}
+
+func clusterPowerLossLosesNothing(t *testing.T, propsText string) {
 	voters := make([]string, 3)
 	for i := range voters {
 		voters[i] = fmt.Sprintf("%d@%s", i, freeAddr(t))
 	}
-	props := writeProps(t, clusterProps)
+	props := writeProps(t, propsText)
 	c := &testCluster{t: t}
 	logs := make([]string, 3)
 	for i := 0; i < 3; i++ {

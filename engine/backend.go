@@ -197,6 +197,12 @@ type ioBackend struct {
 	// dev shares device cache flushes among PreWrite segments (nil: each
 	// segment fdatasyncs itself; see devflush.go).
 	dev *devFlush
+	// metaFlush: dev's flush is a syncfs and its segments are not
+	// zero-filled (log.io.zero.fill=false): they share it with
+	// segment.Options.SharedMeta, and active indexes are mapped private
+	// (index.Options.Private) so that syncfs does not write their pages
+	// back with every flush.
+	metaFlush bool
 
 	// zeros is the zero-fill buffer of PreWrite segments: the one chunk of
 	// zeroPool, registered with the ring, handed out until shutdown.
@@ -215,7 +221,7 @@ type poolGroup struct {
 }
 
 // newIOBackend sets up the backend named by choice ("" = auto) for dir.
-func newIOBackend(choice string, dir string, files fileLayer, shared bool, logger *slog.Logger) (*ioBackend, error) {
+func newIOBackend(choice string, dir string, files fileLayer, shared, zeroFill bool, logger *slog.Logger) (*ioBackend, error) {
 	b := &ioBackend{logger: logger, refs: 1, cache: segment.NewFileCache(sealedFilesOpen)}
 	if files != nil {
 		b.name, b.files = "test files", files
@@ -247,13 +253,17 @@ func newIOBackend(choice string, dir string, files fileLayer, shared bool, logge
 	case !ok:
 		logger.Info("segment syncs", "mode", "fdatasync per segment", "reason", "filesystem "+fs+" may allocate on overwrite")
 	default:
-		d, err := openDevFlush(dir)
+		d, err := openDevFlush(dir, !zeroFill)
 		if err != nil {
 			logger.Warn("segment syncs", "mode", "fdatasync per segment", "reason", "no flush anchor", "err", err)
 			break
 		}
-		b.dev = d
-		logger.Info("segment syncs", "mode", "shared device flush (zero-filled segments)", "filesystem", fs)
+		b.dev, b.metaFlush = d, !zeroFill
+		if zeroFill {
+			logger.Info("segment syncs", "mode", "shared device flush (zero-filled segments)", "filesystem", fs)
+		} else {
+			logger.Info("segment syncs", "mode", "shared filesystem sync (segments on unwritten extents, written once)", "filesystem", fs, "reason", "log.io.zero.fill=false")
+		}
 	}
 	return b, nil
 }
@@ -271,11 +281,28 @@ func (b *ioBackend) flushEpoch() func() uint64 {
 // zero-filled ahead of its appends (segment.Options.PreWrite) so that its
 // syncs can share device flushes: only with a devFlush on dir's device.
 func (b *ioBackend) prewrite(dir string) bool {
-	if b.dev == nil {
+	if b.dev == nil || b.metaFlush {
 		return false
 	}
 	dev, err := deviceOf(dir)
 	return err == nil && dev == b.dev.dev
+}
+
+// sharedMeta reports whether a new or reopened active segment in dir
+// shares the data directory's syncfs flushes without zero-fill
+// (segment.Options.SharedMeta).
+func (b *ioBackend) sharedMeta(dir string) bool {
+	if b.dev == nil || !b.metaFlush {
+		return false
+	}
+	dev, err := deviceOf(dir)
+	return err == nil && dev == b.dev.dev
+}
+
+// segOptions are the Options of a ring-backed active segment in dir.
+func (b *ioBackend) segOptions(dir string, pool *uring.Pool) segment.Options {
+	return segment.Options{Ring: b.ring, Direct: true, Pool: pool, PreWrite: b.prewrite(dir), SharedMeta: b.sharedMeta(dir),
+		Zeros: b.zeros, FlushEpoch: b.flushEpoch()}
 }
 
 // startRing sets up the ring, the first chunk pool and the probe segment.
@@ -489,7 +516,7 @@ func (b *ioBackend) create(path string, prealloc int64) (*segment.Segment, *pool
 	if err != nil {
 		return nil, nil, err
 	}
-	s, err := segment.CreateWith(path, prealloc, segment.Options{Ring: b.ring, Direct: true, Pool: g.pool, PreWrite: b.prewrite(filepath.Dir(path)), Zeros: b.zeros, FlushEpoch: b.flushEpoch()})
+	s, err := segment.CreateWith(path, prealloc, b.segOptions(filepath.Dir(path), g.pool))
 	if err != nil {
 		b.releaseGroup(g, true)
 		return nil, nil, err
@@ -526,7 +553,7 @@ func (b *ioBackend) open(path string, active bool) (*segment.Segment, *poolGroup
 	if err != nil {
 		return nil, nil, err
 	}
-	s, err := segment.OpenWith(path, segment.Options{Ring: b.ring, Direct: true, Pool: g.pool, PreWrite: b.prewrite(filepath.Dir(path)), Zeros: b.zeros, FlushEpoch: b.flushEpoch()})
+	s, err := segment.OpenWith(path, b.segOptions(filepath.Dir(path), g.pool))
 	if err != nil {
 		b.releaseGroup(g, true)
 		return nil, nil, err

@@ -202,7 +202,7 @@ func TestIOBackendAutoFallsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out syncBuffer
-	b, err := newIOBackend("", filepath.Join(notDir, "data"), nil, true, slog.New(slog.NewTextHandler(&out, nil)))
+	b, err := newIOBackend("", filepath.Join(notDir, "data"), nil, true, true, slog.New(slog.NewTextHandler(&out, nil)))
 	if err != nil {
 		t.Fatalf("auto where the probe fails: %v", err)
 	}
@@ -210,7 +210,7 @@ func TestIOBackendAutoFallsBack(t *testing.T) {
 	if b.direct() || !strings.Contains(out.String(), "level=WARN") || !strings.Contains(out.String(), "backend=pwrite") {
 		t.Fatalf("auto: direct %v, log %q", b.direct(), out.String())
 	}
-	if b, err := newIOBackend("uring", filepath.Join(notDir, "data"), nil, true, quietLogger()); err == nil {
+	if b, err := newIOBackend("uring", filepath.Join(notDir, "data"), nil, true, true, quietLogger()); err == nil {
 		b.close()
 		t.Fatal("log.io.backend=uring succeeded where the O_DIRECT probe fails")
 	}

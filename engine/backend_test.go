@@ -98,7 +98,7 @@ func TestIOBackendChoice(t *testing.T) {
 	if err := os.WriteFile(notDir, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if b, err := newIOBackend("uring", filepath.Join(notDir, "data"), nil, true, quietLogger()); err == nil {
+	if b, err := newIOBackend("uring", filepath.Join(notDir, "data"), nil, true, true, quietLogger()); err == nil {
 		b.close()
 		t.Fatal("log.io.backend=uring succeeded where the O_DIRECT probe fails")
 	}

@@ -46,7 +46,11 @@ const devFlushAnchor = ".strata-flush-anchor"
 // openDevFlush creates (or reopens) the anchor file in dir, with one
 // written block, fsynced with its directory entry, so its own fdatasyncs
 // have no data or metadata to write: each one is the device cache flush.
-func openDevFlush(dir string) (*devFlush, error) {
+// With metadata, each flush is a syncfs of the anchor's filesystem
+// instead: every metadata change made before it (the extent conversions
+// of completed O_DIRECT writes into unwritten extents, fallocate steps,
+// truncations) is written, then the device cache is flushed.
+func openDevFlush(dir string, metadata bool) (*devFlush, error) {
 	path := filepath.Join(dir, devFlushAnchor)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
@@ -68,6 +72,9 @@ func openDevFlush(dir string) (*devFlush, error) {
 	dev, err := deviceOf(dir)
 	if err != nil {
 		return fail(err)
+	}
+	if metadata {
+		return newDevFlush(f, dev, func() error { return segment.SyncFS(f) }), nil
 	}
 	return newDevFlush(f, dev, func() error { return segment.Fdatasync(f) }), nil
 }

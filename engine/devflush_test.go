@@ -2,7 +2,6 @@ package engine
 
 import (
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -107,15 +106,20 @@ func waitFor(t *testing.T, cond func() bool) {
 // partitions comes from shared device flushes (fewer flushes than segment
 // syncs once each segment had its own first fdatasync), the HW still only
 // moves to durable bytes, and everything reads back after a reopen. With
-// DisableSharedFlush every segment fdatasyncs itself.
+// DisableSharedFlush every segment fdatasyncs itself. With NoZeroFill the
+// shared flush is a syncfs and segments share it from their first sync.
 func TestSharedFlushMakesAppendsDurable(t *testing.T) {
 	fs, supported := sharedFlushFS(t.TempDir())
-	for _, disable := range []bool{false, true} {
-		t.Run(fmt.Sprintf("disabled=%v", disable), func(t *testing.T) {
+	for _, mode := range []string{"zerofill", "nozerofill", "disabled"} {
+		t.Run(mode, func(t *testing.T) {
 			dir := t.TempDir()
-			e := openEngine(t, dir, func(o *Options) { o.IOBackend = IOBackendUring; o.DisableSharedFlush = disable })
-			if on := supported && !disable; (e.io.dev != nil) != on {
-				t.Fatalf("dev flush %v with DisableSharedFlush=%v on %s, want %v", e.io.dev != nil, disable, fs, on)
+			disable := mode == "disabled"
+			opts := func(o *Options) {
+				o.IOBackend, o.DisableSharedFlush, o.NoZeroFill = IOBackendUring, disable, mode == "nozerofill"
+			}
+			e := openEngine(t, dir, opts)
+			if on := supported && !disable; (e.io.dev != nil) != on || e.io.metaFlush != (on && mode == "nozerofill") {
+				t.Fatalf("dev flush %v (syncfs %v) in mode %s on %s, want %v", e.io.dev != nil, e.io.metaFlush, mode, fs, on)
 			}
 			tp := mustTopic(t, e, "shared", 8, nil)
 			var want [8][][]byte
@@ -143,12 +147,17 @@ func TestSharedFlushMakesAppendsDurable(t *testing.T) {
 				if d.flushes.Load() == 0 || d.waits.Load() == 0 {
 					t.Fatalf("shared flush on, but %d flushes for %d segment syncs", d.flushes.Load(), d.waits.Load())
 				}
+				// A zero-filled segment's first sync is its own
+				// fdatasync; without zero-fill every sync shares.
+				if own := e.ownSyncs.Load(); (own == 0) != (mode == "nozerofill") {
+					t.Fatalf("%d own fdatasyncs of active segments in mode %s", own, mode)
+				}
 				t.Logf("%d device flushes for %d shared segment syncs", d.flushes.Load(), d.waits.Load())
 			}
 			if err := e.Close(); err != nil {
 				t.Fatal(err)
 			}
-			e = openEngine(t, dir, func(o *Options) { o.IOBackend = IOBackendUring; o.DisableSharedFlush = disable })
+			e = openEngine(t, dir, opts)
 			defer e.Close()
 			tp = e.Topic("shared")
 			for p := range 8 {

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/stratalog/strata/index"
 	"log/slog"
 	"maps"
 	"os"
@@ -55,6 +56,12 @@ type Options struct {
 	// segment fdatasyncs itself instead of sharing device cache flushes
 	// (devflush.go, "Shared device flushes" in doc.go).
 	DisableSharedFlush bool
+	// NoZeroFill is log.io.zero.fill=false: with shared flushes, segments
+	// are not zero-filled ahead of their appends; appends land in
+	// unwritten extents (each byte written once) and the shared flush is
+	// a syncfs of the data directory's filesystem, which writes their
+	// extent conversions (devflush.go, "Shared device flushes" in doc.go).
+	NoZeroFill bool
 	// TailCacheBytes bounds the memory of the tail cache (recent batches
 	// served to consumers from memory, tailcache.go): 0 = default
 	// (64 MiB with the O_DIRECT backend, off with pwrite, whose page cache
@@ -105,6 +112,8 @@ type Engine struct {
 
 	ckptMu sync.Mutex   // serializes checkpoint file writes
 	syncs  atomic.Int64 // fdatasyncs of segment data (tests, benchmarks)
+	// ownSyncs counts active segments' own fdatasyncs (not shared: tests)
+	ownSyncs atomic.Int64
 }
 
 // Open opens (creating if needed) the data directory, recovers every
@@ -146,7 +155,7 @@ func Open(opts Options) (*Engine, error) {
 	if err := os.MkdirAll(filepath.Join(e.dir, topicsDirName), 0o755); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	io, err := newIOBackend(opts.IOBackend, e.dir, opts.files, !opts.DisableSharedFlush, e.logger)
+	io, err := newIOBackend(opts.IOBackend, e.dir, opts.files, !opts.DisableSharedFlush, !opts.NoZeroFill, e.logger)
 	if err != nil {
 		return nil, err
 	}
@@ -392,6 +401,40 @@ func (e *Engine) allLogs() []*Log {
 		out = append(out, t.hostedLogs()...)
 	}
 	return out
+}
+
+// writeBackIndexes writes the entries the active segments' private index
+// mappings added since the last write-back to their files (with shared
+// syncfs flushes; a no-op otherwise), so that the next flush persists them
+// and recovery after a crash resumes near the recovery point instead of
+// walking the whole active segment. A failure is logged: the indexes of
+// the segments recovery walks are rebuilt from the log.
+func (e *Engine) writeBackIndexes() {
+	if !e.io.metaFlush {
+		return
+	}
+	for _, l := range e.allLogs() {
+		l.mu.Lock()
+		s := l.active
+		l.mu.Unlock()
+		if s == nil {
+			continue
+		}
+		l.idxMu.RLock()
+		off, tim := s.off, s.tim
+		l.idxMu.RUnlock()
+		var err error
+		if off != nil {
+			err = off.WriteBack()
+		}
+		if tim != nil {
+			err = errors.Join(err, tim.WriteBack())
+		}
+		if err != nil && !errors.Is(err, index.ErrClosed) {
+			path, _, _ := s.paths()
+			e.logger.Warn("writing back an index", "segment", path, "err", err)
+		}
+	}
 }
 
 // writeRecoveryCheckpoint writes every log's durable offset.

@@ -594,6 +594,7 @@ func (e *Engine) runCoordinator() {
 			if due := lastCkptMs + checkpointIntervalMs; now >= due {
 				p.ckptDirty.Store(false)
 				lastCkptMs = now
+				e.writeBackIndexes()
 				if err := e.writeRecoveryCheckpoint(); err != nil {
 					e.ioFailure("writing "+recoveryPointFile, err)
 				}
@@ -657,6 +658,9 @@ func (e *Engine) queueDueLogs(keep []*Log, now int64) ([]*Log, int64) {
 // can share a device flush goes through flushBatch instead).
 func (e *Engine) syncSegment(s *logSegment, sealed bool) error {
 	e.syncs.Add(1)
+	if !sealed {
+		e.ownSyncs.Add(1)
+	}
 	logPath, offPath, timPath := s.paths()
 	if err := e.syncFile(logPath, s.seg.Sync); err != nil {
 		return err

@@ -221,12 +221,16 @@ func (s *logSegment) timEntries() int {
 }
 
 // openActiveIndexes opens (or creates) both indexes sized for appending.
+// With shared syncfs flushes they are mapped private (ioBackend.metaFlush):
+// written back at seal, close and each recovery-point checkpoint
+// (writeBackIndexes) rather than with every flush.
 func (s *logSegment) openActiveIndexes(cfg *LogConfig) error {
-	off, err := index.OpenOffset(s.offPath, s.base, growSize(s.offPath, cfg.offsetIndexBytes(), offsetEntrySize))
+	o := index.Options{Private: s.io != nil && s.io.metaFlush}
+	off, err := index.OpenOffsetWith(s.offPath, s.base, growSize(s.offPath, cfg.offsetIndexBytes(), offsetEntrySize), o)
 	if err != nil {
 		return err
 	}
-	tim, err := index.OpenTime(s.timPath, s.base, growSize(s.timPath, cfg.timeIndexBytes(), timeEntrySize))
+	tim, err := index.OpenTimeWith(s.timPath, s.base, growSize(s.timPath, cfg.timeIndexBytes(), timeEntrySize), o)
 	if err != nil {
 		off.Close()
 		return err

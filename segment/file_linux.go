@@ -10,6 +10,31 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// SyncFS makes every dirty page and every metadata change of the
+// filesystem holding f durable (syncfs(2)) and flushes the device's cache:
+// the shared flush of Options.SharedMeta segments.
+func SyncFS(f *os.File) error {
+	sc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := sc.Control(func(fd uintptr) {
+		for {
+			serr = unix.Syncfs(int(fd))
+			if serr != unix.EINTR {
+				return
+			}
+		}
+	}); err != nil {
+		return err
+	}
+	if serr != nil {
+		return &os.PathError{Op: "syncfs", Path: f.Name(), Err: serr}
+	}
+	return nil
+}
+
 // Fdatasync flushes file data and the metadata needed to read it back.
 func Fdatasync(f *os.File) error {
 	sc, err := f.SyscallConn()

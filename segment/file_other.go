@@ -7,6 +7,9 @@ import (
 	"os"
 )
 
+// SyncFS has no filesystem-wide sync here: the file's own fsync.
+func SyncFS(f *os.File) error { return f.Sync() }
+
 // Fdatasync falls back to a full fsync where fdatasync is not available.
 func Fdatasync(f *os.File) error { return f.Sync() }
 

@@ -45,6 +45,15 @@ type Options struct {
 	// SyncShared replace the per-file fdatasync with a shared device cache
 	// flush. It doubles the bytes written to the device.
 	PreWrite bool
+	// SharedMeta (Direct, instead of PreWrite) says the caller's shared
+	// flush (StartShared, WaitWritten, flush, MarkDurable) makes the
+	// filesystem's metadata durable as well as the device's cache: a
+	// syncfs(2), not an fdatasync of another file. Appends then land in
+	// unwritten extents (written once, no zero-fill), and what makes them
+	// durable besides the data — each write's extent conversion, the
+	// reservation's fallocate, a truncation — is metadata that flush
+	// writes, so the segment shares it from the start.
+	SharedMeta bool
 	// Zeros, when set, is the buffer of zeros PreWrite writes from: page
 	// aligned, a multiple of uring.Alignment long, never written by anyone
 	// (a chunk of a pool registered with Ring, so the zero-fill writes are
@@ -139,6 +148,7 @@ type ringWriter struct {
 	pool        *uring.Pool
 	ownPool     bool
 	prewrite    bool
+	sharedMeta  bool // Options.SharedMeta
 
 	// mu guards the tail (cur...appended); Append holds it while copying,
 	// Sync while submitting the tail. The other writer state (reserved,
@@ -226,7 +236,7 @@ func openRing(path string, create bool, o Options) (s *Segment, err error) {
 		rf.Close()
 		return nil, err
 	}
-	w := &ringWriter{ring: o.Ring, wf: wf, direct: o.Direct, pool: o.Pool, prewrite: o.Direct && o.PreWrite, zero: o.Zeros}
+	w := &ringWriter{ring: o.Ring, wf: wf, direct: o.Direct, pool: o.Pool, prewrite: o.Direct && o.PreWrite, sharedMeta: o.Direct && o.SharedMeta && !o.PreWrite, zero: o.Zeros}
 	if o.Direct {
 		w.epochFn = o.FlushEpoch
 	}
@@ -890,8 +900,12 @@ func (w *ringWriter) sync() error {
 // blocks that are allocated, written and durable with the file's metadata,
 // so that a device cache flush makes it durable (see Segment.SyncShared):
 // PreWrite (appends stay below the zero-filled, fdatasynced reservation),
-// not sealed, and an own fdatasync since the last truncation.
+// not sealed, and an own fdatasync since the last truncation. With
+// SharedMeta the shared flush writes the metadata too: not sealed is enough.
 func (w *ringWriter) shareable() bool {
+	if w.sharedMeta {
+		return !w.noShare.Load()
+	}
 	return w.prewrite && !w.noShare.Load() && w.cleanGen.Load() == w.metaGen.Load()+1
 }
 

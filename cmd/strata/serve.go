@@ -140,6 +140,7 @@ func serve(cfg config.Broker, rb rebalanceConfig, logger *slog.Logger) error {
 		Logger:                 logger,
 		IOBackend:              cfg.IOBackend,
 		DisableSharedFlush:     cfg.NoSharedFlush,
+		NoZeroFill:             cfg.NoZeroFill,
 		TailCacheBytes:         cfg.TailCacheBytes,
 		RetentionCheckInterval: time.Duration(cfg.RetentionCheckIntervalMs) * time.Millisecond,
 		Cleaner:                cfg.Cleaner,

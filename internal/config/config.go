@@ -54,6 +54,7 @@ type Broker struct {
 	Blackhole        bool             // strata serve --blackhole: ack produce without storing (no properties key)
 	IOBackend        string           // log.io.backend (Strata): auto | uring | pwrite (engine.Options.IOBackend)
 	NoSharedFlush    bool             // log.io.flush.shared=false (Strata; engine.Options.DisableSharedFlush)
+	NoZeroFill       bool             // log.io.zero.fill=false (Strata; engine.Options.NoZeroFill)
 	TailCacheBytes   int64            // log.tail.cache.bytes (Strata; engine.Options.TailCacheBytes): 0 default, -1 off
 	Log              engine.LogConfig // broker-wide topic defaults
 	Unknown          []string         // keys present in the file that Strata ignores
@@ -254,6 +255,10 @@ func (b *Broker) Apply(props map[string]string) error {
 			var on bool
 			on, err = strconv.ParseBool(strings.TrimSpace(v))
 			b.NoSharedFlush = !on
+		case "log.io.zero.fill":
+			var on bool
+			on, err = strconv.ParseBool(strings.TrimSpace(v))
+			b.NoZeroFill = !on
 		case "log.tail.cache.bytes":
 			b.TailCacheBytes, err = strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 			if err == nil && b.TailCacheBytes <= 0 {

@@ -143,6 +143,15 @@ func TestIOKeys(t *testing.T) {
 	if err := b.Apply(map[string]string{"log.io.flush.shared": "true"}); err != nil || b.NoSharedFlush {
 		t.Fatalf("log.io.flush.shared=true: err %v, off %v", err, b.NoSharedFlush)
 	}
+	if b.NoZeroFill {
+		t.Fatal("log.io.zero.fill off by default")
+	}
+	if err := b.Apply(map[string]string{"log.io.zero.fill": "false"}); err != nil || !b.NoZeroFill {
+		t.Fatalf("log.io.zero.fill=false: err %v, off %v", err, b.NoZeroFill)
+	}
+	if err := b.Apply(map[string]string{"log.io.zero.fill": "maybe"}); err == nil {
+		t.Fatal("log.io.zero.fill=maybe accepted")
+	}
 	bad := Defaults()
 	if err := bad.Apply(map[string]string{"log.io.flush.shared": "sometimes"}); err == nil {
 		t.Fatal("log.io.flush.shared=sometimes accepted")
