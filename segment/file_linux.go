@@ -176,3 +176,20 @@ func fadvise(f *os.File, off, n int64, advice int) {
 	}
 	sc.Control(func(fd uintptr) { unix.Fadvise(int(fd), off, n, advice) })
 }
+
+// dioAlign is the smallest offset, length and memory alignment that f's
+// filesystem accepts for O_DIRECT writes (statx STATX_DIOALIGN: the
+// device's logical block size on ext4 and XFS, 512 bytes on this VM's
+// virtio disk), as a power of two between 512 and uring.Alignment; the
+// page size where the kernel does not say.
+func dioAlign(f *os.File) int64 {
+	var stx unix.Statx_t
+	if err := unix.Statx(int(f.Fd()), "", unix.AT_EMPTY_PATH, unix.STATX_DIOALIGN, &stx); err != nil || stx.Mask&unix.STATX_DIOALIGN == 0 {
+		return pageBytes
+	}
+	a := int64(max(stx.Dio_offset_align, stx.Dio_mem_align))
+	if a < 512 || a > pageBytes || a&(a-1) != 0 {
+		return pageBytes
+	}
+	return a
+}

@@ -7,6 +7,9 @@ import (
 	"os"
 )
 
+// dioAlign: no O_DIRECT segments here.
+func dioAlign(*os.File) int64 { return pageBytes }
+
 // SyncFS has no filesystem-wide sync here: the file's own fsync.
 func SyncFS(f *os.File) error { return f.Sync() }
 

@@ -148,7 +148,8 @@ type ringWriter struct {
 	pool        *uring.Pool
 	ownPool     bool
 	prewrite    bool
-	sharedMeta  bool // Options.SharedMeta
+	sharedMeta  bool  // Options.SharedMeta
+	dioAlign    int64 // Direct: O_DIRECT offset alignment (dioAlign), <= pageBytes
 
 	// mu guards the tail (cur...appended); Append holds it while copying,
 	// Sync while submitting the tail. The other writer state (reserved,
@@ -244,6 +245,7 @@ func openRing(path string, create bool, o Options) (s *Segment, err error) {
 	if o.Direct {
 		f = NewOSFile(rf)
 		w.rf = rf
+		w.dioAlign = dioAlign(rf)
 		// i_size runs ahead of the written end (zero-filled or unwritten
 		// blocks): the kernel's readahead (8 MiB windows here) would read
 		// past Written, and pages of zero-filled blocks read that way are
@@ -529,16 +531,24 @@ func (w *ringWriter) writeBehind() {
 
 // submitCur submits cur[:hi] (hi page aligned, cur zeroed from appended to
 // hi) at curBase; cur goes back to the pool when it completes. If cur starts
-// with a page an earlier write also covered, that write must finish first.
+// with a page an earlier write also covered, that write must finish first,
+// and the write starts at the last dioAlign boundary at or below curLo
+// instead of at the page: the bytes before it are on the file already (on
+// a 512-byte-sector disk a carried page costs 0-511 bytes again instead of
+// 0-4095, about 1.8 KiB less per partition and flush on average).
 func (w *ringWriter) submitCur(hi int64) error {
+	skip := int64(0)
 	if w.curLo > w.curBase {
 		if err := w.waitWritten(w.curLo); err != nil {
 			return err
 		}
+		if w.dioAlign > 0 {
+			skip = (w.curLo - w.curBase) &^ (w.dioAlign - 1)
+		}
 	}
 	cur := w.cur
 	w.cur = nil
-	return w.submit(cur[:hi], w.curBase, w.curLo, w.appended-w.curLo, cur)
+	return w.submit(cur[skip:hi], w.curBase+skip, w.curLo, w.appended-w.curLo, cur)
 }
 
 // flushTail submits the appended bytes not yet submitted; the last partial
@@ -965,6 +975,9 @@ func (w *ringWriter) close(s *Segment) error {
 	}
 	return first
 }
+
+// pageBytes is the page (and chunk write) alignment of Direct writes.
+const pageBytes = uring.Alignment
 
 func alignDown(n int64) int64 { return n &^ (uring.Alignment - 1) }
 func alignUp(n int64) int64   { return (n + uring.Alignment - 1) &^ (uring.Alignment - 1) }
