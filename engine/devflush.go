@@ -74,7 +74,19 @@ func openDevFlush(dir string, metadata bool) (*devFlush, error) {
 		return fail(err)
 	}
 	if metadata {
-		return newDevFlush(f, dev, func() error { return segment.SyncFS(f) }), nil
+		if !ext4NoJournal(dir) {
+			return newDevFlush(f, dev, func() error { return segment.SyncFS(f) }), nil
+		}
+		// ext4 without a journal: syncfs issues the device cache flush
+		// before it waits for the inode-table writes it started, so a
+		// conversion could still sit in the device's volatile cache when
+		// it returns; the anchor's fdatasync flushes again after them.
+		return newDevFlush(f, dev, func() error {
+			if err := segment.SyncFS(f); err != nil {
+				return err
+			}
+			return segment.Fdatasync(f)
+		}), nil
 	}
 	return newDevFlush(f, dev, func() error { return segment.Fdatasync(f) }), nil
 }

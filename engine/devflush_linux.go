@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -35,6 +36,24 @@ func sharedFlushFS(dir string) (string, bool) {
 		return "xfs", true
 	}
 	return fmt.Sprintf("0x%x", uint32(st.Type)), false
+}
+
+// ext4NoJournal reports whether dir is on an ext4 filesystem mounted
+// without a journal (/sys/fs/ext4/<device>/journal_task is "<none>").
+func ext4NoJournal(dir string) bool {
+	if fs, _ := sharedFlushFS(dir); fs != "ext4" {
+		return false
+	}
+	dev, err := deviceOf(dir)
+	if err != nil {
+		return false
+	}
+	link, err := os.Readlink(fmt.Sprintf("/sys/dev/block/%d:%d", unix.Major(dev), unix.Minor(dev)))
+	if err != nil {
+		return false
+	}
+	b, err := os.ReadFile(filepath.Join("/sys/fs/ext4", filepath.Base(link), "journal_task"))
+	return err == nil && strings.TrimSpace(string(b)) == "<none>"
 }
 
 // maxWriteSegments is the most memory segments (pages, for a buffer whose

@@ -321,3 +321,4 @@ func TestSegmentsCarryFlushEpoch(t *testing.T) {
 		t.Fatal("no shared flush ran")
 	}
 }
+

@@ -200,6 +200,61 @@
 // 3.0 µs with one fdatasync per segment, whose io-wq workers used 8.8 s of
 // CPU against 0.04 s. docs/performance.md has the loadgen tables.
 //
+// # Writing each byte once (log.io.zero.fill=false), and the design ahead
+//
+// Zero-filled segments make every shared flush a bare cache flush, but the
+// device writes each segment byte twice. With log.io.zero.fill=false the
+// Direct segments skip the zero-fill: fallocate raises i_size over
+// unwritten extents a step at a time, each O_DIRECT write converts the
+// extents it covers, and the shared flush is a syncfs(2) of the data
+// directory's filesystem (devflush.go; segment.Options.SharedMeta), which
+// writes those conversions (and fallocate steps and truncations) before
+// the device cache flush, on ext4 and XFS; on ext4 without a journal (the
+// development VM's root filesystem) syncfs issues its cache flush before
+// the inode-table writes it started have completed, so an fdatasync of the
+// anchor file follows it and flushes again.
+// syncfs also writes every other dirty page of the filesystem, so the
+// active segments' indexes are mapped private (index.Options.Private):
+// their entries reach the files at seal, close and each recovery-point
+// checkpoint (writeBackIndexes), not with each flush. After a crash an
+// active index holds the entries of the last write-back, never wrong ones,
+// and recovery walks from the last entry below the recovery point as
+// before. In both modes a write that starts in a page an earlier write
+// covered starts at the filesystem's O_DIRECT alignment below the synced
+// end (512 bytes on the development VM's disk), not at the page.
+//
+// Measured on the development VM (docs/performance.md, "Session 11"; keyed
+// franz-go, 96 partitions, the two modes alternated in the same minutes):
+// the device writes 1.32-1.36 bytes per record byte closed loop against
+// 2.16-2.19 with zero-fill, 1.41 against 2.22 at 200,000 records/s and
+// 1.66 against 2.45 at 100,000, for about the same throughput and latency
+// and up to a quarter more broker CPU: ext4 issues O_DIRECT writes into
+// unwritten extents from io_uring's worker threads (a block trace shows
+// them from iou-wrk), and syncfs writes the inode-table blocks of the
+// dirty segments (12-20 metadata writes per flush with 96 partitions here,
+// whose directories ext4 spreads over block groups). Zero-fill stays the
+// default until the mode below is built.
+//
+// Why neither meets the keyed targets of docs/performance.md on this disk:
+// the device serves one request at a time, ~45 us each plus the bytes, and
+// a produce request from a client with one request in flight carries a
+// small batch for nearly every partition, so every flush costs about one
+// device write per partition (14,000-24,000 writes/s at 100,000 keyed
+// records/s, 10-17 KiB each). The measured alternatives
+// (BenchmarkDurableAppends in internal/uring, 96 files x 8 KiB per
+// cycle): in-place writes with zero-fill, recycled files or syncfs all
+// ran ~94 MB/s at ~98 device writes per cycle (1.0-2.0 device bytes per
+// byte), a journal that writes each cycle's bytes for every file as one
+// request ran 312 MB/s at 3 writes per cycle but 1.75 bytes per byte (the
+// copy into the files). The design this points to keeps both: a cycle
+// writes each partition's new bytes in place when they are many (a large
+// request per partition, each byte written once: closed loop, where
+// requests grow to ~90 KiB per partition) and appends the small ones for
+// every partition to one journal write (one request per cycle), copying
+// them into their segments in large chunks later; the journal is replayed
+// into the segments at recovery, and a checkpoint moves its start once the
+// copies are synced.
+//
 // # Recovery
 //
 // The recovery point of a log is its durable offset, written to
