@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"encoding/binary"
+	"math"
 	"sync"
 	"sync/atomic"
 
@@ -44,6 +46,18 @@ import (
 // last reference goes: the cache's own, and one per ReadResult holding a
 // chunk of it (dropped by ReadResult.Release), so a chunk's bytes never
 // change before Release.
+//
+// Batch index: each buffer carries the end position and last offset of its
+// batches (tailBuf.idx, allocated with the pool buffer and reused with it),
+// filled by the appender from the headers of the bytes it copies (one
+// header parse per batch per append instead of one per batch per read) and
+// published like n: entries first, then the count (tailBuf.cnt), then n. A
+// reader loads n, then the count, and reads entries below it only; it finds
+// the batch holding an offset by binary search and sizes the batches it
+// returns from consecutive ends. Batches past the entries it loaded (n moved
+// on meanwhile) or a buffer whose index was given up (cnt < 0: bytes the
+// appender could not index, which should not happen) are walked header by
+// header as before; the answers are the same either way.
 
 const (
 	tailBufBytes = 256 << 10
@@ -56,14 +70,31 @@ const (
 	// maxTailRefs is how many buffers one ReadResult can pin: every buffer
 	// of one log's cache.
 	maxTailRefs = tailBufsPerLog
+	// maxTailBatches bounds one buffer's batch index: a batch is at least
+	// record.HeaderSize bytes (4,297 entries, 34 KiB next to 256 KiB).
+	maxTailBatches = tailBufBytes / record.HeaderSize
 )
+
+// tailEntry indexes one batch of a tail buffer: the batch is
+// b[previous end (0 for the first), end) and its last offset is
+// first + last.
+type tailEntry struct {
+	end  uint32
+	last uint32
+}
+
+// tailMem is one pool buffer: the bytes and the room for their index.
+type tailMem struct {
+	b   []byte
+	idx []tailEntry // len maxTailBatches
+}
 
 // tailPool is the Engine-wide budget of tail-cache buffers. The budget is
 // shared fairly: a log keeps at most max/caching buffers (at least one, at
 // most tailBufsPerLog), where caching counts the logs holding any.
 type tailPool struct {
 	mu      sync.Mutex
-	free    [][]byte
+	free    []tailMem
 	made    int
 	max     int
 	caching atomic.Int32 // logs whose cache holds at least one buffer
@@ -87,26 +118,26 @@ func newTailPool(limit int64) *tailPool {
 	return &tailPool{max: int(limit / tailBufBytes)}
 }
 
-// get returns a buffer, or nil when all are in use.
-func (p *tailPool) get() []byte {
+// get returns a buffer, or one with b nil when all are in use.
+func (p *tailPool) get() tailMem {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if n := len(p.free); n > 0 {
-		b := p.free[n-1]
-		p.free[n-1] = nil
+		m := p.free[n-1]
+		p.free[n-1] = tailMem{}
 		p.free = p.free[:n-1]
-		return b
+		return m
 	}
 	if p.made >= p.max {
-		return nil
+		return tailMem{}
 	}
 	p.made++
-	return make([]byte, tailBufBytes)
+	return tailMem{b: make([]byte, tailBufBytes), idx: make([]tailEntry, maxTailBatches)}
 }
 
-func (p *tailPool) put(b []byte) {
+func (p *tailPool) put(m tailMem) {
 	p.mu.Lock()
-	p.free = append(p.free, b)
+	p.free = append(p.free, m)
 	p.mu.Unlock()
 }
 
@@ -118,13 +149,57 @@ type tailBuf struct {
 	n     atomic.Int64 // bytes filled; published after the copy
 	refs  atomic.Int32 // the cache's own + one per ReadResult
 	pool  *tailPool
+
+	// idx[:cnt] indexes the batches of b in order (see the batch index
+	// above); cnt is stored after the entries and before n; < 0: given
+	// up, readers walk the headers.
+	idx []tailEntry
+	cnt atomic.Int32
+}
+
+// entries returns the published index (nil when given up or empty). Load
+// n before it: then it covers every batch in b[:n].
+func (t *tailBuf) entries() []tailEntry {
+	k := t.cnt.Load()
+	if k <= 0 {
+		return nil
+	}
+	return t.idx[:k:k]
+}
+
+// index adds the batches of data, just copied to b[at:], to the index and
+// publishes them (before the caller stores n). Appender only. A batch it
+// cannot index (no room, a bad header, offsets not increasing or too far
+// from first) gives the index up for the buffer's life.
+func (t *tailBuf) index(at int64, data []byte) {
+	k := t.cnt.Load()
+	if k < 0 {
+		return
+	}
+	for rest := data; len(rest) > 0; {
+		h, err := record.ParseHeader(rest)
+		if err != nil || h.Size() > len(rest) || int(k) >= len(t.idx) {
+			t.cnt.Store(-1)
+			return
+		}
+		last := h.LastOffset() - t.first
+		if last < 0 || last > math.MaxUint32 || (k > 0 && uint32(last) <= t.idx[k-1].last) {
+			t.cnt.Store(-1)
+			return
+		}
+		at += int64(h.Size())
+		t.idx[k] = tailEntry{end: uint32(at), last: uint32(last)}
+		k++
+		rest = rest[h.Size():]
+	}
+	t.cnt.Store(k)
 }
 
 func (t *tailBuf) unref() {
 	switch n := t.refs.Add(-1); {
 	case n == 0:
-		t.pool.put(t.b)
-		t.b = nil
+		t.pool.put(tailMem{b: t.b, idx: t.idx})
+		t.b, t.idx = nil, nil
 	case n < 0:
 		panic("engine: tail-cache buffer released twice (a ReadResult copied and released twice?)")
 	}
@@ -160,6 +235,7 @@ func (c *tailCache) add(p *tailPool, s *logSegment, pos int64, data []byte, base
 		cur := c.bufs[k-1]
 		if used := cur.n.Load(); used+n <= int64(len(cur.b)) {
 			copy(cur.b[used:], data)
+			cur.index(used, data)
 			cur.n.Store(used + n)
 			return
 		}
@@ -167,18 +243,19 @@ func (c *tailCache) add(p *tailPool, s *logSegment, pos int64, data []byte, base
 	for len(c.bufs) > 0 && len(c.bufs) >= p.perLog() {
 		c.dropOldest()
 	}
-	b := p.get()
-	for b == nil && len(c.bufs) > 0 {
+	m := p.get()
+	for m.b == nil && len(c.bufs) > 0 {
 		c.dropOldest() // steal from our own oldest (returns unless read)
-		b = p.get()
+		m = p.get()
 	}
-	if b == nil {
+	if m.b == nil {
 		c.reset(s) // nothing to cache into: start again at the next append
 		return
 	}
-	t := &tailBuf{b: b, pos: pos, first: base, pool: p}
+	t := &tailBuf{b: m.b, idx: m.idx, pos: pos, first: base, pool: p}
 	t.refs.Store(1)
-	copy(b, data)
+	copy(m.b, data)
+	t.index(0, data)
 	t.n.Store(n)
 	c.mu.Lock()
 	c.bufs = append(c.bufs, t)
@@ -238,11 +315,31 @@ func (c *tailCache) read(s *logSegment, offset, bound, maxBytes int64, minOneBat
 	for i > 0 && c.bufs[i].first > offset {
 		i--
 	}
-	// Find the batch holding offset in bufs[i].
+	// Find the batch holding offset in bufs[i]: the first indexed batch
+	// whose last offset is >= offset (offsets increase through the
+	// buffer), or, past the index, by walking the headers after it.
 	t := c.bufs[i]
 	filled := min(t.n.Load(), max(segEnd-t.pos, 0))
+	ix := t.entries() // after n: covers b[:n]
 	at := int64(0)
-	for {
+	j := 0 // ix[j] is the batch at at, when j < len(ix)
+	if len(ix) > 0 {
+		d := offset - t.first // >= 0: bufs[i].first <= offset
+		lo, hi := 0, len(ix)
+		for lo < hi {
+			m := int(uint(lo+hi) >> 1)
+			if int64(ix[m].last) < d {
+				lo = m + 1
+			} else {
+				hi = m
+			}
+		}
+		j = lo
+		if j > 0 {
+			at = int64(ix[j-1].end)
+		}
+	}
+	for j == len(ix) {
 		if filled-at < record.HeaderSize {
 			// Not here (past the cached end, or an append moved on to a
 			// new buffer meanwhile): the file path answers.
@@ -257,19 +354,38 @@ func (c *tailCache) read(s *logSegment, offset, bound, maxBytes int64, minOneBat
 		}
 		at += int64(h.Size())
 	}
+	if filled-at < record.HeaderSize {
+		return false // found in the index, past the cached end
+	}
 	total := int64(0)
-	for ; i < len(c.bufs); i++ {
+	for first := true; i < len(c.bufs); i, first = i+1, false {
 		t = c.bufs[i]
 		filled = min(t.n.Load(), max(segEnd-t.pos, 0))
+		if !first {
+			ix, j = t.entries(), 0
+		}
 		from := at
 		stop := false
 		for filled-at >= record.HeaderSize {
-			h, err := record.ParseHeader(t.b[at : at+record.HeaderSize])
-			if err != nil || h.BaseOffset >= bound {
+			// The batch at at: from the index (its header was checked
+			// when it was indexed) or, past it, from its header.
+			var base, size int64
+			if j < len(ix) {
+				base = int64(binary.BigEndian.Uint64(t.b[at:]))
+				size = int64(ix[j].end) - at
+				j++
+			} else {
+				h, err := record.ParseHeader(t.b[at : at+record.HeaderSize])
+				if err != nil {
+					stop = true
+					break
+				}
+				base, size = h.BaseOffset, int64(h.Size())
+			}
+			if base >= bound {
 				stop = true
 				break
 			}
-			size := int64(h.Size())
 			if at+size > filled {
 				stop = true
 				break
