@@ -321,4 +321,3 @@ func TestSegmentsCarryFlushEpoch(t *testing.T) {
 		t.Fatal("no shared flush ran")
 	}
 }
-
