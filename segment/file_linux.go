@@ -13,30 +13,14 @@ import (
 // SyncFS makes every dirty page and every metadata change of the
 // filesystem holding f durable (syncfs(2)) and flushes the device's cache:
 // the shared flush of Options.SharedMeta segments.
-func SyncFS(f *os.File) error {
-	sc, err := f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var serr error
-	if err := sc.Control(func(fd uintptr) {
-		for {
-			serr = unix.Syncfs(int(fd))
-			if serr != unix.EINTR {
-				return
-			}
-		}
-	}); err != nil {
-		return err
-	}
-	if serr != nil {
-		return &os.PathError{Op: "syncfs", Path: f.Name(), Err: serr}
-	}
-	return nil
-}
+func SyncFS(f *os.File) error { return fdCall(f, "syncfs", unix.Syncfs) }
 
 // Fdatasync flushes file data and the metadata needed to read it back.
-func Fdatasync(f *os.File) error {
+func Fdatasync(f *os.File) error { return fdCall(f, "fdatasync", unix.Fdatasync) }
+
+// fdCall runs call on f's descriptor, again while it is interrupted
+// (EINTR); a failure is an *os.PathError naming op.
+func fdCall(f *os.File, op string, call func(fd int) error) error {
 	sc, err := f.SyscallConn()
 	if err != nil {
 		return err
@@ -44,7 +28,7 @@ func Fdatasync(f *os.File) error {
 	var serr error
 	if err := sc.Control(func(fd uintptr) {
 		for {
-			serr = unix.Fdatasync(int(fd))
+			serr = call(int(fd))
 			if serr != unix.EINTR {
 				return
 			}
@@ -53,7 +37,7 @@ func Fdatasync(f *os.File) error {
 		return err
 	}
 	if serr != nil {
-		return &os.PathError{Op: "fdatasync", Path: f.Name(), Err: serr}
+		return &os.PathError{Op: op, Path: f.Name(), Err: serr}
 	}
 	return nil
 }
