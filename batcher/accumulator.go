@@ -14,7 +14,7 @@ package batcher
 //	             producer id/sequence) into the Batch's reused buffer
 //	                                    ──► caller sends it ──► Release
 //
-// Keyed records go to KeyPartition(key, partitions), Kafka's murmur2
+// Keyed records go to partitioner.KeyPartition(key, partitions), Kafka's murmur2
 // partitioner. Keyless records use the KIP-480 sticky partitioner (what the
 // Java client did from 2.4 to 3.2, and franz-go's StickyKeyPartitioner): they
 // all go to one partition until the batch they are filling closes, then a
@@ -29,6 +29,7 @@ package batcher
 import (
 	"errors"
 	"fmt"
+	"github.com/stratalog/strata/partitioner"
 	"math"
 	"math/rand/v2"
 	"sync"
@@ -194,7 +195,7 @@ func (a *Accumulator) Append(now time.Time, timestampMs int64, key, value []byte
 	}
 	var p int32
 	if key != nil {
-		p = KeyPartition(key, a.cfg.Partitions)
+		p = partitioner.KeyPartition(key, a.cfg.Partitions)
 	} else {
 		p = a.stickyPartition(need)
 	}

@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/stratalog/strata/partitioner"
 	"net"
 	"os/exec"
 	"path/filepath"
@@ -24,7 +25,6 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/segmentio/kafka-go"
-	"github.com/stratalog/strata/batcher"
 	"github.com/twmb/franz-go/pkg/kadm"
 )
 
@@ -437,7 +437,7 @@ func kafkaGoRoundTrip(t *testing.T, ctx context.Context, b *broker, topic string
 	mu.Unlock()
 	ackedPer := map[int32]int64{}
 	for k, m := range acked {
-		if want := batcher.KeyPartition(m.Key, clientPartitions); k.p != want {
+		if want := partitioner.KeyPartition(m.Key, clientPartitions); k.p != want {
 			t.Fatalf("key %s acked on partition %d, murmur2 says %d", m.Key, k.p, want)
 		}
 		ackedPer[k.p]++
@@ -453,7 +453,7 @@ func kafkaGoRoundTrip(t *testing.T, ctx context.Context, b *broker, topic string
 			t.Fatalf("%d/%d: consumed key %s, acked %q (acked: %v)", r.partition, r.offset, r.key, want.Key, ok)
 		}
 	}
-	checkKeyedRecords(t, recs, clientRecords, func(k []byte) int32 { return batcher.KeyPartition(k, clientPartitions) })
+	checkKeyedRecords(t, recs, clientRecords, func(k []byte) int32 { return partitioner.KeyPartition(k, clientPartitions) })
 
 	for p := int32(0); p < clientPartitions; p++ {
 		conn, err := kafka.DialLeader(ctx, "tcp", b.addr, topic, int(p))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/stratalog/strata/partitioner"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,8 +12,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/stratalog/strata/batcher"
 )
 
 // confluentResult is the JSON line confluent/roundtrip.py prints.
@@ -46,7 +45,7 @@ func TestConfluentPythonRoundTrip(t *testing.T) {
 			runClientScript(t, b, pythonCommand(ctx, python, script, b.addr, topic, group, codec), &res)
 
 			recs := scriptRecords(t, res.Records, clientPartitions)
-			keyPartition := func(k []byte) int32 { return batcher.KeyPartition(k, clientPartitions) }
+			keyPartition := func(k []byte) int32 { return partitioner.KeyPartition(k, clientPartitions) }
 			perPartition := checkKeyedRecords(t, recs, clientRecords, keyPartition)
 
 			// Delivery reports: one per record, each at a distinct stored offset.
@@ -155,7 +154,7 @@ func TestConfluentPythonTransactions(t *testing.T) {
 		if key != "k"+strconv.Itoa(v%keys) {
 			t.Fatalf("record %v: key does not belong to value", r)
 		}
-		if want := batcher.KeyPartition([]byte(key), clientPartitions); int32(p) != want {
+		if want := partitioner.KeyPartition([]byte(key), clientPartitions); int32(p) != want {
 			t.Fatalf("record %v on partition %d, murmur2 says %d", r, p, want)
 		}
 		if prev, ok := last[key]; ok && v <= prev {

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"github.com/stratalog/strata/partitioner"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stratalog/strata/batcher"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -69,7 +69,7 @@ func TestKafkajsRoundTrip(t *testing.T) {
 
 			recs := consumeFromStart(t, ctx, b, topic, clientPartitions, clientRecords)
 			perPartition := checkKeyedRecords(t, recs, clientRecords,
-				func(k []byte) int32 { return batcher.KeyPartition(k, clientPartitions) })
+				func(k []byte) int32 { return partitioner.KeyPartition(k, clientPartitions) })
 
 			// Acks: 20 sends, each acking every partition it wrote to with the
 			// offset its batch landed at; per partition those must start at 0

@@ -4,13 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"github.com/stratalog/strata/partitioner"
 	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/stratalog/strata/batcher"
 )
 
 // TestKcatRoundTrip produces and consumes with kcat (librdkafka), plain and
@@ -58,7 +57,7 @@ func TestKcatRoundTrip(t *testing.T) {
 				}
 				p, _ := strconv.Atoi(f[0])
 				key := f[1]
-				if want := batcher.KeyPartition([]byte(key), partitions); int32(p) != want {
+				if want := partitioner.KeyPartition([]byte(key), partitions); int32(p) != want {
 					t.Fatalf("key %s on partition %d, murmur2 says %d", key, p, want)
 				}
 				seq, _ := strconv.Atoi(strings.SplitN(f[2], "-", 2)[0])

@@ -4,13 +4,13 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"github.com/stratalog/strata/partitioner"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/stratalog/strata/batcher"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -119,7 +119,7 @@ func consumeKeyed(ctx context.Context, t *testing.T, b *broker, topic string, pa
 		fs.EachRecord(func(rec *kgo.Record) {
 			total++
 			key := string(rec.Key)
-			if want := batcher.KeyPartition(rec.Key, partitions); rec.Partition != want {
+			if want := partitioner.KeyPartition(rec.Key, partitions); rec.Partition != want {
 				t.Fatalf("key %s on partition %d, Kafka's partitioner says %d", key, rec.Partition, want)
 			}
 			var k int

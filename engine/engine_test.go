@@ -2,13 +2,12 @@ package engine
 
 import (
 	"errors"
+	"github.com/stratalog/strata/partitioner"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
-
-	"github.com/stratalog/strata/batcher"
 )
 
 func TestTopicsPersistAcrossReopen(t *testing.T) {
@@ -165,7 +164,7 @@ func TestEmbeddedProduceConsume(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := batcher.KeyPartition(k, 4); p != want {
+		if want := partitioner.KeyPartition(k, 4); p != want {
 			t.Fatalf("key %q went to partition %d, murmur2 says %d", k, p, want)
 		}
 		if off != offsets[p] {
@@ -187,7 +186,7 @@ func TestEmbeddedProduceConsume(t *testing.T) {
 	if len(seen) != 4 {
 		t.Fatalf("nil keys hit partitions %v, want all 4 round-robin", seen)
 	}
-	p := batcher.KeyPartition([]byte("user-1"), 4)
+	p := partitioner.KeyPartition([]byte("user-1"), 4)
 	recs, err := tp.Consume(p, 0, 1000)
 	if err != nil {
 		t.Fatal(err)

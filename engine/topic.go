@@ -2,12 +2,12 @@ package engine
 
 import (
 	"fmt"
+	"github.com/stratalog/strata/partitioner"
 	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/stratalog/strata/batcher"
 	"github.com/stratalog/strata/record"
 )
 
@@ -102,7 +102,7 @@ func (t *Topic) Produce(key, value []byte) (partition int32, offset int64, err e
 		return -1, -1, fmt.Errorf("%w: %s", ErrUnknownTopic, t.name)
 	}
 	if key != nil {
-		partition = batcher.KeyPartition(key, n)
+		partition = partitioner.KeyPartition(key, n)
 	} else {
 		partition = int32((t.rr.Add(1) - 1) % uint32(n))
 	}

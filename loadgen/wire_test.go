@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/stratalog/strata/partitioner"
 	"io"
 	"net"
 	"sync"
@@ -25,7 +26,7 @@ func testBatches(t testing.TB, acc *batcher.Accumulator, n int) []*batcher.Batch
 		// Keyed so each batch lands on a known partition: find keys by trial.
 		for i := 0; ; i++ {
 			key := fmt.Appendf(nil, "k%d", i)
-			if batcher.KeyPartition(key, acc.Partitions()) == int32(p) {
+			if partitioner.KeyPartition(key, acc.Partitions()) == int32(p) {
 				for j := range 3 {
 					acc.Append(now, now.UnixMilli(), key, bytes.Repeat([]byte{byte(p)}, 100+j), int64(j))
 				}

@@ -10,13 +10,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-
-	"github.com/stratalog/strata/engine"
 )
 
-// BlockFileName is FileBlockSource's file in the data directory (the
-// engine's Open leaves it alone).
-const BlockFileName = engine.ProducerIDBlockFile
+// BlockFileName is FileBlockSource's file in the data directory. The
+// engine's Open leaves a file of this name alone (engine.ProducerIDBlockFile:
+// the two names must stay equal, TestBlockFileNameIsTheEngines).
+const BlockFileName = "producer-id-block"
 
 // maxBlockFileBytes bounds what is read of the file.
 const maxBlockFileBytes = 4096

@@ -1,16 +1,13 @@
-// Package batcher builds record batches on the producing side.
-//
-// It holds Kafka's default keyed partitioner: Murmur2 and KeyPartition
-// compute exactly what the Java client's DefaultPartitioner /
+// Package partitioner holds Kafka's default keyed partitioner: Murmur2 and
+// KeyPartition compute exactly what the Java client's DefaultPartitioner /
 // BuiltInPartitioner and franz-go's StickyKeyPartitioner compute, so a
 // record keyed "user-1" lands on the same partition whichever client (or
-// Strata's own load generator and embedded API) produced it.
-//
-// and the producer-side Accumulator (accumulator.go): per-partition
-// record.Builder batches closed by linger time and size, with time passed in
-// as an input rather than read from a clock. Murmur2 and KeyPartition are
-// pure functions, safe for concurrent use, and never allocate.
-package batcher
+// Strata's own load generator, batcher and embedded engine API) produced
+// it. It is a leaf package so that the engine (the embedded API's
+// Topic.Produce) and the producer side (batcher) share it without either
+// importing the other. Both functions are pure, safe for concurrent use,
+// and never allocate.
+package partitioner
 
 // Murmur2 is the 32-bit MurmurHash2 with Kafka's seed 0x9747b28c, reading
 // the input as little-endian 4-byte words, exactly as
@@ -56,7 +53,7 @@ func Murmur2(b []byte) uint32 {
 // division would.
 func KeyPartition(key []byte, partitions int32) int32 {
 	if partitions <= 0 {
-		panic("batcher.KeyPartition: partitions must be positive")
+		panic("partitioner.KeyPartition: partitions must be positive")
 	}
 	return int32(Murmur2(key)&0x7fffffff) % partitions
 }
