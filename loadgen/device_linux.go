@@ -10,18 +10,18 @@ import (
 	"time"
 
 	"github.com/stratalog/strata/internal/uring"
-	"golang.org/x/sys/unix"
+	"github.com/stratalog/strata/segment"
 )
 
 // lookupDevice finds the block device dir's filesystem is on: st_dev's
 // major:minor in /proc/diskstats. Filesystems without one of their own
 // (tmpfs, overlay, NFS, btrfs' anonymous device numbers) are not there.
 func lookupDevice(dir string) (*blockDevice, error) {
-	var st unix.Stat_t
-	if err := unix.Stat(dir, &st); err != nil {
+	dev, err := segment.DeviceOf(dir)
+	if err != nil {
 		return nil, err
 	}
-	major, minor := unix.Major(st.Dev), unix.Minor(st.Dev)
+	major, minor := segment.DeviceNumbers(dev)
 	text, err := os.ReadFile(diskstatsPath)
 	if err != nil {
 		return nil, err
@@ -78,13 +78,9 @@ func probeDevice(ctx context.Context, dir string, total int64, maxTime time.Dura
 			err = errors.Join(err, rerr)
 		}
 	}()
-	osf, err := os.OpenFile(name, os.O_RDWR|unix.O_DIRECT, 0)
+	osf, err := segment.OpenDirectAllocated(name, total)
 	if err != nil {
-		return nil, fmt.Errorf("the filesystem of %s refuses O_DIRECT: %w", dir, err)
-	}
-	if err := unix.Fallocate(int(osf.Fd()), 0, 0, total); err != nil {
-		osf.Close()
-		return nil, fmt.Errorf("fallocate of %d bytes in %s: %w", total, dir, err)
+		return nil, fmt.Errorf("an O_DIRECT file of %d allocated bytes in %s: %w", total, dir, err)
 	}
 	if err := osf.Sync(); err != nil { // the allocation is not what is measured
 		osf.Close()

@@ -1,13 +1,12 @@
 package engine
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
+	"github.com/stratalog/strata/segment"
 )
 
 // ext4NoJournal agrees with jbd2: an ext4 filesystem has a journal exactly
@@ -23,15 +22,10 @@ func TestExt4NoJournal(t *testing.T) {
 		}
 		return
 	}
-	dev, err := deviceOf(dir)
-	if err != nil {
-		t.Fatal(err)
+	name := segment.DeviceName(dir)
+	if name == "" {
+		t.Fatalf("no block device name for %s", dir)
 	}
-	link, err := os.Readlink(fmt.Sprintf("/sys/dev/block/%d:%d", unix.Major(dev), unix.Minor(dev)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	name := filepath.Base(link)
 	journaled := false
 	entries, _ := os.ReadDir("/proc/fs/jbd2")
 	for _, e := range entries {
