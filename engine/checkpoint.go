@@ -2,12 +2,11 @@ package engine
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/stratalog/strata/internal/vfs"
 	"io"
 	"os"
 	"path/filepath"
@@ -38,79 +37,14 @@ type topicPartition struct {
 	Partition int32
 }
 
-// writeFileAtomic replaces path with data: write path.tmp, fsync it, rename
-// it over path, fsync the directory.
-func writeFileAtomic(path string, data []byte) error {
-	tmp := tmpPath(path)
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	_, werr := f.Write(data)
-	if werr == nil {
-		werr = f.Sync()
-	}
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr != nil {
-		os.Remove(tmp)
-		return werr
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return syncDir(filepath.Dir(path))
-}
-
-// tmpPath is path+".tmp", or a hashed name when that would pass the
-// 255-byte file name limit (a 249-character topic's file).
-func tmpPath(path string) string {
-	dir, base := filepath.Split(path)
-	if len(base)+len(tmpSuffix) <= maxFileNameLen {
-		return path + tmpSuffix
-	}
-	sum := sha256.Sum256([]byte(base))
-	return filepath.Join(dir, "."+hex.EncodeToString(sum[:16])+tmpSuffix)
-}
-
 // sideName renames a directory entry aside: name (cut to fit the 255-byte
 // limit) + "." + tag + suffix, so the suffix is always intact.
 func sideName(dir, name, tag, suffix string) string {
-	keep := maxFileNameLen - len(tag) - len(suffix) - 1
+	keep := vfs.MaxFileNameLen - len(tag) - len(suffix) - 1
 	if len(name) > keep {
 		name = name[:keep]
 	}
 	return filepath.Join(dir, name+"."+tag+suffix)
-}
-
-const maxFileNameLen = 255
-
-// syncDir fsyncs a directory so entries created, renamed or removed in it are durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
-// syncPath fsyncs a file by path (used for index files after they were trimmed).
-func syncPath(path string) error {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		return err
-	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // readSmallFile reads a metadata file, refusing files past maxMetaFileBytes.

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"github.com/stratalog/strata/internal/vfs"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -95,10 +96,10 @@ func TestEpochCache(t *testing.T) {
 func TestWriteFileAtomicLongName(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, strings.Repeat("t", 249)+".json")
-	if err := writeFileAtomic(path, []byte("x")); err != nil {
+	if err := vfs.WriteFileAtomic(path, []byte("x")); err != nil {
 		t.Fatal(err)
 	}
-	if err := writeFileAtomic(path, []byte("y")); err != nil {
+	if err := vfs.WriteFileAtomic(path, []byte("y")); err != nil {
 		t.Fatal(err)
 	}
 	got, err := os.ReadFile(path)

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/stratalog/strata/internal/vfs"
 	"hash/crc32"
 	"io"
 	"math"
@@ -272,7 +273,7 @@ func (e *Engine) setCleanPoint(l *Log, off int64) error {
 	}
 	c.points = live
 	path := filepath.Join(e.dir, cleanerCheckpointFile)
-	return e.syncFile(path, func() error { return writeFileAtomic(path, formatOffsetCheckpoint(live)) })
+	return e.syncFile(path, func() error { return vfs.WriteFileAtomic(path, formatOffsetCheckpoint(live)) })
 }
 
 // forgetCleanPoints drops the clean points of a deleted topic and rewrites
@@ -294,7 +295,7 @@ func (e *Engine) forgetCleanPoints(topic string) {
 		return
 	}
 	path := filepath.Join(e.dir, cleanerCheckpointFile)
-	if err := e.syncFile(path, func() error { return writeFileAtomic(path, formatOffsetCheckpoint(c.points)) }); err != nil {
+	if err := e.syncFile(path, func() error { return vfs.WriteFileAtomic(path, formatOffsetCheckpoint(c.points)) }); err != nil {
 		e.logger.Warn("rewriting "+cleanerCheckpointFile, "err", err)
 	}
 }
@@ -917,7 +918,7 @@ func (w *segmentRewriter) swap(group []*logSegment, ns *logSegment, size int64) 
 			return err
 		}
 	}
-	if err := e.syncFile(l.dir, func() error { return syncDir(l.dir) }); err != nil {
+	if err := e.syncFile(l.dir, func() error { return vfs.SyncDir(l.dir) }); err != nil {
 		l.mu.Unlock()
 		return e.ioFailure("syncing "+l.dir, err)
 	}
@@ -939,7 +940,7 @@ func (w *segmentRewriter) swap(group []*logSegment, ns *logSegment, size int64) 
 			return e.ioFailure("renaming "+p+swapSuffix, err)
 		}
 	}
-	if err := e.syncFile(l.dir, func() error { return syncDir(l.dir) }); err != nil {
+	if err := e.syncFile(l.dir, func() error { return vfs.SyncDir(l.dir) }); err != nil {
 		l.mu.Unlock()
 		return e.ioFailure("syncing "+l.dir, err)
 	}
@@ -1035,7 +1036,7 @@ func promoteSwapFiles(dir string) error {
 			}
 		}
 	}
-	return syncDir(dir)
+	return vfs.SyncDir(dir)
 }
 
 // lastOffsetOf walks the batch headers of a complete (synced) segment file

@@ -30,6 +30,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"github.com/stratalog/strata/internal/vfs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -86,7 +87,7 @@ func (e *Engine) createHostedLogs(t *Topic, hosted []int32, logs []*Log) ([]*Log
 		logs[p] = l
 		created = append(created, l)
 	}
-	if err := syncDir(e.dir); err != nil {
+	if err := vfs.SyncDir(e.dir); err != nil {
 		e.discardLogs(created)
 		return nil, e.ioFailure("syncing "+e.dir, err)
 	}
@@ -137,7 +138,7 @@ func (e *Engine) HostPartition(name string, p int32) (*Log, error) {
 	if err != nil {
 		return nil, e.ioFailure("creating "+partitionDirName(name, p), err)
 	}
-	if err := syncDir(e.dir); err != nil {
+	if err := vfs.SyncDir(e.dir); err != nil {
 		e.discardLogs([]*Log{l})
 		return nil, e.ioFailure("syncing "+e.dir, err)
 	}
@@ -184,7 +185,7 @@ func (e *Engine) DropPartition(name string, p int32) error {
 		e.logger.Warn("renaming dropped partition", "path", l.dir, "err", err)
 		to = l.dir
 	}
-	if err := syncDir(e.dir); err != nil {
+	if err := vfs.SyncDir(e.dir); err != nil {
 		e.logger.Warn("syncing data directory", "err", err)
 	}
 	if err := os.RemoveAll(to); err != nil {
@@ -226,7 +227,7 @@ func formatTopicMetaOf(t *Topic, partitions int32, configs map[string]string) []
 // total partitions. Caller holds adminMu.
 func writeFileAtomicReplicasOnly(e *Engine, t *Topic, total int32) error {
 	data := formatTopicMetaFlags(t.name, t.id, total, *t.overrides.Load(), true)
-	if err := writeFileAtomic(e.topicFile(t.name), data); err != nil {
+	if err := vfs.WriteFileAtomic(e.topicFile(t.name), data); err != nil {
 		return e.ioFailure("writing topic "+t.name, err)
 	}
 	return nil
@@ -250,7 +251,7 @@ func (e *Engine) forgetCleanPoint(tp topicPartition) {
 	}
 	delete(c.points, tp)
 	path := filepath.Join(e.dir, cleanerCheckpointFile)
-	if err := e.syncFile(path, func() error { return writeFileAtomic(path, formatOffsetCheckpoint(c.points)) }); err != nil {
+	if err := e.syncFile(path, func() error { return vfs.WriteFileAtomic(path, formatOffsetCheckpoint(c.points)) }); err != nil {
 		e.logger.Warn("rewriting "+cleanerCheckpointFile, "err", err)
 	}
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"github.com/stratalog/strata/internal/vfs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -66,7 +67,7 @@ func openDevFlush(dir string, metadata bool) (*devFlush, error) {
 	if err := f.Sync(); err != nil {
 		return fail(err)
 	}
-	if err := syncDir(dir); err != nil {
+	if err := vfs.SyncDir(dir); err != nil {
 		return fail(err)
 	}
 	dev, err := deviceOf(dir)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/stratalog/strata/index"
+	"github.com/stratalog/strata/internal/vfs"
 	"log/slog"
 	"maps"
 	"os"
@@ -260,7 +261,7 @@ func (e *Engine) load() error {
 			return fmt.Errorf("engine: %w", err)
 		}
 	}
-	if err := syncDir(e.dir); err != nil {
+	if err := vfs.SyncDir(e.dir); err != nil {
 		return fmt.Errorf("engine: %w", err)
 	}
 	if err := e.writeRecoveryCheckpoint(); err != nil {
@@ -446,7 +447,7 @@ func (e *Engine) writeRecoveryCheckpoint() error {
 		m[topicPartition{l.topic, l.part}] = l.durable.Load()
 	}
 	return e.syncFile(filepath.Join(e.dir, recoveryPointFile), func() error {
-		return writeFileAtomic(filepath.Join(e.dir, recoveryPointFile), formatOffsetCheckpoint(m))
+		return vfs.WriteFileAtomic(filepath.Join(e.dir, recoveryPointFile), formatOffsetCheckpoint(m))
 	})
 }
 
@@ -460,7 +461,7 @@ func (e *Engine) writeLogStartCheckpoint() error {
 		m[topicPartition{l.topic, l.part}] = l.logStart.Load()
 	}
 	path := filepath.Join(e.dir, logStartFile)
-	if err := e.syncFile(path, func() error { return writeFileAtomic(path, formatOffsetCheckpoint(m)) }); err != nil {
+	if err := e.syncFile(path, func() error { return vfs.WriteFileAtomic(path, formatOffsetCheckpoint(m)) }); err != nil {
 		return e.ioFailure("writing "+logStartFile, err)
 	}
 	return nil
@@ -511,7 +512,7 @@ func (e *Engine) Close() error {
 			}
 		}
 		if len(errs) == 0 {
-			errs = append(errs, writeFileAtomic(filepath.Join(e.dir, cleanShutdownFile), nil))
+			errs = append(errs, vfs.WriteFileAtomic(filepath.Join(e.dir, cleanShutdownFile), nil))
 		} else {
 			e.logger.Warn("not writing the clean shutdown marker", "err", errors.Join(errs...))
 			errs = nil
@@ -553,7 +554,7 @@ func (e *Engine) closeLogs(logs []*Log, syncIdx bool) []error {
 					continue
 				}
 				for _, p := range []string{active.offPath, active.timPath} {
-					if err := e.syncFile(p, func() error { return syncPath(p) }); err != nil {
+					if err := e.syncFile(p, func() error { return vfs.SyncPath(p) }); err != nil {
 						mu.Lock()
 						errs = append(errs, err)
 						mu.Unlock()
@@ -638,7 +639,7 @@ func (e *Engine) createTopic(name string, id [16]byte, partitions int32, configs
 	if err != nil {
 		return nil, err
 	}
-	if err := writeFileAtomic(e.topicFile(name), formatTopicMetaOf(t, partitions, overrides)); err != nil {
+	if err := vfs.WriteFileAtomic(e.topicFile(name), formatTopicMetaOf(t, partitions, overrides)); err != nil {
 		e.discardLogs(created)
 		return nil, e.ioFailure("writing topic "+name, err)
 	}
@@ -681,7 +682,7 @@ func (e *Engine) createLogs(t *Topic, from, to int32) ([]*Log, error) {
 		}
 		logs = append(logs, l)
 	}
-	if err := syncDir(e.dir); err != nil {
+	if err := vfs.SyncDir(e.dir); err != nil {
 		e.discardLogs(logs)
 		return nil, e.ioFailure("syncing "+e.dir, err)
 	}
@@ -713,7 +714,7 @@ func (e *Engine) DeleteTopic(name string) error {
 	if err := os.Remove(e.topicFile(name)); err != nil {
 		return e.ioFailure("deleting topic "+name, err)
 	}
-	if err := syncDir(filepath.Join(e.dir, topicsDirName)); err != nil {
+	if err := vfs.SyncDir(filepath.Join(e.dir, topicsDirName)); err != nil {
 		return e.ioFailure("deleting topic "+name, err)
 	}
 	e.mu.Lock()
@@ -733,7 +734,7 @@ func (e *Engine) DeleteTopic(name string) error {
 		}
 		dirs = append(dirs, to)
 	}
-	if err := syncDir(e.dir); err != nil {
+	if err := vfs.SyncDir(e.dir); err != nil {
 		e.logger.Warn("syncing data directory", "err", err)
 	}
 	for _, d := range dirs {
@@ -778,7 +779,7 @@ func (e *Engine) CreatePartitions(name string, total int32) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(e.topicFile(name), formatTopicMetaOf(t, total, *t.overrides.Load())); err != nil {
+	if err := vfs.WriteFileAtomic(e.topicFile(name), formatTopicMetaOf(t, total, *t.overrides.Load())); err != nil {
 		e.discardLogs(added)
 		return e.ioFailure("writing topic "+name, err)
 	}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"github.com/stratalog/strata/internal/vfs"
 	"math"
 	"os"
 	"sync"
@@ -394,7 +395,7 @@ func (e *Engine) finishJob(j *flushJob) {
 	j.segs = j.segs[:0]
 	err := j.err
 	if err == nil && j.syncDir {
-		err = e.syncFile(l.dir, func() error { return syncDir(l.dir) })
+		err = e.syncFile(l.dir, func() error { return vfs.SyncDir(l.dir) })
 	}
 	if err != nil {
 		l.mu.Lock()
@@ -669,7 +670,7 @@ func (e *Engine) syncSegment(s *logSegment, sealed bool) error {
 		return nil
 	}
 	for _, p := range []string{offPath, timPath} {
-		if err := e.syncFile(p, func() error { return syncPath(p) }); err != nil {
+		if err := e.syncFile(p, func() error { return vfs.SyncPath(p) }); err != nil {
 			return err
 		}
 	}

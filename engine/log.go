@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"github.com/stratalog/strata/internal/vfs"
 	"math"
 	"os"
 	"path/filepath"
@@ -998,7 +999,7 @@ func containsSegment(segs []*logSegment, s *logSegment) bool {
 
 // writeEpochCheckpoint persists the leader-epoch cache. Caller holds mu.
 func (l *Log) writeEpochCheckpoint() error {
-	return writeFileAtomic(filepath.Join(l.dir, epochCheckpoint), formatEpochCheckpoint(l.epochs.entries))
+	return vfs.WriteFileAtomic(filepath.Join(l.dir, epochCheckpoint), formatEpochCheckpoint(l.epochs.entries))
 }
 
 // shutdown closes the log: Append fails, waiters get err, and the log's

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"github.com/stratalog/strata/internal/vfs"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -17,7 +18,7 @@ const (
 	indexSuffix     = ".index"
 	timeIndexSuffix = ".timeindex"
 	deletedSuffix   = ".deleted"
-	tmpSuffix       = ".tmp"
+	tmpSuffix       = vfs.TmpSuffix
 	deleteDirSuffix = "-delete"
 	strayDirSuffix  = "-stray"
 	segmentNameLen  = 20

@@ -101,6 +101,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/stratalog/strata/internal/vfs"
 	"hash/crc32"
 	"io"
 	"math"
@@ -670,7 +671,7 @@ func (l *Log) snapshotProducers() {
 	}
 	path := l.snapshotPath(end)
 	data := encodeProducerSnapshot(end, ps.entries)
-	if err := writeFileNoSync(path, data); err != nil {
+	if err := vfs.ReplaceFileNoSync(path, data); err != nil {
 		l.e.logger.Warn("writing producer snapshot", "path", path, "err", err)
 		return
 	}
@@ -688,21 +689,6 @@ func (l *Log) removeSnapshot(offset int64) {
 	if err := os.Remove(l.snapshotPath(offset)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		l.e.logger.Warn("removing producer snapshot", "log", l.String(), "offset", offset, "err", err)
 	}
-}
-
-// writeFileNoSync replaces path with data through a temporary file and a
-// rename, without fsync (the reader checks a CRC).
-func writeFileNoSync(path string, data []byte) error {
-	tmp := tmpPath(path)
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return nil
 }
 
 // closeProducers writes the final snapshot at a clean Close. Caller holds mu.

@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"github.com/stratalog/strata/internal/vfs"
 	"math"
 	"os"
 	"path/filepath"
@@ -41,14 +42,14 @@ func (e *Engine) createLog(t *Topic, p int32) (*Log, error) {
 	if err := os.Mkdir(l.dir, 0o755); err != nil {
 		return nil, err
 	}
-	if err := writeFileAtomic(filepath.Join(l.dir, partitionMetaFile), formatPartitionMetadata(t.id)); err != nil {
+	if err := vfs.WriteFileAtomic(filepath.Join(l.dir, partitionMetaFile), formatPartitionMetadata(t.id)); err != nil {
 		return nil, err
 	}
 	s, err := l.createSegment(0)
 	if err != nil {
 		return nil, err
 	}
-	if err := syncDir(l.dir); err != nil {
+	if err := vfs.SyncDir(l.dir); err != nil {
 		s.release()
 		return nil, err
 	}
@@ -149,7 +150,7 @@ func (e *Engine) openLog(t *Topic, p int32, rp, logStart int64, clean bool) (*Lo
 	}
 	metaPath := filepath.Join(l.dir, partitionMetaFile)
 	if _, err := os.Stat(metaPath); errors.Is(err, os.ErrNotExist) {
-		if err := writeFileAtomic(metaPath, formatPartitionMetadata(t.id)); err != nil {
+		if err := vfs.WriteFileAtomic(metaPath, formatPartitionMetadata(t.id)); err != nil {
 			return nil, err
 		}
 	}
@@ -178,7 +179,7 @@ func (e *Engine) openLog(t *Topic, p int32, rp, logStart int64, clean bool) (*Lo
 		if err != nil {
 			return nil, err
 		}
-		if err := syncDir(l.dir); err != nil {
+		if err := vfs.SyncDir(l.dir); err != nil {
 			s.release()
 			return nil, err
 		}
@@ -324,7 +325,7 @@ func (l *Log) recoverSegments(pf partitionFiles, rp int64, clean bool) ([]*logSe
 		}
 	}
 	if walkedAny {
-		if err := l.e.syncFile(l.dir, func() error { return syncDir(l.dir) }); err != nil {
+		if err := l.e.syncFile(l.dir, func() error { return vfs.SyncDir(l.dir) }); err != nil {
 			return segs, 0, err
 		}
 	}

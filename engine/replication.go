@@ -44,6 +44,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"github.com/stratalog/strata/internal/vfs"
 	"math"
 	"os"
 	"path/filepath"
@@ -794,7 +795,7 @@ func (l *Log) MarkDamaged() error {
 	l.repl.damagedMu.Lock()
 	defer l.repl.damagedMu.Unlock()
 	l.repl.damaged.Store(2)
-	return writeFileAtomic(filepath.Join(l.dir, damagedFile), []byte("damaged\n"))
+	return vfs.WriteFileAtomic(filepath.Join(l.dir, damagedFile), []byte("damaged\n"))
 }
 
 // ClearDamaged removes the damaged mark (the replica re-fetched past the
@@ -808,7 +809,7 @@ func (l *Log) ClearDamaged() error {
 		return err
 	}
 	if err == nil {
-		return syncDir(l.dir)
+		return vfs.SyncDir(l.dir)
 	}
 	return nil
 }

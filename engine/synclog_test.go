@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"github.com/stratalog/strata/internal/vfs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,14 +26,14 @@ func TestSyncLogRecordsAndCuts(t *testing.T) {
 	}
 	seg := segmentFileName(part, 0, logSuffix)
 	os.WriteFile(seg, make([]byte, 100), 0o644)
-	if err := e.syncFile(seg, func() error { return syncPath(seg) }); err != nil {
+	if err := e.syncFile(seg, func() error { return vfs.SyncPath(seg) }); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.syncFile(part, func() error { return syncDir(part) }); err != nil {
+	if err := e.syncFile(part, func() error { return vfs.SyncDir(part) }); err != nil {
 		t.Fatal(err)
 	}
 	ck := filepath.Join(dir, "recovery-point-offset-checkpoint")
-	if err := e.syncFile(ck, func() error { return writeFileAtomic(ck, []byte("0\n0\n")) }); err != nil {
+	if err := e.syncFile(ck, func() error { return vfs.WriteFileAtomic(ck, []byte("0\n0\n")) }); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.close(); err != nil {

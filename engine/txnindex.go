@@ -40,6 +40,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/stratalog/strata/internal/vfs"
 	"io"
 	"os"
 
@@ -189,7 +190,7 @@ func (l *Log) cutTxnIndex(s *logSegment, end int64) {
 	path := s.txnPathOf()
 	err := os.Truncate(path, int64(k*txnIndexEntryBytes))
 	if err == nil {
-		err = syncPath(path)
+		err = vfs.SyncPath(path)
 	}
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		l.e.logger.Warn("truncating aborted transaction index", "path", path, "err", err)

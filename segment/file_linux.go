@@ -73,9 +73,6 @@ func fallocateKeepSize(f *os.File, size int64) (bool, error) {
 	}
 }
 
-// dirSyncSupported: fsync on a directory is meaningful and must succeed.
-const dirSyncSupported = true
-
 // openDirect opens path for O_DIRECT writes (the ring appender's write
 // descriptor); create makes and truncates it.
 func openDirect(path string, create bool) (*os.File, error) {

@@ -19,10 +19,6 @@ func Fdatasync(f *os.File) error { return f.Sync() }
 // fallocateKeepSize is not available here; appends allocate blocks as they go.
 func fallocateKeepSize(*os.File, int64) (bool, error) { return false, nil }
 
-// dirSyncSupported is false where fsync on a directory may be refused
-// (Windows, some BSD setups); errors from it are then ignored.
-const dirSyncSupported = false
-
 // openDirect is not available here: O_DIRECT is Linux-only.
 func openDirect(path string, create bool) (*os.File, error) {
 	return nil, errors.ErrUnsupported

@@ -3,6 +3,7 @@ package segment
 import (
 	"errors"
 	"fmt"
+	"github.com/stratalog/strata/internal/vfs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -106,7 +107,7 @@ func CreateWith(path string, prealloc int64, o Options) (*Segment, error) {
 			return nil, err
 		}
 	}
-	if err := syncDir(filepath.Dir(path)); err != nil {
+	if err := vfs.SyncDir(filepath.Dir(path)); err != nil {
 		s.Close()
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package segment
 import (
 	"errors"
 	"fmt"
+	"github.com/stratalog/strata/internal/vfs"
 	"io"
 	"os"
 	"path/filepath"
@@ -93,7 +94,7 @@ func createPwrite(path string, prealloc int64) (*Segment, error) {
 			return nil, err
 		}
 	}
-	if err := syncDir(filepath.Dir(path)); err != nil {
+	if err := vfs.SyncDir(filepath.Dir(path)); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -503,11 +504,11 @@ func (s *Segment) Rename(newPath string) error {
 	}
 	s.path.Store(&newPath)
 	dir := filepath.Dir(newPath)
-	if err := syncDir(dir); err != nil {
+	if err := vfs.SyncDir(dir); err != nil {
 		return err
 	}
 	if od := filepath.Dir(old); od != dir {
-		return syncDir(od)
+		return vfs.SyncDir(od)
 	}
 	return nil
 }
@@ -578,19 +579,3 @@ func (s *Segment) Durable() int64 {
 }
 
 func (s *Segment) stickyErr() error { return fmt.Errorf("%w: %w", ErrFailed, *s.failed.Load()) }
-
-// syncDir fsyncs a directory so entries created or renamed in it are durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil && !dirSyncSupported {
-		return nil
-	}
-	return err
-}

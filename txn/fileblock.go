@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/stratalog/strata/internal/vfs"
 	"math"
 	"os"
 	"path/filepath"
@@ -74,7 +75,7 @@ func (s *FileBlockSource) AllocateBlock(ctx context.Context) (Block, error) {
 		return Block{}, ErrIDsExhausted
 	}
 	b := Block{First: s.next, Size: BlockSize}
-	if err := writeFileDurable(s.path, formatBlockFile(b.First+b.Size)); err != nil {
+	if err := vfs.WriteFileAtomic(s.path, formatBlockFile(b.First+b.Size)); err != nil {
 		return Block{}, fmt.Errorf("txn: persisting producer id block: %w", err)
 	}
 	s.next = b.First + b.Size
@@ -127,38 +128,4 @@ func parseBlockFile(b []byte) (int64, error) {
 		return 0, fmt.Errorf("%w: next_producer_id %q", errBlockFile, v)
 	}
 	return next, nil
-}
-
-// writeFileDurable replaces path with data: temporary file, fsync, rename,
-// fsync of the directory.
-func writeFileDurable(path string, data []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	_, werr := f.Write(data)
-	if werr == nil {
-		werr = f.Sync()
-	}
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr != nil {
-		os.Remove(tmp)
-		return werr
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	serr := d.Sync()
-	if cerr := d.Close(); serr == nil {
-		serr = cerr
-	}
-	return serr
 }

@@ -23,6 +23,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"github.com/stratalog/strata/internal/vfs"
 	"io"
 	"math"
 	"net"
@@ -531,24 +532,5 @@ func LoadOrCreateMeta(dir string, nodeID int32) (MetaProperties, error) {
 	}
 	m := MetaProperties{NodeID: nodeID, ClusterID: base64.RawURLEncoding.EncodeToString(id[:])}
 	body := fmt.Sprintf("#Written by strata\nversion=1\nnode.id=%d\ncluster.id=%s\n", m.NodeID, m.ClusterID)
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(body), 0o644); err != nil {
-		return MetaProperties{}, err
-	}
-	if err := syncFile(tmp); err != nil {
-		return MetaProperties{}, err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return MetaProperties{}, err
-	}
-	return m, syncFile(dir)
-}
-
-func syncFile(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return f.Sync()
+	return m, vfs.WriteFileAtomic(path, []byte(body))
 }

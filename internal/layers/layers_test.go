@@ -99,10 +99,11 @@ func TestLayersImportDownward(t *testing.T) {
 		"partitioner":    {},
 		"netpoll":        {},
 		"controller":     {},
-		"segment":        {"internal/uring", "record"},
-		"engine":         {"index", "internal/uring", "partitioner", "record", "segment"},
+		"internal/vfs":   {},
+		"segment":        {"internal/uring", "internal/vfs", "record"},
+		"engine":         {"index", "internal/uring", "internal/vfs", "partitioner", "record", "segment"},
 		"batcher":        {"partitioner", "record"},
-		"txn":            {"record"},
+		"txn":            {"internal/vfs", "record"},
 		"replica":        {"engine", "record"},
 	}
 	for _, f := range moduleFiles(t) {
