@@ -88,114 +88,24 @@
 //     and fdatasyncs the next reservation step in the background so appends
 //     only ever rewrite written blocks.
 //
-// # Measurements and the default
+// # The default
 //
-// BenchmarkAppender (bench_ring_linux_test.go, -benchtime=2s -count=2, the
-// two runs' mean; 2-vCPU virtio VM shared with other engineers' builds and
-// load tests, so MB/s varies by +-20 % between runs): appends of one 1 KiB
-// or 64 KiB batch into segments created as the engine does (1 GiB limit,
-// 16 MiB reservation steps, a new file every 256 MiB). "sync/MiB" calls Sync
-// after every MiB appended on the appending goroutine; "flusher" calls Sync
-// from another goroutine every 2 ms when something was appended (the
-// engine's flusher). cpu is CPU-seconds per GiB appended (getrusage of the
-// process, kernel io-wq workers included); sync p50/p99 in ms.
-//
-//	                      no sync          sync/MiB                 flusher (2 ms)
-//	backend, append    MB/s  cpu     MB/s  cpu  p50 / p99 ms     MB/s  cpu  p50 / p99 ms
-//	pwrite      1 KiB   343  2.26     196  2.66  1.6 /  9.6       393  2.70  2.0 /  11
-//	pwrite     64 KiB  2848  0.33     525  0.60  1.1 /  3.6       947  0.41   26 / 151
-//	ring buf    1 KiB    11  65         9  87    1.8 /  7.6        10  86    0.5 / 5.1
-//	ring buf   64 KiB   739  0.99     340  1.53  1.1 /  3.4       516  1.56  1.3 / 2.5
-//	O_DIRECT    1 KiB  1040  0.49     717  0.40  1.1 /  1.8       860  0.59  4.2 / 8.8
-//	O_DIRECT   64 KiB   975  0.40     410  0.56  1.6 /  9.5       619  0.46  6.6 /  15
-//	 +prewrite  1 KiB   476  0.63     275  1.00  1.8 /  5.9       342  1.19  3.8 /  11
-//	 +prewrite 64 KiB   346  1.07     289  1.39  1.8 /  6.3       324  1.26  5.0 /  12
-//
-// Paced: the same flusher with appends held at 200 MB/s (200,000 1 KiB
-// records/s, the produce-latency target's rate), -benchtime=3s, four runs
-// in two sessions; cpu is the mean, sync p50/p99 the range over the runs:
-//
-//	backend, append    cpu    sync p50 ms   sync p99 ms
-//	pwrite      1 KiB  3.31   0.9 - 1.2     3.2 - 4.9
-//	pwrite     64 KiB  1.72   2.9 - 22      8.0 - 86
-//	O_DIRECT    1 KiB  1.13   0.5 - 1.4     3.5 - 16
-//	O_DIRECT   64 KiB  1.05   1.6 - 7.5     5.3 - 135
-//	 +prewrite  1 KiB  1.16   0.3 - 0.9     1.9 - 4.4
-//	 +prewrite 64 KiB  1.00   1.1 - 1.9     5.5 - 6.9
-//
-// Repeated runs moved MB/s by up to +-30 % and p99s by 2-3x (pwrite 64 KiB
-// flusher p99: 84-151 ms in three runs; O_DIRECT 64 KiB flusher p99 12-30
-// ms before writes were held back during fdatasync, 12-17 ms after).
-//
-// Re-measured when the engine adopted O_DIRECT (flusher column, one run,
-// -benchtime=2s, other engineers' load tests running): MB/s, cpu-s/GiB,
-// sync p50 / p99 ms —
-//
-//	pwrite      1 KiB   316  2.46   2.7 /  35
-//	pwrite     64 KiB   823  0.39    26 / 174
-//	ring buf    1 KiB     6  93     0.6 /  25
-//	ring buf   64 KiB   330  1.99   1.4 /  16
-//	O_DIRECT    1 KiB   533  0.59   6.6 /  20
-//	O_DIRECT   64 KiB   663  0.55   5.8 /  16
-//	 +prewrite  1 KiB   386  0.87   3.7 / 7.8
-//	 +prewrite 64 KiB   385  0.86   3.8 / 8.2
-//
-// the same ordering as the table above.
-//
-// Reading the table:
-//
-//   - The buffered ring is synchronous per Append (Append must return with
-//     the bytes readable) and ext4 punts buffered ring writes to io-wq:
-//     ~80 us and ~70 CPU-us per 1 KiB Append. It is never the right choice.
-//   - O_DIRECT write-behind does 1 KiB appends at 2-4x pwrite's rate for a
-//     fifth of its CPU per GiB: one memcpy into a chunk per append and one
-//     64 KiB device write per 64 appends, instead of a syscall per append.
-//     At 64 KiB its CPU per GiB is about pwrite's (0.4-0.56 vs 0.33-0.6).
-//     pwrite's no-sync 2.8 GB/s is the page cache filling, not the device.
-//   - The flusher's fsync is where they differ most: a pwrite segment's
-//     fdatasync writes back whatever the page cache accumulated since the
-//     last one (64 KiB appends: p50 26 ms, p99 151 ms — far over a 15 ms
-//     produce p99), while an O_DIRECT segment's waits only for the writes in
-//     its pipeline (at most DirectDepth x 64 KiB) plus a device flush. With
-//     syncs on the appending goroutine (each one drains the pipeline) pwrite
-//     and O_DIRECT are comparable at 64 KiB; at 1 KiB O_DIRECT wins.
-//   - At the target rate (paced) the CPU per GiB of O_DIRECT is a third of
-//     pwrite's at 1 KiB and about 60 % at 64 KiB; pwrite's fsync tail at 64 KiB
-//     reaches 43-86 ms in half the runs.
-//   - PreWrite (zero-fill ahead) costs half the peak throughput and up to
-//     2-3x the CPU at saturation: the device writes every byte twice and the
-//     zero-fill competes with the appends. Below saturation it is what makes
-//     the fsync tail predictable: paced at 200 MB/s its sync p99 stayed at
-//     1.9-6.9 ms in all eight runs, while plain O_DIRECT had outliers to 16
-//     ms (1 KiB) and 135 ms (64 KiB) — fdatasyncs that commit the
-//     conversion of freshly written unwritten extents (package uring's
-//     second finding). Its peak here (350-480 MB/s) is below the 600 MB/s
-//     peak target, so it cannot be on unconditionally. Recycling deleted
-//     segment files (blocks already written, no extra writes) is the variant
-//     still worth trying; it is not built: recovery would meet stale batches
-//     with valid CRCs past the valid end, which the walk rejects only when
-//     their offsets run backwards, so a file recycled from another partition
-//     needs its stale tail told apart (a per-file generation, or zeroing the
-//     first page of each step before use).
-//
-// Recommendation: O_DIRECT through the ring (Options{Ring, Direct: true}, a
-// shared Pool registered with the ring) should be the engine's default for
-// segment data, with PreWrite off until segment files are recycled (PreWrite
-// on is the choice for a broker provisioned below half the device's write
-// bandwidth that wants the tightest fsync tail): a fifth to a third of the
-// CPU per byte for small appends and no more for large ones, no dirty page
-// cache build-up, and fdatasync latency bounded by the write pipeline
-// instead of by what the page cache accumulated. Create/Open (and
-// SetDefaultOptions' zero value) stay on pwrite; the engine passes Options
-// to CreateWith/OpenWith explicitly: its log.io.backend=auto is this choice
-// (engine/backend.go: one Ring and shared Pools owned by the Engine, a
-// probe segment at Open, pwrite with a log line when io_uring or O_DIRECT
-// is refused). Write-behind changes one thing for the engine: bytes below
-// Size() are readable only below Written(). An acks=all high watermark
-// waits for Durable() <= Written() and is safe as it is; page-cache acks
-// (write.caching) and follower reads to the log end bound file reads by
-// Written() and call Flush when a wanted batch is above it, and the
-// engine's tail cache serves the newest batches from memory.
+// O_DIRECT through the ring (Options{Ring, Direct: true}, a shared Pool
+// registered with the ring) is the engine's default for segment data: a
+// fifth to a third of pwrite's CPU per byte for small appends and no more
+// for large ones, no dirty page cache build-up, and an fdatasync bounded by
+// the write pipeline instead of by what the page cache accumulated.
+// BenchmarkAppender's figures for every backend (pwrite, buffered ring,
+// O_DIRECT, with and without PreWrite) and how to read them are in
+// docs/segment-backends.md. Create/Open (and SetDefaultOptions' zero
+// value) stay on pwrite; the engine passes Options to CreateWith/OpenWith
+// explicitly (engine/backend.go: log.io.backend=auto). Write-behind changes
+// one thing for the engine: bytes below Size() are readable only below
+// Written(). An acks=all high watermark waits for Durable() <= Written()
+// and is safe as it is; page-cache acks (write.caching) and follower reads
+// to the log end bound file reads by Written() and call Flush when a
+// wanted batch is above it, and the engine's tail cache serves the newest
+// batches from memory.
 //
 // Buffered reads of a Direct segment (pread, sendfile, readahead past the
 // written end) stay coherent with the ring's O_DIRECT rewrites of the
