@@ -58,7 +58,6 @@ package server
 // synchronous path: produceAppend on the connection's goroutine.
 
 import (
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -237,21 +236,9 @@ func producePartition(topic *engine.Topic, rp *kmsg.ProduceRequestTopicPartition
 	}
 	info, err := l.Append(rp.Records, l.LeaderEpoch())
 	if err != nil {
-		return nil, engine.AppendInfo{}, txnAppendErrCode(err), err.Error()
+		return nil, engine.AppendInfo{}, errCode(err), err.Error()
 	}
 	return l, info, 0, ""
-}
-
-// txnAppendErrCode is produceErrCode (producers.go) plus the engine's
-// transaction errors (Produce and WriteTxnMarkers).
-func txnAppendErrCode(err error) int16 {
-	switch {
-	case errors.Is(err, engine.ErrInvalidTxnState):
-		return kerr.InvalidTxnState.Code
-	case errors.Is(err, engine.ErrTransactionCoordinatorFenced):
-		return kerr.TransactionCoordinatorFenced.Code
-	}
-	return produceErrCode(err)
 }
 
 // produceWait is an acks=-1 response waiting for durability. Everything is

@@ -135,7 +135,7 @@ func (s *Server) writeTxnMarker(topic *engine.Topic, partition int32, m *kmsg.Wr
 	}
 	info, err := l.AppendTxnMarker(m.ProducerID, m.ProducerEpoch, m.CoordinatorEpoch, m.Committed, l.LeaderEpoch())
 	if err != nil {
-		code := txnAppendErrCode(err)
+		code := errCode(err)
 		s.log.Debug("write txn markers: append failed", "topic", topic.Name(), "partition", partition,
 			"producer", m.ProducerID, "err", err)
 		return nil, 0, code

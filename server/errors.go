@@ -26,6 +26,11 @@ var errCodes = []struct {
 	{engine.ErrOffsetOutOfRange, kerr.OffsetOutOfRange.Code},
 	{engine.ErrCorruptMessage, kerr.CorruptMessage.Code},
 	{engine.ErrInvalidRecord, kerr.InvalidRecord.Code},
+	// Idempotence and transactions (Produce, WriteTxnMarkers).
+	{engine.ErrOutOfOrderSequence, kerr.OutOfOrderSequenceNumber.Code},
+	{engine.ErrInvalidProducerEpoch, kerr.InvalidProducerEpoch.Code},
+	{engine.ErrInvalidTxnState, kerr.InvalidTxnState.Code},
+	{engine.ErrTransactionCoordinatorFenced, kerr.TransactionCoordinatorFenced.Code},
 	{record.ErrCorrupt, kerr.CorruptMessage.Code},
 	{record.ErrShort, kerr.CorruptMessage.Code},
 	{record.ErrMagic, kerr.InvalidRecord.Code},

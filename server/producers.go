@@ -28,9 +28,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/stratalog/strata/engine"
 	"github.com/stratalog/strata/txn"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -132,15 +130,4 @@ func (s *Server) closeTxn() {
 	if cs, ok := s.cfg.Txn.ProducerIDs.(*controllerBlockSource); ok {
 		cs.close()
 	}
-}
-
-// produceErrCode is errCode plus the engine's idempotence errors.
-func produceErrCode(err error) int16 {
-	switch {
-	case errors.Is(err, engine.ErrOutOfOrderSequence):
-		return kerr.OutOfOrderSequenceNumber.Code
-	case errors.Is(err, engine.ErrInvalidProducerEpoch):
-		return kerr.InvalidProducerEpoch.Code
-	}
-	return errCode(err)
 }
