@@ -94,8 +94,8 @@ var internalTopics = map[string]bool{
 // produceDurable is one appended partition an acks=-1 request waits on.
 type produceDurable struct {
 	log  *engine.Log
-	last int64                               // last offset appended
-	resp *kmsg.ProduceResponseTopicPartition // nil once durable
+	last int64 // last offset appended
+	resp *kmsg.ProduceResponseTopicPartition
 }
 
 func handleProduce(s *Server, rc *reqCtx) {
@@ -241,81 +241,27 @@ func producePartition(topic *engine.Topic, rp *kmsg.ProduceRequestTopicPartition
 	return l, info, 0, ""
 }
 
-// produceWait is an acks=-1 response waiting for durability. Everything is
-// guarded by mu; done is set once, by whichever of the last durability
-// callback or the timer gets there first, and that one sends the response.
-type produceWait struct {
-	mu      sync.Mutex
-	rc      *reqCtx
-	resp    *kmsg.ProduceResponse
-	waits   []produceDurable
-	pending int
-	done    bool
-	timer   *time.Timer
-}
-
 // waitDurable sends resp once every partition in waits is durable, or when
 // timeoutMs passes (REQUEST_TIMED_OUT for the partitions still waiting).
 func waitDurable(s *Server, rc *reqCtx, resp *kmsg.ProduceResponse, waits []produceDurable, timeoutMs int32) {
-	w := &produceWait{rc: rc, resp: resp, waits: waits, pending: len(waits)}
+	w := newAckWait(len(waits), func(i int, err error) {
+		if err != nil {
+			p := waits[i].resp
+			p.ErrorCode = ackErrCode(err) // cluster.go
+			msg := err.Error()
+			p.ErrorMessage = &msg
+		}
+	}, func(i int) {
+		p := waits[i].resp
+		p.ErrorCode = kerr.RequestTimedOut.Code
+		msg := "timed out waiting for the records to become durable"
+		p.ErrorMessage = &msg
+	}, func() { rc.respond(resp) })
 	for i := range waits {
 		// May run inline (already durable) or later on the flusher.
-		s.whenAcked(waits[i].log, waits[i].last, func(err error) { w.durable(i, err) }) // cluster.go
+		s.whenAcked(waits[i].log, waits[i].last, func(err error) { w.ack(i, err) }) // cluster.go
 	}
-	w.mu.Lock()
-	if !w.done {
-		w.timer = time.AfterFunc(time.Duration(max(timeoutMs, 0))*time.Millisecond, w.expire)
-	}
-	w.mu.Unlock()
-}
-
-// durable records partition i's outcome; the last one sends the response.
-// It runs on the engine's flusher and must not block: encoding and handing
-// the response to netpoll does not.
-func (w *produceWait) durable(i int, err error) {
-	w.mu.Lock()
-	if w.done || w.waits[i].resp == nil {
-		w.mu.Unlock()
-		return
-	}
-	if err != nil {
-		w.waits[i].resp.ErrorCode = ackErrCode(err) // cluster.go
-		msg := err.Error()
-		w.waits[i].resp.ErrorMessage = &msg
-	}
-	w.waits[i].resp = nil
-	w.pending--
-	if w.pending > 0 {
-		w.mu.Unlock()
-		return
-	}
-	w.done = true
-	t := w.timer
-	w.mu.Unlock()
-	if t != nil {
-		t.Stop()
-	}
-	w.rc.respond(w.resp)
-}
-
-// expire answers REQUEST_TIMED_OUT for the partitions not yet durable.
-func (w *produceWait) expire() {
-	w.mu.Lock()
-	if w.done {
-		w.mu.Unlock()
-		return
-	}
-	w.done = true
-	for i := range w.waits {
-		if p := w.waits[i].resp; p != nil {
-			p.ErrorCode = kerr.RequestTimedOut.Code
-			msg := "timed out waiting for the records to become durable"
-			p.ErrorMessage = &msg
-			w.waits[i].resp = nil
-		}
-	}
-	w.mu.Unlock()
-	w.rc.respond(w.resp)
+	w.start(time.Duration(timeoutMs) * time.Millisecond)
 }
 
 // blackholeState is --blackhole mode's per-partition offset counters: a

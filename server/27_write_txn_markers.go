@@ -32,7 +32,6 @@ package server
 // the CLUSTER_ACTION ACL; Strata has no ACLs yet).
 
 import (
-	"sync"
 	"time"
 
 	"github.com/stratalog/strata/engine"
@@ -54,21 +53,7 @@ type markerWait struct {
 	partition int32
 	pid       int64
 	commit    bool
-	resp      *kmsg.WriteTxnMarkersResponseMarkerTopicPartition // nil once answered
-}
-
-// markersWait is a WriteTxnMarkers response waiting for durability; like
-// produceWait, everything is guarded by mu and the last callback or the
-// timer sends the response once.
-type markersWait struct {
-	s       *Server
-	mu      sync.Mutex
-	rc      *reqCtx
-	resp    *kmsg.WriteTxnMarkersResponse
-	waits   []markerWait
-	pending int
-	done    bool
-	timer   *time.Timer
+	resp      *kmsg.WriteTxnMarkersResponseMarkerTopicPartition
 }
 
 func handleWriteTxnMarkers(s *Server, rc *reqCtx) {
@@ -107,17 +92,30 @@ func handleWriteTxnMarkers(s *Server, rc *reqCtx) {
 		rc.respond(resp)
 		return
 	}
-	w := &markersWait{s: s, rc: rc, resp: resp, waits: waits, pending: len(waits)}
+	w := newAckWait(len(waits), func(i int, err error) {
+		if err != nil {
+			waits[i].resp.ErrorCode = ackErrCode(err) // cluster.go
+		}
+	}, func(i int) {
+		// The coordinator retries; the marker stays appended, and a
+		// second copy of a marker is harmless.
+		waits[i].resp.ErrorCode = kerr.RequestTimedOut.Code
+	}, func() { rc.respond(resp) })
 	for i := range waits {
+		mw := &waits[i]
 		// May run inline (already durable) or later on a flush worker or
-		// the replica manager.
-		s.whenAcked(waits[i].log, waits[i].last, func(err error) { w.acked(i, err) })
+		// the replica manager. The hook runs first, even after the
+		// deadline answered the request: the marker is durable either
+		// way, and the response never precedes the hooks of the
+		// partitions it reports written.
+		s.whenAcked(mw.log, mw.last, func(err error) {
+			if err == nil {
+				s.txnMarkerWritten(mw.topic, mw.partition, mw.pid, mw.commit) // txnhooks.go
+			}
+			w.ack(i, err)
+		})
 	}
-	w.mu.Lock()
-	if !w.done {
-		w.timer = time.AfterFunc(writeTxnMarkersTimeout, w.expire)
-	}
-	w.mu.Unlock()
+	w.start(writeTxnMarkersTimeout)
 }
 
 // writeTxnMarker appends m's marker to one partition and returns the log
@@ -141,58 +139,4 @@ func (s *Server) writeTxnMarker(topic *engine.Topic, partition int32, m *kmsg.Wr
 		return nil, 0, code
 	}
 	return l, info.LastOffset, 0
-}
-
-// acked records partition i's outcome; the last one sends the response. It
-// runs on a flush worker (or inline) and must not block.
-//
-// The hook runs first, even after a timeout answered the request: the
-// marker is durable either way, and the response never precedes the hooks
-// of the partitions it reports written.
-func (w *markersWait) acked(i int, err error) {
-	mw := &w.waits[i] // fields other than resp are immutable
-	if err == nil {
-		w.s.txnMarkerWritten(mw.topic, mw.partition, mw.pid, mw.commit) // txnhooks.go
-	}
-	w.mu.Lock()
-	if w.done || mw.resp == nil {
-		w.mu.Unlock()
-		return
-	}
-	if err != nil {
-		mw.resp.ErrorCode = ackErrCode(err) // cluster.go
-	}
-	mw.resp = nil
-	w.pending--
-	if w.pending > 0 {
-		w.mu.Unlock()
-		return
-	}
-	w.done = true
-	t := w.timer
-	w.mu.Unlock()
-	if t != nil {
-		t.Stop()
-	}
-	w.rc.respond(w.resp)
-}
-
-// expire answers REQUEST_TIMED_OUT for the partitions not yet durable (the
-// coordinator retries them; the marker stays appended, and a second copy
-// of a marker is harmless).
-func (w *markersWait) expire() {
-	w.mu.Lock()
-	if w.done {
-		w.mu.Unlock()
-		return
-	}
-	w.done = true
-	for i := range w.waits {
-		if p := w.waits[i].resp; p != nil {
-			p.ErrorCode = kerr.RequestTimedOut.Code
-			w.waits[i].resp = nil
-		}
-	}
-	w.mu.Unlock()
-	w.rc.respond(w.resp)
 }
