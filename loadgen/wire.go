@@ -29,6 +29,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/stratalog/strata/netpoll"
 	"io"
 	"net"
 	"sync/atomic"
@@ -365,30 +366,11 @@ func (c *nativeConn) readLoop() {
 // readFrame reads one size-prefixed frame into buf (reused).
 func (c *nativeConn) readFrame(buf []byte) ([]byte, error) {
 	c.conn.SetReadDeadline(time.Now().Add(produceTimeoutMs*time.Millisecond + responseGrace))
-	buf, err := readSized(c.conn, buf, maxResponseBytes)
+	buf, err := netpoll.ReadFrame(c.conn, maxResponseBytes, buf)
 	if err != nil {
 		return buf, fmt.Errorf("reading a produce response from %s: %w", c.addr, err)
 	}
 	return buf, nil
-}
-
-// readSized reads one size-prefixed response frame (correlation id first,
-// so at least 4 bytes, at most limit) into buf, grown if needed.
-func readSized(r io.Reader, buf []byte, limit int) ([]byte, error) {
-	var size [4]byte
-	if _, err := io.ReadFull(r, size[:]); err != nil {
-		return buf, err
-	}
-	n := int(int32(binary.BigEndian.Uint32(size[:])))
-	if n < 4 || n > limit {
-		return buf, fmt.Errorf("the frame claims %d bytes", n)
-	}
-	if cap(buf) < n {
-		buf = make([]byte, n)
-	}
-	buf = buf[:n]
-	_, err := io.ReadFull(r, buf)
-	return buf, err
 }
 
 // discardLoop watches an acks=0 connection: the broker sends nothing, and

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/stratalog/strata/netpoll"
+	"math"
 	"net"
 	"sort"
 	"sync"
@@ -265,15 +267,15 @@ func (f *fetcher) roundTrip(req kmsg.Request, resp kmsg.Response, extra time.Dur
 	if _, err := c.Write(f.buf); err != nil {
 		return fmt.Errorf("writing to broker %d: %w", f.src, err)
 	}
-	maxFrame := int64(f.m.cfg.FetchResponseMaxBytes) + maxFrameSlack
-	body, err := readFrame(c, f.rbuf[:0], maxFrame)
+	maxFrame := int32(min(int64(f.m.cfg.FetchResponseMaxBytes)+maxFrameSlack, math.MaxInt32))
+	body, err := netpoll.ReadFrame(c, maxFrame, f.rbuf[:0])
 	if cap(body) <= 64<<20 {
 		f.rbuf = body[:0] // keep ordinary buffers for reuse; drop huge ones
 	}
 	if err != nil {
 		return fmt.Errorf("reading from broker %d: %w", f.src, err)
 	}
-	rest, gotCorr, err := parseResponseHeader(body, resp.IsFlexible())
+	rest, gotCorr, err := netpoll.SplitResponseHeader(body, resp.IsFlexible())
 	if err != nil {
 		return err
 	}

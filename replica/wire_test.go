@@ -1,32 +1,12 @@
 package replica
 
 import (
-	"bytes"
 	"encoding/binary"
-	"errors"
+	"github.com/stratalog/strata/netpoll"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
-
-// TestReadFrameRefusesOversizedLength: the length is checked before any
-// allocation, and a short stream is an error, not a panic.
-func TestReadFrameRefusesOversizedLength(t *testing.T) {
-	var hdr [4]byte
-	binary.BigEndian.PutUint32(hdr[:], 1<<30)
-	if _, err := readFrame(bytes.NewReader(hdr[:]), nil, 1<<20); !errors.Is(err, errFrameTooLarge) {
-		t.Fatalf("oversized frame: %v", err)
-	}
-	binary.BigEndian.PutUint32(hdr[:], 100)
-	if _, err := readFrame(bytes.NewReader(append(hdr[:], 1, 2, 3)), nil, 1<<20); err == nil {
-		t.Fatal("short frame accepted")
-	}
-	binary.BigEndian.PutUint32(hdr[:], 6)
-	body, err := readFrame(bytes.NewReader(append(hdr[:], 1, 2, 3, 4, 5, 6)), nil, 1<<20)
-	if err != nil || !bytes.Equal(body, []byte{1, 2, 3, 4, 5, 6}) {
-		t.Fatalf("frame: %v %v", body, err)
-	}
-}
 
 // TestParseResponseHeaderRoundTrip decodes a flexible response kmsg encoded.
 func TestParseResponseHeaderRoundTrip(t *testing.T) {
@@ -41,7 +21,7 @@ func TestParseResponseHeaderRoundTrip(t *testing.T) {
 	body := binary.BigEndian.AppendUint32(nil, 7)
 	body = append(body, 0) // no header tags
 	body = resp.AppendTo(body)
-	rest, corr, err := parseResponseHeader(body, true)
+	rest, corr, err := netpoll.SplitResponseHeader(body, true)
 	if err != nil || corr != 7 {
 		t.Fatalf("header: corr %d, %v", corr, err)
 	}
@@ -59,7 +39,7 @@ func FuzzParseResponse(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 7, 2, 1, 200, 3}, true)
 	f.Add([]byte{0, 0, 0, 1}, false)
 	f.Fuzz(func(t *testing.T, b []byte, flexible bool) {
-		rest, _, err := parseResponseHeader(b, flexible)
+		rest, _, err := netpoll.SplitResponseHeader(b, flexible)
 		if err != nil {
 			return
 		}

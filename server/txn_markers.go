@@ -25,10 +25,9 @@ package server
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
+	"github.com/stratalog/strata/netpoll"
 	"net"
 	"sync"
 	"time"
@@ -150,13 +149,13 @@ func (b *brokerClient) roundTripOnce(ctx context.Context, addr string, req kmsg.
 		c.Close()
 		return err
 	}
-	body, err := readResponseFrame(c)
+	body, err := netpoll.ReadFrame(c, maxMarkerResponseBytes, nil)
 	if err != nil {
 		c.Close()
 		return err
 	}
 	// ApiVersions answers with response header v0 at every version (KIP-511).
-	rest, gotCorr, err := splitResponseHeader(body, resp.IsFlexible() && resp.Key() != apiVersionsKey)
+	rest, gotCorr, err := netpoll.SplitResponseHeader(body, resp.IsFlexible() && resp.Key() != apiVersionsKey)
 	if err != nil || gotCorr != corr {
 		c.Close()
 		if err == nil {
@@ -176,54 +175,6 @@ func (b *brokerClient) roundTripOnce(ctx context.Context, addr string, req kmsg.
 		c.Close()
 	}
 	return nil
-}
-
-// readResponseFrame reads one size-prefixed frame, checking the size
-// before allocating.
-func readResponseFrame(r io.Reader) ([]byte, error) {
-	var hdr [4]byte
-	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		return nil, err
-	}
-	n := int32(binary.BigEndian.Uint32(hdr[:]))
-	if n < 4 || n > maxMarkerResponseBytes {
-		return nil, fmt.Errorf("server: response frame of %d bytes", n)
-	}
-	buf := make([]byte, n)
-	if _, err := io.ReadFull(r, buf); err != nil {
-		return nil, err
-	}
-	return buf, nil
-}
-
-// splitResponseHeader returns the correlation id and the body after the
-// response header (with its tagged fields when flexible).
-func splitResponseHeader(b []byte, flexible bool) ([]byte, int32, error) {
-	if len(b) < 4 {
-		return nil, 0, errors.New("server: response shorter than its header")
-	}
-	corr := int32(binary.BigEndian.Uint32(b))
-	b = b[4:]
-	if !flexible {
-		return b, corr, nil
-	}
-	ntags, k := binary.Uvarint(b)
-	if k <= 0 {
-		return nil, 0, errors.New("server: bad tag count in response header")
-	}
-	b = b[k:]
-	for i := uint64(0); i < ntags; i++ {
-		if _, k = binary.Uvarint(b); k <= 0 {
-			return nil, 0, errors.New("server: bad tag in response header")
-		}
-		b = b[k:]
-		size, k := binary.Uvarint(b)
-		if k <= 0 || size > uint64(len(b)-k) {
-			return nil, 0, errors.New("server: bad tag size in response header")
-		}
-		b = b[k+int(size):]
-	}
-	return b, corr, nil
 }
 
 // markerTarget says where a partition's marker goes.

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"github.com/stratalog/strata/netpoll"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -16,7 +17,7 @@ func FuzzSplitResponseHeader(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 7, 2, 1, 200, 1}, true)
 	f.Add([]byte{0, 0, 0, 7}, false)
 	f.Fuzz(func(t *testing.T, b []byte, flexible bool) {
-		body, corr, err := splitResponseHeader(b, flexible)
+		body, corr, err := netpoll.SplitResponseHeader(b, flexible)
 		if err != nil {
 			return
 		}
@@ -32,20 +33,6 @@ func FuzzSplitResponseHeader(f *testing.F) {
 			_ = r.ReadFrom(body) // must not panic
 		}
 	})
-}
-
-// TestReadResponseFrameBounds: a frame length is checked before anything is
-// allocated for it.
-func TestReadResponseFrameBounds(t *testing.T) {
-	for _, hdr := range [][]byte{{0x7f, 0xff, 0xff, 0xff}, {0xff, 0xff, 0xff, 0xff}, {0, 0, 0, 3}} {
-		if _, err := readResponseFrame(bytes.NewReader(hdr)); err == nil {
-			t.Fatalf("frame header %x accepted", hdr)
-		}
-	}
-	b, err := readResponseFrame(bytes.NewReader([]byte{0, 0, 0, 5, 1, 2, 3, 4, 5}))
-	if err != nil || !bytes.Equal(b, []byte{1, 2, 3, 4, 5}) {
-		t.Fatalf("frame %x, %v", b, err)
-	}
 }
 
 // TestBrokerClientRetriesStalePooledConn: a pooled connection the peer

@@ -104,7 +104,7 @@ func TestLayersImportDownward(t *testing.T) {
 		"engine":         {"index", "internal/uring", "internal/vfs", "partitioner", "record", "segment"},
 		"batcher":        {"partitioner", "record"},
 		"txn":            {"internal/vfs", "record"},
-		"replica":        {"engine", "record"},
+		"replica":        {"engine", "netpoll", "record"},
 	}
 	for _, f := range moduleFiles(t) {
 		allowed, checked := may[f.dir]
