@@ -276,3 +276,47 @@ func FuzzDispatch(f *testing.F) {
 		}
 	})
 }
+
+// A panic inside request decoding costs the connection, not the process:
+// it is counted with the handler panics and logged as a bad request; bad
+// requests in a loop log at most badFrameLogBurst lines per window, and
+// the next window's first line says how many were held back.
+func TestDispatchRecoversDecoderPanicAndLimitsLogs(t *testing.T) {
+	var logs logBuffer
+	s := New(Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))}, nil)
+	now := time.Unix(5000, 0)
+	s.now = func() time.Time { return now }
+	req := kmsg.NewPtrMetadataRequest()
+	req.SetVersion(1)
+	frame := encodeRequest(req, 3, "fuzzer")
+
+	old := decodeFrame
+	t.Cleanup(func() { decodeFrame = old })
+	decodeFrame = func([]byte) (requestHeader, kmsg.Request, error) { panic("decoder bug") }
+	p, r := newFakePeer(), newFakeReply()
+	s.dispatch(p, frame, r)
+	if c := r.wait(t); c.kind != "close" {
+		t.Fatalf("completed with %q, want close", c.kind)
+	}
+	if s.panics.Load() != 1 || !strings.Contains(logs.String(), "panic decoding the request: decoder bug") {
+		t.Fatalf("panics %d, log %s", s.panics.Load(), logs.String())
+	}
+
+	decodeFrame = old
+	bad := []byte{0, 3} // too short for a request header
+	for range badFrameLogBurst + 10 {
+		p, r := newFakePeer(), newFakeReply()
+		s.dispatch(p, bad, r)
+		r.wait(t)
+	}
+	if n := strings.Count(logs.String(), "closing connection: bad request"); n != badFrameLogBurst {
+		t.Fatalf("%d bad-request lines for %d bad frames in one window, want %d", n, badFrameLogBurst+11, badFrameLogBurst)
+	}
+	now = now.Add(badFrameLogWindow)
+	p, r = newFakePeer(), newFakeReply()
+	s.dispatch(p, bad, r)
+	r.wait(t)
+	if !strings.Contains(logs.String(), "similar_lines_suppressed=11") {
+		t.Fatalf("the next window's line does not count the 11 held back:\n%s", logs.String())
+	}
+}

@@ -127,8 +127,15 @@ type Server struct {
 	// Serve fills what Config left empty from the listener's address.
 	advertised atomic.Pointer[endpoint]
 
-	// panics counts handler panics recovered by dispatch (each one a bug).
+	// panics counts handler and decoder panics recovered by dispatch
+	// (each one a bug).
 	panics atomic.Int64
+
+	// now is the clock of the shells here (time.Now); badFrames limits
+	// the "closing connection: bad request" lines (connError).
+	now       func() time.Time
+	badMu     sync.Mutex
+	badFrames logLimiter
 
 	groups  groupsState  // groups.go
 	txn     txnState     // producers.go
@@ -167,7 +174,8 @@ func New(cfg Config, eng *engine.Engine) *Server {
 	if cfg.LogDefaults.SegmentBytes == 0 {
 		cfg.LogDefaults = engine.DefaultLogConfig()
 	}
-	s := &Server{cfg: cfg, eng: eng, log: cfg.Logger}
+	s := &Server{cfg: cfg, eng: eng, log: cfg.Logger, now: time.Now,
+		badFrames: logLimiter{window: badFrameLogWindow, burst: badFrameLogBurst}}
 	s.advertised.Store(&endpoint{host: cfg.AdvertisedHost, port: cfg.AdvertisedPort})
 	s.np = netpoll.NewServer(netpoll.Config{
 		MaxFrameBytes: cfg.MaxRequestBytes,
@@ -270,10 +278,11 @@ type replySink interface {
 }
 
 // dispatch decodes frame and runs its handler. A frame that does not decode
-// closes the connection (logged once, here). A handler panic is a bug; it is
-// recovered as a last resort so one bad request cannot take the broker down.
+// closes the connection (logged here, rate-limited). A panic while decoding
+// or in a handler is a bug; it is recovered as a last resort so one bad
+// request costs its connection, never the broker.
 func (s *Server) dispatch(c peer, frame []byte, r replySink) {
-	hdr, req, err := decodeRequest(frame)
+	hdr, req, err := s.safeDecode(frame)
 	if err != nil {
 		s.connError(c, hdr, err)
 		r.Close()
@@ -306,11 +315,40 @@ func (s *Server) dispatch(c peer, frame []byte, r replySink) {
 	api.fn(s, rc)
 }
 
-// connError logs a request that closes its connection.
+// Bad-request log lines: at most badFrameLogBurst per badFrameLogWindow,
+// the rest counted in the next line.
+const (
+	badFrameLogWindow = 10 * time.Second
+	badFrameLogBurst  = 20
+)
+
+// safeDecode is decodeRequest with a decoder panic turned into an error
+// (and counted with the handlers' panics).
+func (s *Server) safeDecode(frame []byte) (hdr requestHeader, req kmsg.Request, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.panics.Add(1)
+			err = fmt.Errorf("panic decoding the request: %v", p)
+		}
+	}()
+	return decodeFrame(frame)
+}
+
+// decodeFrame is the request decoder (a variable so that tests can make
+// it panic).
+var decodeFrame = decodeRequest
+
+// connError logs a request that closes its connection, rate-limited.
 func (s *Server) connError(c peer, h requestHeader, err error) {
+	s.badMu.Lock()
+	ok, held := s.badFrames.allow(s.now())
+	s.badMu.Unlock()
+	if !ok {
+		return
+	}
 	s.log.Warn("closing connection: bad request",
 		"remote", remoteAddr(c), "key", h.key, "api", kmsg.NameForKey(h.key),
-		"version", h.version, "client_id", h.clientID, "err", err)
+		"version", h.version, "client_id", h.clientID, "err", err, "similar_lines_suppressed", held)
 }
 
 func remoteAddr(c peer) string {
