@@ -146,8 +146,11 @@ func (c *Conn) readLoop() {
 			return
 		}
 		if err := checkFrameSize(size, maxBytes); err != nil {
-			c.s.log.Warn("netpoll: refusing frame; closing connection",
-				"remote", c.remote.String(), "size", size, "max", maxBytes, "err", err)
+			if ok, held := c.s.refused.Allow(c.s.cfg.Now()); ok {
+				c.s.log.Warn("netpoll: refusing frame; closing connection",
+					"remote", c.remote.String(), "size", size, "max", maxBytes, "err", err,
+					"similar_lines_suppressed", held)
+			}
 			c.Close()
 			return
 		}

@@ -716,3 +716,37 @@ func TestConnClosedCallback(t *testing.T) {
 	default:
 	}
 }
+
+// Refused frames in a loop log at most refusedLogBurst lines per window,
+// and the first line of the next window counts those held back.
+func TestRefusedFrameLogsAreLimited(t *testing.T) {
+	logger, logs := newLogger(t)
+	var mu sync.Mutex
+	now := time.Unix(7000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	_, addr := startServer(t, Config{MaxFrameBytes: 1024, Logger: logger, Now: clock},
+		handlerFunc(func(_ *Conn, _ []byte, r *Reply) { r.Skip() }))
+	refuse := func() {
+		c := dial(t, addr)
+		var hdr [4]byte
+		binary.BigEndian.PutUint32(hdr[:], 1<<20)
+		c.SetWriteDeadline(time.Now().Add(ioTimeout))
+		if _, err := c.Write(hdr[:]); err != nil {
+			t.Fatal(err)
+		}
+		expectClosed(t, c)
+	}
+	for range refusedLogBurst + 5 {
+		refuse()
+	}
+	count := func() int { return strings.Count(logs.String(), "refusing frame") }
+	eventually(t, "the burst logged", func() bool { return count() == refusedLogBurst })
+	mu.Lock()
+	now = now.Add(refusedLogWindow)
+	mu.Unlock()
+	refuse()
+	eventually(t, "the next window's line", func() bool { return count() == refusedLogBurst+1 })
+	if !strings.Contains(logs.String(), "similar_lines_suppressed=5") {
+		t.Fatalf("the next window's line does not count the 5 held back:\n%s", logs.String())
+	}
+}

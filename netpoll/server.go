@@ -2,6 +2,7 @@ package netpoll
 
 import (
 	"errors"
+	"github.com/stratalog/strata/internal/ratelog"
 	"log/slog"
 	"net"
 	"sync"
@@ -46,7 +47,11 @@ type Config struct {
 	// whose response write made no progress for this long. 0 = never.
 	IdleTimeout time.Duration
 	// Logger receives connection-level log lines; nil = slog.Default().
+	// Refused frames log at most refusedLogBurst lines per
+	// refusedLogWindow, the next line counting those held back.
 	Logger *slog.Logger
+	// Now is the clock of those log limits; nil = time.Now.
+	Now func() time.Time
 
 	// copyFiles makes file parts take the pread + write fallback instead of
 	// sendfile; tests and benchmarks compare the two.
@@ -81,6 +86,8 @@ type Server struct {
 	h      Handler
 	log    *slog.Logger
 	nextID atomic.Uint64
+	// refused limits the "refusing frame" log lines.
+	refused *ratelog.Shared
 
 	// File bytes written by sendfile and by the copy fallback (tests check
 	// which path ran).
@@ -99,6 +106,12 @@ type Server struct {
 	conns     map[*Conn]struct{}
 }
 
+// Refused-frame log lines: at most refusedLogBurst per refusedLogWindow.
+const (
+	refusedLogWindow = 10 * time.Second
+	refusedLogBurst  = 20
+)
+
 // NewServer returns a Server that passes frames to h.
 func NewServer(cfg Config, h Handler) *Server {
 	if cfg.MaxFrameBytes <= 0 {
@@ -116,10 +129,14 @@ func NewServer(cfg Config, h Handler) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	return &Server{
 		cfg:       cfg,
 		h:         h,
 		log:       cfg.Logger,
+		refused:   ratelog.NewShared(refusedLogWindow, refusedLogBurst),
 		done:      make(chan struct{}),
 		listeners: make(map[net.Listener]struct{}),
 		conns:     make(map[*Conn]struct{}),

@@ -51,6 +51,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
+	"github.com/stratalog/strata/internal/ratelog"
 	"log/slog"
 	"net"
 	"os"
@@ -134,8 +135,7 @@ type Server struct {
 	// now is the clock of the shells here (time.Now); badFrames limits
 	// the "closing connection: bad request" lines (connError).
 	now       func() time.Time
-	badMu     sync.Mutex
-	badFrames logLimiter
+	badFrames *ratelog.Shared
 
 	groups  groupsState  // groups.go
 	txn     txnState     // producers.go
@@ -175,7 +175,7 @@ func New(cfg Config, eng *engine.Engine) *Server {
 		cfg.LogDefaults = engine.DefaultLogConfig()
 	}
 	s := &Server{cfg: cfg, eng: eng, log: cfg.Logger, now: time.Now,
-		badFrames: logLimiter{window: badFrameLogWindow, burst: badFrameLogBurst}}
+		badFrames: ratelog.NewShared(badFrameLogWindow, badFrameLogBurst)}
 	s.advertised.Store(&endpoint{host: cfg.AdvertisedHost, port: cfg.AdvertisedPort})
 	s.np = netpoll.NewServer(netpoll.Config{
 		MaxFrameBytes: cfg.MaxRequestBytes,
@@ -340,9 +340,7 @@ var decodeFrame = decodeRequest
 
 // connError logs a request that closes its connection, rate-limited.
 func (s *Server) connError(c peer, h requestHeader, err error) {
-	s.badMu.Lock()
-	ok, held := s.badFrames.allow(s.now())
-	s.badMu.Unlock()
+	ok, held := s.badFrames.Allow(s.now())
 	if !ok {
 		return
 	}
