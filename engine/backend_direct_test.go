@@ -160,20 +160,11 @@ func readHead(l *Log, want [][]byte, mem bool) error {
 		if err != nil {
 			return err
 		}
-		var data []byte
-		for _, c := range res.Chunks {
-			if c.Buf != nil {
-				data = append(data, c.Buf...)
-				continue
-			}
-			buf := make([]byte, c.Len)
-			if _, err := c.File.ReadAt(buf, c.Pos); err != nil {
-				res.Release()
-				return err
-			}
-			data = append(data, buf...)
-		}
+		data, err := resultBytes(&res)
 		res.Release()
+		if err != nil {
+			return err
+		}
 		for rest := data; len(rest) > 0; {
 			b, r, h, err := record.Next(rest)
 			if err != nil || h.BaseOffset != next || !record.CheckCRC(b) {

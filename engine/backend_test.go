@@ -545,19 +545,11 @@ func TestTailCacheConcurrentReaders(t *testing.T) {
 						errs <- err
 						return
 					}
-					var data []byte
-					for _, c := range res.Chunks {
-						if c.Buf != nil {
-							data = append(data, c.Buf...)
-						} else {
-							buf := make([]byte, c.Len)
-							if _, err := c.File.ReadAt(buf, c.Pos); err != nil {
-								errs <- err
-								res.Release()
-								return
-							}
-							data = append(data, buf...)
-						}
+					data, err := resultBytes(&res)
+					if err != nil {
+						errs <- err
+						res.Release()
+						return
 					}
 					before := append([]byte(nil), data...)
 					for rest := data; len(rest) > 0; {

@@ -311,3 +311,21 @@ func checkIndexesAgainstWalk(t testing.TB, l *Log) {
 		}
 	}
 }
+
+// resultBytes gathers a ReadResult's bytes: memory chunks as they are,
+// file chunks read from their file. It does not release res.
+func resultBytes(res *ReadResult) ([]byte, error) {
+	var data []byte
+	for _, c := range res.Chunks {
+		if c.Buf != nil {
+			data = append(data, c.Buf...)
+			continue
+		}
+		buf := make([]byte, c.Len)
+		if _, err := c.File.ReadAt(buf, c.Pos); err != nil {
+			return nil, err
+		}
+		data = append(data, buf...)
+	}
+	return data, nil
+}

@@ -339,21 +339,12 @@ func TestTailCacheIndexConcurrent(t *testing.T) {
 					res.Release()
 					continue // not yet below the visible end
 				}
-				var data []byte
-				for _, c := range res.Chunks {
-					if c.Buf != nil {
-						data = append(data, c.Buf...)
-						continue
-					}
-					buf := make([]byte, c.Len)
-					if _, err := c.File.ReadAt(buf, c.Pos); err != nil {
-						errs <- err
-						res.Release()
-						return
-					}
-					data = append(data, buf...)
-				}
+				data, err := resultBytes(&res)
 				res.Release()
+				if err != nil {
+					errs <- err
+					return
+				}
 				b, _, h, err := record.Next(data)
 				mu.Lock()
 				want := stored[h.BaseOffset]
