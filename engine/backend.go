@@ -284,7 +284,7 @@ func (b *ioBackend) prewrite(dir string) bool {
 	if b.dev == nil || b.metaFlush {
 		return false
 	}
-	dev, err := deviceOf(dir)
+	dev, err := segment.DeviceOf(dir)
 	return err == nil && dev == b.dev.dev
 }
 
@@ -295,7 +295,7 @@ func (b *ioBackend) sharedMeta(dir string) bool {
 	if b.dev == nil || !b.metaFlush {
 		return false
 	}
-	dev, err := deviceOf(dir)
+	dev, err := segment.DeviceOf(dir)
 	return err == nil && dev == b.dev.dev
 }
 
@@ -341,7 +341,7 @@ func (b *ioBackend) startRing(dir string) error {
 		return err
 	}
 	zeros := zp.Get() // mapped zeroed, never written
-	devSegs := maxWriteSegments(dir)
+	devSegs := segment.MaxWriteSegments(dir)
 	segs, huge := devSegs, zp.HugePages()
 	if huge {
 		segs = 0 // physically contiguous: one segment, whatever its length

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/stratalog/strata/record"
+	"github.com/stratalog/strata/segment"
 )
 
 // syncBuffer is a log sink safe for concurrent writes.
@@ -600,7 +601,7 @@ func TestZeroWriteBytes(t *testing.T) {
 			t.Errorf("zeroWriteBytes(%d, %d) = %d, want %d", c.buf, c.segs, got, c.want)
 		}
 	}
-	if n := maxWriteSegments(filepath.Join(t.TempDir(), "missing")); n != 0 {
+	if n := segment.MaxWriteSegments(filepath.Join(t.TempDir(), "missing")); n != 0 {
 		t.Errorf("max segments of a missing path: %d", n)
 	}
 }

@@ -70,12 +70,12 @@ func openDevFlush(dir string, metadata bool) (*devFlush, error) {
 	if err := vfs.SyncDir(dir); err != nil {
 		return fail(err)
 	}
-	dev, err := deviceOf(dir)
+	dev, err := segment.DeviceOf(dir)
 	if err != nil {
 		return fail(err)
 	}
 	if metadata {
-		if !ext4NoJournal(dir) {
+		if !segment.Ext4NoJournal(dir) {
 			return newDevFlush(f, dev, func() error { return segment.SyncFS(f) }), nil
 		}
 		// ext4 without a journal: syncfs issues the device cache flush

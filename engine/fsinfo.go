@@ -5,9 +5,6 @@ import "github.com/stratalog/strata/segment"
 // The data directory's filesystem and device, as the flush choice needs
 // them (package segment asks the kernel).
 
-// deviceOf is the st_dev of path.
-func deviceOf(path string) (uint64, error) { return segment.DeviceOf(path) }
-
 // sharedFlushFS reports whether dir's filesystem overwrites allocated,
 // written blocks in place with O_DIRECT, without metadata of its own, and
 // sends the device a cache flush from an fdatasync that has nothing to
@@ -17,9 +14,3 @@ func sharedFlushFS(dir string) (string, bool) {
 	fs := segment.FSType(dir)
 	return fs, fs == "ext4" || fs == "xfs"
 }
-
-// ext4NoJournal reports whether dir is on ext4 mounted without a journal.
-func ext4NoJournal(dir string) bool { return segment.Ext4NoJournal(dir) }
-
-// maxWriteSegments is the device's queue/max_segments under dir, 0 unknown.
-func maxWriteSegments(dir string) int { return segment.MaxWriteSegments(dir) }
