@@ -1,0 +1,207 @@
+package configkeys
+
+import (
+	"errors"
+	"math"
+	"net"
+	"strconv"
+	"strings"
+)
+
+// Milliseconds per minute and hour (synonym scales).
+const (
+	minuteMs = 60_000
+	hourMs   = 60 * minuteMs
+)
+
+// keys is the table, in the README's order. A key's Default must be its
+// own canonical text (TestDefaultsParse).
+var keys = []Key{
+	// `strata serve`: the broker.
+	{Broker: "node.id", Synonyms: []Synonym{{Name: "broker.id"}}, Type: Int, Default: "0", Flag: "node-id", Section: "serve",
+		Doc: "this broker's id"},
+	{Broker: "listeners", Type: String, Default: "PLAINTEXT://127.0.0.1:9092", Strata: true, Check: checkListener, Flag: "listen", Section: "serve",
+		Doc: "the first listener is used (the flag takes host:port)"},
+	{Broker: "advertised.listeners", Type: String, Shown: "the listen address", Check: checkListener, Section: "serve",
+		Doc: "the address Metadata gives clients"},
+	{Broker: "log.dirs", Synonyms: []Synonym{{Name: "log.dir"}}, Type: String, Default: "./strata-data", Strata: true, Check: checkLogDirs, Flag: "data-dir", Section: "serve",
+		Doc: "the first directory is used"},
+	{Broker: "num.partitions", Type: Int, Min: 1, Max: math.MaxInt32, Default: "1", Section: "serve",
+		Doc: "for auto-created topics and CreateTopics with -1"},
+	{Broker: "default.replication.factor", Type: Int, Min: 1, Max: math.MaxInt16, Default: "1", Section: "serve",
+		Doc: "for auto-created topics and CreateTopics with -1"},
+	{Broker: "auto.create.topics.enable", Type: Boolean, Default: "true", Section: "serve",
+		Doc: "Metadata and Produce for an unknown topic create it"},
+	{Broker: "socket.request.max.bytes", Type: Int, Min: 1024, Max: math.MaxInt32, Default: "104857600", Section: "serve",
+		Doc: "larger frames close the connection before any allocation"},
+	{Broker: "fetch.max.bytes", Type: Int, Min: 1024, Max: math.MaxInt32, Default: "57671680", Section: "serve",
+		Doc: "the most bytes one Fetch response carries"},
+	{Broker: "connections.max.idle.ms", Type: Long, Min: 0, Max: math.MaxInt64, Default: "600000", Section: "serve",
+		Doc: "idle connections are closed (0: never)"},
+	{Broker: "queued.max.request.bytes", Type: Long, Default: "104857600", Shown: "104857600 per connection", Strata: true, Check: checkQueuedBytes, Section: "serve",
+		Doc: "request bytes read but not answered on one connection; past it the connection is not read (-1: unbounded)"},
+
+	// Topic keys: the broker name sets every topic's default, the topic
+	// name a topic's override.
+	{Topic: "max.message.bytes", Broker: "message.max.bytes", Dynamic: Topic, Log: true, Type: Int, Min: 0, Max: math.MaxInt32, Default: "1048588", Section: "serve",
+		Doc: "the largest record batch a Produce may write"},
+	{Topic: "segment.bytes", Broker: "log.segment.bytes", Dynamic: Topic, Log: true, Type: Int, Min: 14, Max: math.MaxInt32, Default: "1073741824", Section: "serve",
+		Doc: "a segment is rolled at this size"},
+	{Topic: "segment.ms", Broker: "log.roll.ms", Synonyms: []Synonym{{Name: "log.roll.hours", Scale: hourMs}}, Dynamic: Topic, Log: true, Type: Long, Min: 1, Max: math.MaxInt64,
+		Default: "604800000", Shown: "7 days", Section: "serve",
+		Doc: "a segment is rolled at this age"},
+	{Topic: "segment.index.bytes", Broker: "log.index.size.max.bytes", Dynamic: Topic, Log: true, Type: Int, Min: 4, Max: math.MaxInt32, Default: "10485760", Section: "serve",
+		Doc: "the size of a segment's offset and time indexes"},
+	{Topic: "index.interval.bytes", Broker: "log.index.interval.bytes", Dynamic: Topic, Log: true, Type: Int, Min: 0, Max: math.MaxInt32, Default: "4096", Section: "serve",
+		Doc: "bytes of batches between index entries"},
+	{Topic: "retention.ms", Broker: "log.retention.ms",
+		Synonyms: []Synonym{{Name: "log.retention.minutes", Scale: minuteMs}, {Name: "log.retention.hours", Scale: hourMs}},
+		Dynamic:  Topic, Log: true, Type: Long, Min: -1, Max: math.MaxInt64, Default: "604800000", Shown: "7 days", Section: "serve",
+		Doc: "whole sealed segments older than this (by largest timestamp) are deleted; -1: never"},
+	{Topic: "retention.bytes", Broker: "log.retention.bytes", Dynamic: Topic, Log: true, Type: Long, Default: "-1", Section: "serve",
+		Doc: "per partition, oldest segments first; -1: no limit"},
+	{Topic: "message.timestamp.type", Broker: "log.message.timestamp.type", Dynamic: Topic, Log: true, Type: String,
+		Values: []string{"CreateTime", "LogAppendTime"}, Default: "CreateTime", Section: "serve",
+		Doc: "LogAppendTime: the broker stamps batches with its clock"},
+	{Topic: "cleanup.policy", Broker: "log.cleanup.policy", Dynamic: Topic, Log: true, Type: List, Values: []string{"delete", "compact"}, Default: "delete", Section: "serve",
+		Doc: "delete (retention), compact (the cleaner keeps the last record of each key) or both"},
+	{Topic: "preallocate", Broker: "log.preallocate", Dynamic: Topic, Log: true, Type: Boolean, Default: "true", Strata: true, Section: "serve",
+		Doc: "segments are allocated whole when created (fallocate, keep-size)"},
+	{Topic: "file.delete.delay.ms", Broker: "log.segment.delete.delay.ms", Dynamic: Topic, Log: true, Type: Long, Min: 0, Max: math.MaxInt64, Default: "60000", Section: "serve",
+		Doc: "a deleted segment's files are removed this long after"},
+	{Topic: "write.caching", Broker: "log.write.caching", Dynamic: Topic, Log: true, Type: Boolean, Default: "false", Strata: true, Section: "serve",
+		Doc: "true acks from the page cache and flushes by flush.ms/flush.messages; false: the high watermark is durable (group commit)"},
+	{Topic: "flush.messages", Broker: "log.flush.interval.messages", Dynamic: Topic, Log: true, Type: Long, Min: 1, Max: math.MaxInt64,
+		Default: "9223372036854775807", Shown: "never", Section: "serve",
+		Doc: "only with write caching"},
+	{Topic: "flush.ms", Broker: "log.flush.interval.ms", Dynamic: Topic, Log: true, Type: Long, Min: 0, Max: math.MaxInt64,
+		Default: "9223372036854775807", Shown: "never", Section: "serve",
+		Doc: "only with write caching"},
+	{Topic: "delete.retention.ms", Broker: "log.cleaner.delete.retention.ms", Dynamic: Topic, Log: true, Type: Long, Min: 0, Max: math.MaxInt64,
+		Default: "86400000", Shown: "1 day", Section: "serve",
+		Doc: "compacted topics keep tombstones this long"},
+	{Topic: "min.cleanable.dirty.ratio", Broker: "log.cleaner.min.cleanable.ratio", Dynamic: Topic, Log: true, Type: Double, MinFloat: 0, MaxFloat: 1, Default: "0.5", Section: "serve",
+		Doc: "the cleaner compacts a log once this share of it is uncleaned"},
+	{Topic: "min.compaction.lag.ms", Broker: "log.cleaner.min.compaction.lag.ms", Dynamic: Topic, Log: true, Type: Long, Min: 0, Max: math.MaxInt64, Default: "0", Section: "serve",
+		Doc: "records younger than this are not compacted"},
+	{Topic: "max.compaction.lag.ms", Broker: "log.cleaner.max.compaction.lag.ms", Dynamic: Topic, Log: true, Type: Long, Min: 1, Max: math.MaxInt64,
+		Default: "9223372036854775807", Shown: "unbounded", Section: "serve",
+		Doc: "records older than this are compacted whatever the dirty ratio"},
+
+	// The engine's background work and I/O.
+	{Broker: "log.retention.check.interval.ms", Type: Long, Min: 1, Max: math.MaxInt64, Default: "300000", Section: "serve",
+		Doc: "how often retention runs"},
+	{Broker: "log.cleaner.enable", Type: Boolean, Default: "true", Section: "serve",
+		Doc: "the compaction cleaner (`cleanup.policy=compact`)"},
+	{Broker: "log.cleaner.io.max.bytes.per.second", Type: Double, Default: "6.7108864e+07", Shown: "64 MiB/s", Strata: true, Check: checkPositive, Section: "serve",
+		Doc: "cleaner throttle, so cleaning never starves produce"},
+	{Broker: "log.cleaner.backoff.ms", Type: Long, Min: 1, Max: math.MaxInt64, Default: "15000", Section: "serve",
+		Doc: "the cleaner's pause when nothing needs cleaning"},
+	{Broker: "log.io.backend", Type: String, Values: []string{"auto", "uring", "pwrite"}, Default: "auto", Strata: true, Section: "serve",
+		Doc: "`auto` (O_DIRECT through io_uring, pwrite if io_uring is refused), `uring`, `pwrite`"},
+	{Broker: "log.io.flush.shared", Type: Boolean, Default: "true", Strata: true, Section: "serve",
+		Doc: "with the O_DIRECT backend on ext4/XFS, active segments are zero-filled ahead of their appends and acks=all durability comes from one device cache flush shared by every partition being flushed (engine/doc.go, \"Shared device flushes\"); `false`: one fdatasync per segment"},
+	{Broker: "log.io.zero.fill", Type: Boolean, Default: "true", Strata: true, Section: "serve",
+		Doc: "with shared flushes, `false` writes each segment byte once: no zero-fill, appends land in unwritten extents, the shared flush is a syncfs of the data directory's filesystem and active indexes are mapped private (written back at each recovery-point checkpoint); on the development VM (ext4 without a journal) 0.6 of the device bytes but about a quarter less throughput and more broker CPU (docs/performance.md, \"Session 11\")"},
+	{Broker: "log.tail.cache.bytes", Type: Long, Default: "67108864", Strata: true, Section: "serve",
+		Doc: "with the O_DIRECT backend, memory for the newest batches of each partition (shared evenly, at most 4 MiB a partition), from which consumers near the head are served; a consumer further behind reads the segment files, which O_DIRECT keeps out of the page cache. Raise it to cover the lag your consumers have; `0` or `-1`: off"},
+	{Broker: "producer.id.expiration.ms", Type: Int, Min: 1, Max: math.MaxInt32, Default: "86400000", Section: "serve",
+		Doc: "idempotent producer state expiry"},
+
+	// Consumer groups.
+	{Broker: "group.min.session.timeout.ms", Type: Int, Min: 1, Max: math.MaxInt32, Default: "6000", Section: "serve",
+		Doc: "the shortest session timeout a member may ask for"},
+	{Broker: "group.max.session.timeout.ms", Type: Int, Min: 1, Max: math.MaxInt32, Default: "1800000", Section: "serve",
+		Doc: "the longest session timeout a member may ask for"},
+	{Broker: "group.initial.rebalance.delay.ms", Type: Int, Min: 0, Max: math.MaxInt32, Default: "3000", Section: "serve",
+		Doc: "an empty group's first rebalance waits this long for more members"},
+	{Broker: "group.max.size", Type: Int, Min: 1, Max: math.MaxInt32, Default: "2147483647", Shown: "unbounded", Section: "serve",
+		Doc: "the most members of a classic group"},
+	{Broker: "offsets.topic.num.partitions", Type: Int, Min: 1, Max: math.MaxInt32, Default: "50", Section: "serve",
+		Doc: "partitions of `__consumer_offsets` when it is created"},
+	{Broker: "offset.metadata.max.bytes", Type: Int, Min: 1, Max: math.MaxInt32, Default: "4096", Section: "serve",
+		Doc: "the longest metadata string of a committed offset"},
+	{Broker: "offsets.retention.minutes", Type: Int, Min: 1, Max: math.MaxInt32, Default: "10080", Shown: "7 days", Section: "serve",
+		Doc: "committed offsets of a group empty this long are deleted"},
+
+	// A cluster.
+	{Broker: "controller.quorum.voters", Type: List, Shown: "none", Flag: "controller-quorum", Section: "cluster",
+		Doc: "the metadata quorum, `id@host:port,...` (Raft addresses); none: a single broker"},
+	{Broker: "broker.rack", Type: String, Shown: "none", Flag: "rack", Section: "cluster",
+		Doc: "replicas of a partition are spread over racks"},
+	{Broker: "broker.session.timeout.ms", Type: Int, Min: 1, Max: math.MaxInt32, Default: "9000", Section: "cluster",
+		Doc: "a broker without a heartbeat this long is fenced"},
+	{Broker: "broker.heartbeat.interval.ms", Type: Int, Min: 1, Max: math.MaxInt32, Default: "2000", Section: "cluster",
+		Doc: "how often a broker heartbeats to the controller"},
+	{Broker: "replica.lag.time.max.ms", Type: Long, Min: 1, Max: math.MaxInt64, Default: "30000", Section: "cluster",
+		Doc: "a follower not caught up this long leaves the ISR"},
+	{Topic: "min.insync.replicas", Broker: "min.insync.replicas", Dynamic: Topic, Type: Int, Min: 1, Max: math.MaxInt32, Default: "1", Section: "cluster",
+		Doc: "acks=all produces need this many in-sync replicas"},
+	{Topic: "unclean.leader.election.enable", Dynamic: Topic, Type: Boolean, Default: "false", Section: "cluster",
+		Doc: "a replica outside the ISR may become leader when no ISR member is left"},
+	{Broker: "auto.leader.rebalance.enable", Type: Boolean, Default: "true", Flag: "auto-leader-rebalance", Section: "cluster",
+		Doc: "the controller moves leadership back to preferred replicas"},
+	{Broker: "leader.imbalance.check.interval.seconds", Type: Long, Min: 1, Max: 1 << 31, Default: "300", Flag: "leader-imbalance-check-interval-seconds", Section: "cluster",
+		Doc: "how often it checks"},
+	{Broker: "leader.imbalance.per.broker.percentage", Type: Int, Min: 0, Max: 100, Default: "10", Flag: "leader-imbalance-per-broker-percentage", Section: "cluster",
+		Doc: "a broker's share of preferred partitions led elsewhere above which it rebalances"},
+
+	// Transactions.
+	{Broker: "transaction.max.timeout.ms", Type: Int, Min: 1, Max: math.MaxInt32, Default: "900000", Section: "transactions",
+		Doc: "larger `transaction.timeout.ms` is refused"},
+	{Broker: "transactional.id.expiration.ms", Type: Int, Min: 1, Max: math.MaxInt32, Default: "604800000", Section: "transactions",
+		Doc: "idle transactional ids are forgotten"},
+	{Broker: "transaction.abort.timed.out.transaction.cleanup.interval.ms", Type: Int, Min: 1, Max: math.MaxInt32, Default: "10000", Section: "transactions",
+		Doc: "how often timed-out transactions are aborted"},
+	{Broker: "transaction.version", Type: Short, Min: 0, Max: 2, Default: "2", Section: "transactions",
+		Doc: "the finalized feature level (Kafka sets it with kafka-features); 1: clients use the classic flow"},
+	{Broker: "transaction.partition.verification.enable", Type: Boolean, Default: "true", Section: "transactions",
+		Doc: "KIP-890 part 1"},
+}
+
+// FirstListener returns host:port of the first listener of a Kafka
+// listeners value ("PLAINTEXT://host:port,SSL://..."; the scheme may be
+// left out).
+func FirstListener(v string) (string, error) {
+	first := strings.TrimSpace(strings.Split(v, ",")[0])
+	if i := strings.Index(first, "://"); i >= 0 {
+		first = first[i+3:]
+	}
+	_, port, err := net.SplitHostPort(first)
+	if err != nil {
+		return "", err
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return "", errors.New("bad port " + strconv.Quote(port))
+	}
+	return first, nil
+}
+
+func checkListener(v string) error {
+	_, err := FirstListener(v)
+	return err
+}
+
+// FirstLogDir returns the first directory of a log.dirs value.
+func FirstLogDir(v string) string { return strings.TrimSpace(strings.Split(v, ",")[0]) }
+
+func checkLogDirs(v string) error {
+	if FirstLogDir(v) == "" {
+		return errors.New("empty directory")
+	}
+	return nil
+}
+
+func checkQueuedBytes(v string) error {
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil && n == 0 {
+		return errors.New("must be -1 (unbounded) or > 0")
+	}
+	return nil
+}
+
+func checkPositive(v string) error {
+	if f, err := strconv.ParseFloat(v, 64); err == nil && f <= 0 {
+		return errors.New("must be > 0")
+	}
+	return nil
+}
