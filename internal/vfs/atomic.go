@@ -15,12 +15,15 @@ const TmpSuffix = ".tmp"
 // run on accept.
 const MaxFileNameLen = 255
 
-// WriteFileAtomic replaces path with data: write the temporary file
+// WriteFileAtomicFS replaces path with data: write the temporary file
 // (TmpPath), fsync it, rename it over path, fsync the directory. After a
-// crash path holds the old or the new contents, never a mix.
-func WriteFileAtomic(path string, data []byte) error {
+// crash path holds the old or the new contents, never a mix, and once it
+// returns nil the new contents (rules in the package doc). On an error
+// the temporary file is removed (best effort) and path holds the old or,
+// when only the directory sync failed, possibly the new contents.
+func WriteFileAtomicFS(fsys FS, path string, data []byte) error {
 	tmp := TmpPath(path)
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err
 	}
@@ -32,32 +35,39 @@ func WriteFileAtomic(path string, data []byte) error {
 		werr = cerr
 	}
 	if werr != nil {
-		os.Remove(tmp)
+		fsys.Remove(tmp)
 		return werr
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
+	if err := fsys.Rename(tmp, path); err != nil {
+		fsys.Remove(tmp)
 		return err
 	}
-	return SyncDir(filepath.Dir(path))
+	return fsys.SyncDir(filepath.Dir(path))
 }
 
-// ReplaceFileNoSync replaces path with data through the temporary file and
-// a rename, without any fsync: after a crash path holds the old contents,
-// the new, or (the rename durable before the data) a torn or empty file,
-// so its reader must check what it reads (a CRC).
-func ReplaceFileNoSync(path string, data []byte) error {
+// WriteFileAtomic is WriteFileAtomicFS on the OS file system.
+func WriteFileAtomic(path string, data []byte) error { return WriteFileAtomicFS(OS, path, data) }
+
+// ReplaceFileNoSyncFS replaces path with data through the temporary file
+// and a rename, without any sync: after a crash path may be missing (if
+// it did not exist), hold the old contents, the new, or (the rename
+// durable before the data) an empty or torn file, so its reader must
+// check what it reads (a CRC).
+func ReplaceFileNoSyncFS(fsys FS, path string, data []byte) error {
 	tmp := TmpPath(path)
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		os.Remove(tmp)
+	if err := WriteFile(fsys, tmp, data, 0o644); err != nil {
+		fsys.Remove(tmp)
 		return err
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
+	if err := fsys.Rename(tmp, path); err != nil {
+		fsys.Remove(tmp)
 		return err
 	}
 	return nil
 }
+
+// ReplaceFileNoSync is ReplaceFileNoSyncFS on the OS file system.
+func ReplaceFileNoSync(path string, data []byte) error { return ReplaceFileNoSyncFS(OS, path, data) }
 
 // TmpPath is path+TmpSuffix, or a hashed hidden name in the same
 // directory when that would pass MaxFileNameLen (a 249-character topic's
@@ -71,8 +81,9 @@ func TmpPath(path string) string {
 	return filepath.Join(dir, "."+hex.EncodeToString(sum[:16])+TmpSuffix)
 }
 
-// SyncDir fsyncs a directory so entries created, renamed or removed in it
-// are durable (a no-op where the system refuses directory syncs).
+// SyncDir fsyncs a directory of the OS file system so entries created,
+// renamed or removed in it are durable (a no-op where the system refuses
+// directory syncs).
 func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
@@ -88,9 +99,9 @@ func SyncDir(dir string) error {
 	return err
 }
 
-// SyncPath fsyncs a file by path.
-func SyncPath(path string) error {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+// SyncPathFS fsyncs the file path.
+func SyncPathFS(fsys FS, path string) error {
+	f, err := fsys.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return err
 	}
@@ -100,3 +111,6 @@ func SyncPath(path string) error {
 	}
 	return err
 }
+
+// SyncPath is SyncPathFS on the OS file system.
+func SyncPath(path string) error { return SyncPathFS(OS, path) }
