@@ -54,6 +54,11 @@ type Conn struct {
 	readerWaiting bool
 	queuedBytes   int64 // payload bytes of the frames read and not yet released
 
+	// admitW and growW are this connection's places in the broker-wide
+	// budget's queues: the reader waits in admitW for a new frame's bytes,
+	// Reply.Reserve in growW (both only on the reader's goroutine).
+	admitW, growW budgetWaiter
+
 	// Reader-owned.
 	br     *bufio.Reader
 	hdr    [FrameHeaderBytes]byte
@@ -83,6 +88,10 @@ func newConn(s *Server, nc net.Conn) *Conn {
 	}
 	c.canWrite.L = &c.mu
 	c.canRead.L = &c.mu
+	if s.budget != nil {
+		c.admitW.ready = make(chan struct{}, 1)
+		c.growW.ready = make(chan struct{}, 1)
+	}
 	for i := range c.slots {
 		c.slots[i].c = c
 	}
@@ -145,16 +154,20 @@ func (c *Conn) readLoop() {
 			c.readFailed(err)
 			return
 		}
-		if err := checkFrameSize(size, maxBytes); err != nil {
+		if err := c.s.checkFrame(size); err != nil {
 			if ok, held := c.s.refused.Allow(c.s.cfg.Now()); ok {
 				c.s.log.Warn("netpoll: refusing frame; closing connection",
-					"remote", c.remote.String(), "size", size, "max", maxBytes, "err", err,
+					"remote", c.remote.String(), "size", size, "max", maxBytes,
+					"max_queued", c.s.cfg.MaxQueuedBytes, "err", err,
 					"similar_lines_suppressed", held)
 			}
 			c.Close()
 			return
 		}
 		if !c.waitQueued(int64(size)) {
+			return
+		}
+		if !c.admit(int64(size)) {
 			return
 		}
 		c.armRead()
@@ -166,6 +179,7 @@ func (c *Conn) readLoop() {
 		frame, err := readPayload(c.br, dst, int(size))
 		if err != nil {
 			putFrame(fb)
+			c.s.giveBack(int64(size))
 			c.readFailed(err)
 			return
 		}
@@ -173,6 +187,7 @@ func (c *Conn) readLoop() {
 		r := c.publish(fb, int64(size))
 		if r == nil {
 			putFrame(fb)
+			c.s.giveBack(int64(size))
 			return
 		}
 		c.s.h.Serve(c, frame, r)
@@ -207,6 +222,17 @@ func (c *Conn) waitQueued(size int64) bool {
 	}
 	c.queuedBytes += size
 	return !c.dead && !c.closing
+}
+
+// admit takes size bytes of the broker-wide budget for the next frame,
+// waiting (without reading the socket) while they do not fit. It reports
+// false when the connection closed meanwhile.
+func (c *Conn) admit(size int64) bool {
+	b := c.s.budget
+	if b == nil {
+		return true
+	}
+	return b.acquire(&c.admitW, size, 0, false, c.done)
 }
 
 // publish hands the tail slot, now holding fb (size payload bytes, already
@@ -475,15 +501,18 @@ func (c *Conn) release(start, end uint64) {
 		putFrame(fb)
 	}
 	c.mu.Lock()
+	var budgeted int64
 	for seq := start; seq < end; seq++ {
 		r := c.slot(seq)
 		r.state = slotFree
 		c.queuedBytes -= r.bytes
-		r.bytes = 0
+		budgeted += r.bytes + r.extra
+		r.bytes, r.extra = 0, 0
 	}
 	c.head = end
 	wake := c.readerWaiting
 	c.mu.Unlock()
+	c.s.giveBack(budgeted)
 	if wake {
 		c.canRead.Signal()
 	}
@@ -494,14 +523,18 @@ func (c *Conn) release(start, end uint64) {
 // whoever completes them.
 func (c *Conn) drain() {
 	var dropped []*Reply
+	var budgeted int64
 	c.mu.Lock()
 	for seq := c.head; seq != c.tail; seq++ {
 		if r := c.slot(seq); r.state == slotReady {
 			r.state = slotDone
+			budgeted += r.bytes + r.extra
+			r.bytes, r.extra = 0, 0
 			dropped = append(dropped, r)
 		}
 	}
 	c.mu.Unlock()
+	c.s.giveBack(budgeted)
 	for _, r := range dropped {
 		done, fb := r.done, r.frame
 		r.resp, r.parts, r.done, r.frame = nil, nil, nil, nil

@@ -44,19 +44,36 @@
 //
 // # Queued bytes
 //
-// Slots bound the number of unanswered requests; Config.QueuedMaxRequestBytes
-// (queued.max.request.bytes) bounds their bytes. After reading a frame's size
-// prefix the reader reserves the payload size against the connection's
-// queued bytes and waits, without reading the payload, while the reservation
-// would pass the bound and something is already queued; the writer gives the
-// bytes back when it frees the slot (after the response is written, since the
-// frame lives until then). A flood of producers therefore stops at the bound
-// per connection and the rest waits in the kernel's socket buffers and the
-// client, whose writes block. The bound is per connection, not a broker-wide
-// pool as in Kafka: a client that stops reading its responses pins its own
-// queued requests, and with a shared pool it would stall every other client
-// too. The broker's request memory is at most connections × the bound (plus
-// a 16 KiB read buffer each).
+// Slots bound the number of unanswered requests; two byte bounds apply to
+// their frames, both taken after the size prefix is read and before the
+// payload is read or allocated, and both given back when the slot is freed
+// (after the response is written, since the frame lives until then, or when
+// the reply is dropped with its connection):
+//
+//   - Config.MaxQueuedBytes (queued.max.request.bytes, KIP-72's memory pool)
+//     is one budget for the whole Server: the frames of every connection,
+//     plus what handlers reserve for them with Reply.Reserve (the decoded
+//     request). While a frame does not fit the reader waits without reading
+//     its socket, so the client's writes block in TCP instead of the
+//     broker's memory growing; waiters are served in arrival order, Reserve
+//     calls (whose frames are already in) before new frames. A frame larger
+//     than the whole budget is refused like one above MaxFrameBytes (one
+//     rate-limited log line, then close): it could never be admitted.
+//   - Config.QueuedMaxRequestBytes is each connection's share: a frame that
+//     would take its connection past it waits until earlier replies are
+//     written, unless nothing is queued on the connection. It keeps one
+//     connection (a client that stops reading its responses pins its own
+//     queued requests) from holding the whole budget.
+//
+// The budget's deadlock rule: when every byte in use is held by readers
+// waiting in Reserve, nobody will give bytes back, so the oldest of them is
+// granted past the limit; used stays within the budget plus one
+// reservation. Reservations wait on handlers and writers only; a handler that
+// waits for another request to be read (an acks=all produce waiting for a
+// follower's fetch on the same broker) stalls until its own timeout when the
+// budget is full of such requests, as in Kafka. A peer that announces a
+// frame and sends nothing holds the frame's bytes until the idle timeout
+// (connections.max.idle.ms) closes it.
 //
 // # Buffers
 //

@@ -16,6 +16,9 @@ const FrameHeaderBytes = 4
 var (
 	ErrFrameTooLarge     = errors.New("netpoll: frame larger than the maximum")
 	ErrNegativeFrameSize = errors.New("netpoll: negative frame size")
+	// ErrFrameOverBudget: a frame larger than the whole broker-wide request
+	// budget (Config.MaxQueuedBytes) could never be admitted.
+	ErrFrameOverBudget = errors.New("netpoll: frame larger than the request budget")
 )
 
 // checkFrameSize reports whether a size prefix may be read into a buffer.

@@ -31,7 +31,8 @@ type Reply struct {
 	parts []Part
 	done  func()
 	frame *frameBuf              // nil for a frame too large to pool
-	bytes int64                  // the request payload's size, counted in Conn.queuedBytes
+	bytes int64                  // the request payload's size, counted in Conn.queuedBytes and the budget
+	extra int64                  // bytes taken from the budget by Reserve
 	hdr   [FrameHeaderBytes]byte // the size prefix, filled by the writer
 }
 
@@ -92,6 +93,42 @@ func (r *Reply) SendParts(parts []Part, done func()) {
 	r.complete(kindParts, nil, parts, total, done)
 }
 
+// Reserve takes n more bytes of the broker-wide request budget
+// (Config.MaxQueuedBytes) for this request, for memory the handler derives
+// from the frame (a decoded request), and holds them until the reply's slot
+// is freed, like the frame's own bytes. It waits, ahead of frames not yet
+// admitted, while they do not fit (see budget for the one case it is granted
+// past the limit). It returns false without waiting when the frame and n
+// together could never fit, and false when the connection closes while
+// waiting; the handler should then not allocate and should Close the reply.
+// With an unbounded budget it returns true at once. Reserve must be called
+// before the reply is completed, on the goroutine running Handler.Serve for
+// it (the connection's reader).
+func (r *Reply) Reserve(n int64) bool {
+	c := r.c
+	b := c.s.budget
+	if b == nil || n <= 0 {
+		return true
+	}
+	c.mu.Lock()
+	if r.state != slotPending {
+		c.mu.Unlock()
+		panic("netpoll: Reserve on a completed Reply")
+	}
+	held := r.bytes + r.extra
+	c.mu.Unlock()
+	if held+n > b.limit {
+		return false
+	}
+	if !b.acquire(&c.growW, n, held, true, c.done) {
+		return false
+	}
+	c.mu.Lock()
+	r.extra += n
+	c.mu.Unlock()
+	return true
+}
+
 // Skip completes the reply with no response (acks=0).
 func (r *Reply) Skip() { r.complete(kindSkip, nil, nil, 0, nil) }
 
@@ -112,11 +149,14 @@ func (r *Reply) complete(kind uint8, resp []byte, parts []Part, size int64, done
 		r.state = slotDone
 		fb := r.frame
 		r.frame = nil
+		budgeted := r.bytes + r.extra
+		r.bytes, r.extra = 0, 0
 		c.mu.Unlock()
 		if done != nil {
 			done()
 		}
 		putFrame(fb)
+		c.s.giveBack(budgeted)
 		return
 	}
 	r.kind, r.resp, r.parts, r.size, r.done = kind, resp, parts, size, done
