@@ -2,13 +2,16 @@ package engine
 
 import (
 	"fmt"
-	"math"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/stratalog/strata/internal/configkeys"
 )
 
 // LogConfig is one partition log's settings, named after Kafka's topic keys.
+// The keys' types, ranges, defaults and broker names are in
+// internal/configkeys; this file binds each to its field.
 type LogConfig struct {
 	SegmentBytes         int64  // segment.bytes            (broker: log.segment.bytes)          1 GiB
 	SegmentMs            int64  // segment.ms               (broker: log.roll.ms)                 7 days
@@ -32,254 +35,170 @@ type LogConfig struct {
 	MaxCompactionLagMs     int64   // max.compaction.lag.ms     (broker: log.cleaner.max.compaction.lag.ms)     MaxInt64
 }
 
-// Topic-level config keys.
-const (
-	keySegmentBytes       = "segment.bytes"
-	keySegmentMs          = "segment.ms"
-	keySegmentIndexBytes  = "segment.index.bytes"
-	keyIndexIntervalBytes = "index.interval.bytes"
-	keyRetentionMs        = "retention.ms"
-	keyRetentionBytes     = "retention.bytes"
-	keyMaxMessageBytes    = "max.message.bytes"
-	keyTimestampType      = "message.timestamp.type"
-	keyCleanupPolicy      = "cleanup.policy"
-	keyWriteCaching       = "write.caching"
-	keyFlushMessages      = "flush.messages"
-	keyFlushMs            = "flush.ms"
-	keyPreallocate        = "preallocate"
-	keyFileDeleteDelayMs  = "file.delete.delay.ms"
-	keyDeleteRetentionMs  = "delete.retention.ms"
-	keyMinCleanableRatio  = "min.cleanable.dirty.ratio"
-	keyMinCompactionLagMs = "min.compaction.lag.ms"
-	keyMaxCompactionLagMs = "max.compaction.lag.ms"
-)
-
 // Timestamp types (message.timestamp.type values).
 const (
 	TimestampCreateTime    = "CreateTime"
 	TimestampLogAppendTime = "LogAppendTime"
 )
 
-// DefaultLogConfig returns Kafka's defaults (plus Strata's durable-by-default).
-func DefaultLogConfig() LogConfig {
-	return LogConfig{
-		SegmentBytes:         1 << 30,
-		SegmentMs:            7 * 24 * 3600 * 1000,
-		SegmentIndexBytes:    10 << 20,
-		IndexIntervalBytes:   4096,
-		RetentionMs:          7 * 24 * 3600 * 1000,
-		RetentionBytes:       -1,
-		MaxMessageBytes:      1048588,
-		MessageTimestampType: TimestampCreateTime,
-		CleanupPolicy:        "delete",
-		WriteCaching:         false,
-		FlushMessages:        math.MaxInt64,
-		FlushMs:              math.MaxInt64,
-		Preallocate:          true,
-		FileDeleteDelayMs:    60000,
-
-		DeleteRetentionMs:      24 * 3600 * 1000,
-		MinCleanableDirtyRatio: 0.5,
-		MinCompactionLagMs:     0,
-		MaxCompactionLagMs:     math.MaxInt64,
-	}
-}
-
-// configKey describes one topic-level key: how to parse it into a LogConfig
-// and how to format it back.
-type configKey struct {
-	set func(c *LogConfig, v string) error
+// logField binds a topic key of internal/configkeys (its name, type,
+// range and default live there) to its LogConfig field.
+type logField struct {
+	set func(c *LogConfig, v configkeys.Value)
 	get func(c *LogConfig) string
 }
 
-func intKey(min, max int64, field func(c *LogConfig) *int64) configKey {
-	return configKey{
-		set: func(c *LogConfig, v string) error {
-			n, err := parseRange(v, min, max)
-			if err != nil {
-				return err
-			}
-			*field(c) = n
-			return nil
-		},
+func int64Field(field func(c *LogConfig) *int64) logField {
+	return logField{
+		set: func(c *LogConfig, v configkeys.Value) { *field(c) = v.Int },
 		get: func(c *LogConfig) string { return strconv.FormatInt(*field(c), 10) },
 	}
 }
 
-func int32Key(min, max int64, field func(c *LogConfig) *int32) configKey {
-	return configKey{
-		set: func(c *LogConfig, v string) error {
-			n, err := parseRange(v, min, max)
-			if err != nil {
-				return err
-			}
-			*field(c) = int32(n)
-			return nil
-		},
+func int32Field(field func(c *LogConfig) *int32) logField {
+	return logField{
+		set: func(c *LogConfig, v configkeys.Value) { *field(c) = int32(v.Int) }, // the table bounds Int keys
 		get: func(c *LogConfig) string { return strconv.FormatInt(int64(*field(c)), 10) },
 	}
 }
 
-func boolKey(field func(c *LogConfig) *bool) configKey {
-	return configKey{
-		set: func(c *LogConfig, v string) error {
-			switch strings.ToLower(strings.TrimSpace(v)) {
-			case "true":
-				*field(c) = true
-			case "false":
-				*field(c) = false
-			default:
-				return fmt.Errorf("%q is not a boolean", v)
-			}
-			return nil
-		},
+func boolField(field func(c *LogConfig) *bool) logField {
+	return logField{
+		set: func(c *LogConfig, v configkeys.Value) { *field(c) = v.Bool },
 		get: func(c *LogConfig) string { return strconv.FormatBool(*field(c)) },
 	}
 }
 
-func floatKey(min, max float64, field func(c *LogConfig) *float64) configKey {
-	return configKey{
-		set: func(c *LogConfig, v string) error {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err != nil || math.IsNaN(f) {
-				return fmt.Errorf("%q is not a number", v)
-			}
-			if f < min || f > max {
-				return fmt.Errorf("value %v out of range [%v, %v]", f, min, max)
-			}
-			*field(c) = f
-			return nil
-		},
+func float64Field(field func(c *LogConfig) *float64) logField {
+	return logField{
+		set: func(c *LogConfig, v configkeys.Value) { *field(c) = v.Float },
 		get: func(c *LogConfig) string { return strconv.FormatFloat(*field(c), 'g', -1, 64) },
 	}
 }
 
-func parseRange(v string, min, max int64) (int64, error) {
-	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("%q is not an integer", v)
+func stringField(field func(c *LogConfig) *string) logField {
+	return logField{
+		set: func(c *LogConfig, v configkeys.Value) { *field(c) = v.Text },
+		get: func(c *LogConfig) string { return *field(c) },
 	}
-	if n < min || n > max {
-		return 0, fmt.Errorf("value %d out of range [%d, %d]", n, min, max)
-	}
-	return n, nil
 }
 
-// configKeys maps Kafka topic key names to their parsers. Ranges follow
-// Kafka's validators (segment.bytes >= 14, segment.index.bytes >= 4, ...);
-// the int-typed keys are capped at MaxInt32 as in Kafka.
-var configKeys = map[string]configKey{
-	keySegmentBytes:       intKey(14, math.MaxInt32, func(c *LogConfig) *int64 { return &c.SegmentBytes }),
-	keySegmentMs:          intKey(1, math.MaxInt64, func(c *LogConfig) *int64 { return &c.SegmentMs }),
-	keySegmentIndexBytes:  int32Key(4, math.MaxInt32, func(c *LogConfig) *int32 { return &c.SegmentIndexBytes }),
-	keyIndexIntervalBytes: int32Key(0, math.MaxInt32, func(c *LogConfig) *int32 { return &c.IndexIntervalBytes }),
-	keyRetentionMs:        intKey(-1, math.MaxInt64, func(c *LogConfig) *int64 { return &c.RetentionMs }),
-	keyRetentionBytes:     intKey(math.MinInt64, math.MaxInt64, func(c *LogConfig) *int64 { return &c.RetentionBytes }),
-	keyMaxMessageBytes:    int32Key(0, math.MaxInt32, func(c *LogConfig) *int32 { return &c.MaxMessageBytes }),
-	keyFlushMessages:      intKey(1, math.MaxInt64, func(c *LogConfig) *int64 { return &c.FlushMessages }),
-	keyFlushMs:            intKey(0, math.MaxInt64, func(c *LogConfig) *int64 { return &c.FlushMs }),
-	keyFileDeleteDelayMs:  intKey(0, math.MaxInt64, func(c *LogConfig) *int64 { return &c.FileDeleteDelayMs }),
-	keyDeleteRetentionMs:  intKey(0, math.MaxInt64, func(c *LogConfig) *int64 { return &c.DeleteRetentionMs }),
-	keyMinCleanableRatio:  floatKey(0, 1, func(c *LogConfig) *float64 { return &c.MinCleanableDirtyRatio }),
-	keyMinCompactionLagMs: intKey(0, math.MaxInt64, func(c *LogConfig) *int64 { return &c.MinCompactionLagMs }),
-	keyMaxCompactionLagMs: intKey(1, math.MaxInt64, func(c *LogConfig) *int64 { return &c.MaxCompactionLagMs }),
-	keyWriteCaching:       boolKey(func(c *LogConfig) *bool { return &c.WriteCaching }),
-	keyPreallocate:        boolKey(func(c *LogConfig) *bool { return &c.Preallocate }),
-	keyTimestampType: {
-		set: func(c *LogConfig, v string) error {
-			switch v = strings.TrimSpace(v); v {
-			case TimestampCreateTime, TimestampLogAppendTime:
-				c.MessageTimestampType = v
-				return nil
-			}
-			return fmt.Errorf("%q is not CreateTime or LogAppendTime", v)
-		},
-		get: func(c *LogConfig) string { return c.MessageTimestampType },
-	},
-	keyCleanupPolicy: {
-		set: func(c *LogConfig, v string) error {
-			p, err := parseCleanupPolicy(v)
-			if err != nil {
-				return err
-			}
-			c.CleanupPolicy = p
-			return nil
-		},
+// logFields holds the field of every configkeys key marked Log, by topic
+// name (checked when the package initializes: a key without a field, or a
+// field without a key, panics).
+var logFields = map[string]logField{
+	"segment.bytes":             int64Field(func(c *LogConfig) *int64 { return &c.SegmentBytes }),
+	"segment.ms":                int64Field(func(c *LogConfig) *int64 { return &c.SegmentMs }),
+	"segment.index.bytes":       int32Field(func(c *LogConfig) *int32 { return &c.SegmentIndexBytes }),
+	"index.interval.bytes":      int32Field(func(c *LogConfig) *int32 { return &c.IndexIntervalBytes }),
+	"retention.ms":              int64Field(func(c *LogConfig) *int64 { return &c.RetentionMs }),
+	"retention.bytes":           int64Field(func(c *LogConfig) *int64 { return &c.RetentionBytes }),
+	"max.message.bytes":         int32Field(func(c *LogConfig) *int32 { return &c.MaxMessageBytes }),
+	"message.timestamp.type":    stringField(func(c *LogConfig) *string { return &c.MessageTimestampType }),
+	"flush.messages":            int64Field(func(c *LogConfig) *int64 { return &c.FlushMessages }),
+	"flush.ms":                  int64Field(func(c *LogConfig) *int64 { return &c.FlushMs }),
+	"file.delete.delay.ms":      int64Field(func(c *LogConfig) *int64 { return &c.FileDeleteDelayMs }),
+	"delete.retention.ms":       int64Field(func(c *LogConfig) *int64 { return &c.DeleteRetentionMs }),
+	"min.cleanable.dirty.ratio": float64Field(func(c *LogConfig) *float64 { return &c.MinCleanableDirtyRatio }),
+	"min.compaction.lag.ms":     int64Field(func(c *LogConfig) *int64 { return &c.MinCompactionLagMs }),
+	"max.compaction.lag.ms":     int64Field(func(c *LogConfig) *int64 { return &c.MaxCompactionLagMs }),
+	"write.caching":             boolField(func(c *LogConfig) *bool { return &c.WriteCaching }),
+	"preallocate":               boolField(func(c *LogConfig) *bool { return &c.Preallocate }),
+	"cleanup.policy": {
+		// The table checks the items; the log keeps them in one order.
+		set: func(c *LogConfig, v configkeys.Value) { c.CleanupPolicy = normalCleanupPolicy(v.Items()) },
 		get: func(c *LogConfig) string { return c.CleanupPolicy },
 	},
 }
 
-// parseCleanupPolicy accepts a comma-separated list of "delete" and
-// "compact" (each at most once) and returns it normalized.
-func parseCleanupPolicy(v string) (string, error) {
+// normalCleanupPolicy writes a checked cleanup.policy list in one order.
+func normalCleanupPolicy(items []string) string {
 	var del, compact bool
-	for _, p := range strings.Split(v, ",") {
-		switch strings.TrimSpace(p) {
-		case "delete":
-			if del {
-				return "", fmt.Errorf("%q lists delete twice", v)
-			}
-			del = true
-		case "compact":
-			if compact {
-				return "", fmt.Errorf("%q lists compact twice", v)
-			}
-			compact = true
-		default:
-			return "", fmt.Errorf("%q: policies are delete and compact", v)
-		}
+	for _, p := range items {
+		del = del || p == "delete"
+		compact = compact || p == "compact"
 	}
 	switch {
 	case del && compact:
-		return "compact,delete", nil
+		return "compact,delete"
 	case compact:
-		return "compact", nil
+		return "compact"
 	default:
-		return "delete", nil
+		return "delete"
 	}
 }
 
-var sortedKeys = func() []string {
-	keys := make([]string, 0, len(configKeys))
-	for k := range configKeys {
-		keys = append(keys, k)
+// sortedKeys are the topic names of logFields, sorted; defaultLogConfig
+// has every key at its table default.
+var sortedKeys, defaultLogConfig = func() ([]string, LogConfig) {
+	var keys []string
+	var c LogConfig
+	for _, k := range configkeys.All() {
+		if !k.Log {
+			continue
+		}
+		f, ok := logFields[k.Topic]
+		if !ok {
+			panic("engine: configkeys log key " + k.Topic + " has no LogConfig field")
+		}
+		v, err := k.Parse(k.Default)
+		if err != nil {
+			panic("engine: " + err.Error())
+		}
+		f.set(&c, v)
+		keys = append(keys, k.Topic)
+	}
+	if len(keys) != len(logFields) {
+		panic(fmt.Sprintf("engine: %d LogConfig fields, %d configkeys log keys", len(logFields), len(keys)))
 	}
 	sort.Strings(keys)
-	return keys
+	return keys, c
 }()
+
+// DefaultLogConfig returns every topic key at its default: Kafka's, plus
+// Strata's durable-by-default (internal/configkeys holds them).
+func DefaultLogConfig() LogConfig { return defaultLogConfig }
 
 // TopicKeys lists the topic-level config names LogConfig understands, sorted.
 func TopicKeys() []string { return append([]string(nil), sortedKeys...) }
 
 // Apply returns c with topic-level overrides (Kafka topic key names) applied.
-// Unknown keys or bad values: ErrInvalidConfig (wrapped with the key).
-// Keys are applied in sorted order, so the first bad key reported is stable.
+// Unknown keys or bad values (as internal/configkeys checks them):
+// ErrInvalidConfig, wrapping the configkeys error. Keys are applied in
+// sorted order, so the first bad key reported is stable.
 func (c LogConfig) Apply(overrides map[string]string) (LogConfig, error) {
 	keys := make([]string, 0, len(overrides))
 	for k := range overrides {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	for _, k := range keys {
-		ck, ok := configKeys[k]
+	for _, name := range keys {
+		f, ok := logFields[name]
 		if !ok {
-			return c, fmt.Errorf("%w: unknown key %q", ErrInvalidConfig, k)
+			return c, fmt.Errorf("%w: unknown key %q", ErrInvalidConfig, name)
 		}
-		if err := ck.set(&c, overrides[k]); err != nil {
-			return c, fmt.Errorf("%w: %s: %v", ErrInvalidConfig, k, err)
+		k, _ := configkeys.TopicKey(name)
+		v, err := k.Parse(overrides[name])
+		if err != nil {
+			return c, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 		}
+		f.set(&c, v)
 	}
 	return c, nil
 }
 
 // Value returns the string form of a topic-level key's value in c (for DescribeConfigs).
 func (c LogConfig) Value(key string) (string, bool) {
-	ck, ok := configKeys[key]
+	f, ok := logFields[key]
 	if !ok {
 		return "", false
 	}
-	return ck.get(&c), true
+	return f.get(&c), true
 }
+
+// LogDefaults returns the broker-wide topic defaults the engine was opened
+// with (Options.Log, or DefaultLogConfig).
+func (e *Engine) LogDefaults() LogConfig { return e.defaults }
 
 // config returns the log's current config (immutable; replaced whole when
 // the topic's config changes at runtime). One atomic load: Append takes it

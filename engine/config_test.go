@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"sort"
 	"testing"
+
+	"github.com/stratalog/strata/internal/configkeys"
 )
 
 func TestDefaultLogConfigIsKafkas(t *testing.T) {
@@ -122,4 +124,37 @@ func FuzzApplyConfig(f *testing.F) {
 			t.Fatalf("accepted %s=%q yields an invalid config: %v", key, value, err)
 		}
 	})
+}
+
+// LogConfig's keys, defaults and checks are internal/configkeys' Log keys:
+// a refused value wraps both ErrInvalidConfig and the table's ErrInvalid,
+// and an engine's LogDefaults are what it was opened with.
+func TestLogConfigReadsTheTable(t *testing.T) {
+	defaults := configkeys.TopicDefaults()
+	if len(defaults) != len(TopicKeys()) {
+		t.Fatalf("%d table log keys, %d engine keys", len(defaults), len(TopicKeys()))
+	}
+	c := DefaultLogConfig()
+	for k, want := range defaults {
+		if v, ok := c.Value(k); !ok || v != want {
+			t.Errorf("%s: default %q, table %q", k, v, want)
+		}
+	}
+	_, err := c.Apply(map[string]string{"segment.bytes": "13"})
+	if !errors.Is(err, ErrInvalidConfig) || !errors.Is(err, configkeys.ErrInvalid) {
+		t.Fatalf("segment.bytes=13: %v", err)
+	}
+	if _, err := c.Apply(map[string]string{"min.insync.replicas": "2"}); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("a topic key the log does not hold: %v", err)
+	}
+	lc := DefaultLogConfig()
+	lc.SegmentBytes = 1 << 20
+	e, err := Open(Options{Dir: t.TempDir(), Log: lc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if e.LogDefaults() != lc {
+		t.Fatalf("LogDefaults %+v", e.LogDefaults())
+	}
 }

@@ -103,7 +103,7 @@ func TestLayersImportDownward(t *testing.T) {
 		"internal/ratelog":    {},
 		"internal/configkeys": {},
 		"segment":             {"internal/uring", "internal/vfs", "record"},
-		"engine":              {"index", "internal/uring", "internal/vfs", "partitioner", "record", "segment"},
+		"engine":              {"index", "internal/configkeys", "internal/uring", "internal/vfs", "partitioner", "record", "segment"},
 		"batcher":             {"partitioner", "record"},
 		"txn":                 {"internal/vfs", "record"},
 		"replica":             {"engine", "netpoll", "record"},
