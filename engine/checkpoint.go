@@ -6,13 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/stratalog/strata/internal/vfs"
-	"io"
-	"os"
+	"io/fs"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/stratalog/strata/internal/vfs"
 )
 
 // File names inside the data directory and partition directories.
@@ -47,21 +47,14 @@ func sideName(dir, name, tag, suffix string) string {
 	return filepath.Join(dir, name+"."+tag+suffix)
 }
 
-// readSmallFile reads a metadata file, refusing files past maxMetaFileBytes.
-func readSmallFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxMetaFileBytes+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > maxMetaFileBytes {
-		return nil, fmt.Errorf("%s: larger than %d bytes", path, maxMetaFileBytes)
-	}
-	return b, nil
+// readSmallFile reads a metadata file of the OS file system, refusing
+// files past maxMetaFileBytes.
+func readSmallFile(path string) ([]byte, error) { return readSmallFileFS(vfs.OS, path) }
+
+// readSmallFileFS reads a metadata file, refusing files past
+// maxMetaFileBytes.
+func readSmallFileFS(fsys vfs.FS, path string) ([]byte, error) {
+	return vfs.ReadFileLimit(fsys, path, maxMetaFileBytes)
 }
 
 // formatOffsetCheckpoint encodes Kafka's offset checkpoint text format:
@@ -130,16 +123,38 @@ func parseOffsetCheckpoint(data []byte) (map[topicPartition]int64, error) {
 	return m, nil
 }
 
-// readOffsetCheckpoint reads a checkpoint file; a missing file is empty.
+// readOffsetCheckpoint reads a checkpoint file of the OS file system; a
+// missing file is empty.
 func readOffsetCheckpoint(path string) (map[topicPartition]int64, error) {
-	data, err := readSmallFile(path)
-	if errors.Is(err, os.ErrNotExist) {
+	return readOffsetCheckpointFS(vfs.OS, path)
+}
+
+// readOffsetCheckpointFS reads a checkpoint file; a missing file is empty.
+func readOffsetCheckpointFS(fsys vfs.FS, path string) (map[topicPartition]int64, error) {
+	data, err := readSmallFileFS(fsys, path)
+	if errors.Is(err, fs.ErrNotExist) {
 		return map[topicPartition]int64{}, nil
 	}
 	if err != nil {
 		return nil, err
 	}
 	return parseOffsetCheckpoint(data)
+}
+
+// readCheckpoint reads the data directory's offset checkpoint name
+// (recoveryPointFile, logStartFile, cleanerCheckpointFile) from the
+// engine's file system; a missing file is empty.
+func (e *Engine) readCheckpoint(name string) (map[topicPartition]int64, error) {
+	return readOffsetCheckpointFS(e.fs, filepath.Join(e.dir, name))
+}
+
+// writeCheckpoint replaces the data directory's offset checkpoint name
+// with m, atomically and durably (vfs.WriteFileAtomicFS: after a crash the
+// file holds the old or the new offsets, and the new ones once this
+// returned nil), through the sync hook.
+func (e *Engine) writeCheckpoint(name string, m map[topicPartition]int64) error {
+	path := filepath.Join(e.dir, name)
+	return e.syncFile(path, func() error { return vfs.WriteFileAtomicFS(e.fs, path, formatOffsetCheckpoint(m)) })
 }
 
 // formatTopicID is Kafka's Uuid.toString: base64url without padding.

@@ -247,7 +247,7 @@ func (e *Engine) loadCleanPointsLocked() {
 		return
 	}
 	c.loaded = true
-	m, err := readOffsetCheckpoint(filepath.Join(e.dir, cleanerCheckpointFile))
+	m, err := e.readCheckpoint(cleanerCheckpointFile)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		e.logger.Warn("ignoring cleaner checkpoint: logs will be cleaned from the start", "err", err)
 	}
@@ -272,8 +272,7 @@ func (e *Engine) setCleanPoint(l *Log, off int64) error {
 		}
 	}
 	c.points = live
-	path := filepath.Join(e.dir, cleanerCheckpointFile)
-	return e.syncFile(path, func() error { return vfs.WriteFileAtomic(path, formatOffsetCheckpoint(live)) })
+	return e.writeCheckpoint(cleanerCheckpointFile, live)
 }
 
 // forgetCleanPoints drops the clean points of a deleted topic and rewrites
@@ -294,8 +293,7 @@ func (e *Engine) forgetCleanPoints(topic string) {
 	if !removed {
 		return
 	}
-	path := filepath.Join(e.dir, cleanerCheckpointFile)
-	if err := e.syncFile(path, func() error { return vfs.WriteFileAtomic(path, formatOffsetCheckpoint(c.points)) }); err != nil {
+	if err := e.writeCheckpoint(cleanerCheckpointFile, c.points); err != nil {
 		e.logger.Warn("rewriting "+cleanerCheckpointFile, "err", err)
 	}
 }

@@ -250,8 +250,7 @@ func (e *Engine) forgetCleanPoint(tp topicPartition) {
 		return
 	}
 	delete(c.points, tp)
-	path := filepath.Join(e.dir, cleanerCheckpointFile)
-	if err := e.syncFile(path, func() error { return vfs.WriteFileAtomic(path, formatOffsetCheckpoint(c.points)) }); err != nil {
+	if err := e.writeCheckpoint(cleanerCheckpointFile, c.points); err != nil {
 		e.logger.Warn("rewriting "+cleanerCheckpointFile, "err", err)
 	}
 }

@@ -74,6 +74,10 @@ type Options struct {
 
 	// files, when set (crash tests), replaces real segment files.
 	files fileLayer
+	// fs, when set (crash tests), holds the files behind the file-system
+	// seam (internal/vfs: checkpoints, producer snapshots, transaction
+	// indexes); nil = vfs.OS.
+	fs vfs.FS
 
 	// syncHook, when set (tests), runs before every fsync/fdatasync with
 	// the file's path; an error replaces the sync's result.
@@ -91,6 +95,7 @@ type Engine struct {
 	logger   *slog.Logger
 	syncHook func(path string) error
 	synclog  *syncRecorder // nil unless Options.SyncLog (synclog.go)
+	fs       vfs.FS        // checkpoints, snapshots, transaction indexes (Options.fs)
 
 	adminMu sync.Mutex // serializes topic create/delete/grow and Close
 
@@ -129,6 +134,7 @@ func Open(opts Options) (*Engine, error) {
 		now:      opts.Now,
 		logger:   opts.Logger,
 		syncHook: opts.syncHook,
+		fs:       opts.fs,
 		topics:   make(map[string]*Topic),
 		byID:     make(map[[16]byte]*Topic),
 	}
@@ -142,6 +148,9 @@ func Open(opts Options) (*Engine, error) {
 	}
 	if e.now == nil {
 		e.now = time.Now
+	}
+	if e.fs == nil {
+		e.fs = vfs.OS
 	}
 	if e.logger == nil {
 		e.logger = slog.Default()
@@ -205,12 +214,12 @@ func (e *Engine) load() error {
 	cleanPath := filepath.Join(e.dir, cleanShutdownFile)
 	_, err := os.Stat(cleanPath)
 	clean := err == nil
-	rps, err := readOffsetCheckpoint(filepath.Join(e.dir, recoveryPointFile))
+	rps, err := e.readCheckpoint(recoveryPointFile)
 	if err != nil {
 		e.logger.Warn("ignoring recovery point checkpoint: every segment will be checked", "err", err)
 		rps, clean = map[topicPartition]int64{}, false
 	}
-	starts, err := readOffsetCheckpoint(filepath.Join(e.dir, logStartFile))
+	starts, err := e.readCheckpoint(logStartFile)
 	if err != nil {
 		e.logger.Warn("ignoring log start offset checkpoint", "err", err)
 		starts = map[topicPartition]int64{}
@@ -446,9 +455,7 @@ func (e *Engine) writeRecoveryCheckpoint() error {
 	for _, l := range e.allLogs() {
 		m[topicPartition{l.topic, l.part}] = l.durable.Load()
 	}
-	return e.syncFile(filepath.Join(e.dir, recoveryPointFile), func() error {
-		return vfs.WriteFileAtomic(filepath.Join(e.dir, recoveryPointFile), formatOffsetCheckpoint(m))
-	})
+	return e.writeCheckpoint(recoveryPointFile, m)
 }
 
 // writeLogStartCheckpoint writes every log's start offset; a failure takes
@@ -460,8 +467,7 @@ func (e *Engine) writeLogStartCheckpoint() error {
 	for _, l := range e.allLogs() {
 		m[topicPartition{l.topic, l.part}] = l.logStart.Load()
 	}
-	path := filepath.Join(e.dir, logStartFile)
-	if err := e.syncFile(path, func() error { return vfs.WriteFileAtomic(path, formatOffsetCheckpoint(m)) }); err != nil {
+	if err := e.writeCheckpoint(logStartFile, m); err != nil {
 		return e.ioFailure("writing "+logStartFile, err)
 	}
 	return nil

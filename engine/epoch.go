@@ -1,5 +1,13 @@
 package engine
 
+import (
+	"errors"
+	"io/fs"
+	"path/filepath"
+
+	"github.com/stratalog/strata/internal/vfs"
+)
+
 // epochEntry says leader epoch Epoch started at StartOffset.
 type epochEntry struct {
 	Epoch       int32
@@ -101,3 +109,29 @@ func (c *epochCache) endOffsetFor(epoch int32, logEnd int64) (int32, int64) {
 }
 
 func (c *epochCache) snapshot() []epochEntry { return append([]epochEntry(nil), c.entries...) }
+
+// saveEpochs persists the leader-epoch cache as the partition's
+// leader-epoch-checkpoint, replaced atomically and durably
+// (vfs.WriteFileAtomicFS on the engine's file system). Caller holds mu.
+// (log.go's writeEpochCheckpoint still writes through the OS: it is to
+// become a call of this.)
+func (l *Log) saveEpochs() error {
+	return vfs.WriteFileAtomicFS(l.e.fs, filepath.Join(l.dir, epochCheckpoint), formatEpochCheckpoint(l.epochs.entries))
+}
+
+// loadEpochs reads leader-epoch-checkpoint; a missing or bad file starts
+// empty.
+func (l *Log) loadEpochs() {
+	data, err := readSmallFileFS(l.e.fs, filepath.Join(l.dir, epochCheckpoint))
+	if errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	if err == nil {
+		var entries []epochEntry
+		if entries, err = parseEpochCheckpoint(data); err == nil {
+			l.epochs.entries = entries
+			return
+		}
+	}
+	l.e.logger.Warn("ignoring leader epoch checkpoint", "log", l.String(), "err", err)
+}

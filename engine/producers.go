@@ -104,8 +104,8 @@ import (
 	"github.com/stratalog/strata/internal/vfs"
 	"hash/crc32"
 	"io"
+	"io/fs"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -671,7 +671,7 @@ func (l *Log) snapshotProducers() {
 	}
 	path := l.snapshotPath(end)
 	data := encodeProducerSnapshot(end, ps.entries)
-	if err := vfs.ReplaceFileNoSync(path, data); err != nil {
+	if err := vfs.ReplaceFileNoSyncFS(l.e.fs, path, data); err != nil {
 		l.e.logger.Warn("writing producer snapshot", "path", path, "err", err)
 		return
 	}
@@ -686,7 +686,7 @@ func (l *Log) snapshotProducers() {
 }
 
 func (l *Log) removeSnapshot(offset int64) {
-	if err := os.Remove(l.snapshotPath(offset)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := l.e.fs.Remove(l.snapshotPath(offset)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		l.e.logger.Warn("removing producer snapshot", "log", l.String(), "offset", offset, "err", err)
 	}
 }
@@ -701,7 +701,7 @@ func (l *Log) closeProducers() {
 // listSnapshots returns the offsets of the snapshot files in the partition
 // directory, ascending.
 func (l *Log) listSnapshots() ([]int64, error) {
-	ents, err := os.ReadDir(l.dir)
+	ents, err := l.e.fs.ReadDir(l.dir)
 	if err != nil {
 		return nil, err
 	}
@@ -730,31 +730,8 @@ func (l *Log) loadProducers() {
 	ps.setCovered(end)
 	ps.snapMs = nowMs
 	l.loadTxnIndexes(end) // txnindex.go: every segment's aborted transactions, cut at the log end
-	offs, err := l.listSnapshots()
-	if err != nil {
-		l.e.logger.Warn("listing producer snapshots", "log", l.String(), "err", err)
-	}
-	from := int64(-1)
-	for i := len(offs) - 1; i >= 0; i-- {
-		off := offs[i]
-		if off > end {
-			l.removeSnapshot(off)
-			continue
-		}
-		if from >= 0 {
-			ps.snapshots = append(ps.snapshots, off)
-			continue
-		}
-		entries, err := l.readSnapshot(off)
-		if err != nil {
-			l.e.logger.Warn("ignoring producer snapshot", "log", l.String(), "offset", off, "err", err)
-			l.removeSnapshot(off)
-			continue
-		}
-		ps.entries, from = entries, off
-		ps.snapshots = append(ps.snapshots, off)
-	}
-	slices.Sort(ps.snapshots)
+	entries, from := l.loadNewestSnapshot(end)
+	ps.entries = entries
 	if from < 0 {
 		segs := *l.segs.Load()
 		from = segs[0].base
@@ -788,19 +765,51 @@ func (l *Log) syncProducers(nowMs int64) {
 	ps.setCovered(end)
 }
 
+// loadNewestSnapshot returns the state of the newest snapshot at or below
+// end that reads back whole and its offset (nil, -1: none), and lists in
+// ps.snapshots that one and the older files. Snapshots above end, and the
+// newer ones that do not decode (a crash can leave a snapshot missing,
+// empty or torn: it was never synced), are deleted. Caller holds mu.
+func (l *Log) loadNewestSnapshot(end int64) (map[int64]*producerEntry, int64) {
+	ps := &l.producers
+	ps.snapshots = nil
+	offs, err := l.listSnapshots()
+	if err != nil {
+		l.e.logger.Warn("listing producer snapshots", "log", l.String(), "err", err)
+	}
+	var entries map[int64]*producerEntry
+	from := int64(-1)
+	for i := len(offs) - 1; i >= 0; i-- {
+		off := offs[i]
+		if off > end {
+			l.removeSnapshot(off)
+			continue
+		}
+		if from >= 0 {
+			ps.snapshots = append(ps.snapshots, off)
+			continue
+		}
+		got, err := l.readSnapshot(off)
+		if err != nil {
+			l.e.logger.Warn("ignoring producer snapshot", "log", l.String(), "offset", off, "err", err)
+			l.removeSnapshot(off)
+			continue
+		}
+		entries, from = got, off
+		ps.snapshots = append(ps.snapshots, off)
+	}
+	slices.Sort(ps.snapshots)
+	return entries, from
+}
+
 func (l *Log) readSnapshot(off int64) (map[int64]*producerEntry, error) {
 	path := l.snapshotPath(off)
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxSnapshotBytes+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > maxSnapshotBytes {
+	data, err := vfs.ReadFileLimit(l.e.fs, path, maxSnapshotBytes)
+	if errors.Is(err, vfs.ErrTooLarge) {
 		return nil, fmt.Errorf("%w: larger than %d bytes", errBadSnapshot, maxSnapshotBytes)
+	}
+	if err != nil {
+		return nil, err
 	}
 	got, entries, err := decodeProducerSnapshot(data)
 	if err != nil {

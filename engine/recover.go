@@ -226,22 +226,6 @@ func epochsEqual(a, b []epochEntry) bool {
 	return true
 }
 
-// loadEpochs reads leader-epoch-checkpoint; a missing or bad file starts empty.
-func (l *Log) loadEpochs() {
-	data, err := readSmallFile(filepath.Join(l.dir, epochCheckpoint))
-	if errors.Is(err, os.ErrNotExist) {
-		return
-	}
-	if err == nil {
-		var entries []epochEntry
-		if entries, err = parseEpochCheckpoint(data); err == nil {
-			l.epochs.entries = entries
-			return
-		}
-	}
-	l.e.logger.Warn("ignoring leader epoch checkpoint", "log", l.String(), "err", err)
-}
-
 // recoverSegments opens the segments named in pf in order. Segments wholly
 // below the recovery point (all of them after a clean shutdown) are trusted;
 // from the segment holding the recovery point on, every batch is checked and

@@ -40,10 +40,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/stratalog/strata/internal/vfs"
-	"io"
 	"os"
 
+	"github.com/stratalog/strata/internal/vfs"
 	"github.com/stratalog/strata/record"
 )
 
@@ -130,7 +129,7 @@ func (l *Log) loadTxnIndex(s *logSegment, end int64) {
 		return
 	}
 	path := s.txnPathOf()
-	data, err := readTxnIndexFile(path)
+	data, err := readTxnIndexFile(l.e.fs, path)
 	var entries []abortedTxn
 	whole := 0
 	if err == nil {
@@ -142,9 +141,9 @@ func (l *Log) loadTxnIndex(s *logSegment, end int64) {
 	case err != nil:
 		l.e.logger.Warn("discarding aborted transaction index", "path", path, "err", err)
 		entries, whole = nil, 0
-		err = os.Truncate(path, 0)
+		err = l.e.fs.Truncate(path, 0)
 	case whole != len(data):
-		err = os.Truncate(path, int64(whole))
+		err = l.e.fs.Truncate(path, int64(whole))
 	}
 	if err != nil {
 		l.e.logger.Warn("trimming aborted transaction index", "path", path, "err", err)
@@ -158,20 +157,12 @@ func (l *Log) loadTxnIndex(s *logSegment, end int64) {
 	l.cutTxnIndex(s, end)
 }
 
-func readTxnIndexFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxTxnIndexBytes+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > maxTxnIndexBytes {
+func readTxnIndexFile(fsys vfs.FS, path string) ([]byte, error) {
+	data, err := vfs.ReadFileLimit(fsys, path, maxTxnIndexBytes)
+	if errors.Is(err, vfs.ErrTooLarge) {
 		return nil, fmt.Errorf("%w: larger than %d bytes", errBadTxnIndex, maxTxnIndexBytes)
 	}
-	return data, nil
+	return data, err
 }
 
 // cutTxnIndex removes s's entries whose marker is at or past end (a
@@ -188,9 +179,9 @@ func (l *Log) cutTxnIndex(s *logSegment, end int64) {
 		return
 	}
 	path := s.txnPathOf()
-	err := os.Truncate(path, int64(k*txnIndexEntryBytes))
+	err := l.e.fs.Truncate(path, int64(k*txnIndexEntryBytes))
 	if err == nil {
-		err = vfs.SyncPath(path)
+		err = vfs.SyncPathFS(l.e.fs, path)
 	}
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		l.e.logger.Warn("truncating aborted transaction index", "path", path, "err", err)
@@ -221,7 +212,7 @@ func (l *Log) addAbortedTxn(a abortedTxn) error {
 		return nil
 	}
 	path := s.txnPathOf()
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o644)
+	f, err := l.e.fs.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o644)
 	if err != nil {
 		return l.e.ioFailure("opening "+path, err)
 	}
@@ -329,7 +320,7 @@ func (w *segmentRewriter) carryTxnIndex(group []*logSegment, ns *logSegment) err
 		buf = appendTxnIndexEntry(buf, a)
 	}
 	path := ns.txnPath + cleanedSuffix
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := w.e.fs.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err
 	}
