@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/stratalog/strata/internal/vfs"
+	"io/fs"
 	"math"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/stratalog/strata/internal/vfs"
 )
 
 // BlockFileName is FileBlockSource's file in the data directory. The
@@ -34,6 +35,7 @@ const (
 // FileBlockSource allocates producer id blocks from a file in a broker's
 // data directory (layout in the package doc), from the node's own range.
 type FileBlockSource struct {
+	fs         vfs.FS
 	path       string
 	start, end int64 // the node's range [start, end)
 
@@ -43,15 +45,20 @@ type FileBlockSource struct {
 }
 
 // NewFileBlockSource returns a source keeping its state in
-// dir/BlockFileName and handing out ids from nodeID's range (an error if
-// nodeID is outside [0, MaxFileNodeID]). Nothing is read until the first
-// block is allocated.
+// dir/BlockFileName on the OS file system and handing out ids from
+// nodeID's range (an error if nodeID is outside [0, MaxFileNodeID]).
+// Nothing is read until the first block is allocated.
 func NewFileBlockSource(dir string, nodeID int32) (*FileBlockSource, error) {
+	return NewFileBlockSourceFS(vfs.OS, dir, nodeID)
+}
+
+// NewFileBlockSourceFS is NewFileBlockSource on the file system fsys.
+func NewFileBlockSourceFS(fsys vfs.FS, dir string, nodeID int32) (*FileBlockSource, error) {
 	if nodeID < 0 || int64(nodeID) > MaxFileNodeID {
 		return nil, fmt.Errorf("txn: node id %d outside [0, %d]: producer ids need a controller-backed block source", nodeID, MaxFileNodeID)
 	}
 	start := int64(nodeID) << NodeRangeBits
-	return &FileBlockSource{path: filepath.Join(dir, BlockFileName), start: start, end: start + 1<<NodeRangeBits}, nil
+	return &FileBlockSource{fs: fsys, path: filepath.Join(dir, BlockFileName), start: start, end: start + 1<<NodeRangeBits}, nil
 }
 
 // AllocateBlock returns the next BlockSize ids once their end is durable.
@@ -62,7 +69,7 @@ func (s *FileBlockSource) AllocateBlock(ctx context.Context) (Block, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.loaded {
-		next, err := readBlockFile(s.path)
+		next, err := readBlockFile(s.fs, s.path)
 		if err != nil {
 			return Block{}, err
 		}
@@ -75,7 +82,7 @@ func (s *FileBlockSource) AllocateBlock(ctx context.Context) (Block, error) {
 		return Block{}, ErrIDsExhausted
 	}
 	b := Block{First: s.next, Size: BlockSize}
-	if err := vfs.WriteFileAtomic(s.path, formatBlockFile(b.First+b.Size)); err != nil {
+	if err := vfs.WriteFileAtomicFS(s.fs, s.path, formatBlockFile(b.First+b.Size)); err != nil {
 		return Block{}, fmt.Errorf("txn: persisting producer id block: %w", err)
 	}
 	s.next = b.First + b.Size
@@ -87,21 +94,17 @@ func formatBlockFile(next int64) []byte {
 }
 
 // readBlockFile returns next_producer_id; 0 if the file does not exist.
-func readBlockFile(path string) (int64, error) {
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
+func readBlockFile(fsys vfs.FS, path string) (int64, error) {
+	b, err := vfs.ReadFileLimit(fsys, path, maxBlockFileBytes)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("txn: %w", err)
-	}
-	defer f.Close()
-	buf := make([]byte, maxBlockFileBytes+1)
-	n, err := f.Read(buf)
-	if err != nil && n == 0 {
+	case errors.Is(err, vfs.ErrTooLarge):
+		return 0, fmt.Errorf("txn: %s: %w: longer than %d bytes", path, errBlockFile, maxBlockFileBytes)
+	case err != nil:
 		return 0, fmt.Errorf("txn: reading %s: %w", path, err)
 	}
-	next, err := parseBlockFile(buf[:n])
+	next, err := parseBlockFile(b)
 	if err != nil {
 		return 0, fmt.Errorf("txn: %s: %w", path, err)
 	}
