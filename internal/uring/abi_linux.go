@@ -18,6 +18,7 @@ const (
 	opFsync      = 3  // IORING_OP_FSYNC
 	opReadFixed  = 4  // IORING_OP_READ_FIXED
 	opWriteFixed = 5  // IORING_OP_WRITE_FIXED
+	opFallocate  = 17 // IORING_OP_FALLOCATE (5.6)
 	opRead       = 22 // IORING_OP_READ (5.6)
 	opWrite      = 23 // IORING_OP_WRITE (5.6)
 

@@ -108,6 +108,8 @@ func execSync(op *Op) (int, error) {
 			return 0, datasync(op.File.f)
 		}
 		return 0, op.File.f.Sync()
+	case OpFallocate:
+		return 0, fallocate(op.File.f, op.Off, op.Len)
 	}
 	return 0, nil // OpNop
 }

@@ -97,6 +97,11 @@ const (
 	OpRead
 	// OpFsync flushes File: fdatasync when Datasync, else fsync.
 	OpFsync
+	// OpFallocate allocates [Off, Off+Len) of File and raises its size to
+	// cover it (fallocate(2) with mode 0). The kernel runs it on an io-wq
+	// worker: the submitter never waits for the inode lock it takes nor for
+	// the file's direct writes in flight, which fallocate waits out.
+	OpFallocate
 
 	opRegister     // internal: add File to the registered-file table
 	opUnregister   // internal: remove it
@@ -115,6 +120,7 @@ type Op struct {
 	Buf      []byte // OpWrite/OpRead; stays referenced by the Ring until Done
 	Off      int64  // file position for OpWrite/OpRead
 	Datasync bool   // OpFsync: fdatasync instead of fsync
+	Len      int64  // OpFallocate: bytes from Off
 	// Done is called exactly once per successful Submit, on a goroutine
 	// owned by the Ring, never concurrently with another Done of the same
 	// Ring. It must not block (see the package doc).
@@ -308,6 +314,10 @@ func (r *Ring) validate(op *Op) error {
 			return fmt.Errorf("%w: offset %d length %d", ErrInvalid, op.Off, len(op.Buf))
 		}
 	case OpFsync:
+	case OpFallocate:
+		if op.Off < 0 || op.Len <= 0 || op.Len > math.MaxInt64-op.Off {
+			return fmt.Errorf("%w: fallocate offset %d length %d", ErrInvalid, op.Off, op.Len)
+		}
 	default:
 		return fmt.Errorf("%w: opcode %d", ErrInvalid, op.Code)
 	}

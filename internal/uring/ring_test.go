@@ -132,6 +132,58 @@ func TestConcurrentSubmitters(t *testing.T) {
 	}
 }
 
+// TestFallocate: OpFallocate raises the file's size to Off+Len and never
+// lowers it; an empty or negative range is refused at Submit.
+func TestFallocate(t *testing.T) {
+	for _, b := range backends {
+		t.Run(string(b), func(t *testing.T) {
+			r := newTestRing(t, b, nil)
+			f := openTestFile(t, r, 0)
+			size := func() int64 {
+				st, err := os.Stat(f.Name())
+				if err != nil {
+					t.Fatal(err)
+				}
+				return st.Size()
+			}
+			if n, err := do(t, r, &Op{Code: OpFallocate, File: f, Off: 0, Len: 1 << 20}); n != 0 || err != nil {
+				t.Fatalf("fallocate: n=%d err=%v", n, err)
+			}
+			if got := size(); got != 1<<20 {
+				t.Fatalf("size after fallocate of 1 MiB: %d", got)
+			}
+			if _, err := do(t, r, &Op{Code: OpFallocate, File: f, Off: 4096, Len: 4096}); err != nil {
+				t.Fatal(err)
+			}
+			if got := size(); got != 1<<20 {
+				t.Fatalf("a range inside the file changed its size to %d", got)
+			}
+			if _, err := do(t, r, &Op{Code: OpWrite, File: f, Buf: []byte("x"), Off: 5000}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := do(t, r, &Op{Code: OpFallocate, File: f, Off: 1 << 20, Len: 1 << 20}); err != nil {
+				t.Fatal(err)
+			}
+			got, err := os.ReadFile(f.Name())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != 2<<20 || got[5000] != 'x' || got[5001] != 0 || got[(2<<20)-1] != 0 {
+				t.Fatalf("after growing: size %d, byte at 5000 %q", len(got), got[5000])
+			}
+			done := func(*Op) { t.Error("Done called for a refused op") }
+			for _, op := range []*Op{
+				{Code: OpFallocate, File: f, Off: 0, Len: 0, Done: done},
+				{Code: OpFallocate, File: f, Off: -1, Len: 1, Done: done},
+			} {
+				if err := r.Submit(op); !errors.Is(err, ErrInvalid) {
+					t.Errorf("fallocate off %d len %d: %v, want ErrInvalid", op.Off, op.Len, err)
+				}
+			}
+		})
+	}
+}
+
 // TestFsyncCompletion: fdatasync and fsync complete with N == 0 and no error,
 // and a failing write reports the errno as an *os.PathError.
 func TestFsyncCompletion(t *testing.T) {

@@ -173,3 +173,22 @@ func hugeBacked(b []byte) bool {
 	}
 	return false
 }
+
+// fallocate is fallocate(2) of [off, off+n) with mode 0 (size raised),
+// EINTR retried: OpFallocate on the pwrite backend.
+func fallocate(f *os.File, off, n int64) error {
+	fd, err := rawFd(f)
+	if err != nil {
+		return err
+	}
+	for {
+		err = unix.Fallocate(fd, 0, off, n)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		return &os.PathError{Op: "fallocate", Path: f.Name(), Err: err}
+	}
+	return nil
+}

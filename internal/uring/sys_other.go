@@ -14,6 +14,19 @@ func datasync(f *os.File) error { return f.Sync() }
 
 func fallocateKeepSize(f *os.File, size int64) (bool, error) { return false, nil }
 
+// fallocate raises f's size to off+n where it is smaller (no allocation
+// call here).
+func fallocate(f *os.File, off, n int64) error {
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if st.Size() >= off+n {
+		return nil
+	}
+	return f.Truncate(off + n)
+}
+
 // mapAnon returns n bytes aligned to Alignment from the Go heap (which does
 // not move objects); the pool keeps it referenced.
 func mapAnon(n int) ([]byte, error) {

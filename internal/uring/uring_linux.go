@@ -312,7 +312,7 @@ func (u *uringEngine) probe() error {
 	}
 	hdr := (*probeHeader)(unsafe.Pointer(&buf[0]))
 	ops := unsafe.Slice((*probeOp)(unsafe.Pointer(&buf[2])), nOps)
-	for _, op := range []uint8{opNop, opFsync, opReadFixed, opWriteFixed, opRead, opWrite} {
+	for _, op := range []uint8{opNop, opFsync, opFallocate, opReadFixed, opWriteFixed, opRead, opWrite} {
 		if op > hdr.lastOp || int(op) >= int(hdr.opsLen) || ops[op].flags&probeOpSupported == 0 {
 			return fmt.Errorf("%w: kernel does not support io_uring opcode %d", ErrUnavailable, op)
 		}
@@ -601,6 +601,10 @@ func (u *uringEngine) prep(op *Op) {
 		if op.Datasync {
 			s.opFlags = fsyncDatasync
 		}
+	case OpFallocate:
+		s.opcode = opFallocate
+		s.off = uint64(op.Off)
+		s.addr = uint64(op.Len) // the length; sqe.len holds the mode (0)
 	case OpWrite, OpRead:
 		rest := op.Buf[op.done:]
 		n := min(len(rest), maxRW)
@@ -839,6 +843,8 @@ func opName(c Opcode) string {
 		return "read"
 	case OpFsync:
 		return "fsync"
+	case OpFallocate:
+		return "fallocate"
 	}
 	return "nop"
 }
