@@ -70,7 +70,7 @@ func FuzzGroupAPIs(f *testing.F) {
 		f.Add(encodeRequest(req, int32(i), "fuzz"))
 	}
 	f.Fuzz(func(t *testing.T, frame []byte) {
-		h, req, decErr := decodeRequest(frame)
+		h, req, decErr := decodeRequest(frame, nil)
 		if decErr == nil && req != nil && tooCostly(eng, req) {
 			return
 		}

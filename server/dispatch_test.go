@@ -232,7 +232,7 @@ func FuzzDispatch(f *testing.F) {
 	f.Add(header(3, 12, 1, -7, ""))
 
 	f.Fuzz(func(t *testing.T, frame []byte) {
-		h, req, decErr := decodeRequest(frame)
+		h, req, decErr := decodeRequest(frame, nil)
 		if decErr == nil && req != nil && tooCostly(eng, req) {
 			return
 		}
@@ -292,7 +292,7 @@ func TestDispatchRecoversDecoderPanicAndLimitsLogs(t *testing.T) {
 
 	old := decodeFrame
 	t.Cleanup(func() { decodeFrame = old })
-	decodeFrame = func([]byte) (requestHeader, kmsg.Request, error) { panic("decoder bug") }
+	decodeFrame = func([]byte, func(int64) bool) (requestHeader, kmsg.Request, error) { panic("decoder bug") }
 	p, r := newFakePeer(), newFakeReply()
 	s.dispatch(p, frame, r)
 	if c := r.wait(t); c.kind != "close" {

@@ -18,6 +18,21 @@ var (
 	errUnknownAPI      = errors.New("server: unknown or unsupported api key")
 	errUnsupportedVers = errors.New("server: unsupported api version")
 	errBadBody         = errors.New("server: malformed request body")
+	// errDecodeTooLarge: the decoded request would take more than
+	// maxDecodeRatio times its bytes (plus decodeSlackBytes) of heap, or
+	// more than the request budget can hold.
+	errDecodeTooLarge = errors.New("server: decoded request too large")
+)
+
+// The decode bound (decode_bound.go): a request body whose decoded form
+// would take more heap than maxDecodeRatio × its bytes + decodeSlackBytes is
+// refused before it is decoded. Real requests stay far below it (record
+// batches are not copied; the densest real shapes, long lists of short
+// names, reach about 3x); a frame of zeros claiming millions of empty
+// elements is above it.
+const (
+	maxDecodeRatio   = 8
+	decodeSlackBytes = 1 << 20
 )
 
 // requestHeaderFixedBytes is key(2) + version(2) + correlation id(4) +
@@ -123,7 +138,14 @@ func skipTaggedFields(b []byte) (int, error) {
 // Strings in the decoded request are copies (kmsg's safe ReadFrom), so a
 // handler may keep them after the frame is reused; byte slices (record
 // batches) alias frame and live only until the request is completed.
-func decodeRequest(frame []byte) (h requestHeader, req kmsg.Request, err error) {
+//
+// Before kmsg allocates anything the body is walked (walkBody): a body
+// whose counts or lengths claim more than its bytes is refused
+// (errBodyOverrun), and so is one whose decoded form would pass the decode
+// bound (errDecodeTooLarge). The walk's heap bound is then passed to
+// reserve (nil: nothing to reserve), which takes it from the request budget;
+// if reserve refuses, so does decodeRequest (errDecodeTooLarge).
+func decodeRequest(frame []byte, reserve func(n int64) bool) (h requestHeader, req kmsg.Request, err error) {
 	h, n, err := parseRequestHeader(frame)
 	if err != nil {
 		return h, nil, err
@@ -151,7 +173,23 @@ func decodeRequest(frame []byte) (h requestHeader, req kmsg.Request, err error) 
 		}
 		n += m
 	}
-	if err := req.ReadFrom(frame[n:]); err != nil {
+	body := frame[n:]
+	heap, known, err := walkBody(h.key, h.version, req.IsFlexible(), body)
+	if !known { // register keeps decodeOps complete (TestDecodeOpsAreCurrent)
+		return h, nil, fmt.Errorf("%w: %d has no decode layout", errUnknownAPI, h.key)
+	}
+	if err != nil {
+		return h, nil, fmt.Errorf("%w: %s v%d: %v", errBadBody, kmsg.NameForKey(h.key), h.version, err)
+	}
+	if limit := int64(len(body))*maxDecodeRatio + decodeSlackBytes; heap > limit {
+		return h, nil, fmt.Errorf("%w: %s v%d: %d bytes decode to up to %d bytes of heap (limit %d)",
+			errDecodeTooLarge, kmsg.NameForKey(h.key), h.version, len(body), heap, limit)
+	}
+	if reserve != nil && !reserve(heap) {
+		return h, nil, fmt.Errorf("%w: %s v%d: %d bytes of heap do not fit the request budget",
+			errDecodeTooLarge, kmsg.NameForKey(h.key), h.version, heap)
+	}
+	if err := req.ReadFrom(body); err != nil {
 		return h, nil, fmt.Errorf("%w: %s v%d: %v", errBadBody, kmsg.NameForKey(h.key), h.version, err)
 	}
 	return h, req, nil

@@ -88,7 +88,7 @@ func TestDecodeRequestEveryRegisteredVersion(t *testing.T) {
 			req := kmsg.RequestForKey(k.ApiKey)
 			req.SetVersion(v)
 			frame := encodeRequest(req, int32(v)*1000+int32(k.ApiKey), "client-1")
-			h, got, err := decodeRequest(frame)
+			h, got, err := decodeRequest(frame, nil)
 			if err != nil {
 				t.Fatalf("%s v%d: %v", kmsg.NameForKey(k.ApiKey), v, err)
 			}
@@ -114,7 +114,7 @@ func TestDecodeRequestRejects(t *testing.T) {
 	meta.SetVersion(12) // flexible: header has a tag section
 	meta.Topics = []kmsg.MetadataRequestTopic{{Topic: kmsg.StringPtr("a-topic")}}
 	good := encodeRequest(meta, 9, "c")
-	if _, _, err := decodeRequest(good); err != nil {
+	if _, _, err := decodeRequest(good, nil); err != nil {
 		t.Fatalf("valid Metadata v12: %v", err)
 	}
 	setVersion := func(frame []byte, v int16) []byte {
@@ -142,7 +142,7 @@ func TestDecodeRequestRejects(t *testing.T) {
 		{"truncated header", good[:5], errShortHeader},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, req, err := decodeRequest(tc.frame); !errors.Is(err, tc.want) || req != nil {
+			if _, req, err := decodeRequest(tc.frame, nil); !errors.Is(err, tc.want) || req != nil {
 				t.Fatalf("decodeRequest = %v, %v; want %v", req, err, tc.want)
 			}
 		})
@@ -151,7 +151,7 @@ func TestDecodeRequestRejects(t *testing.T) {
 	// ApiVersions above our range is not an error: the handler answers with
 	// a v0 body, so it decodes to a header and no request.
 	av := header(apiVersionsKey, 99, 5, -1, "")
-	if h, req, err := decodeRequest(append(av, 0xde, 0xad)); err != nil || req != nil || h.version != 99 || h.corrID != 5 {
+	if h, req, err := decodeRequest(append(av, 0xde, 0xad), nil); err != nil || req != nil || h.version != 99 || h.corrID != 5 {
 		t.Fatalf("ApiVersions v99: %+v, %v, %v", h, req, err)
 	}
 }
@@ -235,7 +235,7 @@ func FuzzDecodeRequest(f *testing.F) {
 	f.Add(encodeRequest(meta, 3, "c"))
 	f.Add(header(apiVersionsKey, 99, 5, -1, ""))
 	f.Fuzz(func(t *testing.T, frame []byte) {
-		h, req, err := decodeRequest(frame)
+		h, req, err := decodeRequest(frame, nil)
 		if err != nil {
 			if req != nil {
 				t.Fatal("request returned with an error")
@@ -281,7 +281,7 @@ func BenchmarkDecodeRequest(b *testing.B) {
 	b.SetBytes(int64(len(frame)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, r, err := decodeRequest(frame); err != nil || r == nil {
+		if _, r, err := decodeRequest(frame, nil); err != nil || r == nil {
 			b.Fatal(err)
 		}
 	}

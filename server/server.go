@@ -85,11 +85,19 @@ type Config struct {
 	// (connections.max.idle.ms, Kafka default 10 minutes; 0 = never).
 	ConnectionsMaxIdle time.Duration
 
-	// LogDefaults are the broker-wide topic defaults the engine was opened
-	// with (engine.Options.Log); DescribeConfigs reports them as broker keys
-	// (log.segment.bytes, message.max.bytes, ...). Zero value:
-	// engine.DefaultLogConfig().
+	// LogDefaults are the broker-wide topic defaults; leave it zero to take
+	// the engine's (Engine.LogDefaults, what engine.Options.Log opened it
+	// with), which is what a broker runs with. DescribeConfigs reports them
+	// under their broker names (log.segment.bytes, message.max.bytes, ...).
 	LogDefaults engine.LogConfig
+
+	// BrokerConfigs are the broker keys set in the properties file or by
+	// flags (internal/configkeys names and canonical values, synonyms
+	// under their own names: config.Broker.Static). DescribeConfigs reports
+	// exactly these as STATIC_BROKER_CONFIG and reads from them the broker
+	// keys the Server has no field for. nil: a key counts as set when its
+	// value differs from its default.
+	BrokerConfigs map[string]string
 
 	// QueuedMaxRequestBytes bounds the request bytes read but not yet
 	// answered on one connection (queued.max.request.bytes, applied per
@@ -173,6 +181,9 @@ func New(cfg Config, eng *engine.Engine) *Server {
 	}
 	if cfg.LogDefaults.SegmentBytes == 0 {
 		cfg.LogDefaults = engine.DefaultLogConfig()
+		if eng != nil {
+			cfg.LogDefaults = eng.LogDefaults()
+		}
 	}
 	s := &Server{cfg: cfg, eng: eng, log: cfg.Logger, now: time.Now,
 		badFrames: ratelog.NewShared(badFrameLogWindow, badFrameLogBurst)}
@@ -282,7 +293,7 @@ type replySink interface {
 // or in a handler is a bug; it is recovered as a last resort so one bad
 // request costs its connection, never the broker.
 func (s *Server) dispatch(c peer, frame []byte, r replySink) {
-	hdr, req, err := s.safeDecode(frame)
+	hdr, req, err := s.safeDecode(frame, r)
 	if err != nil {
 		s.connError(c, hdr, err)
 		r.Close()
@@ -322,16 +333,25 @@ const (
 	badFrameLogBurst  = 20
 )
 
+// reserver is the part of a *netpoll.Reply that takes bytes of the
+// broker-wide request budget for the decoded request.
+type reserver interface{ Reserve(n int64) bool }
+
 // safeDecode is decodeRequest with a decoder panic turned into an error
-// (and counted with the handlers' panics).
-func (s *Server) safeDecode(frame []byte) (hdr requestHeader, req kmsg.Request, err error) {
+// (and counted with the handlers' panics). The decoded request's heap bound
+// is reserved on r when r can (a *netpoll.Reply).
+func (s *Server) safeDecode(frame []byte, r replySink) (hdr requestHeader, req kmsg.Request, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			s.panics.Add(1)
 			err = fmt.Errorf("panic decoding the request: %v", p)
 		}
 	}()
-	return decodeFrame(frame)
+	var reserve func(int64) bool
+	if rs, ok := r.(reserver); ok {
+		reserve = rs.Reserve
+	}
+	return decodeFrame(frame, reserve)
 }
 
 // decodeFrame is the request decoder (a variable so that tests can make
