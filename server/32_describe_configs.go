@@ -2,9 +2,11 @@ package server
 
 import (
 	"net"
+	"sort"
 	"strconv"
 
 	"github.com/stratalog/strata/engine"
+	"github.com/stratalog/strata/internal/configkeys"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -12,125 +14,153 @@ import (
 // DescribeConfigs v0..v4.
 func init() { register(32, 0, 4, handleDescribeConfigs) }
 
-// topicKeyTypes gives Kafka's type of each topic-level key (ConfigType in
-// v3+ responses). A key the engine adds later without an entry here is
-// reported as STRING.
-var topicKeyTypes = map[string]kmsg.ConfigType{
-	"segment.bytes":          kmsg.ConfigTypeInt,
-	"segment.ms":             kmsg.ConfigTypeLong,
-	"segment.index.bytes":    kmsg.ConfigTypeInt,
-	"index.interval.bytes":   kmsg.ConfigTypeInt,
-	"retention.ms":           kmsg.ConfigTypeLong,
-	"retention.bytes":        kmsg.ConfigTypeLong,
-	"max.message.bytes":      kmsg.ConfigTypeInt,
-	"message.timestamp.type": kmsg.ConfigTypeString,
-	"cleanup.policy":         kmsg.ConfigTypeList,
-	"write.caching":          kmsg.ConfigTypeBoolean,
-	"flush.messages":         kmsg.ConfigTypeLong,
-	"flush.ms":               kmsg.ConfigTypeLong,
-	"preallocate":            kmsg.ConfigTypeBoolean,
-	"file.delete.delay.ms":   kmsg.ConfigTypeLong,
-
-	"delete.retention.ms":       kmsg.ConfigTypeLong,
-	"min.cleanable.dirty.ratio": kmsg.ConfigTypeDouble,
-	"min.compaction.lag.ms":     kmsg.ConfigTypeLong,
-	"max.compaction.lag.ms":     kmsg.ConfigTypeLong,
-}
-
+// topicKeyType is Kafka's type of a topic-level key (ConfigType in v3+
+// responses), from internal/configkeys; STRING for a name it does not know.
 func topicKeyType(key string) kmsg.ConfigType {
-	if t, ok := topicKeyTypes[key]; ok {
-		return t
+	if k, ok := configkeys.TopicKey(key); ok {
+		return kmsg.ConfigType(k.Type)
 	}
 	return kmsg.ConfigTypeString
 }
 
-// brokerKey is one broker-level key DescribeConfigs reports. Either value
-// reads it from the server Config, or topicKey names the topic-level key
-// whose broker-wide default it is (read from Config.LogDefaults).
-type brokerKey struct {
-	name     string
-	typ      kmsg.ConfigType
-	def      string // Kafka's default
-	value    func(s *Server) string
-	topicKey string
-}
-
-// brokerKeys are reported in this order (sorted by name, as Kafka does).
-var brokerKeys = []brokerKey{
-	{name: "advertised.listeners", typ: kmsg.ConfigTypeString, def: "", value: func(s *Server) string {
+// serverValues are the broker keys whose value the Server holds itself.
+// Every other broker key reads Config.BrokerConfigs (or its default), and a
+// topic key's broker name the engine's topic defaults (Config.LogDefaults).
+var serverValues = map[string]func(s *Server) string{
+	"advertised.listeners": func(s *Server) string {
 		host, port := s.Advertised()
 		return "PLAINTEXT://" + net.JoinHostPort(host, strconv.Itoa(int(port)))
-	}},
-	{name: "auto.create.topics.enable", typ: kmsg.ConfigTypeBoolean, def: "true", value: func(s *Server) string {
-		return strconv.FormatBool(s.cfg.AutoCreateTopics)
-	}},
-	{name: "broker.id", typ: kmsg.ConfigTypeInt, def: "-1", value: func(s *Server) string { return itoa32(s.cfg.NodeID) }},
-	{name: "default.replication.factor", typ: kmsg.ConfigTypeInt, def: "1", value: func(s *Server) string {
-		return strconv.Itoa(int(s.cfg.DefaultReplication))
-	}},
-	{name: "fetch.max.bytes", typ: kmsg.ConfigTypeInt, def: "57671680", value: func(s *Server) string { return itoa32(s.cfg.FetchMaxBytes) }},
-	{name: "log.cleaner.delete.retention.ms", typ: kmsg.ConfigTypeLong, topicKey: "delete.retention.ms"},
-	{name: "log.cleaner.max.compaction.lag.ms", typ: kmsg.ConfigTypeLong, topicKey: "max.compaction.lag.ms"},
-	{name: "log.cleaner.min.cleanable.ratio", typ: kmsg.ConfigTypeDouble, topicKey: "min.cleanable.dirty.ratio"},
-	{name: "log.cleaner.min.compaction.lag.ms", typ: kmsg.ConfigTypeLong, topicKey: "min.compaction.lag.ms"},
-	{name: "log.cleanup.policy", typ: kmsg.ConfigTypeList, topicKey: "cleanup.policy"},
-	{name: "log.flush.interval.messages", typ: kmsg.ConfigTypeLong, topicKey: "flush.messages"},
-	{name: "log.flush.interval.ms", typ: kmsg.ConfigTypeLong, topicKey: "flush.ms"},
-	{name: "log.index.interval.bytes", typ: kmsg.ConfigTypeInt, topicKey: "index.interval.bytes"},
-	{name: "log.index.size.max.bytes", typ: kmsg.ConfigTypeInt, topicKey: "segment.index.bytes"},
-	{name: "log.message.timestamp.type", typ: kmsg.ConfigTypeString, topicKey: "message.timestamp.type"},
-	{name: "log.preallocate", typ: kmsg.ConfigTypeBoolean, topicKey: "preallocate"},
-	{name: "log.retention.bytes", typ: kmsg.ConfigTypeLong, topicKey: "retention.bytes"},
-	{name: "log.retention.ms", typ: kmsg.ConfigTypeLong, topicKey: "retention.ms"},
-	{name: "log.roll.ms", typ: kmsg.ConfigTypeLong, topicKey: "segment.ms"},
-	{name: "log.segment.bytes", typ: kmsg.ConfigTypeInt, topicKey: "segment.bytes"},
-	{name: "log.segment.delete.delay.ms", typ: kmsg.ConfigTypeLong, topicKey: "file.delete.delay.ms"},
-	{name: "log.write.caching", typ: kmsg.ConfigTypeBoolean, topicKey: "write.caching"},
-	{name: "message.max.bytes", typ: kmsg.ConfigTypeInt, topicKey: "max.message.bytes"},
-	{name: "node.id", typ: kmsg.ConfigTypeInt, def: "-1", value: func(s *Server) string { return itoa32(s.cfg.NodeID) }},
-	{name: "num.partitions", typ: kmsg.ConfigTypeInt, def: "1", value: func(s *Server) string { return itoa32(s.cfg.NumPartitions) }},
-	{name: "socket.request.max.bytes", typ: kmsg.ConfigTypeInt, def: "104857600", value: func(s *Server) string {
-		return itoa32(s.cfg.MaxRequestBytes)
-	}},
+	},
+	"auto.create.topics.enable":  func(s *Server) string { return strconv.FormatBool(s.cfg.AutoCreateTopics) },
+	"default.replication.factor": func(s *Server) string { return strconv.Itoa(int(s.cfg.DefaultReplication)) },
+	"fetch.max.bytes":            func(s *Server) string { return itoa32(s.cfg.FetchMaxBytes) },
+	"node.id":                    func(s *Server) string { return itoa32(s.cfg.NodeID) },
+	"num.partitions":             func(s *Server) string { return itoa32(s.cfg.NumPartitions) },
+	"socket.request.max.bytes":   func(s *Server) string { return itoa32(s.cfg.MaxRequestBytes) },
 }
 
-// brokerKeyFor maps a topic-level key to the broker key that defaults it.
-var brokerKeyFor = func() map[string]string {
-	m := make(map[string]string)
-	for _, k := range brokerKeys {
-		if k.topicKey != "" {
-			m[k.topicKey] = k.name
+// brokerNames are the names a BROKER resource lists, sorted as Kafka sorts
+// them: every key's broker name and its synonyms in the same unit
+// (broker.id, log.dir); a synonym in another unit (log.retention.hours)
+// shows only in its key's synonym chain.
+var brokerNames = func() []brokerName {
+	var out []brokerName
+	for _, k := range configkeys.All() {
+		if k.Broker == "" {
+			continue
+		}
+		out = append(out, brokerName{k.Broker, k})
+		for _, syn := range k.Synonyms {
+			if syn.Scale == 0 {
+				out = append(out, brokerName{syn.Name, k})
+			}
 		}
 	}
-	return m
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
 }()
+
+type brokerName struct {
+	name string
+	key  *configkeys.Key
+}
 
 func itoa32(v int32) string { return strconv.FormatInt(int64(v), 10) }
 
-// valueAndDefault returns a broker key's current value and Kafka's default.
-func (k *brokerKey) valueAndDefault(s *Server) (value, def string) {
-	if k.topicKey != "" {
-		value, _ = s.cfg.LogDefaults.Value(k.topicKey)
-		def, _ = engine.DefaultLogConfig().Value(k.topicKey)
-		return value, def
+type configSynonym = kmsg.DescribeConfigsResponseResourceConfigConfigSynonym
+
+// brokerValue is a broker key's current value; ok is false for a key with
+// no default that is not set (Kafka reports null).
+func (s *Server) brokerValue(k *configkeys.Key) (value string, ok bool) {
+	if f := serverValues[k.Broker]; f != nil {
+		return f(s), true
 	}
-	return k.value(s), k.def
+	if k.Log {
+		return s.logDefault(k.Topic), true
+	}
+	for _, name := range k.BrokerNames() {
+		if v, set := s.cfg.BrokerConfigs[name]; set {
+			return v, true
+		}
+	}
+	return k.Default, k.Default != ""
 }
 
-// handleDescribeConfigs describes TOPIC and BROKER resources.
+func (s *Server) logDefault(topicKey string) string {
+	v, _ := s.cfg.LogDefaults.Value(topicKey)
+	return v
+}
+
+// staticSynonyms are a key's STATIC_BROKER_CONFIG synonyms: each broker
+// name set in the properties file or by a flag (Config.BrokerConfigs), in
+// precedence order, with its value in its own unit. Without BrokerConfigs
+// (a Server not started by `strata serve`) a key counts as set when its
+// value differs from its default.
+func (s *Server) staticSynonyms(k *configkeys.Key) []configSynonym {
+	var out []configSynonym
+	if s.cfg.BrokerConfigs == nil {
+		if value, ok := s.brokerValue(k); ok && value != k.Default {
+			out = append(out, configSynonym{Name: k.Broker, Value: kmsg.StringPtr(value), Source: kmsg.ConfigSourceStaticBrokerConfig})
+		}
+		return out
+	}
+	for _, name := range k.BrokerNames() {
+		if v, set := s.cfg.BrokerConfigs[name]; set {
+			out = append(out, configSynonym{Name: name, Value: kmsg.StringPtr(v), Source: kmsg.ConfigSourceStaticBrokerConfig})
+		}
+	}
+	return out
+}
+
+// defaultSynonym is the last link of a chain: the key's default under its
+// broker name (its topic name for a topic-only key); a null value when it
+// has none.
+func defaultSynonym(k *configkeys.Key) configSynonym {
+	name := k.Broker
+	if name == "" {
+		name = k.Topic
+	}
+	syn := configSynonym{Name: name, Source: kmsg.ConfigSourceDefaultConfig}
+	if k.Default != "" {
+		syn.Value = kmsg.StringPtr(k.Default)
+	}
+	return syn
+}
+
+// topicSynonyms is the chain of places a topic key's value can come from,
+// highest precedence first, as Kafka lists them: the topic's override
+// (DYNAMIC_TOPIC_CONFIG), the broker names set in the broker's
+// configuration (STATIC_BROKER_CONFIG), the default (DEFAULT_CONFIG). The
+// first link is the value's source.
+func (s *Server) topicSynonyms(k *configkeys.Key, overrides map[string]string) []configSynonym {
+	var syn []configSynonym
+	if v, ok := overrides[k.Topic]; ok {
+		syn = append(syn, configSynonym{Name: k.Topic, Value: kmsg.StringPtr(v), Source: kmsg.ConfigSourceDynamicTopicConfig})
+	}
+	if k.Broker != "" {
+		syn = append(syn, s.staticSynonyms(k)...)
+	}
+	return append(syn, defaultSynonym(k))
+}
+
+// handleDescribeConfigs describes TOPIC and BROKER resources from the
+// table of keys (internal/configkeys).
 //
-// TOPIC: every engine.TopicKeys() key with its value and source: the topic's
-// override (DYNAMIC_TOPIC_CONFIG), a broker-wide default that differs from
-// Kafka's (STATIC_BROKER_CONFIG) or Kafka's default (DEFAULT_CONFIG);
-// synonyms (v1+, on request) list that chain. BROKER: this broker's id gets
-// the keys in brokerKeys (read-only: AlterConfigs changes topic keys only); an empty
-// name (cluster-wide dynamic defaults) gets none; another id is
-// INVALID_REQUEST, as in Kafka. ConfigNames, when non-null, filters the keys
+// TOPIC: every log key (engine.TopicKeys) with its value, and its source
+// and synonyms (v1+, on request) as topicSynonyms chains them; read-only
+// false (topic keys are dynamic). BROKER: this broker's id gets every
+// broker key, read-only (none is dynamic: AlterConfigs changes topic keys
+// only), with its source (STATIC_BROKER_CONFIG when set in the properties
+// file or by a flag, else DEFAULT_CONFIG) and synonyms; an empty name
+// (cluster-wide dynamic defaults) gets none; another id is
+// INVALID_REQUEST, as in Kafka. v3+: each key's type, and its
+// documentation on request. ConfigNames, when non-null, filters the keys
 // (unknown names are left out). Other resource types: INVALID_REQUEST.
 func handleDescribeConfigs(s *Server, rc *reqCtx) {
 	req := rc.req.(*kmsg.DescribeConfigsRequest)
 	resp := kmsg.NewPtrDescribeConfigsResponse()
 	resp.Resources = make([]kmsg.DescribeConfigsResponseResource, 0, len(req.Resources))
+	opts := describeOpts{synonyms: req.IncludeSynonyms, docs: req.IncludeDocumentation}
 	for i := range req.Resources {
 		rr := &req.Resources[i]
 		out := kmsg.NewDescribeConfigsResponseResource()
@@ -139,9 +169,9 @@ func handleDescribeConfigs(s *Server, rc *reqCtx) {
 		var err *apiError
 		switch rr.ResourceType {
 		case kmsg.ConfigResourceTypeTopic:
-			out.Configs, err = s.describeTopicConfigs(rr, req.IncludeSynonyms)
+			out.Configs, err = s.describeTopicConfigs(rr, opts)
 		case kmsg.ConfigResourceTypeBroker:
-			out.Configs, err = s.describeBrokerConfigs(rr, req.IncludeSynonyms)
+			out.Configs, err = s.describeBrokerConfigs(rr, opts)
 		default:
 			err = newAPIError(kerr.InvalidRequest, "unsupported resource type %v", rr.ResourceType)
 		}
@@ -153,6 +183,8 @@ func handleDescribeConfigs(s *Server, rc *reqCtx) {
 	}
 	rc.respond(resp)
 }
+
+type describeOpts struct{ synonyms, docs bool }
 
 // wanted reports whether key passes a ConfigNames filter (nil = all).
 func wanted(names []string, key string) bool {
@@ -167,7 +199,26 @@ func wanted(names []string, key string) bool {
 	return false
 }
 
-func (s *Server) describeTopicConfigs(rr *kmsg.DescribeConfigsRequestResource, synonyms bool) ([]kmsg.DescribeConfigsResponseResourceConfig, *apiError) {
+// describedConfig is one entry: its value (nil: null), source from the
+// chain's head, the chain when asked for, type and documentation.
+func describedConfig(name string, value *string, k *configkeys.Key, chain []configSynonym, readOnly bool, opts describeOpts) kmsg.DescribeConfigsResponseResourceConfig {
+	c := kmsg.NewDescribeConfigsResponseResourceConfig()
+	c.Name = name
+	c.Value = value
+	c.ReadOnly = readOnly
+	c.Source = chain[0].Source
+	c.IsDefault = c.Source == kmsg.ConfigSourceDefaultConfig
+	c.ConfigType = kmsg.ConfigType(k.Type)
+	if opts.synonyms {
+		c.ConfigSynonyms = chain
+	}
+	if opts.docs {
+		c.Documentation = kmsg.StringPtr(k.Doc)
+	}
+	return c
+}
+
+func (s *Server) describeTopicConfigs(rr *kmsg.DescribeConfigsRequestResource, opts describeOpts) ([]kmsg.DescribeConfigsResponseResourceConfig, *apiError) {
 	if err := validTopicName(rr.ResourceName); err != nil {
 		return nil, newAPIError(kerr.InvalidTopicException, "%v", err)
 	}
@@ -194,50 +245,18 @@ func (s *Server) describeTopicConfigs(rr *kmsg.DescribeConfigsRequestResource, s
 		overrides, cfg = t.Overrides(), t.Config()
 	}
 	var out []kmsg.DescribeConfigsResponseResourceConfig
-	for _, e := range s.topicConfigEntries(cfg, overrides) {
-		if !wanted(rr.ConfigNames, e.name) {
+	for _, name := range engine.TopicKeys() {
+		k, ok := configkeys.TopicKey(name)
+		if !ok || !wanted(rr.ConfigNames, name) {
 			continue
 		}
-		c := kmsg.NewDescribeConfigsResponseResourceConfig()
-		c.Name = e.name
-		c.Value = kmsg.StringPtr(e.value)
-		c.Source = e.source
-		c.IsDefault = e.source == kmsg.ConfigSourceDefaultConfig
-		c.ConfigType = topicKeyType(e.name)
-		if synonyms {
-			c.ConfigSynonyms = s.topicSynonyms(e.name, overrides)
-		}
-		out = append(out, c)
+		value, _ := cfg.Value(name)
+		out = append(out, describedConfig(name, kmsg.StringPtr(value), k, s.topicSynonyms(k, overrides), k.ReadOnly(configkeys.Topic), opts))
 	}
 	return out, nil
 }
 
-// topicSynonyms is the chain of places a topic key's value can come from,
-// highest precedence first, as Kafka lists them.
-func (s *Server) topicSynonyms(key string, overrides map[string]string) []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym {
-	var syn []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym
-	if v, ok := overrides[key]; ok {
-		syn = append(syn, kmsg.DescribeConfigsResponseResourceConfigConfigSynonym{
-			Name: key, Value: kmsg.StringPtr(v), Source: kmsg.ConfigSourceDynamicTopicConfig,
-		})
-	}
-	name := brokerKeyFor[key]
-	if name == "" {
-		name = key
-	}
-	value, _ := s.cfg.LogDefaults.Value(key)
-	def, _ := engine.DefaultLogConfig().Value(key)
-	if value != def {
-		syn = append(syn, kmsg.DescribeConfigsResponseResourceConfigConfigSynonym{
-			Name: name, Value: kmsg.StringPtr(value), Source: kmsg.ConfigSourceStaticBrokerConfig,
-		})
-	}
-	return append(syn, kmsg.DescribeConfigsResponseResourceConfigConfigSynonym{
-		Name: name, Value: kmsg.StringPtr(def), Source: kmsg.ConfigSourceDefaultConfig,
-	})
-}
-
-func (s *Server) describeBrokerConfigs(rr *kmsg.DescribeConfigsRequestResource, synonyms bool) ([]kmsg.DescribeConfigsResponseResourceConfig, *apiError) {
+func (s *Server) describeBrokerConfigs(rr *kmsg.DescribeConfigsRequestResource, opts describeOpts) ([]kmsg.DescribeConfigsResponseResourceConfig, *apiError) {
 	if rr.ResourceName == "" {
 		return nil, nil // no dynamic cluster-wide defaults
 	}
@@ -246,33 +265,17 @@ func (s *Server) describeBrokerConfigs(rr *kmsg.DescribeConfigsRequestResource, 
 			"unexpected broker id %q: this is broker %d (or use an empty name)", rr.ResourceName, s.cfg.NodeID)
 	}
 	var out []kmsg.DescribeConfigsResponseResourceConfig
-	for i := range brokerKeys {
-		k := &brokerKeys[i]
-		if !wanted(rr.ConfigNames, k.name) {
+	for _, bn := range brokerNames {
+		if !wanted(rr.ConfigNames, bn.name) {
 			continue
 		}
-		value, def := k.valueAndDefault(s)
-		c := kmsg.NewDescribeConfigsResponseResourceConfig()
-		c.Name = k.name
-		c.Value = kmsg.StringPtr(value)
-		c.ReadOnly = true
-		c.Source = kmsg.ConfigSourceDefaultConfig
-		if value != def {
-			c.Source = kmsg.ConfigSourceStaticBrokerConfig
+		k := bn.key
+		var value *string
+		if v, ok := s.brokerValue(k); ok {
+			value = kmsg.StringPtr(v)
 		}
-		c.IsDefault = c.Source == kmsg.ConfigSourceDefaultConfig
-		c.ConfigType = k.typ
-		if synonyms {
-			if c.Source == kmsg.ConfigSourceStaticBrokerConfig {
-				c.ConfigSynonyms = append(c.ConfigSynonyms, kmsg.DescribeConfigsResponseResourceConfigConfigSynonym{
-					Name: k.name, Value: kmsg.StringPtr(value), Source: kmsg.ConfigSourceStaticBrokerConfig,
-				})
-			}
-			c.ConfigSynonyms = append(c.ConfigSynonyms, kmsg.DescribeConfigsResponseResourceConfigConfigSynonym{
-				Name: k.name, Value: kmsg.StringPtr(def), Source: kmsg.ConfigSourceDefaultConfig,
-			})
-		}
-		out = append(out, c)
+		chain := append(s.staticSynonyms(k), defaultSynonym(k))
+		out = append(out, describedConfig(bn.name, value, k, chain, k.ReadOnly(configkeys.Broker), opts))
 	}
 	return out, nil
 }

@@ -2,9 +2,12 @@ package server
 
 import (
 	"errors"
+	"reflect"
+	"sort"
 	"testing"
 
 	"github.com/stratalog/strata/engine"
+	"github.com/stratalog/strata/internal/configkeys"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -203,4 +206,138 @@ func TestDescribeConfigsThroughKadm(t *testing.T) {
 	if err != nil || len(brs) != 1 || brs[0].Err != nil || len(brs[0].Configs) == 0 {
 		t.Fatalf("broker configs: %v %+v", err, brs)
 	}
+}
+
+// With the broker's static configuration (what `strata serve` passes), a
+// key is STATIC_BROKER_CONFIG when it was set, even to its default, as in
+// Kafka; a synonym set in another unit shows under its own name in the
+// chain; keys the Server holds no field for read BrokerConfigs; every
+// broker key is read-only and carries its type and, on request, its
+// documentation.
+func TestDescribeConfigsStaticBrokerConfig(t *testing.T) {
+	static := map[string]string{
+		"log.segment.bytes":   "1073741824", // Kafka's default, but set
+		"log.retention.hours": "1",
+		"broker.id":           "4",
+		"log.io.backend":      "pwrite",
+	}
+	addr, _, eng := startBroker(t, func(c *Config, o *engine.Options) {
+		c.NodeID = 4
+		c.BrokerConfigs = static
+		o.Log.RetentionMs = 3_600_000
+	})
+	if _, err := eng.CreateTopic("static", 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	c := dialRaw(t, addr)
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	req.SetVersion(4)
+	req.IncludeSynonyms, req.IncludeDocumentation = true, true
+	req.Resources = []kmsg.DescribeConfigsRequestResource{topicRes("static"), {ResourceType: kmsg.ConfigResourceTypeBroker, ResourceName: "4"}}
+	resp := kmsg.NewPtrDescribeConfigsResponse()
+	c.roundTrip(req, 32, resp)
+	if len(resp.Resources) != 2 {
+		t.Fatalf("%d resources", len(resp.Resources))
+	}
+	type link struct {
+		name, value string
+		source      kmsg.ConfigSource
+	}
+	chain := func(e kmsg.DescribeConfigsResponseResourceConfig) []link {
+		var out []link
+		for _, s := range e.ConfigSynonyms {
+			out = append(out, link{s.Name, strOr(s.Value, "<null>"), s.Source})
+		}
+		return out
+	}
+	topic := byName(resp.Resources[0].Configs)
+	for _, want := range []struct {
+		key, value string
+		source     kmsg.ConfigSource
+		chain      []link
+	}{
+		{"segment.bytes", "1073741824", kmsg.ConfigSourceStaticBrokerConfig, []link{
+			{"log.segment.bytes", "1073741824", kmsg.ConfigSourceStaticBrokerConfig},
+			{"log.segment.bytes", "1073741824", kmsg.ConfigSourceDefaultConfig}}},
+		{"retention.ms", "3600000", kmsg.ConfigSourceStaticBrokerConfig, []link{
+			{"log.retention.hours", "1", kmsg.ConfigSourceStaticBrokerConfig},
+			{"log.retention.ms", "604800000", kmsg.ConfigSourceDefaultConfig}}},
+		{"max.message.bytes", "1048588", kmsg.ConfigSourceDefaultConfig, []link{
+			{"message.max.bytes", "1048588", kmsg.ConfigSourceDefaultConfig}}},
+	} {
+		e := topic[want.key]
+		if e.Value == nil || *e.Value != want.value || e.Source != want.source || e.ReadOnly {
+			t.Fatalf("topic %s: %+v", want.key, e)
+		}
+		if got := chain(e); !reflect.DeepEqual(got, want.chain) {
+			t.Fatalf("topic %s synonyms %+v, want %+v", want.key, got, want.chain)
+		}
+	}
+
+	broker := resp.Resources[1].Configs
+	all := byName(broker)
+	for _, k := range configkeys.All() {
+		if k.Broker == "" {
+			continue
+		}
+		e, ok := all[k.Broker]
+		if !ok || !e.ReadOnly || e.ConfigType != kmsg.ConfigType(k.Type) || e.Documentation == nil || *e.Documentation != k.Doc {
+			t.Fatalf("broker %s: %+v", k.Broker, e)
+		}
+	}
+	if !sort.SliceIsSorted(broker, func(i, j int) bool { return broker[i].Name < broker[j].Name }) {
+		t.Fatal("broker configs not sorted by name")
+	}
+	for _, want := range []struct {
+		key   string
+		value *string
+		src   kmsg.ConfigSource
+		chain []link
+	}{
+		{"log.io.backend", kmsg.StringPtr("pwrite"), kmsg.ConfigSourceStaticBrokerConfig, []link{
+			{"log.io.backend", "pwrite", kmsg.ConfigSourceStaticBrokerConfig}, {"log.io.backend", "auto", kmsg.ConfigSourceDefaultConfig}}},
+		{"log.io.zero.fill", kmsg.StringPtr("true"), kmsg.ConfigSourceDefaultConfig, []link{
+			{"log.io.zero.fill", "true", kmsg.ConfigSourceDefaultConfig}}},
+		{"broker.rack", nil, kmsg.ConfigSourceDefaultConfig, []link{{"broker.rack", "<null>", kmsg.ConfigSourceDefaultConfig}}},
+		{"node.id", kmsg.StringPtr("4"), kmsg.ConfigSourceStaticBrokerConfig, []link{
+			{"broker.id", "4", kmsg.ConfigSourceStaticBrokerConfig}, {"node.id", "0", kmsg.ConfigSourceDefaultConfig}}},
+		{"broker.id", kmsg.StringPtr("4"), kmsg.ConfigSourceStaticBrokerConfig, nil},
+		{"log.retention.ms", kmsg.StringPtr("3600000"), kmsg.ConfigSourceStaticBrokerConfig, []link{
+			{"log.retention.hours", "1", kmsg.ConfigSourceStaticBrokerConfig}, {"log.retention.ms", "604800000", kmsg.ConfigSourceDefaultConfig}}},
+	} {
+		e := all[want.key]
+		if !reflect.DeepEqual(e.Value, want.value) || e.Source != want.src {
+			t.Fatalf("broker %s: value %v source %v, want %v %v", want.key, strOr(e.Value, "<null>"), e.Source, strOr(want.value, "<null>"), want.src)
+		}
+		if want.chain != nil && !reflect.DeepEqual(chain(e), want.chain) {
+			t.Fatalf("broker %s synonyms %+v, want %+v", want.key, chain(e), want.chain)
+		}
+	}
+	if _, ok := all["log.retention.hours"]; ok {
+		t.Fatal("a synonym in another unit listed as its own key")
+	}
+}
+
+// The table's types are Kafka's ConfigType codes.
+func TestConfigKeyTypesAreKafkas(t *testing.T) {
+	for typ, want := range map[configkeys.Type]kmsg.ConfigType{
+		configkeys.Boolean: kmsg.ConfigTypeBoolean, configkeys.String: kmsg.ConfigTypeString,
+		configkeys.Int: kmsg.ConfigTypeInt, configkeys.Short: kmsg.ConfigTypeShort,
+		configkeys.Long: kmsg.ConfigTypeLong, configkeys.Double: kmsg.ConfigTypeDouble,
+		configkeys.List: kmsg.ConfigTypeList, configkeys.Password: kmsg.ConfigTypePassword,
+	} {
+		if kmsg.ConfigType(typ) != want {
+			t.Errorf("%v = %d, Kafka's %v = %d", typ, typ, want, want)
+		}
+	}
+	if kerr.InvalidConfig.Code != configkeys.CodeInvalidConfig || kerr.InvalidRequest.Code != configkeys.CodeInvalidRequest {
+		t.Fatal("configkeys' error codes are not Kafka's")
+	}
+}
+
+func strOr(p *string, or string) string {
+	if p == nil {
+		return or
+	}
+	return *p
 }

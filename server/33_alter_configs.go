@@ -7,6 +7,7 @@ import (
 
 	"github.com/stratalog/strata/controller"
 	"github.com/stratalog/strata/engine"
+	"github.com/stratalog/strata/internal/configkeys"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -32,8 +33,9 @@ type configEdit func(overrides map[string]string, current engine.LogConfig) (map
 // INVALID_REQUEST. validate_only checks without applying. The change is
 // persisted (the engine's topic file, or the controller in cluster mode) and
 // applied without a restart. BROKER resources: an empty config set
-// succeeds, anything else is INVALID_REQUEST (broker keys are static: set
-// them in the properties file); other resource types: INVALID_REQUEST.
+// succeeds, anything else is INVALID_REQUEST (broker keys are read-only in
+// internal/configkeys: set them in the properties file); other resource
+// types: INVALID_REQUEST.
 func handleAlterConfigs(s *Server, rc *reqCtx) {
 	req := rc.req.(*kmsg.AlterConfigsRequest)
 	run := func(ctx context.Context) {
@@ -67,7 +69,11 @@ func handleAlterConfigs(s *Server, rc *reqCtx) {
 						func(map[string]string, engine.LogConfig) (map[string]string, error) { return set, nil })
 				}
 			case rr.ResourceType == kmsg.ConfigResourceTypeBroker:
-				err = s.alterBrokerConfigs(rr.ResourceName, len(rr.Configs))
+				names := make([]string, len(rr.Configs))
+				for i := range rr.Configs {
+					names[i] = rr.Configs[i].Name
+				}
+				err = s.alterBrokerConfigs(rr.ResourceName, names)
 			default:
 				err = newAPIError(kerr.InvalidRequest, "unsupported resource type %v", rr.ResourceType)
 			}
@@ -106,15 +112,24 @@ func duplicateResources(n int, at func(i int) (int8, string)) map[resourceKey]bo
 	return dups
 }
 
-// alterBrokerConfigs answers a BROKER resource: nothing is dynamic.
-func (s *Server) alterBrokerConfigs(name string, n int) error {
+// alterBrokerConfigs answers a BROKER resource changing the keys names.
+// No broker key is dynamic (internal/configkeys: every one is read-only at
+// the broker), so any change is INVALID_REQUEST, Kafka's answer to a
+// non-dynamic key (KAFKA-13609); an unknown name too, since nothing could
+// store it. An empty set succeeds.
+func (s *Server) alterBrokerConfigs(name string, names []string) error {
 	if name != "" && name != itoa32(s.cfg.NodeID) {
 		return newAPIError(kerr.InvalidRequest, "unexpected broker id %q: this is broker %d (or use an empty name)", name, s.cfg.NodeID)
 	}
-	if n == 0 {
-		return nil
+	for _, n := range names {
+		if err := configkeys.CheckAlter(configkeys.Broker, n, nil); err != nil {
+			return newAPIError(kerr.InvalidRequest, "%v", err)
+		}
 	}
-	return newAPIError(kerr.InvalidRequest, "broker configs cannot be updated dynamically: set them in the broker's properties file")
+	if len(names) > 0 { // a dynamic broker key nothing would apply
+		return newAPIError(kerr.InvalidRequest, "broker configs cannot be updated dynamically: set them in the broker's properties file")
+	}
+	return nil
 }
 
 // alterTopicConfigs applies edit to topic name's overrides: validated,

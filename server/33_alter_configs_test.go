@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -272,5 +273,49 @@ func TestRetentionConsumerBehindTheCliff(t *testing.T) {
 			t.Fatalf("resumed at %d, want the new start offset %d", got[0].Offset, start)
 		}
 		break
+	}
+}
+
+// Broker keys are read-only (internal/configkeys): AlterConfigs and
+// IncrementalAlterConfigs on a BROKER resource answer INVALID_REQUEST, as
+// Kafka answers a non-dynamic key, and say why; an empty set succeeds.
+func TestAlterBrokerConfigsAreReadOnly(t *testing.T) {
+	addr, _, _ := startBroker(t, noAutoCreate)
+	cl := newClient(t, addr)
+	for _, tc := range []struct {
+		resource, key, msg string
+		code               int16
+	}{
+		{"0", "num.partitions", "cannot be updated dynamically", kerr.InvalidRequest.Code},
+		{"", "log.retention.hours", "cannot be updated dynamically", kerr.InvalidRequest.Code},
+		{"0", "no.such.key", "unknown config", kerr.InvalidRequest.Code},
+		{"0", "", "", 0}, // no configs
+	} {
+		req := kmsg.NewPtrAlterConfigsRequest()
+		r := kmsg.NewAlterConfigsRequestResource()
+		r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeBroker, tc.resource
+		ireq := kmsg.NewPtrIncrementalAlterConfigsRequest()
+		ir := kmsg.NewIncrementalAlterConfigsRequestResource()
+		ir.ResourceType, ir.ResourceName = kmsg.ConfigResourceTypeBroker, tc.resource
+		if tc.key != "" {
+			c := kmsg.NewAlterConfigsRequestResourceConfig()
+			c.Name, c.Value = tc.key, kmsg.StringPtr("3")
+			r.Configs = append(r.Configs, c)
+			ic := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+			ic.Name, ic.Op, ic.Value = tc.key, kmsg.IncrementalAlterConfigOpSet, kmsg.StringPtr("3")
+			ir.Configs = append(ir.Configs, ic)
+		}
+		req.Resources = append(req.Resources, r)
+		ireq.Resources = append(ireq.Resources, ir)
+		resp := issue[*kmsg.AlterConfigsResponse](t, cl, req)
+		iresp := issue[*kmsg.IncrementalAlterConfigsResponse](t, cl, ireq)
+		for _, got := range []struct {
+			code int16
+			msg  *string
+		}{{resp.Resources[0].ErrorCode, resp.Resources[0].ErrorMessage}, {iresp.Resources[0].ErrorCode, iresp.Resources[0].ErrorMessage}} {
+			if got.code != tc.code || tc.msg != "" && (got.msg == nil || !strings.Contains(*got.msg, tc.msg)) {
+				t.Errorf("broker %q %s: code %d message %v, want %d %q", tc.resource, tc.key, got.code, strOr(got.msg, "<null>"), tc.code, tc.msg)
+			}
+		}
 	}
 }

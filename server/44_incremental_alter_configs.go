@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/stratalog/strata/engine"
+	"github.com/stratalog/strata/internal/configkeys"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -15,8 +16,8 @@ func init() { register(44, 0, 1, handleIncrementalAlterConfigs) }
 // handleIncrementalAlterConfigs edits the dynamic configs of TOPIC resources
 // key by key (KIP-339): SET a value, DELETE an override (back to the broker
 // default; deleting a key that is not set is a no-op), APPEND items to or
-// SUBTRACT items from a LIST key's current value (cleanup.policy; other
-// keys: INVALID_CONFIG). A null value for SET/APPEND/SUBTRACT, an unknown
+// SUBTRACT items from a LIST key's current value (a List key of
+// internal/configkeys: cleanup.policy; other keys: INVALID_CONFIG). A null value for SET/APPEND/SUBTRACT, an unknown
 // operation or a key named twice in one resource is INVALID_REQUEST; the
 // rest is checked as in AlterConfigs (same errors, validate_only,
 // persistence, application without restart).
@@ -44,7 +45,11 @@ func handleIncrementalAlterConfigs(s *Server, rc *reqCtx) {
 						})
 				}
 			case rr.ResourceType == kmsg.ConfigResourceTypeBroker:
-				err = s.alterBrokerConfigs(rr.ResourceName, len(rr.Configs))
+				names := make([]string, len(rr.Configs))
+				for i := range rr.Configs {
+					names[i] = rr.Configs[i].Name
+				}
+				err = s.alterBrokerConfigs(rr.ResourceName, names)
 			default:
 				err = newAPIError(kerr.InvalidRequest, "unsupported resource type %v", rr.ResourceType)
 			}
@@ -92,7 +97,7 @@ func applyIncrementalOps(over map[string]string, cur engine.LogConfig, ops []kms
 		case kmsg.IncrementalAlterConfigOpDelete:
 			delete(over, op.Name)
 		case kmsg.IncrementalAlterConfigOpAppend, kmsg.IncrementalAlterConfigOpSubtract:
-			if topicKeyType(op.Name) != kmsg.ConfigTypeList {
+			if k, ok := configkeys.TopicKey(op.Name); !ok || k.Type != configkeys.List {
 				return nil, newAPIError(kerr.InvalidConfig, "config %q is not a list: %v is not allowed", op.Name, op.Op)
 			}
 			base, ok := over[op.Name]
