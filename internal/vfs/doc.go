@@ -85,7 +85,9 @@
 //     (the error is reported once, the dirty pages are marked clean): a
 //     caller must take a failed fsync as data lost, never retry it and
 //     trust the retry.
-//   - Sync of a directory: likewise for the directory's unsynced changes.
+//   - Sync of a directory: nothing; its unsynced changes stay unsynced (a
+//     journaling file system aborts its journal on such an error and
+//     fails what follows, which further faults can model).
 //   - Close: the file is closed all the same.
 //
 // A failed Write writes nothing (the disk was full before its first byte).

@@ -106,6 +106,13 @@ func (m *MemFS) PowerOffAfter(n int64) {
 	}
 }
 
+// PoweredOff reports whether the power was lost (PowerOffAfter, Crash).
+func (m *MemFS) PoweredOff() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.down
+}
+
 // Ops returns how many operations were attempted so far (failed ones
 // included, those after the power was lost excluded).
 func (m *MemFS) Ops() int64 {
@@ -254,15 +261,16 @@ func (n *memNode) truncate(size int64) {
 	n.pending = append(n.pending, dataOp{trunc: true, size: size})
 }
 
-// sync makes n's pending changes durable; failed drops them instead (a
-// failed fsync: Linux marks the pages clean, the data stays readable and
-// is lost at the crash). Caller holds mu.
+// sync makes n's pending changes durable. A failed sync of a file drops
+// them instead (Linux marks the pages clean: the data stays readable and
+// is lost at the crash); a failed sync of a directory leaves them
+// pending. Caller holds mu.
 func (n *memNode) sync(failed bool) {
 	if n.isDir() {
 		if !failed {
 			applyMeta(n.durable, n.dpending)
+			n.dpending = nil
 		}
-		n.dpending = nil
 		return
 	}
 	if !failed {
