@@ -40,6 +40,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 
 	"github.com/stratalog/strata/internal/vfs"
@@ -121,9 +122,13 @@ func (s *logSegment) txnPathOf() string {
 }
 
 // loadTxnIndex reads s's index file once (missing: no entries), keeping the
-// entries whose marker lies below end. A file that does not decode is
-// logged and replaced by what the replay rebuilds. Caller holds Log.mu (or
-// has the log to itself) and not idxMu.
+// entries whose marker lies below end. A last whole entry that does not
+// decode after entries that do, or that this engine cannot have written
+// (writtenEntry), is a torn write (its new size reached the disk before
+// its bytes, which read as zeros) and is cut off like a partial one; a
+// file that does not decode otherwise is logged and replaced by what the
+// replay rebuilds; a file that cannot be read takes the engine offline.
+// Caller holds Log.mu (or has the log to itself) and not idxMu.
 func (l *Log) loadTxnIndex(s *logSegment, end int64) {
 	if s.txnLoaded {
 		return
@@ -135,18 +140,31 @@ func (l *Log) loadTxnIndex(s *logSegment, end int64) {
 	if err == nil {
 		entries, whole, err = decodeTxnIndex(data)
 	}
+	if n := len(data) / txnIndexEntryBytes; errors.Is(err, errBadTxnIndex) && n > 0 {
+		if e, w, perr := decodeTxnIndex(data[:(n-1)*txnIndexEntryBytes]); perr == nil {
+			l.e.logger.Warn("cutting a torn last entry off the aborted transaction index", "path", path, "err", err)
+			entries, whole, err = e, w, nil
+		}
+	} else if n := len(entries); n > 0 && !writtenEntry(entries[n-1]) {
+		l.e.logger.Warn("cutting a torn last entry off the aborted transaction index", "path", path, "entry", entries[n-1])
+		entries, whole = entries[:n-1], (n-1)*txnIndexEntryBytes
+	}
+	var cutErr error
 	switch {
-	case errors.Is(err, os.ErrNotExist):
-		err = nil
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil && !errors.Is(err, errBadTxnIndex):
+		// Unreadable, not bad: the file may be whole; leave it alone.
+		entries = nil
+		l.e.ioFailure("reading "+path, err)
 	case err != nil:
 		l.e.logger.Warn("discarding aborted transaction index", "path", path, "err", err)
-		entries, whole = nil, 0
-		err = l.e.fs.Truncate(path, 0)
+		entries = nil
+		cutErr = l.e.fs.Truncate(path, 0)
 	case whole != len(data):
-		err = l.e.fs.Truncate(path, int64(whole))
+		cutErr = l.e.fs.Truncate(path, int64(whole))
 	}
-	if err != nil {
-		l.e.logger.Warn("trimming aborted transaction index", "path", path, "err", err)
+	if cutErr != nil {
+		l.e.ioFailure("trimming "+path, cutErr)
 	}
 	l.idxMu.Lock()
 	s.aborted, s.txnLoaded = entries, true
@@ -157,6 +175,14 @@ func (l *Log) loadTxnIndex(s *logSegment, end int64) {
 	l.cutTxnIndex(s, end)
 }
 
+// writtenEntry reports whether a could have been written by this engine:
+// its transaction has data before its marker (first < last: applyMarker
+// indexes no transaction without a first offset) and its LSO, the first
+// offset of a transaction still open or the marker's offset + 1, is not
+// the marker's own offset. A torn write whose bytes read as zeros from
+// the producer id on fails this (first = last = 0, or lso = last = 0).
+func writtenEntry(a abortedTxn) bool { return a.firstOffset < a.lastOffset && a.lso != a.lastOffset }
+
 func readTxnIndexFile(fsys vfs.FS, path string) ([]byte, error) {
 	data, err := vfs.ReadFileLimit(fsys, path, maxTxnIndexBytes)
 	if errors.Is(err, vfs.ErrTooLarge) {
@@ -166,7 +192,8 @@ func readTxnIndexFile(fsys vfs.FS, path string) ([]byte, error) {
 }
 
 // cutTxnIndex removes s's entries whose marker is at or past end (a
-// truncated or recovered log). Caller holds Log.mu, not idxMu.
+// truncated or recovered log), durably; a failure takes the engine
+// offline. Caller holds Log.mu, not idxMu.
 func (l *Log) cutTxnIndex(s *logSegment, end int64) {
 	l.idxMu.RLock()
 	k := len(s.aborted)
@@ -183,8 +210,11 @@ func (l *Log) cutTxnIndex(s *logSegment, end int64) {
 	if err == nil {
 		err = vfs.SyncPathFS(l.e.fs, path)
 	}
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		l.e.logger.Warn("truncating aborted transaction index", "path", path, "err", err)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		// The entries past end may come back after a crash, under
+		// markers appended later: stop writing (Kafka: the log directory
+		// fails).
+		l.e.ioFailure("truncating "+path, err)
 	}
 	l.idxMu.Lock()
 	clear(s.aborted[k:])
