@@ -18,7 +18,9 @@ import (
 
 	"github.com/stratalog/strata/controller"
 	"github.com/stratalog/strata/engine"
+	"github.com/stratalog/strata/group"
 	"github.com/stratalog/strata/internal/config"
+	"github.com/stratalog/strata/internal/configkeys"
 	"github.com/stratalog/strata/server"
 )
 
@@ -27,18 +29,13 @@ import (
 // logs so the next start walks nothing.
 func runServe(args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	listen := fs.String("listen", "", "host:port to listen on (default 127.0.0.1:9092)")
-	dataDir := fs.String("data-dir", "", "data directory (default ./strata-data)")
-	nodeID := fs.Int("node-id", -1, "this broker's node id (default 0)")
+	keyFlags := addKeyFlags(fs) // --listen, --data-dir, --node-id, --controller-quorum, --rack, the rebalance flags
 	configFile := fs.String("config", "", "Kafka-style properties file (server.properties key names)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
-	quorum := fs.String("controller-quorum", "", "controller quorum voters id@host:port,... (Raft addresses; controller.quorum.voters); empty: a single broker")
 	ctlListen := fs.String("controller-listen", "", "Raft listen address of a broker that is not a voter (default: listen host, any port)")
-	rack := fs.String("rack", "", "this broker's rack (broker.rack)")
 	blackhole := fs.Bool("blackhole", false, "benchmark baseline: acknowledge produce requests without storing them")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile (pprof) of the whole run to this file at shutdown")
 	memProfile := fs.String("memprofile", "", "write an allocation profile (pprof allocs: every allocation since start, sampled) to this file at shutdown")
-	rbFlags := addRebalanceFlags(fs) // serve_rebalance.go
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -50,7 +47,6 @@ func runServe(args []string) error {
 	slog.SetDefault(logger)
 
 	cfg := config.Defaults()
-	rb := defaultRebalance()
 	if *configFile != "" {
 		f, err := os.Open(*configFile)
 		if err != nil {
@@ -61,9 +57,6 @@ func runServe(args []string) error {
 		if err != nil {
 			return err
 		}
-		if err := rb.takeProps(props); err != nil {
-			return err
-		}
 		if err := cfg.Apply(props); err != nil {
 			return err
 		}
@@ -71,28 +64,11 @@ func runServe(args []string) error {
 			logger.Warn("ignoring unknown config key", "key", k, "file", *configFile)
 		}
 	}
-	if *listen != "" {
-		cfg.Listen = *listen
-	}
-	if *dataDir != "" {
-		cfg.DataDir = *dataDir
-	}
-	if *nodeID >= 0 {
-		cfg.NodeID = int32(*nodeID)
-	}
-	if *quorum != "" {
-		cfg.ControllerQuorum = *quorum
-	}
-	if *ctlListen != "" {
-		cfg.ControllerListen = *ctlListen
-	}
-	if *rack != "" {
-		cfg.Rack = *rack
-	}
-	cfg.Blackhole = *blackhole
-	if err := rb.setFlags(fs, rbFlags); err != nil {
+	if err := applyKeyFlags(&cfg, keyFlags); err != nil { // flags win over the file
 		return err
 	}
+	cfg.ControllerListen = *ctlListen
+	cfg.Blackhole = *blackhole
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
@@ -119,10 +95,10 @@ func runServe(args []string) error {
 	if err := cfg.Finish(); err != nil {
 		return err
 	}
-	return serve(cfg, rb, logger)
+	return serve(cfg, logger)
 }
 
-func serve(cfg config.Broker, rb rebalanceConfig, logger *slog.Logger) error {
+func serve(cfg config.Broker, logger *slog.Logger) error {
 	absDir, err := filepath.Abs(cfg.DataDir)
 	if err != nil {
 		return err
@@ -134,16 +110,24 @@ func serve(cfg config.Broker, rb rebalanceConfig, logger *slog.Logger) error {
 	raiseFileLimit(logger) // serve_rlimit.go
 	setProcs(logger)       // serve_procs.go
 	start := time.Now()
+	logDefaults, err := engine.DefaultLogConfig().Apply(cfg.TopicDefaults)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
 	eng, err := engine.Open(engine.Options{
 		Dir:                    absDir,
-		Log:                    cfg.Log,
+		Log:                    logDefaults,
 		Logger:                 logger,
 		IOBackend:              cfg.IOBackend,
 		DisableSharedFlush:     cfg.NoSharedFlush,
 		NoZeroFill:             cfg.NoZeroFill,
 		TailCacheBytes:         cfg.TailCacheBytes,
 		RetentionCheckInterval: time.Duration(cfg.RetentionCheckIntervalMs) * time.Millisecond,
-		Cleaner:                cfg.Cleaner,
+		Cleaner: engine.CleanerOptions{
+			Disabled:            cfg.Cleaner.Disabled,
+			IOMaxBytesPerSecond: cfg.Cleaner.IOMaxBytesPerSecond,
+			Backoff:             cfg.Cleaner.Backoff,
+		},
 		ProducerIDExpirationMs: cfg.ProducerIDExpirationMs,
 		// Hidden, for power-loss tests (e2e/powerloss_test.go): a file that
 		// records every sync's durable length (engine/synclog.go).
@@ -159,7 +143,7 @@ func serve(cfg config.Broker, rb rebalanceConfig, logger *slog.Logger) error {
 		eng.Close()
 		return err
 	}
-	ctl, err := startController(cfg, rb, absDir, logger)
+	ctl, err := startController(cfg, absDir, logger)
 	if err != nil {
 		ln.Close()
 		eng.Close()
@@ -179,7 +163,7 @@ func serve(cfg config.Broker, rb rebalanceConfig, logger *slog.Logger) error {
 		AutoCreateTopics:   cfg.AutoCreateTopics,
 		MaxRequestBytes:    cfg.MaxRequestBytes,
 		FetchMaxBytes:      cfg.FetchMaxBytes,
-		LogDefaults:        cfg.Log,
+		BrokerConfigs:      cfg.Static, // DescribeConfigs' STATIC_BROKER_CONFIG; the log defaults come from eng
 		ConnectionsMaxIdle: time.Duration(cfg.MaxIdleMs) * time.Millisecond,
 		Logger:             logger,
 		Cluster: server.ClusterConfig{
@@ -190,7 +174,7 @@ func serve(cfg config.Broker, rb rebalanceConfig, logger *slog.Logger) error {
 			ReplicaLagTimeMax: time.Duration(cfg.ReplicaLagTimeMaxMs) * time.Millisecond,
 		},
 
-		Groups:                server.GroupsConfig{Coordinator: cfg.Groups},
+		Groups:                server.GroupsConfig{Coordinator: groupConfig(cfg.Groups)},
 		Txn:                   txnConfig(cfg), // serve_txn.go
 		QueuedMaxRequestBytes: cfg.QueuedMaxBytes,
 		Blackhole:             cfg.Blackhole,
@@ -252,7 +236,7 @@ const controlledShutdownTimeout = 30 * time.Second
 // Raft on its own quorum entry; any other node is an observer listening on
 // cfg.ControllerListen (default: the broker's listen host, any free port).
 // Raft state lives in <data dir>/controller.
-func startController(cfg config.Broker, rb rebalanceConfig, dataDir string, logger *slog.Logger) (*controller.Controller, error) {
+func startController(cfg config.Broker, dataDir string, logger *slog.Logger) (*controller.Controller, error) {
 	if cfg.ControllerQuorum == "" {
 		return nil, nil
 	}
@@ -267,7 +251,7 @@ func startController(cfg config.Broker, rb rebalanceConfig, dataDir string, logg
 		Logger:         logger,
 		SessionTimeout: time.Duration(cfg.SessionTimeoutMs) * time.Millisecond,
 	}
-	rb.apply(&ccfg)
+	applyRebalance(cfg, &ccfg) // serve_rebalance.go
 	if _, voter := voters[cfg.NodeID]; !voter {
 		addr := cfg.ControllerListen
 		if addr == "" {
@@ -304,4 +288,72 @@ func quorumClusterID(quorum string) string {
 	}
 	sum := sha256.Sum256([]byte("strata cluster " + controller.FormatQuorum(voters)))
 	return base64.RawURLEncoding.EncodeToString(sum[:16])
+}
+
+// groupConfig is the group coordinator's settings from the broker's keys.
+func groupConfig(g config.Groups) group.Config {
+	return group.Config{
+		MinSessionTimeoutMs:     g.MinSessionTimeoutMs,
+		MaxSessionTimeoutMs:     g.MaxSessionTimeoutMs,
+		InitialRebalanceDelayMs: g.InitialRebalanceDelayMs,
+		MaxSize:                 g.MaxSize,
+		OffsetMetadataMaxBytes:  g.OffsetMetadataMaxBytes,
+		OffsetsPartitions:       g.OffsetsPartitions,
+		OffsetsRetentionMs:      g.OffsetsRetentionMs,
+	}
+}
+
+// keyFlag is a serve flag that sets a config key (configkeys.Key.Flag):
+// its value is checked and applied as the same key in the properties file
+// would be, after the file.
+type keyFlag struct {
+	key   *configkeys.Key
+	value string
+	set   bool
+}
+
+func (f *keyFlag) String() string {
+	if f == nil {
+		return ""
+	}
+	return f.value
+}
+
+func (f *keyFlag) Set(v string) error {
+	f.value, f.set = v, true
+	return nil
+}
+
+// IsBoolFlag lets a boolean key's flag stand alone (--auto-leader-rebalance).
+func (f *keyFlag) IsBoolFlag() bool { return f.key != nil && f.key.Type == configkeys.Boolean }
+
+// addKeyFlags registers a flag for every key of the table that has one.
+func addKeyFlags(fs *flag.FlagSet) []*keyFlag {
+	var out []*keyFlag
+	for _, k := range configkeys.All() {
+		if k.Flag == "" {
+			continue
+		}
+		f := &keyFlag{key: k}
+		def := k.Default
+		if def == "" {
+			def = k.Shown
+		}
+		fs.Var(f, k.Flag, fmt.Sprintf("%s (%s; default %s)", k.Doc, k.Broker, def))
+		out = append(out, f)
+	}
+	return out
+}
+
+// applyKeyFlags applies the flags given on the command line.
+func applyKeyFlags(cfg *config.Broker, flags []*keyFlag) error {
+	for _, f := range flags {
+		if !f.set {
+			continue
+		}
+		if err := cfg.Apply(map[string]string{f.key.Broker: f.value}); err != nil {
+			return fmt.Errorf("--%s: %w", f.key.Flag, err)
+		}
+	}
+	return nil
 }

@@ -7,24 +7,25 @@ import (
 	"time"
 
 	"github.com/stratalog/strata/controller"
+	"github.com/stratalog/strata/internal/config"
 )
 
 func TestRebalanceConfig(t *testing.T) {
-	rb := defaultRebalance()
+	rb := config.Defaults()
 	props := map[string]string{
 		"auto.leader.rebalance.enable":            "false",
 		"leader.imbalance.check.interval.seconds": "60",
 		"leader.imbalance.per.broker.percentage":  "0",
 		"broker.rack":                             "r1",
 	}
-	if err := rb.takeProps(props); err != nil {
+	if err := rb.Apply(props); err != nil {
 		t.Fatal(err)
 	}
-	if len(props) != 1 || props["broker.rack"] != "r1" {
-		t.Fatalf("props left %v, want only broker.rack", props)
+	if len(rb.Unknown) != 0 || rb.Rack != "r1" {
+		t.Fatalf("unknown %v, rack %q", rb.Unknown, rb.Rack)
 	}
 	var c controller.Config
-	rb.apply(&c)
+	applyRebalance(rb, &c)
 	if !c.DisableAutoLeaderRebalance || c.LeaderImbalanceCheckInterval != time.Minute || c.LeaderImbalancePerBrokerPercentage != -1 {
 		t.Fatalf("from the file: %+v", c)
 	}
@@ -32,15 +33,15 @@ func TestRebalanceConfig(t *testing.T) {
 	// Flags win over the file; flags not given leave the file's values.
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	f := addRebalanceFlags(fs)
+	f := addKeyFlags(fs)
 	if err := fs.Parse([]string{"--auto-leader-rebalance=true", "--leader-imbalance-per-broker-percentage", "25"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := rb.setFlags(fs, f); err != nil {
+	if err := applyKeyFlags(&rb, f); err != nil {
 		t.Fatal(err)
 	}
 	c = controller.Config{}
-	rb.apply(&c)
+	applyRebalance(rb, &c)
 	if c.DisableAutoLeaderRebalance || c.LeaderImbalanceCheckInterval != time.Minute || c.LeaderImbalancePerBrokerPercentage != 25 {
 		t.Fatalf("after flags: %+v", c)
 	}
@@ -50,19 +51,27 @@ func TestRebalanceConfig(t *testing.T) {
 		{"leader.imbalance.check.interval.seconds": "0"},
 		{"leader.imbalance.per.broker.percentage": "101"},
 	} {
-		r := defaultRebalance()
-		if err := r.takeProps(bad); err == nil {
+		r := config.Defaults()
+		if err := r.Apply(bad); err == nil {
 			t.Fatalf("%v accepted", bad)
 		}
 	}
 	fs = flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	f = addRebalanceFlags(fs)
+	f = addKeyFlags(fs)
 	if err := fs.Parse([]string{"--leader-imbalance-check-interval-seconds=0"}); err != nil {
 		t.Fatal(err)
 	}
-	r := defaultRebalance()
-	if err := r.setFlags(fs, f); err == nil {
+	r := config.Defaults()
+	if err := applyKeyFlags(&r, f); err == nil {
 		t.Fatal("--leader-imbalance-check-interval-seconds=0 accepted")
+	}
+
+	// The defaults are the controller's.
+	c = controller.Config{}
+	applyRebalance(config.Defaults(), &c)
+	if c.DisableAutoLeaderRebalance || c.LeaderImbalanceCheckInterval != controller.DefaultLeaderImbalanceCheckIntervalMs*time.Millisecond ||
+		c.LeaderImbalancePerBrokerPercentage != controller.DefaultLeaderImbalancePerBrokerPct {
+		t.Fatalf("defaults: %+v", c)
 	}
 }

@@ -10,11 +10,18 @@
 //	num.partitions=3
 //	log.segment.bytes=1073741824
 //
-// Broker-level log keys (log.segment.bytes, log.retention.ms, message.max.bytes,
-// ...) become the default topic configuration; a topic's own overrides
-// (segment.bytes, retention.ms, max.message.bytes, ...) are applied on top of
-// them by the engine. Keys Strata does not know are reported, not fatal, as
-// Kafka does. Flags win over the file.
+// The keys, their types, ranges, defaults and synonyms are the table in
+// internal/configkeys; this package binds each broker key to a field of
+// Broker. Broker-level log keys (log.segment.bytes, log.retention.ms,
+// message.max.bytes, ...) become the default topic configuration
+// (Broker.TopicDefaults); a topic's own overrides (segment.bytes,
+// retention.ms, max.message.bytes, ...) are applied on top of them by the
+// engine. Keys Strata does not know are reported, not fatal, as Kafka does.
+// Flags win over the file (cmd/strata applies them after it, as keys).
+//
+// Broker holds plain values: the engine's, the groups' and the
+// controller's settings are filled from it by cmd/strata, so this package
+// imports none of them.
 package config
 
 import (
@@ -23,22 +30,25 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"github.com/stratalog/strata/internal/vfs"
 	"io"
+	"maps"
 	"math"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/stratalog/strata/engine"
-	"github.com/stratalog/strata/group"
+	"github.com/stratalog/strata/internal/configkeys"
+	"github.com/stratalog/strata/internal/vfs"
 )
 
-// Broker is everything `strata serve` needs.
+// Broker is everything `strata serve` needs, in plain values: cmd/strata
+// fills the engine's, the server's, the groups' and the controller's
+// settings from it.
 type Broker struct {
 	NodeID           int32
 	Listen           string // host:port the broker listens on
@@ -50,15 +60,26 @@ type Broker struct {
 	AutoCreateTopics bool
 	MaxRequestBytes  int32
 	FetchMaxBytes    int32
-	MaxIdleMs        int64            // connections.max.idle.ms
-	QueuedMaxBytes   int64            // queued.max.request.bytes, per connection (-1 = unbounded)
-	Blackhole        bool             // strata serve --blackhole: ack produce without storing (no properties key)
-	IOBackend        string           // log.io.backend (Strata): auto | uring | pwrite (engine.Options.IOBackend)
-	NoSharedFlush    bool             // log.io.flush.shared=false (Strata; engine.Options.DisableSharedFlush)
-	NoZeroFill       bool             // log.io.zero.fill=false (Strata; engine.Options.NoZeroFill)
-	TailCacheBytes   int64            // log.tail.cache.bytes (Strata; engine.Options.TailCacheBytes): 0 default, -1 off
-	Log              engine.LogConfig // broker-wide topic defaults
-	Unknown          []string         // keys present in the file that Strata ignores
+	MaxIdleMs        int64  // connections.max.idle.ms
+	QueuedMaxBytes   int64  // queued.max.request.bytes, per connection (-1 = unbounded)
+	Blackhole        bool   // strata serve --blackhole: ack produce without storing (no properties key)
+	IOBackend        string // log.io.backend (Strata): auto | uring | pwrite (engine.Options.IOBackend)
+	NoSharedFlush    bool   // log.io.flush.shared=false (Strata; engine.Options.DisableSharedFlush)
+	NoZeroFill       bool   // log.io.zero.fill=false (Strata; engine.Options.NoZeroFill)
+	TailCacheBytes   int64  // log.tail.cache.bytes (Strata; engine.Options.TailCacheBytes): -1 off
+
+	// TopicDefaults are the topic keys set at the broker, by topic name in
+	// the key's unit (log.retention.hours=1 is retention.ms=3600000): the
+	// engine applies them over its defaults (engine.DefaultLogConfig().Apply).
+	TopicDefaults map[string]string
+
+	Unknown []string // keys present in the file that Strata ignores
+
+	// Static holds every broker name set in the file or by a flag, with
+	// its canonical value in its own unit (synonyms under their own names):
+	// what DescribeConfigs reports as STATIC_BROKER_CONFIG
+	// (server.Config.BrokerConfigs).
+	Static map[string]string
 
 	// Cluster (issue 5).
 	ControllerQuorum    string // controller.quorum.voters: "0@host:port,1@host:port,..." ("" = single broker)
@@ -69,10 +90,15 @@ type Broker struct {
 	MinInsyncReplicas   int    // min.insync.replicas (broker default of the topic key)
 	ReplicaLagTimeMaxMs int64  // replica.lag.time.max.ms
 
+	// The controller's automatic preferred-leader rebalance.
+	AutoLeaderRebalance             bool  // auto.leader.rebalance.enable
+	LeaderImbalanceCheckIntervalSec int64 // leader.imbalance.check.interval.seconds
+	LeaderImbalancePerBrokerPct     int   // leader.imbalance.per.broker.percentage
+
 	// Retention and compaction (issue 7): engine.Options.RetentionCheckInterval
 	// and engine.Options.Cleaner.
-	RetentionCheckIntervalMs int64                 // log.retention.check.interval.ms
-	Cleaner                  engine.CleanerOptions // log.cleaner.enable, log.cleaner.io.max.bytes.per.second, log.cleaner.backoff.ms
+	RetentionCheckIntervalMs int64   // log.retention.check.interval.ms
+	Cleaner                  Cleaner // log.cleaner.enable, log.cleaner.io.max.bytes.per.second, log.cleaner.backoff.ms
 
 	// Idempotence and transactions (issue 8).
 	ProducerIDExpirationMs      int64 // producer.id.expiration.ms (engine.Options.ProducerIDExpirationMs)
@@ -83,76 +109,178 @@ type Broker struct {
 	TransactionVersion               int16 // transaction.version: the finalized feature level, 0..2 (Kafka sets it with kafka-features)
 	TransactionPartitionVerification bool  // transaction.partition.verification.enable
 
-	// Consumer groups (issue 6): server.GroupsConfig.Coordinator. Zero
-	// fields take Kafka's defaults.
-	Groups group.Config // group.min/max.session.timeout.ms, group.initial.rebalance.delay.ms, group.max.size, offsets.topic.num.partitions, offset.metadata.max.bytes, offsets.retention.minutes
+	// Consumer groups (issue 6): server.GroupsConfig.Coordinator.
+	Groups Groups
 }
 
-// Defaults are the settings of `strata serve` with no flags: node 0 on
-// 127.0.0.1:9092 with data in ./strata-data.
+// Cleaner is the compaction cleaner's settings, as engine.CleanerOptions
+// takes them.
+type Cleaner struct {
+	Disabled            bool          // log.cleaner.enable=false
+	IOMaxBytesPerSecond int64         // log.cleaner.io.max.bytes.per.second; -1 = unthrottled
+	Backoff             time.Duration // log.cleaner.backoff.ms
+}
+
+// Groups are the consumer group keys, in group.Config's fields and units.
+type Groups struct {
+	MinSessionTimeoutMs     int32 // group.min.session.timeout.ms
+	MaxSessionTimeoutMs     int32 // group.max.session.timeout.ms
+	InitialRebalanceDelayMs int32 // group.initial.rebalance.delay.ms; -1 for 0 (group.Config: negative = none)
+	MaxSize                 int32 // group.max.size
+	OffsetMetadataMaxBytes  int32 // offset.metadata.max.bytes
+	OffsetsPartitions       int32 // offsets.topic.num.partitions
+	OffsetsRetentionMs      int64 // offsets.retention.minutes, in ms
+}
+
+type setter = func(b *Broker, v configkeys.Value)
+
+// fields binds every broker key of internal/configkeys that is not a
+// topic key's broker name (those go to TopicDefaults) to the Broker field
+// it fills. The table has checked the value's type and range.
+var fields = map[string]setter{
+	"node.id": func(b *Broker, v configkeys.Value) { b.NodeID = int32(v.Int) },
+	"listeners": func(b *Broker, v configkeys.Value) {
+		b.Listen, _ = configkeys.FirstListener(v.Text)
+	},
+	"advertised.listeners": func(b *Broker, v configkeys.Value) {
+		hp, _ := configkeys.FirstListener(v.Text)
+		host, port, _ := net.SplitHostPort(hp)
+		p, _ := strconv.ParseUint(port, 10, 16)
+		b.AdvertisedHost, b.AdvertisedPort = host, int32(p)
+	},
+	"log.dirs":                   func(b *Broker, v configkeys.Value) { b.DataDir = configkeys.FirstLogDir(v.Text) },
+	"num.partitions":             func(b *Broker, v configkeys.Value) { b.NumPartitions = int32(v.Int) },
+	"default.replication.factor": func(b *Broker, v configkeys.Value) { b.DefaultRepl = int16(v.Int) },
+	"auto.create.topics.enable":  func(b *Broker, v configkeys.Value) { b.AutoCreateTopics = v.Bool },
+	"socket.request.max.bytes":   func(b *Broker, v configkeys.Value) { b.MaxRequestBytes = int32(v.Int) },
+	"fetch.max.bytes":            func(b *Broker, v configkeys.Value) { b.FetchMaxBytes = int32(v.Int) },
+	"connections.max.idle.ms":    func(b *Broker, v configkeys.Value) { b.MaxIdleMs = v.Int },
+	"queued.max.request.bytes":   func(b *Broker, v configkeys.Value) { b.QueuedMaxBytes = max(v.Int, -1) },
+
+	"log.retention.check.interval.ms": func(b *Broker, v configkeys.Value) { b.RetentionCheckIntervalMs = v.Int },
+	"log.cleaner.enable":              func(b *Broker, v configkeys.Value) { b.Cleaner.Disabled = !v.Bool },
+	"log.cleaner.io.max.bytes.per.second": func(b *Broker, v configkeys.Value) {
+		b.Cleaner.IOMaxBytesPerSecond = int64(v.Float)
+		if v.Float >= math.MaxInt64 {
+			b.Cleaner.IOMaxBytesPerSecond = -1 // Kafka's default, Double.MAX_VALUE: unthrottled
+		}
+	},
+	"log.cleaner.backoff.ms": func(b *Broker, v configkeys.Value) { b.Cleaner.Backoff = time.Duration(v.Int) * time.Millisecond },
+	"log.io.backend":         func(b *Broker, v configkeys.Value) { b.IOBackend = v.Text },
+	"log.io.flush.shared":    func(b *Broker, v configkeys.Value) { b.NoSharedFlush = !v.Bool },
+	"log.io.zero.fill":       func(b *Broker, v configkeys.Value) { b.NoZeroFill = !v.Bool },
+	"log.tail.cache.bytes": func(b *Broker, v configkeys.Value) {
+		b.TailCacheBytes = v.Int
+		if v.Int <= 0 {
+			b.TailCacheBytes = -1 // off (the engine's 0 means its default)
+		}
+	},
+	"producer.id.expiration.ms": func(b *Broker, v configkeys.Value) { b.ProducerIDExpirationMs = v.Int },
+
+	"group.min.session.timeout.ms": func(b *Broker, v configkeys.Value) { b.Groups.MinSessionTimeoutMs = int32(v.Int) },
+	"group.max.session.timeout.ms": func(b *Broker, v configkeys.Value) { b.Groups.MaxSessionTimeoutMs = int32(v.Int) },
+	"group.initial.rebalance.delay.ms": func(b *Broker, v configkeys.Value) {
+		b.Groups.InitialRebalanceDelayMs = int32(v.Int)
+		if v.Int == 0 {
+			b.Groups.InitialRebalanceDelayMs = -1 // group.Config: negative means none
+		}
+	},
+	"group.max.size":               func(b *Broker, v configkeys.Value) { b.Groups.MaxSize = int32(v.Int) },
+	"offsets.topic.num.partitions": func(b *Broker, v configkeys.Value) { b.Groups.OffsetsPartitions = int32(v.Int) },
+	"offset.metadata.max.bytes":    func(b *Broker, v configkeys.Value) { b.Groups.OffsetMetadataMaxBytes = int32(v.Int) },
+	"offsets.retention.minutes":    func(b *Broker, v configkeys.Value) { b.Groups.OffsetsRetentionMs = v.Int * 60_000 },
+
+	"controller.quorum.voters":     func(b *Broker, v configkeys.Value) { b.ControllerQuorum = v.Text },
+	"broker.rack":                  func(b *Broker, v configkeys.Value) { b.Rack = v.Text },
+	"broker.session.timeout.ms":    func(b *Broker, v configkeys.Value) { b.SessionTimeoutMs = v.Int },
+	"broker.heartbeat.interval.ms": func(b *Broker, v configkeys.Value) { b.HeartbeatIntervalMs = v.Int },
+	"replica.lag.time.max.ms":      func(b *Broker, v configkeys.Value) { b.ReplicaLagTimeMaxMs = v.Int },
+	"min.insync.replicas":          func(b *Broker, v configkeys.Value) { b.MinInsyncReplicas = int(v.Int) },
+	"auto.leader.rebalance.enable": func(b *Broker, v configkeys.Value) { b.AutoLeaderRebalance = v.Bool },
+	"leader.imbalance.check.interval.seconds": func(b *Broker, v configkeys.Value) {
+		b.LeaderImbalanceCheckIntervalSec = v.Int
+	},
+	"leader.imbalance.per.broker.percentage": func(b *Broker, v configkeys.Value) { b.LeaderImbalancePerBrokerPct = int(v.Int) },
+
+	"transaction.max.timeout.ms":     func(b *Broker, v configkeys.Value) { b.TransactionMaxTimeoutMs = int32(v.Int) },
+	"transactional.id.expiration.ms": func(b *Broker, v configkeys.Value) { b.TransactionalIDExpirationMs = v.Int },
+	"transaction.abort.timed.out.transaction.cleanup.interval.ms": func(b *Broker, v configkeys.Value) {
+		b.TransactionAbortIntervalMs = v.Int
+	},
+	"transaction.version": func(b *Broker, v configkeys.Value) { b.TransactionVersion = int16(v.Int) },
+	"transaction.partition.verification.enable": func(b *Broker, v configkeys.Value) {
+		b.TransactionPartitionVerification = v.Bool
+	},
+}
+
+// Defaults are the settings of `strata serve` with no file and no flags:
+// every key at its internal/configkeys default (node 0 on 127.0.0.1:9092
+// with data in ./strata-data).
 func Defaults() Broker {
-	return Broker{
-		NodeID:           0,
-		Listen:           "127.0.0.1:9092",
-		DataDir:          "./strata-data",
-		NumPartitions:    1,
-		DefaultRepl:      1,
-		AutoCreateTopics: true,
-		MaxRequestBytes:  104857600,
-		FetchMaxBytes:    57671680,
-		MaxIdleMs:        600000,
-		QueuedMaxBytes:   100 << 20,
-		Log:              engine.DefaultLogConfig(),
-
-		SessionTimeoutMs:    9000,
-		HeartbeatIntervalMs: 2000,
-		MinInsyncReplicas:   1,
-		ReplicaLagTimeMaxMs: 30000,
-
-		RetentionCheckIntervalMs: 300_000,
-
-		ProducerIDExpirationMs:      engine.DefaultProducerIDExpirationMs,
-		TransactionalIDExpirationMs: 7 * 24 * 3600 * 1000,
-
-		TransactionMaxTimeoutMs:          900_000,
-		TransactionAbortIntervalMs:       10_000,
-		TransactionVersion:               2,
-		TransactionPartitionVerification: true,
+	b := Broker{TopicDefaults: map[string]string{}, Static: map[string]string{}}
+	for _, k := range configkeys.All() {
+		if k.Broker == "" || k.Log || k.Default == "" {
+			continue
+		}
+		v, err := k.Parse(k.Default)
+		if err != nil {
+			panic("config: " + err.Error()) // TestTableIsWellFormed parses every default
+		}
+		fields[k.Broker](&b, v)
 	}
+	return b
 }
 
-// brokerToTopic maps broker-level log keys to the topic-level key they default.
-var brokerToTopic = map[string]string{
-	"log.segment.bytes":           "segment.bytes",
-	"log.roll.ms":                 "segment.ms",
-	"log.index.size.max.bytes":    "segment.index.bytes",
-	"log.index.interval.bytes":    "index.interval.bytes",
-	"log.retention.ms":            "retention.ms",
-	"log.retention.bytes":         "retention.bytes",
-	"message.max.bytes":           "max.message.bytes",
-	"log.message.timestamp.type":  "message.timestamp.type",
-	"log.cleanup.policy":          "cleanup.policy",
-	"log.flush.interval.messages": "flush.messages",
-	"log.flush.interval.ms":       "flush.ms",
-	"log.preallocate":             "preallocate",
-	"log.segment.delete.delay.ms": "file.delete.delay.ms",
-	"log.write.caching":           "write.caching",
-
-	"log.cleaner.delete.retention.ms":   "delete.retention.ms",
-	"log.cleaner.min.cleanable.ratio":   "min.cleanable.dirty.ratio",
-	"log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
-	"log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
-}
-
-// scaled keys: Kafka accepts hours/minutes variants; the most precise one wins.
-var scaled = []struct {
-	key, topicKey string
-	factor        int64
-	rank          int // lower rank = more precise
-}{
-	{"log.roll.hours", "segment.ms", 3600_000, 2},
-	{"log.retention.hours", "retention.ms", 3600_000, 2},
-	{"log.retention.minutes", "retention.ms", 60_000, 1},
+// Apply sets b's fields from Kafka broker keys, checked and parsed by
+// internal/configkeys. It returns an error for a known key with a bad
+// value, and then changes nothing; unknown keys are collected in
+// b.Unknown. Of a key's names present together (log.retention.ms,
+// log.retention.minutes, log.retention.hours) the first in the table's
+// precedence wins; every name given is recorded in b.Static.
+func (b *Broker) Apply(props map[string]string) error {
+	names := make([]string, 0, len(props))
+	for k := range props {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	type pick struct {
+		rank int
+		val  configkeys.Value
+	}
+	picks := map[*configkeys.Key]pick{}
+	static := map[string]string{}
+	var unknown []string
+	for _, name := range names {
+		k, own, val, err := configkeys.ParseBroker(name, props[name])
+		if errors.Is(err, configkeys.ErrUnknown) {
+			unknown = append(unknown, name)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("config: %w", err)
+		}
+		rank := slices.Index(k.BrokerNames(), name)
+		if p, ok := picks[k]; !ok || rank < p.rank {
+			picks[k] = pick{rank, val}
+		}
+		static[name] = own
+	}
+	if b.TopicDefaults == nil {
+		b.TopicDefaults = map[string]string{}
+	}
+	if b.Static == nil {
+		b.Static = map[string]string{}
+	}
+	for k, p := range picks {
+		if k.Log {
+			b.TopicDefaults[k.Topic] = p.val.Text
+		} else {
+			fields[k.Broker](b, p.val)
+		}
+	}
+	maps.Copy(b.Static, static)
+	b.Unknown = append(b.Unknown, unknown...)
+	return nil
 }
 
 // ParseProperties reads a Java-style properties file: key=value or key:value
@@ -190,254 +318,17 @@ func ParseProperties(r io.Reader) (map[string]string, error) {
 	return out, nil
 }
 
-// Apply sets b's fields from Kafka broker keys. It returns an error for a
-// known key with a bad value; unknown keys are collected in b.Unknown.
-func (b *Broker) Apply(props map[string]string) error {
-	topic := make(map[string]string)
-	keys := make([]string, 0, len(props))
-	for k := range props {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	bestRank := map[string]int{}
-	for _, k := range keys {
-		v := props[k]
-		var err error
-		switch k {
-		case "node.id", "broker.id":
-			err = parseInt32(v, &b.NodeID)
-		case "log.dirs", "log.dir":
-			dir := strings.TrimSpace(strings.Split(v, ",")[0])
-			if dir == "" {
-				err = errors.New("empty directory")
-			}
-			b.DataDir = dir
-		case "listeners":
-			var hp string
-			hp, err = listenerHostPort(v)
-			if err == nil {
-				b.Listen = hp
-			}
-		case "advertised.listeners":
-			var hp string
-			hp, err = listenerHostPort(v)
-			if err == nil {
-				err = b.setAdvertised(hp)
-			}
-		case "num.partitions":
-			err = parseInt32(v, &b.NumPartitions)
-			if err == nil && b.NumPartitions < 1 {
-				err = errors.New("must be >= 1")
-			}
-		case "default.replication.factor":
-			var n int32
-			err = parseInt32(v, &n)
-			b.DefaultRepl = int16(n)
-		case "auto.create.topics.enable":
-			b.AutoCreateTopics, err = strconv.ParseBool(v)
-		case "socket.request.max.bytes":
-			err = parseInt32(v, &b.MaxRequestBytes)
-			if err == nil && b.MaxRequestBytes < 1024 {
-				err = errors.New("must be >= 1024")
-			}
-		case "fetch.max.bytes":
-			err = parseInt32(v, &b.FetchMaxBytes)
-		case "queued.max.request.bytes":
-			b.QueuedMaxBytes, err = strconv.ParseInt(v, 10, 64)
-			if err == nil && b.QueuedMaxBytes == 0 {
-				err = errors.New("must be -1 (unbounded) or > 0")
-			}
-			if b.QueuedMaxBytes < 0 {
-				b.QueuedMaxBytes = -1
-			}
-		case "log.io.backend":
-			b.IOBackend, err = engine.ParseIOBackend(strings.TrimSpace(v))
-		case "log.io.flush.shared":
-			var on bool
-			on, err = strconv.ParseBool(strings.TrimSpace(v))
-			b.NoSharedFlush = !on
-		case "log.io.zero.fill":
-			var on bool
-			on, err = strconv.ParseBool(strings.TrimSpace(v))
-			b.NoZeroFill = !on
-		case "log.tail.cache.bytes":
-			b.TailCacheBytes, err = strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-			if err == nil && b.TailCacheBytes <= 0 {
-				b.TailCacheBytes = -1 // off (the engine's 0 means its default)
-			}
-		case "controller.quorum.voters":
-			b.ControllerQuorum = strings.TrimSpace(v)
-		case "broker.rack":
-			b.Rack = strings.TrimSpace(v)
-		case "broker.session.timeout.ms", "broker.heartbeat.interval.ms", "replica.lag.time.max.ms":
-			var n int64
-			n, err = strconv.ParseInt(v, 10, 64)
-			if err == nil && n <= 0 {
-				err = errors.New("must be > 0")
-			}
-			switch k {
-			case "broker.session.timeout.ms":
-				b.SessionTimeoutMs = n
-			case "broker.heartbeat.interval.ms":
-				b.HeartbeatIntervalMs = n
-			default:
-				b.ReplicaLagTimeMaxMs = n
-			}
-		case "min.insync.replicas":
-			b.MinInsyncReplicas, err = strconv.Atoi(v)
-			if err == nil && b.MinInsyncReplicas < 1 {
-				err = errors.New("must be >= 1")
-			}
-		case "producer.id.expiration.ms", "transactional.id.expiration.ms":
-			var n int64
-			n, err = strconv.ParseInt(v, 10, 64)
-			if err == nil && (n < 1 || n > math.MaxInt32) {
-				err = fmt.Errorf("must be in [1, %d]", math.MaxInt32) // Kafka's range
-			}
-			if k == "producer.id.expiration.ms" {
-				b.ProducerIDExpirationMs = n
-			} else {
-				b.TransactionalIDExpirationMs = n
-			}
-		case "transaction.max.timeout.ms":
-			err = parseInt32(v, &b.TransactionMaxTimeoutMs)
-			if err == nil && b.TransactionMaxTimeoutMs < 1 {
-				err = errors.New("must be >= 1")
-			}
-		case "transaction.abort.timed.out.transaction.cleanup.interval.ms":
-			var n int32 // Kafka's type: int, >= 1
-			err = parseInt32(v, &n)
-			if err == nil && n < 1 {
-				err = errors.New("must be >= 1")
-			}
-			b.TransactionAbortIntervalMs = int64(n)
-		case "transaction.version":
-			var n int64
-			n, err = strconv.ParseInt(v, 10, 16)
-			if err == nil && (n < 0 || n > 2) {
-				err = errors.New("must be 0, 1 or 2")
-			}
-			b.TransactionVersion = int16(n)
-		case "transaction.partition.verification.enable":
-			b.TransactionPartitionVerification, err = strconv.ParseBool(v)
-		case "offsets.retention.minutes":
-			var n int64
-			n, err = strconv.ParseInt(v, 10, 64)
-			if err == nil && (n < 1 || n > math.MaxInt64/60_000) {
-				err = errors.New("must be >= 1")
-			}
-			b.Groups.OffsetsRetentionMs = n * 60_000
-		case "group.min.session.timeout.ms", "group.max.session.timeout.ms", "group.initial.rebalance.delay.ms",
-			"group.max.size", "offsets.topic.num.partitions", "offset.metadata.max.bytes":
-			var n int32
-			err = parseInt32(v, &n)
-			lowest := int32(1)
-			if k == "group.initial.rebalance.delay.ms" {
-				lowest = 0
-			}
-			if err == nil && n < lowest {
-				err = fmt.Errorf("must be >= %d", lowest)
-			}
-			switch k {
-			case "group.min.session.timeout.ms":
-				b.Groups.MinSessionTimeoutMs = n
-			case "group.max.session.timeout.ms":
-				b.Groups.MaxSessionTimeoutMs = n
-			case "group.initial.rebalance.delay.ms":
-				b.Groups.InitialRebalanceDelayMs = n
-				if n == 0 {
-					b.Groups.InitialRebalanceDelayMs = -1 // group.Config: negative means none
-				}
-			case "group.max.size":
-				b.Groups.MaxSize = n
-			case "offsets.topic.num.partitions":
-				b.Groups.OffsetsPartitions = n
-			default:
-				b.Groups.OffsetMetadataMaxBytes = n
-			}
-		case "log.retention.check.interval.ms", "log.cleaner.backoff.ms":
-			var n int64
-			n, err = strconv.ParseInt(v, 10, 64)
-			if err == nil && n < 1 {
-				err = errors.New("must be >= 1")
-			}
-			if k == "log.cleaner.backoff.ms" {
-				b.Cleaner.Backoff = time.Duration(n) * time.Millisecond
-			} else {
-				b.RetentionCheckIntervalMs = n
-			}
-		case "log.cleaner.enable":
-			var on bool
-			on, err = strconv.ParseBool(v)
-			b.Cleaner.Disabled = !on
-		case "log.cleaner.io.max.bytes.per.second":
-			var f float64
-			f, err = strconv.ParseFloat(v, 64)
-			switch {
-			case err != nil:
-			case f <= 0 || f != f:
-				err = errors.New("must be > 0")
-			case f >= math.MaxInt64:
-				b.Cleaner.IOMaxBytesPerSecond = -1 // Kafka's default, Double.MAX_VALUE: unthrottled
-			default:
-				b.Cleaner.IOMaxBytesPerSecond = int64(f)
-			}
-		case "connections.max.idle.ms":
-			b.MaxIdleMs, err = strconv.ParseInt(v, 10, 64)
-			if err == nil && b.MaxIdleMs < 0 {
-				err = errors.New("must be >= 0")
-			}
-		default:
-			if tk, ok := brokerToTopic[k]; ok {
-				topic[tk] = v
-				bestRank[tk] = 0
-				continue
-			}
-			found := false
-			for _, s := range scaled {
-				if s.key != k {
-					continue
-				}
-				found = true
-				n, perr := strconv.ParseInt(v, 10, 64)
-				if perr != nil {
-					err = perr
-					break
-				}
-				if r, ok := bestRank[s.topicKey]; !ok || s.rank < r {
-					topic[s.topicKey] = strconv.FormatInt(n*s.factor, 10)
-					bestRank[s.topicKey] = s.rank
-				}
-			}
-			if !found {
-				b.Unknown = append(b.Unknown, k)
-			}
-		}
-		if err != nil {
-			return fmt.Errorf("config: %s=%q: %w", k, v, err)
+func init() {
+	for _, k := range configkeys.All() {
+		if k.Broker != "" && !k.Log && fields[k.Broker] == nil {
+			panic("config: broker key " + k.Broker + " has no Broker field")
 		}
 	}
-	if len(topic) > 0 {
-		lc, err := b.Log.Apply(topic)
-		if err != nil {
-			return fmt.Errorf("config: %w", err)
+	for name := range fields {
+		if k, ok := configkeys.BrokerKey(name); !ok || k.Broker != name || k.Log {
+			panic("config: field for " + name + ", which is not a broker key of configkeys")
 		}
-		b.Log = lc
 	}
-	return nil
-}
-
-func (b *Broker) setAdvertised(hostPort string) error {
-	host, port, err := net.SplitHostPort(hostPort)
-	if err != nil {
-		return err
-	}
-	p, err := strconv.ParseUint(port, 10, 16)
-	if err != nil {
-		return fmt.Errorf("bad port %q", port)
-	}
-	b.AdvertisedHost, b.AdvertisedPort = host, int32(p)
-	return nil
 }
 
 // Finish validates the combination and fills derived fields (the advertised
@@ -465,19 +356,6 @@ func (b *Broker) Finish() error {
 		return errors.New("config: empty data directory")
 	}
 	return nil
-}
-
-// listenerHostPort takes the first listener of a Kafka listeners value
-// ("PLAINTEXT://host:port,SSL://...") and returns host:port.
-func listenerHostPort(v string) (string, error) {
-	first := strings.TrimSpace(strings.Split(v, ",")[0])
-	if i := strings.Index(first, "://"); i >= 0 {
-		first = first[i+3:]
-	}
-	if _, _, err := net.SplitHostPort(first); err != nil {
-		return "", err
-	}
-	return first, nil
 }
 
 func parseInt32(v string, dst *int32) error {

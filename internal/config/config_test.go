@@ -66,11 +66,11 @@ func TestApplyKafkaKeys(t *testing.T) {
 	if b.AdvertisedHost != "localhost" || b.AdvertisedPort != 29092 {
 		t.Fatalf("advertised %s:%d", b.AdvertisedHost, b.AdvertisedPort)
 	}
-	if b.Log.SegmentBytes != 1048576 || b.Log.MaxMessageBytes != 2000000 || b.MaxRequestBytes != 5000000 {
-		t.Fatalf("log config: %+v", b.Log)
+	if b.TopicDefaults["segment.bytes"] != "1048576" || b.TopicDefaults["max.message.bytes"] != "2000000" || b.MaxRequestBytes != 5000000 {
+		t.Fatalf("log config: %+v", b.TopicDefaults)
 	}
-	if b.Log.RetentionMs != 30*60_000 { // minutes is more precise than hours
-		t.Fatalf("retention.ms = %d", b.Log.RetentionMs)
+	if b.TopicDefaults["retention.ms"] != "1800000" { // minutes is more precise than hours
+		t.Fatalf("retention.ms = %s", b.TopicDefaults["retention.ms"])
 	}
 	if len(b.Unknown) != 1 || b.Unknown[0] != "zookeeper.connect" {
 		t.Fatalf("unknown = %v", b.Unknown)
@@ -156,8 +156,8 @@ func TestIOKeys(t *testing.T) {
 	if err := bad.Apply(map[string]string{"log.io.flush.shared": "sometimes"}); err == nil {
 		t.Fatal("log.io.flush.shared=sometimes accepted")
 	}
-	if b.TailCacheBytes != 0 {
-		t.Fatalf("default tail cache %d, want 0 (the engine's default)", b.TailCacheBytes)
+	if b.TailCacheBytes != 64<<20 {
+		t.Fatalf("default tail cache %d, want 64 MiB (the engine's default, now explicit)", b.TailCacheBytes)
 	}
 	for v, want := range map[string]int64{"268435456": 256 << 20, " 1048576 ": 1 << 20, "0": -1, "-1": -1, "-5": -1} {
 		c := Defaults()

@@ -89,7 +89,8 @@ func TestSyscallsStayLow(t *testing.T) {
 }
 
 // The lower layers import only what is below them (uring <- segment <-
-// engine <- replica <- server; index, record and partitioner are leaves).
+// engine <- replica <- server; index, record, partitioner and configkeys
+// are leaves; internal/config, the broker's properties, sits beside them).
 // Packages not listed here are not checked yet.
 func TestLayersImportDownward(t *testing.T) {
 	may := map[string][]string{
@@ -102,6 +103,7 @@ func TestLayersImportDownward(t *testing.T) {
 		"internal/vfs":        {},
 		"internal/ratelog":    {},
 		"internal/configkeys": {},
+		"internal/config":     {"internal/configkeys", "internal/vfs"}, // not engine or group: cmd/strata fills their settings
 		"segment":             {"internal/uring", "internal/vfs", "record"},
 		"engine":              {"index", "internal/configkeys", "internal/uring", "internal/vfs", "partitioner", "record", "segment"},
 		"batcher":             {"partitioner", "record"},
