@@ -229,11 +229,7 @@ func (s *Server) topicConfigSource(key string, overrides map[string]string) kmsg
 // brokerLogSource says whether the broker-wide default of a topic key was
 // configured (differs from Kafka's default) or is the default.
 func (s *Server) brokerLogSource(topicKey string) kmsg.ConfigSource {
-	def, _ := engine.DefaultLogConfig().Value(topicKey)
-	if v, _ := s.cfg.LogDefaults.Value(topicKey); v != def {
-		return kmsg.ConfigSourceStaticBrokerConfig
-	}
-	return kmsg.ConfigSourceDefaultConfig
+	return s.topicDefaultSource(topicKey) // 32_describe_configs.go
 }
 
 // clusterCreateTopics creates topics through the controller (cluster mode).

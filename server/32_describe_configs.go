@@ -127,6 +127,16 @@ func defaultSynonym(k *configkeys.Key) configSynonym {
 	return syn
 }
 
+// topicDefaultSource is where a topic key's broker-wide default comes
+// from: STATIC_BROKER_CONFIG when one of its broker names is set (as
+// staticSynonyms tells), else DEFAULT_CONFIG. CreateTopics reports it too.
+func (s *Server) topicDefaultSource(topicKey string) kmsg.ConfigSource {
+	if k, ok := configkeys.TopicKey(topicKey); ok && k.Broker != "" && len(s.staticSynonyms(k)) > 0 {
+		return kmsg.ConfigSourceStaticBrokerConfig
+	}
+	return kmsg.ConfigSourceDefaultConfig
+}
+
 // topicSynonyms is the chain of places a topic key's value can come from,
 // highest precedence first, as Kafka lists them: the topic's override
 // (DYNAMIC_TOPIC_CONFIG), the broker names set in the broker's

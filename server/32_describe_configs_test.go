@@ -229,6 +229,19 @@ func TestDescribeConfigsStaticBrokerConfig(t *testing.T) {
 	if _, err := eng.CreateTopic("static", 1, nil); err != nil {
 		t.Fatal(err)
 	}
+	// CreateTopics reports the same sources.
+	created, err := newAdmin(t, addr).CreateTopic(testCtx(t), 1, 1, map[string]*string{"flush.ms": kmsg.StringPtr("1000")}, "created")
+	if err != nil || created.Err != nil {
+		t.Fatalf("CreateTopic: %v %v", err, created.Err)
+	}
+	for key, src := range map[string]kmsg.ConfigSource{
+		"segment.bytes": kmsg.ConfigSourceStaticBrokerConfig, "retention.ms": kmsg.ConfigSourceStaticBrokerConfig,
+		"flush.ms": kmsg.ConfigSourceDynamicTopicConfig, "max.message.bytes": kmsg.ConfigSourceDefaultConfig,
+	} {
+		if got := created.Configs[key]; got.Source != src {
+			t.Fatalf("CreateTopics %s: %+v, want source %v", key, got, src)
+		}
+	}
 	c := dialRaw(t, addr)
 	req := kmsg.NewPtrDescribeConfigsRequest()
 	req.SetVersion(4)

@@ -50,6 +50,14 @@ func TestTableIsWellFormed(t *testing.T) {
 		if !k.ReadOnly(Broker) {
 			t.Errorf("%s: dynamic at the broker, which nothing implements", name)
 		}
+		for _, syn := range k.Synonyms {
+			// A value in another unit is converted only on its way to a
+			// topic default; DescribeConfigs reads the other keys' synonyms
+			// as they were given.
+			if syn.Scale != 0 && !k.Log {
+				t.Errorf("%s: synonym %s in another unit on a key that is not a log key", name, syn.Name)
+			}
+		}
 		if k.Log && (k.Topic == "" || k.ReadOnly(Topic)) {
 			t.Errorf("%s: a log setting must be a dynamic topic key", name)
 		}
