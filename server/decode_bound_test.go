@@ -242,8 +242,8 @@ func TestDecodeBoundAmplification(t *testing.T) {
 				t.Fatalf("%s: above the decode bound, decodeRequest = %T, %v, reserved %d; want errDecodeTooLarge, nothing reserved",
 					sh.name, dreq, derr, reserved)
 			}
-		case derr != nil || reserved != heap:
-			t.Fatalf("%s: decodeRequest = %v, reserved %d; want the bound %d reserved", sh.name, derr, reserved, heap)
+		case derr != nil || reserved != decodeReserveFactor*heap:
+			t.Fatalf("%s: decodeRequest = %v, reserved %d; want %d x the bound %d reserved", sh.name, derr, reserved, decodeReserveFactor, heap)
 		}
 	}
 }
@@ -282,8 +282,8 @@ func TestDecodeRequestReservesTheBound(t *testing.T) {
 	if err != nil || got == nil {
 		t.Fatal(err)
 	}
-	if reserved != want || want == 0 {
-		t.Fatalf("reserved %d, want the bound %d", reserved, want)
+	if reserved != decodeReserveFactor*want || want == 0 {
+		t.Fatalf("reserved %d, want %d x the bound %d", reserved, decodeReserveFactor, want)
 	}
 	if _, got, err := decodeRequest(frame, func(int64) bool { return false }); !errors.Is(err, errDecodeTooLarge) || got != nil {
 		t.Fatalf("refused reservation: %v, %v; want errDecodeTooLarge", got, err)

@@ -30,9 +30,14 @@ var (
 // batches are not copied; the densest real shapes, long lists of short
 // names, reach about 3x); a frame of zeros claiming millions of empty
 // elements is above it.
+//
+// The request budget is charged decodeReserveFactor × the bound: the
+// decoded request, and the response its handler builds from it (a response
+// has an entry per topic and partition of the request).
 const (
-	maxDecodeRatio   = 8
-	decodeSlackBytes = 1 << 20
+	maxDecodeRatio      = 8
+	decodeSlackBytes    = 1 << 20
+	decodeReserveFactor = 2
 )
 
 // requestHeaderFixedBytes is key(2) + version(2) + correlation id(4) +
@@ -142,8 +147,9 @@ func skipTaggedFields(b []byte) (int, error) {
 // Before kmsg allocates anything the body is walked (walkBody): a body
 // whose counts or lengths claim more than its bytes is refused
 // (errBodyOverrun), and so is one whose decoded form would pass the decode
-// bound (errDecodeTooLarge). The walk's heap bound is then passed to
-// reserve (nil: nothing to reserve), which takes it from the request budget;
+// bound (errDecodeTooLarge). decodeReserveFactor × the walk's heap bound is
+// then passed to reserve (nil: nothing to reserve), which takes it from the
+// request budget;
 // if reserve refuses, so does decodeRequest (errDecodeTooLarge).
 func decodeRequest(frame []byte, reserve func(n int64) bool) (h requestHeader, req kmsg.Request, err error) {
 	h, n, err := parseRequestHeader(frame)
@@ -185,7 +191,7 @@ func decodeRequest(frame []byte, reserve func(n int64) bool) (h requestHeader, r
 		return h, nil, fmt.Errorf("%w: %s v%d: %d bytes decode to up to %d bytes of heap (limit %d)",
 			errDecodeTooLarge, kmsg.NameForKey(h.key), h.version, len(body), heap, limit)
 	}
-	if reserve != nil && !reserve(heap) {
+	if reserve != nil && !reserve(decodeReserveFactor*heap) {
 		return h, nil, fmt.Errorf("%w: %s v%d: %d bytes of heap do not fit the request budget",
 			errDecodeTooLarge, kmsg.NameForKey(h.key), h.version, heap)
 	}

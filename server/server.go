@@ -100,10 +100,16 @@ type Config struct {
 	BrokerConfigs map[string]string
 
 	// QueuedMaxRequestBytes bounds the request bytes read but not yet
-	// answered on one connection (queued.max.request.bytes, applied per
-	// connection; 0 = netpoll.DefaultQueuedMaxRequestBytes, negative =
-	// unbounded).
+	// answered on one connection: its share of MaxQueuedBytes (0 =
+	// netpoll.DefaultQueuedMaxRequestBytes, negative = unbounded).
 	QueuedMaxRequestBytes int64
+
+	// MaxQueuedBytes is queued.max.request.bytes (KIP-72): the broker-wide
+	// budget of request bytes read and not yet answered, frames and their
+	// decoded requests (netpoll.Config.MaxQueuedBytes; 0 =
+	// netpoll.DefaultMaxQueuedBytes, 512 MiB; negative = unbounded, Kafka's
+	// -1).
+	MaxQueuedBytes int64
 
 	// Blackhole acks produce requests without storing them (a benchmark
 	// baseline: what the network and protocol alone cost).
@@ -194,6 +200,7 @@ func New(cfg Config, eng *engine.Engine) *Server {
 		Logger:        cfg.Logger,
 
 		QueuedMaxRequestBytes: cfg.QueuedMaxRequestBytes,
+		MaxQueuedBytes:        cfg.MaxQueuedBytes,
 	}, connHandler{s})
 	s.initCluster()
 	s.initTxn()
@@ -211,6 +218,10 @@ func randomClusterID() string {
 
 // Config returns the effective configuration (defaults filled in).
 func (s *Server) Config() Config { return s.cfg }
+
+// QueuedBytes returns the bytes of the request budget in use: frames read
+// and not yet answered and the heap reserved for decoding them.
+func (s *Server) QueuedBytes() int64 { return s.np.QueuedBytes() }
 
 // Serve accepts connections on ln until Close and returns nil after Close.
 // An advertised host or port left empty in Config is taken from ln's address
