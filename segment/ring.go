@@ -175,14 +175,17 @@ type ringWriter struct {
 	syncing  bool            // an fdatasync is in flight: new writes wait (Direct)
 
 	// Ring-goroutine zero-fill state, see startPrewrite.
-	preOp   uring.Op
-	preNext int64
-	preEnd  int64
-	preErr  error
-	preSync uring.Op
-	preDone chan error  // cap 1
-	urgent  atomic.Bool // an append waits for this zero-fill: its writes go first
-	preMu   sync.Mutex  // guards preNext, preEnd and preErr
+	preOp    uring.Op
+	preNext  int64
+	preEnd   int64
+	preErr   error
+	preSync  uring.Op
+	preAlloc uring.Op    // the step's fallocate (startPrewrite)
+	preHeld  bool        // preSync holds a zeroFills slot (prewriteSync)
+	preDone  chan error  // cap 1
+	urgent   atomic.Bool // an append waits for this zero-fill: its writes go first
+	unpaced  atomic.Bool // this zero-fill started with a short lead: not paced
+	preMu    sync.Mutex  // guards preNext, preEnd and preErr
 
 	written atomic.Int64  // wm.Value(): readers' limit
 	wepoch  atomic.Uint64 // FlushEpoch() read when written last advanced; stored before written
@@ -315,6 +318,7 @@ func openRing(path string, create bool, o Options) (s *Segment, err error) {
 	w.syncOp.Done = w.onSync
 	w.preDone = make(chan error, 1)
 	w.preSync.Done = w.onPreSync
+	w.preAlloc.Done = w.onPreAlloc
 	w.preOp.Done = w.onPrewrite
 	size := s.Size()
 	w.reserved = size
@@ -472,6 +476,9 @@ func (w *ringWriter) append(s *Segment, b []byte, pos int64) error {
 	if err := w.reserveFor(s, end); err != nil {
 		return w.fail(err)
 	}
+	if next := zeroFills.earn(int64(len(b))); next != nil {
+		next.submitZero()
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err := w.loadTail(s, pos); err != nil {
@@ -626,26 +633,17 @@ func (w *ringWriter) reserveFor(s *Segment, end int64) error {
 	}
 	for end > w.reserved || (end == 0 && w.reserved == 0) {
 		if w.preBusy {
-			zeroFills.hurry(w)
 			if err := w.waitPrewrite(); err != nil {
 				return err
 			}
 			continue
 		}
-		n := w.nextStep(s, end)
-		if w.prewrite {
-			if err := w.startPrewrite(n); err != nil {
-				return err
-			}
-			continue
-		}
-		if err := fallocateSize(w.rf, n); err != nil {
+		if err := w.startPrewrite(w.nextStep(s, end), end); err != nil {
 			return err
 		}
-		w.reserved = n
 	}
-	if w.prewrite && !w.preBusy && end > w.reserved-3*preallocStep(w.reserved)/4 {
-		return w.startPrewrite(w.nextStep(s, w.reserved+1))
+	if !w.preBusy && end > w.reserved-3*preallocStep(w.reserved)/4 {
+		return w.startPrewrite(w.nextStep(s, w.reserved+1), end)
 	}
 	return nil
 }
@@ -672,31 +670,71 @@ func (w *ringWriter) nextStep(s *Segment, end int64) int64 {
 // (urgent) the rest of one step is at most four writes.
 const prewriteStepBytes = 4 << 20
 
-// startPrewrite zero-fills [reserved, n) and fdatasyncs it in the background;
-// reserved becomes n when it finishes (waitPrewrite). The writes go one at
-// a time per segment, and through zeroFills engine-wide.
-func (w *ringWriter) startPrewrite(n int64) error {
-	if w.zero == nil {
-		w.zero = zeroChunk()
-	}
-	// Zero from the first page boundary at or past reserved: the page
-	// holding reserved may hold data (reserved == Size after a reopen).
-	start := alignUp(w.reserved)
-	if err := fallocateSize(w.rf, n); err != nil {
-		return err
+// startPrewrite raises i_size to n, then (prewrite) zero-fills [reserved, n)
+// and fdatasyncs it, in the background; reserved becomes n when it
+// finishes (waitPrewrite). The writes go one at a time per segment, and
+// through zeroFills engine-wide. Without prewrite (log.io.zero.fill=false)
+// the step is the fallocate alone: the shared flush's syncfs makes it
+// durable.
+//
+// A step started with less than zeroPaceLead of reservation left ahead of
+// end (a new segment's first steps) goes at once; the others are paced by
+// the appends (zeroScheduler.earn).
+func (w *ringWriter) startPrewrite(n, end int64) error {
+	start := n
+	if w.prewrite {
+		if w.zero == nil {
+			w.zero = zeroChunk()
+		}
+		// Zero from the first page boundary at or past reserved: the page
+		// holding reserved may hold data (reserved == Size after a reopen).
+		start = alignUp(w.reserved)
 	}
 	w.preMu.Lock()
 	w.preNext, w.preEnd, w.preErr = start, n, nil
 	w.preMu.Unlock()
+	w.unpaced.Store(w.reserved-end < zeroPaceLead)
+	op := &w.preAlloc
+	op.Code, op.File, op.Off, op.Len = uring.OpFallocate, w.wf, 0, n
+	if err := w.ring.Submit(op); err != nil {
+		return err
+	}
 	w.preBusy = true
-	if start >= n {
-		w.prewriteSync()
-		return nil
+	return nil
+}
+
+// onPreAlloc is the Done of a step's fallocate (raising i_size to the
+// step's end): the zero-fill writes follow. The fallocate is asynchronous
+// because it waits for the segment's direct writes in flight (ext4 waits
+// for them under the inode lock): done synchronously in Append, 96
+// partitions crossing their steps within one produce request held it
+// 50-100 ms.
+func (w *ringWriter) onPreAlloc(op *uring.Op) {
+	if op.Err != nil {
+		w.preDone <- op.Err
+		return
+	}
+	w.preMu.Lock()
+	more := w.preNext < w.preEnd
+	w.preMu.Unlock()
+	switch {
+	case !w.prewrite:
+		w.preDone <- nil
+		return
+	case !more:
+		w.prewriteSync(false)
+		return
 	}
 	if zeroFills.acquire(w) {
 		w.submitZero()
 	}
-	return nil
+}
+
+// nextZeroLen is the length of w's next zero-fill write.
+func (w *ringWriter) nextZeroLen() int64 {
+	w.preMu.Lock()
+	defer w.preMu.Unlock()
+	return min(int64(len(w.zero)), w.preEnd-w.preNext)
 }
 
 // submitZero submits the next zero-fill write; the caller holds one of
@@ -717,9 +755,6 @@ func (w *ringWriter) submitZero() {
 // onPrewrite is the Done of a zero-fill write: it passes the slot on, chains
 // the segment's next write and issues the fdatasync after the last.
 func (w *ringWriter) onPrewrite(op *uring.Op) {
-	if next := zeroFills.release(); next != nil {
-		next.submitZero()
-	}
 	w.preMu.Lock()
 	if op.Err != nil && w.preErr == nil {
 		w.preErr = op.Err
@@ -727,6 +762,9 @@ func (w *ringWriter) onPrewrite(op *uring.Op) {
 	more := w.preErr == nil && w.preNext < w.preEnd
 	perr := w.preErr
 	w.preMu.Unlock()
+	if more || perr != nil {
+		passZeroSlot()
+	}
 	switch {
 	case more:
 		if zeroFills.acquire(w) {
@@ -735,23 +773,50 @@ func (w *ringWriter) onPrewrite(op *uring.Op) {
 	case perr != nil:
 		w.preDone <- perr
 	default:
-		w.prewriteSync()
+		w.prewriteSync(true)
+	}
+}
+
+// passZeroSlot gives a zeroFills slot back, or hands it to the next
+// waiting segment and submits that segment's write.
+func passZeroSlot() {
+	if next := zeroFills.release(); next != nil {
+		next.submitZero()
 	}
 }
 
 // prewriteSync fdatasyncs the zero-filled step (its extents and i_size).
-func (w *ringWriter) prewriteSync() {
+// held: the caller holds a zeroFills slot, which the sync keeps until it
+// completes, so steps' syncs run one at a time, like their writes. On this
+// VM's disk every flush pays for all the bytes written before it: 96
+// partitions crossing their steps together queued 96 syncs at once, each
+// behind the others' zeros, and the appends' shared flushes behind them
+// (shared fdatasyncs of 17-70 ms, a produce p99 of 100-290 ms in the
+// seconds of those crossings against 25-55 ms between them).
+func (w *ringWriter) prewriteSync(held bool) {
+	w.preHeld = held
 	w.preSync.Code, w.preSync.File, w.preSync.Datasync = uring.OpFsync, w.wf, true
 	if err := w.ring.Submit(&w.preSync); err != nil {
+		w.preHeld = false
+		if held {
+			passZeroSlot()
+		}
 		w.preDone <- err
 	}
 }
 
 // zeroFills bounds the zero-fill writes in flight across every segment of
-// the process. They share the device with the appends' writes: partitions
-// at the same rate cross their reservation steps together, and unthrottled
-// 96 of them queued ~1.5 GB of zeros at once ahead of the appends (produce
-// p99 60-225 ms in those seconds against 3 ms between them).
+// the process and paces them. They share the device with the appends'
+// writes: partitions at the same rate cross their reservation steps
+// together, and unthrottled 96 of them queued ~1.5 GB of zeros at once
+// ahead of the appends (produce p99 60-225 ms in those seconds against 3
+// ms between them). On this VM's disk a flush also pays for every byte
+// written before it, so a burst of zeros, even one write at a time, made
+// the appends' shared flushes slow for as long as it lasted: the zero-fill
+// of a step with a long lead (zeroPaceLead) goes only as fast as the
+// appends earn it (earn: 5/4 of each appended byte, at most zeroCreditCap
+// ahead), which keeps the reservations ahead of appends at any steady rate
+// while each flush carries about as many zeros as it carries records.
 var zeroFills = zeroScheduler{free: zeroFillDepth}
 
 // zeroFillDepth is how many zero-fill writes (of at most 1 MiB) may be in
@@ -762,43 +827,89 @@ var zeroFills = zeroScheduler{free: zeroFillDepth}
 // zero-fills ahead of 640,000 records/s (closed loop, 96 partitions).
 const zeroFillDepth = 1
 
+// zeroPaceLead is the reservation left ahead of the appends below which a
+// step's zero-fill is not paced (a new segment's first, doubling steps),
+// and zeroCreditCap the most zero-fill the appends can earn ahead.
+const (
+	zeroPaceLead  = 4 << 20
+	zeroCreditCap = 2 << 20
+)
+
 // zeroScheduler hands zeroFillDepth slots to segments in FIFO order: a
-// segment holds one while its zero-fill write is in flight; the write's
-// completion passes it to the next waiting segment.
+// segment holds one while its zero-fill write (or its step's closing
+// fdatasync) is in flight; the completion passes it to the next waiting
+// segment. A paced segment takes a slot only when credit covers its write.
 type zeroScheduler struct {
 	mu      sync.Mutex
 	free    int
 	waiting []*ringWriter
+	credit  int64 // zero-fill bytes the appends have earned, at most zeroCreditCap
+}
+
+// take gives w a slot if one is free and w may go now (not paced, or
+// credit covers the write). Caller holds mu.
+func (z *zeroScheduler) take(w *ringWriter) bool {
+	if z.free == 0 {
+		return false
+	}
+	if !w.urgent.Load() && !w.unpaced.Load() {
+		n := w.nextZeroLen()
+		if z.credit < n {
+			return false
+		}
+		z.credit -= n
+	}
+	z.free--
+	return true
 }
 
 // acquire takes a slot for w, or queues w (it gets the slot from a later
-// release, which submits its write) and returns false.
+// release, earn or hurry, which submits its write) and returns false.
 func (z *zeroScheduler) acquire(w *ringWriter) bool {
 	z.mu.Lock()
 	defer z.mu.Unlock()
-	if z.free > 0 {
-		z.free--
-		return true
-	}
 	z.waiting = append(z.waiting, w)
 	if w.urgent.Load() {
 		z.toFront(len(z.waiting) - 1)
 	}
+	if z.waiting[0] == w && z.take(w) {
+		z.pop()
+		return true
+	}
 	return false
 }
 
-// hurry marks w urgent (an append waits for its zero-fill) until its step
-// ends: its writes go before those of segments filling ahead of need.
-func (z *zeroScheduler) hurry(w *ringWriter) {
+// hurry marks w urgent (an append, a truncation or a close waits for its
+// zero-fill) until its step ends: its writes go before those of segments
+// filling ahead of need. It reports whether w, waiting, took a free slot:
+// the caller then submits its write.
+func (z *zeroScheduler) hurry(w *ringWriter) bool {
 	w.urgent.Store(true)
 	z.mu.Lock()
 	defer z.mu.Unlock()
 	for i, x := range z.waiting {
 		if x == w {
 			z.toFront(i)
-			return
+			if z.take(w) {
+				z.pop()
+				return true
+			}
+			return false
 		}
 	}
+	return false
+}
+
+// earn credits n appended bytes and returns the waiting segment that the
+// credit lets go, if a slot is free: the caller submits its write.
+func (z *zeroScheduler) earn(n int64) *ringWriter {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	z.credit = min(z.credit+n+n/4, zeroCreditCap)
+	if len(z.waiting) > 0 && z.take(z.waiting[0]) {
+		return z.pop()
+	}
+	return nil
 }
 
 // toFront moves waiting[i] to the head of the list. Caller holds mu.
@@ -808,27 +919,43 @@ func (z *zeroScheduler) toFront(i int) {
 	z.waiting[0] = w
 }
 
+// pop removes and returns the head of the list. Caller holds mu.
+func (z *zeroScheduler) pop() *ringWriter {
+	w := z.waiting[0]
+	z.waiting[0] = nil
+	z.waiting = z.waiting[1:]
+	if len(z.waiting) == 0 {
+		z.waiting = nil
+	}
+	return w
+}
+
 // release gives a slot back, or returns the waiting segment it passes to.
 func (z *zeroScheduler) release() *ringWriter {
 	z.mu.Lock()
 	defer z.mu.Unlock()
-	if len(z.waiting) > 0 {
-		w := z.waiting[0]
-		z.waiting[0] = nil
-		z.waiting = z.waiting[1:]
-		if len(z.waiting) == 0 {
-			z.waiting = nil
-		}
-		return w
-	}
 	z.free++
+	if len(z.waiting) > 0 && z.take(z.waiting[0]) {
+		return z.pop()
+	}
 	return nil
 }
 
-func (w *ringWriter) onPreSync(op *uring.Op) { w.preDone <- op.Err }
+func (w *ringWriter) onPreSync(op *uring.Op) {
+	if w.preHeld {
+		w.preHeld = false
+		passZeroSlot()
+	}
+	w.preDone <- op.Err
+}
 
 // waitPrewrite waits for the running zero-fill; reserved then covers it.
+// The zero-fill is hurried first: its writes go before those of segments
+// filling ahead of need, without waiting for the appends' pace.
 func (w *ringWriter) waitPrewrite() error {
+	if zeroFills.hurry(w) {
+		w.submitZero()
+	}
 	err := <-w.preDone
 	w.urgent.Store(false)
 	w.preBusy = false
