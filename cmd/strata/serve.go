@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
+	"strings"
 	"syscall"
 	"time"
 
@@ -339,7 +340,9 @@ func addKeyFlags(fs *flag.FlagSet) []*keyFlag {
 		if def == "" {
 			def = k.Shown
 		}
-		fs.Var(f, k.Flag, fmt.Sprintf("%s (%s; default %s)", k.Doc, k.Broker, def))
+		// The flag package shows the first `quoted` word as the value's name.
+		doc := strings.ReplaceAll(k.Doc, "`", "")
+		fs.Var(f, k.Flag, fmt.Sprintf("sets %s, a `%s`: %s (default %s)", k.Broker, k.Type, doc, def))
 		out = append(out, f)
 	}
 	return out
