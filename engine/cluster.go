@@ -82,14 +82,14 @@ func (e *Engine) createHostedLogs(t *Topic, hosted []int32, logs []*Log) ([]*Log
 		l, err := e.createLog(t, p)
 		if err != nil {
 			e.discardLogs(created)
-			return nil, e.ioFailure("creating "+partitionDirName(t.name, p), err)
+			return nil, e.createFailure("creating "+partitionDirName(t.name, p), err)
 		}
 		logs[p] = l
 		created = append(created, l)
 	}
 	if err := vfs.SyncDir(e.dir); err != nil {
 		e.discardLogs(created)
-		return nil, e.ioFailure("syncing "+e.dir, err)
+		return nil, e.createFailure("syncing "+e.dir, err)
 	}
 	return created, nil
 }
@@ -136,11 +136,11 @@ func (e *Engine) HostPartition(name string, p int32) (*Log, error) {
 	e.forgetCleanPoint(topicPartition{name, p}) // a log hosted here before starts dirty
 	l, err := e.createLog(t, p)
 	if err != nil {
-		return nil, e.ioFailure("creating "+partitionDirName(name, p), err)
+		return nil, e.createFailure("creating "+partitionDirName(name, p), err)
 	}
 	if err := vfs.SyncDir(e.dir); err != nil {
 		e.discardLogs([]*Log{l})
-		return nil, e.ioFailure("syncing "+e.dir, err)
+		return nil, e.createFailure("syncing "+e.dir, err)
 	}
 	logs := slices.Clone(t.logs())
 	logs[p] = l

@@ -647,7 +647,7 @@ func (e *Engine) createTopic(name string, id [16]byte, partitions int32, configs
 	}
 	if err := vfs.WriteFileAtomic(e.topicFile(name), formatTopicMetaOf(t, partitions, overrides)); err != nil {
 		e.discardLogs(created)
-		return nil, e.ioFailure("writing topic "+name, err)
+		return nil, e.createFailure("writing topic "+name, err)
 	}
 	t.parts.Store(&logs)
 	e.mu.Lock()
@@ -684,13 +684,13 @@ func (e *Engine) createLogs(t *Topic, from, to int32) ([]*Log, error) {
 		l, err := e.createLog(t, p)
 		if err != nil {
 			e.discardLogs(logs)
-			return nil, e.ioFailure("creating "+partitionDirName(t.name, p), err)
+			return nil, e.createFailure("creating "+partitionDirName(t.name, p), err)
 		}
 		logs = append(logs, l)
 	}
 	if err := vfs.SyncDir(e.dir); err != nil {
 		e.discardLogs(logs)
-		return nil, e.ioFailure("syncing "+e.dir, err)
+		return nil, e.createFailure("syncing "+e.dir, err)
 	}
 	return logs, nil
 }

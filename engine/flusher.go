@@ -1,12 +1,14 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"github.com/stratalog/strata/internal/vfs"
 	"math"
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -700,6 +702,35 @@ func (e *Engine) ioFailure(what string, cause error) error {
 		l.fail(err)
 	}
 	return err
+}
+
+// ErrResource is what creating a topic, a partition or a segment fails
+// with when the process or the filesystem runs out of something it can get
+// back (descriptors, memory or mappings, space): that creation fails with
+// KAFKA_STORAGE_ERROR (retriable) and the directory stays online.
+var ErrResource = errors.New("engine: out of a resource")
+
+// createFailure is ioFailure for creating a topic, partition or segment:
+// running out of descriptors (EMFILE, ENFILE), memory or mappings (ENOMEM,
+// which mmap returns past vm.max_map_count) or space (ENOSPC, EDQUOT)
+// fails that creation only and logs it; anything else takes the directory
+// offline, as a failed write of data does.
+func (e *Engine) createFailure(what string, cause error) error {
+	if !isResourceErr(cause) {
+		return e.ioFailure(what, cause)
+	}
+	e.logger.Warn("out of a resource: the request fails, the log directory stays online", "dir", e.dir, "op", what, "err", cause)
+	return fmt.Errorf("%w: %s: %v", ErrResource, what, cause)
+}
+
+// isResourceErr reports errors that running out of a resource returns.
+func isResourceErr(err error) bool {
+	for _, no := range [...]syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOMEM, syscall.ENOSPC, syscall.EDQUOT} {
+		if errors.Is(err, no) {
+			return true
+		}
+	}
+	return false
 }
 
 // Offline returns a non-nil error (wrapping ErrOffline) once a write or an

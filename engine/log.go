@@ -3,10 +3,8 @@ package engine
 import (
 	"errors"
 	"fmt"
-	"github.com/stratalog/strata/internal/vfs"
 	"math"
 	"os"
-	"path/filepath"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -278,6 +276,9 @@ func (l *Log) appendBatches(batches []byte, leaderEpoch int32, m *txnMarker) (Ap
 	if l.shouldRoll(l.active, n, last, nowMs) {
 		if err := l.roll(); err != nil {
 			l.mu.Unlock()
+			if errors.Is(err, errCreateSegment) {
+				return AppendInfo{}, l.e.createFailure(fmt.Sprintf("rolling %s", l), err)
+			}
 			return AppendInfo{}, l.e.ioFailure(fmt.Sprintf("rolling %s", l), err)
 		}
 	}
@@ -285,6 +286,9 @@ func (l *Log) appendBatches(batches []byte, leaderEpoch int32, m *txnMarker) (Ap
 	pos, err := s.seg.Append(batches)
 	if err != nil {
 		l.mu.Unlock()
+		if errors.Is(err, segment.ErrReserve) {
+			return AppendInfo{}, l.e.createFailure(fmt.Sprintf("reserving space in %s", s.seg.Path()), err)
+		}
 		return AppendInfo{}, l.e.ioFailure(fmt.Sprintf("writing %s", s.seg.Path()), err)
 	}
 	l.tail.add(l.e.tails, s, pos, batches, base)
@@ -388,7 +392,7 @@ func (l *Log) roll() error {
 	old := l.active
 	ns, err := l.createSegment(l.logEnd.Load())
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: %w", errCreateSegment, err)
 	}
 	l.idxMu.Lock()
 	err = old.seal()
@@ -425,14 +429,30 @@ func (l *Log) createSegment(base int64) (*logSegment, error) {
 	}
 	seg, grp, err := l.e.io.create(s.logPath, prealloc)
 	if err != nil {
+		s.removeFiles()
 		return nil, err
 	}
 	s.seg, s.io, s.grp, s.grpOut = seg, l.e.io, grp, grp != nil
 	if err := s.openActiveIndexes(l.config()); err != nil {
 		seg.Close()
+		s.removeFiles()
 		return nil, err
 	}
 	return s, nil
+}
+
+// errCreateSegment marks a failure to create the next segment (roll): the
+// log is unchanged, its active segment stays, and the next append tries
+// again.
+var errCreateSegment = errors.New("creating the next segment")
+
+// removeFiles removes what a failed createSegment left (best effort: a
+// leftover empty segment at the log end is recovered as an empty active
+// segment, and the next roll removes it first).
+func (s *logSegment) removeFiles() {
+	for _, p := range []string{s.logPath, s.offPath, s.timPath, s.txnPath} {
+		_ = os.Remove(p)
+	}
 }
 
 // WhenDurable calls fn exactly once, from a flush worker or inline,
@@ -998,9 +1018,7 @@ func containsSegment(segs []*logSegment, s *logSegment) bool {
 }
 
 // writeEpochCheckpoint persists the leader-epoch cache. Caller holds mu.
-func (l *Log) writeEpochCheckpoint() error {
-	return vfs.WriteFileAtomic(filepath.Join(l.dir, epochCheckpoint), formatEpochCheckpoint(l.epochs.entries))
-}
+func (l *Log) writeEpochCheckpoint() error { return l.saveEpochs() }
 
 // shutdown closes the log: Append fails, waiters get err, and the log's
 // references on its segments are dropped (files close once readers release).

@@ -474,6 +474,9 @@ func (w *ringWriter) append(s *Segment, b []byte, pos int64) error {
 		return w.waitWritten(end)
 	}
 	if err := w.reserveFor(s, end); err != nil {
+		if isResourceErr(err) {
+			return fmt.Errorf("%w: %w", ErrReserve, err) // nothing written: a later append tries again
+		}
 		return w.fail(err)
 	}
 	if next := zeroFills.earn(int64(len(b))); next != nil {

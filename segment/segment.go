@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync/atomic"
+	"syscall"
 )
 
 var (
@@ -20,6 +21,10 @@ var (
 	ErrCorrupt = errors.New("segment: corrupt batch")
 	// ErrRange is returned for positions or sizes outside the segment.
 	ErrRange = errors.New("segment: position out of range")
+	// ErrReserve wraps running out of space, memory or descriptors while
+	// reserving room for an append (a fallocate or zero-fill step): nothing
+	// was written, the segment stays usable and a later append tries again.
+	ErrReserve = errors.New("segment: reserving space failed")
 )
 
 // Segment is one .log file. Appends are serialized by the caller (engine holds
@@ -579,3 +584,14 @@ func (s *Segment) Durable() int64 {
 }
 
 func (s *Segment) stickyErr() error { return fmt.Errorf("%w: %w", ErrFailed, *s.failed.Load()) }
+
+// isResourceErr reports errors that running out of a resource returns
+// (descriptors, memory or mappings, space).
+func isResourceErr(err error) bool {
+	for _, no := range [...]syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOMEM, syscall.ENOSPC, syscall.EDQUOT} {
+		if errors.Is(err, no) {
+			return true
+		}
+	}
+	return false
+}

@@ -40,6 +40,9 @@ var errCodes = []struct {
 	// refresh metadata rather than giving up.
 	{engine.ErrOffline, kerr.KafkaStorageError.Code},
 	{engine.ErrClosed, kerr.KafkaStorageError.Code},
+	// Out of descriptors, memory or space while creating a partition or a
+	// segment: that request fails (retriable), the directory stays online.
+	{engine.ErrResource, kerr.KafkaStorageError.Code},
 	{context.DeadlineExceeded, kerr.RequestTimedOut.Code},
 }
 

@@ -1,0 +1,135 @@
+package engine
+
+import (
+	"errors"
+	"os"
+	"syscall"
+	"testing"
+)
+
+// lowerFileLimit sets the soft RLIMIT_NOFILE to the descriptors open now
+// plus spare, and restores it at cleanup. Not parallel: it is process-wide.
+func lowerFileLimit(t *testing.T, spare uint64) {
+	t.Helper()
+	var old syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	open, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := old
+	lim.Cur = uint64(len(open)) + spare
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { restoreFileLimit(t, old) })
+}
+
+func restoreFileLimit(t *testing.T, old syscall.Rlimit) {
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCreateTopicOutOfDescriptorsStaysOnline: a CreateTopics that runs out
+// of file descriptors fails with ErrResource (KAFKA_STORAGE_ERROR) and
+// leaves nothing behind; the directory stays online, existing partitions
+// stay writable and readable, and the same creation succeeds once
+// descriptors are back (issue 21: one CreateTopics of 20 partitions with a
+// limit of 400 took the directory offline for good).
+func TestCreateTopicOutOfDescriptorsStaysOnline(t *testing.T) {
+	dir := t.TempDir()
+	e := openEngine(t, dir, nil)
+	defer e.Close()
+	a := mustTopic(t, e, "a", 1, nil).Partition(0)
+	mustAppend(t, a, batchOf(t, 3, 100, 1000, 1))
+
+	var old syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	lowerFileLimit(t, 8)
+	_, err := e.CreateTopic("b", 20, nil)
+	restoreFileLimit(t, old)
+	if !errors.Is(err, ErrResource) || errors.Is(err, ErrOffline) {
+		t.Fatalf("CreateTopic with descriptors exhausted: %v, want ErrResource", err)
+	}
+	if err := e.Offline(); err != nil {
+		t.Fatalf("directory offline after running out of descriptors: %v", err)
+	}
+	if e.Topic("b") != nil {
+		t.Fatal("the failed topic is visible")
+	}
+
+	info := mustAppend(t, a, batchOf(t, 2, 100, 1001, 2))
+	if info.BaseOffset != 3 {
+		t.Fatalf("append after the failure at offset %d, want 3", info.BaseOffset)
+	}
+	if err := waitDurable(t, a, info.LastOffset); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := readAll(t, a, 0, 1<<20); len(got) != 2 {
+		t.Fatalf("read %d batches back, want 2", len(got))
+	}
+	b := mustTopic(t, e, "b", 20, nil)
+	if b.Partitions() != 20 {
+		t.Fatalf("retried topic has %d partitions", b.Partitions())
+	}
+	mustAppend(t, b.Partition(19), batchOf(t, 1, 10, 1002, 3))
+}
+
+// TestRollOutOfDescriptorsStaysOnline: a segment roll that runs out of
+// descriptors fails that append with ErrResource; the log keeps its active
+// segment, stays online, and the next append after the limit is restored
+// rolls and lands at the next offset.
+func TestRollOutOfDescriptorsStaysOnline(t *testing.T) {
+	dir := t.TempDir()
+	e := openEngine(t, dir, nil)
+	defer e.Close()
+	l := mustTopic(t, e, "r", 1, smallConfig()).Partition(0)
+	var next int64
+	for l.segmentCount() < 2 {
+		next = mustAppend(t, l, batchOf(t, 1, 500, 1000, int(next))).LastOffset + 1
+	}
+	segs := l.segmentCount()
+
+	var old syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	lowerFileLimit(t, 0)
+	var rollErr error
+	for i := 0; i < 64 && rollErr == nil; i++ {
+		var info AppendInfo
+		info, rollErr = l.Append(batchOf(t, 1, 500, 1000, i), 0)
+		if rollErr == nil {
+			next = info.LastOffset + 1
+		}
+	}
+	restoreFileLimit(t, old)
+	if !errors.Is(rollErr, ErrResource) || errors.Is(rollErr, ErrOffline) {
+		t.Fatalf("append whose roll ran out of descriptors: %v, want ErrResource", rollErr)
+	}
+	if err := e.Offline(); err != nil {
+		t.Fatalf("directory offline: %v", err)
+	}
+	info := mustAppend(t, l, batchOf(t, 1, 500, 1000, 99))
+	if info.BaseOffset != next {
+		t.Fatalf("append after the failed roll at offset %d, want %d", info.BaseOffset, next)
+	}
+	if err := waitDurable(t, l, info.LastOffset); err != nil {
+		t.Fatal(err)
+	}
+	if l.segmentCount() <= segs {
+		t.Fatalf("%d segments after the retried roll, had %d", l.segmentCount(), segs)
+	}
+	got, _ := readAll(t, l, 0, 1<<20)
+	if int64(len(got)) != next+1 {
+		t.Fatalf("read %d batches back, want %d", len(got), next+1)
+	}
+}
+
+// segmentCount is how many segments l has.
+func (l *Log) segmentCount() int { return len(*l.segs.Load()) }
