@@ -175,10 +175,10 @@ func serve(cfg config.Broker, logger *slog.Logger) error {
 			ReplicaLagTimeMax: time.Duration(cfg.ReplicaLagTimeMaxMs) * time.Millisecond,
 		},
 
-		Groups:                server.GroupsConfig{Coordinator: groupConfig(cfg.Groups)},
-		Txn:                   txnConfig(cfg), // serve_txn.go
-		QueuedMaxRequestBytes: cfg.QueuedMaxBytes,
-		Blackhole:             cfg.Blackhole,
+		Groups:         server.GroupsConfig{Coordinator: groupConfig(cfg.Groups)},
+		Txn:            txnConfig(cfg),     // serve_txn.go
+		MaxQueuedBytes: cfg.QueuedMaxBytes, // broker-wide; each connection's share is netpoll's default
+		Blackhole:      cfg.Blackhole,
 	}, eng)
 	if cfg.Blackhole {
 		logger.Warn("blackhole mode: produce requests are acknowledged and NOT stored (benchmark baseline only)")

@@ -69,7 +69,7 @@ func TestTableDefaultsAreThePackages(t *testing.T) {
 	if d.ProducerIDExpirationMs != engine.DefaultProducerIDExpirationMs || d.SessionTimeoutMs != controller.DefaultSessionTimeoutMs ||
 		d.NumPartitions != server.DefaultNumPartitions || d.DefaultRepl != server.DefaultReplication ||
 		d.MaxRequestBytes != server.DefaultMaxRequestBytes || d.FetchMaxBytes != server.DefaultFetchMaxBytes ||
-		d.QueuedMaxBytes != netpoll.DefaultQueuedMaxRequestBytes || d.IOBackend != engine.IOBackendAuto {
+		d.QueuedMaxBytes != netpoll.DefaultMaxQueuedBytes || d.IOBackend != engine.IOBackendAuto {
 		t.Fatalf("broker defaults %+v", d)
 	}
 }

@@ -61,7 +61,7 @@ type Broker struct {
 	MaxRequestBytes  int32
 	FetchMaxBytes    int32
 	MaxIdleMs        int64  // connections.max.idle.ms
-	QueuedMaxBytes   int64  // queued.max.request.bytes, per connection (-1 = unbounded)
+	QueuedMaxBytes   int64  // queued.max.request.bytes, the broker-wide request budget (-1 = unbounded; server.Config.MaxQueuedBytes)
 	Blackhole        bool   // strata serve --blackhole: ack produce without storing (no properties key)
 	IOBackend        string // log.io.backend (Strata): auto | uring | pwrite (engine.Options.IOBackend)
 	NoSharedFlush    bool   // log.io.flush.shared=false (Strata; engine.Options.DisableSharedFlush)

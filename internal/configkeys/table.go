@@ -38,8 +38,8 @@ var keys = []Key{
 		Doc: "the most bytes one Fetch response carries"},
 	{Broker: "connections.max.idle.ms", Type: Long, Min: 0, Max: math.MaxInt64, Default: "600000", Section: "serve",
 		Doc: "idle connections are closed (0: never)"},
-	{Broker: "queued.max.request.bytes", Type: Long, Default: "104857600", Shown: "104857600 per connection", Strata: true, Check: checkQueuedBytes, Section: "serve",
-		Doc: "request bytes read but not answered on one connection; past it the connection is not read (-1: unbounded)"},
+	{Broker: "queued.max.request.bytes", Type: Long, Default: "536870912", Shown: "536870912 (512 MiB)", Strata: true, Check: checkQueuedBytes, Section: "serve",
+		Doc: "the broker-wide budget of request bytes read and not yet answered, frames and their decoded requests (Kafka's memory pool, KIP-72); past it connections are not read; each connection may hold 100 MiB of it; -1: unbounded (docs/reliability.md)"},
 
 	// Topic keys: the broker name sets every topic's default, the topic
 	// name a topic's override.
