@@ -645,6 +645,19 @@ func (w *ringWriter) reserveFor(s *Segment, end int64) error {
 			return err
 		}
 	}
+	if w.preBusy {
+		// Take a finished step now, not when an append reaches its end:
+		// the next step then starts with the whole lead (up to 3/4 of a
+		// step ahead) instead of one step, so a paced zero-fill has the
+		// time of several steps of appends to finish.
+		select {
+		case err := <-w.preDone:
+			if err := w.endPrewrite(err); err != nil {
+				return err
+			}
+		default:
+		}
+	}
 	if !w.preBusy && end > w.reserved-3*preallocStep(w.reserved)/4 {
 		return w.startPrewrite(w.nextStep(s, w.reserved+1), end)
 	}
@@ -959,7 +972,12 @@ func (w *ringWriter) waitPrewrite() error {
 	if zeroFills.hurry(w) {
 		w.submitZero()
 	}
-	err := <-w.preDone
+	return w.endPrewrite(<-w.preDone)
+}
+
+// endPrewrite records the end of the running step: reserved covers it
+// unless it failed.
+func (w *ringWriter) endPrewrite(err error) error {
 	w.urgent.Store(false)
 	w.preBusy = false
 	if err != nil {
