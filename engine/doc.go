@@ -148,10 +148,8 @@
 // reservation step is fallocated, written with zeros and fdatasynced, all
 // through the ring, before appends enter it; process-wide one 1 MiB zero
 // write or one step's fdatasync is in flight at a time so the zeros never
-// queue ahead of the appends, and a step with more than 4 MiB of lead goes
-// only as fast as the appends earn it, so partitions crossing their steps
-// together do not put a burst of zeros in front of every flush), their
-// appends are pure
+// queue ahead of the appends, and the next step starts as soon as the last
+// one is done, 12-16 MiB ahead of the appends), their appends are pure
 // overwrites with no metadata to commit, and once a segment had one
 // fdatasync of its own (after it was opened or truncated) its bytes are
 // durable as soon as the device's cache is flushed after their writes

@@ -184,7 +184,6 @@ type ringWriter struct {
 	preHeld  bool        // preSync holds a zeroFills slot (prewriteSync)
 	preDone  chan error  // cap 1
 	urgent   atomic.Bool // an append waits for this zero-fill: its writes go first
-	unpaced  atomic.Bool // this zero-fill started with a short lead: not paced
 	preMu    sync.Mutex  // guards preNext, preEnd and preErr
 
 	written atomic.Int64  // wm.Value(): readers' limit
@@ -479,9 +478,6 @@ func (w *ringWriter) append(s *Segment, b []byte, pos int64) error {
 		}
 		return w.fail(err)
 	}
-	if next := zeroFills.earn(int64(len(b))); next != nil {
-		next.submitZero()
-	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err := w.loadTail(s, pos); err != nil {
@@ -641,14 +637,14 @@ func (w *ringWriter) reserveFor(s *Segment, end int64) error {
 			}
 			continue
 		}
-		if err := w.startPrewrite(w.nextStep(s, end), end); err != nil {
+		if err := w.startPrewrite(w.nextStep(s, end)); err != nil {
 			return err
 		}
 	}
 	if w.preBusy {
 		// Take a finished step now, not when an append reaches its end:
 		// the next step then starts with the whole lead (up to 3/4 of a
-		// step ahead) instead of one step, so a paced zero-fill has the
+		// step ahead) instead of one step, so a zero-fill has the
 		// time of several steps of appends to finish.
 		select {
 		case err := <-w.preDone:
@@ -659,7 +655,7 @@ func (w *ringWriter) reserveFor(s *Segment, end int64) error {
 		}
 	}
 	if !w.preBusy && end > w.reserved-3*preallocStep(w.reserved)/4 {
-		return w.startPrewrite(w.nextStep(s, w.reserved+1), end)
+		return w.startPrewrite(w.nextStep(s, w.reserved+1))
 	}
 	return nil
 }
@@ -692,11 +688,7 @@ const prewriteStepBytes = 4 << 20
 // through zeroFills engine-wide. Without prewrite (log.io.zero.fill=false)
 // the step is the fallocate alone: the shared flush's syncfs makes it
 // durable.
-//
-// A step started with less than zeroPaceLead of reservation left ahead of
-// end (a new segment's first steps) goes at once; the others are paced by
-// the appends (zeroScheduler.earn).
-func (w *ringWriter) startPrewrite(n, end int64) error {
+func (w *ringWriter) startPrewrite(n int64) error {
 	start := n
 	if w.prewrite {
 		if w.zero == nil {
@@ -709,7 +701,6 @@ func (w *ringWriter) startPrewrite(n, end int64) error {
 	w.preMu.Lock()
 	w.preNext, w.preEnd, w.preErr = start, n, nil
 	w.preMu.Unlock()
-	w.unpaced.Store(w.reserved-end < zeroPaceLead)
 	op := &w.preAlloc
 	op.Code, op.File, op.Off, op.Len = uring.OpFallocate, w.wf, 0, n
 	if err := w.ring.Submit(op); err != nil {
@@ -744,13 +735,6 @@ func (w *ringWriter) onPreAlloc(op *uring.Op) {
 	if zeroFills.acquire(w) {
 		w.submitZero()
 	}
-}
-
-// nextZeroLen is the length of w's next zero-fill write.
-func (w *ringWriter) nextZeroLen() int64 {
-	w.preMu.Lock()
-	defer w.preMu.Unlock()
-	return min(int64(len(w.zero)), w.preEnd-w.preNext)
 }
 
 // submitZero submits the next zero-fill write; the caller holds one of
@@ -822,17 +806,18 @@ func (w *ringWriter) prewriteSync(held bool) {
 }
 
 // zeroFills bounds the zero-fill writes in flight across every segment of
-// the process and paces them. They share the device with the appends'
-// writes: partitions at the same rate cross their reservation steps
-// together, and unthrottled 96 of them queued ~1.5 GB of zeros at once
-// ahead of the appends (produce p99 60-225 ms in those seconds against 3
-// ms between them). On this VM's disk a flush also pays for every byte
-// written before it, so a burst of zeros, even one write at a time, made
-// the appends' shared flushes slow for as long as it lasted: the zero-fill
-// of a step with a long lead (zeroPaceLead) goes only as fast as the
-// appends earn it (earn: 5/4 of each appended byte, at most zeroCreditCap
-// ahead), which keeps the reservations ahead of appends at any steady rate
-// while each flush carries about as many zeros as it carries records.
+// the process. They share the device with the appends' writes: partitions
+// at the same rate cross their reservation steps together, and unthrottled
+// 96 of them queued ~1.5 GB of zeros at once ahead of the appends (produce
+// p99 60-225 ms in those seconds against 3 ms between them).
+//
+// Tried and not kept: pacing the zero-fill of steps with a long lead by
+// the appends (a write allowed per 5/4 of its bytes appended), so each
+// flush carries about as many zeros as records instead of a burst. The
+// zeros went out flat, but the closed-loop keyed run lost 10-15 % of its
+// throughput (234,000-263,000 against 280,000-295,000 records/s without
+// pacing, alternated) and target 2's slow seconds stayed: they come with
+// a consumer, not with the steps (docs/performance.md, "Session 12").
 var zeroFills = zeroScheduler{free: zeroFillDepth}
 
 // zeroFillDepth is how many zero-fill writes (of at most 1 MiB) may be in
@@ -843,44 +828,27 @@ var zeroFills = zeroScheduler{free: zeroFillDepth}
 // zero-fills ahead of 640,000 records/s (closed loop, 96 partitions).
 const zeroFillDepth = 1
 
-// zeroPaceLead is the reservation left ahead of the appends below which a
-// step's zero-fill is not paced (a new segment's first, doubling steps),
-// and zeroCreditCap the most zero-fill the appends can earn ahead.
-const (
-	zeroPaceLead  = 4 << 20
-	zeroCreditCap = 2 << 20
-)
-
 // zeroScheduler hands zeroFillDepth slots to segments in FIFO order: a
 // segment holds one while its zero-fill write (or its step's closing
 // fdatasync) is in flight; the completion passes it to the next waiting
-// segment. A paced segment takes a slot only when credit covers its write.
+// segment.
 type zeroScheduler struct {
 	mu      sync.Mutex
 	free    int
 	waiting []*ringWriter
-	credit  int64 // zero-fill bytes the appends have earned, at most zeroCreditCap
 }
 
-// take gives w a slot if one is free and w may go now (not paced, or
-// credit covers the write). Caller holds mu.
-func (z *zeroScheduler) take(w *ringWriter) bool {
+// take gives w a slot if one is free. Caller holds mu.
+func (z *zeroScheduler) take(*ringWriter) bool {
 	if z.free == 0 {
 		return false
-	}
-	if !w.urgent.Load() && !w.unpaced.Load() {
-		n := w.nextZeroLen()
-		if z.credit < n {
-			return false
-		}
-		z.credit -= n
 	}
 	z.free--
 	return true
 }
 
 // acquire takes a slot for w, or queues w (it gets the slot from a later
-// release, earn or hurry, which submits its write) and returns false.
+// release or hurry, which submits its write) and returns false.
 func (z *zeroScheduler) acquire(w *ringWriter) bool {
 	z.mu.Lock()
 	defer z.mu.Unlock()
@@ -914,18 +882,6 @@ func (z *zeroScheduler) hurry(w *ringWriter) bool {
 		}
 	}
 	return false
-}
-
-// earn credits n appended bytes and returns the waiting segment that the
-// credit lets go, if a slot is free: the caller submits its write.
-func (z *zeroScheduler) earn(n int64) *ringWriter {
-	z.mu.Lock()
-	defer z.mu.Unlock()
-	z.credit = min(z.credit+n+n/4, zeroCreditCap)
-	if len(z.waiting) > 0 && z.take(z.waiting[0]) {
-		return z.pop()
-	}
-	return nil
 }
 
 // toFront moves waiting[i] to the head of the list. Caller holds mu.
