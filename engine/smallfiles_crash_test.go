@@ -6,15 +6,15 @@ import (
 	"io/fs"
 	"maps"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stratalog/strata/internal/vfs"
+
+	"github.com/stratalog/strata/internal/stratatest"
 )
 
 // The crash-consistency test of the files behind the file-system seam:
@@ -39,19 +39,6 @@ import (
 //   - each transaction index holds a prefix of the entries written to it
 //     (below the restart's log end), with every acknowledged one (its
 //     marker made durable by a flush) and no torn entry.
-
-// crashSeeds is how many seeded rounds a crash test runs: 500, or
-// STRATA_CRASH_SEEDS for long runs.
-func crashSeeds(t *testing.T) int {
-	if s := os.Getenv("STRATA_CRASH_SEEDS"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			t.Fatalf("STRATA_CRASH_SEEDS=%q", s)
-		}
-		return n
-	}
-	return 500
-}
 
 // memEngine is an Engine holding only what the files behind the seam
 // need: a directory on fsys, a fixed clock and a quiet logger.
@@ -306,11 +293,11 @@ func (md *fileModel) check(t *testing.T, seed uint64, after *vfs.MemFS, dir stri
 }
 
 // TestSmallFilesSurviveCrashes is the crash-consistency test described at
-// the top of this file: crashSeeds rounds, each a seeded random sequence
+// the top of this file: stratatest.CrashSeeds rounds, each a seeded random sequence
 // of up to 60 operations.
 func TestSmallFilesSurviveCrashes(t *testing.T) {
 	const dir = "/data"
-	seeds := crashSeeds(t)
+	seeds := stratatest.CrashSeeds(t)
 	var rounds, faulted, snapsLoaded, txnKept, powerCuts int
 	for seed := range uint64(seeds) {
 		rng := rand.New(rand.NewPCG(seed, 0xf11e5))

@@ -4,15 +4,15 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
-	"strconv"
 	"syscall"
 	"testing"
 
 	"github.com/stratalog/strata/engine"
 	"github.com/stratalog/strata/internal/vfs"
 	"github.com/stratalog/strata/txn"
+
+	"github.com/stratalog/strata/internal/stratatest"
 )
 
 // The engine's Open leaves the producer id block file alone by name: txn's
@@ -22,19 +22,6 @@ func TestBlockFileNameIsTheEngines(t *testing.T) {
 	if txn.BlockFileName != engine.ProducerIDBlockFile {
 		t.Fatalf("txn.BlockFileName %q, engine.ProducerIDBlockFile %q", txn.BlockFileName, engine.ProducerIDBlockFile)
 	}
-}
-
-// crashSeeds is how many seeded rounds a crash test runs: 500, or
-// STRATA_CRASH_SEEDS for long runs.
-func crashSeeds(t *testing.T) int {
-	if s := os.Getenv("STRATA_CRASH_SEEDS"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			t.Fatalf("STRATA_CRASH_SEEDS=%q", s)
-		}
-		return n
-	}
-	return 500
 }
 
 // TestBlockFileSurvivesCrashes: seeded rounds allocate producer id blocks
@@ -48,7 +35,7 @@ func crashSeeds(t *testing.T) int {
 // its file must read back.
 func TestBlockFileSurvivesCrashes(t *testing.T) {
 	const dir = "/data"
-	seeds := crashSeeds(t)
+	seeds := stratatest.CrashSeeds(t)
 	var acked, inFlight, faults int
 	for seed := range uint64(seeds) {
 		rng := rand.New(rand.NewPCG(seed, 0xb10c))

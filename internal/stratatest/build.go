@@ -1,4 +1,5 @@
-// Package stratatest holds helpers for tests that run the real strata binary.
+// Package stratatest holds helpers for tests: building the real strata
+// binary, and the seed count of crash-consistency tests.
 package stratatest
 
 import (
