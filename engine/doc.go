@@ -257,7 +257,20 @@
 // every partition to one journal write (one request per cycle), copying
 // them into their segments in large chunks later; the journal is replayed
 // into the segments at recovery, and a checkpoint moves its start once the
-// copies are synced.
+// copies are synced. With zero-filled segments the copies need no
+// fdatasync of their own (the journal prototype's checkpoints spent
+// 0.3-0.9 s in 96 of them): a copy's O_DIRECT write into written blocks is
+// durable once any later device cache flush completes, so the journal's
+// start can pass a record as soon as its copy's write has completed and
+// one shared flush has followed. Replay must not bring back bytes that a
+// truncation, a deletion or the cleaner removed since: each of those first
+// copies the log's journaled bytes, flushes, and appends a barrier record
+// for the log that replay honours (records of that log before the barrier
+// are skipped). Measured against this design's premise (docs/performance.md,
+// "Session 12"): target 2's slow seconds, which kept the journal prototype's
+// p99 high as they keep today's, come with serving a consumer, not with the
+// appends' device requests, so the journal is for throughput and CPU per
+// batch, and the stall needs its own fix.
 //
 // # Recovery
 //
