@@ -173,14 +173,14 @@ const (
 // CONCURRENT_TRANSACTIONS as txnClientAddWait says (backing off from
 // txnClientAddBackoff to txnClientAddBackoffMax), then calls reply once.
 func (s *Server) txnClientAdd(id string, pid int64, epoch int16, tps []txn.TopicPartition, reply func(txn.Reply)) {
-	deadline := time.Now().Add(txnClientAddWait)
+	deadline := s.now().Add(txnClientAddWait)
 	backoff := txnClientAddBackoff
 	var ask func()
 	ask = func() {
 		s.txnDo(id, func(c *txn.Coordinator, nowMs int64) (txn.Step, error) {
 			return c.AddPartitions(id, pid, epoch, tps, nowMs), nil
 		}, func(r txn.Reply) {
-			if r.Err == txn.ConcurrentTransactions && time.Now().Add(backoff).Before(deadline) {
+			if r.Err == txn.ConcurrentTransactions && s.now().Add(backoff).Before(deadline) {
 				if backoff == txnClientAddBackoff {
 					s.txn.coord.clientAddWaits.Add(1)
 				}

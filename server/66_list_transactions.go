@@ -14,7 +14,6 @@ package server
 import (
 	"regexp"
 	"slices"
-	"time"
 
 	"github.com/stratalog/strata/txn"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -66,7 +65,7 @@ func handleListTransactions(s *Server, rc *reqCtx) {
 		rc.respond(resp)
 		return
 	}
-	nowMs := time.Now().UnixMilli()
+	nowMs := s.now().UnixMilli()
 	for p := range c.parts {
 		code := s.txnView(int32(p), func(co *txn.Coordinator) {
 			for _, id := range co.IDs() {

@@ -210,7 +210,7 @@ func (o *offsetsLog) Append(p int32, recs []group.Record, done func(error)) {
 		return
 	}
 	b := offsetsBuilders.Get().(*record.Builder)
-	now := time.Now().UnixMilli()
+	now := o.s.now().UnixMilli()
 	b.Reset(record.CodecNone, now)
 	for _, r := range recs {
 		b.Add(now, r.Key, r.Value, nil)

@@ -369,7 +369,7 @@ func (s *Server) txnLoad(p int32, epoch int32) error {
 			s.log.Error("txn: skipped undecodable "+txnStateTopic+" records", "partition", p, "records", bad)
 		}
 	}
-	nowMs := time.Now().UnixMilli()
+	nowMs := s.now().UnixMilli()
 	tp.mu.Lock()
 	if tp.gen != gen {
 		tp.mu.Unlock()
@@ -462,7 +462,7 @@ func (s *Server) txnTickLoop() {
 			return
 		case <-t.C:
 		}
-		nowMs := time.Now().UnixMilli()
+		nowMs := s.now().UnixMilli()
 		for _, tp := range c.parts {
 			tp.mu.Lock()
 			if tp.state != txnLoaded {
@@ -534,7 +534,7 @@ func (s *Server) txnDo(id string, fn func(c *txn.Coordinator, nowMs int64) (txn.
 		return
 	}
 	gen := tp.gen
-	st, err := fn(tp.coord, time.Now().UnixMilli())
+	st, err := fn(tp.coord, s.now().UnixMilli())
 	tp.mu.Unlock()
 	if err != nil {
 		s.log.Warn("txn: allocating a producer id", "err", err)
@@ -621,7 +621,7 @@ func (s *Server) txnWriteDone(tp *txnPart, gen uint64, id string, ok bool, reply
 		}
 		return
 	}
-	next := tp.coord.WriteDone(id, ok, time.Now().UnixMilli())
+	next := tp.coord.WriteDone(id, ok, s.now().UnixMilli())
 	tp.mu.Unlock()
 	s.txnRun(tp, gen, id, next, reply)
 }
@@ -661,7 +661,7 @@ func (s *Server) txnWrite(tp *txnPart, gen uint64, md *txn.Metadata, done func(o
 	key := txn.EncodeKey(nil, md.TransactionalID)
 	value := txn.EncodeValue(nil, md) // nil for Dead: a tombstone
 	var b record.Builder
-	now := time.Now().UnixMilli()
+	now := s.now().UnixMilli()
 	b.Reset(record.CodecNone, now)
 	b.Add(now, key, value, nil)
 	batch, err := b.AppendTo(nil)

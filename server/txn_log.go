@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"time"
 
 	"github.com/stratalog/strata/engine"
 	"github.com/stratalog/strata/group"
@@ -146,7 +145,7 @@ func (o *offsetsLog) AppendTxn(p int32, pid int64, epoch int16, recs []group.Rec
 		seq = ps.LastSequence + 1
 	}
 	var b record.Builder
-	now := time.Now().UnixMilli()
+	now := o.s.now().UnixMilli()
 	b.Reset(record.CodecNone, now)
 	b.SetProducer(pid, epoch, seq)
 	b.SetTransactional()

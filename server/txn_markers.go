@@ -304,7 +304,7 @@ func (s *Server) txnSendMarkers(tp *txnPart, gen uint64, m txn.Markers) {
 			tp.mu.Unlock()
 			return
 		}
-		st := tp.coord.MarkersDone(m.TransactionalID, time.Now().UnixMilli())
+		st := tp.coord.MarkersDone(m.TransactionalID, s.now().UnixMilli())
 		tp.mu.Unlock()
 		if st.Write == nil {
 			return
@@ -322,7 +322,7 @@ func (s *Server) txnSendMarkers(tp *txnPart, gen uint64, m txn.Markers) {
 			tp.mu.Unlock()
 			return
 		}
-		tp.coord.WriteDone(m.TransactionalID, ok, time.Now().UnixMilli())
+		tp.coord.WriteDone(m.TransactionalID, ok, s.now().UnixMilli())
 		tp.mu.Unlock()
 		if ok || !wait() {
 			return

@@ -335,7 +335,7 @@ func (p *produceTxn) start() {
 		groups[g].idx = append(groups[g].idx, i)
 	}
 	p.pending.Store(int32(len(groups)))
-	deadline := time.Now().Add(produceAddRetryMax)
+	deadline := p.s.now().Add(produceAddRetryMax)
 	for _, g := range groups {
 		tps := make([]txn.TopicPartition, len(g.idx))
 		for k, i := range g.idx {
@@ -354,7 +354,7 @@ func (p *produceTxn) start() {
 func (p *produceTxn) ask(pid int64, epoch int16, idx []int, tps []txn.TopicPartition, deadline time.Time) {
 	s := p.s
 	s.txnPartitionsOp(*p.req.TransactionID, pid, epoch, tps, p.add, p.abortableOK, p.add, func(codes []int16) {
-		if p.add && time.Now().Add(produceAddRetryBackoff).Before(deadline) && slices.Contains(codes, kerr.ConcurrentTransactions.Code) &&
+		if p.add && p.s.now().Add(produceAddRetryBackoff).Before(deadline) && slices.Contains(codes, kerr.ConcurrentTransactions.Code) &&
 			s.txnAfter(produceAddRetryBackoff,
 				func() { p.ask(pid, epoch, idx, tps, deadline) },
 				func() { p.answered(idx, codes) }) {
