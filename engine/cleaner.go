@@ -192,14 +192,14 @@ func (e *Engine) runCleaner() {
 		cleaned := false
 		if e.Offline() == nil {
 			if l := e.pickLogToClean(); l != nil {
-				start := time.Now()
+				start := e.now()
 				st, err := e.cleanLog(l)
 				switch {
 				case err == nil:
 					cleaned = true
 					e.logger.Info("cleaned log", "log", l.String(), "segments", st.SegmentsRewritten,
 						"read", st.BytesRead, "written", st.BytesWritten, "recordsRemoved", st.RecordsRemoved,
-						"cleanedTo", st.CleanedTo, "took", time.Since(start))
+						"cleanedTo", st.CleanedTo, "took", e.now().Sub(start))
 				case errors.Is(err, errCleanAborted):
 				default:
 					// Kafka marks such a partition uncleanable rather than

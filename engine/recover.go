@@ -10,7 +10,6 @@ import (
 	"sort"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/stratalog/strata/record"
 	"github.com/stratalog/strata/segment"
@@ -161,7 +160,7 @@ func (e *Engine) openLog(t *Topic, p int32, rp, logStart int64, clean bool) (*Lo
 	l.loadEpochs()
 	loaded := l.epochs.snapshot()
 
-	walkStart := time.Now()
+	walkStart := l.e.now()
 	segs, logEnd, err := l.recoverSegments(pf, rp, clean)
 	if err != nil {
 		for _, s := range segs {
@@ -171,7 +170,7 @@ func (e *Engine) openLog(t *Topic, p int32, rp, logStart int64, clean bool) (*Lo
 	}
 	if len(l.recoveredBases) > 0 {
 		l.e.logger.Info("recovered unflushed segments", "log", l.String(), "recoveryPoint", rp, "logEnd", logEnd,
-			"segments", len(l.recoveredBases), "bytesWalked", l.recoveredBytes, "took", time.Since(walkStart))
+			"segments", len(l.recoveredBases), "bytesWalked", l.recoveredBytes, "took", l.e.now().Sub(walkStart))
 	}
 	if len(segs) == 0 {
 		base := max(logStart, 0)

@@ -294,7 +294,7 @@ func (f *fetcher) roundTrip(req kmsg.Request, resp kmsg.Response, extra time.Dur
 // leader's (KIP-101/KIP-279).
 func (f *fetcher) truncatePhase(parts []*fpart) error {
 	var need []*fpart
-	now := time.Now()
+	now := f.m.cfg.Now()
 	for _, fp := range parts {
 		if fp.truncating && !now.Before(fp.backoffUntil) {
 			need = append(need, fp)
@@ -418,7 +418,7 @@ func (f *fetcher) truncate(fp *fpart, asked, leaderEpoch int32, leaderEnd int64)
 // partitionBackoff parks fp until the backoff passes; errors that mean our
 // view is stale send it through truncation again.
 func (f *fetcher) partitionBackoff(fp *fpart, what string, err error) {
-	fp.backoffUntil = time.Now().Add(time.Duration(f.m.cfg.FetchBackoffMs) * time.Millisecond)
+	fp.backoffUntil = f.m.cfg.Now().Add(time.Duration(f.m.cfg.FetchBackoffMs) * time.Millisecond)
 	if !f.stopped() {
 		f.m.log.Debug("replica fetcher: partition error", "source", f.src, "log", fp.log.String(), "during", what, "err", err)
 	}
@@ -439,7 +439,7 @@ func (f *fetcher) fetchPhase(parts []*fpart) error {
 	byTopic := map[string]int{}
 	sent := map[tp]*fpart{}
 	pendingDurable := false
-	now := time.Now()
+	now := f.m.cfg.Now()
 	soonest := time.Duration(-1)
 	for _, fp := range parts {
 		if fp.truncating {

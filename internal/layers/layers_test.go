@@ -142,7 +142,7 @@ func contains(s []string, v string) bool {
 // package past its budget fails here).
 func TestWallClockReadsOnlyShrink(t *testing.T) {
 	budget := map[string]int{
-		"server": 2, "loadgen": 11, "replica": 6, "engine": 5, "controller": 4, "group": 1,
+		"server": 2, "loadgen": 11, "replica": 3, "engine": 3, "controller": 4, "group": 1,
 		"netpoll": 3, "internal/uring": 2, "cmd/strata": -1, // -1: the shell, unbounded
 	}
 	got := map[string]int{}
