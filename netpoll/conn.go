@@ -156,10 +156,15 @@ func (c *Conn) readLoop() {
 		}
 		if err := c.s.checkFrame(size); err != nil {
 			if ok, held := c.s.refused.Allow(c.s.cfg.Now()); ok {
-				c.s.log.Warn("netpoll: refusing frame; closing connection",
-					"remote", c.remote.String(), "size", size, "max", maxBytes,
-					"max_queued", c.s.cfg.MaxQueuedBytes, "err", err,
-					"similar_lines_suppressed", held)
+				if what := foreignProtocol(c.hdr); what != "" {
+					c.s.log.Warn("netpoll: "+what+" on a Kafka PLAINTEXT listener; closing connection",
+						"remote", c.remote.String(), "similar_lines_suppressed", held)
+				} else {
+					c.s.log.Warn("netpoll: refusing frame; closing connection",
+						"remote", c.remote.String(), "size", size, "max", maxBytes,
+						"max_queued", c.s.cfg.MaxQueuedBytes, "err", err,
+						"similar_lines_suppressed", held)
+				}
 			}
 			c.Close()
 			return

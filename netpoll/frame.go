@@ -168,3 +168,17 @@ func putFrame(fb *frameBuf) {
 	}
 	framePools[fb.class].Put(fb)
 }
+
+// foreignProtocol names what a refused frame's first four bytes are when
+// they are not a Kafka size at all: a TLS handshake record (a client set up
+// for SSL or SASL_SSL talking to a plaintext listener; as a size it reads
+// 369 MB) or an HTTP request. "" otherwise.
+func foreignProtocol(hdr [4]byte) string {
+	switch {
+	case hdr[0] == 0x16 && hdr[1] == 0x03 && hdr[2] <= 0x04:
+		return "TLS handshake (the client uses SSL or SASL_SSL)"
+	case string(hdr[:]) == "GET " || string(hdr[:]) == "POST" || string(hdr[:]) == "HEAD" || string(hdr[:]) == "PUT ":
+		return "HTTP request"
+	}
+	return ""
+}

@@ -68,6 +68,11 @@ type Broker struct {
 	NoZeroFill       bool   // log.io.zero.fill=false (Strata; engine.Options.NoZeroFill)
 	TailCacheBytes   int64  // log.tail.cache.bytes (Strata; engine.Options.TailCacheBytes): -1 off
 
+	// The free-space floor (engine.Options.MinFreeBytes, MinFreePercent):
+	// -1 off.
+	MinFreeBytes   int64   // log.dir.min.free.bytes (Strata)
+	MinFreePercent float64 // log.dir.min.free.percent (Strata)
+
 	// TopicDefaults are the topic keys set at the broker, by topic name in
 	// the key's unit (log.retention.hours=1 is retention.ms=3600000): the
 	// engine applies them over its defaults (engine.DefaultLogConfig().Apply).
@@ -175,6 +180,18 @@ var fields = map[string]setter{
 			b.TailCacheBytes = -1 // off (the engine's 0 means its default)
 		}
 	},
+	"log.dir.min.free.bytes": func(b *Broker, v configkeys.Value) {
+		b.MinFreeBytes = v.Int
+		if v.Int == 0 {
+			b.MinFreeBytes = -1 // off (the engine's 0 means its default)
+		}
+	},
+	"log.dir.min.free.percent": func(b *Broker, v configkeys.Value) {
+		b.MinFreePercent = v.Float
+		if v.Float == 0 {
+			b.MinFreePercent = -1 // off (the engine's 0 means its default)
+		}
+	},
 	"producer.id.expiration.ms": func(b *Broker, v configkeys.Value) { b.ProducerIDExpirationMs = v.Int },
 
 	"group.min.session.timeout.ms": func(b *Broker, v configkeys.Value) { b.Groups.MinSessionTimeoutMs = int32(v.Int) },
@@ -238,6 +255,9 @@ func Defaults() Broker {
 // log.retention.minutes, log.retention.hours) the first in the table's
 // precedence wins; every name given is recorded in b.Static.
 func (b *Broker) Apply(props map[string]string) error {
+	if err := checkSecurity(props); err != nil {
+		return err
+	}
 	names := make([]string, 0, len(props))
 	for k := range props {
 		names = append(names, k)

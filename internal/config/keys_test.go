@@ -104,7 +104,8 @@ func TestApplySpecialValues(t *testing.T) {
 	err := b.Apply(map[string]string{
 		"queued.max.request.bytes": "-7", "log.cleaner.io.max.bytes.per.second": "1e300",
 		"log.cleaner.enable": "false", "log.cleaner.backoff.ms": "250", "offsets.retention.minutes": "3",
-		"advertised.listeners": "PLAINTEXT://example:19092,SSL://other:1", "controller.quorum.voters": "0@a:1, 1@b:2",
+		"advertised.listeners": "PLAINTEXT://example:19092,REPLICATION://other:1", "controller.quorum.voters": "0@a:1, 1@b:2",
+		"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,REPLICATION:PLAINTEXT",
 	})
 	if err != nil {
 		t.Fatal(err)
