@@ -248,6 +248,10 @@ func TestFindMaxSteps(t *testing.T) {
 	if len(rep.Timeline) < 2 {
 		t.Fatalf("timeline over both steps has %d samples", len(rep.Timeline))
 	}
+	// Two healthy steps and --max-steps 2: cut short before the maximum.
+	if fm.SearchComplete || !strings.Contains(fm.Incomplete, "stopped by --max-steps 2 after 2 runs before any rate was unhealthy: the maximum is above 750 rec/s") {
+		t.Fatalf("search complete %v: %q", fm.SearchComplete, fm.Incomplete)
+	}
 	for _, s := range fm.Steps {
 		checkDevice(t, &s.Result, true)
 	}
@@ -316,11 +320,38 @@ func TestFindMaxRetriesUnhealthyStep(t *testing.T) {
 	if fm.MaxHealthyRate != 0 {
 		t.Fatalf("max healthy rate %v with no healthy step", fm.MaxHealthyRate)
 	}
+	if fm.SearchComplete || !strings.Contains(fm.Incomplete, "the maximum lies between 0 and 250 rec/s") {
+		t.Fatalf("search complete %v: %q", fm.SearchComplete, fm.Incomplete)
+	}
 	var txt strings.Builder
 	if err := rep.WriteTable(&txt); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(txt.String(), "retry 1, unhealthy") {
 		t.Fatalf("text report does not mark the retry:\n%s", txt.String())
+	}
+}
+
+// A search that brackets the maximum and bisects it BisectSteps times is
+// complete, however few steps that took.
+func TestFindMaxCompleteSearch(t *testing.T) {
+	cfg := smallRun(EngineNative)
+	cfg.Consumers = 0
+	cfg.FindMax = true
+	cfg.StartRate = 500
+	cfg.StepDuration = time.Second
+	cfg.MaxSteps = 3
+	cfg.BisectSteps = 0
+	cfg.StepRetries = 0
+	cfg.MaxP99 = time.Nanosecond // the first step is unhealthy: bracketed at once
+	rep, err := Run(testCtx(t, 2*time.Minute), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fm := rep.FindMax; fm == nil || len(fm.Steps) != 1 || !fm.SearchComplete || fm.Incomplete != "" {
+		t.Fatalf("find-max %+v", fm)
+	}
+	if rep.Host.CPUs < 1 || rep.Host.DataDir == "" {
+		t.Fatalf("host %+v", rep.Host)
 	}
 }

@@ -44,7 +44,8 @@ figure { margin: 12px 0; }
 <h1>strata loadgen — {{.R.Result.Engine}} engine</h1>
 <p class="sub">{{.Target}}</p>
 <p class="sub">{{.R.Workload}}</p>
-<p class="sub">generated {{.When}}</p>
+<p class="sub">generated {{.When}}{{with .R.StrataVersion}} by strata {{.}}{{end}}{{with .R.StartedAt}}; run started {{.}}{{end}}</p>
+<p class="sub">host: {{.HostLine}}</p>
 {{range .R.Notes}}<p class="note">{{.}}</p>{{end}}
 <h2>Summary</h2>
 <table>
@@ -57,7 +58,8 @@ figure { margin: 12px 0; }
 {{end}}</table>
 {{if .R.FindMax}}
 <h2>Capacity search</h2>
-<p>Highest healthy rate: <b>{{if .R.FindMax.MaxHealthyRate}}{{.MaxRate}} records/s{{else}}none — no step was healthy{{end}}</b> (healthy = produce p99 ≤ {{printf "%.2f" .R.FindMax.MaxP99Ms}} ms, error rate ≤ {{printf "%.4f" .ErrPct}} %, at least 90 % of the target rate achieved).</p>
+{{if not .R.FindMax.SearchComplete}}<p class="note bad"><b>Search incomplete:</b> {{.R.FindMax.Incomplete}}.</p>{{end}}
+<p>Highest healthy rate: <b>{{if .R.FindMax.MaxHealthyRate}}{{if not .R.FindMax.SearchComplete}}at least {{end}}{{.MaxRate}} records/s{{else}}none — no step was healthy{{end}}</b> (healthy = produce p99 ≤ {{printf "%.2f" .R.FindMax.MaxP99Ms}} ms, error rate ≤ {{printf "%.4f" .ErrPct}} %, at least 90 % of the target rate achieved).</p>
 <table><tr><th class="n">step</th><th class="n">target rec/s</th><th class="n">achieved rec/s</th><th class="n">p99 ms</th>{{if .StepDevice}}<th class="n">device MB/s</th><th class="n">device B/record B</th><th class="n">device busy</th>{{end}}<th>verdict</th></tr>
 {{range $i, $s := .R.FindMax.Steps}}<tr><td class="n">{{inc $i}}</td><td class="n">{{num $s.Rate}}</td><td class="n">{{num $s.Result.RecordsPerSec}}</td><td class="n">{{printf "%.2f" $s.Result.ProduceP99Ms}}</td>{{if $.StepDevice}}{{with $s.Result.Device}}<td class="n">{{printf "%.1f" (devMBs . $s.Result.DurationS)}}</td><td class="n">{{printf "%.2f" .BytesPerRecordByte}}</td><td class="n">{{pct .BusyShare}}</td>{{else}}<td></td><td></td><td></td>{{end}}{{end}}<td class="{{if $s.Healthy}}good{{else}}bad{{end}}">{{if $s.Retry}}retry {{$s.Retry}}, {{end}}{{if $s.Healthy}}healthy{{else}}unhealthy: {{$s.Reason}}{{end}}</td></tr>
 {{end}}</table>
@@ -143,6 +145,7 @@ func (r *Report) WriteHTML(w io.Writer) error {
 	data := map[string]any{
 		"R":               r,
 		"Target":          target,
+		"HostLine":        r.Host.describe(),
 		"When":            time.Now().Format(time.RFC1123),
 		"Summary":         summary,
 		"Lat":             lat,

@@ -3,9 +3,11 @@ package loadgen
 import (
 	"bytes"
 	"encoding/json"
+	"html/template"
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -48,7 +50,7 @@ func syntheticReport(findMax bool) *Report {
 	rep.setOutcome(out)
 	if findMax {
 		yes, no := true, false
-		rep.FindMax = &FindMax{MaxHealthyRate: 50000, MaxP99Ms: 15, MaxErrorRate: 0.001, Steps: []Step{
+		rep.FindMax = &FindMax{MaxHealthyRate: 50000, MaxP99Ms: 15, MaxErrorRate: 0.001, SearchComplete: true, Steps: []Step{
 			{Rate: 33333, Healthy: true, Reason: "ok", Result: Result{ProduceP99Ms: 5, Healthy: &yes}},
 			{Rate: 50000, Healthy: true, Reason: "ok", Result: Result{ProduceP99Ms: 9.9, Healthy: &yes}},
 			{Rate: 75000, Healthy: false, Reason: "produce p99 40 ms over 15 ms", Result: Result{ProduceP99Ms: 40, Healthy: &no}},
@@ -252,5 +254,73 @@ func TestProcStatParsing(t *testing.T) {
 	// This process's own numbers are readable and plausible.
 	if c, rss, _, err := procStats(os.Getpid()); err != nil || c < 0 || rss <= 0 {
 		t.Fatalf("procStats(self) = %v %d %v", c, rss, err)
+	}
+}
+
+// A search cut short says so in the table, the JSON and the HTML report;
+// a finished one says nothing of the kind.
+func TestIncompleteSearchIsReported(t *testing.T) {
+	const why = "stopped by --max-steps 3 after 3 runs before any rate was unhealthy: the maximum is above 50,000 rec/s (raise --max-steps or --start-rate)"
+	for _, complete := range []bool{true, false} {
+		rep := syntheticReport(true)
+		rep.FindMax.Steps = rep.FindMax.Steps[:2]
+		if !complete {
+			rep.FindMax.SearchComplete, rep.FindMax.Incomplete = false, why
+		}
+		var txt, page bytes.Buffer
+		if err := rep.WriteTable(&txt); err != nil {
+			t.Fatal(err)
+		}
+		if err := rep.WriteHTML(&page); err != nil {
+			t.Fatal(err)
+		}
+		raw, err := json.Marshal(rep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			FindMax map[string]any `json:"find_max"`
+		}
+		if err := json.Unmarshal(raw, &doc); err != nil {
+			t.Fatal(err)
+		}
+		if doc.FindMax["search_complete"] != complete {
+			t.Errorf("complete %v: JSON search_complete = %v", complete, doc.FindMax["search_complete"])
+		}
+		hasTable := strings.Contains(txt.String(), "SEARCH INCOMPLETE: "+why) && strings.Contains(txt.String(), "max healthy rate: at least 50,000 rec/s")
+		hasHTML := strings.Contains(page.String(), "Search incomplete:</b> "+template.HTMLEscapeString(why)) && strings.Contains(page.String(), "at least 50,000 records/s")
+		if hasTable == complete || hasHTML == complete || (doc.FindMax["incomplete"] == why) == complete {
+			t.Errorf("complete %v: table says incomplete %v, HTML %v, JSON %v\n%s", complete, hasTable, hasHTML, doc.FindMax["incomplete"], txt.String())
+		}
+	}
+}
+
+func TestHostFacts(t *testing.T) {
+	if got := memTotal("MemFree:  10 kB\nMemTotal:       16318268 kB\n"); got != 16318268*1024 {
+		t.Errorf("memTotal %d", got)
+	}
+	if got := memTotal("nothing"); got != 0 {
+		t.Errorf("memTotal of nothing %d", got)
+	}
+	mi := `22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw
+30 22 0:26 / /tmp rw,nosuid shared:5 - tmpfs tmpfs rw
+31 22 259:2 / /data rw - xfs /dev/nvme0n1 rw
+32 31 0:40 / /data/my\040dir rw - btrfs /dev/sdb rw
+`
+	for path, want := range map[string]string{"/tmp/strata-1/node-0": "tmpfs", "/tmp": "tmpfs", "/tmpx/a": "ext4",
+		"/data/x": "xfs", "/data/my dir/n": "btrfs", "/": "ext4"} {
+		if got := mountFSType(mi, path); got != want {
+			t.Errorf("mountFSType(%q) = %q, want %q", path, got, want)
+		}
+	}
+	h := hostFacts(t.TempDir())
+	if h.CPUs < 1 || h.OS == "" || h.DataDir == "" {
+		t.Fatalf("%+v", h)
+	}
+	if runtime.GOOS == "linux" && (h.MemoryBytes <= 0 || h.Kernel == "" || h.DataDirFS == "") {
+		t.Fatalf("linux host facts missing: %+v", h)
+	}
+	if d := h.describe(); !strings.Contains(d, "CPUs") || !strings.Contains(d, h.DataDir) {
+		t.Errorf("describe: %q", d)
 	}
 }

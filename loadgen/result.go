@@ -70,6 +70,13 @@ type Result struct {
 
 // Report is everything a run produced: the JSON file's schema.
 type Report struct {
+	// StrataVersion is the binary's version and revision and StartedAt
+	// when the run began (RFC 3339, UTC): the command fills both in
+	// (cmd/strata), Run leaves them empty.
+	StrataVersion string `json:"strata_version,omitempty"`
+	StartedAt     string `json:"started_at,omitempty"`
+	Host          Host   `json:"host"`
+
 	Config   configJSON `json:"config"`
 	Workload string     `json:"workload"`
 	Target   struct {
@@ -109,7 +116,13 @@ type FindMax struct {
 	MaxHealthyRate float64 `json:"max_healthy_rate"`
 	MaxP99Ms       float64 `json:"max_p99_ms"`
 	MaxErrorRate   float64 `json:"max_error_rate"`
-	Steps          []Step  `json:"steps"`
+	// SearchComplete is false when the search stopped before it had
+	// bracketed the maximum and bisected it BisectSteps times: cut short by
+	// --max-steps or interrupted. MaxHealthyRate is then only a lower bound
+	// (no unhealthy rate seen yet) or a coarse one; Incomplete says which.
+	SearchComplete bool   `json:"search_complete"`
+	Incomplete     string `json:"incomplete,omitempty"`
+	Steps          []Step `json:"steps"`
 }
 
 // Step is one --find-max step.
@@ -182,9 +195,16 @@ func (r *Report) WriteTable(w io.Writer) error {
 			fmt.Fprintf(tw, "%s\t\n", v)
 		}
 		tw.Flush()
+		if !fm.SearchComplete {
+			fmt.Fprintf(&b, "SEARCH INCOMPLETE: %s\n", fm.Incomplete)
+		}
 		if fm.MaxHealthyRate > 0 {
-			fmt.Fprintf(&b, "max healthy rate: %s rec/s (%.1f MB/s); figures below are from that step\n",
-				commas(fm.MaxHealthyRate, 0), fm.MaxHealthyRate*float64(res.RecordBytes)/1e6)
+			bound := ""
+			if !fm.SearchComplete {
+				bound = "at least "
+			}
+			fmt.Fprintf(&b, "max healthy rate: %s%s rec/s (%.1f MB/s); figures below are from that step\n",
+				bound, commas(fm.MaxHealthyRate, 0), fm.MaxHealthyRate*float64(res.RecordBytes)/1e6)
 		} else {
 			fmt.Fprintf(&b, "no step was healthy; figures below are from the last step\n")
 		}

@@ -517,6 +517,11 @@ func runTarget(ctx context.Context, cfg Config) (rep *Report, err error) {
 		rep.Target.Spawned = cfg.Spawn
 	}
 	rep.Target.Brokers = seeds
+	if cluster != nil {
+		rep.Host = hostFacts(cluster.dir)
+	} else {
+		rep.Host = hostFacts("")
+	}
 
 	admin, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ClientID(loadgenClientID+"-admin"))
 	if err != nil {
@@ -582,6 +587,22 @@ func stepHealth(cfg *Config, r *Result) (bool, string) {
 	return true, fmt.Sprintf("p99 %.2f ms, error rate %.4f%%", r.ProduceP99Ms, 100*r.ErrorRate)
 }
 
+// searchIncomplete says why a --find-max search stopped early and what its
+// maximum means then.
+func searchIncomplete(cfg *Config, interrupted bool, runs int, good, bad float64) string {
+	why := fmt.Sprintf("stopped by --max-steps %d", cfg.MaxSteps)
+	if interrupted {
+		why = "interrupted"
+	}
+	why += fmt.Sprintf(" after %d runs", runs)
+	switch {
+	case math.IsInf(bad, 1):
+		return why + fmt.Sprintf(" before any rate was unhealthy: the maximum is above %s rec/s (raise --max-steps or --start-rate)", commas(good, 0))
+	default:
+		return why + fmt.Sprintf(" while bisecting: the maximum lies between %s and %s rec/s", commas(good, 0), commas(bad, 0))
+	}
+}
+
 // findMax ramps the rate (×1.5 from StartRate) until a step is unhealthy,
 // then bisects between the last healthy and the first unhealthy rate for
 // BisectSteps steps; MaxSteps bounds the whole search (retries aside). An
@@ -599,7 +620,8 @@ func findMax(ctx context.Context, cfg *Config, admin *kgo.Client, ti *topicInfo,
 	rate := cfg.StartRate
 	bisected := 0
 	offset := 0.0
-	retry := 0 // runs of rate so far beyond its first
+	retry := 0        // runs of rate so far beyond its first
+	complete := false // the loop ended the search itself (not --max-steps, not ctx)
 	for step := 0; step < cfg.MaxSteps; step++ {
 		if retry > 0 {
 			fmt.Fprintf(logw, "find-max step %d: %s rec/s for %v (retry %d)\n", step+1, commas(rate, 0), cfg.StepDuration, retry)
@@ -647,6 +669,7 @@ func findMax(ctx context.Context, cfg *Config, admin *kgo.Client, ti *topicInfo,
 		}
 		if !math.IsInf(bad, 1) {
 			if bisected >= cfg.BisectSteps {
+				complete = true
 				break
 			}
 			bisected++
@@ -658,10 +681,15 @@ func findMax(ctx context.Context, cfg *Config, admin *kgo.Client, ti *topicInfo,
 			rate *= 1.5
 		}
 		if rate < 1 {
+			complete = true
 			break
 		}
 	}
 	fm.MaxHealthyRate = good
+	fm.SearchComplete = complete && ctx.Err() == nil
+	if !fm.SearchComplete {
+		fm.Incomplete = searchIncomplete(cfg, ctx.Err() != nil, len(fm.Steps), good, bad)
+	}
 	if best == nil {
 		best = last
 	}
