@@ -68,6 +68,13 @@ type Options struct {
 	// (64 MiB with the O_DIRECT backend, off with pwrite, whose page cache
 	// sendfile reads without a copy), < 0 = off.
 	TailCacheBytes int64
+	// MinFreeBytes and MinFreePercent are log.dir.min.free.bytes and
+	// log.dir.min.free.percent: below the smaller of the two (bytes usable
+	// on the data directory's filesystem), produce and topic creation fail
+	// with ErrNoSpace (diskfloor.go). 0 = the default (4 GiB, 5%); < 0 =
+	// off.
+	MinFreeBytes   int64
+	MinFreePercent float64
 	// SyncLog, when set (power-loss tests), is a file to which every
 	// successful sync appends what it made durable (synclog.go).
 	SyncLog string
@@ -105,6 +112,7 @@ type Engine struct {
 	closed bool
 
 	offline atomic.Pointer[error]
+	floor   diskFloor // the free-space floor (diskfloor.go)
 
 	fl flushPipeline // the flush workers and the coordinator (flusher.go)
 
@@ -187,7 +195,10 @@ func Open(opts Options) (*Engine, error) {
 		e.io.close()
 		return nil, err
 	}
+	e.floor.set(opts.MinFreeBytes, opts.MinFreePercent)
+	e.checkFloor(e.nowMs())
 	e.startFlusher()
+	e.kickFlusher() // the coordinator's first pass schedules the floor's checks
 	e.startMaintenance(opts)
 	return e, nil
 }
@@ -600,6 +611,9 @@ func (e *Engine) createTopic(name string, id [16]byte, partitions int32, configs
 	if err != nil {
 		return nil, err
 	}
+	if err := e.noSpace(name); err != nil && hosted == nil {
+		return nil, err // replicas the controller assigns are not refused (diskfloor.go)
+	}
 	overrides := maps.Clone(configs)
 	if overrides == nil {
 		overrides = map[string]string{}
@@ -779,6 +793,9 @@ func (e *Engine) CreatePartitions(name string, total int32) error {
 	defer e.adminMu.Unlock()
 	t, cur, err := e.growableTopic(name, total)
 	if err != nil {
+		return err
+	}
+	if err := e.noSpace(name); err != nil {
 		return err
 	}
 	added, err := e.createLogs(t, cur, total)

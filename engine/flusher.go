@@ -574,8 +574,9 @@ func (e *Engine) complete(j *flushJob, ok bool) {
 }
 
 // runCoordinator is the Engine's clock goroutine (started by Open, stopped
-// by Close): it queues write-caching logs whose flush.ms passed and writes
-// the recovery-point checkpoint at most every checkpointIntervalMs.
+// by Close): it queues write-caching logs whose flush.ms passed, writes
+// the recovery-point checkpoint at most every checkpointIntervalMs and
+// checks the free-space floor every floorCheckMs.
 func (e *Engine) runCoordinator() {
 	p := &e.fl
 	defer close(p.done)
@@ -593,6 +594,9 @@ func (e *Engine) runCoordinator() {
 		now := e.nowMs()
 		var next int64
 		deferred, next = e.queueDueLogs(deferred, now)
+		if due := e.floorDue(now); due >= 0 && (next < 0 || due < next) {
+			next = due // the free-space floor's statfs (diskfloor.go)
+		}
 		if p.ckptDirty.Load() && e.Offline() == nil {
 			if due := lastCkptMs + checkpointIntervalMs; now >= due {
 				p.ckptDirty.Store(false)

@@ -234,6 +234,9 @@ func (l *Log) appendBatches(batches []byte, leaderEpoch int32, m *txnMarker) (Ap
 		}
 	}
 	n := int64(len(batches))
+	if err := l.e.noSpace(l.topic); err != nil && m == nil {
+		return AppendInfo{}, err // below the free-space floor (diskfloor.go)
+	}
 
 	l.mu.Lock()
 	if l.closed {

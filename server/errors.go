@@ -43,6 +43,11 @@ var errCodes = []struct {
 	// Out of descriptors, memory or space while creating a partition or a
 	// segment: that request fails (retriable), the directory stays online.
 	{engine.ErrResource, kerr.KafkaStorageError.Code},
+	// Below the free-space floor (log.dir.min.free.bytes): produce and
+	// topic creation are refused until space returns; retriable, and the
+	// code Kafka uses for its log directory's disk (docs/reliability.md,
+	// "Disk full").
+	{engine.ErrNoSpace, kerr.KafkaStorageError.Code},
 	{context.DeadlineExceeded, kerr.RequestTimedOut.Code},
 }
 

@@ -1,35 +1,12 @@
 package main
 
 import (
-	"errors"
-	"flag"
 	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
-
-// parseInterspersed parses fs over args, accepting flags before, between
-// and after positional arguments, and returns the positional ones.
-// --brokers (*brokers, read after parsing) is required.
-func parseInterspersed(fs *flag.FlagSet, args []string, brokers *string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		pos = append(pos, fs.Arg(0))
-		args = fs.Args()[1:]
-	}
-	if *brokers == "" {
-		return nil, errors.New("--brokers is required")
-	}
-	return pos, nil
-}
 
 // splitSeeds turns "--brokers a,b, c" into its non-empty addresses.
 func splitSeeds(brokers string) []string {

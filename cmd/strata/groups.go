@@ -29,22 +29,51 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-const groupsUsage = `Usage:
-  strata groups list --brokers host:port [--state STATE ...]
-  strata groups describe GROUP ... --brokers host:port
-  strata groups reset-offsets GROUP --brokers host:port --topic T [--partitions 0,1,...]
-        (--to-earliest | --to-latest | --to-datetime 2006-01-02T15:04:05Z | --to-offset N) [--execute]
+const groupsAbout = `Consumer-group administration against any Kafka-compatible cluster.
+Every verb takes --brokers (default: $STRATA_BROKERS, else 127.0.0.1:9092)
+and --timeout.`
 
-describe prints per partition the committed offset, log start, end, lag in
-records and time, and the retention cliff (time until the oldest unconsumed
-record falls off retention.ms). reset-offsets prints the new offsets and
-commits them only with --execute; the group must have no members (stop its
-consumers first), as in Kafka.
-`
-
-func runGroups(args []string) error {
-	return groupsMain(args, os.Stdout, os.Stderr, time.Now)
+// groupsVerbs are the groups verbs and their help.
+var groupsVerbs = []verbDoc{
+	{"list", "list groups and their states", cmdDoc{name: "groups list", usage: "strata groups list [--state STATE ...]",
+		about: "Prints each group's name, state and protocol type. --state keeps only groups in that\n" +
+			"state (repeatable; one of " + strings.Join(groupStates, ", ") + ",\n" +
+			"in any case, as Kafka's tools accept)."}},
+	{"describe", "per-partition offsets, lag and retention cliff", cmdDoc{name: "groups describe", usage: "strata groups describe GROUP ...",
+		about: "Prints per partition the committed offset, log start, end, lag in records and time, and\n" +
+			"the retention cliff: the time until the oldest unconsumed record falls off retention.ms\n" +
+			"(LOST when the committed offset is below the log start already)."}},
+	{"reset-offsets", "move a group's committed offsets", cmdDoc{name: "groups reset-offsets",
+		usage: "strata groups reset-offsets GROUP --topic T [--partitions 0,1,...]\n" +
+			"    (--to-earliest | --to-latest | --to-datetime 2006-01-02T15:04:05Z | --to-offset N) [--execute]",
+		about: "Prints the new offsets, and commits them only with --execute. The group must have no\n" +
+			"members (stop its consumers first), as in Kafka."}},
 }
+
+// groupStates are Kafka's group states (GroupState: the classic protocol's
+// and KIP-848's), as ListGroups' StatesFilter takes them.
+var groupStates = []string{"Empty", "Stable", "PreparingRebalance", "CompletingRebalance", "Dead", "Assigning", "Reconciling"}
+
+// canonicalStates maps --state values, in any case, to Kafka's spelling.
+func canonicalStates(in []string) ([]string, error) {
+	out := make([]string, 0, len(in))
+	for _, v := range in {
+		found := ""
+		for _, st := range groupStates {
+			if strings.EqualFold(strings.TrimSpace(v), st) {
+				found = st
+			}
+		}
+		if found == "" {
+			return nil, fmt.Errorf("--state %q: not a group state (%s)", v, strings.Join(groupStates, ", "))
+		}
+		out = append(out, found)
+	}
+	return out, nil
+}
+
+// timeNow is the wall clock the shell passes to describe.
+var timeNow = time.Now
 
 type groupsFlags struct {
 	fs         *flag.FlagSet
@@ -60,29 +89,23 @@ type groupsFlags struct {
 	execute    bool
 }
 
-func newGroupsFlags(sub string, stderr io.Writer) *groupsFlags {
-	f := &groupsFlags{fs: flag.NewFlagSet("strata groups "+sub, flag.ContinueOnError), offset: -1}
-	f.fs.SetOutput(stderr)
-	f.fs.Usage = func() { fmt.Fprint(stderr, groupsUsage) }
-	f.fs.StringVar(&f.brokers, "brokers", "", "seed brokers, host:port[,host:port...] (required)")
+func newGroupsFlags(v verbDoc) *groupsFlags {
+	f := &groupsFlags{fs: flag.NewFlagSet("strata groups "+v.verb, flag.ContinueOnError), offset: -1}
+	f.fs.StringVar(&f.brokers, "brokers", "", brokersHelp)
 	f.fs.DurationVar(&f.timeout, "timeout", 30*time.Second, "how long to wait for the cluster")
-	switch sub {
+	switch v.verb {
 	case "list":
-		f.fs.Var(&f.states, "state", "only groups in this state (repeatable)")
+		f.fs.Var(&f.states, "state", "only groups in this `state` (repeatable)")
 	case "reset-offsets":
 		f.fs.StringVar(&f.topic, "topic", "", "topic whose offsets to reset (required)")
 		f.fs.StringVar(&f.partitions, "partitions", "", "comma-separated partitions (default: all)")
 		f.fs.BoolVar(&f.earliest, "to-earliest", false, "reset to the log start offset")
 		f.fs.BoolVar(&f.latest, "to-latest", false, "reset to the end offset")
-		f.fs.StringVar(&f.datetime, "to-datetime", "", "reset to the first offset at or after this RFC 3339 time")
-		f.fs.Int64Var(&f.offset, "to-offset", -1, "reset to this offset (clamped to [start, end])")
+		f.fs.StringVar(&f.datetime, "to-datetime", "", "reset to the first offset at or after this RFC 3339 `time`")
+		f.fs.Int64Var(&f.offset, "to-offset", -1, "reset to this `offset` (clamped to [start, end])")
 		f.fs.BoolVar(&f.execute, "execute", false, "commit the new offsets (default: only print them)")
 	}
 	return f
-}
-
-func (f *groupsFlags) parse(args []string) ([]string, error) {
-	return parseInterspersed(f.fs, args, &f.brokers)
 }
 
 func (f *groupsFlags) seeds() []string { return splitSeeds(f.brokers) }
@@ -92,21 +115,22 @@ func (f *groupsFlags) client() (*kadm.Client, *kgo.Client, error) {
 }
 
 func groupsMain(args []string, stdout, stderr io.Writer, now func() time.Time) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(stderr, groupsUsage)
-		if len(args) == 0 {
-			return errors.New("missing subcommand")
-		}
-		return nil
+	return groupsMainEnv(args, stdout, stderr, now, os.Getenv)
+}
+
+func groupsMainEnv(args []string, stdout, stderr io.Writer, now func() time.Time, getenv func(string) string) error {
+	v, ok, err := dispatchVerb("groups", groupsAbout, groupsVerbs, args, stdout)
+	if !ok {
+		return err
 	}
-	sub := args[0]
-	f := newGroupsFlags(sub, stderr)
-	pos, err := f.parse(args[1:])
-	if errors.Is(err, flag.ErrHelp) {
-		return nil
-	}
+	f := newGroupsFlags(v)
+	pos, err := parseFlags(f.fs, args[1:], v.doc, true, stdout)
 	if err != nil {
 		return err
+	}
+	f.brokers = resolveBrokers(f.brokers, getenv)
+	if err := groupsCheckArgs(f, v.verb, pos); err != nil {
+		return asUsage(v.doc, err)
 	}
 	adm, cl, err := f.client()
 	if err != nil {
@@ -115,22 +139,56 @@ func groupsMain(args []string, stdout, stderr io.Writer, now func() time.Time) e
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
 	defer cancel()
-	switch sub {
+	switch v.verb {
 	case "list":
 		return groupsList(ctx, adm, f, stdout)
+	case "describe":
+		return groupsDescribe(ctx, adm, f.seeds(), pos, stdout, now())
+	default:
+		return groupsReset(ctx, adm, f, pos[0], stdout)
+	}
+}
+
+// groupsCheckArgs checks what can be checked before connecting, and
+// spells --state values as Kafka does.
+func groupsCheckArgs(f *groupsFlags, verb string, pos []string) error {
+	switch verb {
+	case "list":
+		if len(pos) != 0 {
+			return fmt.Errorf("list takes no arguments, got %q", pos)
+		}
+		states, err := canonicalStates(f.states)
+		if err != nil {
+			return err
+		}
+		f.states = states
 	case "describe":
 		if len(pos) == 0 {
 			return errors.New("describe: name at least one group")
 		}
-		return groupsDescribe(ctx, adm, f.seeds(), pos, stdout, now())
 	case "reset-offsets":
 		if len(pos) != 1 {
 			return errors.New("reset-offsets: name exactly one group")
 		}
-		return groupsReset(ctx, adm, f, pos[0], stdout)
+		if f.topic == "" {
+			return errors.New("reset-offsets: --topic is required")
+		}
+		modes := 0
+		for _, b := range []bool{f.earliest, f.latest, f.datetime != "", f.offset >= 0} {
+			if b {
+				modes++
+			}
+		}
+		if modes != 1 {
+			return errors.New("reset-offsets: give exactly one of --to-earliest, --to-latest, --to-datetime, --to-offset")
+		}
+		if f.datetime != "" {
+			if _, err := time.Parse(time.RFC3339, f.datetime); err != nil {
+				return fmt.Errorf("--to-datetime: %w", err)
+			}
+		}
 	}
-	fmt.Fprint(stderr, groupsUsage)
-	return fmt.Errorf("unknown subcommand %q", sub)
+	return nil
 }
 
 func groupsList(ctx context.Context, adm *kadm.Client, f *groupsFlags, w io.Writer) error {
@@ -347,18 +405,6 @@ func firstTimestamps(ctx context.Context, seeds []string, at map[string]map[int3
 }
 
 func groupsReset(ctx context.Context, adm *kadm.Client, f *groupsFlags, groupID string, w io.Writer) error {
-	if f.topic == "" {
-		return errors.New("reset-offsets: --topic is required")
-	}
-	modes := 0
-	for _, b := range []bool{f.earliest, f.latest, f.datetime != "", f.offset >= 0} {
-		if b {
-			modes++
-		}
-	}
-	if modes != 1 {
-		return errors.New("reset-offsets: give exactly one of --to-earliest, --to-latest, --to-datetime, --to-offset")
-	}
 	ds, err := adm.DescribeGroups(ctx, groupID)
 	if err != nil {
 		return err

@@ -10,14 +10,16 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/stratalog/strata/loadgen"
 	"github.com/stratalog/strata/record"
 )
 
-const loadgenUsage = `Usage: strata loadgen [flags]
-
-Generates a Kafka workload against --brokers (any Kafka-compatible cluster)
+// loadgenDoc is `strata loadgen --help`'s text.
+var loadgenDoc = cmdDoc{name: "loadgen",
+	usage: "strata loadgen (--brokers host:port,... | --spawn N) [--rate R] [--duration D] [--json F] [--report F.html] [flags]",
+	about: `Generates a Kafka workload against --brokers (any Kafka-compatible cluster)
 or --spawn N local strata brokers, and reports throughput and latency:
 produce latency from each record's scheduled send time to its ack, and
 end-to-end latency to the consumer's poll (--consumers).
@@ -27,24 +29,19 @@ Examples:
   strata loadgen --brokers kafka1:9092 --engine native --keys 10000 --key-dist hot --consumers 2
   strata loadgen --spawn 1 --find-max --max-p99 15ms --step-duration 10s
   strata loadgen --spawn 1 --engine native --find-max --compare-blackhole --profile broker.pprof
-  strata loadgen --spawn 1 --rate 50000 --duration 30s --warmup 5s --compare-device
-
-Flags:
-`
+  strata loadgen --spawn 1 --rate 50000 --duration 30s --warmup 5s --compare-device`}
 
 // runLoadgen is `strata loadgen`: parse flags, run, print the table and
-// write the JSON and HTML files.
-func runLoadgen(args []string) error {
-	cfg, out, err := parseLoadgenFlags(args, os.Stderr)
+// write the JSON and HTML files. started is when the run began (the JSON's
+// started_at).
+func runLoadgen(args []string, stdout, stderr io.Writer, started time.Time) error {
+	cfg, out, err := parseLoadgenFlags(args, stdout)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
 		return err
 	}
-	cfg.Log = os.Stderr
-	if out.progress || isTerminal(os.Stderr) {
-		cfg.Progress = os.Stderr
+	cfg.Log = stderr
+	if out.progress || isTerminal(os.Stderr) && stderr == io.Writer(os.Stderr) {
+		cfg.Progress = stderr
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -52,25 +49,27 @@ func runLoadgen(args []string) error {
 	if rep == nil {
 		return runErr
 	}
+	rep.StrataVersion = strings.TrimPrefix(buildVersion(), "strata ")
+	rep.StartedAt = started.UTC().Format(time.RFC3339)
 	var errs []error
 	if runErr != nil {
 		errs = append(errs, runErr)
 	}
-	if err := rep.WriteTable(os.Stdout); err != nil {
+	if err := rep.WriteTable(stdout); err != nil {
 		errs = append(errs, err)
 	}
 	if out.json != "" {
 		if err := rep.WriteJSONFile(out.json); err != nil {
 			errs = append(errs, fmt.Errorf("--json: %w", err))
 		} else {
-			fmt.Fprintf(os.Stderr, "wrote %s\n", out.json)
+			fmt.Fprintf(stderr, "wrote %s\n", out.json)
 		}
 	}
 	if out.report != "" {
 		if err := rep.WriteHTMLFile(out.report); err != nil {
 			errs = append(errs, fmt.Errorf("--report: %w", err))
 		} else {
-			fmt.Fprintf(os.Stderr, "wrote %s\n", out.report)
+			fmt.Fprintf(stderr, "wrote %s\n", out.report)
 		}
 	}
 	return errors.Join(errs...)
@@ -81,16 +80,20 @@ type loadgenOutputs struct {
 	progress     bool
 }
 
-// parseLoadgenFlags maps the command line onto a loadgen.Config.
-func parseLoadgenFlags(args []string, usageOut io.Writer) (loadgen.Config, loadgenOutputs, error) {
+// parseLoadgenFlags maps the command line onto a loadgen.Config. --help
+// writes to helpOut; mistakes are usageErrors.
+func parseLoadgenFlags(args []string, helpOut io.Writer) (loadgen.Config, loadgenOutputs, error) {
+	cfg, out, err := parseLoadgenFlagSet(args, helpOut)
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		err = asUsage(loadgenDoc, err)
+	}
+	return cfg, out, err
+}
+
+func parseLoadgenFlagSet(args []string, helpOut io.Writer) (loadgen.Config, loadgenOutputs, error) {
 	cfg := loadgen.DefaultConfig()
 	var out loadgenOutputs
 	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
-	fs.SetOutput(usageOut)
-	fs.Usage = func() {
-		fmt.Fprint(usageOut, loadgenUsage)
-		fs.PrintDefaults()
-	}
 	brokers := fs.String("brokers", "", "comma-separated host:port list of the cluster to load")
 	fs.IntVar(&cfg.Spawn, "spawn", 0, "start this many local strata brokers on 127.0.0.1 for the run (N>1: one cluster, 3 controller voters)")
 	fs.Int64Var(&cfg.SpawnSegmentBytes, "spawn-segment-bytes", 0, "log.segment.bytes of spawned brokers (0 = the broker default)")
@@ -137,11 +140,12 @@ func parseLoadgenFlags(args []string, usageOut io.Writer) (loadgen.Config, loadg
 	fs.StringVar(&out.json, "json", "", "write the configuration, results and timeline as JSON to this file")
 	fs.StringVar(&out.report, "report", "", "write a self-contained HTML report with charts to this file")
 	fs.BoolVar(&out.progress, "progress", false, "print a progress line every second even when stderr is not a terminal")
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseFlags(fs, args, loadgenDoc, false, helpOut)
+	if err != nil {
 		return cfg, out, err
 	}
-	if fs.NArg() > 0 {
-		return cfg, out, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	if len(pos) > 0 {
+		return cfg, out, fmt.Errorf("unexpected arguments: %v", pos)
 	}
 	if *brokers != "" {
 		for _, b := range strings.Split(*brokers, ",") {
@@ -158,7 +162,6 @@ func parseLoadgenFlags(args []string, usageOut io.Writer) (loadgen.Config, loadg
 		return cfg, out, fmt.Errorf("--replication-factor %d out of range", *rf)
 	}
 	cfg.ReplicationFactor = int16(*rf)
-	var err error
 	if cfg.Acks, err = loadgen.ParseAcks(*acks); err != nil {
 		return cfg, out, fmt.Errorf("--acks: %w", err)
 	}

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"flag"
 	"io"
 	"os"
 	"os/exec"
@@ -50,11 +52,16 @@ func TestParseLoadgenFlags(t *testing.T) {
 	if err != nil || !cfg.CompareDevice || cfg.DeviceProbeBytes != 16<<20 {
 		t.Fatalf("--compare-device: %+v, %v", cfg, err)
 	}
+	if _, _, err := parseLoadgenFlags([]string{"--help"}, io.Discard); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("--help: %v", err)
+	}
 	for _, bad := range []string{"", "--spawn 1 --acks 2", "--brokers x:1 --compare-device", "--spawn 1 --compare-device --compare-device-bytes 4096", "--spawn 1 --compression brotli", "--spawn 1 --brokers x:1",
 		"--spawn 1 --key-dist pareto", "--spawn 1 stray", "--spawn 1 --find-max --step-retries 9", "--spawn 1 --partitions 0",
 		"--brokers x:1 --compare-blackhole", "--brokers x:1 --profile p"} {
 		if _, _, err := parseLoadgenFlags(strings.Fields(bad), io.Discard); err == nil {
 			t.Errorf("%q accepted", bad)
+		} else if ue := (*usageError)(nil); !errors.As(err, &ue) {
+			t.Errorf("%q: %v is not a usage error (exit 2)", bad, err)
 		}
 	}
 }
@@ -90,11 +97,20 @@ func TestLoadgenCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	var doc struct {
-		Config map[string]any `json:"config"`
-		Result map[string]any `json:"result"`
+		StrataVersion string         `json:"strata_version"`
+		StartedAt     string         `json:"started_at"`
+		Host          loadgen.Host   `json:"host"`
+		Config        map[string]any `json:"config"`
+		Result        map[string]any `json:"result"`
 	}
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		t.Fatal(err)
+	}
+	started, err := time.Parse(time.RFC3339, doc.StartedAt)
+	if !strings.Contains(doc.StrataVersion, "revision ") || err != nil || !strings.HasSuffix(doc.StartedAt, "Z") ||
+		started.After(time.Now()) || doc.Host.CPUs < 1 || doc.Host.MemoryBytes <= 0 || doc.Host.Kernel == "" ||
+		doc.Host.DataDir == "" || doc.Host.DataDirFS == "" {
+		t.Fatalf("version %q, started_at %q (%v), host %+v", doc.StrataVersion, doc.StartedAt, err, doc.Host)
 	}
 	if doc.Config["engine"] != "native" || doc.Config["rate"] != 1000.0 || doc.Result["records_acked"] != 1500.0 ||
 		doc.Result["records_consumed"] != 1500.0 || doc.Result["records_failed"] != 0.0 {

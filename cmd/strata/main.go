@@ -1,51 +1,68 @@
 // Command strata is the one Strata binary: a Kafka-compatible broker
-// (`strata serve`) and, as later issues land, its load generator and
-// capacity planner.
+// (`strata serve`), its load generator, capacity planner and admin
+// commands.
 package main
 
 import (
 	"fmt"
+	"io"
 	"os"
+	"strings"
 )
 
 const usage = `strata — a Kafka-compatible, replicated, partitioned commit log
 
 Usage:
-  strata serve [--listen host:port] [--data-dir DIR] [--node-id N] [--config FILE]
+  strata serve [--listen host:port] [--data-dir DIR] [--node-id N] [--config FILE] ...
+  strata topics create|list|describe|delete|alter-config ... [--brokers host:port,...]
+  strata groups list|describe|reset-offsets ... [--brokers host:port,...]
   strata loadgen (--brokers host:port,... | --spawn N) [--rate R] [--duration D] [--json F] [--report F.html] ...
-  strata topics create|list|describe|delete|alter-config ... --brokers host:port
-  strata groups list|describe|reset-offsets ... --brokers host:port
-  strata plan  [--preset reference] [--rate N --peak-rate N ...] [--calibrate result.json] [--json FILE]
+  strata plan [--preset reference] [--rate N --peak-rate N ...] [--calibrate result.json] [--json FILE]
+  strata version
 
-Run "strata serve --help" for the flags of a command.
+The admin commands (topics, groups) take their brokers from --brokers, else
+$STRATA_BROKERS, else 127.0.0.1:9092.
+
+Run "strata COMMAND --help" for a command's flags ("strata help COMMAND"
+does the same). Exit status: 0 success, 1 the command failed, 2 a mistake on
+the command line.
 `
 
 func main() {
-	if len(os.Args) < 2 {
-		fmt.Fprint(os.Stderr, usage)
-		os.Exit(2)
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run is the whole command line: it returns the exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	cmd, rest := args[0], args[1:]
+	if cmd == "help" && len(rest) > 0 { // strata help COMMAND [VERB]
+		cmd, rest = rest[0], append(rest[1:], "--help")
 	}
 	var err error
-	switch os.Args[1] {
+	switch cmd {
 	case "serve":
-		err = runServe(os.Args[2:])
+		err = runServe(rest)
 	case "loadgen":
-		err = runLoadgen(os.Args[2:])
+		err = runLoadgen(rest, stdout, stderr, timeNow())
 	case "plan":
-		err = runPlan(os.Args[2:])
+		err = planMain(rest, stdout, stderr)
 	case "topics":
-		err = runTopics(os.Args[2:])
+		err = topicsMain(rest, stdout, stderr)
 	case "groups":
-		err = runGroups(os.Args[2:])
-	case "-h", "--help", "help":
-		fmt.Print(usage)
-		return
+		err = groupsMain(rest, stdout, stderr, timeNow)
+	case "version", "--version", "-version":
+		err = runVersion(rest, stdout)
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return 0
 	default:
-		fmt.Fprintf(os.Stderr, "strata: unknown command %q\n\n%s", os.Args[1], usage)
-		os.Exit(2)
+		fmt.Fprintf(stderr, "strata: unknown command %q\nUsage: strata %s ...\nRun \"strata --help\" for the commands.\n",
+			cmd, strings.Join([]string{"serve", "topics", "groups", "loadgen", "plan", "version"}, "|"))
+		return 2
 	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "strata %s: %v\n", os.Args[1], err)
-		os.Exit(1)
-	}
+	return exitCode(cmd, err, stderr)
 }

@@ -15,28 +15,31 @@ import (
 	"github.com/stratalog/strata/perf"
 )
 
-// runPlan is `strata plan`: a capacity plan with its arithmetic.
-func runPlan(args []string) error {
-	return planMain(args, os.Stdout, os.Stderr)
-}
+// planDoc is `strata plan --help`'s text.
+var planDoc = cmdDoc{name: "plan",
+	usage: "strata plan (--preset reference | --rate N) [--peak-rate N] [--record-bytes B] [--rf R] ... [--calibrate result.json] [--json FILE]",
+	about: "Sizes a Kafka-compatible cluster for a workload and prints every formula with its arithmetic.\n" +
+		"Units: " + perf.UnitsNote + ".\n\n" +
+		"Exit status: 0 when the plan adds up (WARN and NOTE lines do not change it), 1 when it\n" +
+		"prints an ERROR line (the plan does not add up; the text and --json are still written),\n" +
+		"2 for a mistake on the command line. --strict is accepted for old scripts and changes\n" +
+		"nothing: an ERROR always exits 1 now."}
 
-// errPlanDoesNotAddUp is returned under --strict when the plan has errors.
-var errPlanDoesNotAddUp = errors.New("the plan does not add up (see the errors above)")
+// errPlanDoesNotAddUp is returned when the plan has an ERROR line.
+var errPlanDoesNotAddUp = errors.New("the plan does not add up (see the ERROR lines above)")
 
 func planMain(args []string, stdout, stderr io.Writer) error {
 	pf := newPlanFlags(stderr)
-	if err := pf.fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+	pos, err := parseFlags(pf.fs, args, planDoc, false, stdout)
+	if err != nil {
 		return err
 	}
-	if pf.fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", pf.fs.Args())
+	if len(pos) > 0 {
+		return usagef(planDoc, "unexpected arguments %q", pos)
 	}
 	w, info, err := pf.workload()
 	if err != nil {
-		return err
+		return asUsage(planDoc, err)
 	}
 	rep, err := perf.Plan(w)
 	if err != nil {
@@ -60,11 +63,9 @@ func planMain(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	if pf.strict {
-		for _, wn := range rep.Warnings {
-			if wn.Severity == perf.SeverityError {
-				return errPlanDoesNotAddUp
-			}
+	for _, wn := range rep.Warnings {
+		if wn.Severity == perf.SeverityError {
+			return errPlanDoesNotAddUp
 		}
 	}
 	return nil
@@ -91,16 +92,10 @@ func newPlanFlags(stderr io.Writer) *planFlags {
 	}
 	fs := pf.fs
 	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: strata plan [--preset reference] [flags]\n\n"+
-			"Sizes a Kafka-compatible cluster for a workload and prints every formula with its arithmetic.\n"+
-			"Units: %s.\n\nFlags:\n", perf.UnitsNote)
-		fs.PrintDefaults()
-	}
 	fs.StringVar(&pf.preset, "preset", "", "start from a named workload: "+strings.Join(perf.PresetNames(), ", ")+"; other flags override it")
 	fs.StringVar(&pf.calFile, "calibrate", "", "take per-broker limits from a loadgen --json result `file`")
 	fs.StringVar(&pf.jsonPath, "json", "", "also write the whole plan as JSON to `file`")
-	fs.BoolVar(&pf.strict, "strict", false, "exit non-zero when the plan does not add up (any ERROR)")
+	fs.BoolVar(&pf.strict, "strict", false, "kept for old scripts; no effect: a plan with an ERROR line always exits 1")
 
 	type W = perf.Workload
 	bind(pf, "rate", "sustained record rate, records/s (required unless --preset)", func(w *W) *float64 { return &w.SustainedRecordsPerSec }, newFloat)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"flag"
 	"math"
 	"os"
 	"path/filepath"
@@ -104,19 +105,21 @@ func TestPlanFlagErrors(t *testing.T) {
 	if err := planMain([]string{"--rate", "1", "extra"}, &out, &errOut); err == nil {
 		t.Error("positional argument accepted")
 	}
-	if err := planMain([]string{"--help"}, &out, &errOut); err != nil || !strings.Contains(errOut.String(), "-calibrate") {
-		t.Errorf("--help: %v, %q", err, errOut.String())
+	out.Reset()
+	if err := planMain([]string{"--help"}, &out, &errOut); !errors.Is(err, flag.ErrHelp) || !strings.Contains(out.String(), "-calibrate") {
+		t.Errorf("--help: %v, %q", err, out.String())
 	}
 }
 
 // The reference preset end to end: text with every step re-computable,
-// the figures in it, JSON beside it, and --strict failing.
+// the figures in it, JSON beside it, and the command failing
+// because the plan has ERROR lines (with or without --strict).
 func TestPlanReferenceOutput(t *testing.T) {
 	jsonPath := filepath.Join(t.TempDir(), "plan.json")
 	var out, errOut bytes.Buffer
 	err := planMain([]string{"--preset", "reference", "--json", jsonPath}, &out, &errOut)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, errOut.String())
+	if !errors.Is(err, errPlanDoesNotAddUp) {
+		t.Fatalf("the reference plan has ERROR lines: got %v\n%s", err, errOut.String())
 	}
 	text := out.String()
 	for _, want := range []string{
@@ -154,12 +157,18 @@ func TestPlanReferenceOutput(t *testing.T) {
 	if err := planMain([]string{"--preset", "reference", "--strict"}, &out, &errOut); !errors.Is(err, errPlanDoesNotAddUp) {
 		t.Errorf("--strict on the reference plan: %v", err)
 	}
+	if code, _, errText := runCLI("plan", "--preset", "reference"); code != 1 || !strings.Contains(errText, "does not add up") {
+		t.Errorf("strata plan --preset reference: exit %d, %q", code, errText)
+	}
 	// Enough brokers, disks and tiering, compression that makes the
 	// quoted 240 MB/s true: the plan adds up.
 	out.Reset()
 	args := []string{"--preset", "reference", "--strict", "--hot-window", "12h", "--compression-ratio", "2.56"}
 	if err := planMain(args, &out, &errOut); err != nil {
 		t.Errorf("%q: %v\n%s", args, err, out.String())
+	}
+	if code, text, _ := runCLI(append([]string{"plan"}, args[0], args[1], args[3], args[4], args[5], args[6])...); code != 0 || strings.Contains(text, "ERROR") {
+		t.Errorf("a plan that adds up, without --strict: exit %d\n%s", code, text)
 	}
 }
 
@@ -205,8 +214,8 @@ func TestPlanCalibrate(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out, errOut bytes.Buffer
-	if err := planMain([]string{"--preset", "reference", "--calibrate", result}, &out, &errOut); err != nil {
-		t.Fatal(err)
+	if err := planMain([]string{"--preset", "reference", "--calibrate", result}, &out, &errOut); !errors.Is(err, errPlanDoesNotAddUp) {
+		t.Fatal(err) // the reference preset's claimed figure stays wrong
 	}
 	text := out.String()
 	for _, want := range []string{

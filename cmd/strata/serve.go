@@ -37,7 +37,7 @@ func runServe(args []string) error {
 	blackhole := fs.Bool("blackhole", false, "benchmark baseline: acknowledge produce requests without storing them")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile (pprof) of the whole run to this file at shutdown")
 	memProfile := fs.String("memprofile", "", "write an allocation profile (pprof allocs: every allocation since start, sampled) to this file at shutdown")
-	if err := fs.Parse(args); err != nil {
+	if _, err := parseFlags(fs, args, serveDoc, false, os.Stdout); err != nil { // cli.go: --help exits 0
 		return err
 	}
 	var level slog.Level

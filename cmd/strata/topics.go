@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"flag"
 	"fmt"
@@ -23,21 +24,29 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-const topicsUsage = `Usage:
-  strata topics create NAME --brokers host:port [--partitions N] [--replication-factor R] [--config key=value ...] [--if-not-exists]
-  strata topics list --brokers host:port [--internal]
-  strata topics describe [NAME ...] --brokers host:port
-  strata topics delete NAME ... --brokers host:port
-  strata topics alter-config NAME --brokers host:port [--set key=value ...] [--delete key ...] [--validate-only]
+const topicsAbout = `Topic administration against any Kafka-compatible cluster (Strata, Kafka,
+Redpanda). Every verb takes --brokers (default: $STRATA_BROKERS, else
+127.0.0.1:9092) and --timeout.`
 
---brokers takes a comma-separated seed list. --partitions and
---replication-factor default to -1: the cluster's num.partitions and
-default.replication.factor. alter-config changes only the keys named
-(IncrementalAlterConfigs); every other override stays.
-`
-
-func runTopics(args []string) error {
-	return topicsMain(args, os.Stdout, os.Stderr)
+// topicsVerbs are the topics verbs and their help.
+var topicsVerbs = []verbDoc{
+	{"create", "create a topic", cmdDoc{name: "topics create",
+		usage: "strata topics create NAME [--partitions N] [--replication-factor R] [--config key=value ...] [--if-not-exists]",
+		about: "Creates topic NAME. --partitions and --replication-factor default to -1: the cluster's\n" +
+			"num.partitions and default.replication.factor. Prints the topic id as Kafka does\n" +
+			"(URL-safe base64 without padding)."}},
+	{"list", "list topic names", cmdDoc{name: "topics list", usage: "strata topics list [--internal]",
+		about: "Prints one topic name a line, sorted."}},
+	{"describe", "partitions, leaders, replicas, offsets and overrides", cmdDoc{name: "topics describe", usage: "strata topics describe [NAME ...]",
+		about: "Prints each topic (all of them when none is named): its id, partition count, replication\n" +
+			"factor and config overrides, then per partition the leader, replicas, ISR, log start\n" +
+			"offset and high watermark."}},
+	{"delete", "delete topics", cmdDoc{name: "topics delete", usage: "strata topics delete NAME ...",
+		about: "Deletes the named topics and their data."}},
+	{"alter-config", "set or remove topic config overrides", cmdDoc{name: "topics alter-config",
+		usage: "strata topics alter-config NAME [--set key=value ...] [--delete key ...] [--validate-only]",
+		about: "Changes only the keys named (IncrementalAlterConfigs); every other override stays.\n" +
+			"--delete removes an override, so the key falls back to the broker's default."}},
 }
 
 // multiFlag collects a repeatable flag.
@@ -49,6 +58,7 @@ func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 // topicsFlags are the flags of every topics subcommand (each uses a subset).
 type topicsFlags struct {
 	fs           *flag.FlagSet
+	doc          cmdDoc
 	brokers      string
 	timeout      time.Duration
 	partitions   int
@@ -61,31 +71,24 @@ type topicsFlags struct {
 	validateOnly bool
 }
 
-func newTopicsFlags(sub string, stderr io.Writer) *topicsFlags {
-	f := &topicsFlags{fs: flag.NewFlagSet("strata topics "+sub, flag.ContinueOnError)}
-	f.fs.SetOutput(stderr)
-	f.fs.Usage = func() { fmt.Fprint(stderr, topicsUsage) }
-	f.fs.StringVar(&f.brokers, "brokers", "", "seed brokers, host:port[,host:port...] (required)")
+func newTopicsFlags(v verbDoc) *topicsFlags {
+	f := &topicsFlags{fs: flag.NewFlagSet("strata topics "+v.verb, flag.ContinueOnError), doc: v.doc}
+	f.fs.StringVar(&f.brokers, "brokers", "", brokersHelp)
 	f.fs.DurationVar(&f.timeout, "timeout", 30*time.Second, "how long to wait for the cluster")
-	switch sub {
+	switch v.verb {
 	case "create":
 		f.fs.IntVar(&f.partitions, "partitions", -1, "partitions (-1: the broker's num.partitions)")
 		f.fs.IntVar(&f.replication, "replication-factor", -1, "replicas per partition (-1: default.replication.factor)")
-		f.fs.Var(&f.configs, "config", "topic config key=value (repeatable)")
+		f.fs.Var(&f.configs, "config", "topic config `key=value` (repeatable)")
 		f.fs.BoolVar(&f.ifNotExists, "if-not-exists", false, "succeed if the topic exists already")
 	case "list":
 		f.fs.BoolVar(&f.internal, "internal", false, "include internal topics")
 	case "alter-config":
-		f.fs.Var(&f.set, "set", "key=value to set (repeatable)")
-		f.fs.Var(&f.del, "delete", "key whose override to remove (repeatable)")
+		f.fs.Var(&f.set, "set", "`key=value` to set (repeatable)")
+		f.fs.Var(&f.del, "delete", "`key` whose override to remove (repeatable)")
 		f.fs.BoolVar(&f.validateOnly, "validate-only", false, "check the change without applying it")
 	}
 	return f
-}
-
-// parse accepts flags before, between and after positional arguments.
-func (f *topicsFlags) parse(args []string) ([]string, error) {
-	return parseInterspersed(f.fs, args, &f.brokers)
 }
 
 func (f *topicsFlags) admin() (*kadm.Client, *kgo.Client, error) {
@@ -109,28 +112,27 @@ func parseKV(items []string, what string) (map[string]*string, error) {
 	return out, nil
 }
 
+// topicID prints a topic id as Kafka's tools and partition.metadata do:
+// URL-safe base64 without padding (kadm's String is standard, padded).
+func topicID(id kadm.TopicID) string { return base64.RawURLEncoding.EncodeToString(id[:]) }
+
 func topicsMain(args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(stderr, topicsUsage)
-		if len(args) == 0 {
-			return errors.New("missing subcommand")
-		}
-		return nil
-	}
-	sub := args[0]
-	switch sub {
-	case "create", "list", "describe", "delete", "alter-config":
-	default:
-		fmt.Fprint(stderr, topicsUsage)
-		return fmt.Errorf("unknown subcommand %q", sub)
-	}
-	f := newTopicsFlags(sub, stderr)
-	pos, err := f.parse(args[1:])
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+	return topicsMainEnv(args, stdout, stderr, os.Getenv)
+}
+
+func topicsMainEnv(args []string, stdout, stderr io.Writer, getenv func(string) string) error {
+	v, ok, err := dispatchVerb("topics", topicsAbout, topicsVerbs, args, stdout)
+	if !ok {
 		return err
+	}
+	f := newTopicsFlags(v)
+	pos, err := parseFlags(f.fs, args[1:], v.doc, true, stdout)
+	if err != nil {
+		return err
+	}
+	f.brokers = resolveBrokers(f.brokers, getenv)
+	if err := topicsCheckArgs(f, v.verb, pos); err != nil {
+		return asUsage(v.doc, err)
 	}
 	adm, cl, err := f.admin()
 	if err != nil {
@@ -139,11 +141,11 @@ func topicsMain(args []string, stdout, stderr io.Writer) error {
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
 	defer cancel()
-	switch sub {
+	switch v.verb {
 	case "create":
 		return topicsCreate(ctx, adm, f, pos, stdout)
 	case "list":
-		return topicsList(ctx, adm, f, pos, stdout)
+		return topicsList(ctx, adm, f, stdout)
 	case "describe":
 		return topicsDescribe(ctx, adm, pos, stdout)
 	case "delete":
@@ -153,16 +155,50 @@ func topicsMain(args []string, stdout, stderr io.Writer) error {
 	}
 }
 
+// topicsCheckArgs checks what can be checked before connecting.
+func topicsCheckArgs(f *topicsFlags, verb string, pos []string) error {
+	switch verb {
+	case "create":
+		if len(pos) != 1 {
+			return fmt.Errorf("create takes one topic name, got %q", pos)
+		}
+		if f.partitions == 0 || f.partitions < -1 || f.partitions > 1<<20 {
+			return fmt.Errorf("--partitions %d: want -1 or 1..%d", f.partitions, 1<<20)
+		}
+		if f.replication == 0 || f.replication < -1 || f.replication > 1<<15-1 {
+			return fmt.Errorf("--replication-factor %d: want -1 or 1..%d", f.replication, 1<<15-1)
+		}
+		_, err := parseKV(f.configs, "--config")
+		return err
+	case "list":
+		if len(pos) != 0 {
+			return fmt.Errorf("list takes no arguments, got %q", pos)
+		}
+	case "delete":
+		if len(pos) == 0 {
+			return errors.New("delete takes one or more topic names")
+		}
+	case "alter-config":
+		if len(pos) != 1 {
+			return fmt.Errorf("alter-config takes one topic name, got %q", pos)
+		}
+		set, err := parseKV(f.set, "--set")
+		if err != nil {
+			return err
+		}
+		if len(set) == 0 && len(f.del) == 0 {
+			return errors.New("alter-config needs --set key=value or --delete key")
+		}
+		for _, k := range f.del {
+			if _, both := set[k]; both {
+				return fmt.Errorf("%q is both set and deleted", k)
+			}
+		}
+	}
+	return nil
+}
+
 func topicsCreate(ctx context.Context, adm *kadm.Client, f *topicsFlags, pos []string, stdout io.Writer) error {
-	if len(pos) != 1 {
-		return fmt.Errorf("create takes one topic name, got %q", pos)
-	}
-	if f.partitions == 0 || f.partitions < -1 || f.partitions > 1<<20 {
-		return fmt.Errorf("--partitions %d: want -1 or 1..%d", f.partitions, 1<<20)
-	}
-	if f.replication == 0 || f.replication < -1 || f.replication > 1<<15-1 {
-		return fmt.Errorf("--replication-factor %d: want -1 or 1..%d", f.replication, 1<<15-1)
-	}
 	configs, err := parseKV(f.configs, "--config")
 	if err != nil {
 		return err
@@ -179,7 +215,7 @@ func topicsCreate(ctx context.Context, adm *kadm.Client, f *topicsFlags, pos []s
 		return fmt.Errorf("creating %s: %w%s", pos[0], resp.Err, errDetail(resp.ErrMessage))
 	}
 	fmt.Fprintf(stdout, "Created topic %s (id %s, %d partitions, replication factor %d).\n",
-		resp.Topic, resp.ID, resp.NumPartitions, resp.ReplicationFactor)
+		resp.Topic, topicID(resp.ID), resp.NumPartitions, resp.ReplicationFactor)
 	return nil
 }
 
@@ -190,10 +226,7 @@ func errDetail(msg string) string {
 	return ": " + msg
 }
 
-func topicsList(ctx context.Context, adm *kadm.Client, f *topicsFlags, pos []string, stdout io.Writer) error {
-	if len(pos) != 0 {
-		return fmt.Errorf("list takes no arguments, got %q", pos)
-	}
+func topicsList(ctx context.Context, adm *kadm.Client, f *topicsFlags, stdout io.Writer) error {
 	var (
 		td  kadm.TopicDetails
 		err error
@@ -254,7 +287,7 @@ func topicsDescribe(ctx context.Context, adm *kadm.Client, names []string, stdou
 		}
 		sort.Strings(over)
 		fmt.Fprintf(w, "Topic: %s\tTopicId: %s\tPartitionCount: %d\tReplicationFactor: %d\tConfigs: %s\n",
-			n, d.ID, len(d.Partitions), d.Partitions.NumReplicas(), strings.Join(over, ","))
+			n, topicID(d.ID), len(d.Partitions), d.Partitions.NumReplicas(), strings.Join(over, ","))
 		for _, p := range d.Partitions.Sorted() {
 			so, _ := start.Lookup(n, p.Partition)
 			eo, _ := end.Lookup(n, p.Partition)
@@ -278,9 +311,6 @@ func joinInt32(v []int32) string {
 }
 
 func topicsDelete(ctx context.Context, adm *kadm.Client, names []string, stdout io.Writer) error {
-	if len(names) == 0 {
-		return errors.New("delete takes one or more topic names")
-	}
 	resps, err := adm.DeleteTopics(ctx, names...)
 	if err != nil {
 		return err
@@ -301,15 +331,9 @@ func topicsDelete(ctx context.Context, adm *kadm.Client, names []string, stdout 
 }
 
 func topicsAlterConfig(ctx context.Context, adm *kadm.Client, f *topicsFlags, pos []string, stdout io.Writer) error {
-	if len(pos) != 1 {
-		return fmt.Errorf("alter-config takes one topic name, got %q", pos)
-	}
 	set, err := parseKV(f.set, "--set")
 	if err != nil {
 		return err
-	}
-	if len(set) == 0 && len(f.del) == 0 {
-		return errors.New("alter-config needs --set key=value or --delete key")
 	}
 	var ops []kadm.AlterConfig
 	keys := make([]string, 0, len(set))
@@ -321,9 +345,6 @@ func topicsAlterConfig(ctx context.Context, adm *kadm.Client, f *topicsFlags, po
 		ops = append(ops, kadm.AlterConfig{Op: kadm.SetConfig, Name: k, Value: set[k]})
 	}
 	for _, k := range f.del {
-		if _, both := set[k]; both {
-			return fmt.Errorf("%q is both set and deleted", k)
-		}
 		ops = append(ops, kadm.AlterConfig{Op: kadm.DeleteConfig, Name: k})
 	}
 	alter := adm.AlterTopicConfigs
