@@ -123,6 +123,8 @@ func serve(cfg config.Broker, logger *slog.Logger) error {
 		DisableSharedFlush:     cfg.NoSharedFlush,
 		NoZeroFill:             cfg.NoZeroFill,
 		TailCacheBytes:         cfg.TailCacheBytes,
+		MinFreeBytes:           cfg.MinFreeBytes,
+		MinFreePercent:         cfg.MinFreePercent,
 		RetentionCheckInterval: time.Duration(cfg.RetentionCheckIntervalMs) * time.Millisecond,
 		Cleaner: engine.CleanerOptions{
 			Disabled:            cfg.Cleaner.Disabled,

@@ -105,6 +105,10 @@ var keys = []Key{
 		Doc: "with shared flushes, `false` writes each segment byte once: no zero-fill, appends land in unwritten extents, the shared flush is a syncfs of the data directory's filesystem and active indexes are mapped private (written back at each recovery-point checkpoint); on the development VM (ext4 without a journal) 0.6 of the device bytes but about a quarter less throughput and more broker CPU (docs/performance.md, \"Session 11\")"},
 	{Broker: "log.tail.cache.bytes", Type: Long, Default: "67108864", Strata: true, Section: "serve",
 		Doc: "with the O_DIRECT backend, memory for the newest batches of each partition (shared evenly, at most 4 MiB a partition), from which consumers near the head are served; a consumer further behind reads the segment files, which O_DIRECT keeps out of the page cache. Raise it to cover the lag your consumers have; `0` or `-1`: off"},
+	{Broker: "log.dir.min.free.bytes", Type: Long, Min: 0, Max: math.MaxInt64, Default: "4294967296", Shown: "4294967296 (4 GiB)", Strata: true, Section: "serve",
+		Doc: "the free-space floor: while the data directory's filesystem has less usable space than the smaller of this and `log.dir.min.free.percent`, produce and topic creation are refused with KAFKA_STORAGE_ERROR (retriable) and fetches, deletes and retention go on; produce resumes by itself when space returns (checked every 250 ms). Kafka has no floor; `0`: off (docs/reliability.md, \"Disk full\")"},
+	{Broker: "log.dir.min.free.percent", Type: Double, MinFloat: 0, MaxFloat: 100, Default: "5", Strata: true, Section: "serve",
+		Doc: "the floor as a percentage of the filesystem's size: the smaller bound applies, so small disks keep most of their space usable; `0`: off"},
 	{Broker: "producer.id.expiration.ms", Type: Int, Min: 1, Max: math.MaxInt32, Default: "86400000", Section: "serve",
 		Doc: "idempotent producer state expiry"},
 
