@@ -84,6 +84,7 @@ type diskFloor struct {
 	checkedMs int64   // engine clock of the last check
 	last      FreeSpace
 	statErr   bool // the last statfs failed (logged once per failure run)
+	ckptErr   bool // the last recovery-point checkpoint ran out of space
 }
 
 // set sets the floor from Options' convention: 0 is the default,
@@ -162,16 +163,13 @@ func (e *Engine) checkFloor(nowMs int64) {
 }
 
 // floorDue returns when the coordinator should next check the free space
-// (engine clock ms), -1 when the floor is off; it checks first when due.
+// (engine clock ms); it checks first when due. With the floor off the
+// checks go on, so FreeSpace stays current.
 func (e *Engine) floorDue(nowMs int64) int64 {
 	f := &e.floor
 	f.mu.Lock()
-	off := f.minBytes <= 0 || f.minPct <= 0
 	due := f.checkedMs + floorCheckMs
 	f.mu.Unlock()
-	if off {
-		return -1
-	}
 	if nowMs >= due {
 		e.checkFloor(nowMs)
 		due = nowMs + floorCheckMs
@@ -212,4 +210,31 @@ func (e *Engine) FreeSpace() FreeSpace {
 	e.floor.mu.Lock()
 	defer e.floor.mu.Unlock()
 	return e.floor.last
+}
+
+// recoveryCheckpointWritten takes the result of the coordinator's
+// recovery-point checkpoint. Out of space or descriptors the previous file
+// is still whole (the new one is written aside and renamed over it) and an
+// older recovery point only makes recovery after a crash walk more, so the
+// write is retried at the next interval with one WARN line for the whole
+// run of failures; any other error takes the directory offline.
+func (e *Engine) recoveryCheckpointWritten(err error) {
+	f := &e.floor
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case err == nil:
+		if f.ckptErr {
+			f.ckptErr = false
+			e.logger.Info("recovery-point checkpoint written again", "dir", e.dir)
+		}
+	case isResourceErr(err):
+		e.fl.ckptDirty.Store(true) // retried at the next interval
+		if !f.ckptErr {
+			f.ckptErr = true
+			e.logger.Warn("recovery-point checkpoint not written: out of a resource; retrying, the log directory stays online", "dir", e.dir, "err", err)
+		}
+	default:
+		e.ioFailure("writing "+recoveryPointFile, err)
+	}
 }

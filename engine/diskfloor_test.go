@@ -175,8 +175,8 @@ func TestFloorRefusesProduceKeepsTheRest(t *testing.T) {
 }
 
 // TestFloorChecksOnTheEngineClock: the coordinator asks statfs once
-// floorCheckMs has passed on the engine's clock, not per call, and not at
-// all with the floor off.
+// floorCheckMs has passed on the engine's clock, not per call; with the
+// floor off too (FreeSpace stays current).
 func TestFloorChecksOnTheEngineClock(t *testing.T) {
 	const t0 = int64(1_700_000_000_000)
 	clk := newFakeClock(t0)
@@ -196,9 +196,9 @@ func TestFloorChecksOnTheEngineClock(t *testing.T) {
 	if due := e.floorDue(t0 + floorCheckMs); due != t0+2*floorCheckMs || checked() != t0+floorCheckMs {
 		t.Fatalf("when due: next %d, checked %d", due, checked())
 	}
-	e.SetMinFreeSpace(-1, 0)
-	if due := e.floorDue(t0 + 10*floorCheckMs); due != -1 {
-		t.Fatalf("floor off: next check %d, want -1", due)
+	e.SetMinFreeSpace(-1, 0) // off: still checked, for FreeSpace
+	if due := e.floorDue(t0 + 10*floorCheckMs); due != t0+11*floorCheckMs || checked() != t0+10*floorCheckMs {
+		t.Fatalf("floor off: next %d, checked %d", due, checked())
 	}
 	if fs := e.FreeSpace(); fs.Below || fs.FloorBytes != 0 {
 		t.Fatalf("FreeSpace with the floor off: %+v", fs)

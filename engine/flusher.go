@@ -602,9 +602,7 @@ func (e *Engine) runCoordinator() {
 				p.ckptDirty.Store(false)
 				lastCkptMs = now
 				e.writeBackIndexes()
-				if err := e.writeRecoveryCheckpoint(); err != nil {
-					e.ioFailure("writing "+recoveryPointFile, err)
-				}
+				e.recoveryCheckpointWritten(e.writeRecoveryCheckpoint()) // diskfloor.go
 			} else if next < 0 || due < next {
 				next = due
 			}
