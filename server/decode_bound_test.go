@@ -130,7 +130,7 @@ func TestDecodeBoundCoversKmsg(t *testing.T) {
 					if mustAccept && werr != nil {
 						t.Fatalf("%s v%d: the walk refuses kmsg's own encoding %x: %v", kmsg.NameForKey(int16(key)), v, body, werr)
 					}
-					if werr == nil && got > heap {
+					if werr == nil && got > heap && !raceDetector {
 						t.Fatalf("%s v%d: kmsg allocated %d bytes decoding %x, the bound says %d",
 							kmsg.NameForKey(int16(key)), v, got, body, heap)
 					}
@@ -227,7 +227,7 @@ func TestDecodeBoundAmplification(t *testing.T) {
 		if kerr != nil {
 			t.Fatalf("%s: kmsg refuses it: %v", sh.name, kerr)
 		}
-		if got > heap {
+		if got > heap && !raceDetector {
 			t.Fatalf("%s: kmsg allocated %d, bound %d", sh.name, got, heap)
 		}
 		t.Logf("%-40s %d bytes: kmsg allocates %.1fx, bound %.1fx", sh.name, len(body),
