@@ -402,6 +402,9 @@ func (l *Log) AppendAsFollower(batches []byte) (AppendInfo, error) {
 		if err := l.roll(); err != nil {
 			l.logEnd.Store(end)
 			l.mu.Unlock()
+			if errors.Is(err, errCreateSegment) {
+				return AppendInfo{BaseOffset: -1}, l.e.createFailure(fmt.Sprintf("rolling %s", l), err)
+			}
 			return AppendInfo{BaseOffset: -1}, l.e.ioFailure(fmt.Sprintf("rolling %s", l), err)
 		}
 	}
@@ -409,6 +412,9 @@ func (l *Log) AppendAsFollower(batches []byte) (AppendInfo, error) {
 	pos, err := s.seg.Append(batches)
 	if err != nil {
 		l.mu.Unlock()
+		if errors.Is(err, segment.ErrReserve) {
+			return AppendInfo{BaseOffset: -1}, l.e.createFailure(fmt.Sprintf("reserving space in %s", s.seg.Path()), err)
+		}
 		return AppendInfo{BaseOffset: -1}, l.e.ioFailure(fmt.Sprintf("writing %s", s.seg.Path()), err)
 	}
 	l.tail.add(l.e.tails, s, pos, batches, base) // tailcache.go: a follower that becomes leader serves from it

@@ -5,6 +5,8 @@ import (
 	"os"
 	"syscall"
 	"testing"
+
+	"github.com/stratalog/strata/record"
 )
 
 // lowerFileLimit sets the soft RLIMIT_NOFILE to the descriptors open now
@@ -133,3 +135,53 @@ func TestRollOutOfDescriptorsStaysOnline(t *testing.T) {
 
 // segmentCount is how many segments l has.
 func (l *Log) segmentCount() int { return len(*l.segs.Load()) }
+
+// TestFollowerRollOutOfDescriptorsStaysOnline: the same for a follower's
+// append (AppendAsFollower): the roll fails with ErrResource, the log end
+// does not move, the directory stays online, and the same batch is taken
+// once descriptors are back (the replica fetcher backs the partition off
+// and fetches it again).
+func TestFollowerRollOutOfDescriptorsStaysOnline(t *testing.T) {
+	dir := t.TempDir()
+	e := openEngine(t, dir, nil)
+	defer e.Close()
+	l := mustTopic(t, e, "f", 1, smallConfig()).Partition(0)
+	next := int64(0)
+	follow := func(seed int) (AppendInfo, error) {
+		b := batchOf(t, 1, 500, 1000, seed)
+		record.SetBaseOffset(b, next)
+		info, err := l.AppendAsFollower(b)
+		if err == nil && info.BaseOffset >= 0 {
+			next = info.LastOffset + 1
+		}
+		return info, err
+	}
+	for l.segmentCount() < 2 {
+		if _, err := follow(int(next)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var old syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	lowerFileLimit(t, 0)
+	var rollErr error
+	for i := 0; i < 64 && rollErr == nil; i++ {
+		_, rollErr = follow(i)
+	}
+	restoreFileLimit(t, old)
+	if !errors.Is(rollErr, ErrResource) || errors.Is(rollErr, ErrOffline) {
+		t.Fatalf("follower append whose roll ran out of descriptors: %v, want ErrResource", rollErr)
+	}
+	if err := e.Offline(); err != nil {
+		t.Fatalf("directory offline: %v", err)
+	}
+	if got := l.LogEndOffset(); got != next {
+		t.Fatalf("log end %d after the failed roll, want %d", got, next)
+	}
+	info, err := follow(99)
+	if err != nil || info.BaseOffset != next-1 {
+		t.Fatalf("the refetched batch: %+v %v, want it at offset %d", info, err, next-1)
+	}
+}

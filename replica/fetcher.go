@@ -578,6 +578,12 @@ func (f *fetcher) handlePartition(fp *fpart, rp *kmsg.FetchResponseTopicPartitio
 			f.partitionBackoff(fp, "append", err)
 			f.m.log.Warn("replica fetcher: bad batches from the leader", "log", l.String(), "err", err)
 			return false, nil
+		case errors.Is(err, engine.ErrResource):
+			// Out of descriptors, memory or space for the next segment:
+			// this partition backs off and fetches the same offset again;
+			// the directory and the other partitions go on.
+			f.partitionBackoff(fp, "append", err)
+			return false, nil
 		case err != nil:
 			return false, err // the engine is offline or the log closed
 		}
