@@ -125,6 +125,9 @@ type Engine struct {
 	producerExpiryMs int64 // Options.ProducerIDExpirationMs
 
 	ckptMu sync.Mutex   // serializes checkpoint file writes
+	// logStartPending: the last log-start checkpoint ran out of a resource
+	// (writeLogStartCheckpoint); the flush coordinator writes it again.
+	logStartPending atomic.Bool
 	syncs  atomic.Int64 // fdatasyncs of segment data (tests, benchmarks)
 	// ownSyncs counts active segments' own fdatasyncs (not shared: tests)
 	ownSyncs atomic.Int64
@@ -469,8 +472,12 @@ func (e *Engine) writeRecoveryCheckpoint() error {
 	return e.writeCheckpoint(recoveryPointFile, m)
 }
 
-// writeLogStartCheckpoint writes every log's start offset; a failure takes
-// the engine offline.
+// writeLogStartCheckpoint writes every log's start offset. Running out of
+// space or descriptors fails the call with ErrResource and leaves the
+// directory online: the old file stays whole (an older start only shows
+// records DeleteRecords removed again after a crash, never loses any), and
+// the flush coordinator writes it again at its next checkpoint. Any other
+// failure takes the engine offline.
 func (e *Engine) writeLogStartCheckpoint() error {
 	e.ckptMu.Lock()
 	defer e.ckptMu.Unlock()
@@ -478,10 +485,21 @@ func (e *Engine) writeLogStartCheckpoint() error {
 	for _, l := range e.allLogs() {
 		m[topicPartition{l.topic, l.part}] = l.logStart.Load()
 	}
-	if err := e.writeCheckpoint(logStartFile, m); err != nil {
-		return e.ioFailure("writing "+logStartFile, err)
+	err := e.writeCheckpoint(logStartFile, m)
+	switch {
+	case err == nil:
+		if e.logStartPending.Swap(false) {
+			e.logger.Info("log-start checkpoint written again", "dir", e.dir)
+		}
+		return nil
+	case isResourceErr(err):
+		if !e.logStartPending.Swap(true) {
+			e.logger.Warn("log-start checkpoint not written: out of a resource; retrying, the log directory stays online", "dir", e.dir, "err", err)
+		}
+		e.fl.ckptDirty.Store(true) // the coordinator's next checkpoint retries it
+		return fmt.Errorf("%w: writing %s: %v", ErrResource, logStartFile, err)
 	}
-	return nil
+	return e.ioFailure("writing "+logStartFile, err)
 }
 
 // Close flushes every log, writes the checkpoints and the clean-shutdown

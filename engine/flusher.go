@@ -603,6 +603,9 @@ func (e *Engine) runCoordinator() {
 				lastCkptMs = now
 				e.writeBackIndexes()
 				e.recoveryCheckpointWritten(e.writeRecoveryCheckpoint()) // diskfloor.go
+				if e.logStartPending.Load() {
+					_ = e.writeLogStartCheckpoint() // logs and re-arms itself on failure
+				}
 			} else if next < 0 || due < next {
 				next = due
 			}

@@ -968,7 +968,11 @@ func (l *Log) DeleteRecords(before int64) (int64, error) {
 	l.logStart.Store(before)
 	if before == l.logEnd.Load() && l.active.end.Load() > 0 {
 		if err := l.roll(); err != nil {
+			l.logStart.Store(cur)
 			l.mu.Unlock()
+			if errors.Is(err, errCreateSegment) {
+				return 0, l.e.createFailure(fmt.Sprintf("rolling %s", l), err)
+			}
 			return 0, l.e.ioFailure(fmt.Sprintf("rolling %s", l), err)
 		}
 	}
@@ -1002,13 +1006,29 @@ func (l *Log) DeleteRecords(before int64) (int64, error) {
 		v.markDeleted(&l.idxMu)
 		v.release()
 	}
-	if epochErr != nil {
-		return 0, l.e.ioFailure("writing "+epochCheckpoint, epochErr)
+	if err := l.startTrimmedEpochs(epochErr); err != nil {
+		return 0, err
 	}
 	if err := l.e.writeLogStartCheckpoint(); err != nil {
 		return 0, err
 	}
 	return before, nil
+}
+
+// startTrimmedEpochs handles the result of rewriting the leader-epoch
+// checkpoint after the log start moved (DeleteRecords, retention): out of
+// space or descriptors it only logs, since a file that still holds
+// entries below the log start is trimmed again at the next write or at
+// restart; any other failure takes the engine offline.
+func (l *Log) startTrimmedEpochs(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case isResourceErr(err):
+		l.e.logger.Warn("leader-epoch checkpoint not trimmed to the log start: out of a resource; trimmed at the next write or restart", "log", l.String(), "err", err)
+		return nil
+	}
+	return l.e.ioFailure("writing "+epochCheckpoint, err)
 }
 
 func containsSegment(segs []*logSegment, s *logSegment) bool {

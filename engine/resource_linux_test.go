@@ -5,24 +5,35 @@ import (
 	"os"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stratalog/strata/record"
 )
 
-// lowerFileLimit sets the soft RLIMIT_NOFILE to the descriptors open now
-// plus spare, and restores it at cleanup. Not parallel: it is process-wide.
-func lowerFileLimit(t *testing.T, spare uint64) {
+// lowerFileLimit sets the soft RLIMIT_NOFILE so that exactly spare more
+// descriptors can be opened (the kernel hands out the lowest free number
+// and refuses numbers at or past the limit, so the limit is the number the
+// (spare+1)-th open would get), and restores it at cleanup. Not parallel:
+// it is process-wide.
+func lowerFileLimit(t *testing.T, spare int) {
 	t.Helper()
 	var old syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &old); err != nil {
 		t.Fatal(err)
 	}
-	open, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatal(err)
+	probes := make([]*os.File, 0, spare+1)
+	for range spare + 1 {
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			t.Fatal(err)
+		}
+		probes = append(probes, f)
 	}
 	lim := old
-	lim.Cur = uint64(len(open)) + spare
+	lim.Cur = uint64(probes[spare].Fd())
+	for _, f := range probes {
+		f.Close()
+	}
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
 		t.Fatal(err)
 	}
@@ -183,5 +194,54 @@ func TestFollowerRollOutOfDescriptorsStaysOnline(t *testing.T) {
 	info, err := follow(99)
 	if err != nil || info.BaseOffset != next-1 {
 		t.Fatalf("the refetched batch: %+v %v, want it at offset %d", info, err, next-1)
+	}
+}
+
+// TestLogStartCheckpointOutOfDescriptors: a DeleteRecords whose log-start
+// checkpoint cannot be written (no descriptor for its temporary file) fails
+// with ErrResource and leaves the directory online; the flush coordinator
+// writes the checkpoint once descriptors are back, so the new log start
+// survives a restart.
+func TestLogStartCheckpointOutOfDescriptors(t *testing.T) {
+	dir := t.TempDir()
+	e := openEngine(t, dir, nil)
+	l := mustTopic(t, e, "d", 1, nil).Partition(0)
+	var last int64
+	for i := range 5 {
+		last = mustAppend(t, l, batchOf(t, 1, 100, 1000, i)).LastOffset
+	}
+	if err := waitDurable(t, l, last); err != nil {
+		t.Fatal(err)
+	}
+	var old syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	lowerFileLimit(t, 0)
+	_, err := l.DeleteRecords(3)
+	restoreFileLimit(t, old)
+	if !errors.Is(err, ErrResource) || errors.Is(err, ErrOffline) {
+		t.Fatalf("DeleteRecords without a descriptor for its checkpoint: %v, want ErrResource", err)
+	}
+	if err := e.Offline(); err != nil {
+		t.Fatalf("directory offline: %v", err)
+	}
+	if got := l.LogStartOffset(); got != 3 {
+		t.Fatalf("log start %d, want 3", got)
+	}
+	deadline := time.Now().Add(30 * time.Second) // hang guard, not a timing assertion
+	for e.logStartPending.Load() && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if e.logStartPending.Load() {
+		t.Fatal("the log-start checkpoint was never written again")
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e = openEngine(t, dir, nil)
+	defer e.Close()
+	if got := e.Topic("d").Partition(0).LogStartOffset(); got != 3 {
+		t.Fatalf("log start after a restart: %d, want 3", got)
 	}
 }

@@ -227,8 +227,8 @@ func (l *Log) deleteRetainedSegments(nowMs int64) (int, error) {
 		v.markDeleted(&l.idxMu)
 	}
 	l.e.delayRelease(victims, nowMs+cfg.FileDeleteDelayMs)
-	if epochErr != nil {
-		return len(victims), l.e.ioFailure("writing "+epochCheckpoint, epochErr)
+	if err := l.startTrimmedEpochs(epochErr); err != nil {
+		return len(victims), err
 	}
 	l.e.logger.Info("deleted segments past retention", "log", l.String(), "segments", len(victims),
 		"logStartOffset", l.logStart.Load())
