@@ -816,8 +816,8 @@ func (w *ringWriter) prewriteSync(held bool) {
 // flush carries about as many zeros as records instead of a burst. The
 // zeros went out flat, but the closed-loop keyed run lost 10-15 % of its
 // throughput (234,000-263,000 against 280,000-295,000 records/s without
-// pacing, alternated) and target 2's slow seconds stayed: they come with
-// a consumer, not with the steps (docs/performance.md, "Session 12").
+// pacing, alternated) and target 2's slow seconds stayed: they are the
+// load generator's, not the steps' (docs/performance.md, "Session 12").
 var zeroFills = zeroScheduler{free: zeroFillDepth}
 
 // zeroFillDepth is how many zero-fill writes (of at most 1 MiB) may be in
