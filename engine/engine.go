@@ -124,11 +124,11 @@ type Engine struct {
 
 	producerExpiryMs int64 // Options.ProducerIDExpirationMs
 
-	ckptMu sync.Mutex   // serializes checkpoint file writes
+	ckptMu sync.Mutex // serializes checkpoint file writes
 	// logStartPending: the last log-start checkpoint ran out of a resource
 	// (writeLogStartCheckpoint); the flush coordinator writes it again.
 	logStartPending atomic.Bool
-	syncs  atomic.Int64 // fdatasyncs of segment data (tests, benchmarks)
+	syncs           atomic.Int64 // fdatasyncs of segment data (tests, benchmarks)
 	// ownSyncs counts active segments' own fdatasyncs (not shared: tests)
 	ownSyncs atomic.Int64
 }
