@@ -3,7 +3,6 @@ package e2e
 // The strata binary is built once per test run, in TestMain.
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -11,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -50,22 +48,7 @@ type broker struct {
 	exited  chan struct{}
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = stratatest.LogBuffer
 
 func freeAddr(t *testing.T) string {
 	t.Helper()

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"github.com/stratalog/strata/internal/stratatest"
+
 	"bytes"
 	"errors"
 	"fmt"
@@ -18,22 +20,7 @@ import (
 )
 
 // syncBuffer is a log sink safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = stratatest.LogBuffer
 
 func TestParseIOBackend(t *testing.T) {
 	for in, want := range map[string]string{"": "auto", "auto": "auto", "uring": "uring", "pwrite": "pwrite"} {

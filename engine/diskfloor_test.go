@@ -1,13 +1,13 @@
 package engine
 
 import (
+	"github.com/stratalog/strata/internal/stratatest"
+
 	"bytes"
 	"errors"
 	"log/slog"
 	"math"
 	"strconv"
-	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stratalog/strata/internal/configkeys"
@@ -15,22 +15,7 @@ import (
 
 // lockedBuffer is a log sink the engine's goroutines write to while the
 // test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *lockedBuffer) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *lockedBuffer) count(s string) int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return strings.Count(w.b.String(), s)
-}
+type lockedBuffer = stratatest.LogBuffer
 
 const (
 	belowLine = "log directory below its free-space floor"
@@ -126,7 +111,7 @@ func TestFloorRefusesProduceKeepsTheRest(t *testing.T) {
 	if err := e.Offline(); err != nil {
 		t.Fatalf("directory offline below the floor: %v", err)
 	}
-	if n := logs.count(belowLine); n != 1 {
+	if n := logs.Count(belowLine); n != 1 {
 		t.Fatalf("%d lines for crossing below the floor, want 1", n)
 	}
 
@@ -136,7 +121,7 @@ func TestFloorRefusesProduceKeepsTheRest(t *testing.T) {
 		t.Fatalf("FreeSpace with a 1 MiB floor: %+v", fs)
 	}
 	e.checkFloor(clk.Now().UnixMilli())
-	if n := logs.count(aboveLine); n != 1 {
+	if n := logs.Count(aboveLine); n != 1 {
 		t.Fatalf("%d lines for recovering, want 1", n)
 	}
 	info := mustAppend(t, a, batchOf(t, 1, 3000, clk.Now().UnixMilli(), 200))

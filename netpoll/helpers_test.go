@@ -1,14 +1,14 @@
 package netpoll
 
 import (
-	"bytes"
+	"github.com/stratalog/strata/internal/stratatest"
+
 	"encoding/binary"
 	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"runtime"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -27,22 +27,7 @@ func (f handlerFunc) Serve(c *Conn, frame []byte, r *Reply) { f(c, frame, r) }
 var echo = handlerFunc(func(_ *Conn, frame []byte, r *Reply) { r.Send(frame) })
 
 // logBuffer is a goroutine-safe log sink.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
+type logBuffer = stratatest.LogBuffer
 
 func newLogger(tb testing.TB) (*slog.Logger, *logBuffer) {
 	lb := &logBuffer{}

@@ -9,6 +9,8 @@ package replica_test
 // broker's Manager, as the broker's cluster wiring does.
 
 import (
+	"github.com/stratalog/strata/internal/stratatest"
+
 	"bytes"
 	"context"
 	"errors"
@@ -35,22 +37,7 @@ const hangGuard = 60 * time.Second
 
 const testTopic = "rt"
 
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type logBuffer = stratatest.LogBuffer
 
 type testCluster struct {
 	t      testing.TB

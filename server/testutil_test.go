@@ -5,7 +5,8 @@ package server
 // it, and raw-socket helpers for hand-made frames.
 
 import (
-	"bytes"
+	"github.com/stratalog/strata/internal/stratatest"
+
 	"context"
 	"encoding/binary"
 	"errors"
@@ -30,22 +31,7 @@ const testTimeout = 60 * time.Second
 
 // logBuffer collects a broker's log lines; startBroker prints them when the
 // test fails.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type logBuffer = stratatest.LogBuffer
 
 // brokerLogs maps a Server started by startBroker to its log buffer.
 var brokerLogs sync.Map // *Server -> *logBuffer

@@ -1,7 +1,8 @@
 package uring
 
 import (
-	"bytes"
+	"github.com/stratalog/strata/internal/stratatest"
+
 	"io"
 	"log/slog"
 	"os"
@@ -13,22 +14,7 @@ import (
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // logBuffer collects log output from any goroutine.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
+type logBuffer = stratatest.LogBuffer
 
 // newTestRing starts a ring with the given backend (failing the test if it
 // is not the one in use) and closes it at cleanup.
