@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"github.com/stratalog/strata/internal/vfs"
+
 	"errors"
 	"fmt"
 	"sync"
@@ -126,7 +128,7 @@ func (e *Engine) checkFloor(nowMs int64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.checkedMs = nowMs
-	usable, total, err := statfsDir(e.dir)
+	usable, total, err := vfs.FreeSpace(e.dir)
 	if err != nil {
 		f.last.Err = err
 		if !f.statErr {

@@ -838,50 +838,35 @@ type zeroScheduler struct {
 	waiting []*ringWriter
 }
 
-// take gives w a slot if one is free. Caller holds mu.
-func (z *zeroScheduler) take(*ringWriter) bool {
-	if z.free == 0 {
-		return false
-	}
-	z.free--
-	return true
-}
-
 // acquire takes a slot for w, or queues w (it gets the slot from a later
-// release or hurry, which submits its write) and returns false.
+// release, which submits its write) and returns false.
 func (z *zeroScheduler) acquire(w *ringWriter) bool {
 	z.mu.Lock()
 	defer z.mu.Unlock()
+	if z.free > 0 {
+		z.free--
+		return true
+	}
 	z.waiting = append(z.waiting, w)
 	if w.urgent.Load() {
 		z.toFront(len(z.waiting) - 1)
-	}
-	if z.waiting[0] == w && z.take(w) {
-		z.pop()
-		return true
 	}
 	return false
 }
 
 // hurry marks w urgent (an append, a truncation or a close waits for its
 // zero-fill) until its step ends: its writes go before those of segments
-// filling ahead of need. It reports whether w, waiting, took a free slot:
-// the caller then submits its write.
-func (z *zeroScheduler) hurry(w *ringWriter) bool {
+// filling ahead of need.
+func (z *zeroScheduler) hurry(w *ringWriter) {
 	w.urgent.Store(true)
 	z.mu.Lock()
 	defer z.mu.Unlock()
 	for i, x := range z.waiting {
 		if x == w {
 			z.toFront(i)
-			if z.take(w) {
-				z.pop()
-				return true
-			}
-			return false
+			return
 		}
 	}
-	return false
 }
 
 // toFront moves waiting[i] to the head of the list. Caller holds mu.
@@ -891,25 +876,20 @@ func (z *zeroScheduler) toFront(i int) {
 	z.waiting[0] = w
 }
 
-// pop removes and returns the head of the list. Caller holds mu.
-func (z *zeroScheduler) pop() *ringWriter {
-	w := z.waiting[0]
-	z.waiting[0] = nil
-	z.waiting = z.waiting[1:]
-	if len(z.waiting) == 0 {
-		z.waiting = nil
-	}
-	return w
-}
-
 // release gives a slot back, or returns the waiting segment it passes to.
 func (z *zeroScheduler) release() *ringWriter {
 	z.mu.Lock()
 	defer z.mu.Unlock()
-	z.free++
-	if len(z.waiting) > 0 && z.take(z.waiting[0]) {
-		return z.pop()
+	if len(z.waiting) > 0 {
+		w := z.waiting[0]
+		z.waiting[0] = nil
+		z.waiting = z.waiting[1:]
+		if len(z.waiting) == 0 {
+			z.waiting = nil
+		}
+		return w
 	}
+	z.free++
 	return nil
 }
 
@@ -921,13 +901,11 @@ func (w *ringWriter) onPreSync(op *uring.Op) {
 	w.preDone <- op.Err
 }
 
-// waitPrewrite waits for the running zero-fill; reserved then covers it.
-// The zero-fill is hurried first: its writes go before those of segments
-// filling ahead of need, without waiting for the appends' pace.
+// waitPrewrite waits for the running zero-fill, hurried first (its writes
+// go before those of segments filling ahead of need); reserved then covers
+// it.
 func (w *ringWriter) waitPrewrite() error {
-	if zeroFills.hurry(w) {
-		w.submitZero()
-	}
+	zeroFills.hurry(w)
 	return w.endPrewrite(<-w.preDone)
 }
 
