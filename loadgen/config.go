@@ -101,7 +101,11 @@ type Config struct {
 	// and catch up (from the tail cache or the segment files) while the
 	// producers go on. End-to-end latency then includes the delay.
 	ConsumerDelay time.Duration
-	Seed          uint64
+	// ConsumersInProcess runs the consumers in this process, sharing its
+	// Go runtime (scheduler, garbage collector) with the producers; by
+	// default they run in a child process (consumerproc.go).
+	ConsumersInProcess bool
+	Seed               uint64
 	// DrainTimeout bounds the wait for outstanding acks and for consumers
 	// to catch up once producing stops.
 	DrainTimeout time.Duration
@@ -344,6 +348,7 @@ type configJSON struct {
 	Consumers         int      `json:"consumers"`
 	ConsumerEngine    string   `json:"consumer_engine,omitempty"`
 	ConsumerDelayS    float64  `json:"consumer_delay_s,omitempty"`
+	ConsumersIn       string   `json:"consumers_in,omitempty"` // "process" (their own) or "loadgen"
 	Group             string   `json:"group,omitempty"`
 	Seed              uint64   `json:"seed"`
 	DrainTimeoutS     float64  `json:"drain_timeout_s"`
@@ -375,6 +380,10 @@ func (c *Config) json() configJSON {
 	if c.Consumers > 0 {
 		j.ConsumerEngine = c.consumerEngine()
 		j.ConsumerDelayS = c.ConsumerDelay.Seconds()
+		j.ConsumersIn = "process"
+		if c.ConsumersInProcess {
+			j.ConsumersIn = "loadgen"
+		}
 	}
 	if c.FindMax {
 		j.MaxP99Ms, j.MaxErrorRate, j.StartRate = ms(c.MaxP99), c.MaxErrorRate, c.StartRate
@@ -440,10 +449,14 @@ func (c *Config) consumerNote() string {
 	if c.Consumers == 0 {
 		return ""
 	}
-	if c.ConsumerDelay > 0 {
-		return fmt.Sprintf(" %s (starting %v after the producers)", c.consumerEngine(), c.ConsumerDelay)
+	where := " in their own process"
+	if c.ConsumersInProcess {
+		where = " in the producers' process"
 	}
-	return " " + c.consumerEngine()
+	if c.ConsumerDelay > 0 {
+		return fmt.Sprintf(" %s%s (starting %v after the producers)", c.consumerEngine(), where, c.ConsumerDelay)
+	}
+	return " " + c.consumerEngine() + where
 }
 
 func groupNote(g string) string {

@@ -65,6 +65,15 @@ func (r *recorder) recordLocked(d time.Duration) {
 	r.interval.RecordValue(us) // in range, cannot fail
 }
 
+// merge adds latencies recorded elsewhere (the consumer process's) and
+// their clamped count.
+func (r *recorder) merge(h *hdrhistogram.Histogram, clamped int64) {
+	r.mu.Lock()
+	r.interval.Merge(h)
+	r.clamped += clamped
+	r.mu.Unlock()
+}
+
 // collect merges the interval histogram into dst and resets it; it returns
 // the number of values clamped since the last collect.
 func (r *recorder) collect(dst *hdrhistogram.Histogram) int64 {

@@ -52,8 +52,17 @@ type Result struct {
 	// LatencyClamped counts latencies over the histograms' one hour range.
 	LatencyClamped int64 `json:"latency_clamped"`
 
-	ClientCPUSeconds     float64 `json:"client_cpu_seconds"` // the whole loadgen process
-	ClientCPUUsPerRecord float64 `json:"client_cpu_us_per_record"`
+	// Client CPU: the loadgen process (producers, sampler, and consumers
+	// with ConsumersInProcess) plus the consumer process when the
+	// consumers run in their own; both parts are reported too (the
+	// consumer process's is null when there is none).
+	ClientCPUSeconds                float64  `json:"client_cpu_seconds"`
+	ClientCPUUsPerRecord            float64  `json:"client_cpu_us_per_record"`
+	ClientCPUMainSeconds            float64  `json:"client_cpu_main_seconds"`
+	ClientCPUConsumerProcessSeconds *float64 `json:"client_cpu_consumer_process_seconds"`
+	// ConsumerPID is the consumer process's id (0: consumers in process or
+	// none).
+	ConsumerPID int `json:"consumer_pid,omitempty"`
 	// Broker figures exist for spawned brokers only (null otherwise).
 	BrokerCPUSeconds     *float64 `json:"broker_cpu_seconds"`
 	BrokerCPUUsPerRecord float64  `json:"broker_cpu_us_per_record,omitempty"`

@@ -219,7 +219,8 @@ func runOnce(ctx context.Context, cfg *Config, admin *kgo.Client, ti *topicInfo,
 
 	// Consumers first, positioned at the end offsets, so they see every
 	// record of the run and nothing older.
-	var consumers []tailConsumer
+	var consumers []tailConsumer // in this process
+	var cproc *consumerProc      // or in their own
 	defer func() {
 		for _, c := range consumers {
 			c.close()
@@ -242,14 +243,22 @@ func runOnce(ctx context.Context, cfg *Config, admin *kgo.Client, ti *topicInfo,
 				}
 			})
 		}
-		for k := range cfg.Consumers {
-			c, err := newTailConsumer(env, k, start, st.e2e.add())
-			if err != nil {
-				return nil, fmt.Errorf("consumer %d: %w", k, err)
+		if cfg.ConsumersInProcess {
+			for k := range cfg.Consumers {
+				c, err := newTailConsumer(env, k, start, st.e2e.add())
+				if err != nil {
+					return nil, fmt.Errorf("consumer %d: %w", k, err)
+				}
+				if c != nil {
+					consumers = append(consumers, c)
+				}
 			}
-			if c != nil {
-				consumers = append(consumers, c)
+		} else {
+			var err error
+			if cproc, err = startConsumerProc(ctx, env, start); err != nil {
+				return nil, err
 			}
+			defer cproc.stop() // runs after a failed start too: the child never outlives runOnce
 		}
 	}
 
@@ -292,11 +301,19 @@ func runOnce(ctx context.Context, cfg *Config, admin *kgo.Client, ti *topicInfo,
 	}
 	usageNow := func() usage {
 		u := usage{clientCPU: clientCPU()}
+		if cproc != nil {
+			u.consumerCPU, u.consumerProc = cproc.cpu(), true
+		}
 		if cluster != nil {
 			u.brokerCPU, u.brokerRSS, u.brokerPeak = cluster.usage()
 			u.brokers = true
 		}
 		return u
+	}
+	if cproc != nil {
+		if err := cproc.begin(env.startOff, env.measureOff); err != nil {
+			return nil, err
+		}
 	}
 	cctx, stopConsumers := context.WithCancel(ctx)
 	var cwg sync.WaitGroup
@@ -346,16 +363,28 @@ func runOnce(ctx context.Context, cfg *Config, admin *kgo.Client, ti *topicInfo,
 
 	if cfg.Consumers > 0 {
 		deadline := time.Now().Add(cfg.DrainTimeout)
-		for ctx.Err() == nil && st.consumed.Load() < st.acked.Load() && time.Now().Before(deadline) {
+		for ctx.Err() == nil && st.consumed.Load() < st.acked.Load() && time.Now().Before(deadline) &&
+			(cproc == nil || cproc.running()) {
 			time.Sleep(consumerCatchUpPoll)
 		}
 	}
 	stopConsumers()
 	cwg.Wait()
+	if cproc != nil {
+		// Its final report lands before the sampler's last sample.
+		if err := cproc.stop(); err != nil {
+			errMu.Lock()
+			runErr = errors.Join(runErr, err)
+			errMu.Unlock()
+		}
+	}
 	smp.stop()
 
 	out := &runOutcome{timeline: smp.timeline, produce: smp.produceTotal, e2e: smp.e2eTotal}
 	out.result = buildResult(cfg, env, rate, prodEnd-env.measureOff, u0, u1, smp)
+	if cproc != nil {
+		out.result.ConsumerPID = cproc.pid()
+	}
 	if d0 != nil && d1 != nil {
 		out.result.Device = deviceTraffic(cluster.dev.name, *d0, *d1, st.ackedBytes.Load())
 	}
@@ -400,7 +429,13 @@ func buildResult(cfg *Config, env *runEnv, rate float64, elapsed time.Duration, 
 	r.ProduceMeanMs, r.ProduceP50Ms, r.ProduceP90Ms, r.ProduceP99Ms, r.ProduceP999Ms, r.ProduceMaxMs = p.MeanMs, p.P50Ms, p.P90Ms, p.P99Ms, p.P999Ms, p.MaxMs
 	e := summarize(smp.e2eTotal)
 	r.E2EMeanMs, r.E2EP50Ms, r.E2EP90Ms, r.E2EP99Ms, r.E2EP999Ms, r.E2EMaxMs = e.MeanMs, e.P50Ms, e.P90Ms, e.P99Ms, e.P999Ms, e.MaxMs
-	r.ClientCPUSeconds = (u1.clientCPU - u0.clientCPU).Seconds()
+	r.ClientCPUMainSeconds = (u1.clientCPU - u0.clientCPU).Seconds()
+	r.ClientCPUSeconds = r.ClientCPUMainSeconds
+	if u1.consumerProc {
+		c := (u1.consumerCPU - u0.consumerCPU).Seconds()
+		r.ClientCPUConsumerProcessSeconds = &c
+		r.ClientCPUSeconds += c
+	}
 	if r.RecordsAcked > 0 {
 		r.ClientCPUUsPerRecord = 1e6 * r.ClientCPUSeconds / float64(r.RecordsAcked)
 	}

@@ -100,11 +100,13 @@ type Sample struct {
 // usage is a CPU and memory reading: this process, and the spawned brokers
 // when there are any.
 type usage struct {
-	clientCPU  time.Duration
-	brokerCPU  time.Duration
-	brokerRSS  int64
-	brokerPeak int64
-	brokers    bool
+	clientCPU    time.Duration // this process
+	consumerCPU  time.Duration // the consumer process, if consumerProc
+	consumerProc bool
+	brokerCPU    time.Duration
+	brokerRSS    int64
+	brokerPeak   int64
+	brokers      bool
 }
 
 // sampler turns the counters and recorders into a per-second timeline and
@@ -194,7 +196,7 @@ func (s *sampler) sample(final bool) {
 		MBPerSec:         float64((acked-s.last.acked)*s.bytesRec) / dt / 1e6,
 		ConsumedPerSec:   float64(consumed-s.last.consumed) / dt,
 		Errors:           failed - s.last.failed,
-		ClientCPUPercent: 100 * (u.clientCPU - s.last.usage.clientCPU).Seconds() / dt,
+		ClientCPUPercent: 100 * (u.clientCPU + u.consumerCPU - s.last.usage.clientCPU - s.last.usage.consumerCPU).Seconds() / dt,
 	}
 	if s.interval.TotalCount() > 0 {
 		smp.ProduceP50Ms = float64(s.interval.ValueAtQuantile(50)) / 1000

@@ -35,6 +35,12 @@ Examples:
 // write the JSON and HTML files. started is when the run began (the JSON's
 // started_at).
 func runLoadgen(args []string, stdout, stderr io.Writer, started time.Time) error {
+	if len(args) > 0 && args[0] == loadgen.ConsumerProcessArg {
+		// The consumer process a run starts for its --consumers (hidden).
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		defer stop()
+		return loadgen.RunConsumerProcess(ctx, os.Stdin, stdout, timeNow)
+	}
 	cfg, out, err := parseLoadgenFlags(args, stdout)
 	if err != nil {
 		return err
@@ -123,6 +129,7 @@ func parseLoadgenFlagSet(args []string, helpOut io.Writer) (loadgen.Config, load
 	fs.BoolVar(&cfg.Idempotent, "idempotent", false, "idempotent producer (needs InitProducerID on the broker)")
 	fs.IntVar(&cfg.MaxInflight, "max-inflight", cfg.MaxInflight, "produce requests in flight per broker connection")
 	fs.IntVar(&cfg.Consumers, "consumers", 0, "tail consumers (partitions split among them) measuring end-to-end latency")
+	fs.BoolVar(&cfg.ConsumersInProcess, "consumers-in-process", false, "run the consumers in the loadgen process, sharing the producers' Go runtime (default: a child process of their own)")
 	fs.StringVar(&cfg.Group, "group", "", "consume through this consumer group instead of direct assignment (needs group support)")
 	fs.StringVar(&cfg.Engine, "engine", cfg.Engine, "producer engine: kgo (franz-go client) or native (lean batcher producer)")
 	fs.StringVar(&cfg.ConsumerEngine, "consumer-engine", "", "consumer engine: kgo (franz-go client) or native (lean Fetch loop); default: --engine's, kgo with --group")
