@@ -116,6 +116,14 @@ type Broker struct {
 
 	// Consumer groups (issue 6): server.GroupsConfig.Coordinator.
 	Groups Groups
+
+	// Listeners (issue 20, security.go), filled by Finish: every entry of
+	// listeners with its protocol, advertised address and ssl.* settings.
+	// Listen, AdvertisedHost and AdvertisedPort are then the inter-broker
+	// listener's.
+	Listeners           []Listener
+	InterBrokerListener string // inter.broker.listener.name (or security.inter.broker.protocol)
+	sec                 securityProps
 }
 
 // Cleaner is the compaction cleaner's settings, as engine.CleanerOptions
@@ -146,8 +154,10 @@ var fields = map[string]setter{
 	"node.id": func(b *Broker, v configkeys.Value) { b.NodeID = int32(v.Int) },
 	"listeners": func(b *Broker, v configkeys.Value) {
 		b.Listen, _ = configkeys.FirstListener(v.Text)
+		b.sec.listeners = v.Text
 	},
 	"advertised.listeners": func(b *Broker, v configkeys.Value) {
+		b.sec.advertised = v.Text
 		hp, _ := configkeys.FirstListener(v.Text)
 		host, port, _ := net.SplitHostPort(hp)
 		p, _ := strconv.ParseUint(port, 10, 16)
@@ -255,14 +265,21 @@ func Defaults() Broker {
 // log.retention.minutes, log.retention.hours) the first in the table's
 // precedence wins; every name given is recorded in b.Static.
 func (b *Broker) Apply(props map[string]string) error {
-	if err := checkSecurity(props); err != nil {
-		return err
-	}
 	names := make([]string, 0, len(props))
 	for k := range props {
 		names = append(names, k)
 	}
 	sort.Strings(names)
+	sec := b.sec
+	sec.perListener = maps.Clone(sec.perListener)
+	for _, name := range names {
+		if _, err := b.securityKey(name, props[name]); err != nil {
+			b.sec = sec // a refused file changes nothing
+			return err
+		}
+	}
+	newPer := b.sec.perListener
+	b.sec = sec
 	type pick struct {
 		rank int
 		val  configkeys.Value
@@ -271,6 +288,9 @@ func (b *Broker) Apply(props map[string]string) error {
 	static := map[string]string{}
 	var unknown []string
 	for _, name := range names {
+		if strings.HasPrefix(name, "listener.name.") {
+			continue // securityKey checked it; recorded below
+		}
 		k, own, val, err := configkeys.ParseBroker(name, props[name])
 		if errors.Is(err, configkeys.ErrUnknown) {
 			unknown = append(unknown, name)
@@ -283,7 +303,9 @@ func (b *Broker) Apply(props map[string]string) error {
 		if p, ok := picks[k]; !ok || rank < p.rank {
 			picks[k] = pick{rank, val}
 		}
-		static[name] = own
+		if k.Type != configkeys.Password { // never reported by DescribeConfigs
+			static[name] = own
+		}
 	}
 	if b.TopicDefaults == nil {
 		b.TopicDefaults = map[string]string{}
@@ -300,6 +322,7 @@ func (b *Broker) Apply(props map[string]string) error {
 	}
 	maps.Copy(b.Static, static)
 	b.Unknown = append(b.Unknown, unknown...)
+	b.sec.perListener = newPer
 	return nil
 }
 
@@ -351,9 +374,18 @@ func init() {
 	}
 }
 
-// Finish validates the combination and fills derived fields (the advertised
-// address defaults to the listen address).
+// Finish validates the combination and fills derived fields: the
+// listeners with their protocols and TLS settings (security.go; the
+// advertised address defaults to the listen address). Listen set directly
+// (embedders, tests), unlike the listeners key, stands for one PLAINTEXT
+// listener.
 func (b *Broker) Finish() error {
+	if first, _ := configkeys.FirstListener(b.sec.listeners); first != b.Listen {
+		b.sec.listeners = b.Listen
+	}
+	if err := b.finishListeners(); err != nil {
+		return err
+	}
 	host, port, err := net.SplitHostPort(b.Listen)
 	if err != nil {
 		return fmt.Errorf("config: listen address %q: %w", b.Listen, err)

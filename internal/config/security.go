@@ -2,69 +2,379 @@ package config
 
 import (
 	"fmt"
-	"sort"
+	"net"
+	"slices"
+	"strconv"
 	"strings"
+
+	"github.com/stratalog/strata/internal/configkeys"
 )
 
-// Security keys Strata cannot honour yet (TLS, SASL: issue 20). A broker
-// configured for them must not start as a plaintext broker that clients
-// and operators believe is protected, so such a configuration is a
-// start-up error that names the key, never a warning.
-var securityPrefixes = []string{"ssl.", "sasl.", "listener.name.", "security.", "ssl_", "principal.builder.class", "authorizer.class.name", "super.users"}
+// Listeners and their security (issue 20). Kafka's keys, with Kafka's
+// meaning:
+//
+//	listeners=PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9093
+//	listener.security.protocol.map=INTERNAL:PLAINTEXT,EXTERNAL:SSL
+//	advertised.listeners=SSL://broker1.example.com:9093
+//	inter.broker.listener.name=INTERNAL     (or security.inter.broker.protocol=SSL)
+//	ssl.keystore.location=/etc/strata/broker.pem
+//	listener.name.external.ssl.client.auth=required
+//
+// A listener's name is its scheme, upper-cased; its security protocol is
+// the name's entry in listener.security.protocol.map (Kafka's default map
+// names each protocol after itself). PLAINTEXT and SSL are served;
+// SASL_PLAINTEXT and SASL_SSL, and every key Strata cannot honour (sasl.*,
+// authorizer and principal builder classes, JKS or PKCS12 stores, Java
+// provider settings), are a start-up error that names the listener or the
+// key: never a broker that is less protected than its configuration says.
+//
+// Apply may run several times (the file, then each flag); it only records
+// the raw values (securityProps). Finish resolves them into
+// Broker.Listeners, once.
 
-// checkSecurity refuses listeners whose security protocol is not
-// PLAINTEXT (a scheme SSL, SASL_PLAINTEXT or SASL_SSL, or a listener name
-// that listener.security.protocol.map maps to one) and any key of the
-// TLS, SASL or authorization families, unless it says PLAINTEXT.
-func checkSecurity(props map[string]string) error {
-	protoMap := map[string]string{"PLAINTEXT": "PLAINTEXT", "SSL": "SSL", "SASL_PLAINTEXT": "SASL_PLAINTEXT", "SASL_SSL": "SASL_SSL"}
-	if m, ok := props["listener.security.protocol.map"]; ok {
-		for _, pair := range strings.Split(m, ",") {
-			name, proto, ok := strings.Cut(strings.TrimSpace(pair), ":")
-			if !ok {
-				return fmt.Errorf("config: listener.security.protocol.map: %q is not NAME:PROTOCOL", pair)
-			}
-			protoMap[strings.ToUpper(strings.TrimSpace(name))] = strings.ToUpper(strings.TrimSpace(proto))
+// Protocols.
+const (
+	ProtocolPlaintext = "PLAINTEXT"
+	ProtocolSSL       = "SSL"
+)
+
+// Listener is one entry of listeners, resolved.
+type Listener struct {
+	Name           string // the listener name, upper-cased (PLAINTEXT, SSL, INTERNAL)
+	Protocol       string // ProtocolPlaintext or ProtocolSSL
+	Listen         string // host:port to bind
+	AdvertisedHost string // what Metadata gives clients connected to this listener
+	AdvertisedPort int32
+	SSL            *SSL // the listener's ssl.* settings; nil unless Protocol is SSL
+}
+
+// Advertised returns the advertised host:port.
+func (l *Listener) Advertised() string {
+	return net.JoinHostPort(l.AdvertisedHost, strconv.Itoa(int(l.AdvertisedPort)))
+}
+
+// securityProps are the raw security keys seen by Apply, resolved by
+// Finish.
+type securityProps struct {
+	listeners   string // listeners, as given
+	advertised  string // advertised.listeners, as given
+	protoMap    string // listener.security.protocol.map
+	interName   string // inter.broker.listener.name
+	interProto  string // security.inter.broker.protocol
+	ssl         map[string]string
+	perListener map[string]string // listener.name.<name>.<key> → value
+}
+
+// refusedPrefixes are key families Strata cannot honour yet: a start-up
+// error naming the key.
+var refusedPrefixes = []struct{ prefix, why string }{
+	{"sasl.", "SASL is not supported yet (only PLAINTEXT and SSL listeners)"},
+	{"authorizer.class.name", "authorization (ACLs) is not supported yet"},
+	{"super.users", "authorization (ACLs) is not supported yet"},
+	{"principal.builder.class", "a custom principal builder cannot be loaded; the SSL principal is the certificate subject (ssl.principal.mapping.rules)"},
+	{"ssl_", "not a key (did you mean ssl.?)"},
+}
+
+// sslJavaDefaults are Java-only ssl.* keys: accepted at Kafka's default
+// (a copied server.properties still starts), refused otherwise.
+var sslJavaDefaults = map[string]string{
+	"ssl.keymanager.algorithm":         "SunX509",
+	"ssl.trustmanager.algorithm":       "PKIX",
+	"ssl.secure.random.implementation": "",
+	"ssl.provider":                     "",
+	"ssl.engine.factory.class":         "",
+}
+
+// securityKey records key=value if it is a security key and reports
+// whether it was; an error names a key Strata refuses.
+func (b *Broker) securityKey(key, value string) (bool, error) {
+	for _, r := range refusedPrefixes {
+		if strings.HasPrefix(key, r.prefix) {
+			return true, fmt.Errorf("config: %s: %s; refusing to start rather than ignore it", key, r.why)
 		}
 	}
-	for _, key := range []string{"listeners", "advertised.listeners"} {
-		v, ok := props[key]
+	if rest, ok := strings.CutPrefix(key, "listener.name."); ok {
+		name, sub, ok := strings.Cut(rest, ".")
+		if !ok || name == "" {
+			return true, fmt.Errorf("config: %s: expected listener.name.<listener>.<key>", key)
+		}
+		if !strings.HasPrefix(sub, "ssl.") {
+			return true, fmt.Errorf("config: %s: only ssl.* keys can be set per listener (SASL is not supported yet); refusing to start rather than ignore it", key)
+		}
+		if err := checkSSLKey(key, sub, value); err != nil {
+			return true, err
+		}
+		if b.sec.perListener == nil {
+			b.sec.perListener = map[string]string{}
+		}
+		b.sec.perListener[strings.ToUpper(name)+"\x00"+sub] = value
+		return true, nil
+	}
+	if strings.HasPrefix(key, "ssl.") {
+		if err := checkSSLKey(key, key, value); err != nil {
+			return true, err
+		}
+		return false, nil // a table key: Apply parses it and its setter records it
+	}
+	if strings.HasPrefix(key, "security.") && key != "security.inter.broker.protocol" {
+		return true, fmt.Errorf("config: %s: not a broker key Strata knows (security.inter.broker.protocol is); refusing to start rather than ignore it", key)
+	}
+	return false, nil
+}
+
+// checkSSLKey checks one ssl.* key (named name in the file, sub without
+// a listener prefix): it must be a table key, and the Java-only ones must
+// hold Kafka's default.
+func checkSSLKey(name, sub, value string) error {
+	if def, ok := sslJavaDefaults[sub]; ok {
+		if strings.TrimSpace(value) != def {
+			return fmt.Errorf("config: %s=%s: a Java security provider setting Strata cannot honour (TLS is Go's crypto/tls); remove it", name, value)
+		}
+		return nil
+	}
+	if _, ok := configkeys.BrokerKey(sub); !ok {
+		return fmt.Errorf("config: %s: not an ssl key Strata knows; refusing to start rather than ignore it", name)
+	}
+	if _, _, _, err := configkeys.ParseBroker(sub, value); err != nil {
+		if name != sub {
+			return fmt.Errorf("config: %s: %w", name, err)
+		}
+		return fmt.Errorf("config: %w", err)
+	}
+	return nil
+}
+
+// securitySetters bind the security keys of the table to securityProps.
+// They join fields (config.go) during package initialization: this
+// initializer reads fields, so it runs after fields is built and before
+// any init function checks it.
+var _ = func() bool {
+	set := func(f func(s *securityProps, v string)) setter {
+		return func(b *Broker, v configkeys.Value) { f(&b.sec, v.Text) }
+	}
+	fields["listener.security.protocol.map"] = set(func(s *securityProps, v string) { s.protoMap = v })
+	fields["inter.broker.listener.name"] = set(func(s *securityProps, v string) { s.interName = v })
+	fields["security.inter.broker.protocol"] = set(func(s *securityProps, v string) { s.interProto = v })
+	for _, k := range configkeys.All() {
+		if strings.HasPrefix(k.Broker, "ssl.") {
+			name := k.Broker
+			fields[name] = set(func(s *securityProps, v string) {
+				if s.ssl == nil {
+					s.ssl = map[string]string{}
+				}
+				s.ssl[name] = v
+			})
+		}
+	}
+	return true
+}()
+
+// defaultProtocolMap is Kafka's listener.security.protocol.map default.
+const defaultProtocolMap = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
+
+// parseProtocolMap parses listener.security.protocol.map.
+func parseProtocolMap(v string) (map[string]string, error) {
+	if strings.TrimSpace(v) == "" {
+		v = defaultProtocolMap
+	}
+	out := map[string]string{}
+	for _, pair := range strings.Split(v, ",") {
+		name, proto, ok := strings.Cut(strings.TrimSpace(pair), ":")
+		name, proto = strings.ToUpper(strings.TrimSpace(name)), strings.ToUpper(strings.TrimSpace(proto))
+		if !ok || name == "" {
+			return nil, fmt.Errorf("config: listener.security.protocol.map: %q is not NAME:PROTOCOL", pair)
+		}
+		switch proto {
+		case "PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL":
+		default:
+			return nil, fmt.Errorf("config: listener.security.protocol.map: %s: unknown security protocol %q (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)", name, proto)
+		}
+		if _, dup := out[name]; dup {
+			return nil, fmt.Errorf("config: listener.security.protocol.map: listener %s mapped twice", name)
+		}
+		out[name] = proto
+	}
+	return out, nil
+}
+
+// listenerEntry is one NAME://host:port of listeners or advertised.listeners.
+type listenerEntry struct {
+	name, host, port string
+}
+
+// parseListeners splits a listeners value. A bare host:port (the
+// --listen flag) is a PLAINTEXT listener.
+func parseListeners(key, v string) ([]listenerEntry, error) {
+	var out []listenerEntry
+	for _, l := range strings.Split(v, ",") {
+		l = strings.TrimSpace(l)
+		if l == "" {
+			continue
+		}
+		name, addr, found := strings.Cut(l, "://")
+		if !found {
+			name, addr = ProtocolPlaintext, l
+		}
+		name = strings.ToUpper(name)
+		host, port, err := net.SplitHostPort(addr)
+		if err != nil || name == "" {
+			return nil, fmt.Errorf("config: %s: %q is not NAME://host:port", key, l)
+		}
+		if p, err := strconv.ParseUint(port, 10, 16); err != nil || (p == 0 && key == "advertised.listeners") {
+			return nil, fmt.Errorf("config: %s: %q: bad port", key, l)
+		}
+		for _, e := range out {
+			if e.name == name {
+				return nil, fmt.Errorf("config: %s: listener name %s appears twice", key, name)
+			}
+		}
+		out = append(out, listenerEntry{name, host, port})
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("config: %s: no listener", key)
+	}
+	return out, nil
+}
+
+// finishListeners resolves listeners, their protocols, advertised
+// addresses and ssl.* settings, and the inter-broker listener. Listen,
+// AdvertisedHost and AdvertisedPort become the inter-broker listener's
+// (what the broker registers with the controller).
+func (b *Broker) finishListeners() error {
+	protos, err := parseProtocolMap(b.sec.protoMap)
+	if err != nil {
+		return err
+	}
+	text := b.sec.listeners
+	if text == "" {
+		text = b.Listen
+	}
+	entries, err := parseListeners("listeners", text)
+	if err != nil {
+		return err
+	}
+	var adv []listenerEntry
+	if b.sec.advertised != "" {
+		if adv, err = parseListeners("advertised.listeners", b.sec.advertised); err != nil {
+			return err
+		}
+	} else if b.AdvertisedHost != "" && len(entries) == 1 {
+		// Set by a caller without advertised.listeners (tests, embedders).
+		adv = []listenerEntry{{entries[0].name, b.AdvertisedHost, strconv.Itoa(int(b.AdvertisedPort))}}
+	}
+	b.Listeners = b.Listeners[:0]
+	for _, e := range entries {
+		proto, ok := protos[e.name]
 		if !ok {
-			continue
+			return fmt.Errorf("config: listeners: listener %s has no security protocol (add %s:PROTOCOL to listener.security.protocol.map)", e.name, e.name)
 		}
-		for _, l := range strings.Split(v, ",") {
-			l = strings.TrimSpace(l)
-			name, _, found := strings.Cut(l, "://")
-			if !found || l == "" {
-				continue
+		switch proto {
+		case ProtocolPlaintext, ProtocolSSL:
+		default:
+			return fmt.Errorf("config: listeners: listener %s uses %s, which this broker does not support yet (PLAINTEXT and SSL only); refusing to start rather than serve it without authentication", e.name, proto)
+		}
+		l := Listener{Name: e.name, Protocol: proto, Listen: net.JoinHostPort(e.host, e.port)}
+		l.AdvertisedHost = e.host
+		if ip := net.ParseIP(e.host); e.host == "" || (ip != nil && ip.IsUnspecified()) {
+			l.AdvertisedHost = "127.0.0.1"
+		}
+		p, _ := strconv.ParseUint(e.port, 10, 16)
+		l.AdvertisedPort = int32(p)
+		if proto == ProtocolSSL {
+			ssl, err := b.sslFor(e.name)
+			if err != nil {
+				return err
 			}
-			proto, known := protoMap[strings.ToUpper(name)]
-			if !known {
-				return fmt.Errorf("config: %s: listener %q: no security protocol for %s (listener.security.protocol.map)", key, l, name)
-			}
-			if proto != "PLAINTEXT" {
-				return fmt.Errorf("config: %s: listener %q uses %s, which this broker does not support yet (only PLAINTEXT); refusing to start rather than serve it in plaintext", key, l, proto)
-			}
+			l.SSL = ssl
+		}
+		b.Listeners = append(b.Listeners, l)
+	}
+	for _, a := range adv {
+		i := slices.IndexFunc(b.Listeners, func(l Listener) bool { return l.Name == a.name })
+		if i < 0 {
+			return fmt.Errorf("config: advertised.listeners: listener %s is not in listeners", a.name)
+		}
+		p, _ := strconv.ParseUint(a.port, 10, 16)
+		if a.host == "" || a.host == "0.0.0.0" || a.host == "::" {
+			return fmt.Errorf("config: advertised.listeners: listener %s: %q is not an address clients can connect to", a.name, a.host)
+		}
+		b.Listeners[i].AdvertisedHost, b.Listeners[i].AdvertisedPort = a.host, int32(p)
+	}
+	for k := range b.sec.perListener {
+		name, _, _ := strings.Cut(k, "\x00")
+		i := slices.IndexFunc(b.Listeners, func(l Listener) bool { return l.Name == name })
+		if i < 0 || b.Listeners[i].Protocol != ProtocolSSL {
+			return fmt.Errorf("config: listener.name.%s.*: %s is not an SSL listener in listeners", strings.ToLower(name), name)
 		}
 	}
+	if b.sec.interName != "" && b.sec.interProto != "" {
+		return fmt.Errorf("config: inter.broker.listener.name and security.inter.broker.protocol are both set; set only one (as Kafka requires)")
+	}
+	inter := strings.ToUpper(b.sec.interName)
+	key := "inter.broker.listener.name"
+	if inter == "" && b.sec.interProto != "" {
+		inter, key = strings.ToUpper(b.sec.interProto), "security.inter.broker.protocol"
+		if inter != ProtocolPlaintext && inter != ProtocolSSL {
+			return fmt.Errorf("config: security.inter.broker.protocol=%s: only PLAINTEXT and SSL are supported yet", b.sec.interProto)
+		}
+	}
+	switch {
+	case inter != "":
+		if !slices.ContainsFunc(b.Listeners, func(l Listener) bool { return l.Name == inter }) {
+			return fmt.Errorf("config: %s: listener %s is not in listeners", key, inter)
+		}
+	case slices.ContainsFunc(b.Listeners, func(l Listener) bool { return l.Name == ProtocolPlaintext }):
+		inter = ProtocolPlaintext // Kafka's default, security.inter.broker.protocol=PLAINTEXT
+	default:
+		// Kafka would refuse to start; one listener is the only choice.
+		if len(b.Listeners) > 1 {
+			return fmt.Errorf("config: inter.broker.listener.name: no PLAINTEXT listener, so name the listener brokers use among %s", listenerNames(b.Listeners))
+		}
+		inter = b.Listeners[0].Name
+	}
+	b.InterBrokerListener = inter
+	l := b.InterBroker()
+	b.Listen, b.AdvertisedHost, b.AdvertisedPort = l.Listen, l.AdvertisedHost, l.AdvertisedPort
+	return nil
+}
+
+func listenerNames(ls []Listener) string {
 	var names []string
-	for k := range props {
-		names = append(names, k)
+	for _, l := range ls {
+		names = append(names, l.Name)
 	}
-	sort.Strings(names)
-	for _, k := range names {
-		if k == "listener.security.protocol.map" {
-			continue
-		}
-		for _, p := range securityPrefixes {
-			if !strings.HasPrefix(k, p) {
-				continue
-			}
-			if strings.EqualFold(strings.TrimSpace(props[k]), "PLAINTEXT") {
-				break // security.inter.broker.protocol=PLAINTEXT says what happens anyway
-			}
-			return fmt.Errorf("config: %s: TLS, SASL and authorization settings are not supported yet; refusing to start rather than ignore it", k)
+	return strings.Join(names, ", ")
+}
+
+// InterBroker returns the inter-broker listener (after Finish).
+func (b *Broker) InterBroker() *Listener {
+	for i := range b.Listeners {
+		if b.Listeners[i].Name == b.InterBrokerListener {
+			return &b.Listeners[i]
 		}
 	}
 	return nil
+}
+
+// sslFor resolves the ssl.* settings of listener name: each key's
+// listener.name.<name>. override, else the global key, else the default.
+func (b *Broker) sslFor(name string) (*SSL, error) {
+	get := func(key string) (value, from string) {
+		if v, ok := b.sec.perListener[name+"\x00"+key]; ok {
+			_, _, val, _ := configkeys.ParseBroker(key, v) // checked by securityKey
+			return val.Text, "listener.name." + strings.ToLower(name) + "." + key
+		}
+		if v, ok := b.sec.ssl[key]; ok {
+			return v, key
+		}
+		return sslDefaults[key], key
+	}
+	return newSSL(name, get)
+}
+
+// sslDefaults are the Kafka defaults of ssl.* keys that are not empty and
+// that the table does not give (a table default would show every ssl key
+// as set on a broker without SSL).
+var sslDefaults = map[string]string{
+	"ssl.endpoint.identification.algorithm": "https",
 }

@@ -164,7 +164,7 @@ type Key struct {
 	Log bool
 	// Flag is the `strata serve` flag that sets the key ("" if none).
 	Flag string
-	// Section is the README table that lists the key: "serve", "cluster"
+	// Section is the README table that lists the key: "serve", "security", "cluster"
 	// or "transactions".
 	Section string
 	// Doc says what the key does (README, DescribeConfigs documentation).

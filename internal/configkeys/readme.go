@@ -15,7 +15,7 @@ const (
 )
 
 // Sections are the README tables, in the README's order.
-var Sections = []string{"serve", "cluster", "transactions"}
+var Sections = []string{"serve", "security", "cluster", "transactions"}
 
 // Markdown renders the README table of one section: a row per key, in the
 // table's order.
