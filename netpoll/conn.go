@@ -2,6 +2,7 @@ package netpoll
 
 import (
 	"bufio"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -39,8 +40,18 @@ type Conn struct {
 	remote net.Addr
 	done   chan struct{} // closed by Close
 
-	// raw is the socket for sendfile; nil when nc is not a syscall.Conn.
+	// raw is the socket for sendfile; nil when nc is not a syscall.Conn
+	// (a TLS connection: file parts are copied through it).
 	raw syscall.RawConn
+
+	// The listener (listener.go). On a TLS listener nc is tc, closer the
+	// socket under it, and tw coalesces small responses into records.
+	l         *Listener
+	tc        *tls.Conn
+	tw        *bufio.Writer
+	closer    net.Conn
+	principal string               // set by the reader before the first Serve
+	tlsState  *tls.ConnectionState // likewise
 
 	mu            sync.Mutex
 	canWrite      sync.Cond // signalled when the head slot becomes ready, or on close
@@ -73,9 +84,10 @@ type Conn struct {
 	sfStep     func(fd uintptr) bool // c.sendfileStep, bound once
 }
 
-func newConn(s *Server, nc net.Conn) *Conn {
+func newConn(s *Server, nc net.Conn, l *Listener) *Conn {
 	c := &Conn{
 		s:      s,
+		l:      l,
 		id:     s.nextID.Add(1),
 		nc:     nc,
 		remote: nc.RemoteAddr(),
@@ -104,6 +116,7 @@ func newConn(s *Server, nc net.Conn) *Conn {
 		}
 	}
 	c.sfStep = c.sendfileStep
+	c.secure(nc)
 	return c
 }
 
@@ -129,7 +142,7 @@ func (c *Conn) Close() {
 	c.canWrite.Broadcast()
 	c.canRead.Broadcast()
 	close(c.done)
-	c.nc.Close()
+	c.closer.Close()
 	c.s.removeConn(c)
 	if cc, ok := c.s.h.(ConnCloseHandler); ok {
 		cc.ConnClosed(c)
@@ -144,6 +157,9 @@ func (c *Conn) slot(seq uint64) *Reply { return &c.slots[seq%uint64(len(c.slots)
 // closes, or a Reply.Close is queued.
 func (c *Conn) readLoop() {
 	defer c.s.wg.Done()
+	if !c.handshake() {
+		return
+	}
 	maxBytes := c.s.cfg.MaxFrameBytes
 	for {
 		if !c.waitFreeSlot() {
@@ -158,7 +174,7 @@ func (c *Conn) readLoop() {
 			if ok, held := c.s.refused.Allow(c.s.cfg.Now()); ok {
 				if what := foreignProtocol(c.hdr); what != "" {
 					c.s.log.Warn("netpoll: "+what+" on a Kafka PLAINTEXT listener; closing connection",
-						"remote", c.remote.String(), "similar_lines_suppressed", held)
+						"remote", c.remote.String(), "listener", c.l.Name, "similar_lines_suppressed", held)
 				} else {
 					c.s.log.Warn("netpoll: refusing frame; closing connection",
 						"remote", c.remote.String(), "size", size, "max", maxBytes,
@@ -431,8 +447,20 @@ func (c *Conn) flush() error {
 		return nil
 	}
 	c.armWrite()
-	c.bufs = c.iov
-	_, err := c.bufs.WriteTo(c.nc)
+	var err error
+	if c.tw != nil {
+		for _, b := range c.iov {
+			if _, err = c.tw.Write(b); err != nil {
+				break
+			}
+		}
+		if err == nil {
+			err = c.tw.Flush()
+		}
+	} else {
+		c.bufs = c.iov
+		_, err = c.bufs.WriteTo(c.nc)
+	}
 	clear(c.iov)
 	c.iov = c.iov[:0]
 	c.bufs = nil

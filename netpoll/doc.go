@@ -116,4 +116,25 @@
 // a socket, or a kernel that refuses the file) netpoll falls back to
 // pread + write through a pooled 64 KiB buffer. A file shorter than a part
 // says is a broken frame: the connection is closed.
+//
+// # Listeners and TLS
+//
+// ServeListener serves a named listener (Kafka's listener names:
+// PLAINTEXT, SSL, INTERNAL...; Conn.Listener reports it so Metadata can
+// answer with that listener's addresses). A Listener with a tls.Config is
+// an SSL listener: the reader runs the TLS handshake before the first frame
+// (bounded by Listener.HandshakeTimeout, on the Config's clock), sets the
+// connection's principal (Conn.Principal: "User:ANONYMOUS", or the
+// verified client certificate's, Listener.Principal) and TLS state, and
+// only then reads frames. A failed handshake closes the connection with one
+// rate-limited log line naming the listener; a PLAINTEXT Kafka client on an
+// SSL listener is logged as exactly that.
+//
+// On a TLS connection sendfile cannot be used (the kernel would send the
+// file's bytes unencrypted): file parts take the pread + write path, through
+// the TLS connection, and the gathered buffers of a write pass go through a
+// 16 KiB buffer (one TLS record) instead of writev, so a run of small
+// responses costs one record and one system call, not one per buffer. The
+// connection is closed by closing its socket (no close_notify alert, which
+// could wait on a peer that does not read).
 package netpoll

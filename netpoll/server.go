@@ -222,6 +222,13 @@ const (
 // It returns ln's error if ln fails for another reason. Serve may be called
 // for several listeners at once; Close closes them all.
 func (s *Server) Serve(ln net.Listener) error {
+	return s.serve(ln, &plaintext)
+}
+
+// plaintext is the listener of Serve: unnamed, no TLS.
+var plaintext = Listener{}
+
+func (s *Server) serve(ln net.Listener, l *Listener) error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -260,7 +267,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			continue
 		}
 		backoff = 0
-		s.startConn(nc)
+		s.startConn(nc, l)
 	}
 }
 
@@ -290,8 +297,8 @@ func (s *Server) isClosed() bool {
 
 // startConn registers nc and starts its reader and writer, or closes nc if
 // the Server is closed.
-func (s *Server) startConn(nc net.Conn) {
-	c := newConn(s, nc)
+func (s *Server) startConn(nc net.Conn, l *Listener) {
+	c := newConn(s, nc, l)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
