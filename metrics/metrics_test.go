@@ -276,3 +276,33 @@ func TestParseListeners(t *testing.T) {
 		}
 	}
 }
+
+// The hooks the request path calls allocate nothing.
+func BenchmarkHooks(b *testing.B) {
+	m := New()
+	name := string([]byte("events")) // not a constant: as a decoded request holds it
+	m.Topic(name)
+	m.Request(0, 9, time.Millisecond)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		m.Request(0, 9, time.Duration(i)*time.Microsecond)
+		m.Topic(name).In(1024, 10)
+		m.Error(0, 6)
+	}
+}
+
+func TestHooksDoNotAllocate(t *testing.T) {
+	m := New()
+	name := string([]byte("events"))
+	m.Topic(name)
+	m.Request(0, 9, time.Millisecond)
+	m.Error(0, 6)
+	if n := testing.AllocsPerRun(100, func() {
+		m.Request(0, 9, time.Millisecond)
+		m.Topic(name).In(1024, 10)
+		m.Topic(name).Out(1024)
+		m.Error(0, 6)
+	}); n != 0 {
+		t.Errorf("%v allocations per request's hooks, want 0", n)
+	}
+}

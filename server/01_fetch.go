@@ -374,6 +374,7 @@ func (f *fetchState) send() {
 			}
 		}
 	}
+	f.s.meterFetch(&f.body, f.consumer) // metrics.go
 	f.rc.sendParts(parts[0].Buf, parts[1:], done)
 }
 

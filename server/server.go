@@ -62,6 +62,7 @@ import (
 	"time"
 
 	"github.com/stratalog/strata/engine"
+	"github.com/stratalog/strata/metrics"
 	"github.com/stratalog/strata/netpoll"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -114,6 +115,11 @@ type Config struct {
 	// Blackhole acks produce requests without storing them (a benchmark
 	// baseline: what the network and protocol alone cost).
 	Blackhole bool
+
+	// Metrics receives the request and topic metrics and reads the
+	// partition counts and readiness from the Server (metrics.go); nil:
+	// no metrics.
+	Metrics *metrics.Broker
 
 	Groups  GroupsConfig  // consumer groups (groups.go)
 	Txn     TxnConfig     // producer ids, idempotence, transactions (producers.go)
@@ -205,6 +211,7 @@ func New(cfg Config, eng *engine.Engine) *Server {
 	s.initCluster()
 	s.initTxn()
 	s.initGroups()
+	s.initMetrics()
 	return s
 }
 
@@ -321,6 +328,7 @@ func (s *Server) dispatch(c peer, frame []byte, r replySink) {
 		req:     req,
 		log:     s.log,
 	}
+	s.meterStart(rc) // metrics.go
 	defer func() {
 		if p := recover(); p != nil {
 			s.panics.Add(1)
@@ -408,6 +416,11 @@ type reqCtx struct {
 	req     kmsg.Request // decoded body, version set; nil only for ApiVersions above our max
 	log     *slog.Logger
 	state   atomic.Uint32
+
+	// metered is the Server timing rc for its metrics and start when its
+	// frame was read (metrics.go); nil when metrics are off.
+	metered *Server
+	start   time.Time
 }
 
 // flexible reports whether the request (and so its response) uses the
@@ -457,6 +470,7 @@ func (rc *reqCtx) respondEncoded(resp kmsg.Response) {
 	b = resp.AppendTo(b)
 	ob.b = b
 	ob.parts[0] = netpoll.Part{Buf: b}
+	rc.meter(resp, false) // metrics.go
 	rc.reply.SendParts(ob.parts[:], ob.release)
 }
 
@@ -470,12 +484,14 @@ func (rc *reqCtx) sendParts(head []byte, parts []netpoll.Part, done func()) {
 	all := make([]netpoll.Part, 0, 1+len(parts))
 	all = append(all, netpoll.Part{Buf: head})
 	all = append(all, parts...)
+	rc.meter(nil, false)
 	rc.reply.SendParts(all, done)
 }
 
 // skip completes rc without a response (Produce with acks=0).
 func (rc *reqCtx) skip() {
 	if rc.complete() {
+		rc.meter(nil, true)
 		rc.reply.Skip()
 	}
 }
@@ -489,6 +505,7 @@ func (rc *reqCtx) close(err error) {
 	rc.log.Warn("closing connection",
 		"remote", remoteAddr(rc.conn), "api", kmsg.NameForKey(rc.key), "version", rc.version,
 		"client_id", rc.client, "err", err)
+	rc.meter(nil, false)
 	rc.reply.Close()
 }
 
