@@ -428,9 +428,9 @@ func (c *Config) describe() string {
 	if c.Warmup > 0 {
 		bound += fmt.Sprintf(" after a %v warm-up", c.Warmup)
 	}
-	return fmt.Sprintf("topic %s (%d partitions), %d B %s records, %s, %d producer(s), %s%s, acks=%s, linger %v, batch %d B, compression %v, idempotent %v, %d%s consumer(s)%s",
+	return fmt.Sprintf("topic %s (%d partitions), %d B %s records, %s, %d producer(s), %s%s, acks=%s, linger %v, batch %d B, compression %v, idempotent %v, %d%s consumer(s)%s%s",
 		c.Topic, c.Partitions, c.RecordBytes, payload, keys, c.Producers, pace, bound, acksName(c.Acks),
-		c.Linger, c.BatchBytes, c.Compression, c.Idempotent, c.Consumers, c.consumerNote(), groupNote(c.Group))
+		c.Linger, c.BatchBytes, c.Compression, c.Idempotent, c.Consumers, c.consumerNote(), groupNote(c.Group), c.consumerWhere())
 }
 
 // consumerEngine is the engine the consumers run with.
@@ -449,14 +449,22 @@ func (c *Config) consumerNote() string {
 	if c.Consumers == 0 {
 		return ""
 	}
-	where := " in their own process"
+	return " " + c.consumerEngine()
+}
+
+// consumerWhere says where the consumers run and when they start.
+func (c *Config) consumerWhere() string {
+	if c.Consumers == 0 {
+		return ""
+	}
+	where := " in a process of their own"
 	if c.ConsumersInProcess {
 		where = " in the producers' process"
 	}
 	if c.ConsumerDelay > 0 {
-		return fmt.Sprintf(" %s%s (starting %v after the producers)", c.consumerEngine(), where, c.ConsumerDelay)
+		where += fmt.Sprintf(", starting %v after the producers", c.ConsumerDelay)
 	}
-	return " " + c.consumerEngine() + where
+	return where
 }
 
 func groupNote(g string) string {

@@ -54,7 +54,7 @@ figure { margin: 12px 0; }
 {{end}}</table>
 <table>
 <tr><th>latency (ms)</th><th class="n">p50</th><th class="n">p90</th><th class="n">p99</th><th class="n">p99.9</th><th class="n">max</th><th class="n">mean</th></tr>
-{{range .Lat}}<tr><td>{{.Name}}</td><td class="n">{{printf "%.2f" .L.P50Ms}}</td><td class="n">{{printf "%.2f" .L.P90Ms}}</td><td class="n">{{printf "%.2f" .L.P99Ms}}</td><td class="n">{{printf "%.2f" .L.P999Ms}}</td><td class="n">{{printf "%.2f" .L.MaxMs}}</td><td class="n">{{printf "%.2f" .L.MeanMs}}</td></tr>
+{{range .Lat}}<tr><td>{{.Name}}</td><td class="n">{{printf "%.2f" .L.P50Ms}}</td><td class="n">{{printf "%.2f" .L.P90Ms}}</td><td class="n">{{printf "%.2f" .L.P99Ms}}</td><td class="n">{{printf "%.2f" .L.P999Ms}}</td><td class="n">{{.Max}}</td><td class="n">{{printf "%.2f" .L.MeanMs}}</td></tr>
 {{end}}</table>
 {{if .R.FindMax}}
 <h2>Capacity search</h2>
@@ -93,6 +93,7 @@ type kv struct{ K, V string }
 type latRow struct {
 	Name string
 	L    Latency
+	Max  string // L.MaxMs as shown
 }
 
 // WriteHTML writes the self-contained HTML report.
@@ -111,7 +112,7 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		{"batches/s", commas(res.BatchesPerSec, 1)},
 		{"records/batch", fmt.Sprintf("%.1f", res.RecordsPerBatch)},
 		{"requests/s", commas(res.RequestsPerSec, 1)},
-		{"client CPU", fmt.Sprintf("%.2f s (%.2f µs/record)", res.ClientCPUSeconds, res.ClientCPUUsPerRecord)},
+		{"client CPU", fmt.Sprintf("%.2f s (%.2f µs/record)%s", res.ClientCPUSeconds, res.ClientCPUUsPerRecord, res.clientCPUParts())},
 	}
 	if res.TargetRate > 0 {
 		summary = append(summary[:3], append([]kv{{"target records/s", commas(res.TargetRate, 0)}}, summary[3:]...)...)
@@ -128,10 +129,15 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		summary = append(summary, kv{"device writes", d.summary()}, kv{"device load", d.load()})
 	}
 	lat := []latRow{{"produce (scheduled send → ack)", Latency{P50Ms: res.ProduceP50Ms, P90Ms: res.ProduceP90Ms, P99Ms: res.ProduceP99Ms,
-		P999Ms: res.ProduceP999Ms, MaxMs: res.ProduceMaxMs, MeanMs: res.ProduceMeanMs}}}
+		P999Ms: res.ProduceP999Ms, MeanMs: res.ProduceMeanMs}, f2(res.ProduceMaxMs)}}
+	if res.BrokerProduceRequests > 0 {
+		lat = append(lat, latRow{fmt.Sprintf("broker produce (request frame → response; %s requests, interpolated in buckets)",
+			commas(float64(res.BrokerProduceRequests), 0)), Latency{P50Ms: res.BrokerProduceP50Ms, P90Ms: res.BrokerProduceP90Ms,
+			P99Ms: res.BrokerProduceP99Ms, P999Ms: res.BrokerProduceP999Ms, MeanMs: res.BrokerProduceMeanMs}, res.brokerProduceMax()})
+	}
 	if r.Config.Consumers > 0 {
 		lat = append(lat, latRow{"end-to-end (scheduled send → poll)", Latency{P50Ms: res.E2EP50Ms, P90Ms: res.E2EP90Ms, P99Ms: res.E2EP99Ms,
-			P999Ms: res.E2EP999Ms, MaxMs: res.E2EMaxMs, MeanMs: res.E2EMeanMs}})
+			P999Ms: res.E2EP999Ms, MeanMs: res.E2EMeanMs}, f2(res.E2EMaxMs)})
 	}
 	var cfgRows []kv
 	var cfgMap map[string]any

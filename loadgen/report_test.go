@@ -37,12 +37,15 @@ func syntheticReport(findMax bool) *Report {
 		prod.RecordValue(int64(1000 + i%9000))
 		e2e.RecordValue(int64(1500 + i%9500))
 	}
-	cpu := 11.5
+	cpu, ccpu := 11.5, 1.25
 	out := &runOutcome{
 		result: Result{Engine: "native", Brokers: rep.Target.Brokers, TargetRate: 50000, DurationS: 20, RecordBytes: 1024,
 			RecordsSent: 1_000_000, RecordsAcked: 1_000_000, RecordsConsumed: 1_000_000, RecordsPerSec: 50000, MBPerSec: 51.2,
 			ProduceP50Ms: 5, ProduceP99Ms: 9.9, ProduceP999Ms: 10, ProduceMaxMs: 10, E2EP99Ms: 10.4,
-			ClientCPUSeconds: 4, BrokerCPUSeconds: &cpu},
+			ClientCPUSeconds: 4, ClientCPUMainSeconds: 2.75, ClientCPUConsumerProcessSeconds: &ccpu, ConsumerPID: 4242,
+			BrokerCPUSeconds:      &cpu,
+			BrokerProduceRequests: 12345, BrokerProduceMeanMs: 3.1, BrokerProduceP50Ms: 2.71, BrokerProduceP90Ms: 4.2,
+			BrokerProduceP99Ms: 7.77, BrokerProduceP999Ms: 8.8, BrokerProduceMaxBucketMs: 12.34},
 		timeline: rep.Timeline,
 		produce:  prod,
 		e2e:      e2e,
@@ -85,6 +88,13 @@ func TestJSONReportHasConfigResultAndTimeline(t *testing.T) {
 	// The fields the capacity planner reads.
 	for k, want := range map[string]float64{"records_per_sec": 50000, "mb_per_sec": 51.2, "produce_p99_ms": 9.9,
 		"broker_cpu_seconds": 11.5, "duration_s": 20, "record_bytes": 1024} {
+		if v, ok := doc.Result[k].(float64); !ok || v != want {
+			t.Errorf("result.%s = %v, want %v", k, doc.Result[k], want)
+		}
+	}
+	for k, want := range map[string]float64{"broker_produce_requests": 12345, "broker_produce_p50_ms": 2.71, "broker_produce_p99_ms": 7.77,
+		"broker_produce_p999_ms": 8.8, "broker_produce_max_bucket_ms": 12.34, "client_cpu_seconds": 4, "client_cpu_main_seconds": 2.75,
+		"client_cpu_consumer_process_seconds": 1.25} {
 		if v, ok := doc.Result[k].(float64); !ok || v != want {
 			t.Errorf("result.%s = %v, want %v", k, doc.Result[k], want)
 		}
@@ -164,6 +174,12 @@ func TestHTMLReportHasChartsWithData(t *testing.T) {
 		if fm && series["produce p99 (ms) by target rate"] != 3 {
 			t.Errorf("capacity chart: %v", series)
 		}
+		for _, want := range []string{"broker produce (request frame → response; 12,345 requests", ">7.77<", ">≤ 12.34<",
+			"loadgen 2.75 s", "consumer process 1.25 s"} {
+			if !strings.Contains(page, want) {
+				t.Errorf("page lacks %q", want)
+			}
+		}
 		// Self-contained: no scripts, nothing fetched.
 		if strings.Contains(page, "<script") || strings.Contains(page, "src=") || strings.Contains(page, "href=") {
 			t.Fatal("report is not self-contained")
@@ -178,7 +194,8 @@ func TestTableShowsTheFigures(t *testing.T) {
 	}
 	out := buf.String()
 	for _, want := range []string{"native engine", "1 spawned strata broker(s)", "50,000.0", "51.20", "9.90", "end-to-end",
-		"broker cpu", "11.50 s", "max healthy rate: 50,000 rec/s", "unhealthy: produce p99 40 ms over 15 ms"} {
+		"broker cpu", "11.50 s", "max healthy rate: 50,000 rec/s", "unhealthy: produce p99 40 ms over 15 ms",
+		"broker produce (request→response)", "7.77", "≤ 12.34", "12,345 Produce requests", "loadgen 2.75 s + consumer process 1.25 s"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}

@@ -68,6 +68,21 @@ type Result struct {
 	BrokerCPUUsPerRecord float64  `json:"broker_cpu_us_per_record,omitempty"`
 	BrokerRSSBytes       int64    `json:"broker_rss_bytes,omitempty"`
 	BrokerPeakRSSBytes   int64    `json:"broker_peak_rss_bytes,omitempty"`
+	// Broker-side Produce latency (spawned brokers; brokermetrics.go): the
+	// brokers' request-time histogram over the measured window, per request
+	// (frame read → response handed to the connection), percentiles
+	// interpolated within a bucket, the maximum known only as the upper
+	// bound of the highest bucket holding a request (its lower bound when
+	// past the last one, BrokerProducePastLastBucket). Absent when not
+	// measured.
+	BrokerProduceRequests       int64   `json:"broker_produce_requests,omitempty"`
+	BrokerProduceMeanMs         float64 `json:"broker_produce_mean_ms,omitempty"`
+	BrokerProduceP50Ms          float64 `json:"broker_produce_p50_ms,omitempty"`
+	BrokerProduceP90Ms          float64 `json:"broker_produce_p90_ms,omitempty"`
+	BrokerProduceP99Ms          float64 `json:"broker_produce_p99_ms,omitempty"`
+	BrokerProduceP999Ms         float64 `json:"broker_produce_p999_ms,omitempty"`
+	BrokerProduceMaxBucketMs    float64 `json:"broker_produce_max_bucket_ms,omitempty"`
+	BrokerProducePastLastBucket bool    `json:"broker_produce_past_last_bucket,omitempty"`
 	// Device is the spawned brokers' data directory's block device over
 	// the measured window (nil for external brokers or without a block
 	// device).
@@ -244,17 +259,25 @@ func (r *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintln(tw, "latency ms\tp50\tp90\tp99\tp99.9\tmax\tmean\t")
 	fmt.Fprintf(tw, "produce (send→ack)\t%s\t%s\t%s\t%s\t%s\t%s\t\n", f2(res.ProduceP50Ms), f2(res.ProduceP90Ms), f2(res.ProduceP99Ms),
 		f2(res.ProduceP999Ms), f2(res.ProduceMaxMs), f2(res.ProduceMeanMs))
+	if res.BrokerProduceRequests > 0 {
+		fmt.Fprintf(tw, "broker produce (request→response)\t%s\t%s\t%s\t%s\t%s\t%s\t\n", f2(res.BrokerProduceP50Ms), f2(res.BrokerProduceP90Ms),
+			f2(res.BrokerProduceP99Ms), f2(res.BrokerProduceP999Ms), res.brokerProduceMax(), f2(res.BrokerProduceMeanMs))
+	}
 	if r.Config.Consumers > 0 {
 		fmt.Fprintf(tw, "end-to-end (send→poll)\t%s\t%s\t%s\t%s\t%s\t%s\t\n", f2(res.E2EP50Ms), f2(res.E2EP90Ms), f2(res.E2EP99Ms),
 			f2(res.E2EP999Ms), f2(res.E2EMaxMs), f2(res.E2EMeanMs))
 	}
 	tw.Flush()
+	if res.BrokerProduceRequests > 0 {
+		fmt.Fprintf(&b, "(broker: %s Produce requests, percentiles interpolated within the histogram's buckets, max = the highest bucket's bound)\n",
+			commas(float64(res.BrokerProduceRequests), 0))
+	}
 
 	fmt.Fprintln(&b)
 	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "resources")
-	row("client cpu", fmt.Sprintf("%.2f s  (%.2f µs/record, %.0f%% of a core)", res.ClientCPUSeconds, res.ClientCPUUsPerRecord,
-		100*res.ClientCPUSeconds/max(res.DurationS, 1e-9)))
+	row("client cpu", fmt.Sprintf("%.2f s  (%.2f µs/record, %.0f%% of a core)%s", res.ClientCPUSeconds, res.ClientCPUUsPerRecord,
+		100*res.ClientCPUSeconds/max(res.DurationS, 1e-9), res.clientCPUParts()))
 	if res.BrokerCPUSeconds != nil {
 		row("broker cpu", fmt.Sprintf("%.2f s  (%.2f µs/record, %.0f%% of a core)", *res.BrokerCPUSeconds, res.BrokerCPUUsPerRecord,
 			100**res.BrokerCPUSeconds/max(res.DurationS, 1e-9)))
@@ -282,6 +305,24 @@ func (r *Report) WriteTable(w io.Writer) error {
 }
 
 func f2(v float64) string { return fmt.Sprintf("%.2f", v) }
+
+// brokerProduceMax is the broker's produce maximum as the bucket bound it
+// is known by.
+func (r *Result) brokerProduceMax() string {
+	if r.BrokerProducePastLastBucket {
+		return "> " + f2(r.BrokerProduceMaxBucketMs)
+	}
+	return "≤ " + f2(r.BrokerProduceMaxBucketMs)
+}
+
+// clientCPUParts splits the client CPU when the consumers had a process of
+// their own.
+func (r *Result) clientCPUParts() string {
+	if r.ClientCPUConsumerProcessSeconds == nil {
+		return ""
+	}
+	return fmt.Sprintf(": loadgen %.2f s + consumer process %.2f s", r.ClientCPUMainSeconds, *r.ClientCPUConsumerProcessSeconds)
+}
 
 // commas formats v with the given decimals and thousands separators.
 func commas(v float64, decimals int) string {
@@ -319,6 +360,9 @@ func writeBaseline(b *strings.Builder, r *Report, bl *Baseline) {
 	}
 	fmt.Fprintf(tw, "records/s (reported step)\t%s\t%s\t\n", commas(r.Result.RecordsPerSec, 0), commas(bl.Result.RecordsPerSec, 0))
 	fmt.Fprintf(tw, "produce p99 ms\t%.2f\t%.2f\t\n", r.Result.ProduceP99Ms, bl.Result.ProduceP99Ms)
+	if r.Result.BrokerProduceRequests > 0 && bl.Result.BrokerProduceRequests > 0 {
+		fmt.Fprintf(tw, "broker produce p99 ms\t%.2f\t%.2f\t\n", r.Result.BrokerProduceP99Ms, bl.Result.BrokerProduceP99Ms)
+	}
 	if r.Result.BrokerCPUSeconds != nil && bl.Result.BrokerCPUSeconds != nil {
 		fmt.Fprintf(tw, "broker cpu µs/record\t%.2f\t%.2f\t\n", r.Result.BrokerCPUUsPerRecord, bl.Result.BrokerCPUUsPerRecord)
 	}

@@ -354,12 +354,12 @@ func runOnce(ctx context.Context, cfg *Config, admin *kgo.Client, ti *topicInfo,
 	}
 	st.markMeasured()
 	smp := newSampler(st, env.now, env.measureOff, usageNow, cfg.Progress, cfg.RecordBytes)
-	u0, d0 := smp.last.usage, cluster.deviceSample()
+	u0, d0, h0 := smp.last.usage, cluster.deviceSample(), cluster.brokerProduceSample(ctx)
 	smp.start()
 	pwg.Wait()
 	closers = nil // every producer closed itself in run
 	prodEnd := env.now()
-	u1, d1 := usageNow(), cluster.deviceSample()
+	u1, d1, h1 := usageNow(), cluster.deviceSample(), cluster.brokerProduceSample(ctx)
 
 	if cfg.Consumers > 0 {
 		deadline := time.Now().Add(cfg.DrainTimeout)
@@ -384,6 +384,9 @@ func runOnce(ctx context.Context, cfg *Config, admin *kgo.Client, ti *topicInfo,
 	out.result = buildResult(cfg, env, rate, prodEnd-env.measureOff, u0, u1, smp)
 	if cproc != nil {
 		out.result.ConsumerPID = cproc.pid()
+	}
+	if err := out.result.setBrokerProduce(h0, h1); err != nil {
+		cluster.metricsFailed(err)
 	}
 	if d0 != nil && d1 != nil {
 		out.result.Device = deviceTraffic(cluster.dev.name, *d0, *d1, st.ackedBytes.Load())
@@ -542,6 +545,7 @@ func runTarget(ctx context.Context, cfg Config) (rep *Report, err error) {
 			}
 		}()
 		seeds = cluster.Addrs() // N > 1: one cluster (cluster.go)
+		cluster.log = logw
 		fmt.Fprintf(logw, "spawned %d broker(s): %v\n", cfg.Spawn, cluster.Addrs())
 		if cluster.dev, err = lookupDevice(cluster.dir); err != nil {
 			if !cfg.quietDevice {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,16 +24,24 @@ type Cluster struct {
 	dir     string
 	Brokers []*SpawnedBroker
 	dev     *blockDevice // dir's block device; nil when it has none (runTarget)
+
+	// Metrics scraping (brokermetrics.go), by runOnce's goroutine only.
+	log        io.Writer // where the first scrape failure is told (runTarget)
+	http       *http.Client
+	metricsOff bool // a scrape failed, or the brokers serve no metrics
 }
 
 // SpawnedBroker is one child broker.
 type SpawnedBroker struct {
-	NodeID  int
-	Addr    string
-	DataDir string
-	LogPath string
-	cmd     *exec.Cmd
-	exited  chan struct{}
+	NodeID int
+	Addr   string
+	// MetricsAddr is the broker's metrics listener (host:port, serving
+	// /metrics); "" when the user's properties set metrics.listeners.
+	MetricsAddr string
+	DataDir     string
+	LogPath     string
+	cmd         *exec.Cmd
+	exited      chan struct{}
 }
 
 const (
@@ -79,7 +88,7 @@ func Spawn(ctx context.Context, opts SpawnOptions) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{dir: dir}
-	props, err := spawnProperties(dir, opts)
+	props, userMetrics, err := spawnProperties(dir, opts)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -100,7 +109,7 @@ func Spawn(ctx context.Context, opts SpawnOptions) (*Cluster, error) {
 		if i == 0 && opts.CPUProfile != "" {
 			extra = append(extra, "--cpuprofile", opts.CPUProfile)
 		}
-		b, err := startBroker(ctx, bin, dir, props, i, extra...)
+		b, err := startBroker(ctx, bin, dir, props, !userMetrics, i, extra...)
 		if b != nil {
 			c.Brokers = append(c.Brokers, b)
 		}
@@ -122,15 +131,16 @@ func Spawn(ctx context.Context, opts SpawnOptions) (*Cluster, error) {
 func spawnParentDir() string { return os.TempDir() }
 
 // spawnProperties writes the brokers' server.properties: the user's file,
-// then log.segment.bytes unless the user's file sets it.
-func spawnProperties(dir string, opts SpawnOptions) (string, error) {
+// then log.segment.bytes unless the user's file sets it. userMetrics says
+// the user's file sets metrics.listeners (startBroker then adds none).
+func spawnProperties(dir string, opts SpawnOptions) (path string, userMetrics bool, err error) {
 	var user []byte
 	if opts.ConfigFile != "" {
-		var err error
 		if user, err = os.ReadFile(opts.ConfigFile); err != nil {
-			return "", fmt.Errorf("loadgen: spawn config: %w", err)
+			return "", false, fmt.Errorf("loadgen: spawn config: %w", err)
 		}
 	}
+	userMetrics = bytes.Contains(user, []byte(metricsListenersKey))
 	seg := opts.SegmentBytes
 	props := append([]byte(nil), user...)
 	if len(props) > 0 && props[len(props)-1] != '\n' {
@@ -139,11 +149,17 @@ func spawnProperties(dir string, opts SpawnOptions) (string, error) {
 	if seg > 0 && !bytes.Contains(user, []byte("log.segment.bytes")) {
 		props = fmt.Appendf(props, "# written by strata loadgen --spawn\nlog.segment.bytes=%d\n", seg)
 	}
-	path := filepath.Join(dir, "server.properties")
-	return path, os.WriteFile(path, props, 0o644)
+	path = filepath.Join(dir, "server.properties")
+	return path, userMetrics, os.WriteFile(path, props, 0o644)
 }
 
-func startBroker(ctx context.Context, bin, dir, props string, id int, extra ...string) (*SpawnedBroker, error) {
+// metricsListenersKey is the broker setting of its metrics endpoint.
+const metricsListenersKey = "metrics.listeners"
+
+// startBroker starts broker id with the properties file props; with
+// metrics, on a properties file of its own that adds a metrics listener
+// on a free loopback port.
+func startBroker(ctx context.Context, bin, dir, props string, withMetrics bool, id int, extra ...string) (*SpawnedBroker, error) {
 	addr, err := freeLoopbackAddr()
 	if err != nil {
 		return nil, err
@@ -153,6 +169,20 @@ func startBroker(ctx context.Context, bin, dir, props string, id int, extra ...s
 		Addr:    addr,
 		DataDir: filepath.Join(dir, "node-"+strconv.Itoa(id)),
 		LogPath: filepath.Join(dir, "node-"+strconv.Itoa(id)+".log"),
+	}
+	if withMetrics {
+		if b.MetricsAddr, err = freeLoopbackAddr(); err != nil {
+			return nil, err
+		}
+		shared, err := os.ReadFile(props)
+		if err != nil {
+			return nil, err
+		}
+		own := fmt.Appendf(shared, "# written by strata loadgen --spawn for node %d\n%s=http://%s\n", id, metricsListenersKey, b.MetricsAddr)
+		props = filepath.Join(dir, "node-"+strconv.Itoa(id)+".properties")
+		if err := os.WriteFile(props, own, 0o644); err != nil {
+			return nil, err
+		}
 	}
 	logf, err := os.Create(b.LogPath)
 	if err != nil {
