@@ -23,8 +23,18 @@
 // recorder per producer and consumer, merged once a second by the sampler
 // into the per-second timeline and the run totals (hist.go, stats.go).
 // Throughput counts acknowledged records; MB are 10^6 bytes of values.
-// Client CPU is this process's getrusage; broker CPU and RSS are read from
-// /proc/<pid>/stat and /status of spawned brokers only.
+// Client CPU is this process's getrusage plus the consumer process's
+// (/proc/<pid>/stat); broker CPU and RSS are read from /proc/<pid>/stat and
+// /status of spawned brokers only. The broker's own Produce latency is read
+// from spawned brokers' Prometheus endpoints (brokermetrics.go).
+//
+// # Consumer process
+//
+// With consumers, runOnce starts `strata loadgen _consumers` (this
+// executable, or StrataBin) and runs them there unless ConsumersInProcess:
+// setup and start on its stdin, reports on its stdout, its end-to-end
+// histograms merged into one recorder of the run's e2e set
+// (consumerproc.go has the protocol and the clock hand-over).
 //
 // # Engines
 //
@@ -54,6 +64,12 @@
 //	                    dialNative, ends after the producer closes the
 //	                    in-flight queue and the last response is read, or
 //	                    when the connection fails or the drain times out
+//	consumer process    a child (consumerproc.go) running consumer k below;
+//	                    the parent's reader goroutine owns its stdout and
+//	                    its waiter reaps it; stopped by closing its stdin
+//	                    (SIGKILL after consumerProcStopTimeout); it also
+//	                    dies with the parent (parent-death signal, stdin
+//	                    end of file)
 //	consumer k          kgo: one goroutine polling; native: one goroutine
 //	                    per leader broker fetching on its own connection
 //	                    (fetch.go; cancelling closes the connection under a
@@ -91,7 +107,11 @@
 //	               produce_p50_ms, produce_p90_ms, produce_p99_ms, produce_p999_ms, produce_max_ms,
 //	               e2e_p50_ms ... e2e_max_ms, records_sent, records_acked, records_failed, error_rate,
 //	               records_consumed, batches_per_sec, requests_per_sec, records_per_batch,
-//	               client_cpu_seconds, client_cpu_us_per_record, broker_cpu_seconds (null unless
+//	               broker_produce_requests, broker_produce_{mean,p50,p90,p99,p999,max_bucket}_ms,
+//	               broker_produce_past_last_bucket (spawned brokers with metrics only),
+//	               client_cpu_seconds, client_cpu_main_seconds, client_cpu_consumer_process_seconds
+//	               (null without a consumer process), consumer_pid, client_cpu_us_per_record,
+//	               broker_cpu_seconds (null unless
 //	               spawned), broker_rss_bytes, broker_peak_rss_bytes, errors: [{error, count}],
 //	               device: {name, write_bytes, write_requests, mean_write_bytes, flushes, flushes_per_sec,
 //	                        read_bytes, read_requests, busy_ms, busy_share, bytes_per_record_byte}
