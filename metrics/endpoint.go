@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -16,35 +14,6 @@ import (
 )
 
 var errNotStarted = errors.New("the broker has not started yet")
-
-// ParseListeners parses a metrics.listeners value: comma-separated
-// http://host:port addresses (the scheme may be left out; an empty port
-// list means off). It returns host:port of each.
-func ParseListeners(v string) ([]string, error) {
-	var out []string
-	for _, item := range strings.Split(v, ",") {
-		item = strings.TrimSpace(item)
-		if item == "" {
-			continue
-		}
-		addr := item
-		if i := strings.Index(item, "://"); i >= 0 {
-			if scheme := strings.ToLower(item[:i]); scheme != "http" {
-				return nil, fmt.Errorf("%q: scheme %s: only http is served", item, scheme)
-			}
-			addr = item[i+3:]
-		}
-		_, port, err := net.SplitHostPort(addr)
-		if err != nil {
-			return nil, fmt.Errorf("%q: %w", item, err)
-		}
-		if _, err := strconv.ParseUint(port, 10, 16); err != nil {
-			return nil, fmt.Errorf("%q: bad port %q", item, port)
-		}
-		out = append(out, addr)
-	}
-	return out, nil
-}
 
 // Handler serves b: GET /metrics (Prometheus text format, or what the
 // scraper negotiates), /healthz (200 while the process serves HTTP) and
@@ -86,7 +55,8 @@ const (
 	shutdownTimeout   = 2 * time.Second
 )
 
-// Listen listens on every address (host:port, see ParseListeners) and
+// Listen listens on every address (host:port: metrics.listeners, parsed
+// by internal/configkeys.HTTPListeners) and
 // serves b's Handler on each until Close. On error nothing is left
 // listening.
 func Listen(addrs []string, b *Broker, logger *slog.Logger) (*Endpoint, error) {

@@ -7,7 +7,6 @@ import (
 	"math"
 	"net"
 	"net/http"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -251,29 +250,6 @@ func TestEndpointClose(t *testing.T) {
 	defer ln.Close()
 	if _, err := Listen([]string{"127.0.0.1:0", ln.Addr().String()}, b, nil); err == nil {
 		t.Fatal("Listen on a taken port succeeded")
-	}
-}
-
-func TestParseListeners(t *testing.T) {
-	for _, c := range []struct {
-		in   string
-		want []string
-	}{
-		{"", nil},
-		{" ", nil},
-		{"http://127.0.0.1:9644", []string{"127.0.0.1:9644"}},
-		{"HTTP://0.0.0.0:9644, :9645", []string{"0.0.0.0:9644", ":9645"}},
-		{"http://[::1]:9644", []string{"[::1]:9644"}},
-	} {
-		got, err := ParseListeners(c.in)
-		if err != nil || !slices.Equal(got, c.want) {
-			t.Errorf("ParseListeners(%q) = %q, %v; want %q", c.in, got, err, c.want)
-		}
-	}
-	for _, bad := range []string{"https://127.0.0.1:9644", "127.0.0.1", "http://h:99999", "http://h:x"} {
-		if _, err := ParseListeners(bad); err == nil {
-			t.Errorf("ParseListeners(%q) succeeded", bad)
-		}
 	}
 }
 

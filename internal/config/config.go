@@ -73,6 +73,10 @@ type Broker struct {
 	MinFreeBytes   int64   // log.dir.min.free.bytes (Strata)
 	MinFreePercent float64 // log.dir.min.free.percent (Strata)
 
+	// MetricsListeners is metrics.listeners (Strata): host:port of each
+	// HTTP listener of /metrics, /healthz and /readyz; none: off.
+	MetricsListeners []string
+
 	// TopicDefaults are the topic keys set at the broker, by topic name in
 	// the key's unit (log.retention.hours=1 is retention.ms=3600000): the
 	// engine applies them over its defaults (engine.DefaultLogConfig().Apply).
@@ -171,6 +175,7 @@ var fields = map[string]setter{
 	"fetch.max.bytes":            func(b *Broker, v configkeys.Value) { b.FetchMaxBytes = int32(v.Int) },
 	"connections.max.idle.ms":    func(b *Broker, v configkeys.Value) { b.MaxIdleMs = v.Int },
 	"queued.max.request.bytes":   func(b *Broker, v configkeys.Value) { b.QueuedMaxBytes = max(v.Int, -1) },
+	"metrics.listeners":          func(b *Broker, v configkeys.Value) { b.MetricsListeners, _ = configkeys.HTTPListeners(v.Text) },
 
 	"log.retention.check.interval.ms": func(b *Broker, v configkeys.Value) { b.RetentionCheckIntervalMs = v.Int },
 	"log.cleaner.enable":              func(b *Broker, v configkeys.Value) { b.Cleaner.Disabled = !v.Bool },

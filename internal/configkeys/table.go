@@ -40,6 +40,8 @@ var keys = []Key{
 		Doc: "idle connections are closed (0: never)"},
 	{Broker: "queued.max.request.bytes", Type: Long, Default: "536870912", Shown: "536870912 (512 MiB)", Strata: true, Check: checkQueuedBytes, Section: "serve",
 		Doc: "the broker-wide budget of request bytes read and not yet answered, frames and their decoded requests (Kafka's memory pool, KIP-72); past it connections are not read; each connection may hold 100 MiB of it; -1: unbounded (docs/reliability.md)"},
+	{Broker: "metrics.listeners", Type: String, Shown: "none (off)", Strata: true, Check: checkHTTPListeners, Flag: "metrics-listeners", Section: "serve",
+		Doc: "`http://host:port,...`: where the broker serves `/metrics` (Prometheus), `/healthz` and `/readyz`, on listeners of their own, never a Kafka listener (docs/operations.md, \"Metrics\")"},
 
 	// Topic keys: the broker name sets every topic's default, the topic
 	// name a topic's override.
@@ -225,6 +227,40 @@ func FirstListener(v string) (string, error) {
 
 func checkListener(v string) error {
 	_, err := FirstListener(v)
+	return err
+}
+
+// HTTPListeners returns host:port of each address of a metrics.listeners
+// value: comma-separated http://host:port (the scheme may be left out);
+// none for an empty value.
+func HTTPListeners(v string) ([]string, error) {
+	var out []string
+	for _, item := range strings.Split(v, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		addr := item
+		if i := strings.Index(item, "://"); i >= 0 {
+			if scheme := strings.ToLower(item[:i]); scheme != "http" {
+				return nil, errors.New(strconv.Quote(item) + ": only http is served")
+			}
+			addr = item[i+3:]
+		}
+		_, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+			return nil, errors.New("bad port " + strconv.Quote(port))
+		}
+		out = append(out, addr)
+	}
+	return out, nil
+}
+
+func checkHTTPListeners(v string) error {
+	_, err := HTTPListeners(v)
 	return err
 }
 
