@@ -52,6 +52,14 @@ func TestParseLoadgenFlags(t *testing.T) {
 	if err != nil || !cfg.CompareDevice || cfg.DeviceProbeBytes != 16<<20 {
 		t.Fatalf("--compare-device: %+v, %v", cfg, err)
 	}
+	cfg, _, err = parseLoadgenFlags(strings.Fields("--spawn 1 --consumers 1"), io.Discard)
+	if err != nil || cfg.ConsumersInProcess {
+		t.Fatalf("consumers default to a process of their own: %+v, %v", cfg, err)
+	}
+	cfg, _, err = parseLoadgenFlags(strings.Fields("--spawn 1 --consumers 1 --consumers-in-process"), io.Discard)
+	if err != nil || !cfg.ConsumersInProcess {
+		t.Fatalf("--consumers-in-process: %+v, %v", cfg, err)
+	}
 	if _, _, err := parseLoadgenFlags([]string{"--help"}, io.Discard); !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("--help: %v", err)
 	}
@@ -115,6 +123,11 @@ func TestLoadgenCommand(t *testing.T) {
 	if doc.Config["engine"] != "native" || doc.Config["rate"] != 1000.0 || doc.Result["records_acked"] != 1500.0 ||
 		doc.Result["records_consumed"] != 1500.0 || doc.Result["records_failed"] != 0.0 {
 		t.Fatalf("json config %v result %v", doc.Config, doc.Result)
+	}
+	// The consumer ran in a process of its own: the binary's hidden
+	// subcommand, another pid.
+	if pid, ok := doc.Result["consumer_pid"].(float64); !ok || pid <= 0 || int(pid) == cmd.Process.Pid || doc.Config["consumers_in"] != "process" {
+		t.Fatalf("consumer pid %v (loadgen %d), consumers_in %v", doc.Result["consumer_pid"], cmd.Process.Pid, doc.Config["consumers_in"])
 	}
 	page, err := os.ReadFile(htmlPath)
 	if err != nil {
