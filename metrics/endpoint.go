@@ -13,7 +13,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-var errNotStarted = errors.New("the broker has not started yet")
+var (
+	errNotStarted = errors.New("the broker has not started yet")
+	errStopping   = errors.New("the broker is shutting down")
+)
 
 // Handler serves b: GET /metrics (Prometheus text format, or what the
 // scraper negotiates), /healthz (200 while the process serves HTTP) and

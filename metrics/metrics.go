@@ -186,6 +186,14 @@ func (b *Broker) SetTopics(f func() []string) { b.topicNames.Store(&f) }
 // is ready to serve. Until it is set, /readyz answers not ready.
 func (b *Broker) SetReady(f func() error) { b.ready.Store(&f) }
 
+// Stopping makes /readyz answer not ready from now on (the broker is
+// shutting down). A nil b does nothing.
+func (b *Broker) Stopping() {
+	if b != nil {
+		b.SetReady(func() error { return errStopping })
+	}
+}
+
 // Ready runs the readiness check.
 func (b *Broker) Ready() error {
 	f := b.ready.Load()

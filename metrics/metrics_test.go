@@ -214,6 +214,11 @@ func TestHealth(t *testing.T) {
 	if code, body := get(t, base+"/readyz"); code != 200 || body != "ready\n" {
 		t.Errorf("/readyz when ready: %d %q", code, body)
 	}
+	b.Stopping()
+	if code, body := get(t, base+"/readyz"); code != 503 || !strings.Contains(body, "shutting down") {
+		t.Errorf("/readyz when stopping: %d %q", code, body)
+	}
+	(*Broker)(nil).Stopping()
 	if code, _ := get(t, base+"/nothing"); code != 404 {
 		t.Errorf("/nothing: %d", code)
 	}

@@ -110,6 +110,12 @@ func serve(cfg config.Broker, logger *slog.Logger) error {
 	}
 	raiseFileLimit(logger) // serve_rlimit.go
 	setProcs(logger)       // serve_procs.go
+	// serve_metrics.go: started first, so /readyz answers during recovery.
+	met, stopMetrics, err := startMetrics(cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	start := time.Now()
 	logDefaults, err := engine.DefaultLogConfig().Apply(cfg.TopicDefaults)
 	if err != nil {
@@ -181,6 +187,7 @@ func serve(cfg config.Broker, logger *slog.Logger) error {
 		Txn:            txnConfig(cfg),     // serve_txn.go
 		MaxQueuedBytes: cfg.QueuedMaxBytes, // broker-wide; each connection's share is netpoll's default
 		Blackhole:      cfg.Blackhole,
+		Metrics:        met,
 	}, eng)
 	if cfg.Blackhole {
 		logger.Warn("blackhole mode: produce requests are acknowledged and NOT stored (benchmark baseline only)")
@@ -202,6 +209,7 @@ func serve(cfg config.Broker, logger *slog.Logger) error {
 			logger.Error("listener failed", "err", err)
 		}
 	}
+	met.Stopping() // /readyz: not ready
 	if ctl != nil {
 		// Controlled shutdown: leadership moves to other replicas before
 		// this broker stops serving, so clients fail over without waiting

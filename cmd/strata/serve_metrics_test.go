@@ -1,0 +1,152 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"net"
+	"net/http"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stratalog/strata/internal/stratatest"
+	"github.com/stratalog/strata/metrics"
+	"github.com/stratalog/strata/metrics/metricstest"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// produceCount counts the Produce requests a franz-go client wrote.
+type produceCount struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (c *produceCount) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if key == 0 && err == nil {
+		c.mu.Lock()
+		c.n++
+		c.mu.Unlock()
+	}
+}
+
+// strata serve --metrics-listeners: the endpoint comes up with the
+// broker, /readyz turns ready, /metrics counts the produce a client did
+// (scraped over HTTP), and SIGTERM stops the endpoint with the broker.
+func TestServeMetricsEndpoint(t *testing.T) {
+	const hangGuard = 2 * time.Minute // not a performance threshold
+	bin, cleanup, err := stratatest.BuildBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cleanup)
+	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--data-dir", t.TempDir(),
+		"--metrics-listeners", "http://127.0.0.1:0")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	logs := make(chan string, 1024)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			select {
+			case logs <- sc.Text():
+			default: // nobody reads any more
+			}
+		}
+		exited <- cmd.Wait()
+	}()
+	t.Cleanup(func() { cmd.Process.Kill() }) // after a failure; a no-op once it exited
+
+	metricsRe := regexp.MustCompile(`msg="metrics endpoint listening" listen=(\S+)`)
+	kafkaRe := regexp.MustCompile(`msg="strata broker listening".* listen=(\S+)`)
+	var metricsAddr, kafkaAddr string
+	deadline := time.After(hangGuard)
+	for metricsAddr == "" || kafkaAddr == "" {
+		select {
+		case line := <-logs:
+			if m := metricsRe.FindStringSubmatch(line); m != nil {
+				metricsAddr = m[1]
+			}
+			if m := kafkaRe.FindStringSubmatch(line); m != nil {
+				kafkaAddr = m[1]
+			}
+		case err := <-exited:
+			t.Fatalf("strata serve exited: %v", err)
+		case <-deadline:
+			t.Fatal("strata serve did not log its listeners")
+		}
+	}
+	base := "http://" + metricsAddr
+	for ready := false; !ready; {
+		resp, err := http.Get(base + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		ready = resp.StatusCode == http.StatusOK
+		if !ready {
+			select {
+			case <-deadline:
+				t.Fatalf("/readyz: %s", resp.Status)
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	counts := &produceCount{}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(kafkaAddr), kgo.WithHooks(counts), kgo.DefaultProduceTopic("scraped"),
+		kgo.AllowAutoTopicCreation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 10
+	for i := range n {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("v" + strconv.Itoa(i))}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cl.Close()
+	f, err := metricstest.Scrape(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts.mu.Lock()
+	reqs := counts.n
+	counts.mu.Unlock()
+	if got := f.HistogramCount(metrics.RequestTotalTime, "request", "Produce"); got != uint64(reqs) || reqs < 1 {
+		t.Errorf("Produce observed %d times, the client wrote %d Produce requests", got, reqs)
+	}
+	if got := f.Counter(metrics.TopicRecordsIn, "topic", "scraped"); got != n {
+		t.Errorf("records in %v, want %d", got, n)
+	}
+	if f["go_goroutines"] == nil || f["process_resident_memory_bytes"] == nil {
+		t.Error("no Go or process metrics")
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("strata serve after SIGTERM: %v", err)
+		}
+	case <-time.After(hangGuard):
+		t.Fatal("strata serve did not stop after SIGTERM")
+	}
+	if c, err := net.Dial("tcp", metricsAddr); err == nil {
+		c.Close()
+		t.Fatalf("the metrics endpoint %s still accepts connections after the broker stopped", metricsAddr)
+	}
+}
