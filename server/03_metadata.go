@@ -65,7 +65,7 @@ func handleMetadata(s *Server, rc *reqCtx) {
 	}
 	req := rc.req.(*kmsg.MetadataRequest)
 	resp := kmsg.NewPtrMetadataResponse()
-	host, port := s.Advertised()
+	host, port := s.advertisedFor(rc.conn) // the listener the client connected to
 	resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: s.cfg.NodeID, Host: host, Port: port}}
 	resp.ClusterID = &s.cfg.ClusterID
 	resp.ControllerID = s.cfg.NodeID

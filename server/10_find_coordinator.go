@@ -44,7 +44,7 @@ func handleFindCoordinator(s *Server, rc *reqCtx) {
 			continue
 		}
 		c.NodeID = s.cfg.NodeID
-		c.Host, c.Port = s.Advertised()
+		c.Host, c.Port = s.advertisedFor(rc.conn) // the listener the client connected to
 		if req.CoordinatorType == coordinatorKeyGroup && s.clustered() {
 			b, code := s.groupCoordinatorNode(k) // groups.go
 			if code != 0 {

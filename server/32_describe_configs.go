@@ -1,7 +1,6 @@
 package server
 
 import (
-	"net"
 	"sort"
 	"strconv"
 
@@ -27,10 +26,7 @@ func topicKeyType(key string) kmsg.ConfigType {
 // Every other broker key reads Config.BrokerConfigs (or its default), and a
 // topic key's broker name the engine's topic defaults (Config.LogDefaults).
 var serverValues = map[string]func(s *Server) string{
-	"advertised.listeners": func(s *Server) string {
-		host, port := s.Advertised()
-		return "PLAINTEXT://" + net.JoinHostPort(host, strconv.Itoa(int(port)))
-	},
+	"advertised.listeners":       func(s *Server) string { return s.advertisedListeners() }, // listeners.go
 	"auto.create.topics.enable":  func(s *Server) string { return strconv.FormatBool(s.cfg.AutoCreateTopics) },
 	"default.replication.factor": func(s *Server) string { return strconv.Itoa(int(s.cfg.DefaultReplication)) },
 	"fetch.max.bytes":            func(s *Server) string { return itoa32(s.cfg.FetchMaxBytes) },

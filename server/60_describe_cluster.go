@@ -40,7 +40,7 @@ func handleDescribeCluster(s *Server, rc *reqCtx) {
 			return
 		}
 	}
-	host, port := s.Advertised()
+	host, port := s.advertisedFor(rc.conn) // the listener the client connected to
 	resp.ClusterID = s.cfg.ClusterID
 	resp.ControllerID = s.cfg.NodeID
 	resp.Brokers = []kmsg.DescribeClusterResponseBroker{{NodeID: s.cfg.NodeID, Host: host, Port: port}}

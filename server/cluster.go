@@ -58,6 +58,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"sort"
 	"strconv"
 	"strings"
@@ -91,6 +92,10 @@ type ClusterConfig struct {
 	// manager that runs leader and follower roles instead of the replica
 	// package's Manager (tests).
 	Replication func(ReplicationEnv) ReplicaManager
+	// Dial opens connections to other brokers' inter-broker listeners
+	// (follower fetches, transaction markers): TLS when that listener is
+	// SSL (inter.broker.listener.name). nil: plain TCP.
+	Dial func(ctx context.Context, addr string) (net.Conn, error)
 }
 
 // ReplicationEnv is what a replica manager gets from the broker.
@@ -160,6 +165,8 @@ type clusterState struct {
 
 	roles   map[rolesKey]appliedRole     // watch goroutine only
 	configs map[string]map[string]string // watch goroutine only: controller configs applied per topic
+
+	listeners listenerSet // listeners.go: every listener's advertised address (single broker or cluster)
 }
 
 type rolesKey struct {
@@ -242,6 +249,7 @@ func (s *Server) initCluster() {
 		c.repl = replicaManager{replica.New(replica.Config{
 			BrokerID:     s.cfg.NodeID,
 			BrokerAddr:   s.brokerAddr,
+			Dial:         s.cfg.Cluster.Dial,
 			ISR:          isrUpdater{s},
 			LagTimeMaxMs: s.cfg.Cluster.ReplicaLagTimeMax.Milliseconds(),
 			Logger:       s.log,

@@ -143,6 +143,7 @@ func (s *Server) initTxnCoordinator() {
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.markers.init(fmt.Sprintf("strata-txn-coordinator-%d", s.cfg.NodeID))
+	c.markers.dial = s.cfg.Cluster.Dial
 	c.ready = true
 	if s.clustered() {
 		c.wg.Add(1)

@@ -49,6 +49,9 @@ const (
 // brokerClient sends requests to brokers for the coordinator.
 type brokerClient struct {
 	fmtr *kmsg.RequestFormatter
+	// dial is ClusterConfig.Dial (the inter-broker listener, TLS if SSL);
+	// nil: plain TCP.
+	dial func(ctx context.Context, addr string) (net.Conn, error)
 
 	mu     sync.Mutex
 	idle   map[string][]net.Conn
@@ -90,8 +93,12 @@ func (b *brokerClient) get(ctx context.Context, addr string, fresh bool) (c net.
 		return c, corr, true, nil
 	}
 	b.mu.Unlock()
-	var d net.Dialer
-	c, err = d.DialContext(ctx, "tcp", addr)
+	if b.dial != nil {
+		c, err = b.dial(ctx, addr)
+	} else {
+		var d net.Dialer
+		c, err = d.DialContext(ctx, "tcp", addr)
+	}
 	return c, corr, false, err
 }
 

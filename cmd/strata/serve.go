@@ -147,14 +147,14 @@ func serve(cfg config.Broker, logger *slog.Logger) error {
 	}
 	logger.Info("data directory ready", "dir", absDir, "topics", len(eng.Topics()), "took", time.Since(start).Round(time.Millisecond))
 
-	ln, err := net.Listen("tcp", cfg.Listen)
+	lns, err := listen(cfg) // serve_listeners.go
 	if err != nil {
 		eng.Close()
 		return err
 	}
 	ctl, err := startController(cfg, absDir, logger)
 	if err != nil {
-		ln.Close()
+		closeListeners(lns)
 		eng.Close()
 		return err
 	}
@@ -181,6 +181,7 @@ func serve(cfg config.Broker, logger *slog.Logger) error {
 			HeartbeatInterval: time.Duration(cfg.HeartbeatIntervalMs) * time.Millisecond,
 			MinInsyncReplicas: cfg.MinInsyncReplicas,
 			ReplicaLagTimeMax: time.Duration(cfg.ReplicaLagTimeMaxMs) * time.Millisecond,
+			Dial:              interBrokerDial(cfg, logger), // serve_listeners.go: TLS when the inter-broker listener is SSL
 		},
 
 		Groups:         server.GroupsConfig{Coordinator: groupConfig(cfg.Groups)},
@@ -192,14 +193,18 @@ func serve(cfg config.Broker, logger *slog.Logger) error {
 	if cfg.Blackhole {
 		logger.Warn("blackhole mode: produce requests are acknowledged and NOT stored (benchmark baseline only)")
 	}
-	logger.Info("strata broker listening", "node", cfg.NodeID, "listen", ln.Addr().String(),
-		"advertised", net.JoinHostPort(cfg.AdvertisedHost, fmt.Sprint(cfg.AdvertisedPort)),
-		"data_dir", absDir, "cluster_id", clusterID)
+	for i, l := range cfg.Listeners {
+		logger.Info("strata broker listening", "node", cfg.NodeID, "listener", l.Name, "protocol", l.Protocol,
+			"listen", lns[i].Addr().String(), "advertised", l.Advertised(),
+			"inter_broker", l.Name == cfg.InterBrokerListener, "data_dir", absDir, "cluster_id", clusterID)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	errc := make(chan error, len(lns))
+	for i, l := range serverListeners(cfg, logger) {
+		go func() { errc <- srv.ServeListener(lns[i], l) }()
+	}
 
 	select {
 	case <-ctx.Done():

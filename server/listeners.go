@@ -1,0 +1,137 @@
+package server
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/stratalog/strata/netpoll"
+)
+
+// Listeners (issue 20). A broker serves one or more named listeners
+// (Kafka's listeners key: PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9093),
+// each with its own advertised address and, for SSL, its TLS
+// configuration. Metadata, FindCoordinator and DescribeCluster answer a
+// client with the advertised address of the listener it connected to, as
+// Kafka does. The inter-broker listener's address is the one the broker
+// registers with the controller (what followers fetch from and markers are
+// sent to), and Advertised reports it.
+//
+// In cluster mode a broker registers one endpoint, so a cluster's brokers
+// serve one listener each (cmd/strata refuses more); a single broker serves
+// any number.
+
+// Listener is one of the broker's listeners.
+type Listener struct {
+	Name           string // PLAINTEXT, SSL, INTERNAL...
+	AdvertisedHost string // "": the listener's address (a wildcard becomes the hostname)
+	AdvertisedPort int32  // 0: the listener's port
+	// Protocol is PLAINTEXT or SSL, for DescribeConfigs.
+	Protocol string
+	// TLS makes it an SSL listener (nil: PLAINTEXT).
+	TLS *tls.Config
+	// Principal maps a verified client certificate to the connection's
+	// principal (nil: "User:" and the subject).
+	Principal func(*x509.Certificate) (string, error)
+	// InterBroker marks the listener other brokers reach this one on: its
+	// address is registered with the controller and used for transaction
+	// markers to this broker.
+	InterBroker bool
+}
+
+// listenerSet holds the advertised endpoint of every listener served.
+type listenerSet struct {
+	mu     sync.Mutex
+	byName map[string]*listenerEntry
+	order  []string
+}
+
+type listenerEntry struct {
+	ep       endpoint
+	protocol string
+}
+
+// ServeListener accepts connections on ln for listener l until Close, as
+// Serve does for the broker's only listener.
+func (s *Server) ServeListener(ln net.Listener, l Listener) error {
+	if l.Name == "" {
+		return errors.New("server: a listener needs a name")
+	}
+	ep := endpoint{host: l.AdvertisedHost, port: l.AdvertisedPort}
+	if ep.host == "" || ep.port == 0 {
+		host, port := listenerEndpoint(ln.Addr())
+		if ep.host == "" {
+			ep.host = host
+		}
+		if ep.port == 0 {
+			ep.port = port
+		}
+	}
+	proto := l.Protocol
+	if proto == "" {
+		proto = "PLAINTEXT"
+		if l.TLS != nil {
+			proto = "SSL"
+		}
+	}
+	ls := &s.cluster.listeners
+	ls.mu.Lock()
+	if ls.byName == nil {
+		ls.byName = map[string]*listenerEntry{}
+	}
+	if _, dup := ls.byName[l.Name]; dup {
+		ls.mu.Unlock()
+		return errors.New("server: listener " + l.Name + " served twice")
+	}
+	ls.byName[l.Name] = &listenerEntry{ep: ep, protocol: proto}
+	ls.order = append(ls.order, l.Name)
+	ls.mu.Unlock()
+	if l.InterBroker {
+		s.advertised.Store(&ep)
+		s.noteListener(ln) // txn_markers.go: the coordinator's own address
+	}
+	return s.np.ServeListener(ln, netpoll.Listener{Name: l.Name, TLS: l.TLS, Principal: l.Principal})
+}
+
+// connListener is what a connection tells of its listener (*netpoll.Conn).
+type connListener interface{ Listener() string }
+
+// advertisedFor returns the advertised address of the listener c arrived
+// on; the inter-broker listener's (Advertised) when c's listener is not
+// known (Serve, tests).
+func (s *Server) advertisedFor(c peer) (string, int32) {
+	if cl, ok := c.(connListener); ok {
+		if name := cl.Listener(); name != "" {
+			ls := &s.cluster.listeners
+			ls.mu.Lock()
+			e := ls.byName[name]
+			ls.mu.Unlock()
+			if e != nil {
+				return e.ep.host, e.ep.port
+			}
+		}
+	}
+	return s.Advertised()
+}
+
+// advertisedListeners renders advertised.listeners as DescribeConfigs
+// reports it: NAME://host:port for every listener served.
+func (s *Server) advertisedListeners() string {
+	ls := &s.cluster.listeners
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if len(ls.order) == 0 {
+		host, port := s.Advertised()
+		return "PLAINTEXT://" + net.JoinHostPort(host, strconv.Itoa(int(port)))
+	}
+	var parts []string
+	for _, name := range ls.order {
+		e := ls.byName[name]
+		parts = append(parts, name+"://"+net.JoinHostPort(e.ep.host, strconv.Itoa(int(e.ep.port))))
+	}
+	return strings.Join(parts, ",")
+}
