@@ -909,6 +909,13 @@ func (w *segmentRewriter) swap(group []*logSegment, ns *logSegment, size int64) 
 		drop()
 		return errCleanAborted
 	}
+	if j := e.jnl; j != nil {
+		if err := j.barrier(l, true); err != nil { // journal.go: no replay into the cleaned files
+			l.mu.Unlock()
+			drop()
+			return e.ioFailure("journal barrier for "+l.String(), err)
+		}
+	}
 	for _, p := range finals {
 		if err := os.Rename(p+cleanedSuffix, p+swapSuffix); err != nil {
 			l.mu.Unlock()

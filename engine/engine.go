@@ -75,6 +75,10 @@ type Options struct {
 	// off.
 	MinFreeBytes   int64
 	MinFreePercent float64
+	// JournalBytes is log.io.journal.bytes: with > 0, acks=all appends are
+	// made durable by one journal write and flush per group commit
+	// (journal.go) in that many bytes of journal files; 0 = off.
+	JournalBytes int64
 	// SyncLog, when set (power-loss tests), is a file to which every
 	// successful sync appends what it made durable (synclog.go).
 	SyncLog string
@@ -117,6 +121,7 @@ type Engine struct {
 	fl flushPipeline // the flush workers and the coordinator (flusher.go)
 
 	io    *ioBackend // segment writes: io_uring O_DIRECT or pwrite (backend.go)
+	jnl   *journal   // nil unless Options.JournalBytes (journal.go)
 	tails *tailPool  // buffers of the partitions' tail caches (tailcache.go)
 
 	maint maintenance // retention goroutine and delayed file deletion (retention.go)
@@ -191,9 +196,22 @@ func Open(opts Options) (*Engine, error) {
 	if e.tails != nil {
 		e.logger.Info("tail cache", "bytes", int64(e.tails.max)*tailBufBytes, "per_partition_max", tailBufsPerLog*tailBufBytes)
 	}
+	if opts.JournalBytes > 0 {
+		// Before any log opens: replay puts the journal's records into
+		// their segment files, and the recovery below finds them.
+		j, err := openJournal(e, opts.JournalBytes)
+		if err != nil {
+			e.io.close()
+			return nil, err
+		}
+		e.jnl = j
+	}
 	if err := e.load(); err != nil {
 		for _, l := range e.allLogs() {
 			l.shutdown(ErrClosed, false)
+		}
+		if e.jnl != nil {
+			e.jnl.close(false)
 		}
 		e.io.close()
 		return nil, err
@@ -365,7 +383,7 @@ func (e *Engine) tidyDataDir(metas []loadedTopic) error {
 		switch {
 		case name == topicsDirName || name == recoveryPointFile || name == logStartFile ||
 			name == cleanShutdownFile || name == metaPropsFile || name == ControllerDirName || name == cleanerCheckpointFile ||
-			name == ProducerIDBlockFile || name == devFlushAnchor:
+			name == ProducerIDBlockFile || name == devFlushAnchor || name == journalDirName:
 			continue
 		case strings.HasSuffix(name, tmpSuffix):
 			os.Remove(path)
@@ -526,6 +544,12 @@ func (e *Engine) Close() error {
 		l.mu.Unlock()
 	}
 	e.stopFlusher() // every log is durable now (unless offline)
+	if e.jnl != nil {
+		// Its last group says nothing is left to replay (unless offline).
+		if err := e.jnl.close(e.Offline() == nil); err != nil {
+			e.ioFailure("closing the journal", err)
+		}
+	}
 
 	var errs []error
 	if err := e.Offline(); err != nil {

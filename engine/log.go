@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/stratalog/strata/internal/vfs"
 	"github.com/stratalog/strata/record"
 	"github.com/stratalog/strata/segment"
 )
@@ -17,9 +18,10 @@ import (
 // high watermark <= logEnd. All methods are safe for concurrent use.
 type Log struct {
 	e     *Engine
-	topic string
-	part  int32
-	dir   string
+	topic   string
+	topicID [16]byte // names the partition in journal records (journal.go)
+	part    int32
+	dir     string
 	cfg   atomic.Pointer[LogConfig] // current config, replaced whole by setConfig; read with config()
 
 	// mu serializes appends, rolls, DeleteRecords and the flusher's capture.
@@ -322,9 +324,12 @@ func (l *Log) appendBatches(batches []byte, leaderEpoch int32, m *txnMarker) (Ap
 	l.activeDirty = true
 	l.unflushed += records
 	caching := cfg.WriteCaching
+	// With the journal (journal.go) the batches become durable with the
+	// journal's next group; the segment's chunk is written when full.
+	journaled := !caching && l.e.jnl != nil && l.e.jnl.stageAppend(l, s.base, pos, batches, next)
 	// With write.caching the log waits (deferred) until flush.ms or
 	// flush.messages is reached; without, it is queued for a flush worker.
-	urgent := !caching || l.unflushed >= cfg.FlushMessages || nowMs-l.lastFlushMs >= cfg.FlushMs
+	urgent := !journaled && (!caching || l.unflushed >= cfg.FlushMessages || nowMs-l.lastFlushMs >= cfg.FlushMs)
 	l.e.markDirty(l, urgent)
 	if urgent {
 		s.seg.WriteBehind() // the write goes out now, not when a flush worker takes the log
@@ -403,6 +408,18 @@ func (l *Log) roll() error {
 	if err != nil {
 		ns.release()
 		return err
+	}
+	if l.e.jnl != nil {
+		// Journal records name their segment: the sealed one's bytes and
+		// the new one's directory entry are made durable now (journal.go).
+		if err := old.seg.Sync(); err != nil {
+			ns.release()
+			return err
+		}
+		if err := l.e.syncFile(l.dir, func() error { return vfs.SyncDir(l.dir) }); err != nil {
+			ns.release()
+			return err
+		}
 	}
 	l.pending = append(l.pending, old)
 	l.dirDirty = true

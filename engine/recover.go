@@ -20,6 +20,7 @@ func (e *Engine) newLog(t *Topic, p int32) *Log {
 	l := &Log{
 		e:           e,
 		topic:       t.name,
+		topicID:     t.id,
 		part:        p,
 		dir:         filepath.Join(e.dir, partitionDirName(t.name, p)),
 		lastFlushMs: e.nowMs(),

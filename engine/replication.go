@@ -547,6 +547,12 @@ func (l *Log) TruncateTo(offset int64) (int64, error) {
 		l.mu.Unlock()
 		return end, nil
 	}
+	if j := l.e.jnl; j != nil {
+		if err := j.barrier(l, true); err != nil { // journal.go: the cut bytes never come back
+			l.mu.Unlock()
+			return 0, l.e.ioFailure(fmt.Sprintf("truncating %s", l), err)
+		}
+	}
 	newEnd, victims, err := l.truncateLocked(offset)
 	l.mu.Unlock()
 	for _, v := range victims {
@@ -688,6 +694,12 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 	if err := l.e.Offline(); err != nil {
 		l.mu.Unlock()
 		return err
+	}
+	if j := l.e.jnl; j != nil {
+		if err := j.barrier(l, false); err != nil { // journal.go: the old bytes never come back
+			l.mu.Unlock()
+			return l.e.ioFailure(fmt.Sprintf("restarting %s at %d", l, offset), err)
+		}
 	}
 	victims := append([]*logSegment(nil), *l.segs.Load()...)
 	// The new segment's name may equal an old one's: move the old files

@@ -1,0 +1,258 @@
+package engine
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/stratalog/strata/internal/vfs"
+)
+
+// journalGroupRef locates one valid group found by the replay scan.
+type journalGroupRef struct {
+	file     int
+	off      int64
+	length   int
+	count    uint32
+	firstSeq uint64
+	startSeq uint64
+}
+
+// replayStats is what replayJournal found and did.
+type replayStats struct {
+	next     uint64 // the next record number (past every record found)
+	lastFile int    // the file holding the newest group
+	fileLast [journalFiles]uint64
+	records  int   // records at or past the start
+	written  int   // write records written into their segments
+	skipped  int   // write records not written (gone, barrier, other topic)
+	bytes    int64 // payload bytes written
+}
+
+// scanJournalFile returns file i's valid groups, in order, up to the first
+// that is torn, corrupt or breaks the numbering (a group of an earlier lap).
+func scanJournalFile(f vfs.File, i int, size int64) ([]journalGroupRef, error) {
+	var out []journalGroupRef
+	hdr := make([]byte, journalGroupHdr)
+	var buf []byte
+	for off := int64(0); off+journalGroupHdr <= size; {
+		if _, err := f.ReadAt(hdr, off); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			return nil, err
+		}
+		if binary.BigEndian.Uint32(hdr[0:]) != journalMagic {
+			break
+		}
+		n := int(binary.BigEndian.Uint32(hdr[8:]))
+		if n < journalGroupHdr || off+int64(n) > size {
+			break
+		}
+		g := journalGroupRef{file: i, off: off, length: n, count: binary.BigEndian.Uint32(hdr[12:]),
+			firstSeq: binary.BigEndian.Uint64(hdr[16:]), startSeq: binary.BigEndian.Uint64(hdr[24:])}
+		if k := len(out); k > 0 && out[k-1].firstSeq+uint64(out[k-1].count) != g.firstSeq {
+			break // an older lap's group
+		}
+		if cap(buf) < n {
+			buf = make([]byte, n)
+		}
+		buf = buf[:n]
+		if _, err := f.ReadAt(buf, off); err != nil && !errors.Is(err, io.EOF) {
+			return nil, err
+		}
+		if crc32.Checksum(buf[8:n], journalCRC) != binary.BigEndian.Uint32(hdr[4:]) {
+			break // torn: never acknowledged
+		}
+		out = append(out, g)
+		off += int64((n + journalAlign - 1) &^ (journalAlign - 1))
+	}
+	return out, nil
+}
+
+// journalRecord is one decoded record.
+type journalRecord struct {
+	typ     byte
+	topicID [16]byte
+	part    int32
+	topic   string
+	base    int64
+	pos     int64
+	payload []byte
+}
+
+// forEachRecord decodes group g's records (seq order) from buf.
+func forEachRecord(buf []byte, g journalGroupRef, fn func(seq uint64, r journalRecord) error) error {
+	p := journalGroupHdr
+	for k := uint32(0); k < g.count; k++ {
+		if p+journalRecHdr > len(buf) {
+			return fmt.Errorf("journal: group at %d of file %d: record %d runs past the group", g.off, g.file, k)
+		}
+		n := int(binary.BigEndian.Uint32(buf[p:]))
+		nameLen := int(binary.BigEndian.Uint16(buf[p+28:]))
+		if n < journalRecHdr+nameLen || p+n > len(buf) {
+			return fmt.Errorf("journal: group at %d of file %d: record %d has a bad length %d", g.off, g.file, k, n)
+		}
+		r := journalRecord{typ: buf[p+4], part: int32(binary.BigEndian.Uint32(buf[p+24:])),
+			base: int64(binary.BigEndian.Uint64(buf[p+32:])), pos: int64(binary.BigEndian.Uint64(buf[p+40:]))}
+		copy(r.topicID[:], buf[p+8:p+24])
+		r.topic = string(buf[p+journalRecHdr : p+journalRecHdr+nameLen])
+		r.payload = buf[p+journalRecHdr+nameLen : p+n]
+		if err := fn(g.firstSeq+uint64(k), r); err != nil {
+			return err
+		}
+		p += n
+	}
+	return nil
+}
+
+type journalKey struct {
+	id   [16]byte
+	part int32
+}
+
+// replayJournal writes the journal's records at or past its start into
+// their segment files (see journal.go) and fsyncs what it wrote. It runs
+// before any log is opened, so the normal recovery then finds the bytes.
+func replayJournal(e *Engine, dir string, files []vfs.File, size int64) (replayStats, error) {
+	var rs replayStats
+	var groups []journalGroupRef
+	for i, f := range files {
+		gs, err := scanJournalFile(f, i, size)
+		if err != nil {
+			return rs, fmt.Errorf("engine: journal: reading %s: %w", f.Name(), err)
+		}
+		for _, g := range gs {
+			if g.count > 0 {
+				rs.fileLast[i] = g.firstSeq + uint64(g.count) - 1
+			}
+		}
+		groups = append(groups, gs...)
+	}
+	rs.next = 1
+	if len(groups) == 0 {
+		return rs, nil
+	}
+	sort.Slice(groups, func(a, b int) bool {
+		if groups[a].firstSeq != groups[b].firstSeq {
+			return groups[a].firstSeq < groups[b].firstSeq
+		}
+		return groups[a].count < groups[b].count // an empty group before the one that follows it
+	})
+	newest := groups[len(groups)-1]
+	rs.lastFile = newest.file
+	rs.next = max(newest.firstSeq+uint64(newest.count), 1)
+	start := newest.startSeq
+	// The groups holding records at or past start, which must follow one
+	// another without a gap.
+	var use []journalGroupRef
+	for _, g := range groups {
+		if g.firstSeq+uint64(g.count) <= start || g.count == 0 {
+			continue
+		}
+		if len(use) == 0 && g.firstSeq > start {
+			return rs, fmt.Errorf("engine: journal: records %d..%d are missing (the newest group says replay starts at %d)", start, g.firstSeq-1, start)
+		}
+		if k := len(use); k > 0 && use[k-1].firstSeq+uint64(use[k-1].count) != g.firstSeq {
+			return rs, fmt.Errorf("engine: journal: records %d..%d are missing", use[k-1].firstSeq+uint64(use[k-1].count), g.firstSeq-1)
+		}
+		use = append(use, g)
+	}
+	read := func(g journalGroupRef) ([]byte, error) {
+		buf := make([]byte, g.length)
+		if _, err := files[g.file].ReadAt(buf, g.off); err != nil && !errors.Is(err, io.EOF) {
+			return nil, err
+		}
+		return buf, nil
+	}
+	// Pass 1: each partition's last barrier.
+	barriers := map[journalKey]uint64{}
+	for _, g := range use {
+		buf, err := read(g)
+		if err != nil {
+			return rs, err
+		}
+		if err := forEachRecord(buf, g, func(seq uint64, r journalRecord) error {
+			if seq >= start && r.typ == journalRecBarier {
+				barriers[journalKey{r.topicID, r.part}] = seq
+			}
+			return nil
+		}); err != nil {
+			return rs, err
+		}
+	}
+	// Pass 2: the write records no barrier cancels.
+	owner := map[string]bool{} // partition directory -> holds that topic id
+	touched := map[string]*os.File{}
+	defer func() {
+		for _, f := range touched {
+			f.Close()
+		}
+	}()
+	for _, g := range use {
+		buf, err := read(g)
+		if err != nil {
+			return rs, err
+		}
+		if err := forEachRecord(buf, g, func(seq uint64, r journalRecord) error {
+			if seq < start {
+				return nil
+			}
+			rs.records++
+			if r.typ != journalRecWrite {
+				return nil
+			}
+			if b, ok := barriers[journalKey{r.topicID, r.part}]; ok && seq < b {
+				rs.skipped++
+				return nil
+			}
+			pdir := filepath.Join(e.dir, partitionDirName(r.topic, r.part))
+			mine, ok := owner[pdir+string(r.topicID[:])]
+			if !ok {
+				data, err := readSmallFile(filepath.Join(pdir, partitionMetaFile))
+				if err == nil {
+					id, perr := parsePartitionMetadata(data)
+					mine = perr == nil && id == r.topicID
+				}
+				owner[pdir+string(r.topicID[:])] = mine
+			}
+			if !mine {
+				rs.skipped++ // deleted topic, or recreated under another id
+				return nil
+			}
+			path := segmentFileName(pdir, r.base, logSuffix)
+			f := touched[path]
+			if f == nil {
+				f, err = os.OpenFile(path, os.O_RDWR, 0)
+				if errors.Is(err, fs.ErrNotExist) {
+					rs.skipped++ // deleted on purpose (retention, DeleteRecords, truncation)
+					return nil
+				}
+				if err != nil {
+					return err
+				}
+				touched[path] = f
+			}
+			if _, err := f.WriteAt(r.payload, r.pos); err != nil {
+				return fmt.Errorf("replaying into %s: %w", path, err)
+			}
+			rs.written++
+			rs.bytes += int64(len(r.payload))
+			return nil
+		}); err != nil {
+			return rs, fmt.Errorf("engine: journal: %w", err)
+		}
+	}
+	for path, f := range touched {
+		if err := e.syncFile(path, f.Sync); err != nil {
+			return rs, fmt.Errorf("engine: journal: syncing %s: %w", path, err)
+		}
+	}
+	return rs, nil
+}
