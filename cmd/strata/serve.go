@@ -128,6 +128,7 @@ func serve(cfg config.Broker, logger *slog.Logger) error {
 		IOBackend:              cfg.IOBackend,
 		DisableSharedFlush:     cfg.NoSharedFlush,
 		NoZeroFill:             cfg.NoZeroFill,
+		JournalBytes:           cfg.JournalBytes,
 		TailCacheBytes:         cfg.TailCacheBytes,
 		MinFreeBytes:           cfg.MinFreeBytes,
 		MinFreePercent:         cfg.MinFreePercent,
