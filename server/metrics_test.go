@@ -273,3 +273,57 @@ func BenchmarkMeteredProduce(b *testing.B) {
 		})
 	}
 }
+
+// In a cluster: every broker is ready once registered and caught up, the
+// partition gauges follow the controller's view (each broker a replica of
+// every partition, the leaders split among them), and a stopped broker
+// leaves the partitions it was a replica of under-replicated on their
+// leaders, and under min.insync.replicas=3.
+func TestMetricsClusterGauges(t *testing.T) {
+	brokers, _ := startInCluster(t, 3) // cluster_test.go
+	waitRegistered(t, brokers)
+	adm := newAdmin(t, brokers[0].addr)
+	ctx := testCtx(t)
+	const topic = "gauged"
+	ct, err := adm.CreateTopic(ctx, 4, 3, map[string]*string{"min.insync.replicas": kmsg.StringPtr("3")}, topic)
+	if err != nil || ct.Err != nil {
+		t.Fatalf("create: %v %v", err, ct.Err)
+	}
+	sum := func(live []*inCluster) (c metrics.PartitionCounts) {
+		for _, b := range live {
+			p := b.s.partitionCounts()
+			c.Replicas += p.Replicas
+			c.Leaders += p.Leaders
+			c.UnderReplicated += p.UnderReplicated
+			c.UnderMinISR += p.UnderMinISR
+			c.Offline = max(c.Offline, p.Offline)
+		}
+		return c
+	}
+	waitFor := func(what string, live []*inCluster, ok func(metrics.PartitionCounts) bool) {
+		t.Helper()
+		for deadline := time.Now().Add(testTimeout); ; {
+			c := sum(live)
+			if ok(c) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %+v", what, c)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitFor("every partition led, replicated three times", brokers, func(c metrics.PartitionCounts) bool {
+		return c == metrics.PartitionCounts{Replicas: 12, Leaders: 4}
+	})
+	for _, b := range brokers {
+		if err := b.s.ready(); err != nil {
+			t.Errorf("broker %d not ready: %v", b.id, err)
+		}
+	}
+
+	brokers[2].stop(t)
+	waitFor("broker 2 out of every ISR", brokers[:2], func(c metrics.PartitionCounts) bool {
+		return c.Leaders == 4 && c.UnderReplicated == 4 && c.UnderMinISR == 4 && c.Offline == 0
+	})
+}
