@@ -4,7 +4,9 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"maps"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,7 +49,6 @@ type Listener struct {
 type listenerSet struct {
 	mu     sync.Mutex
 	byName map[string]*listenerEntry
-	order  []string
 }
 
 type listenerEntry struct {
@@ -88,7 +89,6 @@ func (s *Server) ServeListener(ln net.Listener, l Listener) error {
 		return errors.New("server: listener " + l.Name + " served twice")
 	}
 	ls.byName[l.Name] = &listenerEntry{ep: ep, protocol: proto}
-	ls.order = append(ls.order, l.Name)
 	ls.mu.Unlock()
 	if l.InterBroker {
 		s.advertised.Store(&ep)
@@ -119,17 +119,19 @@ func (s *Server) advertisedFor(c peer) (string, int32) {
 }
 
 // advertisedListeners renders advertised.listeners as DescribeConfigs
-// reports it: NAME://host:port for every listener served.
+// reports it: NAME://host:port for every listener served, by name (the
+// listeners start serving concurrently).
 func (s *Server) advertisedListeners() string {
 	ls := &s.cluster.listeners
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	if len(ls.order) == 0 {
+	if len(ls.byName) == 0 {
 		host, port := s.Advertised()
 		return "PLAINTEXT://" + net.JoinHostPort(host, strconv.Itoa(int(port)))
 	}
 	var parts []string
-	for _, name := range ls.order {
+	names := slices.Sorted(maps.Keys(ls.byName))
+	for _, name := range names {
 		e := ls.byName[name]
 		parts = append(parts, name+"://"+net.JoinHostPort(e.ep.host, strconv.Itoa(int(e.ep.port))))
 	}
