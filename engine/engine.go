@@ -85,6 +85,8 @@ type Options struct {
 
 	// files, when set (crash tests), replaces real segment files.
 	files fileLayer
+	// journalFS, when set (crash tests), holds the journal's files.
+	journalFS vfs.FS
 	// fs, when set (crash tests), holds the files behind the file-system
 	// seam (internal/vfs: checkpoints, producer snapshots, transaction
 	// indexes); nil = vfs.OS.
@@ -100,13 +102,14 @@ type Options struct {
 // Engine is a broker's set of partition logs in one data directory, plus the
 // group-commit flusher that makes appends durable and advances high watermarks.
 type Engine struct {
-	dir      string
-	defaults LogConfig
-	now      func() time.Time
-	logger   *slog.Logger
-	syncHook func(path string) error
-	synclog  *syncRecorder // nil unless Options.SyncLog (synclog.go)
-	fs       vfs.FS        // checkpoints, snapshots, transaction indexes (Options.fs)
+	dir       string
+	defaults  LogConfig
+	now       func() time.Time
+	logger    *slog.Logger
+	syncHook  func(path string) error
+	synclog   *syncRecorder // nil unless Options.SyncLog (synclog.go)
+	fs        vfs.FS        // checkpoints, snapshots, transaction indexes (Options.fs)
+	journalFS vfs.FS        // Options.journalFS
 
 	adminMu sync.Mutex // serializes topic create/delete/grow and Close
 
@@ -145,14 +148,15 @@ func Open(opts Options) (*Engine, error) {
 		return nil, errors.New("engine: Options.Dir is empty")
 	}
 	e := &Engine{
-		dir:      opts.Dir,
-		defaults: opts.Log,
-		now:      opts.Now,
-		logger:   opts.Logger,
-		syncHook: opts.syncHook,
-		fs:       opts.fs,
-		topics:   make(map[string]*Topic),
-		byID:     make(map[[16]byte]*Topic),
+		dir:       opts.Dir,
+		defaults:  opts.Log,
+		now:       opts.Now,
+		logger:    opts.Logger,
+		syncHook:  opts.syncHook,
+		fs:        opts.fs,
+		journalFS: opts.journalFS,
+		topics:    make(map[string]*Topic),
+		byID:      make(map[[16]byte]*Topic),
 	}
 	e.fl.workers = opts.flushWorkers
 	e.producerExpiryMs = opts.ProducerIDExpirationMs

@@ -12,7 +12,24 @@ import (
 	"sort"
 
 	"github.com/stratalog/strata/internal/vfs"
+	"github.com/stratalog/strata/segment"
 )
+
+// openForReplay opens a segment file for the replay's writes: through the
+// test file layer when the engine has one, else the OS file.
+func openForReplay(e *Engine, path string) (segment.File, error) {
+	if e.io.files != nil {
+		if _, err := os.Stat(path); err != nil {
+			return nil, err
+		}
+		return e.io.files.Open(path)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, err // not a typed nil in the interface
+	}
+	return segment.NewOSFile(f), nil
+}
 
 // journalGroupRef locates one valid group found by the replay scan.
 type journalGroupRef struct {
@@ -189,8 +206,11 @@ func replayJournal(e *Engine, dir string, files []vfs.File, size int64) (replayS
 	}
 	// Pass 2: the write records no barrier cancels.
 	owner := map[string]bool{} // partition directory -> holds that topic id
-	touched := map[string]*os.File{}
+	touched := map[string]segment.File{}
 	defer func() {
+		if e.io.files != nil {
+			return // the test layer hands out the file the segment will use
+		}
 		for _, f := range touched {
 			f.Close()
 		}
@@ -229,7 +249,7 @@ func replayJournal(e *Engine, dir string, files []vfs.File, size int64) (replayS
 			path := segmentFileName(pdir, r.base, logSuffix)
 			f := touched[path]
 			if f == nil {
-				f, err = os.OpenFile(path, os.O_RDWR, 0)
+				f, err = openForReplay(e, path)
 				if errors.Is(err, fs.ErrNotExist) {
 					rs.skipped++ // deleted on purpose (retention, DeleteRecords, truncation)
 					return nil

@@ -17,12 +17,12 @@ import (
 // Log is one partition: an ordered set of segments [logStart, logEnd), with a
 // high watermark <= logEnd. All methods are safe for concurrent use.
 type Log struct {
-	e     *Engine
+	e       *Engine
 	topic   string
 	topicID [16]byte // names the partition in journal records (journal.go)
 	part    int32
 	dir     string
-	cfg   atomic.Pointer[LogConfig] // current config, replaced whole by setConfig; read with config()
+	cfg     atomic.Pointer[LogConfig] // current config, replaced whole by setConfig; read with config()
 
 	// mu serializes appends, rolls, DeleteRecords and the flusher's capture.
 	mu          sync.Mutex
@@ -847,6 +847,11 @@ func (l *Log) OffsetForTimestamp(ts int64) (offset int64, timestamp int64, found
 // above minOffset with timestamp >= ts, below hw. stop is set when the scan
 // reached the HW.
 func (l *Log) searchTimestamp(s *logSegment, from, ts, minOffset, hw int64) (offset, timestamp int64, found, stop bool) {
+	if s.readEnd() < s.end.Load() {
+		// Batches below the HW may still be in the appender's tail (the
+		// journal writes segment chunks only when full: journal.go).
+		_ = l.flushForRead(s)
+	}
 	var hit segment.BatchInfo
 	have := false
 	err := s.seg.Scan(from, s.readEnd(), func(b segment.BatchInfo) bool {
