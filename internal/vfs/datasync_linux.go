@@ -18,3 +18,9 @@ func Datasync(f File) error {
 	}
 	return f.Sync()
 }
+
+// OpenDirect opens name for O_DIRECT reads and writes (offsets, lengths and
+// buffers aligned to the device's logical block; 4 KiB is always enough).
+func OpenDirect(name string) (*os.File, error) {
+	return os.OpenFile(name, os.O_RDWR|syscall.O_DIRECT, 0)
+}
