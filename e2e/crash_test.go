@@ -22,17 +22,27 @@ import (
 // passes its CRC. Then it appends garbage to the active segments (a torn
 // write), restarts again and checks the same.
 //
-// It runs with both ways segments are made durable: zero-filled ahead of
-// the appends with shared device flushes (the default), and written once
-// into unwritten extents with shared syncfs flushes and private index
-// mappings (log.io.zero.fill=false), whose index entries a SIGKILL loses
-// back to the last write-back.
+// It runs with the three ways acks=all appends are made durable: through
+// the journal, segments written once behind it (the default: the journal
+// replays what the segments lack); without the journal, segments
+// zero-filled ahead of the appends with shared device flushes; and without
+// it, written once into unwritten extents with shared syncfs flushes and
+// private index mappings, whose index entries a SIGKILL loses back to the
+// last write-back.
 func TestCrashKeepsAcknowledgedRecords(t *testing.T) {
-	for _, zeroFill := range []bool{true, false} {
-		t.Run(fmt.Sprintf("zero.fill=%v", zeroFill), func(t *testing.T) {
-			crashKeepsAcknowledgedRecords(t, fmt.Sprintf("log.segment.bytes=1048576\nlog.io.zero.fill=%v\n", zeroFill))
+	for _, c := range durabilityModes {
+		t.Run(c.name, func(t *testing.T) {
+			crashKeepsAcknowledgedRecords(t, "log.segment.bytes=1048576\n"+c.props)
 		})
 	}
+}
+
+// durabilityModes are the broker's ways of making acks=all appends
+// durable, as properties.
+var durabilityModes = []struct{ name, props string }{
+	{"journal", ""},
+	{"no-journal-zero-fill", "log.io.journal.bytes=0\nlog.io.zero.fill=true\n"},
+	{"no-journal-write-once", "log.io.journal.bytes=0\nlog.io.zero.fill=false\n"},
 }
 
 func crashKeepsAcknowledgedRecords(t *testing.T, props string) {

@@ -20,15 +20,18 @@ import (
 // directory is cut back to what was fsynced (plus torn garbage past it);
 // after a restart every acknowledged record is read back.
 //
-// It runs with zero-filled segments (the default) and with segments written
-// once into unwritten extents (log.io.zero.fill=false), whose shared
-// flushes are syncfs calls the sync log records per segment like any other
-// sync, and whose private index mappings reach their files only at
-// write-backs: cut back to their last sync, recovery rebuilds them.
+// It runs in each of durabilityModes (crash_test.go): with the journal
+// (the default), whose files the cut leaves whole and whose checkpoints
+// record in the sync log what they made durable; and without it, with
+// zero-filled segments or with segments written once into unwritten
+// extents, whose shared flushes are syncfs calls the sync log records per
+// segment like any other sync, and whose private index mappings reach
+// their files only at write-backs: cut back to their last sync, recovery
+// rebuilds them.
 func TestClusterPowerLossLosesNothing(t *testing.T) {
-	for _, zeroFill := range []bool{true, false} {
-		t.Run(fmt.Sprintf("zero.fill=%v", zeroFill), func(t *testing.T) {
-			clusterPowerLossLosesNothing(t, fmt.Sprintf("%slog.io.zero.fill=%v\n", clusterProps, zeroFill))
+	for _, c := range durabilityModes {
+		t.Run(c.name, func(t *testing.T) {
+			clusterPowerLossLosesNothing(t, clusterProps+c.props)
 		})
 	}
 }

@@ -386,7 +386,8 @@ func (j *journal) barrier(l *Log, keep bool) error {
 		if !keep || s == nil || s.seg == nil {
 			continue
 		}
-		if err := s.seg.Sync(); err != nil {
+		path, _, _ := s.paths()
+		if err := j.e.syncFile(path, s.seg.Sync); err != nil {
 			return err
 		}
 	}
@@ -544,6 +545,7 @@ func (j *journal) checkpoint() error {
 	type shared struct {
 		s      *logSegment
 		target int64
+		before os.FileInfo // the file before the flush (sync log, synclog.go)
 	}
 	var waits []shared
 	var held []*logSegment
@@ -566,9 +568,10 @@ func (j *journal) checkpoint() error {
 		}
 	}
 	for _, s := range held {
+		path, _, _ := s.paths()
 		target, ok, err := s.seg.StartShared()
 		if err == nil && !ok {
-			err = s.seg.Sync()
+			err = j.e.syncFile(path, s.seg.Sync)
 		}
 		if err != nil {
 			if s.deleting.Load() {
@@ -577,7 +580,11 @@ func (j *journal) checkpoint() error {
 			return err
 		}
 		if ok {
-			waits = append(waits, shared{s, target})
+			w := shared{s: s, target: target}
+			if j.e.synclog != nil {
+				w.before, _ = os.Stat(path)
+			}
+			waits = append(waits, w)
 		}
 	}
 	for _, w := range waits {
@@ -591,6 +598,12 @@ func (j *journal) checkpoint() error {
 		}
 		for _, w := range waits {
 			_ = w.s.seg.MarkDurable(w.target)
+			if j.e.synclog != nil {
+				path, _, _ := w.s.paths()
+				if err := j.e.recordSynced(path, w.before); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	j.mu.Lock()

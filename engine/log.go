@@ -412,7 +412,7 @@ func (l *Log) roll() error {
 	if l.e.jnl != nil {
 		// Journal records name their segment: the sealed one's bytes and
 		// the new one's directory entry are made durable now (journal.go).
-		if err := old.seg.Sync(); err != nil {
+		if err := l.e.syncFile(old.logPath, old.seg.Sync); err != nil {
 			ns.release()
 			return err
 		}
@@ -457,6 +457,14 @@ func (l *Log) createSegment(base int64) (*logSegment, error) {
 		seg.Close()
 		s.removeFiles()
 		return nil, err
+	}
+	if l.e.jnl != nil {
+		// Journal records name this file: it must exist after a crash
+		// (its directory entry is synced by the caller).
+		if err := l.e.syncFile(s.logPath, seg.Sync); err != nil {
+			s.release()
+			return nil, err
+		}
 	}
 	return s, nil
 }

@@ -143,8 +143,11 @@ func TestIOKeys(t *testing.T) {
 	if err := b.Apply(map[string]string{"log.io.flush.shared": "true"}); err != nil || b.NoSharedFlush {
 		t.Fatalf("log.io.flush.shared=true: err %v, off %v", err, b.NoSharedFlush)
 	}
-	if b.NoZeroFill {
-		t.Fatal("log.io.zero.fill off by default")
+	if !b.NoZeroFill || b.JournalBytes != 256<<20 {
+		t.Fatalf("defaults: zero fill off %v (want true), journal %d bytes (want 256 MiB)", b.NoZeroFill, b.JournalBytes)
+	}
+	if err := b.Apply(map[string]string{"log.io.zero.fill": "true", "log.io.journal.bytes": "0"}); err != nil || b.NoZeroFill || b.JournalBytes != 0 {
+		t.Fatalf("log.io.zero.fill=true, journal 0: err %v, zero fill off %v, journal %d", err, b.NoZeroFill, b.JournalBytes)
 	}
 	if err := b.Apply(map[string]string{"log.io.zero.fill": "false"}); err != nil || !b.NoZeroFill {
 		t.Fatalf("log.io.zero.fill=false: err %v, off %v", err, b.NoZeroFill)
