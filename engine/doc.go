@@ -75,6 +75,12 @@
 //
 // # Durability and the high watermark
 //
+// With the journal (Options.JournalBytes; the broker's default), an append
+// to a log without write.caching becomes durable, and its HW moves, when
+// the journal group holding it is written and flushed (journal.go); the
+// pipeline below then serves rolls, write-caching logs, Close and engines
+// opened without a journal.
+//
 // With write.caching=false (the default) the high watermark (HW) is the
 // durable end: an append is written (not synced) and returns, and its log is
 // queued for the durable pipeline. A fixed pool of flush workers (16, owned
@@ -236,8 +242,8 @@
 // unwritten extents from io_uring's worker threads (a block trace shows
 // them from iou-wrk), and syncfs writes the inode-table blocks of the
 // dirty segments (12-20 metadata writes per flush with 96 partitions here,
-// whose directories ext4 spreads over block groups). Zero-fill stays the
-// default until the mode below is built.
+// whose directories ext4 spreads over block groups). Without the journal,
+// zero-fill is still the faster of the two.
 //
 // Why neither meets the keyed targets of docs/performance.md on this disk:
 // the device serves one request at a time, ~45 us each plus the bytes, and
@@ -250,28 +256,26 @@
 // ran ~94 MB/s at ~98 device writes per cycle (1.0-2.0 device bytes per
 // byte), a journal that writes each cycle's bytes for every file as one
 // request ran 312 MB/s at 3 writes per cycle but 1.75 bytes per byte (the
-// copy into the files). The design this points to keeps both: a cycle
-// writes each partition's new bytes in place when they are many (a large
-// request per partition, each byte written once: closed loop, where
-// requests grow to ~90 KiB per partition) and appends the small ones for
-// every partition to one journal write (one request per cycle), copying
-// them into their segments in large chunks later; the journal is replayed
-// into the segments at recovery, and a checkpoint moves its start once the
-// copies are synced. With zero-filled segments the copies need no
-// fdatasync of their own (the journal prototype's checkpoints spent
-// 0.3-0.9 s in 96 of them): a copy's O_DIRECT write into written blocks is
-// durable once any later device cache flush completes, so the journal's
-// start can pass a record as soon as its copy's write has completed and
-// one shared flush has followed. Replay must not bring back bytes that a
-// truncation, a deletion or the cleaner removed since: each of those first
-// copies the log's journaled bytes, flushes, and appends a barrier record
-// for the log that replay honours (records of that log before the barrier
-// are skipped). Measured against this design's premise (docs/performance.md,
-// "Session 12"): target 2's slow seconds, which kept the journal prototype's
-// p99 high as they keep today's, are the load generator's (on the wire the
-// broker answered every produce request within 61-68 ms, p99 33-40 ms), so
-// the journal is for the broker's own p99, its throughput and its CPU per
-// batch.
+// copy into the files). The design this pointed to is built: the journal
+// (journal.go, log.io.journal.bytes, on by default since 2026-12-02). Every
+// acks=all append is also copied into the journal's staging buffer; one
+// writer writes what is staged as one group and fdatasyncs the journal's
+// zero-filled, recycled files (a data write and a cache flush, no
+// metadata), and that acknowledges every partition in the group. Segment
+// chunks are written when full (128 KiB) and never flushed on the ack
+// path; a checkpoint (each time the journal enters its next file) waits
+// for the chunks of every journaled log and one shared device flush
+// (syncfs with log.io.zero.fill=false, the default with the journal), then
+// moves the journal's start. Replay, before recovery, writes the records
+// past the start into their segment files, honouring the barrier records
+// that truncation, full truncation and the cleaner's swap write first. The
+// in-place path for large per-partition writes is not built: measured
+// closed loop, the journal's throughput equals the in-place one's (the CPU
+// is the limit there), at 2.07 device bytes per record byte against
+// 2.16-2.24. Measured at target 2's load (docs/performance.md, "Session
+// 13"): the broker's own produce p50 3.4-4.0 ms against 10.2-12.5 without
+// the journal, p99 20-24 against 41-43, 28,000 device writes against
+// 190,000, 2.12 device bytes per record byte against 2.6-2.8.
 //
 // # Recovery
 //
