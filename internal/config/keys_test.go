@@ -4,6 +4,7 @@ import (
 	"errors"
 	"maps"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,14 +55,14 @@ func TestApplySynonymsAndStatic(t *testing.T) {
 	b := Defaults()
 	err := b.Apply(map[string]string{
 		"log.retention.hours": "1", "log.retention.ms": " 5000 ", "broker.id": "3", "log.roll.hours": "2",
-		"log.dir": "/x", "log.dirs": "/y,/z", "auto.leader.rebalance.enable": "FALSE",
+		"log.dir": "/x", "log.dirs": "/y", "auto.leader.rebalance.enable": "FALSE",
 		"leader.imbalance.check.interval.seconds": "60", "leader.imbalance.per.broker.percentage": "0",
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]string{"log.retention.hours": "1", "log.retention.ms": "5000", "broker.id": "3", "log.roll.hours": "2",
-		"log.dir": "/x", "log.dirs": "/y,/z", "auto.leader.rebalance.enable": "false",
+		"log.dir": "/x", "log.dirs": "/y", "auto.leader.rebalance.enable": "false",
 		"leader.imbalance.check.interval.seconds": "60", "leader.imbalance.per.broker.percentage": "0"}
 	if !maps.Equal(b.Static, want) {
 		t.Fatalf("static %v", b.Static)
@@ -71,6 +72,12 @@ func TestApplySynonymsAndStatic(t *testing.T) {
 	}
 	if b.NodeID != 3 || b.DataDir != "/y" || b.AutoLeaderRebalance || b.LeaderImbalanceCheckIntervalSec != 60 || b.LeaderImbalancePerBrokerPct != 0 {
 		t.Fatalf("fields %+v", b)
+	}
+	// Several data directories are refused, not cut to the first (a
+	// --data-dir with a comma in it silently served another directory).
+	two := Defaults()
+	if err := two.Apply(map[string]string{"log.dirs": "/y,/z"}); err == nil || !strings.Contains(err.Error(), "one data directory") {
+		t.Fatalf("log.dirs=/y,/z: %v", err)
 	}
 	// A later Apply (the flags) wins over the file.
 	if err := b.Apply(map[string]string{"node.id": "5"}); err != nil || b.NodeID != 5 || b.Static["broker.id"] != "3" || b.Static["node.id"] != "5" {

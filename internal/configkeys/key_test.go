@@ -112,7 +112,7 @@ func TestSynonyms(t *testing.T) {
 		{"log.retention.hours", "1", "retention.ms", "1", "3600000"},
 		{"log.roll.hours", "2", "segment.ms", "2", "7200000"},
 		{"broker.id", "7", "", "7", "7"},
-		{"log.dir", "/a,/b", "", "/a,/b", "/a,/b"},
+		{"log.dir", "/a", "", "/a", "/a"},
 	} {
 		k, own, v, err := ParseBroker(tc.name, tc.value)
 		if err != nil {

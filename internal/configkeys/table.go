@@ -2,6 +2,7 @@ package configkeys
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"net"
 	"strconv"
@@ -25,7 +26,7 @@ var keys = []Key{
 	{Broker: "advertised.listeners", Type: String, Shown: "each listener's address", Check: checkListener, Section: "serve",
 		Doc: "per listener, the address Metadata gives clients connected to it"},
 	{Broker: "log.dirs", Synonyms: []Synonym{{Name: "log.dir"}}, Type: String, Default: "./strata-data", Strata: true, Check: checkLogDirs, Flag: "data-dir", Section: "serve",
-		Doc: "the first directory is used"},
+		Doc: "the data directory: one path (a comma-separated list is refused at start-up: several log directories per broker are not supported)"},
 	{Broker: "num.partitions", Type: Int, Min: 1, Max: math.MaxInt32, Default: "1", Section: "serve",
 		Doc: "for auto-created topics and CreateTopics with -1"},
 	{Broker: "default.replication.factor", Type: Int, Min: 1, Max: math.MaxInt16, Default: "1", Section: "serve",
@@ -269,9 +270,15 @@ func checkHTTPListeners(v string) error {
 // FirstLogDir returns the first directory of a log.dirs value.
 func FirstLogDir(v string) string { return strings.TrimSpace(strings.Split(v, ",")[0]) }
 
+// checkLogDirs refuses an empty value and a list: Strata serves one data
+// directory, and a second one silently left unused would hold nothing an
+// operator expects it to.
 func checkLogDirs(v string) error {
 	if FirstLogDir(v) == "" {
 		return errors.New("empty directory")
+	}
+	if dirs := strings.Split(v, ","); len(dirs) > 1 {
+		return fmt.Errorf("lists %d directories; Strata serves one data directory (several log directories per broker are not supported): give one", len(dirs))
 	}
 	return nil
 }
