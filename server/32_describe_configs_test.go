@@ -309,8 +309,10 @@ func TestDescribeConfigsStaticBrokerConfig(t *testing.T) {
 	}{
 		{"log.io.backend", kmsg.StringPtr("pwrite"), kmsg.ConfigSourceStaticBrokerConfig, []link{
 			{"log.io.backend", "pwrite", kmsg.ConfigSourceStaticBrokerConfig}, {"log.io.backend", "auto", kmsg.ConfigSourceDefaultConfig}}},
-		{"log.io.zero.fill", kmsg.StringPtr("true"), kmsg.ConfigSourceDefaultConfig, []link{
-			{"log.io.zero.fill", "true", kmsg.ConfigSourceDefaultConfig}}},
+		{"log.io.zero.fill", kmsg.StringPtr("false"), kmsg.ConfigSourceDefaultConfig, []link{
+			{"log.io.zero.fill", "false", kmsg.ConfigSourceDefaultConfig}}},
+		{"log.io.journal.bytes", kmsg.StringPtr("268435456"), kmsg.ConfigSourceDefaultConfig, []link{
+			{"log.io.journal.bytes", "268435456", kmsg.ConfigSourceDefaultConfig}}},
 		{"broker.rack", nil, kmsg.ConfigSourceDefaultConfig, []link{{"broker.rack", "<null>", kmsg.ConfigSourceDefaultConfig}}},
 		{"node.id", kmsg.StringPtr("4"), kmsg.ConfigSourceStaticBrokerConfig, []link{
 			{"broker.id", "4", kmsg.ConfigSourceStaticBrokerConfig}, {"node.id", "0", kmsg.ConfigSourceDefaultConfig}}},
