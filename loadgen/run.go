@@ -110,6 +110,11 @@ func ensureTopic(ctx context.Context, admin *kgo.Client, cfg *Config, logw io.Wr
 	for attempt := 0; ; attempt++ {
 		ti, err := describeTopic(ctx, adm, cfg.Topic)
 		if err == nil {
+			// Metadata may name a leader before that broker hosts the
+			// partition (a fresh cluster): ask each leader for its end.
+			err = leadersServe(ctx, adm, cfg.Topic, ti.partitions)
+		}
+		if err == nil {
 			if ti.partitions != cfg.Partitions {
 				fmt.Fprintf(logw, "note: topic %s exists with %d partitions (not %d); using it as it is\n", cfg.Topic, ti.partitions, cfg.Partitions)
 			}
@@ -121,6 +126,26 @@ func ensureTopic(ctx context.Context, admin *kgo.Client, cfg *Config, logw io.Wr
 		case <-time.After(time.Duration(min(attempt+1, 10)) * 50 * time.Millisecond):
 		}
 	}
+}
+
+// leadersServe asks every partition's leader for its end offset (a
+// ListOffsets each leader answers only for a partition it hosts): nil once
+// all n answer without an error.
+func leadersServe(ctx context.Context, adm *kadm.Client, topic string, n int32) error {
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return err
+	}
+	for p := range n {
+		o, ok := ends.Lookup(topic, p)
+		if !ok {
+			return fmt.Errorf("partition %d: no end offset yet", p)
+		}
+		if o.Err != nil {
+			return fmt.Errorf("partition %d: %w", p, o.Err)
+		}
+	}
+	return nil
 }
 
 func describeTopic(ctx context.Context, adm *kadm.Client, topic string) (*topicInfo, error) {
