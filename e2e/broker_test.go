@@ -43,9 +43,12 @@ type broker struct {
 	addr    string
 	dataDir string
 	args    []string
-	cmd     *exec.Cmd
-	logs    *syncBuffer
-	exited  chan struct{}
+	// ownListeners: the listeners come from the properties file in args,
+	// not from a --listen flag (addr is one of them).
+	ownListeners bool
+	cmd          *exec.Cmd
+	logs         *syncBuffer
+	exited       chan struct{}
 }
 
 type syncBuffer = stratatest.LogBuffer
@@ -77,8 +80,11 @@ func startBroker(t *testing.T, dataDir string, extraArgs ...string) *broker {
 func (b *broker) start() {
 	t := b.t
 	t.Helper()
-	args := append([]string{"serve", "--listen", b.addr, "--data-dir", b.dataDir}, b.args...)
-	b.cmd = exec.Command(strataBin, args...)
+	args := []string{"serve", "--listen", b.addr, "--data-dir", b.dataDir}
+	if b.ownListeners {
+		args = []string{"serve", "--data-dir", b.dataDir}
+	}
+	b.cmd = exec.Command(strataBin, append(args, b.args...)...)
 	b.logs = &syncBuffer{}
 	b.cmd.Stdout, b.cmd.Stderr = b.logs, b.logs
 	dieWithTest(b.cmd)

@@ -25,35 +25,11 @@ import (
 // file, no --listen flag) and waits until addr accepts TCP connections.
 func startBrokerProps(t *testing.T, addr, props string, extraArgs ...string) *broker {
 	t.Helper()
-	b := &broker{t: t, addr: addr, dataDir: t.TempDir()}
-	args := append([]string{"serve", "--data-dir", b.dataDir, "--config", writeProps(t, props)}, extraArgs...)
-	b.cmd = exec.Command(strataBin, args...)
-	b.logs = &syncBuffer{}
-	b.cmd.Stdout, b.cmd.Stderr = b.logs, b.logs
-	dieWithTest(b.cmd)
-	if err := b.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	b.exited = make(chan struct{})
-	go func(cmd *exec.Cmd, done chan struct{}) { cmd.Wait(); close(done) }(b.cmd, b.exited)
+	b := &broker{t: t, addr: addr, dataDir: t.TempDir(), ownListeners: true,
+		args: append([]string{"--config", writeProps(t, props)}, extraArgs...)}
+	b.start()
 	t.Cleanup(b.stop)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-			return b
-		}
-		select {
-		case <-b.exited:
-			t.Fatalf("broker exited during start:\n%s", b.logs)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("broker did not listen on %s within 30s:\n%s", addr, b.logs)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return b
 }
 
 // tlsClient is a franz-go client of the SSL listener at addr.

@@ -101,9 +101,26 @@ type ackedBatch struct {
 // with the same bytes, offsets are contiguous from 0, every readable batch
 // passes its CRC, the HW is the log end, and the log takes appends again.
 func TestCrashKeepsEveryAcknowledgedRecord(t *testing.T) {
-	seeds := 200
+	crashRounds(t, 200, 40, false)
+}
+
+// TestCrashKeepsEveryAcknowledgedRecordJournal is the same crash rounds
+// with the journal (journal.go) making appends durable: the journal's
+// files are a vfs.MemFS that loses power at the same moment as the
+// segment files (keeping, when torn, a random part of its unsynced writes
+// too), and a journal of four 16 KiB files, so that rounds go round it and
+// checkpoints move its start while appends run.
+func TestCrashKeepsEveryAcknowledgedRecordJournal(t *testing.T) {
+	defer func(v int64) { journalMinBytes = v }(journalMinBytes)
+	journalMinBytes = journalFiles * (16 << 10)
+	crashRounds(t, 500, 60, true)
+}
+
+// crashRounds runs seeds crash rounds (short under -short), stopping at
+// the first that fails.
+func crashRounds(t *testing.T, seeds, short int, journal bool) {
 	if testing.Short() {
-		seeds = 40
+		seeds = short
 	}
 	// Segment data is in memory; the real files left (checkpoints,
 	// indexes, topic metadata) go to tmpfs when there is one, where their
@@ -115,38 +132,7 @@ func TestCrashKeepsEveryAcknowledgedRecord(t *testing.T) {
 	}
 	var acked, lost, walked atomic.Int64
 	for seed := range seeds {
-		crashRound(t, filepath.Join(root, fmt.Sprint(seed)), uint64(seed), false, &acked, &lost, &walked)
-		if t.Failed() {
-			t.Fatalf("seed %d failed", seed)
-		}
-	}
-	t.Logf("%d rounds: %d acknowledged batches checked, %d unacknowledged batches lost, %d bytes walked by recovery", seeds, acked.Load(), lost.Load(), walked.Load())
-	if acked.Load() == 0 {
-		t.Fatal("no append was ever acknowledged: the test checked nothing")
-	}
-}
-
-// TestCrashKeepsEveryAcknowledgedRecordJournal is the same crash rounds
-// with the journal (journal.go) making appends durable: the journal's
-// files are a vfs.MemFS that loses power at the same moment as the
-// segment files (keeping, when torn, a random part of its unsynced writes
-// too), and a journal of four 16 KiB files, so that rounds go round it and
-// checkpoints move its start while appends run.
-func TestCrashKeepsEveryAcknowledgedRecordJournal(t *testing.T) {
-	seeds := 500
-	if testing.Short() {
-		seeds = 60
-	}
-	defer func(v int64) { journalMinBytes = v }(journalMinBytes)
-	journalMinBytes = journalFiles * (16 << 10)
-	root := t.TempDir()
-	if shm, err := os.MkdirTemp("/dev/shm", "strata-crash-"); err == nil {
-		root = shm
-		t.Cleanup(func() { os.RemoveAll(shm) })
-	}
-	var acked, lost, walked atomic.Int64
-	for seed := range seeds {
-		crashRound(t, filepath.Join(root, fmt.Sprint(seed)), uint64(seed), true, &acked, &lost, &walked)
+		crashRound(t, filepath.Join(root, fmt.Sprint(seed)), uint64(seed), journal, &acked, &lost, &walked)
 		if t.Failed() {
 			t.Fatalf("seed %d failed", seed)
 		}
@@ -290,13 +276,6 @@ func crashRound(t *testing.T, dir string, seed uint64, journal bool, ackedN, los
 	e2 := openEngine(t, dir, func(o *Options) { o.files = after; withJournal(o, jfsAfter) })
 	defer e2.Close()
 	tp2 := e2.Topic("crash")
-	if journal && os.Getenv("JDEBUG") != "" {
-		t.Logf("seed %d replay %+v; before crash: groups %d ckpts %d", seed, e2.jnl.replayed, e.jnl.groups, e.jnl.ckpts)
-		for p := range parts {
-			l := tp2.Partition(int32(p))
-			t.Logf("p%d end %d segs %v", p, l.LogEndOffset(), segmentBases(t, filepath.Join(dir, partitionDirName("crash", int32(p)))))
-		}
-	}
 	got := make([]map[int64][]byte, parts)
 	for p := range parts {
 		l := tp2.Partition(int32(p))
