@@ -213,9 +213,8 @@ func openJournal(e *Engine, total int64) (*journal, error) {
 	j.nextSeq, j.startSeq = rs.next, rs.next
 	j.fileLast = rs.fileLast
 	j.cur, j.off = rs.lastFile, j.fileBytes // the first group moves on to the next file
-	if rs.records > 0 {
-		e.logger.Info("journal replayed", "records", rs.records, "written", rs.written, "skipped", rs.skipped, "bytes", rs.bytes)
-	}
+	e.logger.Info("journal", "dir", j.dir, "bytes", j.fileBytes*journalFiles, "files", journalFiles, "created", created,
+		"replayed_records", rs.records, "replayed_writes", rs.written, "replay_skipped", rs.skipped, "replayed_bytes", rs.bytes)
 	// The two staging buffers are aligned (a chunk pool), so that on the
 	// OS file system groups go to the files with O_DIRECT: no copy into
 	// the page cache and no writeback inside the fdatasync.
