@@ -451,7 +451,9 @@ func (l *Log) AppendAsFollower(batches []byte) (AppendInfo, error) {
 	l.activeDirty = true
 	caching := l.config().WriteCaching
 	l.unflushed += next - base // offsets spanned: records, or more across gaps
-	urgent := !caching || l.unflushed >= l.config().FlushMessages || nowMs-l.lastFlushMs >= l.config().FlushMs
+	// As in appendBatches: durable with the journal's next group.
+	journaled := !caching && l.e.jnl != nil && l.e.jnl.stageAppend(l, s.base, pos, batches, next)
+	urgent := !journaled && (!caching || l.unflushed >= l.config().FlushMessages || nowMs-l.lastFlushMs >= l.config().FlushMs)
 	l.e.markDirty(l, urgent)
 	if urgent {
 		s.seg.WriteBehind()
