@@ -546,12 +546,7 @@ func (e *Engine) shareFlush(jobs []flushJob) {
 func (e *Engine) complete(j *flushJob, ok bool) {
 	l := j.l
 	if ok && e.Offline() == nil {
-		if j.end > l.durable.Load() {
-			l.durable.Store(j.end)
-			if !e.fl.ckptDirty.Load() && e.fl.ckptDirty.CompareAndSwap(false, true) {
-				e.kickFlusher()
-			}
-		}
+		e.noteDurable(l, j.end)
 		if !l.config().WriteCaching {
 			l.flushedTo(j.end) // replication.go: the HW, or the replica manager
 		}
@@ -571,6 +566,17 @@ func (e *Engine) complete(j *flushJob, ok bool) {
 	}
 	l.mu.Unlock()
 	j.l = nil
+}
+
+// noteDurable raises l's durable offset to end (never lowers it) and has
+// the coordinator write the recovery-point checkpoint.
+func (e *Engine) noteDurable(l *Log, end int64) {
+	if end > l.durable.Load() {
+		l.durable.Store(end)
+		if !e.fl.ckptDirty.Load() && e.fl.ckptDirty.CompareAndSwap(false, true) {
+			e.kickFlusher()
+		}
+	}
 }
 
 // runCoordinator is the Engine's clock goroutine (started by Open, stopped

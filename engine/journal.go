@@ -75,7 +75,6 @@ package engine
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"hash/crc32"
 	"os"
@@ -87,14 +86,14 @@ import (
 )
 
 const (
-	journalDirName   = "__strata_journal"
-	journalFiles     = 4
-	journalAlign     = 4096
-	journalMagic     = 0x534a4e4c // "SJNL"
-	journalGroupHdr  = 64
-	journalRecHdr    = 48
-	journalRecWrite  = 1
-	journalRecBarier = 2
+	journalDirName    = "__strata_journal"
+	journalFiles      = 4
+	journalAlign      = 4096
+	journalMagic      = 0x534a4e4c // "SJNL"
+	journalGroupHdr   = 64
+	journalRecHdr     = 48
+	journalRecWrite   = 1
+	journalRecBarrier = 2
 
 	// journalStageMax bounds one staging buffer (two exist).
 	journalStageMax = 16 << 20
@@ -161,9 +160,8 @@ type journal struct {
 	stop     chan struct{}
 	wg       sync.WaitGroup
 
-	// Counters (tests, logs).
-	groups, bytes, ckpts, fallbacks uint64
-	replayed                        replayStats // what Open replayed
+	ckpts    uint64      // checkpoints done (tests)
+	replayed replayStats // what Open replayed
 }
 
 // openJournal replays what the files hold into the segments
@@ -184,15 +182,32 @@ func openJournal(e *Engine, total int64) (*journal, error) {
 	if err := j.fs.MkdirAll(j.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("engine: journal: %w", err)
 	}
-	created := false
+	// Replay reads the files as they are; only then may a file of
+	// another size (log.io.journal.bytes changed) be cut and zero-filled.
+	var sizes [journalFiles]int64
 	for i := range j.files {
-		f, isNew, err := j.openFile(i)
+		f, size, err := j.openFile(i)
 		if err != nil {
 			j.closeFiles()
 			return nil, err
 		}
-		j.files[i] = f
-		created = created || isNew
+		j.files[i], sizes[i] = f, size
+	}
+	rs, err := replayJournal(e, j.files[:], sizes[:])
+	if err != nil {
+		j.closeFiles()
+		return nil, err
+	}
+	created := false
+	for i, f := range j.files {
+		if sizes[i] == j.fileBytes {
+			continue
+		}
+		if err := j.zeroFill(f); err != nil {
+			j.closeFiles()
+			return nil, err
+		}
+		created = true
 	}
 	if created {
 		if err := j.fs.SyncDir(e.dir); err != nil { // the journal directory's entry
@@ -203,11 +218,6 @@ func openJournal(e *Engine, total int64) (*journal, error) {
 			j.closeFiles()
 			return nil, fmt.Errorf("engine: journal: %w", err)
 		}
-	}
-	rs, err := replayJournal(e, j.dir, j.files[:], j.fileBytes)
-	if err != nil {
-		j.closeFiles()
-		return nil, err
 	}
 	j.replayed = rs
 	j.nextSeq, j.startSeq = rs.next, rs.next
@@ -232,7 +242,7 @@ func openJournal(e *Engine, total int64) (*journal, error) {
 			df, err := vfs.OpenDirect(f.Name())
 			if err != nil {
 				j.closeFiles()
-				pool.Close()
+				j.releasePool()
 				return nil, fmt.Errorf("engine: journal: %w", err)
 			}
 			f.Close()
@@ -244,7 +254,7 @@ func openJournal(e *Engine, total int64) (*journal, error) {
 	j.stage.firstSeq = j.nextSeq
 	if err := j.writeGroup(j.stage, j.startSeq); err != nil {
 		j.closeFiles()
-		pool.Close()
+		j.releasePool()
 		return nil, err
 	}
 	j.stage.reset()
@@ -254,41 +264,39 @@ func openJournal(e *Engine, total int64) (*journal, error) {
 	return j, nil
 }
 
-// openFile opens journal file i, creating and zero-filling it when missing
-// or of the wrong size.
-func (j *journal) openFile(i int) (vfs.File, bool, error) {
+// openFile opens journal file i, creating it (empty) when missing, and
+// returns its size.
+func (j *journal) openFile(i int) (vfs.File, int64, error) {
 	path := filepath.Join(j.dir, fmt.Sprintf("journal-%d", i))
 	f, err := j.fs.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
-		return nil, false, fmt.Errorf("engine: journal: %w", err)
+		return nil, 0, fmt.Errorf("engine: journal: %w", err)
 	}
 	st, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return nil, false, fmt.Errorf("engine: journal: %w", err)
+		return nil, 0, fmt.Errorf("engine: journal: %w", err)
 	}
-	if st.Size() == j.fileBytes {
-		return f, false, nil
-	}
-	// Zero-filled, so that later overwrites change no metadata and an
-	// fdatasync of the file is a device cache flush.
+	return f, st.Size(), nil
+}
+
+// zeroFill makes f fileBytes of zeros, synced, so that later overwrites
+// change no metadata and an fdatasync of the file is a device cache flush.
+func (j *journal) zeroFill(f vfs.File) error {
 	if err := f.Truncate(0); err != nil {
-		f.Close()
-		return nil, false, fmt.Errorf("engine: journal: %w", err)
+		return fmt.Errorf("engine: journal: %w", err)
 	}
 	zeros := make([]byte, 1<<20)
 	for off := int64(0); off < j.fileBytes; off += int64(len(zeros)) {
 		n := min(int64(len(zeros)), j.fileBytes-off)
 		if _, err := f.WriteAt(zeros[:n], off); err != nil {
-			f.Close()
-			return nil, false, fmt.Errorf("engine: journal: zero-filling %s: %w", path, err)
+			return fmt.Errorf("engine: journal: zero-filling %s: %w", f.Name(), err)
 		}
 	}
 	if err := f.Sync(); err != nil {
-		f.Close()
-		return nil, false, fmt.Errorf("engine: journal: %w", err)
+		return fmt.Errorf("engine: journal: %w", err)
 	}
-	return f, true, nil
+	return nil
 }
 
 func (j *journal) closeFiles() {
@@ -306,13 +314,7 @@ func (j *journal) closeFiles() {
 // The recovery point may pass bytes that are only in the journal: replay
 // puts them into the segment files before recovery reads them.
 func (l *Log) journaled(end int64) {
-	e := l.e
-	if end > l.durable.Load() {
-		l.durable.Store(end)
-		if !e.fl.ckptDirty.Load() && e.fl.ckptDirty.CompareAndSwap(false, true) {
-			e.kickFlusher()
-		}
-	}
+	l.e.noteDurable(l, end)
 	l.flushedTo(end)
 }
 
@@ -338,7 +340,6 @@ func (j *journal) stageAppend(l *Log, base, pos int64, batches []byte, end int64
 			j.cond.Wait()
 		}
 		if j.err != nil || j.closing {
-			j.fallbacks++
 			return false
 		}
 		j.putRecord(l, journalRecWrite, base, pos, part)
@@ -412,7 +413,7 @@ func (j *journal) barrier(l *Log, keep bool) error {
 		j.mu.Unlock()
 		return ErrClosed
 	}
-	j.putRecord(l, journalRecBarier, 0, 0, nil)
+	j.putRecord(l, journalRecBarrier, 0, 0, nil)
 	done := make(chan error, 1)
 	j.stage.waiters = append(j.stage.waiters, done)
 	j.mu.Unlock()
@@ -510,8 +511,6 @@ func (j *journal) writeGroup(g *journalStage, start uint64) error {
 	if g.count > 0 {
 		j.fileLast[j.cur] = g.firstSeq + uint64(g.count) - 1
 	}
-	j.groups++
-	j.bytes += uint64(padded)
 	return nil
 }
 
@@ -641,13 +640,15 @@ func (j *journal) close(clean bool) error {
 		err = j.writeGroup(j.stage, j.nextSeq)
 	}
 	j.closeFiles()
-	j.pool.Put(j.stage.buf) // the writer has stopped: both buffers are back
-	j.pool.Put(j.spare.buf)
-	if perr := j.pool.Close(); err == nil {
-		err = perr
+	if perr := j.releasePool(); err == nil {
+		err = perr // the writer has stopped: both buffers are back
 	}
 	return err
 }
 
-// errJournalClosed is what a barrier gets once the journal closes.
-var errJournalClosed = errors.New("engine: journal closed")
+// releasePool gives both staging buffers back and unmaps them.
+func (j *journal) releasePool() error {
+	j.pool.Put(j.stage.buf)
+	j.pool.Put(j.spare.buf)
+	return j.pool.Close()
+}

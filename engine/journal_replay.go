@@ -137,11 +137,11 @@ type journalKey struct {
 // replayJournal writes the journal's records at or past its start into
 // their segment files (see journal.go) and fsyncs what it wrote. It runs
 // before any log is opened, so the normal recovery then finds the bytes.
-func replayJournal(e *Engine, dir string, files []vfs.File, size int64) (replayStats, error) {
+func replayJournal(e *Engine, files []vfs.File, sizes []int64) (replayStats, error) {
 	var rs replayStats
 	var groups []journalGroupRef
 	for i, f := range files {
-		gs, err := scanJournalFile(f, i, size)
+		gs, err := scanJournalFile(f, i, sizes[i])
 		if err != nil {
 			return rs, fmt.Errorf("engine: journal: reading %s: %w", f.Name(), err)
 		}
@@ -196,7 +196,7 @@ func replayJournal(e *Engine, dir string, files []vfs.File, size int64) (replayS
 			return rs, err
 		}
 		if err := forEachRecord(buf, g, func(seq uint64, r journalRecord) error {
-			if seq >= start && r.typ == journalRecBarier {
+			if seq >= start && r.typ == journalRecBarrier {
 				barriers[journalKey{r.topicID, r.part}] = seq
 			}
 			return nil

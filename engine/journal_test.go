@@ -242,3 +242,25 @@ func TestJournalReplaysFollowerAppends(t *testing.T) {
 		t.Fatalf("follower holds %d bytes after the crash, the leader %d", len(got), len(data))
 	}
 }
+
+// TestJournalResizedAfterCrash: a restart with another log.io.journal.bytes
+// replays the files as they are before it resizes them.
+func TestJournalResizedAfterCrash(t *testing.T) {
+	dir := t.TempDir()
+	e := openEngine(t, dir, journalOpts)
+	defer e.Close()
+	want := appendJournaled(t, mustTopic(t, e, "r", 2, nil), 2, 40, 3, 200, 1)
+	crash := t.TempDir()
+	copyDir(t, dir, crash)
+	e2 := openEngine(t, crash, func(o *Options) { o.JournalBytes = 2 * JournalMinBytes })
+	defer e2.Close()
+	if e2.jnl.replayed.written == 0 {
+		t.Fatalf("replay wrote nothing: %+v", e2.jnl.replayed)
+	}
+	if e2.jnl.fileBytes != 2*JournalMinBytes/journalFiles {
+		t.Fatalf("journal files of %d bytes, want %d", e2.jnl.fileBytes, 2*JournalMinBytes/journalFiles)
+	}
+	for p := 0; p < 2; p++ {
+		checkLog(t, e2, "r", p, want[p])
+	}
+}
