@@ -37,6 +37,18 @@
 // (entries stop increasing) and the owner rebuilds the index from the log
 // (Reset, then Append for each batch found by segment.Recover).
 //
+// # Behind a file system (tests)
+//
+// Options.FS opens the index on an internal/vfs file system instead of the
+// operating system's, without a mapping: the entries live in a heap buffer
+// read from the file at open and reach the file as a private mapping's do,
+// at WriteBack, Sync and Close (one write of the entries added since the
+// last). The file is not grown ahead of the entries. The engine uses it when
+// it runs over a vfs.MemFS (crash tests), so a crash of that file system
+// loses, keeps or tears index writes by its rules; on the operating
+// system's file system indexes are always mapped, and the mapped path is
+// unchanged by the option (no allocation or write per Append).
+//
 // # Concurrency
 //
 // One writer (the engine's partition lock) calls Append, TruncateTo, Reset,

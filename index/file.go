@@ -4,11 +4,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math/bits"
 	"os"
 	"sync"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/stratalog/strata/internal/vfs"
 )
 
 var (
@@ -58,10 +61,18 @@ type file struct {
 	reserved int      // bytes of the file with blocks allocated: [0, reserved)
 	closed   bool
 
-	// private: the mapping is copy-on-write (Options.Private); entries
-	// reach the file by writeBack, which has written [0, flushed) of them.
+	// private: the mapping is copy-on-write (Options.Private), or a heap
+	// buffer (heap); entries reach the file by writeBack, which has
+	// written [0, flushed) of them.
 	private bool
 	flushed int
+
+	// heap: the file is on Options.FS, kept open (hf), and data is a heap
+	// buffer read from it at open (see Options.FS); length then follows
+	// the file's size as write-backs grow it.
+	heap bool
+	fsys vfs.FS
+	hf   vfs.File
 }
 
 // Options are an index's opening options (OpenOffsetWith, OpenTimeWith).
@@ -77,6 +88,16 @@ type Options struct {
 	// ones, as after a power loss with a shared mapping. Linux only (other
 	// systems write every entry through at once).
 	Private bool
+	// FS, when set, holds the file instead of the operating system, and
+	// the index is not mapped: its entries live in a heap buffer read
+	// from the file at open and reach the file as Private's do, at
+	// WriteBack, Sync and Close (one write of the entries added since the
+	// last), so after a crash of FS the file holds the entries of the
+	// last write-back that FS kept, or a torn part of the next one. The
+	// file is not grown to maxBytes; Close trims it to the entries. For
+	// an engine running over a memory file system (vfs.MemFS) in tests;
+	// nil keeps the mapping.
+	FS vfs.FS
 }
 
 // ReserveStepBytes is how much of an index file gets real blocks at a time.
@@ -95,6 +116,9 @@ func openFile(path string, base int64, maxBytes, entrySize int, o Options) (*fil
 	maxEntries := maxBytes / entrySize
 	if maxEntries < 1 {
 		return nil, fmt.Errorf("index: %s: maxBytes %d below one %d-byte entry", path, maxBytes, entrySize)
+	}
+	if o.FS != nil {
+		return openHeap(o.FS, path, base, maxEntries, entrySize)
 	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
@@ -188,6 +212,51 @@ func mapIndex(f *os.File, path string, base int64, maxEntries, entrySize int, pr
 	return x, nil
 }
 
+// openHeap opens path on fsys as a heap-backed index (Options.FS).
+func openHeap(fsys vfs.FS, path string, base int64, maxEntries, entrySize int) (*file, error) {
+	f, err := fsys.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	size := st.Size()
+	if size > int64(1<<31-1) {
+		f.Close()
+		return nil, fmt.Errorf("%w: %s: %d bytes", ErrCorrupt, path, size)
+	}
+	entries := int(size) / entrySize
+	capacity := max(entries, maxEntries)
+	mapLen := capacity * entrySize
+	words := make([]uint32, mapLen/4)
+	data := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(words))), mapLen)
+	if _, err := f.ReadAt(data[:entries*entrySize], 0); err != nil && !errors.Is(err, io.EOF) {
+		f.Close()
+		return nil, err
+	}
+	x := &file{
+		base:      base,
+		entrySize: entrySize,
+		words:     entrySize / 4,
+		length:    size,
+		path:      path,
+		data:      data,
+		mem:       words,
+		capacity:  capacity,
+		reserved:  mapLen,
+		private:   true,
+		flushed:   entries,
+		heap:      true,
+		fsys:      fsys,
+		hf:        f,
+	}
+	x.n.Store(int64(entries))
+	return x, nil
+}
+
 // word loads word w of entry i (a big-endian uint32 on disk).
 func (x *file) word(i, w int) uint32 {
 	v := atomic.LoadUint32(&x.mem[i*x.words+w])
@@ -226,8 +295,10 @@ func (x *file) reserve(i int) error {
 // publish makes entry i (just written) visible: it is written through where
 // there is no real mapping, then counted.
 func (x *file) publish(i int) error {
-	if err := wrote(x.f, x.data, i*x.entrySize, x.entrySize); err != nil {
-		return err
+	if !x.heap {
+		if err := wrote(x.f, x.data, i*x.entrySize, x.entrySize); err != nil {
+			return err
+		}
 	}
 	x.n.Store(int64(i + 1))
 	return nil
@@ -254,6 +325,13 @@ func (x *file) writeBack() error {
 		return nil
 	}
 	from, to := x.flushed*x.entrySize, n*x.entrySize
+	if x.heap {
+		if _, err := x.hf.WriteAt(x.data[from:to], int64(from)); err != nil {
+			return err
+		}
+		x.flushed, x.length = n, max(x.length, int64(to))
+		return nil
+	}
 	if err := x.withFile(func(f *os.File) error {
 		_, err := f.WriteAt(x.data[from:to], int64(from))
 		return err
@@ -277,6 +355,9 @@ func (x *file) sync() error {
 	if x.private {
 		if err := x.writeBack(); err != nil {
 			return err
+		}
+		if x.heap {
+			return x.hf.Sync()
 		}
 		return x.withFile(func(f *os.File) error { return f.Sync() })
 	}
@@ -308,6 +389,9 @@ func (x *file) close() error {
 	}
 	x.n.Store(0)
 	x.gen.Add(1)
+	if x.heap {
+		return x.closeHeap(n, werr)
+	}
 	err := unmapFile(x.f, x.data)
 	if err == nil {
 		err = werr
@@ -330,10 +414,30 @@ func (x *file) close() error {
 	return err
 }
 
+// closeHeap is close for a heap-backed index: trim the file to the n
+// entries it holds and close it. Caller holds mu.
+func (x *file) closeHeap(n int64, werr error) error {
+	err := werr
+	x.data, x.mem, x.capacity = nil, nil, 0
+	if keep := n * int64(x.entrySize); keep != x.length {
+		if terr := x.hf.Truncate(keep); err == nil {
+			err = terr
+		}
+	}
+	if cerr := x.hf.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
 func (x *file) rename(newPath string) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if err := os.Rename(x.path, newPath); err != nil {
+	rename := os.Rename
+	if x.heap {
+		rename = x.fsys.Rename
+	}
+	if err := rename(x.path, newPath); err != nil {
 		return err
 	}
 	x.path = newPath
