@@ -65,7 +65,8 @@ func scanJournalFile(f vfs.File, i int, size int64) ([]journalGroupRef, error) {
 			}
 			return nil, err
 		}
-		if binary.BigEndian.Uint32(hdr[0:]) != journalMagic {
+		magic := binary.BigEndian.Uint32(hdr[0:])
+		if magic != journalMagic && magic != journalMagicV1 {
 			break
 		}
 		n := int(binary.BigEndian.Uint32(hdr[8:]))
@@ -84,8 +85,13 @@ func scanJournalFile(f vfs.File, i int, size int64) ([]journalGroupRef, error) {
 		if _, err := f.ReadAt(buf, off); err != nil && !errors.Is(err, io.EOF) {
 			return nil, err
 		}
-		if crc32.Checksum(buf[8:n], journalCRC) != binary.BigEndian.Uint32(hdr[4:]) {
-			break // torn: never acknowledged
+		want := binary.BigEndian.Uint32(hdr[4:])
+		if magic == journalMagicV1 {
+			if crc32.Checksum(buf[8:n], journalCRC) != want {
+				break // torn: never acknowledged
+			}
+		} else if sum, ok := groupChecksum(buf, g.count, true); !ok || sum != want {
+			break // torn (or a batch's CRC fails): never acknowledged
 		}
 		out = append(out, g)
 		off += int64((n + journalAlign - 1) &^ (journalAlign - 1))

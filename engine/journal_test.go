@@ -2,9 +2,14 @@ package engine
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
+	"hash/crc32"
+	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/stratalog/strata/internal/vfs"
 )
 
 // journalOpts turns the journal on at its smallest size (four 4 MiB files),
@@ -262,5 +267,96 @@ func TestJournalResizedAfterCrash(t *testing.T) {
 	}
 	for p := 0; p < 2; p++ {
 		checkLog(t, e2, "r", p, want[p])
+	}
+}
+
+// testGroup builds a group as the writer does: a group header, then one
+// write record per payload and a barrier, with the header filled and the
+// checksum computed by groupChecksum.
+func testGroup(payloads ...[]byte) ([]byte, uint32) {
+	buf := make([]byte, journalGroupHdr)
+	rec := func(typ byte, payload []byte) {
+		n := recordBytes("t", len(payload))
+		r := make([]byte, n)
+		binary.BigEndian.PutUint32(r, uint32(n))
+		r[4] = typ
+		binary.BigEndian.PutUint32(r[24:], 3)
+		binary.BigEndian.PutUint16(r[28:], 1)
+		binary.BigEndian.PutUint64(r[40:], 4096)
+		r[journalRecHdr] = 't'
+		copy(r[journalRecHdr+1:], payload)
+		buf = append(buf, r...)
+	}
+	for _, p := range payloads {
+		rec(journalRecWrite, p)
+	}
+	rec(journalRecBarrier, nil)
+	count := uint32(len(payloads) + 1)
+	binary.BigEndian.PutUint32(buf[0:], journalMagic)
+	binary.BigEndian.PutUint32(buf[8:], uint32(len(buf)))
+	binary.BigEndian.PutUint32(buf[12:], count)
+	binary.BigEndian.PutUint64(buf[16:], 7)
+	sum, _ := groupChecksum(buf, count, false)
+	binary.BigEndian.PutUint32(buf[4:], sum)
+	return buf, count
+}
+
+// TestJournalChecksumCoversEveryByte: the group checksum leaves batch
+// bodies to the batches' own CRCs, so every single byte changed from byte
+// 8 on (headers, names, batch prefixes, batch bodies, a split payload)
+// must still fail replay's check.
+func TestJournalChecksumCoversEveryByte(t *testing.T) {
+	two := append(batchOf(t, 3, 40, 1_700_000_000_000, 1), batchOf(t, 2, 25, 1_700_000_000_000, 2)...)
+	split := batchOf(t, 2, 30, 1_700_000_000_000, 3)[:70] // not whole batches: covered in full
+	buf, count := testGroup(two, split)
+	want := binary.BigEndian.Uint32(buf[4:])
+	if sum, ok := groupChecksum(buf, count, true); !ok || sum != want {
+		t.Fatalf("intact group: ok %v, sum %08x, want %08x", ok, sum, want)
+	}
+	splitFlag := journalGroupHdr + recordBytes("t", len(two)) + 5
+	if buf[splitFlag] != journalFlagFull || buf[journalGroupHdr+5] != 0 {
+		t.Fatalf("flags: whole batches %d, split payload %d; want 0 and %d", buf[journalGroupHdr+5], buf[splitFlag], journalFlagFull)
+	}
+	for i := 8; i < len(buf); i++ {
+		if i >= 4 && i < 8 {
+			continue
+		}
+		for _, x := range []byte{0x01, 0x80} {
+			buf[i] ^= x
+			if sum, ok := groupChecksum(buf, count, true); ok && sum == want {
+				t.Fatalf("byte %d of %d flipped (^%#x) passes the check", i, len(buf), x)
+			}
+			buf[i] ^= x
+		}
+	}
+}
+
+// TestJournalReadsFirstFormat: a group written in the first format (magic
+// "SJNL", checksum over every byte) is still found by the replay scan.
+func TestJournalReadsFirstFormat(t *testing.T) {
+	buf, count := testGroup(batchOf(t, 2, 20, 1_700_000_000_000, 1))
+	binary.BigEndian.PutUint32(buf[0:], journalMagicV1)
+	binary.BigEndian.PutUint32(buf[4:], crc32.Checksum(buf[8:], journalCRC))
+	fs := vfs.NewMemFS()
+	f, err := fs.OpenFile("/j", os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	padded := make([]byte, 2*journalAlign)
+	copy(padded, buf)
+	if _, err := f.WriteAt(padded, 0); err != nil {
+		t.Fatal(err)
+	}
+	gs, err := scanJournalFile(f, 0, int64(len(padded)))
+	if err != nil || len(gs) != 1 || gs[0].count != count || gs[0].firstSeq != 7 {
+		t.Fatalf("scan: %+v, %v; want one group of %d records from 7", gs, err, count)
+	}
+	buf[len(buf)-1] ^= 1 // and its checksum still guards it
+	copy(padded, buf)
+	if _, err := f.WriteAt(padded, 0); err != nil {
+		t.Fatal(err)
+	}
+	if gs, _ := scanJournalFile(f, 0, int64(len(padded))); len(gs) != 0 {
+		t.Fatalf("a changed byte in a first-format group was accepted: %+v", gs)
 	}
 }
