@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/stratalog/strata/internal/uring"
+	"github.com/stratalog/strata/internal/vfs"
 	"github.com/stratalog/strata/segment"
 )
 
@@ -203,6 +204,10 @@ type ioBackend struct {
 	// (index.Options.Private) so that syncfs does not write their pages
 	// back with every flush.
 	metaFlush bool
+	// fs holds the segments' index and transaction-index files (the
+	// Engine's file system, Options.fs): indexes are mapped when it is
+	// vfs.OS, heap-backed on it otherwise (index.Options.FS).
+	fs vfs.FS
 
 	// zeros is the zero-fill buffer of PreWrite segments: the one chunk of
 	// zeroPool, registered with the ring, handed out until shutdown.

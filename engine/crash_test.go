@@ -4,14 +4,18 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"testing"
 
+	"github.com/stratalog/strata/internal/stratatest"
 	"github.com/stratalog/strata/internal/vfs"
 	"github.com/stratalog/strata/record"
 	"github.com/stratalog/strata/segment"
@@ -21,8 +25,10 @@ import (
 // memFiles is a fileLayer of segmenttest.MemFiles: segment data lives in
 // memory and a crash keeps only what was synced (plus, at random, a prefix
 // of the unsynced writes with the last one torn). An empty file is left at
-// each path so the engine's directory scans find the segments; index files
-// and checkpoints stay real files.
+// each path so the engine's directory scans find the segments. The files
+// behind the file-system seam (indexes, checkpoints, producer snapshots,
+// transaction indexes, the journal) go to a vfs.MemFS (mirrorFS) that
+// loses power at the same moment.
 type memFiles struct {
 	mu      sync.Mutex
 	files   map[string]*segmenttest.MemFile
@@ -85,6 +91,69 @@ func (m *memFiles) crash(rng *rand.Rand, torn bool) *memFiles {
 	return out
 }
 
+// mirrorFS is the vfs.MemFS an engine under test keeps the files behind
+// the seam on (Options.fs), while its directories, topic and partition
+// metadata and the names of its memFiles segments are on the real file
+// system under the same paths: before an operation it creates in the
+// MemFS, durably, the directories that exist on the real file system but
+// not yet there (the partition directories the engine made and synced on
+// the real one).
+type mirrorFS struct{ *vfs.MemFS }
+
+func (m mirrorFS) mirror(dir string) {
+	if _, err := m.MemFS.Stat(dir); err == nil {
+		return
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return
+	}
+	parent := filepath.Dir(dir)
+	if parent != dir {
+		m.mirror(parent)
+	}
+	if err := m.MemFS.Mkdir(dir, 0o755); err == nil {
+		_ = m.MemFS.SyncDir(parent) // fails (as what follows) once the power is lost
+	}
+}
+
+func (m mirrorFS) OpenFile(name string, flag int, perm fs.FileMode) (vfs.File, error) {
+	m.mirror(filepath.Dir(name))
+	return m.MemFS.OpenFile(name, flag, perm)
+}
+
+func (m mirrorFS) Rename(oldpath, newpath string) error {
+	m.mirror(filepath.Dir(newpath))
+	return m.MemFS.Rename(oldpath, newpath)
+}
+
+func (m mirrorFS) ReadDir(name string) ([]fs.DirEntry, error) {
+	m.mirror(name)
+	return m.MemFS.ReadDir(name)
+}
+
+func (m mirrorFS) SyncDir(name string) error {
+	m.mirror(name)
+	return m.MemFS.SyncDir(name)
+}
+
+// newMirrorFS is a mirrorFS holding dir (and its parents) durably, as a
+// data directory exists before the broker starts.
+func newMirrorFS(t testing.TB, dir string) mirrorFS {
+	t.Helper()
+	m := vfs.NewMemFS()
+	if err := m.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for p := dir; ; p = filepath.Dir(p) {
+		if err := m.SyncDir(p); err != nil {
+			t.Fatal(err)
+		}
+		if p == filepath.Dir(p) {
+			return mirrorFS{m}
+		}
+	}
+}
+
 // ackedBatch is a batch whose WhenDurable fired without error.
 type ackedBatch struct {
 	part int32
@@ -105,11 +174,10 @@ func TestCrashKeepsEveryAcknowledgedRecord(t *testing.T) {
 }
 
 // TestCrashKeepsEveryAcknowledgedRecordJournal is the same crash rounds
-// with the journal (journal.go) making appends durable: the journal's
-// files are a vfs.MemFS that loses power at the same moment as the
-// segment files (keeping, when torn, a random part of its unsynced writes
-// too), and a journal of four 16 KiB files, so that rounds go round it and
-// checkpoints move its start while appends run.
+// with the journal (journal.go) making appends durable: its files are on
+// the MemFS with the other files behind the seam, and it is a journal of
+// four 16 KiB files, so that rounds go round it and checkpoints move its
+// start while appends run.
 func TestCrashKeepsEveryAcknowledgedRecordJournal(t *testing.T) {
 	defer func(v int64) { journalMinBytes = v }(journalMinBytes)
 	journalMinBytes = journalFiles * (16 << 10)
@@ -130,44 +198,42 @@ func crashRounds(t *testing.T, seeds, short int, journal bool) {
 		root = shm
 		t.Cleanup(func() { os.RemoveAll(shm) })
 	}
-	var acked, lost, walked atomic.Int64
+	var st crashStats
 	for seed := range seeds {
-		crashRound(t, filepath.Join(root, fmt.Sprint(seed)), uint64(seed), journal, &acked, &lost, &walked)
+		crashRound(t, filepath.Join(root, fmt.Sprint(seed)), uint64(seed), journal, &st)
 		if t.Failed() {
 			t.Fatalf("seed %d failed", seed)
 		}
 	}
-	t.Logf("%d rounds: %d acknowledged batches checked, %d unacknowledged batches lost, %d bytes walked by recovery", seeds, acked.Load(), lost.Load(), walked.Load())
-	if acked.Load() == 0 {
+	t.Logf("%d rounds: %d acknowledged batches checked, %d unacknowledged batches lost, %d bytes walked by recovery; "+
+		"the crashed MemFS held %d recovery-point checkpoints and %d offset index entries",
+		seeds, st.acked, st.lost, st.walked, st.checkpoints, st.indexEntries)
+	if st.acked == 0 {
 		t.Fatal("no append was ever acknowledged: the test checked nothing")
+	}
+	if st.checkpoints == 0 || st.indexEntries == 0 {
+		t.Fatal("no checkpoint or index entry ever survived a crash: the files behind the seam were not exercised")
 	}
 }
 
-func crashRound(t *testing.T, dir string, seed uint64, journal bool, ackedN, lostN, walkedN *atomic.Int64) {
+// crashStats sums what crashRounds checked.
+type crashStats struct {
+	acked, lost, walked       int64 // batches; bytes walked by recovery
+	checkpoints, indexEntries int64 // found in the MemFS after the crash
+}
+
+func crashRound(t *testing.T, dir string, seed uint64, journal bool, st *crashStats) {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	mf := newMemFiles()
-	var jfs, jfsAfter *vfs.MemFS
-	if journal {
-		// The data directory exists, durably, before the broker starts.
-		jfs = vfs.NewMemFS()
-		if err := jfs.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		for p := dir; ; p = filepath.Dir(p) {
-			if err := jfs.SyncDir(p); err != nil {
-				t.Fatal(err)
-			}
-			if p == filepath.Dir(p) {
-				break
-			}
-		}
-	}
-	withJournal := func(o *Options, fsys *vfs.MemFS) {
+	mfs := newMirrorFS(t, dir)
+	var mfsAfter *vfs.MemFS
+	files := func(o *Options, segs *memFiles, fsys *vfs.MemFS) {
+		o.files, o.fs = segs, mirrorFS{fsys}
 		if journal {
-			o.JournalBytes, o.journalFS = journalMinBytes, fsys
+			o.JournalBytes, o.journalFS = journalMinBytes, o.fs
 		}
 	}
-	e := openEngine(t, dir, func(o *Options) { o.files = mf; withJournal(o, jfs) })
+	e := openEngine(t, dir, func(o *Options) { files(o, mf, mfs.MemFS) })
 	cfg := map[string]string{
 		"segment.bytes":        fmt.Sprint(1024 + rng.IntN(4096)),
 		"index.interval.bytes": fmt.Sprint(64 + rng.IntN(512)),
@@ -209,9 +275,7 @@ func crashRound(t *testing.T, dir string, seed uint64, journal bool, ackedN, los
 	crash := func() {
 		once.Do(func() {
 			after = mf.crash(crashRng, torn)
-			if jfs != nil {
-				jfsAfter = jfs.Crash(vfs.CrashOptions{Seed: seed, KeepUnsynced: torn})
-			}
+			mfsAfter = mfs.Crash(vfs.CrashOptions{Seed: seed, KeepUnsynced: torn, Tear: torn})
 		})
 	}
 	var wg sync.WaitGroup
@@ -255,31 +319,39 @@ func crashRound(t *testing.T, dir string, seed uint64, journal bool, ackedN, los
 	crash()
 	_ = e.Close() // offline after the crash: errors expected
 	pending.Wait()
-	// Close ran after the simulated power loss: a marker it wrote would not
-	// exist after a real one. (Its checkpoints are harmless: they claim only
-	// offsets synced before the crash, as later syncs fail.)
-	if err := os.Remove(filepath.Join(dir, cleanShutdownFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		t.Fatal(err)
+	// Close ran after the power loss: its marker and checkpoints failed.
+	if _, err := mfsAfter.Stat(filepath.Join(dir, cleanShutdownFile)); err == nil {
+		t.Fatalf("seed %d: a clean shutdown marker survived the power loss", seed)
 	}
 
-	// The active offset index was never synced: lose entries or add a
-	// bogus one now and then (recovery must not trust it blindly).
+	// The active offset index was never synced: besides what the crash
+	// kept of its write-backs, lose entries or add a bogus one now and
+	// then, as a mapping's pages written back in any order can (recovery
+	// must not trust it blindly).
+	if _, err := mfsAfter.Stat(filepath.Join(dir, recoveryPointFile)); err == nil {
+		st.checkpoints++
+	}
 	for p := range parts {
 		bases := segmentBases(t, filepath.Join(dir, partitionDirName("crash", int32(p))))
+		for _, b := range bases {
+			if fi, err := mfsAfter.Stat(segmentFileName(filepath.Join(dir, partitionDirName("crash", int32(p))), b, indexSuffix)); err == nil {
+				st.indexEntries += fi.Size() / offsetEntrySize
+			}
+		}
 		if len(bases) == 0 {
 			continue
 		}
 		idx := segmentFileName(filepath.Join(dir, partitionDirName("crash", int32(p))), bases[len(bases)-1], indexSuffix)
-		damageIndex(t, idx, rng)
+		damageIndex(t, mfsAfter, idx, rng)
 	}
 
-	e2 := openEngine(t, dir, func(o *Options) { o.files = after; withJournal(o, jfsAfter) })
+	e2 := openEngine(t, dir, func(o *Options) { files(o, after, mfsAfter) })
 	defer e2.Close()
 	tp2 := e2.Topic("crash")
 	got := make([]map[int64][]byte, parts)
 	for p := range parts {
 		l := tp2.Partition(int32(p))
-		walkedN.Add(l.recoveredBytes)
+		st.walked += l.recoveredBytes
 		if l.HighWatermark() != l.LogEndOffset() {
 			t.Errorf("seed %d p%d: HW %d, log end %d after recovery", seed, p, l.HighWatermark(), l.LogEndOffset())
 		}
@@ -297,12 +369,12 @@ func crashRound(t *testing.T, dir string, seed uint64, journal bool, ackedN, los
 			t.Errorf("seed %d: acknowledged batch at p%d offset %d differs", seed, a.part, a.base)
 		}
 	}
-	ackedN.Add(int64(len(acks)))
+	st.acked += int64(len(acks))
 	total := 0
 	for p := range got {
 		total += len(got[p])
 	}
-	lostN.Add(int64(writers*perWriter - total))
+	st.lost += int64(writers*perWriter - total)
 
 	// The recovered log takes appends at its end.
 	l := tp2.Partition(0)
@@ -321,8 +393,8 @@ func crashRound(t *testing.T, dir string, seed uint64, journal bool, ackedN, los
 // only appended to): lose a tail of entries, lose a run of entries in the
 // middle (zeros), or stay at its preallocated size with zero entries at
 // the end — or nothing.
-func damageIndex(t *testing.T, path string, rng *rand.Rand) {
-	data, err := os.ReadFile(path)
+func damageIndex(t *testing.T, fsys vfs.FS, path string, rng *rand.Rand) {
+	data, err := vfs.ReadFile(fsys, path)
 	if err != nil {
 		return
 	}
@@ -341,7 +413,10 @@ func damageIndex(t *testing.T, path string, rng *rand.Rand) {
 	default:
 		return
 	}
-	if err := os.WriteFile(path, data, 0o644); err != nil {
+	if err := vfs.WriteFile(fsys, path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := vfs.SyncPathFS(fsys, path); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -567,4 +642,257 @@ func FuzzRecoveryIndex(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestCrashKeepsTransactionState: seeded rounds of one partition taking
+// plain batches, idempotent batches of producer 1 and transactional
+// batches of producers 2 and 3 with their commit and abort markers, on
+// memFiles segments and a MemFS for everything behind the seam. Segments
+// are small, so rolls write producer snapshots, seal and sync indexes and
+// move checkpoints; abort markers write transaction indexes. Appends are
+// acknowledged (WhenDurable) now and then; the MemFS loses power after a
+// random number of its operations (inside a snapshot, checkpoint, index or
+// transaction-index write as often as between them), the segments at the
+// same moment, and the crash keeps, in most rounds, a random part of the
+// unsynced writes with torn ones. After the restart:
+//
+//   - every acknowledged batch is there, the log reads back whole with
+//     contiguous offsets and good CRCs, and every offset is found through
+//     the offset index;
+//   - the aborted transactions, the producers' sequences and open
+//     transactions and the last stable offset are exactly what the
+//     recovered log itself says (computed here from its batches), whatever
+//     survived of the snapshots, transaction indexes and checkpoints;
+//   - each producer goes on: the idempotent one with its next sequence,
+//     an open transaction is aborted and the LSO reaches the HW.
+func TestCrashKeepsTransactionState(t *testing.T) {
+	seeds := stratatest.CrashSeeds(t)
+	if testing.Short() {
+		seeds = 40
+	}
+	root := t.TempDir()
+	if shm, err := os.MkdirTemp("/dev/shm", "strata-crash-"); err == nil {
+		root = shm
+		t.Cleanup(func() { os.RemoveAll(shm) })
+	}
+	var st txnCrashStats
+	for seed := range uint64(seeds) {
+		txnCrashRound(t, filepath.Join(root, fmt.Sprint(seed)), seed, &st)
+		if t.Failed() {
+			t.Fatalf("seed %d failed", seed)
+		}
+	}
+	t.Logf("%d rounds (%d cut mid-sequence): %d acknowledged batches checked; after the crash the MemFS held %d snapshots, %d transaction-index entries, %d offset index entries; %d aborted transactions and %d open ones recovered",
+		seeds, st.cut, st.acked, st.snapshots, st.txnEntries, st.indexEntries, st.aborted, st.open)
+	if st.acked == 0 || st.snapshots == 0 || st.txnEntries == 0 || st.indexEntries == 0 || st.aborted == 0 || st.open == 0 || st.cut == 0 {
+		t.Fatal("the rounds never kept a snapshot, a transaction-index entry or an index entry, recovered no aborted or open transaction, or were never cut mid-sequence: they checked too little")
+	}
+}
+
+type txnCrashStats struct {
+	cut, acked                          int
+	snapshots, txnEntries, indexEntries int64
+	aborted, open                       int
+}
+
+// txnProducer is what a round sent for one producer.
+type txnProducer struct {
+	seq    int32 // next sequence
+	inTxn  bool
+	isTxn  bool
+	sentAt int64 // offset of its last append
+}
+
+func txnCrashRound(t *testing.T, dir string, seed uint64, st *txnCrashStats) {
+	rng := rand.New(rand.NewPCG(seed, 0x7c4a))
+	mf := newMemFiles()
+	mfs := newMirrorFS(t, dir)
+	e := openEngine(t, dir, func(o *Options) { o.files, o.fs = mf, mfs })
+	cfg := map[string]string{
+		"segment.bytes":        fmt.Sprint(600 + rng.IntN(1500)),
+		"index.interval.bytes": fmt.Sprint(64 + rng.IntN(256)),
+		"segment.index.bytes":  "4096",
+		"preallocate":          "false",
+	}
+	l := mustTopic(t, e, "txc", 1, cfg).Partition(0)
+	mfs.PowerOffAfter(1 + rng.Int64N(1200))
+
+	prods := map[int64]*txnProducer{1: {}, 2: {isTxn: true}, 3: {isTxn: true}}
+	var sent [][]byte    // appended batches, in offset order
+	var sentBase []int64 // their base offsets
+	ackedEnd := int64(0) // every offset below it was acknowledged
+	for range 80 {
+		if mfs.PoweredOff() {
+			st.cut++
+			break
+		}
+		var b []byte
+		var err error
+		var info AppendInfo
+		pid := int64(1 + rng.IntN(3))
+		p := prods[pid]
+		switch k := rng.IntN(10); {
+		case k < 2:
+			b = batchOf(t, 1+rng.IntN(3), rng.IntN(100), 1000, int(seed)+len(sent))
+			info, err = l.Append(b, 0)
+		case p.inTxn && k < 4:
+			info, err = l.AppendTxnMarker(pid, 0, 0, rng.IntN(2) == 0, 0)
+			if err == nil {
+				p.inTxn = false
+			}
+		default:
+			n := 1 + rng.IntN(3)
+			if p.isTxn {
+				b = txnBatch(t, pid, 0, p.seq, n)
+			} else {
+				b = idemBatch(t, pid, 0, p.seq, n)
+			}
+			info, err = l.Append(b, 0)
+			if err == nil {
+				p.seq += int32(n)
+				p.inTxn = p.isTxn
+			}
+		}
+		if err != nil {
+			if !errors.Is(err, ErrOffline) {
+				t.Fatalf("seed %d: append: %v", seed, err)
+			}
+			st.cut++
+			break
+		}
+		if b != nil {
+			sent = append(sent, b)
+			sentBase = append(sentBase, info.BaseOffset)
+		}
+		if rng.IntN(4) == 0 {
+			if waitDurable(t, l, info.LastOffset) == nil {
+				ackedEnd = info.LastOffset + 1
+			}
+		}
+	}
+	after := mf.crash(rng, rng.IntN(4) != 0)
+	mfsAfter := mfs.Crash(vfs.CrashOptions{Seed: seed, KeepUnsynced: rng.IntN(2) == 0, Tear: rng.IntN(3) != 0})
+	_ = e.Close()
+
+	pdir := filepath.Join(dir, partitionDirName("txc", 0))
+	if ents, err := mfsAfter.ReadDir(pdir); err == nil {
+		for _, ent := range ents {
+			fi, err := mfsAfter.Stat(filepath.Join(pdir, ent.Name()))
+			if err != nil {
+				continue
+			}
+			switch filepath.Ext(ent.Name()) {
+			case snapshotSuffix:
+				st.snapshots++
+			case txnIndexSuffix:
+				st.txnEntries += fi.Size() / txnIndexEntryBytes
+			case indexSuffix:
+				st.indexEntries += fi.Size() / offsetEntrySize
+			}
+		}
+	}
+
+	e2 := openEngine(t, dir, func(o *Options) { o.files, o.fs = after, mirrorFS{mfsAfter} })
+	defer e2.Close()
+	l2 := e2.Topic("txc").Partition(0)
+	if l2.HighWatermark() != l2.LogEndOffset() {
+		t.Errorf("seed %d: HW %d, log end %d after recovery", seed, l2.HighWatermark(), l2.LogEndOffset())
+	}
+	got := readAllBatches(t, l2, seed)
+	for i, b := range sent {
+		if sentBase[i] >= ackedEnd {
+			break
+		}
+		st.acked++
+		if g, ok := got[sentBase[i]]; !ok || !bytes.Equal(g[record.OffsetAttrs:], b[record.OffsetAttrs:]) {
+			t.Errorf("seed %d: acknowledged batch at offset %d lost or changed", seed, sentBase[i])
+		}
+	}
+	end := l2.LogEndOffset()
+	for off := int64(0); off < end; off++ {
+		res, err := l2.Read(off, 1, true)
+		if err != nil || len(res.Chunks) == 0 {
+			t.Fatalf("seed %d: Read(%d): %v", seed, off, err)
+		}
+		hb := make([]byte, record.HeaderSize)
+		_, err = res.seg.seg.ReadAt(hb, res.Chunks[0].Pos)
+		res.Release()
+		h, perr := record.ParseHeader(hb)
+		if err != nil || perr != nil || h.BaseOffset > off || h.LastOffset() < off {
+			t.Fatalf("seed %d: Read(%d) found the batch [%d, %d]: %v %v", seed, off, h.BaseOffset, h.LastOffset(), err, perr)
+		}
+	}
+
+	// What the recovered log says, batch by batch.
+	bases := slices.Sorted(maps.Keys(got))
+	lastSeq := map[int64]int32{}
+	open := map[int64]int64{} // producer -> first offset of its open transaction
+	var aborted []AbortedTxn
+	for _, base := range bases {
+		h, err := record.ParseHeader(got[base])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.ProducerID < 0 {
+			continue
+		}
+		if h.Control() {
+			commit, _, err := parseMarkerBatch(got[base])
+			if err != nil {
+				t.Fatalf("seed %d: marker at %d: %v", seed, base, err)
+			}
+			if first, ok := open[h.ProducerID]; ok && !commit {
+				aborted = append(aborted, AbortedTxn{ProducerID: h.ProducerID, FirstOffset: first})
+			}
+			delete(open, h.ProducerID)
+			continue
+		}
+		lastSeq[h.ProducerID] = h.BaseSequence + h.LastOffsetDelta
+		if _, ok := open[h.ProducerID]; h.Transactional() && !ok {
+			open[h.ProducerID] = base
+		}
+	}
+	gotAborted := l2.AbortedTransactions(nil, 0, end)
+	byFirst := func(a, b AbortedTxn) int { return int(a.FirstOffset - b.FirstOffset) }
+	slices.SortFunc(gotAborted, byFirst)
+	slices.SortFunc(aborted, byFirst)
+	if !slices.Equal(gotAborted, aborted) {
+		t.Errorf("seed %d: aborted transactions %+v, the log says %+v", seed, gotAborted, aborted)
+	}
+	wantLSO := l2.HighWatermark()
+	for _, first := range open {
+		wantLSO = min(wantLSO, first)
+	}
+	if lso := l2.LastStableOffset(); lso != wantLSO {
+		t.Errorf("seed %d: LSO %d, the log says %d", seed, lso, wantLSO)
+	}
+	for _, ps := range l2.Producers() {
+		want, ok := lastSeq[ps.ProducerID]
+		first, isOpen := open[ps.ProducerID]
+		if !ok || ps.LastSequence != want || (isOpen && ps.CurrentTxnStartOffset != first) || (!isOpen && ps.CurrentTxnStartOffset != -1) {
+			t.Errorf("seed %d: producer %+v; the log says last sequence %d (known %v), open transaction at %d (%v)",
+				seed, ps, want, ok, first, isOpen)
+		}
+		delete(lastSeq, ps.ProducerID)
+	}
+	if len(lastSeq) != 0 {
+		t.Errorf("seed %d: producers %v in the log but not in the recovered state", seed, lastSeq)
+	}
+	st.aborted += len(aborted)
+	st.open += len(open)
+
+	// Producers go on where the recovered log left them.
+	if s, ok := l2.Producer(1); ok {
+		info := mustAppend(t, l2, idemBatch(t, 1, 0, s.LastSequence+1, 2))
+		if info.BaseOffset != end {
+			t.Errorf("seed %d: producer 1's next batch at %d, log end %d", seed, info.BaseOffset, end)
+		}
+	}
+	for pid := range open {
+		mustMarker(t, l2, pid, 0, 0, false)
+	}
+	durable(t, l2)
+	if lso, hw := l2.LastStableOffset(), l2.HighWatermark(); lso != hw {
+		t.Errorf("seed %d: LSO %d, HW %d after aborting every open transaction", seed, lso, hw)
+	}
 }

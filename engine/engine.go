@@ -190,6 +190,7 @@ func Open(opts Options) (*Engine, error) {
 		return nil, err
 	}
 	e.io = io
+	io.fs = e.fs // indexes (logsegment.go)
 	tailBytes := opts.TailCacheBytes
 	if tailBytes == 0 && !io.direct() {
 		// pwrite leaves every batch in the page cache, where sendfile
@@ -248,7 +249,7 @@ func (e *Engine) Dir() string { return e.dir }
 // writes fresh checkpoints. Called by Open before the flusher starts.
 func (e *Engine) load() error {
 	cleanPath := filepath.Join(e.dir, cleanShutdownFile)
-	_, err := os.Stat(cleanPath)
+	_, err := e.fs.Stat(cleanPath)
 	clean := err == nil
 	rps, err := e.readCheckpoint(recoveryPointFile)
 	if err != nil {
@@ -302,11 +303,11 @@ func (e *Engine) load() error {
 	// The marker must be gone (durably) before anything is appended, or a
 	// crash would make the next Open trust an unchecked tail.
 	if clean {
-		if err := os.Remove(cleanPath); err != nil {
+		if err := e.fs.Remove(cleanPath); err != nil {
 			return fmt.Errorf("engine: %w", err)
 		}
 	}
-	if err := vfs.SyncDir(e.dir); err != nil {
+	if err := e.syncDir(e.dir); err != nil { // the marker's removal
 		return fmt.Errorf("engine: %w", err)
 	}
 	if err := e.writeRecoveryCheckpoint(); err != nil {
@@ -575,7 +576,7 @@ func (e *Engine) Close() error {
 			}
 		}
 		if len(errs) == 0 {
-			errs = append(errs, vfs.WriteFileAtomic(filepath.Join(e.dir, cleanShutdownFile), nil))
+			errs = append(errs, vfs.WriteFileAtomicFS(e.fs, filepath.Join(e.dir, cleanShutdownFile), nil))
 		} else {
 			e.logger.Warn("not writing the clean shutdown marker", "err", errors.Join(errs...))
 			errs = nil
@@ -617,7 +618,7 @@ func (e *Engine) closeLogs(logs []*Log, syncIdx bool) []error {
 					continue
 				}
 				for _, p := range []string{active.offPath, active.timPath} {
-					if err := e.syncFile(p, func() error { return vfs.SyncPath(p) }); err != nil {
+					if err := e.syncFile(p, func() error { return vfs.SyncPathFS(e.fs, p) }); err != nil {
 						mu.Lock()
 						errs = append(errs, err)
 						mu.Unlock()

@@ -397,7 +397,7 @@ func (e *Engine) finishJob(j *flushJob) {
 	j.segs = j.segs[:0]
 	err := j.err
 	if err == nil && j.syncDir {
-		err = e.syncFile(l.dir, func() error { return vfs.SyncDir(l.dir) })
+		err = e.syncFile(l.dir, func() error { return e.syncDir(l.dir) })
 	}
 	if err != nil {
 		l.mu.Lock()
@@ -683,7 +683,7 @@ func (e *Engine) syncSegment(s *logSegment, sealed bool) error {
 		return nil
 	}
 	for _, p := range []string{offPath, timPath} {
-		if err := e.syncFile(p, func() error { return vfs.SyncPath(p) }); err != nil {
+		if err := e.syncFile(p, func() error { return vfs.SyncPathFS(e.fs, p) }); err != nil {
 			return err
 		}
 	}

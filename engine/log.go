@@ -296,7 +296,7 @@ func (l *Log) appendBatches(batches []byte, leaderEpoch int32, m *txnMarker) (Ap
 		}
 		return AppendInfo{}, l.e.ioFailure(fmt.Sprintf("writing %s", s.seg.Path()), err)
 	}
-	l.tail.add(l.e.tails, s, pos, batches, base)
+	l.tail.add(l.e.tails, s, pos, batches, base, nowMs)
 	if s.firstAppendMs < 0 {
 		s.firstAppendMs = nowMs
 	}
@@ -416,7 +416,7 @@ func (l *Log) roll() error {
 			ns.release()
 			return err
 		}
-		if err := l.e.syncFile(l.dir, func() error { return vfs.SyncDir(l.dir) }); err != nil {
+		if err := l.e.syncFile(l.dir, func() error { return l.e.syncDir(l.dir) }); err != nil {
 			ns.release()
 			return err
 		}
@@ -438,10 +438,8 @@ func (l *Log) roll() error {
 func (l *Log) createSegment(base int64) (*logSegment, error) {
 	s := newLogSegment(l.dir, base, l.e.logger)
 	s.txnLoaded = true // a new segment has no aborted transactions (txnindex.go)
-	for _, p := range []string{s.logPath, s.offPath, s.timPath, s.txnPath} {
-		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return nil, err
-		}
+	if err := removeSegmentFiles(l.e.fs, s.logPath, s.offPath, s.timPath, s.txnPath); err != nil {
+		return nil, err
 	}
 	prealloc := int64(0)
 	if l.config().Preallocate {
@@ -449,13 +447,13 @@ func (l *Log) createSegment(base int64) (*logSegment, error) {
 	}
 	seg, grp, err := l.e.io.create(s.logPath, prealloc)
 	if err != nil {
-		s.removeFiles()
+		s.removeFiles(l.e.fs)
 		return nil, err
 	}
 	s.seg, s.io, s.grp, s.grpOut = seg, l.e.io, grp, grp != nil
 	if err := s.openActiveIndexes(l.config()); err != nil {
 		seg.Close()
-		s.removeFiles()
+		s.removeFiles(l.e.fs)
 		return nil, err
 	}
 	if l.e.jnl != nil {
@@ -477,10 +475,8 @@ var errCreateSegment = errors.New("creating the next segment")
 // removeFiles removes what a failed createSegment left (best effort: a
 // leftover empty segment at the log end is recovered as an empty active
 // segment, and the next roll removes it first).
-func (s *logSegment) removeFiles() {
-	for _, p := range []string{s.logPath, s.offPath, s.timPath, s.txnPath} {
-		_ = os.Remove(p)
-	}
+func (s *logSegment) removeFiles(fsys vfs.FS) {
+	_ = removeSegmentFiles(fsys, s.logPath, s.offPath, s.timPath, s.txnPath)
 }
 
 // WhenDurable calls fn exactly once, from a flush worker or inline,
@@ -631,6 +627,9 @@ func (l *Log) ReadReplicaMem(offset int64, maxBytes int32, minOneBatch bool) (Re
 func (l *Log) read(offset int64, maxBytes int32, minOneBatch bool, upTo int64, mem bool) (ReadResult, error) {
 	if err := l.usable(); err != nil {
 		return ReadResult{}, err
+	}
+	if mem {
+		l.tail.markRead(l.e.nowMs()) // before the HW check: a consumer waiting at the head wants the cache
 	}
 	hw, start, end := l.hw.Load(), l.logStart.Load(), l.logEnd.Load()
 	res := ReadResult{HighWatermark: hw, LastStableOffset: l.lastStableOffset(hw), LogStartOffset: start}

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/stratalog/strata/index"
+	"github.com/stratalog/strata/internal/vfs"
 	"github.com/stratalog/strata/segment"
 )
 
@@ -133,11 +134,7 @@ func (s *logSegment) closeFiles() {
 	}
 	if s.deleted.Load() {
 		lp, op, tp := s.paths()
-		for _, p := range []string{lp, op, tp, s.txnPathOf()} {
-			if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-				errs = append(errs, err)
-			}
-		}
+		errs = append(errs, removeSegmentFiles(s.fsys(), lp, op, tp, s.txnPathOf()))
 	}
 	if err := errors.Join(errs...); err != nil {
 		s.logger.Warn("closing segment", "path", s.logPath, "err", err)
@@ -165,7 +162,7 @@ func (s *logSegment) markDeleted(idxMu *sync.RWMutex) {
 		} else {
 			errs = append(errs, err)
 		}
-	} else if err := os.Rename(s.offPath, s.offPath+deletedSuffix); err == nil {
+	} else if err := s.fsys().Rename(s.offPath, s.offPath+deletedSuffix); err == nil {
 		s.offPath += deletedSuffix
 	}
 	if s.tim != nil {
@@ -174,12 +171,12 @@ func (s *logSegment) markDeleted(idxMu *sync.RWMutex) {
 		} else {
 			errs = append(errs, err)
 		}
-	} else if err := os.Rename(s.timPath, s.timPath+deletedSuffix); err == nil {
+	} else if err := s.fsys().Rename(s.timPath, s.timPath+deletedSuffix); err == nil {
 		s.timPath += deletedSuffix
 	}
 	// The .txnindex exists only once it has an entry; without one the path
 	// still moves, so a later segment at the same base keeps its own file.
-	if err := os.Rename(s.txnPath, s.txnPath+deletedSuffix); err == nil || errors.Is(err, os.ErrNotExist) {
+	if err := s.fsys().Rename(s.txnPath, s.txnPath+deletedSuffix); err == nil || errors.Is(err, os.ErrNotExist) {
 		s.txnPath += deletedSuffix
 	} else {
 		errs = append(errs, err)
@@ -188,6 +185,42 @@ func (s *logSegment) markDeleted(idxMu *sync.RWMutex) {
 	if err := errors.Join(errs...); err != nil {
 		s.logger.Warn("renaming deleted segment", "path", s.logPath, "err", err)
 	}
+}
+
+// fsys is the file system of the segment's index and transaction-index
+// files: the Engine's (ioBackend.fs), vfs.OS for a segment without a
+// backend yet. The .log file has its own seam (fileLayer).
+func (s *logSegment) fsys() vfs.FS {
+	if s.io == nil || s.io.fs == nil {
+		return vfs.OS
+	}
+	return s.io.fs
+}
+
+// indexOptions opens the segment's indexes: mapped (private or shared) on
+// the operating system's file system, heap-backed on any other.
+func (s *logSegment) indexOptions(private bool) index.Options {
+	o := index.Options{Private: private}
+	if fsys := s.fsys(); fsys != vfs.OS {
+		o.FS = fsys
+	}
+	return o
+}
+
+// removeSegmentFiles removes a segment's files, ignoring missing ones:
+// logPath through the operating system (the fileLayer's files have their
+// names there), the indexes (offset, time, transaction) from fsys.
+func removeSegmentFiles(fsys vfs.FS, logPath string, indexes ...string) error {
+	var errs []error
+	if err := os.Remove(logPath); err != nil && !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, err)
+	}
+	for _, p := range indexes {
+		if err := fsys.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Index accessors tolerate the nil (empty sealed) indexes. Callers hold idxMu.
@@ -225,12 +258,12 @@ func (s *logSegment) timEntries() int {
 // written back at seal, close and each recovery-point checkpoint
 // (writeBackIndexes) rather than with every flush.
 func (s *logSegment) openActiveIndexes(cfg *LogConfig) error {
-	o := index.Options{Private: s.io != nil && s.io.metaFlush}
-	off, err := index.OpenOffsetWith(s.offPath, s.base, growSize(s.offPath, cfg.offsetIndexBytes(), offsetEntrySize), o)
+	o := s.indexOptions(s.io != nil && s.io.metaFlush)
+	off, err := index.OpenOffsetWith(s.offPath, s.base, growSize(s.fsys(), s.offPath, cfg.offsetIndexBytes(), offsetEntrySize), o)
 	if err != nil {
 		return err
 	}
-	tim, err := index.OpenTimeWith(s.timPath, s.base, growSize(s.timPath, cfg.timeIndexBytes(), timeEntrySize), o)
+	tim, err := index.OpenTimeWith(s.timPath, s.base, growSize(s.fsys(), s.timPath, cfg.timeIndexBytes(), timeEntrySize), o)
 	if err != nil {
 		off.Close()
 		return err
@@ -241,8 +274,8 @@ func (s *logSegment) openActiveIndexes(cfg *LogConfig) error {
 
 // growSize is the size to open an active index with: the configured size,
 // or the existing file's (rounded down to whole entries) if that is larger.
-func growSize(path string, want, entry int) int {
-	if fi, err := os.Stat(path); err == nil {
+func growSize(fsys vfs.FS, path string, want, entry int) int {
+	if fi, err := fsys.Stat(path); err == nil {
 		if have := int(fi.Size()) / entry * entry; have > want {
 			return have
 		}
@@ -254,28 +287,28 @@ func growSize(path string, want, entry int) int {
 // file with no entries is left unopened: nil index). missing reports that an
 // index file does not exist at all.
 func (s *logSegment) openSealedIndexes() (missing bool, err error) {
-	offSize, offOK := fileSize(s.offPath)
-	timSize, timOK := fileSize(s.timPath)
+	offSize, offOK := fileSize(s.fsys(), s.offPath)
+	timSize, timOK := fileSize(s.fsys(), s.timPath)
 	if !offOK || !timOK {
 		return true, nil
 	}
 	offSize = offSize / offsetEntrySize * offsetEntrySize
 	timSize = timSize / timeEntrySize * timeEntrySize
 	if offSize > 0 {
-		if s.off, err = index.OpenOffset(s.offPath, s.base, int(offSize)); err != nil {
+		if s.off, err = index.OpenOffsetWith(s.offPath, s.base, int(offSize), s.indexOptions(false)); err != nil {
 			return false, err
 		}
 	}
 	if timSize > 0 {
-		if s.tim, err = index.OpenTime(s.timPath, s.base, int(timSize)); err != nil {
+		if s.tim, err = index.OpenTimeWith(s.timPath, s.base, int(timSize), s.indexOptions(false)); err != nil {
 			return false, err
 		}
 	}
 	return false, nil
 }
 
-func fileSize(path string) (int64, bool) {
-	fi, err := os.Stat(path)
+func fileSize(fsys vfs.FS, path string) (int64, bool) {
+	fi, err := fsys.Stat(path)
 	if err != nil {
 		return 0, false
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/stratalog/strata/internal/vfs"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -49,7 +50,7 @@ func (e *Engine) createLog(t *Topic, p int32) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := vfs.SyncDir(l.dir); err != nil {
+	if err := l.e.syncDir(l.dir); err != nil {
 		s.release()
 		return nil, err
 	}
@@ -81,18 +82,20 @@ func (e *Engine) scanPartitionDir(dir string) (partitionFiles, error) {
 	if err := promoteSwapFiles(dir); err != nil { // an interrupted compaction swap (cleaner.go)
 		return pf, err
 	}
-	ents, err := os.ReadDir(dir)
+	ents, err := e.partitionDirEntries(dir)
 	if err != nil {
 		return pf, err
 	}
 	logs := map[int64]bool{}
-	for _, ent := range ents {
+	onFS := map[string]vfs.FS{} // the file system of each index file
+	for _, de := range ents {
+		ent := de.DirEntry
 		name := ent.Name()
 		path := filepath.Join(dir, name)
 		switch {
 		case strings.HasSuffix(name, deletedSuffix) || strings.HasSuffix(name, ".cleaned") ||
 			strings.HasSuffix(name, ".swap") || strings.HasSuffix(name, tmpSuffix):
-			if err := os.Remove(path); err != nil {
+			if err := de.fsys.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return pf, err
 			}
 			continue
@@ -107,15 +110,15 @@ func (e *Engine) scanPartitionDir(dir string) (partitionFiles, error) {
 			continue
 		}
 		if _, ok := parseSegmentFileName(name, indexSuffix); ok {
-			pf.indexes[name] = true
+			pf.indexes[name], onFS[name] = true, de.fsys
 			continue
 		}
 		if _, ok := parseSegmentFileName(name, timeIndexSuffix); ok {
-			pf.indexes[name] = true
+			pf.indexes[name], onFS[name] = true, de.fsys
 			continue
 		}
 		if _, ok := parseSegmentFileName(name, txnIndexSuffix); ok { // aborted transactions (txnindex.go)
-			pf.indexes[name] = true
+			pf.indexes[name], onFS[name] = true, de.fsys
 			continue
 		}
 		e.logger.Warn("ignoring stray file in partition directory", "path", path)
@@ -129,7 +132,7 @@ func (e *Engine) scanPartitionDir(dir string) (partitionFiles, error) {
 			base, _ = parseSegmentFileName(name, txnIndexSuffix)
 		}
 		if !logs[base] {
-			if err := os.Remove(filepath.Join(dir, name)); err != nil {
+			if err := onFS[name].Remove(filepath.Join(dir, name)); err != nil {
 				return pf, err
 			}
 			delete(pf.indexes, name)
@@ -179,7 +182,7 @@ func (e *Engine) openLog(t *Topic, p int32, rp, logStart int64, clean bool) (*Lo
 		if err != nil {
 			return nil, err
 		}
-		if err := vfs.SyncDir(l.dir); err != nil {
+		if err := l.e.syncDir(l.dir); err != nil {
 			s.release()
 			return nil, err
 		}
@@ -309,7 +312,7 @@ func (l *Log) recoverSegments(pf partitionFiles, rp int64, clean bool) ([]*logSe
 		}
 	}
 	if walkedAny {
-		if err := l.e.syncFile(l.dir, func() error { return vfs.SyncDir(l.dir) }); err != nil {
+		if err := l.e.syncFile(l.dir, func() error { return l.e.syncDir(l.dir) }); err != nil {
 			return segs, 0, err
 		}
 	}
@@ -396,10 +399,10 @@ func (l *Log) walkSegment(s *logSegment, minOffset, rp int64) (end int64, trunca
 		if rp > s.base {
 			// A crash leaves an active index at its preallocated size, its
 			// tail zero entries; cut them so the entries can be checked.
-			if err := trimIndexFile(s.offPath, offsetEntrySize); err != nil {
+			if err := trimIndexFile(l.e.fs, s.offPath, offsetEntrySize); err != nil {
 				return 0, false, err
 			}
-			if err := trimIndexFile(s.timPath, timeEntrySize); err != nil {
+			if err := trimIndexFile(l.e.fs, s.timPath, timeEntrySize); err != nil {
 				return 0, false, err
 			}
 		}
@@ -494,10 +497,9 @@ func (l *Log) reopenRing(s *logSegment) error {
 // removeSegmentFiles deletes the files of the segments at bases.
 func (l *Log) removeSegmentFiles(bases []int64) error {
 	for _, b := range bases {
-		for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix, txnIndexSuffix} {
-			if err := os.Remove(segmentFileName(l.dir, b, suf)); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return err
-			}
+		if err := removeSegmentFiles(l.e.fs, segmentFileName(l.dir, b, logSuffix), segmentFileName(l.dir, b, indexSuffix),
+			segmentFileName(l.dir, b, timeIndexSuffix), segmentFileName(l.dir, b, txnIndexSuffix)); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -546,8 +548,13 @@ func (l *Log) resumePoint(s *logSegment, rp int64) (pos, firstBase int64, ok boo
 
 // trimIndexFile cuts an index file after its last entry that is not all
 // zeros (reading backwards in blocks; the zero tail of a preallocated index
-// is mostly sparse). A missing file is left alone.
-func trimIndexFile(path string, entrySize int) error {
+// is mostly sparse). A missing file is left alone. On a file system other
+// than the operating system's (whose indexes are heap-backed and never
+// grown ahead of their entries, index.Options.FS) the file is read whole.
+func trimIndexFile(fsys vfs.FS, path string, entrySize int) error {
+	if fsys != vfs.OS {
+		return trimIndexFileFS(fsys, path, entrySize)
+	}
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -603,4 +610,72 @@ func trimIndexFile(path string, entrySize int) error {
 		return nil
 	}
 	return f.Truncate(keep)
+}
+
+// trimIndexFileFS is trimIndexFile on a file system other than the OS's.
+func trimIndexFileFS(fsys vfs.FS, path string, entrySize int) error {
+	b, err := vfs.ReadFileLimit(fsys, path, 1<<31-1)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	keep := int64(0)
+	for i := len(b) - 1; i >= 0; i-- {
+		if b[i] != 0 {
+			keep = (int64(i)/int64(entrySize) + 1) * int64(entrySize)
+			break
+		}
+	}
+	if keep >= int64(len(b)) {
+		return nil
+	}
+	return fsys.Truncate(path, keep)
+}
+
+// dirEntry is an entry of a partition directory and the file system that
+// holds it.
+type dirEntry struct {
+	fs.DirEntry
+	fsys vfs.FS
+}
+
+// partitionDirEntries lists a partition directory: the operating system's
+// entries (segment data, partition metadata) and, when the engine's file
+// system is another (tests over a vfs.MemFS), that file system's (indexes,
+// snapshots, the leader-epoch checkpoint), sorted by name.
+func (e *Engine) partitionDirEntries(dir string) ([]dirEntry, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]dirEntry, 0, len(ents))
+	for _, ent := range ents {
+		out = append(out, dirEntry{ent, vfs.OS})
+	}
+	if e.fs == vfs.OS {
+		return out, nil
+	}
+	more, err := e.fs.ReadDir(dir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	for _, ent := range more {
+		out = append(out, dirEntry{ent, e.fs})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name() < out[j].Name() })
+	return out, nil
+}
+
+// syncDir makes the entries of the directory dir durable on the file
+// systems that hold the engine's files: the operating system's (segment
+// data, metadata) and the engine's (Options.fs: indexes, checkpoints,
+// snapshots) when it is another one.
+func (e *Engine) syncDir(dir string) error {
+	err := vfs.SyncDir(dir)
+	if err == nil && e.fs != vfs.OS {
+		err = e.fs.SyncDir(dir)
+	}
+	return err
 }
