@@ -16,28 +16,27 @@ package server
 // topic is created through the controller (offsets.topic.num.partitions
 // partitions, replication min(3, live brokers), compacted) on the first
 // FindCoordinator for a group, as Kafka does; the coordinator of a group is
-// the leader of its partition. A goroutine owned by groupsState (leaderLoop,
-// started by initGroups, stopped by closeGroups) follows the cluster view:
+// the leader of its partition. The leader loop of a coordhost.Host
+// (broker/coordhost; owned by groupsState, started by initGroups, closed by
+// closeGroups; the adapters are in coordhost.go) follows the cluster view:
 // it loads a partition when this broker becomes its leader (again on every
 // new leader epoch) and unloads it when leadership moves away, so after a
 // coordinator fails the new leader replays the replicated commits and the
-// group reforms there. Writes then wait for the ISR (acks=all) instead of
-// the local fsync.
+// group reforms there. The same host proposes the topic and names a
+// group's coordinator (groupCoordinatorNode). Writes then wait for the ISR
+// (acks=all) instead of the local fsync.
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strconv"
 	"sync"
-	"sync/atomic"
-	"time"
 
+	"github.com/stratalog/strata/broker/coordhost"
 	"github.com/stratalog/strata/engine"
 	"github.com/stratalog/strata/group"
 	"github.com/stratalog/strata/record"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // GroupsConfig configures the consumer-group coordinator (issue 6).
@@ -56,11 +55,19 @@ type groupsState struct {
 	coord *group.Coordinator // nil without an engine
 	err   error              // why the coordinator is unavailable, if it is
 	olog  *offsetsLog
+	host  *coordhost.Host // with coord: follows leadership in cluster mode, proposes the topic
+}
 
-	// Cluster mode.
-	creating atomic.Bool   // a creation of __consumer_offsets is in flight
-	stop     chan struct{} // closed by closeGroups
-	done     chan struct{} // closed when leaderLoop returns
+// offsetsTopicReplication is Kafka's offsets.topic.replication.factor: a
+// proposal of __consumer_offsets asks for min(3, live brokers) replicas.
+const offsetsTopicReplication = 3
+
+// offsetsTopicConfigs are Kafka's offsets.topic.* topic configs.
+func offsetsTopicConfigs() map[string]string {
+	return map[string]string{
+		"cleanup.policy": "compact",
+		"segment.bytes":  strconv.Itoa(100 << 20), // offsets.topic.segment.bytes
+	}
 }
 
 // Groups returns the group coordinator (nil if the server has no engine).
@@ -84,10 +91,25 @@ func (s *Server) initGroups() {
 	}
 	gcfg := s.cfg.Groups.Coordinator
 	gcfg.OffsetsPartitions = n
-	s.groups.coord = group.New(gcfg, olog, nil, s.log)
+	coord := group.New(gcfg, olog, nil, s.log)
+	s.groups.coord = coord
+	s.groups.host = coordhost.New(coordhost.Config{
+		Topic: coordhost.Topic{
+			Name:        group.OffsetsTopic,
+			Partitions:  n,
+			Replication: offsetsTopicReplication,
+			Configs:     offsetsTopicConfigs(),
+		},
+		Name:      "groups",
+		Load:      func(p, _ int32) error { return coord.LoadPartition(p) },
+		Unload:    coord.UnloadPartition,
+		Partition: func(key string, _ int32) int32 { return coord.PartitionFor(key) }, // what the coordinator shards by
+		Creator:   hostCreator{s},
+		Clock:     hostClock{s},
+		Log:       s.log,
+	})
 	if s.clustered() {
-		s.groups.stop, s.groups.done = make(chan struct{}), make(chan struct{})
-		go s.leaderLoop()
+		s.groups.host.Follow(hostSource{s})
 		return
 	}
 	if s.cfg.Groups.ManualLoad {
@@ -102,9 +124,8 @@ func (s *Server) initGroups() {
 
 // closeGroups is called by Close after connections are closed.
 func (s *Server) closeGroups() {
-	if s.groups.stop != nil {
-		close(s.groups.stop)
-		<-s.groups.done
+	if s.groups.host != nil {
+		s.groups.host.Close()
 	}
 	if s.groups.coord != nil {
 		s.groups.coord.Close()
@@ -163,10 +184,7 @@ func (o *offsetsLog) get(create bool) (*engine.Topic, error) {
 	if !create || o.clustered {
 		return nil, nil
 	}
-	t, err := o.eng.CreateTopic(group.OffsetsTopic, o.partitions, map[string]string{
-		"cleanup.policy": "compact",
-		"segment.bytes":  strconv.Itoa(100 << 20), // offsets.topic.segment.bytes
-	})
+	t, err := o.eng.CreateTopic(group.OffsetsTopic, o.partitions, offsetsTopicConfigs())
 	if errors.Is(err, engine.ErrTopicExists) {
 		t, err = o.eng.Topic(group.OffsetsTopic), nil
 	}
@@ -241,106 +259,10 @@ func (o *offsetsLog) Load(p int32, fn func(key, value []byte) error) error {
 	})
 }
 
-// leaderLoop follows the cluster view (cluster mode): it loads the
-// __consumer_offsets partitions this broker leads and unloads the others.
-// It wakes on every view change and every 250 ms (to retry a failed load).
-func (s *Server) leaderLoop() {
-	defer close(s.groups.done)
-	loaded := map[int32]int32{} // partition -> leader epoch it was loaded at
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		var changed <-chan struct{}
-		if v := s.cluster.view.Load(); v != nil {
-			changed = v.changed
-			s.followLeadership(v, loaded)
-		}
-		select {
-		case <-s.groups.stop:
-			return
-		case <-changed:
-		case <-tick.C:
-		}
-	}
-}
-
-// followLeadership loads and unloads partitions to match view v.
-func (s *Server) followLeadership(v *clusterView, loaded map[int32]int32) {
-	c := s.groups.coord
-	n := c.Config().OffsetsPartitions
-	vt := v.topics[group.OffsetsTopic]
-	local := s.eng.Topic(group.OffsetsTopic)
-	for p := int32(0); p < n; p++ {
-		lead, epoch := false, int32(-1)
-		if vt != nil && int(p) < len(vt.parts) && local != nil && local.ID() == vt.id && local.Partition(p) != nil {
-			lead, epoch = vt.parts[p].leader == s.cfg.NodeID, vt.parts[p].leaderEpoch
-		}
-		prev, was := loaded[p]
-		switch {
-		case lead && (!was || prev != epoch):
-			if err := c.LoadPartition(p); err != nil {
-				s.log.Warn("groups: loading a coordinator partition failed; retrying", "partition", p, "err", err)
-				delete(loaded, p)
-				continue
-			}
-			loaded[p] = epoch
-			s.log.Info("groups: coordinating partition", "partition", p, "leader_epoch", epoch)
-		case !lead && was:
-			c.UnloadPartition(p)
-			delete(loaded, p)
-			s.log.Info("groups: no longer coordinating partition", "partition", p)
-		}
-	}
-}
-
 // groupCoordinatorNode returns the node that coordinates group key (cluster
 // mode): the leader of its __consumer_offsets partition. Before the topic
 // exists it starts its creation and answers COORDINATOR_NOT_AVAILABLE
 // (clients retry), as Kafka does.
 func (s *Server) groupCoordinatorNode(key string) (viewBroker, int16) {
-	v := s.cluster.view.Load()
-	if v == nil {
-		return viewBroker{}, kerr.CoordinatorNotAvailable.Code
-	}
-	vt := v.topics[group.OffsetsTopic]
-	if vt == nil {
-		s.createOffsetsTopic(v)
-		return viewBroker{}, kerr.CoordinatorNotAvailable.Code
-	}
-	p := s.groups.coord.PartitionFor(key)
-	if int(p) >= len(vt.parts) {
-		return viewBroker{}, kerr.CoordinatorNotAvailable.Code
-	}
-	b, ok := v.broker(vt.parts[p].leader)
-	if !ok || b.fenced {
-		return viewBroker{}, kerr.CoordinatorNotAvailable.Code
-	}
-	return b, 0
-}
-
-// createOffsetsTopic proposes __consumer_offsets to the controller, once at
-// a time, on a goroutine owned by the cluster state (goAdmin).
-func (s *Server) createOffsetsTopic(v *clusterView) {
-	if !s.groups.creating.CompareAndSwap(false, true) {
-		return
-	}
-	repl := int16(min(3, max(1, v.liveBrokers())))
-	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic = group.OffsetsTopic
-	rt.NumPartitions = s.groups.coord.Config().OffsetsPartitions
-	rt.ReplicationFactor = repl
-	rt.Configs = []kmsg.CreateTopicsRequestTopicConfig{
-		{Name: "cleanup.policy", Value: kmsg.StringPtr("compact")},
-		{Name: "segment.bytes", Value: kmsg.StringPtr(strconv.Itoa(100 << 20))},
-	}
-	s.goAdmin(30000, func(ctx context.Context) {
-		defer s.groups.creating.Store(false)
-		out := kmsg.NewCreateTopicsResponseTopic()
-		off, err := s.clusterCreateTopic(ctx, &rt, false, &out)
-		if err != nil && apiErrCode(err) != kerr.TopicAlreadyExists.Code {
-			s.log.Warn("groups: creating "+group.OffsetsTopic+" failed", "err", err)
-			return
-		}
-		s.waitView(ctx, off)
-	})
+	return s.coordinatorBroker(s.groups.host, key) // coordhost.go
 }

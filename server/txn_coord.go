@@ -12,11 +12,12 @@ package server
 // controller (replication min(StateReplication, live brokers),
 // min.insync.replicas min(2, replication) as Kafka's
 // transaction.state.log.min.isr) on the first
-// FindCoordinator for a transaction, and a goroutine (txnLeaderLoop) follows
-// the cluster view as groups.go does for __consumer_offsets: it loads a
-// partition when this broker becomes its leader (again on every new leader
-// epoch, which is the coordinator epoch markers carry) and unloads it when
-// leadership moves away.
+// FindCoordinator for a transaction, and the leader loop of a
+// coordhost.Host (broker/coordhost, as groups.go uses for
+// __consumer_offsets; the adapters are in coordhost.go) follows the cluster
+// view: it loads a partition when this broker becomes its leader (again on
+// every new leader epoch, which is the coordinator epoch markers carry) and
+// unloads it when leadership moves away (txnLoad, txnUnload).
 //
 // Loading replays the partition (txn.Coordinator.Load per record, then
 // Recover, whose steps finish the transactions the previous coordinator had
@@ -40,14 +41,14 @@ package server
 //
 // # Goroutines and locks
 //
-// txnCoordState owns: the tick goroutine (every AbortInterval: Tick on each
-// loaded partition, aborting timed-out transactions and expiring idle ids),
-// the leader loop (cluster mode), and one goroutine per transaction whose
-// markers are being written or whose write completion continues the step
-// chain; all are tracked by wg and end when ctx is cancelled
-// (closeTxnCoordinator). A txnPart's mutex guards its coordinator and is
-// never held across an engine append, a network call or another part's
-// mutex. Every load and unload bumps the part's generation: a step
+// txnCoordState's host owns the tick goroutine (every AbortInterval:
+// txnTick, Tick on each loaded partition, aborting timed-out transactions
+// and expiring idle ids) and the leader loop (cluster mode); wg tracks one
+// goroutine per transaction whose markers are being written or whose write
+// completion continues the step chain. closeTxnCoordinator cancels ctx,
+// closes the host and waits for wg. A txnPart's mutex guards its
+// coordinator and is never held across an engine append, a network call or
+// another part's mutex. Every load and unload bumps the part's generation: a step
 // continuation of an older generation stops (the new leader's Recover
 // redoes what is unfinished).
 
@@ -60,12 +61,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/stratalog/strata/broker/coordhost"
 	"github.com/stratalog/strata/engine"
 	"github.com/stratalog/strata/group"
 	"github.com/stratalog/strata/record"
 	"github.com/stratalog/strata/txn"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // txnStateTopic is the transaction coordinator's internal topic.
@@ -95,8 +96,8 @@ type txnCoordState struct {
 	nparts   int32
 	parts    []*txnPart
 	cfg      txn.Config
-	creating atomic.Bool // creation of __transaction_state in flight
-	createMu sync.Mutex  // single broker: local creation
+	host     *coordhost.Host // the leader loop (cluster mode), the tick, the topic's proposal
+	createMu sync.Mutex      // single broker: local creation
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -144,21 +145,32 @@ func (s *Server) initTxnCoordinator() {
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.markers.init(fmt.Sprintf("strata-txn-coordinator-%d", s.cfg.NodeID))
 	c.markers.dial = s.cfg.Cluster.Dial
+	c.host = coordhost.New(coordhost.Config{
+		Topic: coordhost.Topic{
+			Name:        txnStateTopic,
+			Partitions:  c.nparts,
+			Replication: tc.StateReplication,
+			// transaction.state.log.min.isr (2): a transition is durable
+			// only once two replicas have it, capped by the replication
+			// factor.
+			MinInsync: 2,
+			Configs:   txnStateTopicConfigs(),
+		},
+		Name:      "txn",
+		Load:      s.txnLoad,
+		Unload:    s.txnUnload,
+		Partition: group.PartitionFor, // over the view's partition count
+		Creator:   hostCreator{s},
+		Clock:     hostClock{s},
+		Log:       s.log,
+	})
 	c.ready = true
 	if s.clustered() {
-		c.wg.Add(1)
-		go func() {
-			defer c.wg.Done()
-			s.txnLeaderLoop()
-		}()
+		c.host.Follow(hostSource{s})
 	} else if s.eng.Topic(txnStateTopic) != nil {
 		s.txnLoadAllLocal()
 	}
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		s.txnTickLoop()
-	}()
+	c.host.Every(tc.AbortInterval, s.txnTick)
 }
 
 // closeTxnCoordinator stops every goroutine of the coordinator.
@@ -171,6 +183,7 @@ func (s *Server) closeTxnCoordinator() {
 	c.closed = true
 	c.goMu.Unlock()
 	c.cancel()
+	c.host.Close()
 	c.wg.Wait()
 	c.markers.close()
 }
@@ -227,10 +240,7 @@ func (s *Server) txnEnsureTopic() int16 {
 	}
 	if s.clustered() {
 		v := s.cluster.view.Load()
-		if v == nil || v.topics[txnStateTopic] == nil {
-			if v != nil {
-				s.createTxnStateTopic(v)
-			}
+		if v == nil || !c.host.Ensure(hostView{s: s, v: v}) {
 			return kerr.CoordinatorNotAvailable.Code
 		}
 		return 0
@@ -260,58 +270,12 @@ func txnStateTopicConfigs() map[string]string {
 	}
 }
 
-// createTxnStateTopic proposes __transaction_state to the controller, one
-// proposal at a time.
-func (s *Server) createTxnStateTopic(v *clusterView) {
-	c := &s.txn.coord
-	if !c.creating.CompareAndSwap(false, true) {
-		return
-	}
-	repl := int16(min(int(s.cfg.Txn.StateReplication), max(1, v.liveBrokers())))
-	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic = txnStateTopic
-	rt.NumPartitions = c.nparts
-	rt.ReplicationFactor = repl
-	cfgs := txnStateTopicConfigs()
-	// transaction.state.log.min.isr (2): a transition is durable only once
-	// two replicas have it, capped by the replication factor.
-	cfgs[cfgMinInsync] = strconv.Itoa(int(min(2, repl)))
-	for k, val := range cfgs {
-		rt.Configs = append(rt.Configs, kmsg.CreateTopicsRequestTopicConfig{Name: k, Value: kmsg.StringPtr(val)})
-	}
-	s.goAdmin(30000, func(ctx context.Context) {
-		defer c.creating.Store(false)
-		out := kmsg.NewCreateTopicsResponseTopic()
-		off, err := s.clusterCreateTopic(ctx, &rt, false, &out)
-		if err != nil && apiErrCode(err) != kerr.TopicAlreadyExists.Code {
-			s.log.Warn("txn: creating "+txnStateTopic+" failed", "err", err)
-			return
-		}
-		s.waitView(ctx, off)
-	})
-}
-
 // txnCoordinatorNode returns the broker coordinating transactional id
-// (cluster mode): the leader of its __transaction_state partition.
+// (cluster mode): the leader of its __transaction_state partition. Before
+// the topic exists it starts its proposal and answers
+// COORDINATOR_NOT_AVAILABLE (clients retry).
 func (s *Server) txnCoordinatorNode(id string) (viewBroker, int16) {
-	v := s.cluster.view.Load()
-	if v == nil {
-		return viewBroker{}, kerr.CoordinatorNotAvailable.Code
-	}
-	vt := v.topics[txnStateTopic]
-	if vt == nil {
-		s.createTxnStateTopic(v)
-		return viewBroker{}, kerr.CoordinatorNotAvailable.Code
-	}
-	p := group.PartitionFor(id, int32(len(vt.parts)))
-	if int(p) >= len(vt.parts) {
-		return viewBroker{}, kerr.CoordinatorNotAvailable.Code
-	}
-	b, ok := v.broker(vt.parts[p].leader)
-	if !ok || b.fenced {
-		return viewBroker{}, kerr.CoordinatorNotAvailable.Code
-	}
-	return b, 0
+	return s.coordinatorBroker(s.txn.coord.host, id) // coordhost.go
 }
 
 // ---- loading and unloading ----
@@ -403,83 +367,25 @@ func (s *Server) txnUnload(p int32) {
 	tp.mu.Unlock()
 }
 
-// txnLeaderLoop follows the cluster view (cluster mode): it loads the
-// __transaction_state partitions this broker leads and unloads the others.
-func (s *Server) txnLeaderLoop() {
-	c := &s.txn.coord
-	loaded := map[int32]int32{}
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		var changed <-chan struct{}
-		if v := s.cluster.view.Load(); v != nil {
-			changed = v.changed
-			s.txnFollowLeadership(v, loaded)
-		}
-		select {
-		case <-c.ctx.Done():
-			return
-		case <-changed:
-		case <-tick.C:
-		}
-	}
-}
-
-func (s *Server) txnFollowLeadership(v *clusterView, loaded map[int32]int32) {
-	c := &s.txn.coord
-	vt := v.topics[txnStateTopic]
-	local := s.eng.Topic(txnStateTopic)
-	for p := int32(0); p < c.nparts; p++ {
-		lead, epoch := false, int32(-1)
-		if vt != nil && int(p) < len(vt.parts) && local != nil && local.ID() == vt.id && local.Partition(p) != nil {
-			lead, epoch = vt.parts[p].leader == s.cfg.NodeID, vt.parts[p].leaderEpoch
-		}
-		prev, was := loaded[p]
-		switch {
-		case lead && (!was || prev != epoch):
-			if err := s.txnLoad(p, epoch); err != nil {
-				s.log.Warn("txn: loading a coordinator partition failed; retrying", "partition", p, "err", err)
-				delete(loaded, p)
-				continue
-			}
-			loaded[p] = epoch
-			s.log.Info("txn: coordinating partition", "partition", p, "leader_epoch", epoch)
-		case !lead && was:
-			s.txnUnload(p)
-			delete(loaded, p)
-			s.log.Info("txn: no longer coordinating partition", "partition", p)
-		}
-	}
-}
-
-// txnTickLoop aborts timed-out transactions and expires idle ids.
-func (s *Server) txnTickLoop() {
-	c := &s.txn.coord
-	t := time.NewTicker(s.cfg.Txn.AbortInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-c.ctx.Done():
-			return
-		case <-t.C:
-		}
-		nowMs := s.now().UnixMilli()
-		for _, tp := range c.parts {
-			tp.mu.Lock()
-			if tp.state != txnLoaded {
-				tp.mu.Unlock()
-				continue
-			}
-			gen := tp.gen
-			steps := tp.coord.Tick(nowMs)
+// txnTick aborts timed-out transactions and expires idle ids (every
+// AbortInterval, on the host's tick goroutine).
+func (s *Server) txnTick(now time.Time) {
+	nowMs := now.UnixMilli()
+	for _, tp := range s.txn.coord.parts {
+		tp.mu.Lock()
+		if tp.state != txnLoaded {
 			tp.mu.Unlock()
-			for _, st := range steps {
-				if st.Write != nil && st.Write.State == txn.PrepareAbort {
-					s.log.Info("txn: aborting a timed-out transaction", "transactional_id", st.Write.TransactionalID,
-						"producer_id", st.Write.ProducerID, "timeout_ms", st.Write.TimeoutMs)
-				}
-				s.txnRun(tp, gen, stepID(st), st, nil)
+			continue
+		}
+		gen := tp.gen
+		steps := tp.coord.Tick(nowMs)
+		tp.mu.Unlock()
+		for _, st := range steps {
+			if st.Write != nil && st.Write.State == txn.PrepareAbort {
+				s.log.Info("txn: aborting a timed-out transaction", "transactional_id", st.Write.TransactionalID,
+					"producer_id", st.Write.ProducerID, "timeout_ms", st.Write.TimeoutMs)
 			}
+			s.txnRun(tp, gen, stepID(st), st, nil)
 		}
 	}
 }
