@@ -8,13 +8,18 @@ package main
 // command ran and failed (the cluster refused, a plan that does not add up).
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"syscall"
 )
 
 // cmdDoc is one command's help: `strata NAME --help` prints usage, about and
@@ -188,6 +193,44 @@ func resolveBrokers(flagValue string, getenv func(string) string) string {
 		return v
 	}
 	return defaultBrokers
+}
+
+// outputFormat is the --format of the read commands: text (for people,
+// the default) or json (one document, for programs).
+type outputFormat string
+
+const (
+	formatText outputFormat = "text"
+	formatJSON outputFormat = "json"
+	formatHelp              = "output `format`: text or json"
+)
+
+func (f *outputFormat) String() string { return string(*f) }
+
+func (f *outputFormat) Set(v string) error {
+	switch outputFormat(v) {
+	case formatText, formatJSON:
+		*f = outputFormat(v)
+		return nil
+	}
+	return errors.New("want text or json")
+}
+
+// writeJSON writes v as one indented JSON document.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// interruptContext is canceled by the first SIGINT or SIGTERM; from then
+// on the signals are no longer caught, so a second one ends the process
+// the default way (while the command winds down).
+func interruptContext() (ctx context.Context, stop context.CancelFunc) {
+	ctx, stop = signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	context.AfterFunc(ctx, stop)
+	return ctx, stop
 }
 
 // buildVersion describes this binary from its build information: the

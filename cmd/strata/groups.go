@@ -35,14 +35,15 @@ and --timeout.`
 
 // groupsVerbs are the groups verbs and their help.
 var groupsVerbs = []verbDoc{
-	{"list", "list groups and their states", cmdDoc{name: "groups list", usage: "strata groups list [--state STATE ...]",
+	{"list", "list groups and their states", cmdDoc{name: "groups list", usage: "strata groups list [--state STATE ...] [--format text|json]",
 		about: "Prints each group's name, state and protocol type. --state keeps only groups in that\n" +
 			"state (repeatable; one of " + strings.Join(groupStates, ", ") + ",\n" +
-			"in any case, as Kafka's tools accept)."}},
-	{"describe", "per-partition offsets, lag and retention cliff", cmdDoc{name: "groups describe", usage: "strata groups describe GROUP ...",
+			"in any case, as Kafka's tools accept). --format json prints an array of objects."}},
+	{"describe", "per-partition offsets, lag and retention cliff", cmdDoc{name: "groups describe", usage: "strata groups describe GROUP ... [--format text|json]",
 		about: "Prints per partition the committed offset, log start, end, lag in records and time, and\n" +
 			"the retention cliff: the time until the oldest unconsumed record falls off retention.ms\n" +
-			"(LOST when the committed offset is below the log start already)."}},
+			"(LOST when the committed offset is below the log start already). --format json prints\n" +
+			"an array of groups, times in milliseconds (null where the text prints \"-\")."}},
 	{"reset-offsets", "move a group's committed offsets", cmdDoc{name: "groups reset-offsets",
 		usage: "strata groups reset-offsets GROUP --topic T [--partitions 0,1,...]\n" +
 			"    (--to-earliest | --to-latest | --to-datetime 2006-01-02T15:04:05Z | --to-offset N) [--execute]",
@@ -87,15 +88,19 @@ type groupsFlags struct {
 	datetime   string
 	offset     int64
 	execute    bool
+	format     outputFormat
 }
 
 func newGroupsFlags(v verbDoc) *groupsFlags {
-	f := &groupsFlags{fs: flag.NewFlagSet("strata groups "+v.verb, flag.ContinueOnError), offset: -1}
+	f := &groupsFlags{fs: flag.NewFlagSet("strata groups "+v.verb, flag.ContinueOnError), offset: -1, format: formatText}
 	f.fs.StringVar(&f.brokers, "brokers", "", brokersHelp)
 	f.fs.DurationVar(&f.timeout, "timeout", 30*time.Second, "how long to wait for the cluster")
 	switch v.verb {
 	case "list":
 		f.fs.Var(&f.states, "state", "only groups in this `state` (repeatable)")
+		f.fs.Var(&f.format, "format", formatHelp)
+	case "describe":
+		f.fs.Var(&f.format, "format", formatHelp)
 	case "reset-offsets":
 		f.fs.StringVar(&f.topic, "topic", "", "topic whose offsets to reset (required)")
 		f.fs.StringVar(&f.partitions, "partitions", "", "comma-separated partitions (default: all)")
@@ -143,7 +148,7 @@ func groupsMainEnv(args []string, stdout, stderr io.Writer, now func() time.Time
 	case "list":
 		return groupsList(ctx, adm, f, stdout)
 	case "describe":
-		return groupsDescribe(ctx, adm, f.seeds(), pos, stdout, now())
+		return groupsDescribe(ctx, adm, f.seeds(), pos, f.format, stdout, now())
 	default:
 		return groupsReset(ctx, adm, f, pos[0], stdout)
 	}
@@ -196,6 +201,13 @@ func groupsList(ctx context.Context, adm *kadm.Client, f *groupsFlags, w io.Writ
 	if err != nil {
 		return err
 	}
+	if f.format == formatJSON {
+		out := []groupListJSON{}
+		for _, g := range listed.Sorted() {
+			out = append(out, groupListJSON{Group: g.Group, State: g.State, ProtocolType: g.ProtocolType})
+		}
+		return writeJSON(w, out)
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "GROUP\tSTATE\tPROTOCOL-TYPE")
 	for _, g := range listed.Sorted() {
@@ -245,11 +257,71 @@ func (p *partitionLag) lagTime(now time.Time) string {
 	return now.Sub(time.UnixMilli(p.oldestUnconsumed)).Truncate(time.Millisecond).String()
 }
 
-func groupsDescribe(ctx context.Context, adm *kadm.Client, seeds []string, groups []string, w io.Writer, now time.Time) error {
+// groupListJSON is one group of `groups list --format json`.
+type groupListJSON struct {
+	Group        string `json:"group"`
+	State        string `json:"state"`
+	ProtocolType string `json:"protocol_type"`
+}
+
+// groupJSON is one group of `groups describe --format json`.
+type groupJSON struct {
+	Group        string             `json:"group"`
+	State        string             `json:"state"`
+	ProtocolType string             `json:"protocol_type"`
+	Protocol     string             `json:"protocol"`
+	Members      int                `json:"members"`
+	Coordinator  int32              `json:"coordinator"`
+	Partitions   []groupPartitionJS `json:"partitions"`
+}
+
+// groupPartitionJS is one row of describe. Null stands where the text
+// prints "-" (or "?", "never"): no commit, no lag, unknown, infinite.
+type groupPartitionJS struct {
+	Topic          string `json:"topic"`
+	Partition      int32  `json:"partition"`
+	Committed      *int64 `json:"committed"`
+	LogStartOffset int64  `json:"log_start_offset"`
+	EndOffset      int64  `json:"end_offset"`
+	Lag            int64  `json:"lag"`
+	LagMs          *int64 `json:"lag_ms"`             // age of the oldest unconsumed record
+	RetentionMs    *int64 `json:"retention_ms"`       // the topic's retention.ms; null: infinite
+	CliffMs        *int64 `json:"retention_cliff_ms"` // until that record is due for deletion (<= 0: due now)
+	Lost           bool   `json:"lost"`               // the committed offset is below the log start
+	Member         string `json:"member,omitempty"`   // the member assigned the partition
+	Client         string `json:"client,omitempty"`   // its client id
+	Error          string `json:"error,omitempty"`    // why the lag is unknown
+}
+
+// json is the row for --format json.
+func (p *partitionLag) json(now time.Time) groupPartitionJS {
+	ptr := func(v int64) *int64 { return &v }
+	out := groupPartitionJS{Topic: p.topic, Partition: p.partition, LogStartOffset: p.start, EndOffset: p.end, Lag: p.lag,
+		Lost: p.committed >= 0 && p.committed < p.start, Member: p.member, Client: p.client}
+	if p.committed >= 0 {
+		out.Committed = ptr(p.committed)
+	}
+	if p.retentionMs >= 0 {
+		out.RetentionMs = ptr(p.retentionMs)
+	}
+	if p.err != nil {
+		out.Error = p.err.Error()
+	}
+	if p.lag > 0 && p.oldestUnconsumed >= 0 {
+		out.LagMs = ptr(now.Sub(time.UnixMilli(p.oldestUnconsumed)).Milliseconds())
+		if p.retentionMs >= 0 && !out.Lost {
+			out.CliffMs = ptr(time.UnixMilli(p.oldestUnconsumed).Add(time.Duration(p.retentionMs) * time.Millisecond).Sub(now).Milliseconds())
+		}
+	}
+	return out
+}
+
+func groupsDescribe(ctx context.Context, adm *kadm.Client, seeds []string, groups []string, format outputFormat, w io.Writer, now time.Time) error {
 	lags, err := adm.Lag(ctx, groups...)
 	if err != nil {
 		return err
 	}
+	var out []groupJSON
 	for gi, g := range groups {
 		l, ok := lags[g]
 		if !ok {
@@ -261,6 +333,15 @@ func groupsDescribe(ctx context.Context, adm *kadm.Client, seeds []string, group
 		rows := lagRows(l)
 		if err := fillTimes(ctx, adm, seeds, rows); err != nil {
 			return err
+		}
+		if format == formatJSON {
+			gj := groupJSON{Group: g, State: l.State, ProtocolType: l.ProtocolType, Protocol: l.Protocol,
+				Members: len(l.Members), Coordinator: l.Coordinator.NodeID, Partitions: []groupPartitionJS{}}
+			for i := range rows {
+				gj.Partitions = append(gj.Partitions, rows[i].json(now))
+			}
+			out = append(out, gj)
+			continue
 		}
 		if gi > 0 {
 			fmt.Fprintln(w)
@@ -285,6 +366,9 @@ func groupsDescribe(ctx context.Context, adm *kadm.Client, seeds []string, group
 		if err := tw.Flush(); err != nil {
 			return err
 		}
+	}
+	if format == formatJSON {
+		return writeJSON(w, out)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"strings"
@@ -122,6 +123,30 @@ func TestGroupsDescribeLagAndRetentionCliff(t *testing.T) {
 		t.Errorf("describe header misses the state:\n%s", out)
 	}
 
+	// --format json: the same figures in milliseconds.
+	out, err = runGroupsCLI(t, now, "describe", "slow", "--brokers", addr, "--format", "json")
+	if err != nil {
+		t.Fatalf("describe --format json: %v\n%s", err, out)
+	}
+	gs := decodeJSON[[]groupJSON](t, out)
+	if len(gs) != 1 || gs[0].Group != "slow" || gs[0].State != "Empty" || gs[0].Members != 0 || len(gs[0].Partitions) != 2 {
+		t.Fatalf("describe --format json:\n%s", out)
+	}
+	p0, p1 := gs[0].Partitions[0], gs[0].Partitions[1]
+	if p0.Topic != "events" || p0.Partition != 0 || p0.Committed == nil || *p0.Committed != 3 || p0.LogStartOffset != 0 ||
+		p0.EndOffset != 10 || p0.Lag != 7 || p0.Lost || p0.RetentionMs == nil || *p0.RetentionMs != 3600000 {
+		t.Errorf("partition 0: %+v", p0)
+	}
+	if p0.LagMs == nil || *p0.LagMs != (37*time.Minute).Milliseconds() {
+		t.Errorf("partition 0 lag_ms %v, want %d", p0.LagMs, (37 * time.Minute).Milliseconds())
+	}
+	if p0.CliffMs == nil || *p0.CliffMs != (23*time.Minute).Milliseconds() {
+		t.Errorf("partition 0 retention_cliff_ms %v, want %d", p0.CliffMs, (23 * time.Minute).Milliseconds())
+	}
+	if p1.Partition != 1 || p1.Lag != 0 || p1.LagMs != nil || p1.CliffMs != nil || p1.Committed == nil || *p1.Committed != 1 {
+		t.Errorf("partition 1: %+v", p1)
+	}
+
 	list, err := runGroupsCLI(t, now, "list", "--brokers", addr)
 	if err != nil || !strings.Contains(list, "slow") {
 		t.Fatalf("list: %v\n%s", err, list)
@@ -216,4 +241,14 @@ func TestGroupsResetOffsets(t *testing.T) {
 	if _, err := runGroupsCLI(t, now, "reset-offsets", "rg", "--brokers", addr, "--topic", "r"); err == nil || errors.Is(err, context.Canceled) {
 		t.Fatalf("reset without a mode: %v", err)
 	}
+}
+
+// decodeJSON parses one JSON document into a T.
+func decodeJSON[T any](t *testing.T, s string) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal([]byte(s), &v); err != nil {
+		t.Fatalf("%v:\n%s", err, s)
+	}
+	return v
 }

@@ -35,12 +35,13 @@ var topicsVerbs = []verbDoc{
 		about: "Creates topic NAME. --partitions and --replication-factor default to -1: the cluster's\n" +
 			"num.partitions and default.replication.factor. Prints the topic id as Kafka does\n" +
 			"(URL-safe base64 without padding)."}},
-	{"list", "list topic names", cmdDoc{name: "topics list", usage: "strata topics list [--internal]",
-		about: "Prints one topic name a line, sorted."}},
-	{"describe", "partitions, leaders, replicas, offsets and overrides", cmdDoc{name: "topics describe", usage: "strata topics describe [NAME ...]",
+	{"list", "list topic names", cmdDoc{name: "topics list", usage: "strata topics list [--internal] [--format text|json]",
+		about: "Prints one topic name a line, sorted. --format json prints an array of objects with\n" +
+			"each topic's name, id, partition count, replication factor and whether it is internal."}},
+	{"describe", "partitions, leaders, replicas, offsets and overrides", cmdDoc{name: "topics describe", usage: "strata topics describe [NAME ...] [--format text|json]",
 		about: "Prints each topic (all of them when none is named): its id, partition count, replication\n" +
 			"factor and config overrides, then per partition the leader, replicas, ISR, log start\n" +
-			"offset and high watermark."}},
+			"offset and high watermark. --format json prints the same as an array of objects."}},
 	{"delete", "delete topics", cmdDoc{name: "topics delete", usage: "strata topics delete NAME ...",
 		about: "Deletes the named topics and their data."}},
 	{"alter-config", "set or remove topic config overrides", cmdDoc{name: "topics alter-config",
@@ -69,10 +70,11 @@ type topicsFlags struct {
 	ifNotExists  bool
 	internal     bool
 	validateOnly bool
+	format       outputFormat
 }
 
 func newTopicsFlags(v verbDoc) *topicsFlags {
-	f := &topicsFlags{fs: flag.NewFlagSet("strata topics "+v.verb, flag.ContinueOnError), doc: v.doc}
+	f := &topicsFlags{fs: flag.NewFlagSet("strata topics "+v.verb, flag.ContinueOnError), doc: v.doc, format: formatText}
 	f.fs.StringVar(&f.brokers, "brokers", "", brokersHelp)
 	f.fs.DurationVar(&f.timeout, "timeout", 30*time.Second, "how long to wait for the cluster")
 	switch v.verb {
@@ -83,6 +85,9 @@ func newTopicsFlags(v verbDoc) *topicsFlags {
 		f.fs.BoolVar(&f.ifNotExists, "if-not-exists", false, "succeed if the topic exists already")
 	case "list":
 		f.fs.BoolVar(&f.internal, "internal", false, "include internal topics")
+		f.fs.Var(&f.format, "format", formatHelp)
+	case "describe":
+		f.fs.Var(&f.format, "format", formatHelp)
 	case "alter-config":
 		f.fs.Var(&f.set, "set", "`key=value` to set (repeatable)")
 		f.fs.Var(&f.del, "delete", "`key` whose override to remove (repeatable)")
@@ -147,7 +152,7 @@ func topicsMainEnv(args []string, stdout, stderr io.Writer, getenv func(string) 
 	case "list":
 		return topicsList(ctx, adm, f, stdout)
 	case "describe":
-		return topicsDescribe(ctx, adm, pos, stdout)
+		return topicsDescribe(ctx, adm, pos, f.format, stdout)
 	case "delete":
 		return topicsDelete(ctx, adm, pos, stdout)
 	default:
@@ -239,13 +244,51 @@ func topicsList(ctx context.Context, adm *kadm.Client, f *topicsFlags, stdout io
 	if err != nil {
 		return err
 	}
+	if f.format == formatJSON {
+		out := []topicListJSON{}
+		for _, name := range td.Names() {
+			d := td[name]
+			out = append(out, topicListJSON{Name: name, ID: topicID(d.ID), Partitions: len(d.Partitions),
+				ReplicationFactor: d.Partitions.NumReplicas(), Internal: d.IsInternal})
+		}
+		return writeJSON(stdout, out)
+	}
 	for _, name := range td.Names() {
 		fmt.Fprintln(stdout, name)
 	}
 	return nil
 }
 
-func topicsDescribe(ctx context.Context, adm *kadm.Client, names []string, stdout io.Writer) error {
+// topicListJSON is one topic of `topics list --format json`.
+type topicListJSON struct {
+	Name              string `json:"name"`
+	ID                string `json:"id"`
+	Partitions        int    `json:"partitions"`
+	ReplicationFactor int    `json:"replication_factor"`
+	Internal          bool   `json:"internal"`
+}
+
+// topicJSON is one topic of `topics describe --format json`.
+type topicJSON struct {
+	Name              string            `json:"name"`
+	ID                string            `json:"id"`
+	PartitionCount    int               `json:"partition_count"`
+	ReplicationFactor int               `json:"replication_factor"`
+	Configs           map[string]string `json:"configs"` // the topic's overrides only
+	Partitions        []partitionJSON   `json:"partitions"`
+}
+
+type partitionJSON struct {
+	Partition      int32   `json:"partition"`
+	Leader         int32   `json:"leader"`
+	Replicas       []int32 `json:"replicas"`
+	ISR            []int32 `json:"isr"`
+	LogStartOffset int64   `json:"log_start_offset"`
+	HighWatermark  int64   `json:"high_watermark"`
+	Error          string  `json:"error,omitempty"`
+}
+
+func topicsDescribe(ctx context.Context, adm *kadm.Client, names []string, format outputFormat, stdout io.Writer) error {
 	td, err := adm.ListTopics(ctx, names...)
 	if err != nil {
 		return err
@@ -274,16 +317,43 @@ func topicsDescribe(ctx context.Context, adm *kadm.Client, names []string, stdou
 	if err != nil {
 		return err
 	}
+	overrides := func(n string) map[string]string {
+		over := map[string]string{}
+		if rc, err := cfgs.On(n, nil); err == nil {
+			for _, c := range rc.Configs {
+				if c.Source == kmsg.ConfigSourceDynamicTopicConfig {
+					over[c.Key] = c.MaybeValue()
+				}
+			}
+		}
+		return over
+	}
+	if format == formatJSON {
+		out := []topicJSON{}
+		for _, n := range names {
+			d := td[n]
+			t := topicJSON{Name: n, ID: topicID(d.ID), PartitionCount: len(d.Partitions),
+				ReplicationFactor: d.Partitions.NumReplicas(), Configs: overrides(n), Partitions: []partitionJSON{}}
+			for _, p := range d.Partitions.Sorted() {
+				so, _ := start.Lookup(n, p.Partition)
+				eo, _ := end.Lookup(n, p.Partition)
+				pj := partitionJSON{Partition: p.Partition, Leader: p.Leader, Replicas: orEmpty(p.Replicas), ISR: orEmpty(p.ISR),
+					LogStartOffset: so.Offset, HighWatermark: eo.Offset}
+				if p.Err != nil {
+					pj.Error = p.Err.Error()
+				}
+				t.Partitions = append(t.Partitions, pj)
+			}
+			out = append(out, t)
+		}
+		return writeJSON(stdout, out)
+	}
 	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	for _, n := range names {
 		d := td[n]
 		var over []string
-		if rc, err := cfgs.On(n, nil); err == nil {
-			for _, c := range rc.Configs {
-				if c.Source == kmsg.ConfigSourceDynamicTopicConfig {
-					over = append(over, c.Key+"="+c.MaybeValue())
-				}
-			}
+		for k, v := range overrides(n) {
+			over = append(over, k+"="+v)
 		}
 		sort.Strings(over)
 		fmt.Fprintf(w, "Topic: %s\tTopicId: %s\tPartitionCount: %d\tReplicationFactor: %d\tConfigs: %s\n",
@@ -300,6 +370,14 @@ func topicsDescribe(ctx context.Context, adm *kadm.Client, names []string, stdou
 		}
 	}
 	return w.Flush()
+}
+
+// orEmpty is v, or an empty slice (JSON [] rather than null).
+func orEmpty(v []int32) []int32 {
+	if v == nil {
+		return []int32{}
+	}
+	return v
 }
 
 func joinInt32(v []int32) string {
