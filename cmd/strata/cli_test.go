@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/base64"
@@ -49,6 +50,12 @@ func TestHelpEveryCommand(t *testing.T) {
 		{[]string{"version", "--help"}, []string{"strata version"}, nil},
 		{[]string{"help", "topics", "create"}, []string{"strata topics create NAME", "-if-not-exists"}, nil},
 		{[]string{"help", "plan"}, []string{"-calibrate"}, nil},
+		{[]string{"topics", "describe", "--help"}, []string{"[--format text|json]", "output format: text or json (default text)"}, nil},
+		{[]string{"groups", "describe", "--help"}, []string{"-format format"}, []string{"-state"}},
+		{[]string{"produce", "--help"}, []string{"strata produce TOPIC", "-key-delimiter DELIM", "kcat's -K", "-compression", "-acks", "-header key=value", "Examples:"}, []string{"-exit-at-end"}},
+		{[]string{"consume", "-h"}, []string{"strata consume TOPIC", "-exit-at-end", "-num N", "-group GROUP", "%t topic", "-read-committed"}, []string{"-key-delimiter"}},
+		{[]string{"help", "consume"}, []string{"-from-beginning"}, nil},
+		{[]string{"--help"}, []string{"strata produce TOPIC", "strata consume TOPIC"}, nil},
 	}
 	for _, c := range cases {
 		code, out, errOut := runCLI(c.args...)
@@ -93,7 +100,26 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"loadgen", "--rate", "x", "--spawn", "1"}, `strata loadgen: invalid value "x" for flag -rate`, "strata loadgen"},
 		{[]string{"loadgen"}, "strata loadgen: no target", "strata loadgen"},
 		{[]string{"version", "x"}, `strata version: unexpected arguments ["x"]`, "strata version"},
-		{[]string{"frobnicate"}, `strata: unknown command "frobnicate"`, "strata serve|topics|groups|loadgen|plan|version"},
+		{[]string{"frobnicate"}, `strata: unknown command "frobnicate"`, "strata serve|topics|groups|produce|consume|loadgen|plan|version"},
+		{[]string{"topics", "list", "--format", "yaml"}, `strata topics list: invalid value "yaml" for flag -format: want text or json`, "strata topics list"},
+		{[]string{"groups", "describe", "g", "--format", "xml"}, `strata groups describe: invalid value "xml" for flag -format: want text or json`, "strata groups describe"},
+		{[]string{"produce"}, "strata produce: name one topic, got []", "strata produce TOPIC"},
+		{[]string{"produce", "t", "--acks", "2"}, `strata produce: --acks "2": want all, -1, 1 or 0`, "strata produce TOPIC"},
+		{[]string{"produce", "t", "-z", "brotli"}, `strata produce: --compression "brotli": want none, gzip, snappy, lz4 or zstd`, "strata produce"},
+		{[]string{"produce", "t", "-H", "novalue"}, `strata produce: --header "novalue": want key=value`, "strata produce"},
+		{[]string{"produce", "t", "--format", "json", "-K", ":"}, "strata produce: -K splits text lines", "strata produce"},
+		{[]string{"produce", "t", "--partition", "x"}, `strata produce: invalid value "x" for flag -partition`, "strata produce"},
+		{[]string{"consume"}, "strata consume: name at least one topic", "strata consume TOPIC"},
+		{[]string{"consume", "t", "-o", "yesterday"}, `strata consume: --offset "yesterday": want start, end, N, -N or @TIME`, "strata consume"},
+		{[]string{"consume", "t", "-o", "@-soon"}, `strata consume: --offset "@-soon"`, "strata consume"},
+		{[]string{"consume", "t", "-f", "xml"}, `strata consume: --format "xml": want value, json, or a format string`, "strata consume"},
+		{[]string{"consume", "t", "-f", "%q"}, "strata consume: --format: unknown directive %q", "strata consume"},
+		{[]string{"consume", "t", "-g", "g", "-p", "0"}, "strata consume: --partition and --group", "strata consume"},
+		{[]string{"consume", "t", "-g", "g", "-e"}, "strata consume: --exit-at-end and --group", "strata consume"},
+		{[]string{"consume", "t", "-n", "-1"}, "strata consume: --num -1: want 0 (no limit) or more", "strata consume"},
+		{[]string{"consume", "t", "--num", "x"}, `strata consume: invalid value "x" for flag -num`, "strata consume"},
+		{[]string{"consume", "t", "-p", "one"}, `strata consume: --partition "one": want comma-separated partition numbers`, "strata consume"},
+		{[]string{"consume", "t", "-o", "3", "--from-beginning"}, "strata consume: --from-beginning and --offset: give one", "strata consume"},
 	}
 	for _, c := range cases {
 		code, out, errOut := runCLI(c.args...)
@@ -200,6 +226,31 @@ func TestAdminCommands(t *testing.T) {
 	if err != nil || !strings.Contains(out, "TopicId: "+want+" ") || strings.Contains(out, id.String()) && id.String() != want {
 		t.Errorf("describe: %v\n%s\nwant TopicId %s", err, out, want)
 	}
+	// --format json: the same facts as objects, the id as Kafka prints it.
+	out, err = topics("list", "--format", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := decodeJSON[[]topicListJSON](t, out); len(l) != 1 || l[0] != (topicListJSON{Name: "ids", ID: want, Partitions: 2, ReplicationFactor: 1}) {
+		t.Errorf("list --format json: %+v", l)
+	}
+	if _, err := topics("alter-config", "ids", "--set", "retention.ms=1000"); err != nil {
+		t.Fatal(err)
+	}
+	out, err = topics("describe", "--format", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := decodeJSON[[]topicJSON](t, out)
+	if len(d) != 1 || d[0].Name != "ids" || d[0].ID != want || d[0].PartitionCount != 2 || d[0].ReplicationFactor != 1 ||
+		len(d[0].Configs) != 1 || d[0].Configs["retention.ms"] != "1000" || len(d[0].Partitions) != 2 {
+		t.Fatalf("describe --format json:\n%s", out)
+	}
+	for i, p := range d[0].Partitions {
+		if p.Partition != int32(i) || p.Leader != 0 || len(p.Replicas) != 1 || len(p.ISR) != 1 || p.LogStartOffset != 0 || p.HighWatermark != 0 || p.Error != "" {
+			t.Errorf("describe --format json, partition %d: %+v", i, p)
+		}
+	}
 	// The flag wins over the environment.
 	if _, err := topics("list", "--brokers", "127.0.0.1:1", "--timeout", "300ms"); err == nil {
 		t.Error("list against --brokers 127.0.0.1:1 succeeded: the flag did not win over $STRATA_BROKERS")
@@ -214,6 +265,10 @@ func TestAdminCommands(t *testing.T) {
 	out, err = groups("list", "--state", "empty")
 	if err != nil || !strings.Contains(out, "g-empty") || !strings.Contains(out, "Empty") {
 		t.Errorf("list --state empty: %v\n%s", err, out)
+	}
+	out, err = groups("list", "--state", "Empty", "--format", "json")
+	if l := decodeJSON[[]groupListJSON](t, out); err != nil || len(l) != 1 || l[0] != (groupListJSON{Group: "g-empty", State: "Empty"}) {
+		t.Errorf("list --format json: %v\n%s", err, out)
 	}
 	out, err = groups("list", "--state", "STABLE")
 	if err != nil || strings.Contains(out, "g-empty") {
@@ -264,5 +319,76 @@ func TestBinaryExitCodes(t *testing.T) {
 	code, _, errOut = runBin(nil, "plan", "--preset", "reference")
 	if code != 1 || !strings.Contains(errOut, "does not add up") {
 		t.Errorf("plan --preset reference (has ERROR lines): exit %d\n%s", code, errOut)
+	}
+
+	// produce | consume through the binary, and SIGINT.
+	env := []string{"STRATA_BROKERS=" + startGroupsBroker(t)}
+	prod := exec.Command(bin, "produce", "bin", "-K", ":", "-H", "via=binary")
+	prod.Env = append(os.Environ(), env...)
+	prod.Stdin = strings.NewReader("a:1\nb:2\n")
+	if out, err := prod.CombinedOutput(); err != nil || len(out) != 0 {
+		t.Fatalf("produce: %v %q", err, out)
+	}
+	code, out, errOut = runBin(env, "consume", "bin", "-e", "-f", `%k=%v %h\n`)
+	if code != 0 || out != "a=1 via=binary\nb=2 via=binary\n" || errOut != "" {
+		t.Errorf("consume -e: exit %d %q %q", code, out, errOut)
+	}
+	for _, args := range [][]string{{"consume", "bin"}, {"consume", "bin", "-g", "bg"}} {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), env...)
+		var errb bytes.Buffer
+		cmd.Stderr = &errb
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		lines := make(chan string)
+		go func() { // ends when the process's stdout closes
+			defer close(lines)
+			sc := bufio.NewScanner(stdout)
+			for sc.Scan() {
+				lines <- sc.Text()
+			}
+		}()
+		var got []string
+		timeout := time.After(groupsTestTimeout)
+		for len(got) < 2 {
+			select {
+			case l := <-lines:
+				got = append(got, l)
+			case <-timeout:
+				cmd.Process.Kill()
+				t.Fatalf("%q printed only %q", args, got)
+			}
+		}
+		if err := cmd.Process.Signal(os.Interrupt); err != nil {
+			t.Fatal(err)
+		}
+	drain: // until the process closes its stdout
+		for {
+			select {
+			case _, ok := <-lines:
+				if !ok {
+					break drain
+				}
+			case <-timeout:
+				cmd.Process.Kill()
+				t.Fatalf("%q did not exit after SIGINT", args)
+			}
+		}
+		waited := make(chan error, 1)
+		go func() { waited <- cmd.Wait() }()
+		select {
+		case err := <-waited:
+			if err != nil || errb.Len() != 0 || got[0] != "1" || got[1] != "2" {
+				t.Errorf("%q after SIGINT: %v, stderr %q, printed %q", args, err, errb.String(), got)
+			}
+		case <-timeout:
+			cmd.Process.Kill()
+			t.Fatalf("%q did not exit after SIGINT", args)
+		}
 	}
 }

@@ -16,11 +16,13 @@ Usage:
   strata serve [--listen host:port] [--data-dir DIR] [--node-id N] [--config FILE] ...
   strata topics create|list|describe|delete|alter-config ... [--brokers host:port,...]
   strata groups list|describe|reset-offsets ... [--brokers host:port,...]
+  strata produce TOPIC [-K DELIM] [-H key=value ...] [--acks all|1|0] [--compression CODEC] ...  < lines
+  strata consume TOPIC ... [-o start|end|N|-N|@TIME] [-g GROUP] [-n N] [-e] [-f value|json|FORMAT] ...
   strata loadgen (--brokers host:port,... | --spawn N) [--rate R] [--duration D] [--json F] [--report F.html] ...
   strata plan [--preset reference] [--rate N --peak-rate N ...] [--calibrate result.json] [--json FILE]
   strata version
 
-The admin commands (topics, groups) take their brokers from --brokers, else
+The client commands (topics, groups, produce, consume) take their brokers from --brokers, else
 $STRATA_BROKERS, else 127.0.0.1:9092.
 
 Run "strata COMMAND --help" for a command's flags ("strata help COMMAND"
@@ -54,6 +56,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = topicsMain(rest, stdout, stderr)
 	case "groups":
 		err = groupsMain(rest, stdout, stderr, timeNow)
+	case "produce":
+		err = produceMain(rest, os.Stdin, stdout, stderr)
+	case "consume":
+		err = consumeMain(rest, stdout, stderr)
 	case "version", "--version", "-version":
 		err = runVersion(rest, stdout)
 	case "-h", "-help", "--help", "help":
@@ -61,7 +67,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	default:
 		fmt.Fprintf(stderr, "strata: unknown command %q\nUsage: strata %s ...\nRun \"strata --help\" for the commands.\n",
-			cmd, strings.Join([]string{"serve", "topics", "groups", "loadgen", "plan", "version"}, "|"))
+			cmd, strings.Join([]string{"serve", "topics", "groups", "produce", "consume", "loadgen", "plan", "version"}, "|"))
 		return 2
 	}
 	return exitCode(cmd, err, stderr)
