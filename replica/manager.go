@@ -130,11 +130,12 @@ type tp struct {
 
 // Manager owns the replicated partitions of one broker.
 type Manager struct {
-	cfg    Config
-	log    *slog.Logger
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup // fetchers, ISR checker, AlterPartition calls
+	cfg     Config
+	coreCfg coreConfig
+	log     *slog.Logger
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup // fetchers, ISR checker, AlterPartition calls
 
 	mu       sync.Mutex
 	parts    map[tp]*partition
@@ -179,6 +180,7 @@ func New(cfg Config) *Manager {
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{
 		cfg:      cfg,
+		coreCfg:  coreConfig{self: cfg.BrokerID, lagMs: cfg.LagTimeMaxMs, backoffMs: cfg.FetchBackoffMs, canAlter: cfg.ISR != nil},
 		log:      cfg.Logger.With("component", "replica", "broker", cfg.BrokerID),
 		ctx:      ctx,
 		cancel:   cancel,
@@ -208,7 +210,8 @@ func (m *Manager) Close() error {
 	clear(m.fetchers)
 	for _, p := range m.parts {
 		p.mu.Lock()
-		p.stopped = true
+		p.c.halt()
+		p.publishLocked()
 		p.mu.Unlock()
 	}
 	m.mu.Unlock()
@@ -233,8 +236,7 @@ func (m *Manager) partitionFor(st *Partition) (*partition, error) {
 		p = nil
 	}
 	if p == nil {
-		p = &partition{m: m, key: k, log: st.Log, leader: -1, leaderEpoch: -1, partitionEpoch: -1}
-		p.h = &handler{p: p}
+		p = newPartition(m, k, st.Log)
 		m.parts[k] = p
 		m.byLog.Store(st.Log, p)
 	}
@@ -244,11 +246,10 @@ func (m *Manager) partitionFor(st *Partition) (*partition, error) {
 // detachLocked removes p from the manager and its fetcher. Caller holds m.mu.
 func (m *Manager) detachLocked(p *partition) {
 	p.mu.Lock()
-	p.stopped = true
+	p.c.remove()
+	p.publishLocked()
 	src := p.fetchFrom
 	p.fetchFrom = -1
-	p.leaderGen.Add(1)
-	p.isLeader.Store(false)
 	p.mu.Unlock()
 	if src >= 0 {
 		m.removeFromFetcherLocked(src, p)
@@ -262,12 +263,6 @@ func validState(st *Partition) error {
 		return fmt.Errorf("replica: %s-%d: negative epochs %d/%d", st.Topic, st.Partition, st.LeaderEpoch, st.PartitionEpoch)
 	}
 	return nil
-}
-
-// stale reports whether st is older than what p applied. Caller holds p.mu.
-func (p *partition) stale(st *Partition) bool {
-	return st.LeaderEpoch < p.leaderEpoch ||
-		(st.LeaderEpoch == p.leaderEpoch && st.PartitionEpoch < p.partitionEpoch)
 }
 
 // BecomeLeader makes this broker the leader of st's partition (st.Leader
@@ -306,15 +301,12 @@ func (m *Manager) becomeLeaderLocked(st *Partition) (int64, error) {
 	if err != nil {
 		return -1, err
 	}
+	damaged := st.Log.Damaged() // outside p.mu: the first call reads the directory
 	p.mu.Lock()
-	if p.stale(st) {
+	newEpoch, err := p.c.prepareLeader(st, damaged)
+	if err != nil {
 		p.mu.Unlock()
-		return -1, ErrStaleState
-	}
-	newEpoch := p.role != engine.RoleLeader || st.LeaderEpoch != p.leaderEpoch
-	if newEpoch && st.Log.Damaged() {
-		p.mu.Unlock()
-		return -1, fmt.Errorf("%w: %s-%d lost data below its recovery point and has not re-fetched it", kerr.KafkaStorageError, st.Topic, st.Partition)
+		return -1, err
 	}
 	src := p.fetchFrom
 	p.fetchFrom = -1
@@ -330,38 +322,7 @@ func (m *Manager) becomeLeaderLocked(st *Partition) (int64, error) {
 		}
 	}
 	p.mu.Lock()
-	now := m.nowMs()
-	if newEpoch {
-		p.leaderGen.Add(1)
-		p.followers = map[int32]*follower{}
-		p.pendingISR = nil
-	}
-	p.alterRefused = false // a new state: a refused change may be proposed again at once
-	p.role = engine.RoleLeader
-	p.stopped = false
-	p.leader = st.Leader
-	p.leaderEpoch, p.partitionEpoch = st.LeaderEpoch, st.PartitionEpoch
-	p.replicas = slices.Clone(st.Replicas)
-	p.setISR(st.ISR)
-	if p.pendingISR != nil && slices.Equal(sortedCopy(p.pendingISR), sortedCopy(st.ISR)) {
-		p.pendingISR = nil // the controller's push overtook our own answer
-	}
-	p.minISR.Store(int32(max(st.MinISR, 1)))
-	for _, id := range p.replicas {
-		if id == m.cfg.BrokerID {
-			continue
-		}
-		if p.followers[id] == nil {
-			p.followers[id] = &follower{id: id, fetchOffset: -1, lastFetchLEO: -1, lastCaughtUpMs: now}
-		}
-	}
-	for id := range p.followers {
-		if !slices.Contains(p.replicas, id) {
-			delete(p.followers, id)
-		}
-	}
-	p.isLeader.Store(true)
-	hw := p.hwLocked()
+	hw := p.execLocked(p.c.becomeLeader(st, newEpoch, m.nowMs(), p.posLocked()))
 	p.mu.Unlock()
 	st.Log.SetLeader(p.h)
 	if newEpoch {
@@ -392,26 +353,16 @@ func (m *Manager) BecomeFollower(st Partition) error {
 		return err
 	}
 	p.mu.Lock()
-	if p.stale(&st) {
+	changed, err := p.c.becomeFollower(&st)
+	if err != nil {
 		p.mu.Unlock()
-		return ErrStaleState
+		return err
 	}
-	changed := p.role != engine.RoleFollower || st.LeaderEpoch != p.leaderEpoch || st.Leader != p.leader || p.stopped
+	p.publishLocked()
 	src := p.fetchFrom
 	if changed {
-		p.leaderGen.Add(1)
-		p.isLeader.Store(false)
-		p.followers = nil
-		p.pendingISR = nil
 		p.fetchFrom = -1
 	}
-	p.role = engine.RoleFollower
-	p.stopped = false
-	p.leader = st.Leader
-	p.leaderEpoch, p.partitionEpoch = st.LeaderEpoch, st.PartitionEpoch
-	p.replicas = slices.Clone(st.Replicas)
-	p.setISR(st.ISR)
-	p.minISR.Store(int32(max(st.MinISR, 1)))
 	p.mu.Unlock()
 	st.Log.SetFollower(p.h)
 	if !changed {
@@ -460,15 +411,7 @@ func (m *Manager) CheckProduce(l *engine.Log, acks int16) error {
 	if p == nil {
 		return nil
 	}
-	if !p.isLeader.Load() {
-		return kerr.NotLeaderForPartition
-	}
-	if acks == -1 {
-		if n, min := p.isrLen.Load(), p.minISR.Load(); n < min {
-			return fmt.Errorf("%w: ISR of %s has %d members, min.insync.replicas is %d", kerr.NotEnoughReplicas, l, n, min)
-		}
-	}
-	return nil
+	return checkProduce(p.isLeader.Load(), p.isrLen.Load(), p.minISR.Load(), acks, l)
 }
 
 // WaitReplicated calls fn once the HW of l passed lastOffset (every ISR
@@ -490,16 +433,7 @@ func (m *Manager) WaitReplicated(l *engine.Log, lastOffset int64, fn func(error)
 		return
 	}
 	l.WhenDurable(lastOffset, func(err error) {
-		switch {
-		case err != nil:
-			fn(err)
-		case p.leaderGen.Load() != gen || !p.isLeader.Load():
-			fn(kerr.NotLeaderForPartition)
-		case p.isrLen.Load() < p.minISR.Load():
-			fn(kerr.NotEnoughReplicasAfterAppend)
-		default:
-			fn(nil)
-		}
+		fn(ackResult(err, p.leaderGen.Load() == gen, p.isLeader.Load(), p.isrLen.Load(), p.minISR.Load()))
 	})
 }
 
@@ -515,34 +449,16 @@ func (m *Manager) Status(topic string, partition int32) (Status, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	st := Status{
-		Role:           p.role,
-		Leader:         p.leader,
-		LeaderEpoch:    p.leaderEpoch,
-		PartitionEpoch: p.partitionEpoch,
-		Replicas:       slices.Clone(p.replicas),
-		ISR:            slices.Clone(p.isr),
-		PendingISR:     slices.Clone(p.pendingISR),
-		HighWatermark:  p.log.HighWatermark(),
-		LogEndOffset:   p.log.LogEndOffset(),
-		DurableEnd:     p.log.DurableEnd(),
-		Damaged:        p.log.Damaged(),
+		HighWatermark: p.log.HighWatermark(),
+		LogEndOffset:  p.log.LogEndOffset(),
+		DurableEnd:    p.log.DurableEnd(),
+		Damaged:       p.log.Damaged(),
 	}
-	if p.role == engine.RoleLeader {
-		for _, id := range p.replicas {
-			if f := p.followers[id]; f != nil {
-				st.Followers = append(st.Followers, FollowerStatus{ID: id, FetchOffset: f.fetchOffset, LastCaughtUpMs: f.lastCaughtUpMs, LastFetchMs: f.lastFetchMs})
-			}
-		}
-	} else {
+	p.c.status(&st)
+	if st.Role != engine.RoleLeader {
 		st.FetchState = p.fetchState()
 	}
 	return st, true
-}
-
-func sortedCopy(s []int32) []int32 {
-	c := slices.Clone(s)
-	slices.Sort(c)
-	return c
 }
 
 // addToFetcherLocked hands p to the fetcher of src, starting it if needed.

@@ -1,19 +1,17 @@
 package replica
 
 import (
-	"errors"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/stratalog/strata/engine"
-	"github.com/twmb/franz-go/pkg/kerr"
 )
 
-// partition is one replicated partition on this broker. mu guards the
-// fields below it; the atomics are read without it on the produce path and
-// in engine callbacks.
+// partition is the shell of one replicated partition on this broker: its
+// core (the pure state machine, core.go) under mu, the log it executes the
+// core's actions on, and atomics republished from the core after every
+// call, read without mu on the produce path and in engine callbacks.
 type partition struct {
 	m   *Manager
 	key tp
@@ -21,37 +19,16 @@ type partition struct {
 	h   *handler
 
 	isLeader  atomic.Bool
-	leaderGen atomic.Int64 // bumped on every change of leadership or epoch
+	leaderGen atomic.Int64 // the core's generation: bumped on every change of leadership or epoch
 	isrLen    atomic.Int32 // committed ISR size
 	minISR    atomic.Int32
 	leaderHW  atomic.Int64 // follower: the leader's HW from the last fetch response
 	fstate    atomic.Int32 // follower: fetchTruncating / fetchFetching; set by the fetcher
 	fetcherP  atomic.Pointer[fetcher]
 
-	mu             sync.Mutex
-	stopped        bool
-	role           engine.Role
-	leader         int32
-	leaderEpoch    int32
-	partitionEpoch int32
-	replicas       []int32
-	isr            []int32
-	fetchFrom      int32 // follower: the broker whose fetcher holds p, -1 none
-
-	// Leader side.
-	followers    map[int32]*follower
-	pendingISR   []int32 // AlterPartition in flight
-	alterRefused bool    // the controller refused the last proposal: none before the next ISR check or state
-	nextAlterMs  int64   // no proposal before this (after an unknown outcome)
-}
-
-// follower is the leader's view of one follower replica.
-type follower struct {
-	id             int32
-	fetchOffset    int64 // the offset of its last fetch = what it holds durably; -1 unknown
-	lastFetchMs    int64
-	lastFetchLEO   int64 // the leader's log end at that fetch
-	lastCaughtUpMs int64
+	mu        sync.Mutex
+	c         *core
+	fetchFrom int32 // follower: the broker whose fetcher holds p, -1 none
 }
 
 const (
@@ -59,6 +36,60 @@ const (
 	fetchTruncating
 	fetchFetching
 )
+
+func newPartition(m *Manager, k tp, l *engine.Log) *partition {
+	p := &partition{m: m, key: k, log: l, fetchFrom: -1, c: newCore(m.coreCfg, k.topic, k.part)}
+	p.h = &handler{p: p}
+	p.publishLocked()
+	return p
+}
+
+// publishLocked republishes the core's state the produce path reads
+// lock-free: the generation before the role, so a WaitReplicated that saw
+// the role saw its generation. Caller holds mu.
+func (p *partition) publishLocked() {
+	p.leaderGen.Store(p.c.gen)
+	p.isrLen.Store(int32(len(p.c.isr)))
+	p.minISR.Store(p.c.minISR)
+	p.isLeader.Store(p.c.leading())
+}
+
+// posLocked reads what the core needs of the log. Caller holds mu.
+func (p *partition) posLocked() logPos {
+	return logPos{
+		end:        p.log.LogEndOffset(),
+		durable:    p.log.DurableEnd(),
+		hw:         p.log.HighWatermark(),
+		epochStart: p.log.EpochStartOffset(),
+	}
+}
+
+// hwPosLocked is posLocked for core.durable, which reads only the
+// durable end and the HW: the flush pipeline calls Durable on every flush
+// (every append under write.caching), so it skips the epoch cache's lock.
+// Caller holds mu.
+func (p *partition) hwPosLocked() logPos {
+	return logPos{end: -1, durable: p.log.DurableEnd(), hw: p.log.HighWatermark(), epochStart: -1}
+}
+
+// execLocked carries out the core's actions that may run under mu (an
+// ISR proposal goes out on its own goroutine) and returns the HW to
+// advance once mu is released (-1 none). Caller holds mu.
+func (p *partition) execLocked(a actions) int64 {
+	p.publishLocked()
+	if a.propose != nil {
+		p.send(a.propose)
+	}
+	return a.advanceHW
+}
+
+// advanceHW applies an HW action; never with mu held (advancing runs the
+// produce callbacks inline).
+func (p *partition) advanceHW(hw int64) {
+	if hw >= 0 {
+		p.log.AdvanceHighWatermark(hw)
+	}
+}
 
 func (p *partition) fetchState() string {
 	if p.fetchFrom < 0 {
@@ -70,60 +101,6 @@ func (p *partition) fetchState() string {
 	return "fetching"
 }
 
-// setISR stores the committed ISR. Caller holds mu.
-func (p *partition) setISR(isr []int32) {
-	p.isr = slices.Clone(isr)
-	p.isrLen.Store(int32(len(p.isr)))
-}
-
-// maximalISR is the committed ISR plus the members of an in-flight
-// proposal. Caller holds mu.
-func (p *partition) maximalISR() []int32 {
-	if p.pendingISR == nil {
-		return p.isr
-	}
-	out := slices.Clone(p.isr)
-	for _, id := range p.pendingISR {
-		if !slices.Contains(out, id) {
-			out = append(out, id)
-		}
-	}
-	return out
-}
-
-// hwLocked computes the HW the ISR allows: min of the leader's durable end
-// and every other (maximal) ISR member's fetch offset; -1 if a member's
-// position is still unknown. Caller holds mu.
-func (p *partition) hwLocked() int64 {
-	if p.role != engine.RoleLeader || p.stopped {
-		return -1
-	}
-	hw := p.log.DurableEnd()
-	self := p.m.cfg.BrokerID
-	for _, id := range p.maximalISR() {
-		if id == self {
-			continue
-		}
-		f := p.followers[id]
-		if f == nil || f.fetchOffset < 0 {
-			return -1
-		}
-		hw = min(hw, f.fetchOffset)
-	}
-	return hw
-}
-
-// advance recomputes and applies the HW (outside mu: advancing runs the
-// produce callbacks inline).
-func (p *partition) advance() {
-	p.mu.Lock()
-	hw := p.hwLocked()
-	p.mu.Unlock()
-	if hw >= 0 {
-		p.log.AdvanceHighWatermark(hw)
-	}
-}
-
 // handler is the engine.ReplicationHandler of a partition's log.
 type handler struct{ p *partition }
 
@@ -133,7 +110,10 @@ type handler struct{ p *partition }
 func (h *handler) Durable(end int64) {
 	p := h.p
 	if p.isLeader.Load() {
-		p.advance()
+		p.mu.Lock()
+		hw := p.execLocked(p.c.durable(p.hwPosLocked()))
+		p.mu.Unlock()
+		p.advanceHW(hw)
 		return
 	}
 	if hw := p.leaderHW.Load(); hw > 0 {
@@ -144,153 +124,60 @@ func (h *handler) Durable(end int64) {
 	}
 }
 
-// FollowerFetch records follower replicaID's fetch at fetchOffset (Kafka's
-// Partition.updateFollowerFetchState), then expands the ISR if the follower
-// caught up, and moves the HW.
+// FollowerFetch records follower replicaID's fetch at fetchOffset, at the
+// Manager's clock: the core may propose adding it to the ISR and move the
+// HW.
 func (h *handler) FollowerFetch(replicaID int32, fetchOffset int64) error {
 	p := h.p
 	p.mu.Lock()
-	if p.role != engine.RoleLeader || p.stopped {
-		p.mu.Unlock()
-		return kerr.NotLeaderForPartition
-	}
-	f := p.followers[replicaID]
-	if f == nil {
-		p.mu.Unlock()
-		return kerr.NotLeaderForPartition // not a replica of this partition
-	}
-	now := p.m.nowMs()
-	leo := p.log.LogEndOffset()
-	switch {
-	case fetchOffset >= leo:
-		f.lastCaughtUpMs = max(f.lastCaughtUpMs, now)
-	case f.lastFetchLEO >= 0 && fetchOffset >= f.lastFetchLEO:
-		f.lastCaughtUpMs = max(f.lastCaughtUpMs, f.lastFetchMs)
-	}
-	f.fetchOffset = fetchOffset
-	f.lastFetchMs = now
-	f.lastFetchLEO = leo
-	p.maybeExpandLocked(f, now)
-	hw := p.hwLocked()
+	a, err := p.c.followerFetch(replicaID, fetchOffset, p.m.nowMs(), p.posLocked())
+	hw := p.execLocked(a)
 	p.mu.Unlock()
-	if hw >= 0 {
-		p.log.AdvanceHighWatermark(hw)
-	}
-	return nil
+	p.advanceHW(hw)
+	return err
 }
 
-// maybeExpandLocked proposes adding f to the ISR when it is out of it and
-// caught up: its fetch offset reached the HW and the start of the current
-// leader epoch (Kafka's isFollowerInSync). Caller holds mu.
-func (p *partition) maybeExpandLocked(f *follower, now int64) {
-	if slices.Contains(p.isr, f.id) || !p.canProposeLocked(now) {
-		return
-	}
-	if f.fetchOffset < p.log.HighWatermark() || f.fetchOffset < p.log.EpochStartOffset() {
-		return
-	}
-	next := append(slices.Clone(p.isr), f.id)
-	p.proposeLocked(next)
-}
-
-// canProposeLocked reports whether an ISR change may be sent now.
-func (p *partition) canProposeLocked(now int64) bool {
-	return p.m.cfg.ISR != nil && p.pendingISR == nil && !p.stopped && p.role == engine.RoleLeader &&
-		!p.alterRefused && now >= p.nextAlterMs
-}
-
-// maybeShrinkLocked proposes dropping ISR members that have not caught up
-// within replica.lag.time.max.ms. Caller holds mu.
-func (p *partition) maybeShrinkLocked(now int64) {
-	if !p.canProposeLocked(now) {
-		return
-	}
-	lag := p.m.cfg.LagTimeMaxMs
-	self := p.m.cfg.BrokerID
-	var next []int32
-	dropped := false
-	for _, id := range p.isr {
-		if id != self {
-			if f := p.followers[id]; f == nil || now-f.lastCaughtUpMs > lag {
-				dropped = true
-				continue
-			}
-		}
-		next = append(next, id)
-	}
-	if dropped {
-		p.proposeLocked(next)
-	}
-}
-
-// proposeLocked sends an AlterPartition for isr on its own goroutine.
-// Caller holds mu.
-func (p *partition) proposeLocked(isr []int32) {
+// send carries an ISR proposal to the controller on its own goroutine
+// (bounded by the Manager's context and wait group) and hands the answer
+// back to the core. Caller holds mu.
+func (p *partition) send(prop *proposal) {
 	m := p.m
-	p.pendingISR = isr
-	req := AlterPartition{
-		Topic:          p.key.topic,
-		Partition:      p.key.part,
-		LeaderEpoch:    p.leaderEpoch,
-		PartitionEpoch: p.partitionEpoch,
-		ISR:            slices.Clone(isr),
-	}
-	gen := p.leaderGen.Load()
-	m.log.Info("proposing ISR change", "topic", req.Topic, "partition", req.Partition, "from", p.isr, "to", isr,
+	req := prop.req
+	m.log.Info("proposing ISR change", "topic", req.Topic, "partition", req.Partition, "from", prop.from, "to", req.ISR,
 		"leaderEpoch", req.LeaderEpoch, "partitionEpoch", req.PartitionEpoch)
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
 		res, err := m.cfg.ISR.AlterPartition(m.ctx, req)
-		p.alterDone(gen, req, res, err)
+		p.alterDone(prop, res, err)
 	}()
 }
 
 // alterDone applies the controller's answer to a proposal.
-func (p *partition) alterDone(gen int64, req AlterPartition, res AlterPartitionResult, err error) {
+func (p *partition) alterDone(prop *proposal, res AlterPartitionResult, err error) {
 	m := p.m
+	req := prop.req
 	p.mu.Lock()
-	if p.leaderGen.Load() != gen || p.role != engine.RoleLeader || p.leaderEpoch != req.LeaderEpoch {
-		p.mu.Unlock()
-		return // leadership changed meanwhile; the controller's state rules
-	}
-	if p.pendingISR != nil && !slices.Equal(p.pendingISR, req.ISR) {
-		p.mu.Unlock()
-		return
-	}
-	p.pendingISR = nil
-	var ke *kerr.Error
-	switch {
-	case err == nil:
-		if res.LeaderEpoch == p.leaderEpoch && res.PartitionEpoch >= p.partitionEpoch {
-			p.partitionEpoch = res.PartitionEpoch
-			p.setISR(res.ISR)
-		}
+	out, a := p.c.alterDone(prop, res, err, m.nowMs(), p.posLocked())
+	hw := p.execLocked(a)
+	p.mu.Unlock()
+	switch out {
+	case alterApplied:
 		m.log.Info("ISR changed", "topic", req.Topic, "partition", req.Partition, "isr", res.ISR, "partitionEpoch", res.PartitionEpoch)
-	case errors.As(err, &ke):
-		// Refused (stale epochs, an ineligible member, ...): as Kafka's
-		// leader, fall back to the committed state and propose again,
-		// recomputed from it, at the next ISR check or on the controller's
-		// next state, whichever comes first; not on every follower fetch
-		// until then.
-		p.alterRefused = true
+	case alterRefused:
 		m.log.Warn("ISR change refused", "topic", req.Topic, "partition", req.Partition, "isr", req.ISR, "err", err)
-	default:
-		p.nextAlterMs = m.nowMs() + m.cfg.FetchBackoffMs
+	case alterRetry:
 		if m.ctx.Err() == nil {
 			m.log.Warn("ISR change failed; will retry", "topic", req.Topic, "partition", req.Partition, "isr", req.ISR, "err", err)
 		}
 	}
-	hw := p.hwLocked()
-	p.mu.Unlock()
-	if hw >= 0 {
-		p.log.AdvanceHighWatermark(hw)
-	}
+	p.advanceHW(hw)
 }
 
-// runISRChecker is the Manager's ticker: every lag.time.max.ms/2 it shrinks
-// the ISR of led partitions whose followers fell behind, and retries
-// expansions of caught-up followers whose proposal failed.
+// runISRChecker is the Manager's ticker: every lag.time.max.ms/2 it ticks
+// every partition's core at the Manager's clock (shrinking the ISR of led
+// partitions whose followers fell behind, proposing again changes that
+// were refused or failed).
 func (m *Manager) runISRChecker() {
 	defer m.wg.Done()
 	period := time.Duration(max(m.cfg.LagTimeMaxMs/2, 10)) * time.Millisecond
@@ -311,15 +198,7 @@ func (m *Manager) runISRChecker() {
 		now := m.nowMs()
 		for _, p := range parts {
 			p.mu.Lock()
-			if p.role == engine.RoleLeader && !p.stopped {
-				p.alterRefused = false // a refused change is proposed again, once per check
-				p.maybeShrinkLocked(now)
-				for _, id := range p.replicas {
-					if f := p.followers[id]; f != nil && f.fetchOffset >= 0 {
-						p.maybeExpandLocked(f, now)
-					}
-				}
-			}
+			p.execLocked(p.c.tick(now, p.posLocked()))
 			p.mu.Unlock()
 		}
 	}
