@@ -41,6 +41,8 @@ func TestHelpEveryCommand(t *testing.T) {
 		{[]string{"topics", "list", "-h"}, []string{"strata topics list", "include internal topics"}, []string{"-partitions"}},
 		{[]string{"topics", "describe", "--help"}, []string{"strata topics describe [NAME ...]", "-timeout"}, []string{"-set"}},
 		{[]string{"topics", "delete", "--help"}, []string{"strata topics delete NAME ..."}, nil},
+		{[]string{"topics", "add-partitions", "--help"}, []string{"(--num N | --total N)", "partitions each topic should have"}, []string{"-internal"}},
+		{[]string{"groups", "delete", "--help"}, []string{"strata groups delete GROUP ...", "NON_EMPTY_GROUP"}, []string{"-state"}},
 		{[]string{"topics", "alter-config", "--help"}, []string{"-validate-only", "override to remove"}, []string{"-partitions"}},
 		{[]string{"groups", "list", "--help"}, []string{"strata groups list [--state STATE ...]", "Reconciling", "only groups in this state"}, []string{"-topic"}},
 		{[]string{"groups", "describe", "--help"}, []string{"strata groups describe GROUP", "retention cliff"}, []string{"-state"}},
@@ -95,6 +97,9 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"topics", "delete"}, "strata topics delete: delete takes one or more topic names", "strata topics delete"},
 		{[]string{"groups", "list", "--state", "Bogus"}, `strata groups list: --state "Bogus": not a group state (Empty, Stable, PreparingRebalance, CompletingRebalance, Dead, Assigning, Reconciling)`, "strata groups list"},
 		{[]string{"groups", "describe"}, "strata groups describe: describe: name at least one group", "strata groups describe"},
+		{[]string{"groups", "delete"}, "strata groups delete: delete: name at least one group", "strata groups delete GROUP"},
+		{[]string{"topics", "add-partitions", "t"}, "strata topics add-partitions: add-partitions needs one of --num N (to add) and --total N (to have)", "strata topics add-partitions NAME"},
+		{[]string{"topics", "add-partitions", "t", "--num", "1", "--total", "3"}, "strata topics add-partitions: add-partitions needs one of", "strata topics add-partitions"},
 		{[]string{"groups", "reset-offsets", "g", "--topic", "t"}, "strata groups reset-offsets: reset-offsets: give exactly one of", "strata groups reset-offsets"},
 		{[]string{"groups", "reset-offsets", "g", "--topic", "t", "--to-datetime", "yesterday"}, "strata groups reset-offsets: --to-datetime:", "strata groups reset-offsets"},
 		{[]string{"loadgen", "--rate", "x", "--spawn", "1"}, `strata loadgen: invalid value "x" for flag -rate`, "strata loadgen"},
@@ -251,6 +256,20 @@ func TestAdminCommands(t *testing.T) {
 			t.Errorf("describe --format json, partition %d: %+v", i, p)
 		}
 	}
+	// add-partitions: --num adds, --total grows to, --validate-only changes nothing.
+	if out, err := topics("add-partitions", "ids", "--num", "1"); err != nil || out != "Topic ids now has 3 partitions (had 2).\n" {
+		t.Errorf("add-partitions --num 1: %v %q", err, out)
+	}
+	if out, err := topics("add-partitions", "ids", "--total", "6", "--validate-only"); err != nil || out != "Topic ids would have 6 partitions (had 3).\n" {
+		t.Errorf("add-partitions --total 6 --validate-only: %v %q", err, out)
+	}
+	if out, err := topics("add-partitions", "ids", "--total", "2"); err == nil || !strings.Contains(err.Error(), "INVALID_PARTITIONS") {
+		t.Errorf("add-partitions --total 2 of 3: %v %q", err, out)
+	}
+	out, err = topics("list", "--format", "json")
+	if l := decodeJSON[[]topicListJSON](t, out); err != nil || len(l) != 1 || l[0].Partitions != 3 {
+		t.Errorf("after add-partitions: %v %+v", err, l)
+	}
 	// The flag wins over the environment.
 	if _, err := topics("list", "--brokers", "127.0.0.1:1", "--timeout", "300ms"); err == nil {
 		t.Error("list against --brokers 127.0.0.1:1 succeeded: the flag did not win over $STRATA_BROKERS")
@@ -273,6 +292,15 @@ func TestAdminCommands(t *testing.T) {
 	out, err = groups("list", "--state", "STABLE")
 	if err != nil || strings.Contains(out, "g-empty") {
 		t.Errorf("list --state STABLE: %v\n%s", err, out)
+	}
+	if out, err := groups("delete", "g-empty"); err != nil || out != "Deleted group g-empty.\n" {
+		t.Errorf("delete: %v %q", err, out)
+	}
+	if out, err := groups("list"); err != nil || strings.Contains(out, "g-empty") {
+		t.Errorf("list after delete: %v\n%s", err, out)
+	}
+	if _, err := groups("delete", "g-empty"); err == nil || !strings.Contains(err.Error(), "GROUP_ID_NOT_FOUND") {
+		t.Errorf("delete again: %v", err)
 	}
 }
 

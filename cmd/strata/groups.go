@@ -44,6 +44,9 @@ var groupsVerbs = []verbDoc{
 			"the retention cliff: the time until the oldest unconsumed record falls off retention.ms\n" +
 			"(LOST when the committed offset is below the log start already). --format json prints\n" +
 			"an array of groups, times in milliseconds (null where the text prints \"-\")."}},
+	{"delete", "delete groups and their committed offsets", cmdDoc{name: "groups delete", usage: "strata groups delete GROUP ...",
+		about: "Deletes each named group with its committed offsets (DeleteGroups). A group with\n" +
+			"members is refused (NON_EMPTY_GROUP): stop its consumers first."}},
 	{"reset-offsets", "move a group's committed offsets", cmdDoc{name: "groups reset-offsets",
 		usage: "strata groups reset-offsets GROUP --topic T [--partitions 0,1,...]\n" +
 			"    (--to-earliest | --to-latest | --to-datetime 2006-01-02T15:04:05Z | --to-offset N) [--execute]",
@@ -149,6 +152,8 @@ func groupsMainEnv(args []string, stdout, stderr io.Writer, now func() time.Time
 		return groupsList(ctx, adm, f, stdout)
 	case "describe":
 		return groupsDescribe(ctx, adm, f.seeds(), pos, f.format, stdout, now())
+	case "delete":
+		return groupsDelete(ctx, adm, pos, stdout)
 	default:
 		return groupsReset(ctx, adm, f, pos[0], stdout)
 	}
@@ -170,6 +175,10 @@ func groupsCheckArgs(f *groupsFlags, verb string, pos []string) error {
 	case "describe":
 		if len(pos) == 0 {
 			return errors.New("describe: name at least one group")
+		}
+	case "delete":
+		if len(pos) == 0 {
+			return errors.New("delete: name at least one group")
 		}
 	case "reset-offsets":
 		if len(pos) != 1 {
@@ -486,6 +495,26 @@ func firstTimestamps(ctx context.Context, seeds []string, at map[string]map[int3
 		})
 	}
 	return out, nil
+}
+
+func groupsDelete(ctx context.Context, adm *kadm.Client, groups []string, w io.Writer) error {
+	resps, err := adm.DeleteGroups(ctx, groups...)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, g := range groups {
+		r, ok := resps[g]
+		switch {
+		case !ok:
+			errs = append(errs, fmt.Errorf("deleting %s: no answer", g))
+		case r.Err != nil:
+			errs = append(errs, fmt.Errorf("deleting %s: %w%s", g, r.Err, errDetail(r.Err, r.ErrMessage)))
+		default:
+			fmt.Fprintf(w, "Deleted group %s.\n", g)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func groupsReset(ctx context.Context, adm *kadm.Client, f *groupsFlags, groupID string, w io.Writer) error {

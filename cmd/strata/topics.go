@@ -44,6 +44,11 @@ var topicsVerbs = []verbDoc{
 			"offset and high watermark. --format json prints the same as an array of objects."}},
 	{"delete", "delete topics", cmdDoc{name: "topics delete", usage: "strata topics delete NAME ...",
 		about: "Deletes the named topics and their data."}},
+	{"add-partitions", "add partitions to topics", cmdDoc{name: "topics add-partitions",
+		usage: "strata topics add-partitions NAME ... (--num N | --total N) [--validate-only]",
+		about: "Adds --num partitions to each named topic, or grows each to --total partitions\n" +
+			"(CreatePartitions). Partitions can only be added: records with a key may map to another\n" +
+			"partition afterwards."}},
 	{"alter-config", "set or remove topic config overrides", cmdDoc{name: "topics alter-config",
 		usage: "strata topics alter-config NAME [--set key=value ...] [--delete key ...] [--validate-only]",
 		about: "Changes only the keys named (IncrementalAlterConfigs); every other override stays.\n" +
@@ -71,6 +76,8 @@ type topicsFlags struct {
 	internal     bool
 	validateOnly bool
 	format       outputFormat
+	addNum       int
+	total        int
 }
 
 func newTopicsFlags(v verbDoc) *topicsFlags {
@@ -88,6 +95,10 @@ func newTopicsFlags(v verbDoc) *topicsFlags {
 		f.fs.Var(&f.format, "format", formatHelp)
 	case "describe":
 		f.fs.Var(&f.format, "format", formatHelp)
+	case "add-partitions":
+		f.fs.IntVar(&f.addNum, "num", 0, "partitions to add to each topic")
+		f.fs.IntVar(&f.total, "total", 0, "partitions each topic should have")
+		f.fs.BoolVar(&f.validateOnly, "validate-only", false, "check the change without applying it")
 	case "alter-config":
 		f.fs.Var(&f.set, "set", "`key=value` to set (repeatable)")
 		f.fs.Var(&f.del, "delete", "`key` whose override to remove (repeatable)")
@@ -155,6 +166,8 @@ func topicsMainEnv(args []string, stdout, stderr io.Writer, getenv func(string) 
 		return topicsDescribe(ctx, adm, pos, f.format, stdout)
 	case "delete":
 		return topicsDelete(ctx, adm, pos, stdout)
+	case "add-partitions":
+		return topicsAddPartitions(ctx, adm, f, pos, stdout)
 	default:
 		return topicsAlterConfig(ctx, adm, f, pos, stdout)
 	}
@@ -182,6 +195,13 @@ func topicsCheckArgs(f *topicsFlags, verb string, pos []string) error {
 	case "delete":
 		if len(pos) == 0 {
 			return errors.New("delete takes one or more topic names")
+		}
+	case "add-partitions":
+		if len(pos) == 0 {
+			return errors.New("add-partitions takes one or more topic names")
+		}
+		if (f.addNum > 0) == (f.total > 0) || f.addNum < 0 || f.total < 0 {
+			return errors.New("add-partitions needs one of --num N (to add) and --total N (to have), N > 0")
 		}
 	case "alter-config":
 		if len(pos) != 1 {
@@ -217,15 +237,17 @@ func topicsCreate(ctx context.Context, adm *kadm.Client, f *topicsFlags, pos []s
 			fmt.Fprintf(stdout, "Topic %s already exists.\n", pos[0])
 			return nil
 		}
-		return fmt.Errorf("creating %s: %w%s", pos[0], resp.Err, errDetail(resp.ErrMessage))
+		return fmt.Errorf("creating %s: %w%s", pos[0], resp.Err, errDetail(resp.Err, resp.ErrMessage))
 	}
 	fmt.Fprintf(stdout, "Created topic %s (id %s, %d partitions, replication factor %d).\n",
 		resp.Topic, topicID(resp.ID), resp.NumPartitions, resp.ReplicationFactor)
 	return nil
 }
 
-func errDetail(msg string) string {
-	if msg == "" {
+// errDetail is ": msg", the broker's message with an error code, unless
+// the error's text says it already.
+func errDetail(err error, msg string) string {
+	if msg == "" || err != nil && strings.Contains(err.Error(), msg) {
 		return ""
 	}
 	return ": " + msg
@@ -400,9 +422,52 @@ func topicsDelete(ctx context.Context, adm *kadm.Client, names []string, stdout 
 		case !ok:
 			errs = append(errs, fmt.Errorf("deleting %s: no answer", n))
 		case r.Err != nil:
-			errs = append(errs, fmt.Errorf("deleting %s: %w%s", n, r.Err, errDetail(r.ErrMessage)))
+			errs = append(errs, fmt.Errorf("deleting %s: %w%s", n, r.Err, errDetail(r.Err, r.ErrMessage)))
 		default:
 			fmt.Fprintf(stdout, "Deleted topic %s.\n", n)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func topicsAddPartitions(ctx context.Context, adm *kadm.Client, f *topicsFlags, names []string, stdout io.Writer) error {
+	before, err := adm.ListTopics(ctx, names...)
+	if err != nil {
+		return err
+	}
+	var resps kadm.CreatePartitionsResponses
+	switch {
+	case f.addNum > 0 && f.validateOnly:
+		resps, err = adm.ValidateCreatePartitions(ctx, f.addNum, names...)
+	case f.addNum > 0:
+		resps, err = adm.CreatePartitions(ctx, f.addNum, names...)
+	case f.validateOnly:
+		resps, err = adm.ValidateUpdatePartitions(ctx, f.total, names...)
+	default:
+		resps, err = adm.UpdatePartitions(ctx, f.total, names...)
+	}
+	if err != nil {
+		return err
+	}
+	verb := "now has"
+	if f.validateOnly {
+		verb = "would have"
+	}
+	var errs []error
+	for _, n := range names {
+		r, ok := resps[n]
+		switch {
+		case !ok:
+			errs = append(errs, fmt.Errorf("%s: no answer", n))
+		case r.Err != nil:
+			errs = append(errs, fmt.Errorf("adding partitions to %s: %w%s", n, r.Err, errDetail(r.Err, r.ErrMessage)))
+		default:
+			had := len(before[n].Partitions)
+			want := f.total
+			if f.addNum > 0 {
+				want = had + f.addNum
+			}
+			fmt.Fprintf(stdout, "Topic %s %s %d partitions (had %d).\n", n, verb, want, had)
 		}
 	}
 	return errors.Join(errs...)
@@ -438,7 +503,7 @@ func topicsAlterConfig(ctx context.Context, adm *kadm.Client, f *topicsFlags, po
 		return err
 	}
 	if r.Err != nil {
-		return fmt.Errorf("altering %s: %w%s", pos[0], r.Err, errDetail(r.ErrMessage))
+		return fmt.Errorf("altering %s: %w%s", pos[0], r.Err, errDetail(r.Err, r.ErrMessage))
 	}
 	verb := "Altered"
 	if f.validateOnly {
