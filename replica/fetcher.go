@@ -172,12 +172,7 @@ func (f *fetcher) sleep(d time.Duration, wakeable bool) bool {
 
 func (f *fetcher) failed(err error) {
 	f.closeConn()
-	base := time.Duration(f.m.cfg.FetchBackoffMs) * time.Millisecond
-	if f.backoff == 0 {
-		f.backoff = base
-	} else {
-		f.backoff = min(2*f.backoff, 8*base)
-	}
+	f.backoff = nextBackoff(f.backoff, time.Duration(f.m.cfg.FetchBackoffMs)*time.Millisecond)
 	if !f.stopped() {
 		f.m.log.Warn("replica fetcher: error; backing off", "source", f.src, "err", err, "backoff", f.backoff)
 	}
@@ -260,7 +255,7 @@ func (f *fetcher) roundTrip(req kmsg.Request, resp kmsg.Response, extra time.Dur
 	f.corr++
 	corr := f.corr
 	f.buf = f.fmt.AppendRequest(f.buf[:0], req, corr)
-	deadline := time.Now().Add(extra + time.Duration(f.m.cfg.SocketTimeoutMs)*time.Millisecond)
+	deadline := f.m.cfg.Now().Add(extra + time.Duration(f.m.cfg.SocketTimeoutMs)*time.Millisecond)
 	if err := c.SetDeadline(deadline); err != nil {
 		return err
 	}
@@ -340,8 +335,7 @@ func (f *fetcher) truncatePhase(parts []*fpart) error {
 		f.procMu.Lock()
 		for _, fp := range noEpoch {
 			if f.member(fp) {
-				fp.truncating = false
-				fp.p.fstate.Store(fetchFetching)
+				f.setFetching(fp)
 			}
 		}
 		f.procMu.Unlock()
@@ -385,23 +379,12 @@ func (f *fetcher) truncatePhase(parts []*fpart) error {
 // truncate cuts fp's log where it diverges from the leader. Caller holds procMu.
 func (f *fetcher) truncate(fp *fpart, asked, leaderEpoch int32, leaderEnd int64) error {
 	l := fp.log
-	to := l.LogEndOffset()
-	switch {
-	case leaderEpoch < 0 || leaderEnd < 0:
-		// The leader knows no epoch <= ours: keep what the HW covers
-		// (Kafka's fallback).
-		to = min(to, l.HighWatermark())
-	case leaderEpoch == asked:
-		to = min(to, leaderEnd)
-	default:
-		// The leader's largest epoch <= ours is older than ours: our log
-		// agrees with it up to our own end of that epoch at most.
-		if _, ours := l.EndOffsetForEpoch(leaderEpoch); ours >= 0 {
-			to = min(to, ours)
-		}
-		to = min(to, leaderEnd)
+	oursEnd := int64(-1)
+	if leaderEpoch >= 0 && leaderEpoch != asked {
+		_, oursEnd = l.EndOffsetForEpoch(leaderEpoch)
 	}
 	before := l.LogEndOffset()
+	to := truncationOffset(before, l.HighWatermark(), asked, leaderEpoch, leaderEnd, oursEnd)
 	if to < before {
 		newEnd, err := l.TruncateTo(to)
 		if err != nil {
@@ -410,9 +393,20 @@ func (f *fetcher) truncate(fp *fpart, asked, leaderEpoch int32, leaderEnd int64)
 		f.m.log.Info("truncated divergent tail", "log", l.String(), "from", before, "to", newEnd,
 			"leaderEpoch", leaderEpoch, "leaderEndOffset", leaderEnd)
 	}
+	f.setFetching(fp)
+	return nil
+}
+
+// setTruncating sends fp back through truncation before it fetches again.
+func (f *fetcher) setTruncating(fp *fpart) {
+	fp.truncating = true
+	fp.p.fstate.Store(fetchTruncating)
+}
+
+// setFetching ends fp's truncation: it fetches from its log end.
+func (f *fetcher) setFetching(fp *fpart) {
 	fp.truncating = false
 	fp.p.fstate.Store(fetchFetching)
-	return nil
 }
 
 // partitionBackoff parks fp until the backoff passes; errors that mean our
@@ -442,22 +436,14 @@ func (f *fetcher) fetchPhase(parts []*fpart) error {
 	now := f.m.cfg.Now()
 	soonest := time.Duration(-1)
 	for _, fp := range parts {
-		if fp.truncating {
-			if d := fp.backoffUntil.Sub(now); d > 0 && (soonest < 0 || d < soonest) {
-				soonest = d
-			}
-			continue
-		}
-		if d := fp.backoffUntil.Sub(now); d > 0 {
-			if soonest < 0 || d < soonest {
-				soonest = d
-			}
-			continue
-		}
 		l := fp.log
 		end := l.LogEndOffset()
-		if l.DurableEnd() < end {
-			pendingDurable = true
+		plan := planFetch(fp.truncating, fp.backoffUntil, now, end, l.DurableEnd())
+		if plan.wait > 0 && (soonest < 0 || plan.wait < soonest) {
+			soonest = plan.wait
+		}
+		pendingDurable = pendingDurable || plan.flushing
+		if !plan.send {
 			continue
 		}
 		i, ok := byTopic[fp.p.key.topic]
@@ -533,31 +519,19 @@ func (f *fetcher) fetchPhase(parts []*fpart) error {
 // procMu. ok reports that records were appended.
 func (f *fetcher) handlePartition(fp *fpart, rp *kmsg.FetchResponseTopicPartition) (ok bool, err error) {
 	l := fp.log
-	switch code := rp.ErrorCode; {
-	case code == 0:
-	case code == kerr.OffsetOutOfRange.Code:
-		end := l.LogEndOffset()
-		if rp.LogStartOffset >= 0 && end < rp.LogStartOffset {
+	if code := rp.ErrorCode; code != 0 {
+		step := onFetchError(code, l.LogEndOffset(), rp.LogStartOffset)
+		if step.restartAt >= 0 {
 			// Our whole log is below the leader's start: restart there.
-			f.m.log.Info("follower log below the leader's log start; restarting it", "log", l.String(), "logEnd", end, "leaderLogStart", rp.LogStartOffset)
-			if err := l.TruncateFullyAndStartAt(rp.LogStartOffset); err != nil {
-				return false, err
-			}
-			return false, nil
+			f.m.log.Info("follower log below the leader's log start; restarting it", "log", l.String(), "logEnd", l.LogEndOffset(), "leaderLogStart", step.restartAt)
+			return false, l.TruncateFullyAndStartAt(step.restartAt)
 		}
-		// Past the leader's end: our view of the epoch is stale.
-		fp.truncating = true
-		fp.p.fstate.Store(fetchTruncating)
-		return false, nil
-	default:
-		err := kerr.ErrorForCode(code)
-		if code == kerr.FencedLeaderEpoch.Code || code == kerr.UnknownLeaderEpoch.Code || code == kerr.NotLeaderForPartition.Code {
-			// Leadership is moving: ask again after a backoff, truncating
-			// first in case the epoch changed under us.
-			fp.truncating = true
-			fp.p.fstate.Store(fetchTruncating)
+		if step.retruncate {
+			f.setTruncating(fp)
 		}
-		f.partitionBackoff(fp, "fetch", err)
+		if step.backoff {
+			f.partitionBackoff(fp, "fetch", kerr.ErrorForCode(code))
+		}
 		return false, nil
 	}
 	if rp.HighWatermark >= 0 {
@@ -568,23 +542,22 @@ func (f *fetcher) handlePartition(fp *fpart, rp *kmsg.FetchResponseTopicPartitio
 		if errors.Is(err, engine.ErrOffsetOutOfRange) {
 			info, err = f.appendStraddling(l, rp.RecordBatches, err)
 		}
-		switch {
-		case errors.Is(err, engine.ErrOffsetOutOfRange):
+		switch onAppendError(err) {
+		case appendResync:
 			// Our log end moved (a concurrent truncation); re-sync.
-			fp.truncating = true
-			fp.p.fstate.Store(fetchTruncating)
+			f.setTruncating(fp)
 			return false, nil
-		case errors.Is(err, engine.ErrCorruptMessage) || errors.Is(err, engine.ErrInvalidRecord):
+		case appendBadBatches:
 			f.partitionBackoff(fp, "append", err)
 			f.m.log.Warn("replica fetcher: bad batches from the leader", "log", l.String(), "err", err)
 			return false, nil
-		case errors.Is(err, engine.ErrResource):
+		case appendNoResource:
 			// Out of descriptors, memory or space for the next segment:
 			// this partition backs off and fetches the same offset again;
 			// the directory and the other partitions go on.
 			f.partitionBackoff(fp, "append", err)
 			return false, nil
-		case err != nil:
+		case appendFailed:
 			return false, err // the engine is offline or the log closed
 		}
 		ok = info.BaseOffset >= 0
@@ -593,12 +566,12 @@ func (f *fetcher) handlePartition(fp *fpart, rp *kmsg.FetchResponseTopicPartitio
 		hw := l.AdvanceHighWatermark(rp.HighWatermark)
 		// The leader's log start moved (retention, DeleteRecords): follow
 		// it as far as our HW allows (Kafka's maybeIncrementLogStartOffset).
-		if start := min(rp.LogStartOffset, hw); start > l.LogStartOffset() {
+		if start, ok := followLogStart(rp.LogStartOffset, hw, l.LogStartOffset()); ok {
 			if _, err := l.DeleteRecords(start); err != nil {
 				f.m.log.Warn("following the leader's log start", "log", l.String(), "start", start, "err", err)
 			}
 		}
-		if l.Damaged() && l.LogEndOffset() >= rp.HighWatermark {
+		if refetched(l.Damaged(), l.LogEndOffset(), rp.HighWatermark) {
 			if err := l.ClearDamaged(); err != nil {
 				f.m.log.Warn("clearing damaged mark", "log", l.String(), "err", err)
 			} else {
@@ -617,7 +590,7 @@ func (f *fetcher) handlePartition(fp *fpart, rp *kmsg.FetchResponseTopicPartitio
 func (f *fetcher) appendStraddling(l *engine.Log, batches []byte, err error) (engine.AppendInfo, error) {
 	h, herr := record.ParseHeader(batches)
 	end := l.LogEndOffset()
-	if herr != nil || l.LogStartOffset() != end || h.BaseOffset >= end || h.LastOffset() < end {
+	if herr != nil || !straddles(h.BaseOffset, h.LastOffset(), l.LogStartOffset(), end) {
 		return engine.AppendInfo{BaseOffset: -1}, err
 	}
 	f.m.log.Info("first fetched batch starts below the empty follower log's start; restarting the log at it",
@@ -635,7 +608,7 @@ func (f *fetcher) awaitDurable(appended []*fpart) error {
 	if len(appended) == 0 {
 		return nil
 	}
-	deadline := time.Now().Add(time.Duration(f.m.cfg.SocketTimeoutMs) * time.Millisecond)
+	deadline := f.m.cfg.Now().Add(time.Duration(f.m.cfg.SocketTimeoutMs) * time.Millisecond)
 	for {
 		done := true
 		for _, fp := range appended {
@@ -648,7 +621,7 @@ func (f *fetcher) awaitDurable(appended []*fpart) error {
 		if done {
 			return nil
 		}
-		d := time.Until(deadline)
+		d := deadline.Sub(f.m.cfg.Now())
 		if d <= 0 {
 			return nil // the next round skips logs still not durable
 		}
