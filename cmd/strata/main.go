@@ -16,13 +16,14 @@ Usage:
   strata serve [--listen host:port] [--data-dir DIR] [--node-id N] [--config FILE] ...
   strata topics create|list|describe|delete|alter-config ... [--brokers host:port,...]
   strata groups list|describe|reset-offsets ... [--brokers host:port,...]
+  strata cluster describe|describe-config|alter-config ... [--brokers host:port,...]
   strata produce TOPIC [-K DELIM] [-H key=value ...] [--acks all|1|0] [--compression CODEC] ...  < lines
   strata consume TOPIC ... [-o start|end|N|-N|@TIME] [-g GROUP] [-n N] [-e] [-f value|json|FORMAT] ...
   strata loadgen (--brokers host:port,... | --spawn N) [--rate R] [--duration D] [--json F] [--report F.html] ...
   strata plan [--preset reference] [--rate N --peak-rate N ...] [--calibrate result.json] [--json FILE]
   strata version
 
-The client commands (topics, groups, produce, consume) take their brokers from --brokers, else
+The client commands (topics, groups, cluster, produce, consume) take their brokers from --brokers, else
 $STRATA_BROKERS, else 127.0.0.1:9092.
 
 Run "strata COMMAND --help" for a command's flags ("strata help COMMAND"
@@ -56,6 +57,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = topicsMain(rest, stdout, stderr)
 	case "groups":
 		err = groupsMain(rest, stdout, stderr, timeNow)
+	case "cluster":
+		err = clusterMain(rest, stdout, stderr)
 	case "produce":
 		err = produceMain(rest, os.Stdin, stdout, stderr)
 	case "consume":
@@ -67,7 +70,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	default:
 		fmt.Fprintf(stderr, "strata: unknown command %q\nUsage: strata %s ...\nRun \"strata --help\" for the commands.\n",
-			cmd, strings.Join([]string{"serve", "topics", "groups", "produce", "consume", "loadgen", "plan", "version"}, "|"))
+			cmd, strings.Join([]string{"serve", "topics", "groups", "cluster", "produce", "consume", "loadgen", "plan", "version"}, "|"))
 		return 2
 	}
 	return exitCode(cmd, err, stderr)
