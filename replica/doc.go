@@ -10,6 +10,50 @@
 // sends (Fetch v12 with ReplicaID, OffsetForLeaderEpoch v4), which it
 // encodes with kmsg over plain TCP connections of its own.
 //
+// # Files
+//
+//	doc.go             this overview
+//	core.go            the pure core of one partition: role and epochs,
+//	                   the leader's follower positions, HW, ISR shrink and
+//	                   expand, the controller's answers; CheckProduce's and
+//	                   WaitReplicated's decisions (checkProduce, ackResult)
+//	core_follower.go   the follower's decisions as pure functions: where to
+//	                   truncate, what a fetch error or an append error means,
+//	                   when to fetch, log start, damaged-mark clearing, backoff
+//	partition.go       the shell around a core: partition (the lock, the log,
+//	                   the atomics the produce path reads), the engine's
+//	                   ReplicationHandler, AlterPartition calls, the ISR ticker
+//	manager.go         Manager, Config and the exported types: BecomeLeader,
+//	                   BecomeFollower, Stop, CheckProduce, WaitReplicated,
+//	                   Status; fetchers started and stopped per source broker
+//	fetcher.go         one fetcher goroutine per source broker: the Fetch and
+//	                   OffsetForLeaderEpoch round trips over its own
+//	                   connection, carrying out core_follower.go's decisions
+//	wire.go            the response frame bound
+//
+// # Core and shell
+//
+// The replication decisions are made by code that does no I/O, starts no
+// goroutine and reads no clock, as in the group and txn packages: the
+// leader's partition state is a core (core.go) whose methods take the
+// current time (Unix ms) and what the shell read of the log (logPos: log
+// end, durable end, HW, start of the current leader epoch) and return
+// actions, which the shell carries out in order: propose an ISR change
+// (AlterPartition to the controller, one in flight, its answer handed back
+// to core.alterDone) and advance the HW (Log.AdvanceHighWatermark, outside
+// the partition's lock). The follower's decisions (truncation offset, what
+// an error code means, whether a partition fetches now) are pure functions
+// in core_follower.go that the fetcher applies. The shells (partition.go,
+// manager.go, fetcher.go) own the locks, the goroutines, the sockets and the
+// log calls, and read time only from Config.Now (the wall clock by
+// default): follower fetch times, the ISR ticker's now, backoffs, and the
+// socket deadlines the fetcher sets (net.Conn deadlines are wall-clock
+// instants, so a Manager whose fetchers dial real brokers needs a clock
+// that tracks the wall clock). The cores' unit tests (core_test.go,
+// core_follower_test.go) drive them with explicit times and positions; the
+// cluster tests (replica_test.go, harness_test.go) run the shells over
+// real sockets.
+//
 // # API (stable: the broker's cluster wiring calls it)
 //
 //	m := replica.New(replica.Config{
@@ -149,6 +193,10 @@
 // Close), one ISR-checker goroutine (ticker), and at most one AlterPartition
 // goroutine per partition (bounded by a context Close cancels). Close stops
 // all of them and waits (the logs keep their role; their handlers go inert).
+//
+// A partition's core is used only under partition.mu; after every call the
+// shell republishes what the produce path reads without the lock (leading,
+// the generation, the ISR size, min.insync.replicas) as atomics.
 //
 // Lock order: Manager.mu -> partition.mu -> (engine: Log.epochMu for
 // EpochStartOffset); fetcher.procMu -> fetcher.mu and -> engine Log.mu (the

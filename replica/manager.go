@@ -50,7 +50,11 @@ type Config struct {
 	Dial func(ctx context.Context, addr string) (net.Conn, error)
 
 	Logger *slog.Logger
-	Now    func() time.Time // clock (tests); default time.Now
+	// Now is the only clock the package reads: follower fetch times, the
+	// ISR checks, backoffs, the fetchers' socket deadlines (so it must
+	// track the wall clock when fetchers dial real brokers). Default
+	// time.Now.
+	Now func() time.Time
 }
 
 // ISRUpdater is Kafka's AlterPartition path from a partition leader to the
