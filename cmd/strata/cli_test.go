@@ -50,6 +50,8 @@ func TestHelpEveryCommand(t *testing.T) {
 		{[]string{"plan", "--help"}, []string{"strata plan (--preset reference", "Exit status", "-calibrate", "-strict"}, nil},
 		{[]string{"loadgen", "--help"}, []string{"strata loadgen (--brokers", "Examples:", "-find-max", "-max-steps"}, nil},
 		{[]string{"version", "--help"}, []string{"strata version"}, nil},
+		{[]string{"completion", "--help"}, []string{"strata completion bash|zsh", "bashcompinit"}, nil},
+		{[]string{"completion", "zsh"}, []string{"bashcompinit", "complete -F _strata strata", "consume"}, nil},
 		{[]string{"help", "topics", "create"}, []string{"strata topics create NAME", "-if-not-exists"}, nil},
 		{[]string{"help", "plan"}, []string{"-calibrate"}, nil},
 		{[]string{"topics", "describe", "--help"}, []string{"[--format text|json]", "output format: text or json (default text)"}, nil},
@@ -109,11 +111,13 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"loadgen", "--rate", "x", "--spawn", "1"}, `strata loadgen: invalid value "x" for flag -rate`, "strata loadgen"},
 		{[]string{"loadgen"}, "strata loadgen: no target", "strata loadgen"},
 		{[]string{"version", "x"}, `strata version: unexpected arguments ["x"]`, "strata version"},
-		{[]string{"frobnicate"}, `strata: unknown command "frobnicate"`, "strata serve|topics|groups|cluster|produce|consume|loadgen|plan|version"},
+		{[]string{"frobnicate"}, `strata: unknown command "frobnicate"`, "strata serve|topics|groups|cluster|produce|consume|loadgen|plan|version|completion"},
 		{[]string{"topics", "list", "--format", "yaml"}, `strata topics list: invalid value "yaml" for flag -format: want text or json`, "strata topics list"},
 		{[]string{"groups", "describe", "g", "--format", "xml"}, `strata groups describe: invalid value "xml" for flag -format: want text or json`, "strata groups describe"},
 		{[]string{"produce"}, "strata produce: name one topic, got []", "strata produce TOPIC"},
 		{[]string{"cluster"}, "strata cluster: missing verb", "strata cluster VERB"},
+		{[]string{"completion"}, "strata completion: name one shell (bash or zsh), got []", "strata completion bash|zsh"},
+		{[]string{"completion", "fish"}, `strata completion: shell "fish": want bash or zsh`, "strata completion"},
 		{[]string{"cluster", "describe", "x"}, `strata cluster describe: unexpected arguments ["x"]`, "strata cluster describe"},
 		{[]string{"cluster", "alter-config"}, "strata cluster alter-config: alter-config needs --set key=value or --delete key", "strata cluster alter-config"},
 		{[]string{"cluster", "describe-config", "--broker", "-2"}, "strata cluster describe-config: --broker -2: want a broker id or -1", "strata cluster describe-config"},
@@ -426,5 +430,36 @@ func TestBinaryExitCodes(t *testing.T) {
 			cmd.Process.Kill()
 			t.Fatalf("%q did not exit after SIGINT", args)
 		}
+	}
+
+	// The bash completion script, run by bash against this binary and the
+	// broker (topic "bin", group "bg" from above).
+	script := filepath.Join(dir, "complete.sh")
+	code, out, errOut = runBin(nil, "completion", "bash")
+	if code != 0 || errOut != "" || os.WriteFile(script, []byte(out), 0o600) != nil {
+		t.Fatalf("completion bash: exit %d %q", code, errOut)
+	}
+	driver := `source "$1"; shift
+c() { COMP_WORDS=("$BIN" "$@"); COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); _strata; echo "$*|${COMPREPLY[*]}"; }
+c con; c topics a; c consume --exit; c produce -K; c consume ""; c consume -e b; c groups describe ""
+c groups reset-offsets g --topic ""; c serve --data; c completion ""; c cluster describe-c
+`
+	comp := exec.Command("bash", "-c", driver, "bash", script)
+	comp.Env = append(os.Environ(), append(env, "BIN="+bin)...)
+	got, err := comp.CombinedOutput()
+	want := `con|consume
+topics a|add-partitions alter-config
+consume --exit|--exit-at-end
+produce -K|-K
+consume |bin
+consume -e b|bin
+groups describe |bg
+groups reset-offsets g --topic |bin
+serve --data|--data-dir
+completion |bash zsh
+cluster describe-c|describe-config
+`
+	if err != nil || string(got) != want {
+		t.Errorf("bash completion: %v\n%s\nwant\n%s", err, got, want)
 	}
 }

@@ -22,6 +22,7 @@ Usage:
   strata loadgen (--brokers host:port,... | --spawn N) [--rate R] [--duration D] [--json F] [--report F.html] ...
   strata plan [--preset reference] [--rate N --peak-rate N ...] [--calibrate result.json] [--json FILE]
   strata version
+  strata completion bash|zsh
 
 The client commands (topics, groups, cluster, produce, consume) take their brokers from --brokers, else
 $STRATA_BROKERS, else 127.0.0.1:9092.
@@ -63,6 +64,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = produceMain(rest, os.Stdin, stdout, stderr)
 	case "consume":
 		err = consumeMain(rest, stdout, stderr)
+	case "completion":
+		err = runCompletion(rest, stdout)
 	case "version", "--version", "-version":
 		err = runVersion(rest, stdout)
 	case "-h", "-help", "--help", "help":
@@ -70,7 +73,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	default:
 		fmt.Fprintf(stderr, "strata: unknown command %q\nUsage: strata %s ...\nRun \"strata --help\" for the commands.\n",
-			cmd, strings.Join([]string{"serve", "topics", "groups", "cluster", "produce", "consume", "loadgen", "plan", "version"}, "|"))
+			cmd, strings.Join([]string{"serve", "topics", "groups", "cluster", "produce", "consume", "loadgen", "plan", "version", "completion"}, "|"))
 		return 2
 	}
 	return exitCode(cmd, err, stderr)
