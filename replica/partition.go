@@ -46,12 +46,22 @@ func newPartition(m *Manager, k tp, l *engine.Log) *partition {
 
 // publishLocked republishes the core's state the produce path reads
 // lock-free: the generation before the role, so a WaitReplicated that saw
-// the role saw its generation. Caller holds mu.
+// the role saw its generation. Only changed values are stored: it runs on
+// every follower fetch, and a store would take the cache line from the
+// producers reading it. Caller holds mu.
 func (p *partition) publishLocked() {
-	p.leaderGen.Store(p.c.gen)
-	p.isrLen.Store(int32(len(p.c.isr)))
-	p.minISR.Store(p.c.minISR)
-	p.isLeader.Store(p.c.leading())
+	if g := p.c.gen; p.leaderGen.Load() != g {
+		p.leaderGen.Store(g)
+	}
+	if n := int32(len(p.c.isr)); p.isrLen.Load() != n {
+		p.isrLen.Store(n)
+	}
+	if n := p.c.minISR; p.minISR.Load() != n {
+		p.minISR.Store(n)
+	}
+	if l := p.c.leading(); p.isLeader.Load() != l {
+		p.isLeader.Store(l)
+	}
 }
 
 // posLocked reads what the core needs of the log. Caller holds mu.
