@@ -277,6 +277,29 @@
 // the journal, p99 20-24 against 41-43, 28,000 device writes against
 // 190,000, 2.12 device bytes per record byte against 2.6-2.8.
 //
+// # The file-system seam
+//
+// The files the engine owns besides segment data and directories are
+// reached through the engine's internal/vfs file system (Options.fs,
+// vfs.OS in production): the offset checkpoints (checkpoint.go), the
+// leader-epoch checkpoint (epoch.go), the clean-shutdown marker, producer
+// snapshots (producers.go), transaction indexes (txnindex.go), offset and
+// time indexes (logsegment.go: mapped on vfs.OS, heap-backed on any other
+// file system, index.Options.FS) and, unless Options.journalFS is set, the
+// journal. Segment data has its own seam (fileLayer, segment.File).
+// Directory syncs reach both (Engine.syncDir). Still on the os package:
+// directories, topic files, partition.metadata, the damaged marker and the
+// cleaner's .cleaned/.swap files (a compacted log cannot run over a
+// vfs.MemFS yet).
+//
+// The whole-engine crash tests (crash_test.go) run the engine over
+// segmenttest.MemFile segments and a vfs.MemFS for the files above, both
+// losing power at the same moment (dropping unsynced writes, keeping a
+// seeded part of them, tearing the last), and check acknowledged records,
+// indexes, checkpoints, producer state and aborted transactions after the
+// restart; smallfiles_crash_test.go drives the small files' own code
+// through power cuts and injected errors.
+//
 // # Recovery
 //
 // The recovery point of a log is its durable offset, written to

@@ -79,9 +79,6 @@ type Options struct {
 	// made durable by one journal write and flush per group commit
 	// (journal.go) in that many bytes of journal files; 0 = off.
 	JournalBytes int64
-	// SyncLog, when set (power-loss tests), is a file to which every
-	// successful sync appends what it made durable (synclog.go).
-	SyncLog string
 
 	// files, when set (crash tests), replaces real segment files.
 	files fileLayer
@@ -107,9 +104,8 @@ type Engine struct {
 	now       func() time.Time
 	logger    *slog.Logger
 	syncHook  func(path string) error
-	synclog   *syncRecorder // nil unless Options.SyncLog (synclog.go)
-	fs        vfs.FS        // checkpoints, snapshots, transaction indexes (Options.fs)
-	journalFS vfs.FS        // Options.journalFS
+	fs        vfs.FS // checkpoints, snapshots, transaction indexes (Options.fs)
+	journalFS vfs.FS // Options.journalFS
 
 	adminMu sync.Mutex // serializes topic create/delete/grow and Close
 
@@ -174,13 +170,6 @@ func Open(opts Options) (*Engine, error) {
 	}
 	if e.logger == nil {
 		e.logger = slog.Default()
-	}
-	if opts.SyncLog != "" {
-		r, err := openSyncRecorder(opts.SyncLog, opts.Dir)
-		if err != nil {
-			return nil, err
-		}
-		e.synclog = r
 	}
 	if err := os.MkdirAll(filepath.Join(e.dir, topicsDirName), 0o755); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
@@ -539,7 +528,6 @@ func (e *Engine) Close() error {
 	e.closed = true
 	e.mu.Unlock()
 	defer e.io.close() // after every log let go of its segments
-	defer e.synclog.close()
 	// No retention or cleaning once logs start closing.
 	e.stopMaintenance()
 	logs := e.allLogs()

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"github.com/stratalog/strata/internal/vfs"
 	"math"
-	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -313,7 +312,6 @@ type flushJob struct {
 	own    int   // segs[:own] sync themselves (syncSegs)
 	shared bool  // segs[len(segs)-1] is made durable by the batch's flush
 	target int64 // its StartShared target
-	before os.FileInfo
 }
 
 // capture records under l.mu what flushing l must sync (pinning the
@@ -407,7 +405,7 @@ func (e *Engine) finishJob(j *flushJob) {
 			e.ioFailure(fmt.Sprintf("syncing %s", l), err)
 		}
 	}
-	j.err, j.before = nil, nil
+	j.err = nil
 	e.complete(j, err == nil)
 }
 
@@ -476,8 +474,7 @@ func (e *Engine) flushBatch(b *flushBatch) {
 
 // shareFlush waits for the writes of the jobs' shared active segments, runs
 // (or joins) one device flush that starts after them, and marks them
-// durable. The sync hook and the sync log see each segment as if it had
-// synced alone.
+// durable. The sync hook sees each segment as if it had synced alone.
 func (e *Engine) shareFlush(jobs []flushJob) {
 	waiting := 0
 	var need uint64  // the first device flush that covers every job's writes
@@ -499,9 +496,6 @@ func (e *Engine) shareFlush(jobs []flushJob) {
 		}
 		if h := e.syncHook; h != nil && j.err == nil {
 			j.err = h(path)
-		}
-		if j.err == nil && e.synclog != nil {
-			j.before, _ = os.Stat(path)
 		}
 		if j.err != nil {
 			if s.deleting.Load() {
@@ -531,11 +525,6 @@ func (e *Engine) shareFlush(jobs []flushJob) {
 		s := j.segs[len(j.segs)-1]
 		if err := s.seg.MarkDurable(j.target); err != nil {
 			j.err = err
-			continue
-		}
-		if e.synclog != nil {
-			path, _, _ := s.paths()
-			j.err = e.recordSynced(path, j.before)
 		}
 	}
 }
@@ -697,7 +686,7 @@ func (e *Engine) syncFile(path string, sync func() error) error {
 			return err
 		}
 	}
-	return e.recordSync(path, sync) // synclog.go: records what it made durable
+	return sync()
 }
 
 // ioFailure takes the engine offline after a failed write or sync (never

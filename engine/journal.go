@@ -638,7 +638,6 @@ func (j *journal) checkpoint() error {
 	type shared struct {
 		s      *logSegment
 		target int64
-		before os.FileInfo // the file before the flush (sync log, synclog.go)
 	}
 	var waits []shared
 	var held []*logSegment
@@ -673,11 +672,7 @@ func (j *journal) checkpoint() error {
 			return err
 		}
 		if ok {
-			w := shared{s: s, target: target}
-			if j.e.synclog != nil {
-				w.before, _ = os.Stat(path)
-			}
-			waits = append(waits, w)
+			waits = append(waits, shared{s: s, target: target})
 		}
 	}
 	for _, w := range waits {
@@ -691,12 +686,6 @@ func (j *journal) checkpoint() error {
 		}
 		for _, w := range waits {
 			_ = w.s.seg.MarkDurable(w.target)
-			if j.e.synclog != nil {
-				path, _, _ := w.s.paths()
-				if err := j.e.recordSynced(path, w.before); err != nil {
-					return err
-				}
-			}
 		}
 	}
 	j.mu.Lock()

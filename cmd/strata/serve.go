@@ -139,9 +139,6 @@ func serve(cfg config.Broker, logger *slog.Logger) error {
 			Backoff:             cfg.Cleaner.Backoff,
 		},
 		ProducerIDExpirationMs: cfg.ProducerIDExpirationMs,
-		// Hidden, for power-loss tests (e2e/powerloss_test.go): a file that
-		// records every sync's durable length (engine/synclog.go).
-		SyncLog: os.Getenv("STRATA_SYNC_LOG"),
 	})
 	if err != nil {
 		return fmt.Errorf("opening data directory %s: %w", absDir, err)

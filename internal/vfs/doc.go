@@ -5,12 +5,15 @@
 // operations, for crash-consistency tests.
 //
 // Behind the seam today: the engine's offset checkpoints (recovery point,
-// log start, cleaner), leader-epoch checkpoints, producer-state snapshots
-// and aborted-transaction indexes, and txn's producer-id block file.
-// Segment data has its own seam (segment.File, segmenttest.MemFile);
-// offset and time indexes (mmaps in package index), topic and partition
-// metadata files and partition directories are still reached through the
-// os package.
+// log start, cleaner), leader-epoch checkpoints, clean-shutdown marker,
+// producer-state snapshots, aborted-transaction indexes, offset and time
+// indexes (package index maps them on OS and keeps them on the heap,
+// written back to the file, on any other FS: index.Options.FS) and
+// journal, and txn's producer-id block file. Segment data has its own
+// seam (segment.File, segmenttest.MemFile); topic and partition metadata
+// files, the compaction cleaner's files and partition directories are
+// still reached through the os package. The engine's whole-engine crash
+// tests run over a MemFS.
 //
 // # Files
 //
