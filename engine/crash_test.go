@@ -13,6 +13,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/stratalog/strata/internal/stratatest"
@@ -682,15 +683,15 @@ func TestCrashKeepsTransactionState(t *testing.T) {
 			t.Fatalf("seed %d failed", seed)
 		}
 	}
-	t.Logf("%d rounds (%d cut mid-sequence): %d acknowledged batches checked; after the crash the MemFS held %d snapshots, %d transaction-index entries, %d offset index entries; %d aborted transactions and %d open ones recovered",
-		seeds, st.cut, st.acked, st.snapshots, st.txnEntries, st.indexEntries, st.aborted, st.open)
+	t.Logf("%d rounds (%d with a fault, %d cut mid-sequence): %d acknowledged batches checked; after the crash the MemFS held %d snapshots, %d transaction-index entries, %d offset index entries; %d aborted transactions and %d open ones recovered",
+		seeds, st.faulted, st.cut, st.acked, st.snapshots, st.txnEntries, st.indexEntries, st.aborted, st.open)
 	if st.acked == 0 || st.snapshots == 0 || st.txnEntries == 0 || st.indexEntries == 0 || st.aborted == 0 || st.open == 0 || st.cut == 0 {
 		t.Fatal("the rounds never kept a snapshot, a transaction-index entry or an index entry, recovered no aborted or open transaction, or were never cut mid-sequence: they checked too little")
 	}
 }
 
 type txnCrashStats struct {
-	cut, acked                          int
+	cut, acked, faulted                 int
 	snapshots, txnEntries, indexEntries int64
 	aborted, open                       int
 }
@@ -715,6 +716,17 @@ func txnCrashRound(t *testing.T, dir string, seed uint64, st *txnCrashStats) {
 		"preallocate":          "false",
 	}
 	l := mustTopic(t, e, "txc", 1, cfg).Partition(0)
+	if rng.IntN(4) == 0 {
+		// A failed write, sync, rename... of a file behind the seam: the
+		// engine reports it or goes offline, never acknowledges what it
+		// lost.
+		ops := []vfs.Op{vfs.OpWrite, vfs.OpSync, vfs.OpSyncDir, vfs.OpRename, vfs.OpTruncate, vfs.OpOpen, vfs.OpRemove}
+		errs := []error{syscall.EIO, syscall.ENOSPC}
+		suffixes := []string{"", snapshotSuffix, txnIndexSuffix, indexSuffix, tmpSuffix}
+		mfs.Inject(vfs.Fault{Ops: ops[rng.IntN(len(ops))], Suffix: suffixes[rng.IntN(len(suffixes))],
+			Nth: 1 + rng.Int64N(30), Err: errs[rng.IntN(2)]})
+		st.faulted++
+	}
 	mfs.PowerOffAfter(1 + rng.Int64N(1200))
 
 	prods := map[int64]*txnProducer{1: {}, 2: {isTxn: true}, 3: {isTxn: true}}
@@ -752,6 +764,9 @@ func txnCrashRound(t *testing.T, dir string, seed uint64, st *txnCrashStats) {
 				p.seq += int32(n)
 				p.inTxn = p.isTxn
 			}
+		}
+		if errors.Is(err, ErrResource) {
+			continue // an injected ENOSPC at a roll: nothing appended, the log stays online
 		}
 		if err != nil {
 			if !errors.Is(err, ErrOffline) {
