@@ -438,7 +438,7 @@ func (l *Log) roll() error {
 func (l *Log) createSegment(base int64) (*logSegment, error) {
 	s := newLogSegment(l.dir, base, l.e.logger)
 	s.txnLoaded = true // a new segment has no aborted transactions (txnindex.go)
-	if err := removeSegmentFiles(l.e.fs, s.logPath, s.offPath, s.timPath, s.txnPath); err != nil {
+	if err := removeSegmentPaths(l.e.fs, s.logPath, s.offPath, s.timPath, s.txnPath); err != nil {
 		return nil, err
 	}
 	prealloc := int64(0)
@@ -476,7 +476,7 @@ var errCreateSegment = errors.New("creating the next segment")
 // leftover empty segment at the log end is recovered as an empty active
 // segment, and the next roll removes it first).
 func (s *logSegment) removeFiles(fsys vfs.FS) {
-	_ = removeSegmentFiles(fsys, s.logPath, s.offPath, s.timPath, s.txnPath)
+	_ = removeSegmentPaths(fsys, s.logPath, s.offPath, s.timPath, s.txnPath)
 }
 
 // WhenDurable calls fn exactly once, from a flush worker or inline,

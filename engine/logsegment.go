@@ -134,7 +134,7 @@ func (s *logSegment) closeFiles() {
 	}
 	if s.deleted.Load() {
 		lp, op, tp := s.paths()
-		errs = append(errs, removeSegmentFiles(s.fsys(), lp, op, tp, s.txnPathOf()))
+		errs = append(errs, removeSegmentPaths(s.fsys(), lp, op, tp, s.txnPathOf()))
 	}
 	if err := errors.Join(errs...); err != nil {
 		s.logger.Warn("closing segment", "path", s.logPath, "err", err)
@@ -207,10 +207,10 @@ func (s *logSegment) indexOptions(private bool) index.Options {
 	return o
 }
 
-// removeSegmentFiles removes a segment's files, ignoring missing ones:
+// removeSegmentPaths removes a segment's files, ignoring missing ones:
 // logPath through the operating system (the fileLayer's files have their
 // names there), the indexes (offset, time, transaction) from fsys.
-func removeSegmentFiles(fsys vfs.FS, logPath string, indexes ...string) error {
+func removeSegmentPaths(fsys vfs.FS, logPath string, indexes ...string) error {
 	var errs []error
 	if err := os.Remove(logPath); err != nil && !errors.Is(err, os.ErrNotExist) {
 		errs = append(errs, err)

@@ -497,7 +497,7 @@ func (l *Log) reopenRing(s *logSegment) error {
 // removeSegmentFiles deletes the files of the segments at bases.
 func (l *Log) removeSegmentFiles(bases []int64) error {
 	for _, b := range bases {
-		if err := removeSegmentFiles(l.e.fs, segmentFileName(l.dir, b, logSuffix), segmentFileName(l.dir, b, indexSuffix),
+		if err := removeSegmentPaths(l.e.fs, segmentFileName(l.dir, b, logSuffix), segmentFileName(l.dir, b, indexSuffix),
 			segmentFileName(l.dir, b, timeIndexSuffix), segmentFileName(l.dir, b, txnIndexSuffix)); err != nil {
 			return err
 		}
