@@ -14,7 +14,7 @@ const (
 	OpTruncate                // FS.Truncate, File.Truncate
 	OpClose                   // File.Close
 	OpRename                  // FS.Rename
-	OpRemove                  // FS.Remove
+	OpRemove                  // FS.Remove, FS.RemoveAll
 	OpMkdir                   // FS.Mkdir, FS.MkdirAll
 	OpReadDir                 // FS.ReadDir
 	OpStat                    // FS.Stat, File.Stat

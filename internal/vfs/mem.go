@@ -344,6 +344,31 @@ func (m *MemFS) Remove(name string) error {
 	return nil
 }
 
+// RemoveAll implements FS (one operation for faults): it unlinks name
+// from its parent, so a crash before the parent's sync brings the
+// directory back with the entries that were durable in it.
+func (m *MemFS) RemoveAll(name string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, err := m.begin(OpRemove, name); err != nil {
+		return pathErr("unlinkat", name, err)
+	}
+	d, base, err := m.parent(name)
+	switch {
+	case errors.Is(err, syscall.ENOENT):
+		return nil
+	case err != nil:
+		return pathErr("unlinkat", name, err)
+	case d == nil:
+		return pathErr("unlinkat", name, syscall.EBUSY)
+	case d.entries[base] == nil:
+		return nil
+	}
+	m.seq++
+	setEntry(d, base, nil, m.seq)
+	return nil
+}
+
 // Rename implements FS. As os.Rename, an existing directory at newpath is
 // EEXIST.
 func (m *MemFS) Rename(oldpath, newpath string) error {

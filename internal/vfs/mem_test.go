@@ -148,6 +148,15 @@ func script(fsys FS, root string) []string {
 	say("syncdir missing: %s", errClass(fsys.SyncDir(p("nope"))))
 	_, err = ReadFileLimit(fsys, p("d/h"), 0)
 	say("read over limit: %v", errors.Is(err, ErrTooLarge))
+	fsys.MkdirAll(p("r/s/t"), 0o755)
+	WriteFile(fsys, p("r/s/t/f"), []byte("f"), 0o644)
+	WriteFile(fsys, p("r/g"), []byte("g"), 0o644)
+	say("removeall tree: %s", errClass(fsys.RemoveAll(p("r"))))
+	_, err = fsys.Stat(p("r"))
+	say("stat removed tree: %s", errClass(err))
+	say("removeall missing: %s", errClass(fsys.RemoveAll(p("r"))))
+	say("removeall file: %s", errClass(fsys.RemoveAll(p("d/h"))))
+	read("d/h")
 	return out
 }
 
@@ -282,6 +291,21 @@ func TestMemFSDurabilityRules(t *testing.T) {
 			WriteFileAtomicFS(m, "/d/f", []byte("v1"))
 			WriteFileAtomicFS(m, "/d/f", []byte("v2"))
 		}, "/d/f", "v2"},
+		{"directory removed with its files, parent not synced", func(m *MemFS) {
+			m.Mkdir("/d/e", 0o755)
+			m.SyncDir("/d")
+			mustWrite(t, m, "/d/e/f", "x", true)
+			m.SyncDir("/d/e")
+			m.RemoveAll("/d/e")
+		}, "/d/e/f", "x"},
+		{"directory removed with its files, parent synced", func(m *MemFS) {
+			m.Mkdir("/d/e", 0o755)
+			m.SyncDir("/d")
+			mustWrite(t, m, "/d/e/f", "x", true)
+			m.SyncDir("/d/e")
+			m.RemoveAll("/d/e")
+			m.SyncDir("/d")
+		}, "/d/e/f", "<missing>"},
 		{"removed while open, written after", func(m *MemFS) {
 			mustWrite(t, m, "/d/f", "x", true)
 			m.SyncDir("/d")

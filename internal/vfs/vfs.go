@@ -22,6 +22,11 @@ type FS interface {
 	OpenFile(name string, flag int, perm fs.FileMode) (File, error)
 	// Remove removes a file or an empty directory.
 	Remove(name string) error
+	// RemoveAll removes name and, for a directory, everything under it,
+	// as os.RemoveAll: nil when name does not exist. Durable once the
+	// parent directory is synced (until then a crash may bring back the
+	// directory with its durable entries).
+	RemoveAll(name string) error
 	// Rename renames oldpath to newpath, replacing a file (or an empty
 	// directory, when oldpath is one) at newpath.
 	Rename(oldpath, newpath string) error
@@ -73,6 +78,7 @@ func (osFS) OpenFile(name string, flag int, perm fs.FileMode) (File, error) {
 }
 
 func (osFS) Remove(name string) error                     { return os.Remove(name) }
+func (osFS) RemoveAll(name string) error                  { return os.RemoveAll(name) }
 func (osFS) Rename(oldpath, newpath string) error         { return os.Rename(oldpath, newpath) }
 func (osFS) Truncate(name string, size int64) error       { return os.Truncate(name, size) }
 func (osFS) Mkdir(name string, perm fs.FileMode) error    { return os.Mkdir(name, perm) }
