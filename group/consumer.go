@@ -48,7 +48,7 @@ const (
 // counts (the server implements it over the engine).
 type Catalog interface {
 	Partitions(topic string) int32 // 0 if the topic does not exist
-	Names() []string               // every topic (regex subscriptions)
+	Names() []string               // every topic, internal ones included (regex subscriptions, regex.go)
 }
 
 // CMember is one member of a consumer (KIP-848) group.
@@ -280,9 +280,9 @@ func (g *Group) updateConsumer(m *CMember, req HeartbeatRequest) (changed bool, 
 	}
 	if req.Regex != nil && *req.Regex != m.Regex {
 		if *req.Regex != "" {
-			re, err := regexp.Compile(*req.Regex)
-			if err != nil {
-				return false, kerr.InvalidRegularExpression.Code, err.Error()
+			re, code, msg := compileSubscriptionRegex(*req.Regex)
+			if code != 0 {
+				return false, code, msg
 			}
 			m.re = re
 		} else {
@@ -342,14 +342,9 @@ func (m *CMember) subscribed(cat Catalog) []string {
 	if m.re == nil {
 		return m.Topics
 	}
-	out := slices.Clone(m.Topics)
-	for _, t := range cat.Names() {
-		if m.re.MatchString(t) && !slices.Contains(out, t) {
-			out = append(out, t)
-		}
-	}
+	out := append(slices.Clone(m.Topics), resolveRegex(m.re, cat)...)
 	sort.Strings(out)
-	return out
+	return slices.Compact(out)
 }
 
 // metadataHash summarises the partition counts of every subscribed topic,

@@ -67,6 +67,13 @@
 // either classic or consumer; an empty group converts to whichever protocol
 // joins it. Consumer group membership is not persisted (offsets are).
 //
+// regex.go: SubscribedTopicRegex subscriptions, resolved with Kafka's
+// rules: RE2 syntax, a pattern matches a topic's whole name, and every
+// topic is a candidate, internal topics (__consumer_offsets,
+// __transaction_state) included, as in Kafka's group coordinator. The
+// resolution is redone on every heartbeat, so a topic created or deleted
+// moves the group epoch.
+//
 // # Not implemented
 //
 // KIP-848 records in __consumer_offsets (skipped on load), and the
