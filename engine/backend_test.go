@@ -132,6 +132,7 @@ func TestReadMemServesTheTail(t *testing.T) {
 	e := openEngine(t, t.TempDir(), func(o *Options) { o.TailCacheBytes = 64 << 20 })
 	defer e.Close()
 	l := mustTopic(t, e, "tc", 1, nil).Partition(0)
+	readingHead(t, l)
 	var stored [][]byte
 	appendN := func(n, size int) AppendInfo {
 		var info AppendInfo
@@ -376,6 +377,7 @@ func TestTailCacheStaleAfterTruncation(t *testing.T) {
 	e := openEngine(t, t.TempDir(), func(o *Options) { o.TailCacheBytes = 64 << 20 })
 	defer e.Close()
 	l := mustTopic(t, e, "trunc", 1, nil).Partition(0)
+	readingHead(t, l)
 	var last AppendInfo
 	for i := range 10 {
 		last = mustAppend(t, l, batchOf(t, 1, 200, int64(i), i))

@@ -296,7 +296,7 @@ func (l *Log) appendBatches(batches []byte, leaderEpoch int32, m *txnMarker) (Ap
 		}
 		return AppendInfo{}, l.e.ioFailure(fmt.Sprintf("writing %s", s.seg.Path()), err)
 	}
-	l.tail.add(l.e.tails, s, pos, batches, base)
+	l.tail.add(l.e.tails, s, pos, batches, base, nowMs)
 	if s.firstAppendMs < 0 {
 		s.firstAppendMs = nowMs
 	}
@@ -627,6 +627,9 @@ func (l *Log) ReadReplicaMem(offset int64, maxBytes int32, minOneBatch bool) (Re
 func (l *Log) read(offset int64, maxBytes int32, minOneBatch bool, upTo int64, mem bool) (ReadResult, error) {
 	if err := l.usable(); err != nil {
 		return ReadResult{}, err
+	}
+	if mem {
+		l.tail.markRead(l.e.nowMs()) // before the HW check: a consumer waiting at the head wants the cache
 	}
 	hw, start, end := l.hw.Load(), l.logStart.Load(), l.logEnd.Load()
 	res := ReadResult{HighWatermark: hw, LastStableOffset: l.lastStableOffset(hw), LogStartOffset: start}

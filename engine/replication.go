@@ -417,7 +417,7 @@ func (l *Log) AppendAsFollower(batches []byte) (AppendInfo, error) {
 		}
 		return AppendInfo{BaseOffset: -1}, l.e.ioFailure(fmt.Sprintf("writing %s", s.seg.Path()), err)
 	}
-	l.tail.add(l.e.tails, s, pos, batches, base) // tailcache.go: a follower that becomes leader serves from it
+	l.tail.add(l.e.tails, s, pos, batches, base, nowMs) // tailcache.go: a follower that becomes leader serves from it
 	if s.firstAppendMs < 0 {
 		s.firstAppendMs = nowMs
 	}

@@ -150,6 +150,7 @@ func TestTailCacheIndex(t *testing.T) {
 	e := openEngine(t, t.TempDir(), func(o *Options) { o.TailCacheBytes = 3 * tailBufBytes })
 	defer e.Close()
 	l := mustTopic(t, e, "idx", 1, map[string]string{"segment.bytes": fmt.Sprint(64 << 20)}).Partition(0)
+	readingHead(t, l)
 	rng := rand.New(rand.NewPCG(1, 2))
 	var (
 		stored   = map[int64][]byte{} // base offset -> batch
@@ -276,6 +277,7 @@ func TestTailCacheIndexConcurrent(t *testing.T) {
 	e := openEngine(t, t.TempDir(), func(o *Options) { o.TailCacheBytes = 2 * tailBufBytes })
 	defer e.Close()
 	l := mustTopic(t, e, "idxc", 1, map[string]string{"write.caching": "true"}).Partition(0)
+	readingHead(t, l)
 	const n = 3000
 	var (
 		mu     sync.Mutex
@@ -417,5 +419,75 @@ func BenchmarkTailCacheRead(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// readingHead makes l a log that is read at the head, as a consumer waiting
+// for new records does (a ReadMem at the log end): from then on its
+// appends are cached (tailIdleMs).
+func readingHead(t testing.TB, l *Log) {
+	t.Helper()
+	res, err := l.ReadMem(l.LogEndOffset(), 1, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Release()
+}
+
+// TestTailCacheOnlyWhileRead: a log nobody reads caches nothing (no copy of
+// its appends); a read at the head turns caching on for the next appends;
+// tailIdleMs after the last read the cache gives its buffers back, and a
+// read after that is served from the file with the same bytes.
+func TestTailCacheOnlyWhileRead(t *testing.T) {
+	clock := newFakeClock(1_700_000_000_000)
+	e := openEngine(t, t.TempDir(), func(o *Options) { o.TailCacheBytes = 4 * tailBufBytes; o.Now = clock.Now })
+	defer e.Close()
+	l := mustTopic(t, e, "idle", 1, nil).Partition(0)
+	cached := func() int {
+		l.tail.mu.RLock()
+		defer l.tail.mu.RUnlock()
+		return len(l.tail.bufs)
+	}
+	var last AppendInfo
+	appendSome := func(k int) {
+		for i := range k {
+			last = mustAppend(t, l, batchOf(t, 2, 300, clock.ms.Load(), i))
+		}
+		if err := waitDurable(t, l, last.LastOffset); err != nil {
+			t.Fatal(err)
+		}
+	}
+	appendSome(20)
+	if n := cached(); n != 0 {
+		t.Fatalf("%d buffers cached for a log never read", n)
+	}
+	readingHead(t, l)
+	from := l.LogEndOffset()
+	appendSome(20)
+	res, err := l.ReadMem(from, 1<<20, true)
+	if err != nil || len(res.Chunks) == 0 || res.Chunks[0].Buf == nil {
+		t.Fatalf("after a read at the head, appends not served from memory: %v %+v", err, res.Chunks)
+	}
+	memBytes, err := resultBytes(&res)
+	res.Release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(tailIdleMs + 1)
+	appendSome(1)
+	if n := cached(); n != 0 {
+		t.Fatalf("%d buffers still cached %d ms after the last read", n, tailIdleMs+1)
+	}
+	res, err = l.ReadMem(from, int32(len(memBytes)), true)
+	if err != nil || len(res.Chunks) == 0 || res.Chunks[0].Buf != nil {
+		t.Fatalf("idle log's read: %v %+v (want a file chunk)", err, res.Chunks)
+	}
+	fileBytes := readChunks(t, res)
+	res.Release()
+	if len(fileBytes) < len(memBytes) {
+		t.Fatalf("file read gave %d bytes, the cached read %d", len(fileBytes), len(memBytes))
+	}
+	if !bytes.Equal(fileBytes[:len(memBytes)], memBytes) {
+		t.Fatalf("file read after the idle spell differs from the cached read (%d vs %d bytes)", len(fileBytes), len(memBytes))
 	}
 }

@@ -127,6 +127,13 @@ func TestFollowerFetchReadsPastHWAndLongPollsOnLogEnd(t *testing.T) {
 func TestFollowerFetchBelowLogStartAndBytes(t *testing.T) {
 	addr, s, eng := startBroker(t)
 	tp := prodTopic(t, eng, "fls", 1, nil)
+	// A follower waiting at the head, so that appends are cached
+	// (engine/tailcache.go caches only logs read at the head).
+	if rr, err := tp.Partition(0).ReadReplicaMem(0, 1, true); err != nil {
+		t.Fatal(err)
+	} else {
+		rr.Release()
+	}
 	fetchProduce(t, tp, 0, 20, 4, "old")
 	l := tp.Partition(0)
 	start, err := l.DeleteRecords(10)
