@@ -47,10 +47,6 @@ func sideName(dir, name, tag, suffix string) string {
 	return filepath.Join(dir, name+"."+tag+suffix)
 }
 
-// readSmallFile reads a metadata file of the OS file system, refusing
-// files past maxMetaFileBytes.
-func readSmallFile(path string) ([]byte, error) { return readSmallFileFS(vfs.OS, path) }
-
 // readSmallFileFS reads a metadata file, refusing files past
 // maxMetaFileBytes.
 func readSmallFileFS(fsys vfs.FS, path string) ([]byte, error) {

@@ -683,22 +683,26 @@ func (w *segmentRewriter) rewrite(group []*logSegment, st *CleanStats) (bool, er
 	clog, coff, ctim := ns.logPath+cleanedSuffix, ns.offPath+cleanedSuffix, ns.timPath+cleanedSuffix
 	cleanup := func() {
 		for _, p := range []string{clog, coff, ctim, ns.txnPath + cleanedSuffix} {
-			os.Remove(p)
+			e.fs.Remove(p)
 		}
 	}
-	f, err := os.OpenFile(clog, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := e.fs.OpenFile(clog, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return false, err
 	}
 	bw := bufio.NewWriterSize(f, 1<<20)
 	var pos int64
-	off, err := index.OpenOffset(coff, first.base, w.cfg.offsetIndexBytes())
+	var iopts index.Options // heap-backed on a file system other than the OS's (logSegment.indexOptions)
+	if e.fs != vfs.OS {
+		iopts.FS = e.fs
+	}
+	off, err := index.OpenOffsetWith(coff, first.base, w.cfg.offsetIndexBytes(), iopts)
 	if err != nil {
 		f.Close()
 		cleanup()
 		return false, err
 	}
-	tim, err := index.OpenTime(ctim, first.base, w.cfg.timeIndexBytes())
+	tim, err := index.OpenTimeWith(ctim, first.base, w.cfg.timeIndexBytes(), iopts)
 	if err != nil {
 		off.Close()
 		f.Close()
@@ -893,8 +897,8 @@ func (w *segmentRewriter) swap(group []*logSegment, ns *logSegment, size int64) 
 	}
 	drop := func() {
 		for _, p := range finals {
-			os.Remove(p + cleanedSuffix)
-			os.Remove(p + swapSuffix)
+			e.fs.Remove(p + cleanedSuffix)
+			e.fs.Remove(p + swapSuffix)
 		}
 	}
 	l.mu.Lock()
@@ -917,13 +921,13 @@ func (w *segmentRewriter) swap(group []*logSegment, ns *logSegment, size int64) 
 		}
 	}
 	for _, p := range finals {
-		if err := os.Rename(p+cleanedSuffix, p+swapSuffix); err != nil {
+		if err := e.fs.Rename(p+cleanedSuffix, p+swapSuffix); err != nil {
 			l.mu.Unlock()
 			drop()
 			return err
 		}
 	}
-	if err := e.syncFile(l.dir, func() error { return vfs.SyncDir(l.dir) }); err != nil {
+	if err := e.syncFile(l.dir, func() error { return e.fs.SyncDir(l.dir) }); err != nil {
 		l.mu.Unlock()
 		return e.ioFailure("syncing "+l.dir, err)
 	}
@@ -940,12 +944,12 @@ func (w *segmentRewriter) swap(group []*logSegment, ns *logSegment, size int64) 
 		return err
 	}
 	for _, p := range finals {
-		if err := os.Rename(p+swapSuffix, p); err != nil {
+		if err := e.fs.Rename(p+swapSuffix, p); err != nil {
 			l.mu.Unlock()
 			return e.ioFailure("renaming "+p+swapSuffix, err)
 		}
 	}
-	if err := e.syncFile(l.dir, func() error { return vfs.SyncDir(l.dir) }); err != nil {
+	if err := e.syncFile(l.dir, func() error { return e.fs.SyncDir(l.dir) }); err != nil {
 		l.mu.Unlock()
 		return e.ioFailure("syncing "+l.dir, err)
 	}
@@ -997,9 +1001,10 @@ func (l *Log) indexBatchCfg(s *logSegment, cfg *LogConfig, maxTs, lastOffset, po
 // and the files of old segments a promoted .log subsumed (a base offset
 // inside its offset range: a group swap interrupted before they were
 // renamed to .deleted) are removed. Called by Open before leftovers are
-// removed and segments listed.
-func promoteSwapFiles(dir string) error {
-	ents, err := os.ReadDir(dir)
+// removed and segments listed. Everything goes through fsys, the engine's
+// file system.
+func promoteSwapFiles(fsys vfs.FS, dir string) error {
+	ents, err := fsys.ReadDir(dir)
 	if err != nil {
 		return err
 	}
@@ -1010,7 +1015,7 @@ func promoteSwapFiles(dir string) error {
 			continue
 		}
 		final := name[:len(name)-len(swapSuffix)]
-		if err := os.Rename(filepath.Join(dir, name), filepath.Join(dir, final)); err != nil {
+		if err := fsys.Rename(filepath.Join(dir, name), filepath.Join(dir, final)); err != nil {
 			return err
 		}
 		if filepath.Ext(final) == logSuffix {
@@ -1025,7 +1030,7 @@ func promoteSwapFiles(dir string) error {
 		if !ok {
 			continue
 		}
-		last, err := lastOffsetOf(path)
+		last, err := lastOffsetOf(fsys, path)
 		if err != nil {
 			return err
 		}
@@ -1035,19 +1040,19 @@ func promoteSwapFiles(dir string) error {
 				continue
 			}
 			for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix, txnIndexSuffix} {
-				if err := os.Remove(segmentFileName(dir, b, suf)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				if err := fsys.Remove(segmentFileName(dir, b, suf)); err != nil && !errors.Is(err, os.ErrNotExist) {
 					return err
 				}
 			}
 		}
 	}
-	return vfs.SyncDir(dir)
+	return fsys.SyncDir(dir)
 }
 
 // lastOffsetOf walks the batch headers of a complete (synced) segment file
 // and returns the last offset it holds, -1 if none.
-func lastOffsetOf(path string) (int64, error) {
-	f, err := os.Open(path)
+func lastOffsetOf(fsys vfs.FS, path string) (int64, error) {
+	f, err := vfs.Open(fsys, path)
 	if err != nil {
 		return 0, err
 	}

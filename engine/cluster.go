@@ -31,7 +31,6 @@ import (
 	"errors"
 	"fmt"
 	"github.com/stratalog/strata/internal/vfs"
-	"os"
 	"path/filepath"
 	"slices"
 
@@ -87,7 +86,7 @@ func (e *Engine) createHostedLogs(t *Topic, hosted []int32, logs []*Log) ([]*Log
 		logs[p] = l
 		created = append(created, l)
 	}
-	if err := vfs.SyncDir(e.dir); err != nil {
+	if err := e.fs.SyncDir(e.dir); err != nil {
 		e.discardLogs(created)
 		return nil, e.createFailure("syncing "+e.dir, err)
 	}
@@ -138,7 +137,7 @@ func (e *Engine) HostPartition(name string, p int32) (*Log, error) {
 	if err != nil {
 		return nil, e.createFailure("creating "+partitionDirName(name, p), err)
 	}
-	if err := vfs.SyncDir(e.dir); err != nil {
+	if err := e.fs.SyncDir(e.dir); err != nil {
 		e.discardLogs([]*Log{l})
 		return nil, e.createFailure("syncing "+e.dir, err)
 	}
@@ -181,14 +180,14 @@ func (e *Engine) DropPartition(name string, p int32) error {
 	t.parts.Store(&logs)
 	l.shutdown(fmt.Errorf("%w: %s-%d", ErrNotHosted, name, p), true)
 	to := sideName(e.dir, filepath.Base(l.dir), hex.EncodeToString(t.id[:]), deleteDirSuffix)
-	if err := os.Rename(l.dir, to); err != nil {
+	if err := e.fs.Rename(l.dir, to); err != nil {
 		e.logger.Warn("renaming dropped partition", "path", l.dir, "err", err)
 		to = l.dir
 	}
-	if err := vfs.SyncDir(e.dir); err != nil {
+	if err := e.fs.SyncDir(e.dir); err != nil {
 		e.logger.Warn("syncing data directory", "err", err)
 	}
-	if err := os.RemoveAll(to); err != nil {
+	if err := e.fs.RemoveAll(to); err != nil {
 		e.logger.Warn("removing dropped partition", "path", to, "err", err)
 	}
 	e.forgetCleanPoint(topicPartition{name, p})
@@ -227,7 +226,7 @@ func formatTopicMetaOf(t *Topic, partitions int32, configs map[string]string) []
 // total partitions. Caller holds adminMu.
 func writeFileAtomicReplicasOnly(e *Engine, t *Topic, total int32) error {
 	data := formatTopicMetaFlags(t.name, t.id, total, *t.overrides.Load(), true)
-	if err := vfs.WriteFileAtomic(e.topicFile(t.name), data); err != nil {
+	if err := vfs.WriteFileAtomicFS(e.fs, e.topicFile(t.name), data); err != nil {
 		return e.ioFailure("writing topic "+t.name, err)
 	}
 	return nil
@@ -236,7 +235,7 @@ func writeFileAtomicReplicasOnly(e *Engine, t *Topic, total int32) error {
 // partitionHosted reports whether a replicas-only topic's partition p has a
 // directory (Open).
 func (e *Engine) partitionHosted(topic string, p int32) bool {
-	_, err := os.Stat(filepath.Join(e.dir, partitionDirName(topic, p)))
+	_, err := e.fs.Stat(filepath.Join(e.dir, partitionDirName(topic, p)))
 	return err == nil
 }
 

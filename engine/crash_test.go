@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
 	"math/rand/v2"
 	"os"
@@ -23,13 +22,13 @@ import (
 	"github.com/stratalog/strata/segment/segmenttest"
 )
 
-// memFiles is a fileLayer of segmenttest.MemFiles: segment data lives in
+// memFiles is a fileLayer of segmenttest.MemFiles for tests whose other
+// files are on the operating system's file system: segment data lives in
 // memory and a crash keeps only what was synced (plus, at random, a prefix
 // of the unsynced writes with the last one torn). An empty file is left at
-// each path so the engine's directory scans find the segments. The files
-// behind the file-system seam (indexes, checkpoints, producer snapshots,
-// transaction indexes, the journal) go to a vfs.MemFS (mirrorFS) that
-// loses power at the same moment.
+// each path so the engine's directory scans find the segments. The crash
+// tests over a vfs.MemFS (newDataFS) need no file layer: the engine keeps
+// segment data on its file system with everything else (fsFiles).
 type memFiles struct {
 	mu      sync.Mutex
 	files   map[string]*segmenttest.MemFile
@@ -92,54 +91,11 @@ func (m *memFiles) crash(rng *rand.Rand, torn bool) *memFiles {
 	return out
 }
 
-// mirrorFS is the vfs.MemFS an engine under test keeps the files behind
-// the seam on (Options.fs), while its directories, topic and partition
-// metadata and the names of its memFiles segments are on the real file
-// system under the same paths: before an operation it creates in the
-// MemFS, durably, the directories that exist on the real file system but
-// not yet there (the partition directories the engine made and synced on
-// the real one).
-type mirrorFS struct{ *vfs.MemFS }
-
-func (m mirrorFS) mirror(dir string) {
-	if _, err := m.MemFS.Stat(dir); err == nil {
-		return
-	}
-	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-		return
-	}
-	parent := filepath.Dir(dir)
-	if parent != dir {
-		m.mirror(parent)
-	}
-	if err := m.MemFS.Mkdir(dir, 0o755); err == nil {
-		_ = m.MemFS.SyncDir(parent) // fails (as what follows) once the power is lost
-	}
-}
-
-func (m mirrorFS) OpenFile(name string, flag int, perm fs.FileMode) (vfs.File, error) {
-	m.mirror(filepath.Dir(name))
-	return m.MemFS.OpenFile(name, flag, perm)
-}
-
-func (m mirrorFS) Rename(oldpath, newpath string) error {
-	m.mirror(filepath.Dir(newpath))
-	return m.MemFS.Rename(oldpath, newpath)
-}
-
-func (m mirrorFS) ReadDir(name string) ([]fs.DirEntry, error) {
-	m.mirror(name)
-	return m.MemFS.ReadDir(name)
-}
-
-func (m mirrorFS) SyncDir(name string) error {
-	m.mirror(name)
-	return m.MemFS.SyncDir(name)
-}
-
-// newMirrorFS is a mirrorFS holding dir (and its parents) durably, as a
-// data directory exists before the broker starts.
-func newMirrorFS(t testing.TB, dir string) mirrorFS {
+// newDataFS is a vfs.MemFS holding dir (and its parents) durably, as a
+// data directory exists before the broker starts: the engine under test
+// keeps every file and directory there (Options.fs), segment data
+// included.
+func newDataFS(t testing.TB, dir string) *vfs.MemFS {
 	t.Helper()
 	m := vfs.NewMemFS()
 	if err := m.MkdirAll(dir, 0o755); err != nil {
@@ -150,9 +106,25 @@ func newMirrorFS(t testing.TB, dir string) mirrorFS {
 			t.Fatal(err)
 		}
 		if p == filepath.Dir(p) {
-			return mirrorFS{m}
+			return m
 		}
 	}
+}
+
+// segmentBasesFS lists the base offsets of the .log files of dir on fsys.
+func segmentBasesFS(t testing.TB, fsys vfs.FS, dir string) []int64 {
+	t.Helper()
+	ents, err := fsys.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int64
+	for _, e := range ents {
+		if b, ok := parseSegmentFileName(e.Name(), logSuffix); ok {
+			out = append(out, b)
+		}
+	}
+	return out // sorted by name: the same order for these fixed-width names
 }
 
 // ackedBatch is a batch whose WhenDurable fired without error.
@@ -225,16 +197,15 @@ type crashStats struct {
 
 func crashRound(t *testing.T, dir string, seed uint64, journal bool, st *crashStats) {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
-	mf := newMemFiles()
-	mfs := newMirrorFS(t, dir)
+	mfs := newDataFS(t, dir)
 	var mfsAfter *vfs.MemFS
-	files := func(o *Options, segs *memFiles, fsys *vfs.MemFS) {
-		o.files, o.fs = segs, mirrorFS{fsys}
+	files := func(o *Options, fsys *vfs.MemFS) {
+		o.fs = fsys
 		if journal {
 			o.JournalBytes, o.journalFS = journalMinBytes, o.fs
 		}
 	}
-	e := openEngine(t, dir, func(o *Options) { files(o, mf, mfs.MemFS) })
+	e := openEngine(t, dir, func(o *Options) { files(o, mfs) })
 	cfg := map[string]string{
 		"segment.bytes":        fmt.Sprint(1024 + rng.IntN(4096)),
 		"index.interval.bytes": fmt.Sprint(64 + rng.IntN(512)),
@@ -263,19 +234,16 @@ func crashRound(t *testing.T, dir string, seed uint64, journal bool, st *crashSt
 	}
 	crashAt := int64(rng.IntN(writers*perWriter + 20)) // past the end: crash after the last append
 	torn := rng.IntN(4) != 0
-	crashRng := rand.New(rand.NewPCG(seed, 0xc4a5))
 
 	var (
 		mu      sync.Mutex
 		acks    []ackedBatch
-		after   *memFiles
 		once    sync.Once
 		count   atomic.Int64
 		pending sync.WaitGroup
 	)
 	crash := func() {
 		once.Do(func() {
-			after = mf.crash(crashRng, torn)
 			mfsAfter = mfs.Crash(vfs.CrashOptions{Seed: seed, KeepUnsynced: torn, Tear: torn})
 		})
 	}
@@ -333,7 +301,7 @@ func crashRound(t *testing.T, dir string, seed uint64, journal bool, st *crashSt
 		st.checkpoints++
 	}
 	for p := range parts {
-		bases := segmentBases(t, filepath.Join(dir, partitionDirName("crash", int32(p))))
+		bases := segmentBasesFS(t, mfsAfter, filepath.Join(dir, partitionDirName("crash", int32(p))))
 		for _, b := range bases {
 			if fi, err := mfsAfter.Stat(segmentFileName(filepath.Join(dir, partitionDirName("crash", int32(p))), b, indexSuffix)); err == nil {
 				st.indexEntries += fi.Size() / offsetEntrySize
@@ -346,7 +314,7 @@ func crashRound(t *testing.T, dir string, seed uint64, journal bool, st *crashSt
 		damageIndex(t, mfsAfter, idx, rng)
 	}
 
-	e2 := openEngine(t, dir, func(o *Options) { files(o, after, mfsAfter) })
+	e2 := openEngine(t, dir, func(o *Options) { files(o, mfsAfter) })
 	defer e2.Close()
 	tp2 := e2.Topic("crash")
 	got := make([]map[int64][]byte, parts)
@@ -706,9 +674,8 @@ type txnProducer struct {
 
 func txnCrashRound(t *testing.T, dir string, seed uint64, st *txnCrashStats) {
 	rng := rand.New(rand.NewPCG(seed, 0x7c4a))
-	mf := newMemFiles()
-	mfs := newMirrorFS(t, dir)
-	e := openEngine(t, dir, func(o *Options) { o.files, o.fs = mf, mfs })
+	mfs := newDataFS(t, dir)
+	e := openEngine(t, dir, func(o *Options) { o.fs = mfs })
 	cfg := map[string]string{
 		"segment.bytes":        fmt.Sprint(600 + rng.IntN(1500)),
 		"index.interval.bytes": fmt.Sprint(64 + rng.IntN(256)),
@@ -785,7 +752,6 @@ func txnCrashRound(t *testing.T, dir string, seed uint64, st *txnCrashStats) {
 			}
 		}
 	}
-	after := mf.crash(rng, rng.IntN(4) != 0)
 	mfsAfter := mfs.Crash(vfs.CrashOptions{Seed: seed, KeepUnsynced: rng.IntN(2) == 0, Tear: rng.IntN(3) != 0})
 	_ = e.Close()
 
@@ -807,7 +773,7 @@ func txnCrashRound(t *testing.T, dir string, seed uint64, st *txnCrashStats) {
 		}
 	}
 
-	e2 := openEngine(t, dir, func(o *Options) { o.files, o.fs = after, mirrorFS{mfsAfter} })
+	e2 := openEngine(t, dir, func(o *Options) { o.fs = mfsAfter })
 	defer e2.Close()
 	l2 := e2.Topic("txc").Partition(0)
 	if l2.HighWatermark() != l2.LogEndOffset() {

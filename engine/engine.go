@@ -80,13 +80,14 @@ type Options struct {
 	// (journal.go) in that many bytes of journal files; 0 = off.
 	JournalBytes int64
 
-	// files, when set (crash tests), replaces real segment files.
+	// files, when set (tests), replaces real segment files.
 	files fileLayer
 	// journalFS, when set (crash tests), holds the journal's files.
 	journalFS vfs.FS
-	// fs, when set (crash tests), holds the files behind the file-system
-	// seam (internal/vfs: checkpoints, producer snapshots, transaction
-	// indexes); nil = vfs.OS.
+	// fs, when set (crash tests), is the file system of every file and
+	// directory of the engine (internal/vfs; engine/doc.go, "The
+	// file-system seam"); nil = vfs.OS. Segment data goes there too
+	// (fsFiles) unless files is set.
 	fs vfs.FS
 
 	// syncHook, when set (tests), runs before every fsync/fdatasync with
@@ -171,10 +172,14 @@ func Open(opts Options) (*Engine, error) {
 	if e.logger == nil {
 		e.logger = slog.Default()
 	}
-	if err := os.MkdirAll(filepath.Join(e.dir, topicsDirName), 0o755); err != nil {
+	if err := e.fs.MkdirAll(filepath.Join(e.dir, topicsDirName), 0o755); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	io, err := newIOBackend(opts.IOBackend, e.dir, opts.files, !opts.DisableSharedFlush, !opts.NoZeroFill, e.logger)
+	files := opts.files
+	if files == nil && e.fs != vfs.OS {
+		files = fsFiles{e.fs} // segfile.go: segment data on the engine's file system
+	}
+	io, err := newIOBackend(opts.IOBackend, e.dir, files, !opts.DisableSharedFlush, !opts.NoZeroFill, e.logger)
 	if err != nil {
 		return nil, err
 	}
@@ -327,7 +332,7 @@ type loadedTopic struct {
 // an error: guessing would risk serving a topic with the wrong id.
 func (e *Engine) readTopicFiles() ([]loadedTopic, error) {
 	dir := filepath.Join(e.dir, topicsDirName)
-	ents, err := os.ReadDir(dir)
+	ents, err := e.fs.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
@@ -335,14 +340,14 @@ func (e *Engine) readTopicFiles() ([]loadedTopic, error) {
 	for _, ent := range ents {
 		name := ent.Name()
 		if strings.HasSuffix(name, tmpSuffix) {
-			os.Remove(filepath.Join(dir, name))
+			e.fs.Remove(filepath.Join(dir, name))
 			continue
 		}
 		if !strings.HasSuffix(name, ".json") || ent.IsDir() {
 			e.logger.Warn("ignoring stray file", "path", filepath.Join(dir, name))
 			continue
 		}
-		data, err := readSmallFile(filepath.Join(dir, name))
+		data, err := readSmallFileFS(e.fs, filepath.Join(dir, name))
 		if err != nil {
 			return nil, fmt.Errorf("engine: %w", err)
 		}
@@ -367,7 +372,7 @@ func (e *Engine) tidyDataDir(metas []loadedTopic) error {
 	for _, m := range metas {
 		known[m.meta.Name] = m
 	}
-	ents, err := os.ReadDir(e.dir)
+	ents, err := e.fs.ReadDir(e.dir)
 	if err != nil {
 		return fmt.Errorf("engine: %w", err)
 	}
@@ -380,10 +385,10 @@ func (e *Engine) tidyDataDir(metas []loadedTopic) error {
 			name == ProducerIDBlockFile || name == devFlushAnchor || name == journalDirName:
 			continue
 		case strings.HasSuffix(name, tmpSuffix):
-			os.Remove(path)
+			e.fs.Remove(path)
 			continue
 		case ent.IsDir() && strings.HasSuffix(name, deleteDirSuffix):
-			if err := os.RemoveAll(path); err != nil {
+			if err := e.fs.RemoveAll(path); err != nil {
 				e.logger.Warn("removing deleted partition", "path", path, "err", err)
 			}
 			continue
@@ -397,7 +402,7 @@ func (e *Engine) tidyDataDir(metas []loadedTopic) error {
 		}
 		m, isKnown := known[topic]
 		if isKnown && p < m.meta.Partitions {
-			data, err := readSmallFile(filepath.Join(path, partitionMetaFile))
+			data, err := readSmallFileFS(e.fs, filepath.Join(path, partitionMetaFile))
 			if err != nil && !errors.Is(err, os.ErrNotExist) {
 				return fmt.Errorf("engine: %w", err)
 			}
@@ -422,7 +427,7 @@ func (e *Engine) renameStray(path string) error {
 	_, _ = rand.Read(r[:])
 	to := sideName(filepath.Dir(path), filepath.Base(path), hex.EncodeToString(r[:]), strayDirSuffix)
 	e.logger.Warn("partition directory belongs to no known topic; renamed", "from", path, "to", to)
-	if err := os.Rename(path, to); err != nil {
+	if err := e.fs.Rename(path, to); err != nil {
 		return fmt.Errorf("engine: %w", err)
 	}
 	return nil
@@ -694,7 +699,7 @@ func (e *Engine) createTopic(name string, id [16]byte, partitions int32, configs
 	if err != nil {
 		return nil, err
 	}
-	if err := vfs.WriteFileAtomic(e.topicFile(name), formatTopicMetaOf(t, partitions, overrides)); err != nil {
+	if err := vfs.WriteFileAtomicFS(e.fs, e.topicFile(name), formatTopicMetaOf(t, partitions, overrides)); err != nil {
 		e.discardLogs(created)
 		return nil, e.createFailure("writing topic "+name, err)
 	}
@@ -737,7 +742,7 @@ func (e *Engine) createLogs(t *Topic, from, to int32) ([]*Log, error) {
 		}
 		logs = append(logs, l)
 	}
-	if err := vfs.SyncDir(e.dir); err != nil {
+	if err := e.fs.SyncDir(e.dir); err != nil {
 		e.discardLogs(logs)
 		return nil, e.createFailure("syncing "+e.dir, err)
 	}
@@ -748,7 +753,7 @@ func (e *Engine) createLogs(t *Topic, from, to int32) ([]*Log, error) {
 func (e *Engine) discardLogs(logs []*Log) {
 	for _, l := range logs {
 		l.shutdown(ErrClosed, true)
-		if err := os.RemoveAll(l.dir); err != nil {
+		if err := e.fs.RemoveAll(l.dir); err != nil {
 			e.logger.Warn("removing partition directory", "path", l.dir, "err", err)
 		}
 	}
@@ -766,10 +771,10 @@ func (e *Engine) DeleteTopic(name string) error {
 	if t == nil {
 		return fmt.Errorf("%w: %s", ErrUnknownTopic, name)
 	}
-	if err := os.Remove(e.topicFile(name)); err != nil {
+	if err := e.fs.Remove(e.topicFile(name)); err != nil {
 		return e.ioFailure("deleting topic "+name, err)
 	}
-	if err := vfs.SyncDir(filepath.Join(e.dir, topicsDirName)); err != nil {
+	if err := e.fs.SyncDir(filepath.Join(e.dir, topicsDirName)); err != nil {
 		return e.ioFailure("deleting topic "+name, err)
 	}
 	e.mu.Lock()
@@ -783,17 +788,17 @@ func (e *Engine) DeleteTopic(name string) error {
 	for _, l := range t.hostedLogs() {
 		l.shutdown(gone, true)
 		to := sideName(e.dir, filepath.Base(l.dir), hex.EncodeToString(t.id[:]), deleteDirSuffix)
-		if err := os.Rename(l.dir, to); err != nil {
+		if err := e.fs.Rename(l.dir, to); err != nil {
 			e.logger.Warn("renaming deleted partition", "path", l.dir, "err", err)
 			to = l.dir
 		}
 		dirs = append(dirs, to)
 	}
-	if err := vfs.SyncDir(e.dir); err != nil {
+	if err := e.fs.SyncDir(e.dir); err != nil {
 		e.logger.Warn("syncing data directory", "err", err)
 	}
 	for _, d := range dirs {
-		if err := os.RemoveAll(d); err != nil {
+		if err := e.fs.RemoveAll(d); err != nil {
 			e.logger.Warn("removing deleted partition", "path", d, "err", err)
 		}
 	}
@@ -837,7 +842,7 @@ func (e *Engine) CreatePartitions(name string, total int32) error {
 	if err != nil {
 		return err
 	}
-	if err := vfs.WriteFileAtomic(e.topicFile(name), formatTopicMetaOf(t, total, *t.overrides.Load())); err != nil {
+	if err := vfs.WriteFileAtomicFS(e.fs, e.topicFile(name), formatTopicMetaOf(t, total, *t.overrides.Load())); err != nil {
 		e.discardLogs(added)
 		return e.ioFailure("writing topic "+name, err)
 	}

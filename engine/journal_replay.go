@@ -19,16 +19,16 @@ import (
 // test file layer when the engine has one, else the OS file.
 func openForReplay(e *Engine, path string) (segment.File, error) {
 	if e.io.files != nil {
-		if _, err := os.Stat(path); err != nil {
+		if _, err := e.fs.Stat(path); err != nil {
 			return nil, err
 		}
 		return e.io.files.Open(path)
 	}
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	f, err := e.fs.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
-		return nil, err // not a typed nil in the interface
+		return nil, err
 	}
-	return segment.NewOSFile(f), nil
+	return segmentFileOf(f), nil
 }
 
 // journalGroupRef locates one valid group found by the replay scan.
@@ -241,7 +241,7 @@ func replayJournal(e *Engine, files []vfs.File, sizes []int64) (replayStats, err
 			pdir := filepath.Join(e.dir, partitionDirName(r.topic, r.part))
 			mine, ok := owner[pdir+string(r.topicID[:])]
 			if !ok {
-				data, err := readSmallFile(filepath.Join(pdir, partitionMetaFile))
+				data, err := readSmallFileFS(e.fs, filepath.Join(pdir, partitionMetaFile))
 				if err == nil {
 					id, perr := parsePartitionMetadata(data)
 					mine = perr == nil && id == r.topicID

@@ -151,7 +151,7 @@ func (s *logSegment) markDeleted(idxMu *sync.RWMutex) {
 	s.pathMu.Lock()
 	defer s.pathMu.Unlock()
 	var errs []error
-	if err := s.seg.Rename(s.logPath + deletedSuffix); err == nil {
+	if err := s.renameLog(s.logPath + deletedSuffix); err == nil {
 		s.logPath += deletedSuffix
 	} else {
 		errs = append(errs, err)
@@ -207,12 +207,12 @@ func (s *logSegment) indexOptions(private bool) index.Options {
 	return o
 }
 
-// removeSegmentPaths removes a segment's files, ignoring missing ones:
-// logPath through the operating system (the fileLayer's files have their
-// names there), the indexes (offset, time, transaction) from fsys.
+// removeSegmentPaths removes a segment's files (data, offset, time,
+// transaction index) from fsys, the engine's file system, ignoring
+// missing ones.
 func removeSegmentPaths(fsys vfs.FS, logPath string, indexes ...string) error {
 	var errs []error
-	if err := os.Remove(logPath); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := fsys.Remove(logPath); err != nil && !errors.Is(err, os.ErrNotExist) {
 		errs = append(errs, err)
 	}
 	for _, p := range indexes {

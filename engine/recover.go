@@ -35,15 +35,15 @@ func (e *Engine) newLog(t *Topic, p int32) *Log {
 // interrupted create) is moved aside first.
 func (e *Engine) createLog(t *Topic, p int32) (*Log, error) {
 	l := e.newLog(t, p)
-	if _, err := os.Stat(l.dir); err == nil {
+	if _, err := e.fs.Stat(l.dir); err == nil {
 		if err := e.renameStray(l.dir); err != nil {
 			return nil, err
 		}
 	}
-	if err := os.Mkdir(l.dir, 0o755); err != nil {
+	if err := e.fs.Mkdir(l.dir, 0o755); err != nil {
 		return nil, err
 	}
-	if err := vfs.WriteFileAtomic(filepath.Join(l.dir, partitionMetaFile), formatPartitionMetadata(t.id)); err != nil {
+	if err := vfs.WriteFileAtomicFS(e.fs, filepath.Join(l.dir, partitionMetaFile), formatPartitionMetadata(t.id)); err != nil {
 		return nil, err
 	}
 	s, err := l.createSegment(0)
@@ -79,7 +79,7 @@ type partitionFiles struct {
 // *.cleaned, *.swap, *.tmp) and index files without a .log.
 func (e *Engine) scanPartitionDir(dir string) (partitionFiles, error) {
 	pf := partitionFiles{indexes: map[string]bool{}}
-	if err := promoteSwapFiles(dir); err != nil { // an interrupted compaction swap (cleaner.go)
+	if err := promoteSwapFiles(e.fs, dir); err != nil { // an interrupted compaction swap (cleaner.go)
 		return pf, err
 	}
 	ents, err := e.partitionDirEntries(dir)
@@ -147,13 +147,13 @@ func (e *Engine) scanPartitionDir(dir string) (partitionFiles, error) {
 // start offset, clean whether the previous Close completed.
 func (e *Engine) openLog(t *Topic, p int32, rp, logStart int64, clean bool) (*Log, error) {
 	l := e.newLog(t, p)
-	if _, err := os.Stat(l.dir); errors.Is(err, os.ErrNotExist) {
+	if _, err := e.fs.Stat(l.dir); errors.Is(err, os.ErrNotExist) {
 		e.logger.Warn("partition directory missing; starting it empty", "path", l.dir)
 		return e.createLog(t, p)
 	}
 	metaPath := filepath.Join(l.dir, partitionMetaFile)
-	if _, err := os.Stat(metaPath); errors.Is(err, os.ErrNotExist) {
-		if err := vfs.WriteFileAtomic(metaPath, formatPartitionMetadata(t.id)); err != nil {
+	if _, err := e.fs.Stat(metaPath); errors.Is(err, os.ErrNotExist) {
+		if err := vfs.WriteFileAtomicFS(e.fs, metaPath, formatPartitionMetadata(t.id)); err != nil {
 			return nil, err
 		}
 	}
@@ -641,41 +641,21 @@ type dirEntry struct {
 	fsys vfs.FS
 }
 
-// partitionDirEntries lists a partition directory: the operating system's
-// entries (segment data, partition metadata) and, when the engine's file
-// system is another (tests over a vfs.MemFS), that file system's (indexes,
-// snapshots, the leader-epoch checkpoint), sorted by name.
+// partitionDirEntries lists a partition directory of the engine's file
+// system (Options.fs), sorted by name.
 func (e *Engine) partitionDirEntries(dir string) ([]dirEntry, error) {
-	ents, err := os.ReadDir(dir)
+	ents, err := e.fs.ReadDir(dir)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]dirEntry, 0, len(ents))
 	for _, ent := range ents {
-		out = append(out, dirEntry{ent, vfs.OS})
-	}
-	if e.fs == vfs.OS {
-		return out, nil
-	}
-	more, err := e.fs.ReadDir(dir)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, err
-	}
-	for _, ent := range more {
 		out = append(out, dirEntry{ent, e.fs})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name() < out[j].Name() })
 	return out, nil
 }
 
-// syncDir makes the entries of the directory dir durable on the file
-// systems that hold the engine's files: the operating system's (segment
-// data, metadata) and the engine's (Options.fs: indexes, checkpoints,
-// snapshots) when it is another one.
-func (e *Engine) syncDir(dir string) error {
-	err := vfs.SyncDir(dir)
-	if err == nil && e.fs != vfs.OS {
-		err = e.fs.SyncDir(dir)
-	}
-	return err
-}
+// syncDir makes the entries of the directory dir durable on the engine's
+// file system (Options.fs), which holds every file and directory of the
+// engine.
+func (e *Engine) syncDir(dir string) error { return e.fs.SyncDir(dir) }

@@ -801,7 +801,7 @@ func (l *Log) Damaged() bool {
 	if v := l.repl.damaged.Load(); v != 0 {
 		return v == 2
 	}
-	_, err := os.Stat(filepath.Join(l.dir, damagedFile))
+	_, err := l.e.fs.Stat(filepath.Join(l.dir, damagedFile))
 	v := int32(1)
 	if err == nil {
 		v = 2
@@ -815,7 +815,7 @@ func (l *Log) MarkDamaged() error {
 	l.repl.damagedMu.Lock()
 	defer l.repl.damagedMu.Unlock()
 	l.repl.damaged.Store(2)
-	return vfs.WriteFileAtomic(filepath.Join(l.dir, damagedFile), []byte("damaged\n"))
+	return vfs.WriteFileAtomicFS(l.e.fs, filepath.Join(l.dir, damagedFile), []byte("damaged\n"))
 }
 
 // ClearDamaged removes the damaged mark (the replica re-fetched past the
@@ -824,12 +824,12 @@ func (l *Log) ClearDamaged() error {
 	l.repl.damagedMu.Lock()
 	defer l.repl.damagedMu.Unlock()
 	l.repl.damaged.Store(1)
-	err := os.Remove(filepath.Join(l.dir, damagedFile))
+	err := l.e.fs.Remove(filepath.Join(l.dir, damagedFile))
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
 	if err == nil {
-		return vfs.SyncDir(l.dir)
+		return l.e.fs.SyncDir(l.dir)
 	}
 	return nil
 }

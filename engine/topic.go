@@ -268,7 +268,7 @@ func (e *Engine) SetTopicConfig(name string, overrides map[string]string) error 
 		return fmt.Errorf("%w: %s", ErrUnknownTopic, name)
 	}
 	old := t.cfg.Load()
-	if err := vfs.WriteFileAtomic(e.topicFile(name), formatTopicMetaOf(t, t.Partitions(), next)); err != nil {
+	if err := vfs.WriteFileAtomicFS(e.fs, e.topicFile(name), formatTopicMetaOf(t, t.Partitions(), next)); err != nil {
 		return e.ioFailure("writing topic "+name, err)
 	}
 	t.overrides.Store(&next)
