@@ -93,6 +93,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/stratalog/strata/internal/uring"
 	"github.com/stratalog/strata/internal/vfs"
@@ -137,6 +138,7 @@ type journalStage struct {
 	count    uint32
 	logs     []journalDurable
 	waiters  []chan error // barriers waiting for this group
+	staged   time.Time    // when its first record was staged (JournalStats)
 }
 
 func (g *journalStage) reset() {
@@ -179,6 +181,7 @@ type journal struct {
 
 	ckpts    uint64      // checkpoints done (tests)
 	replayed replayStats // what Open replayed
+	stats    journalStats
 }
 
 // openJournal replays what the files hold into the segments
@@ -382,6 +385,7 @@ func (j *journal) putRecord(l *Log, typ byte, base, pos int64, payload []byte) {
 	g := j.stage
 	if g.count == 0 {
 		g.firstSeq = j.nextSeq
+		g.staged = j.e.now()
 		j.cond.Broadcast() // the writer may wait for a first record
 	}
 	n := recordBytes(l.topic, len(payload))
@@ -456,11 +460,18 @@ func (j *journal) run() {
 		j.cond.Broadcast() // stagers waiting for room
 		j.mu.Unlock()
 
+		began := j.e.now()
 		err := j.writeGroup(g, start)
 		if err != nil {
 			err = j.e.ioFailure("writing the journal", err)
 		}
 		if err == nil {
+			done := j.e.now()
+			j.stats.groups.Add(1)
+			j.stats.records.Add(uint64(g.count))
+			j.stats.bytes.Add(uint64((len(g.buf) + journalAlign - 1) &^ (journalAlign - 1)))
+			j.stats.write.observe(done.Sub(began))
+			j.stats.commitWait.observe(done.Sub(g.staged))
 			for _, d := range g.logs {
 				d.l.journaled(d.end)
 			}
@@ -693,6 +704,7 @@ func (j *journal) checkpoint() error {
 		j.startSeq = upTo
 	}
 	j.ckpts++
+	j.stats.checkpoints.Add(1)
 	j.mu.Unlock()
 	return nil
 }

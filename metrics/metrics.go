@@ -64,6 +64,7 @@ type Broker struct {
 	partitions atomic.Pointer[func() PartitionCounts]
 	topicNames atomic.Pointer[func() []string]
 	ready      atomic.Pointer[func() error]
+	journal    atomic.Pointer[func() (JournalStats, bool)]
 }
 
 type observer struct{ prometheus.Observer }
@@ -233,7 +234,8 @@ var (
 // Describe implements prometheus.Collector.
 func (c *brokerCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRequests, descErrors, descBytesIn, descRecordsIn, descBytesOut,
-		descPartitions, descLeaders, descUnderReplicated, descUnderMinISR, descOffline} {
+		descPartitions, descLeaders, descUnderReplicated, descUnderMinISR, descOffline,
+		descJournalGroups, descJournalRecords, descJournalBytes, descJournalCheckpoints, descJournalWrite, descJournalCommitWait} {
 		ch <- d
 	}
 }
@@ -261,6 +263,7 @@ func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	b.collectTopics(ch)
+	b.collectJournal(ch)
 	if f := b.partitions.Load(); f != nil && *f != nil {
 		p := (*f)()
 		for _, g := range []struct {

@@ -21,6 +21,7 @@ import (
 	"reflect"
 	"sync"
 
+	"github.com/stratalog/strata/engine"
 	"github.com/stratalog/strata/metrics"
 	"github.com/stratalog/strata/record"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -35,6 +36,21 @@ func (s *Server) initMetrics() {
 	m.SetTopics(s.topicNames)
 	m.SetPartitions(s.partitionCounts)
 	m.SetReady(s.ready)
+	m.SetJournal(s.journalStats)
+}
+
+// journalStats hands the engine's journal counters to the metrics package
+// (scrape time).
+func (s *Server) journalStats() (metrics.JournalStats, bool) {
+	js, ok := s.eng.JournalStats()
+	if !ok {
+		return metrics.JournalStats{}, false
+	}
+	h := func(x engine.Histogram) metrics.Histogram {
+		return metrics.Histogram{Bounds: x.Bounds, Counts: x.Counts, Sum: x.Sum, Count: x.Count}
+	}
+	return metrics.JournalStats{Groups: js.Groups, Records: js.Records, Bytes: js.Bytes, Checkpoints: js.Checkpoints,
+		Write: h(js.Write), CommitWait: h(js.CommitWait)}, true
 }
 
 // meterStart starts timing rc (dispatch).

@@ -327,3 +327,41 @@ func TestMetricsClusterGauges(t *testing.T) {
 		return c.Leaders == 4 && c.UnderReplicated == 4 && c.UnderMinISR == 4 && c.Offline == 0
 	})
 }
+
+// TestMetricsJournal: with the journal on, acks=all produces are counted
+// in the journal's groups and both latency histograms (one observation per
+// group); without it nothing of the journal is reported.
+func TestMetricsJournal(t *testing.T) {
+	_, noURL, _ := startMeteredBroker(t)
+	if f := scrapeMetrics(t, noURL); f[metrics.JournalGroups] != nil {
+		t.Fatalf("%s reported by a broker without a journal", metrics.JournalGroups)
+	}
+	addr, url, _ := startMeteredBroker(t, func(_ *Config, o *engine.Options) { o.JournalBytes = engine.JournalMinBytes })
+	ctx := testCtx(t)
+	adm := newAdmin(t, addr)
+	if _, err := adm.CreateTopic(ctx, 4, 1, nil, "journaled"); err != nil {
+		t.Fatal(err)
+	}
+	before := scrapeMetrics(t, url)
+	cl := newClient(t, addr, kgo.DefaultProduceTopic("journaled"), kgo.RequiredAcks(kgo.AllISRAcks()))
+	const n = 200
+	for i := range n {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Key: []byte(strconv.Itoa(i)), Value: []byte("v")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after := scrapeMetrics(t, url)
+	groups := after.Counter(metrics.JournalGroups) - before.Counter(metrics.JournalGroups)
+	records := after.Counter(metrics.JournalRecords) - before.Counter(metrics.JournalRecords)
+	if groups < 1 || records < n { // one record per synchronous append at least
+		t.Fatalf("after %d acks=all appends: %v groups, %v records", n, groups, records)
+	}
+	if b := after.Counter(metrics.JournalBytes); b < 4096*after.Counter(metrics.JournalGroups) {
+		t.Errorf("%v journal bytes for %v groups of at least 4 KiB", b, after.Counter(metrics.JournalGroups))
+	}
+	for _, h := range []string{metrics.JournalWrite, metrics.JournalCommitWait} {
+		if got := after.HistogramCount(h); float64(got) != after.Counter(metrics.JournalGroups) {
+			t.Errorf("%s counted %d, groups %v", h, got, after.Counter(metrics.JournalGroups))
+		}
+	}
+}

@@ -1,0 +1,82 @@
+package metrics
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// The journal's metrics (log.io.journal.bytes): the engine counts, the
+// server hands the counts over at scrape time (SetJournal).
+const (
+	JournalGroups      = "strata_journal_groups_total"
+	JournalRecords     = "strata_journal_records_total"
+	JournalBytes       = "strata_journal_bytes_total"
+	JournalCheckpoints = "strata_journal_checkpoints_total"
+	JournalWrite       = "strata_journal_write_seconds"
+	JournalCommitWait  = "strata_journal_commit_wait_seconds"
+)
+
+// Histogram is a latency histogram as its owner counted it: Counts[i]
+// observations at most Bounds[i] seconds and above Bounds[i-1]; the last
+// count, past every bound, is Counts[len(Bounds)].
+type Histogram struct {
+	Bounds []float64
+	Counts []uint64
+	Sum    float64
+	Count  uint64
+}
+
+// JournalStats is the journal's state at a scrape.
+type JournalStats struct {
+	Groups, Records, Bytes, Checkpoints uint64
+	Write, CommitWait                   Histogram
+}
+
+var (
+	descJournalGroups = prometheus.NewDesc(JournalGroups,
+		"Journal groups written and flushed (one write and one fdatasync each, acknowledging every acks=all append they hold).", nil, nil)
+	descJournalRecords = prometheus.NewDesc(JournalRecords,
+		"Records (appends and barriers) the journal's groups held.", nil, nil)
+	descJournalBytes = prometheus.NewDesc(JournalBytes,
+		"Bytes written to the journal's files (each group padded to 4 KiB).", nil, nil)
+	descJournalCheckpoints = prometheus.NewDesc(JournalCheckpoints,
+		"Journal checkpoints (segment chunks written and one device flush, after which the journal's space is reused).", nil, nil)
+	descJournalWrite = prometheus.NewDesc(JournalWrite,
+		"Time to write one journal group and fdatasync it.", nil, nil)
+	descJournalCommitWait = prometheus.NewDesc(JournalCommitWait,
+		"Time from a journal group's first append staged to the group durable (what an acks=all append waits for the journal).", nil, nil)
+)
+
+// SetJournal sets the source of the journal's metrics, called at each
+// scrape; ok false (no journal) reports nothing.
+func (b *Broker) SetJournal(f func() (JournalStats, bool)) { b.journal.Store(&f) }
+
+func (b *Broker) collectJournal(ch chan<- prometheus.Metric) {
+	f := b.journal.Load()
+	if f == nil || *f == nil {
+		return
+	}
+	s, ok := (*f)()
+	if !ok {
+		return
+	}
+	for _, c := range []struct {
+		d *prometheus.Desc
+		v uint64
+	}{{descJournalGroups, s.Groups}, {descJournalRecords, s.Records}, {descJournalBytes, s.Bytes}, {descJournalCheckpoints, s.Checkpoints}} {
+		ch <- prometheus.MustNewConstMetric(c.d, prometheus.CounterValue, float64(c.v))
+	}
+	ch <- constHistogram(descJournalWrite, s.Write)
+	ch <- constHistogram(descJournalCommitWait, s.CommitWait)
+}
+
+// constHistogram turns h (per-bucket counts) into Prometheus's cumulative
+// form.
+func constHistogram(d *prometheus.Desc, h Histogram) prometheus.Metric {
+	buckets := make(map[float64]uint64, len(h.Bounds))
+	var cum uint64
+	for i, ub := range h.Bounds {
+		if i < len(h.Counts) {
+			cum += h.Counts[i]
+		}
+		buckets[ub] = cum
+	}
+	return prometheus.MustNewConstHistogram(d, h.Count, h.Sum, buckets)
+}
