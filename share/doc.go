@@ -1,0 +1,106 @@
+// Package share is the pure core of KIP-932 share groups (Kafka's
+// "queues"): the state of one share-partition, a topic-partition consumed
+// by a share group, as a state machine with time as an input, like the
+// group and txn cores. It reads no clock (every transition takes nowMs),
+// does no I/O, starts no goroutine and takes no lock; its owner (the
+// partition leader's shell, not written yet) serializes calls, persists
+// the writes it asks for and runs the timers it names.
+//
+// It is a package of its own, not group/share: a share-partition's state
+// belongs to the leader of the topic-partition (KIP-932's share-partition
+// leader) and is persisted in the share-group state topic, while package
+// group is the group coordinator over __consumer_offsets. The share-group
+// coordinator side (membership, ShareGroupHeartbeat, assignment) would go
+// to package group; this package stays independent of it.
+//
+// # Files
+//
+//	partition.go  Partition: record states, Acquire, Acknowledge, Tick (lock
+//	              expiry), ReleaseMember, DeadLettered, AdvanceLogStart,
+//	              ResetStart, Snapshot; Effects
+//	state.go      State and StateBatch, the persistent form (what
+//	              __share_group_state records), State.Apply (merging a
+//	              ShareUpdate into a ShareSnapshot), Restore's validation
+//	config.go     Config (group.share.record.lock.duration.ms,
+//	              group.share.delivery.count.limit,
+//	              group.share.partition.max.record.locks, dead letters) and
+//	              share.auto.offset.reset (ParseReset, Reset.Timestamp)
+//
+// # Model
+//
+// The window holds the offsets [SPSO, end): the share-partition start
+// offset and one past the highest offset acquired so far (Kafka's SPEO is
+// end-1). Every offset in it is AVAILABLE, ACQUIRED (by one member, with a
+// lock that expires at a time), ACKNOWLEDGED, ARCHIVED or, with a
+// dead-letter topic, ARCHIVING; below it everything is done, above it
+// nothing was delivered. Each offset has a delivery count.
+//
+//   - Acquire(now, member, max, logEnd) locks AVAILABLE records of the
+//     window first, then new records from end up to logEnd (the high
+//     watermark, or the last stable offset for read_committed), counting a
+//     delivery each and locking them until now + the lock duration. New
+//     records are not taken past group.share.partition.max.record.locks
+//     offsets of window (stricter than Kafka, which may overshoot to a
+//     batch boundary). The result is ShareFetch's AcquiredRecords.
+//   - Acknowledge(now, member, batches) with ShareAcknowledge's types:
+//     ACCEPT -> ACKNOWLEDGED, RELEASE -> AVAILABLE, REJECT -> ARCHIVED,
+//     GAP -> ARCHIVED, RENEW (KIP-1222, Kafka 4.2) extends the lock. All or
+//     nothing: an offset outside the window, not ACQUIRED or ACQUIRED by
+//     another member refuses the whole call with INVALID_RECORD_STATE and
+//     Kafka's messages ("Member is not the owner of batch record", "The
+//     batch cannot be acknowledged. The batch is not in the acquired
+//     state.", "Batch record not found. ..."); a malformed batch is
+//     INVALID_REQUEST.
+//   - Locks due at now expire at the start of every transition (and in
+//     Tick; NextDeadline says when): the record goes back to AVAILABLE, or
+//     to ARCHIVED once its delivery count reached
+//     group.share.delivery.count.limit. RELEASE and ReleaseMember (share
+//     session closed) do the same.
+//   - The SPSO moves past the ACKNOWLEDGED/ARCHIVED head of the window;
+//     AdvanceLogStart moves it to a new log start offset; ResetStart
+//     (AlterShareGroupOffsets, only with nothing acquired) sets it and
+//     bumps the state epoch. A new share-partition starts where
+//     share.auto.offset.reset says: Reset.Timestamp is the ListOffsets
+//     timestamp whose offset the shell passes to New.
+//
+// # Dead letters
+//
+// With Config.DeadLetter, a REJECT or a record reaching the delivery
+// count limit goes to ARCHIVING (with its Reason) instead of ARCHIVED: the
+// transition lists it in Effects.DeadLetters, ARCHIVING is persisted, the
+// SPSO cannot pass it, and only DeadLettered (the shell wrote it to the
+// dead-letter topic) archives it. After a failover Restore brings the
+// ARCHIVING records back and DeadLetters lists them to be written again,
+// so a record is never archived without its dead letter (the write may
+// repeat: at least once). ARCHIVING records take room in the window, so a
+// dead-letter topic that cannot be written stops new acquisitions
+// (back-pressure) instead of growing a backlog.
+//
+// # Persistence
+//
+// Every transition that changes the persistent state returns
+// Effects.Write, a ShareUpdate: the SPSO and the state batches
+// (FirstOffset, LastOffset, DeliveryState, DeliveryCount) of the offsets
+// it changed; Snapshot is the whole state (a ShareSnapshot); State.Apply
+// merges an update into a snapshot as the share coordinator does; Restore
+// rebuilds a Partition from it. ACQUIRED is not persisted: as KIP-932
+// specifies, an acquired record with delivery count n is written as
+// AVAILABLE with n-1, so a restarted leader delivers it again and the
+// delivery under way is forgotten; acquiring therefore writes nothing.
+// Strata adds ARCHIVING (3, an id Kafka does not use) and its reason.
+// The tests check that the writes a partition emitted, applied in order
+// to its initial state, equal its Snapshot, and that Restore of it has the
+// same Snapshot, after every step of random runs against a naive
+// reference model.
+//
+// # Not here yet (issue 24)
+//
+// The wire APIs (ShareGroupHeartbeat, ShareGroupDescribe, ShareFetch with
+// share sessions, ShareAcknowledge, the share-group offset admin APIs),
+// the share-group coordinator (membership and assignment), the shell that
+// owns Partitions on the partition leader (timers, delayed fetches, the
+// read of record batches and of transaction aborts for read_committed,
+// acquisitions aligned to batches), the encoding of State into
+// __share_group_state records and the share coordinator that owns that
+// topic, and the dead-letter writer (KIP-1191 configs and headers).
+package share
