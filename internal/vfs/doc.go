@@ -4,16 +4,18 @@
 // file system in memory that can lose power, crash and fail chosen
 // operations, for crash-consistency tests.
 //
-// Behind the seam today: the engine's offset checkpoints (recovery point,
-// log start, cleaner), leader-epoch checkpoints, clean-shutdown marker,
-// producer-state snapshots, aborted-transaction indexes, offset and time
-// indexes (package index maps them on OS and keeps them on the heap,
-// written back to the file, on any other FS: index.Options.FS) and
-// journal, and txn's producer-id block file. Segment data has its own
-// seam (segment.File, segmenttest.MemFile); topic and partition metadata
-// files, the compaction cleaner's files and partition directories are
-// still reached through the os package. The engine's whole-engine crash
-// tests run over a MemFS.
+// Behind the seam: every file and directory of the engine (its data
+// directory's listings, topic files, partition directories and
+// partition.metadata, the damaged marker, offset checkpoints, the
+// leader-epoch checkpoint, the clean-shutdown marker, producer-state
+// snapshots, aborted-transaction indexes, offset and time indexes, which
+// package index maps on OS and keeps on the heap, written back to the
+// file, on any other FS (index.Options.FS), the compaction cleaner's
+// .cleaned and .swap files, the journal) and txn's producer-id block
+// file. Segment data has its own seam (segment.File): on OS the engine's
+// I/O backend reaches it with pread/pwrite or io_uring; on any other FS
+// the engine keeps it on that FS too (engine/doc.go, "The file-system
+// seam"). The engine's whole-engine crash tests run wholly over a MemFS.
 //
 // # Files
 //
@@ -67,8 +69,13 @@
 // CrashOptions.Tear applies the next unsynced write of each file in part:
 // a random prefix of its bytes, and half the time zeros over the rest of
 // its range past the old end of the file (the new size reached the disk
-// before the data, as on XFS or ext4 with data=writeback). One seed gives
-// one outcome.
+// before the data, as on XFS or ext4 with data=writeback).
+// CrashOptions.Reorder, with KeepUnsynced, keeps a random subset of the
+// unsynced directory changes instead of a prefix (a rename whole or not
+// at all): a file system without ordered metadata, which POSIX allows, so
+// that code that relies on one rename reaching the disk before the next
+// without a directory sync between them fails. One seed gives one
+// outcome.
 //
 // PowerOffAfter(n) cuts the power inside a sequence of operations: the
 // next n run, and every later one (on the FS or its open files) fails with

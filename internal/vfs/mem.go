@@ -726,6 +726,12 @@ type CrashOptions struct {
 	// ordered metadata journal, ext4's) and of each file's unsynced
 	// writes and truncates. Without it only synced state survives.
 	KeepUnsynced bool
+	// Reorder, with KeepUnsynced, keeps a random subset of the unsynced
+	// directory changes instead of a prefix (each change, both halves of
+	// a rename together, kept or lost on its own): a file system that
+	// does not order its metadata, which POSIX allows; only a directory
+	// sync orders one change before the next.
+	Reorder bool
 	// Tear applies the first unsynced write of each file that is not
 	// kept in part: a random prefix of its bytes, and half the time
 	// zeros over the rest of its range past the old end of the file
@@ -747,7 +753,12 @@ func (m *MemFS) Crash(opts CrashOptions) *MemFS {
 		out: &MemFS{}, made: map[*memNode]*memNode{}}
 	if opts.KeepUnsynced {
 		seqs := pendingSeqs(m.root)
-		if k := c.rng.IntN(len(seqs) + 1); k < len(seqs) {
+		if opts.Reorder {
+			c.kept = map[uint64]bool{}
+			for _, seq := range seqs {
+				c.kept[seq] = c.rng.IntN(2) == 0
+			}
+		} else if k := c.rng.IntN(len(seqs) + 1); k < len(seqs) {
 			c.cut = seqs[k]
 		} else {
 			c.cut = m.seq + 1
@@ -761,7 +772,8 @@ func (m *MemFS) Crash(opts CrashOptions) *MemFS {
 type crasher struct {
 	opts CrashOptions
 	rng  *rand.Rand
-	cut  uint64 // directory changes with seq < cut survive
+	cut  uint64          // directory changes with seq < cut survive
+	kept map[uint64]bool // Reorder: the directory changes that survive
 	out  *MemFS
 	made map[*memNode]*memNode // old inode -> new (an inode can have two names)
 }
@@ -809,7 +821,7 @@ func (c *crasher) rebuild(n *memNode) *memNode {
 		ents[k] = v
 	}
 	for _, op := range n.dpending {
-		if op.seq < c.cut {
+		if op.seq < c.cut || c.kept[op.seq] {
 			applyMeta(ents, []metaOp{op})
 		}
 	}

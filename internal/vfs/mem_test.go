@@ -458,6 +458,44 @@ func TestCrashKeepsDirectoryChangesInOrder(t *testing.T) {
 	}
 }
 
+// With Reorder, any subset of the unsynced directory changes survives (a
+// later change without an earlier one), a rename whole or not at all, and
+// what a directory sync made durable always.
+func TestCrashReordersDirectoryChanges(t *testing.T) {
+	subsets := map[string]bool{}
+	for seed := range uint64(200) {
+		m := NewMemFS()
+		m.MkdirAll("/a", 0o755)
+		m.SyncDir("/")
+		mustWrite(t, m, "/a/0", "0", true)
+		m.SyncDir("/a")
+		mustWrite(t, m, "/a/1", "1", true)
+		mustWrite(t, m, "/a/2", "2", true)
+		m.Rename("/a/0", "/a/r")
+		mustWrite(t, m, "/a/3", "3", true)
+		after := m.Crash(CrashOptions{Seed: seed, KeepUnsynced: true, Reorder: true})
+		key := ""
+		for _, n := range []string{"/a/1", "/a/2", "/a/3"} {
+			switch got := contents(t, after, n); got {
+			case "<missing>":
+				key += "-"
+			case n[3:]:
+				key += "+"
+			default:
+				t.Fatalf("seed %d: %s holds %q", seed, n, got)
+			}
+		}
+		old, renamed := contents(t, after, "/a/0"), contents(t, after, "/a/r")
+		if (old == "0") == (renamed == "0") {
+			t.Fatalf("seed %d: the rename is half there: /a/0 %q, /a/r %q", seed, old, renamed)
+		}
+		subsets[key] = true
+	}
+	if len(subsets) != 8 {
+		t.Fatalf("only %d of the 8 subsets of three creations survived a crash: %v", len(subsets), subsets)
+	}
+}
+
 // A failed fsync loses the writes it should have made durable, though
 // reads still see them, and a later successful fsync does not bring them
 // back (Linux since 4.13).
