@@ -40,8 +40,13 @@
 //     watermark, or the last stable offset for read_committed), counting a
 //     delivery each and locking them until now + the lock duration. New
 //     records are not taken past group.share.partition.max.record.locks
-//     offsets of window (stricter than Kafka, which may overshoot to a
-//     batch boundary). The result is ShareFetch's AcquiredRecords.
+//     offsets of window, and never more than max records (KIP-1206's
+//     record_limit acquire mode; Kafka's default batch_optimized mode may
+//     overshoot both to a batch boundary, which the shell can do by
+//     passing a larger max). The result is ShareFetch's AcquiredRecords.
+//     For read_committed the shell archives the acquired records of
+//     aborted transactions with an AckGap acknowledgement on the
+//     member's behalf, as Kafka archives them before answering.
 //   - Acknowledge(now, member, batches) with ShareAcknowledge's types:
 //     ACCEPT -> ACKNOWLEDGED, RELEASE -> AVAILABLE, REJECT -> ARCHIVED,
 //     GAP -> ARCHIVED, RENEW (KIP-1222, Kafka 4.2) extends the lock. All or
