@@ -83,6 +83,17 @@ type Result struct {
 	BrokerProduceP999Ms         float64 `json:"broker_produce_p999_ms,omitempty"`
 	BrokerProduceMaxBucketMs    float64 `json:"broker_produce_max_bucket_ms,omitempty"`
 	BrokerProducePastLastBucket bool    `json:"broker_produce_past_last_bucket,omitempty"`
+	// The spawned brokers' journal over the window (journalmetrics.go):
+	// groups written, a group's write + fdatasync and an append's wait
+	// for its group (first append staged → durable). Absent without a
+	// journal or metrics.
+	BrokerJournalGroups       int64   `json:"broker_journal_groups,omitempty"`
+	BrokerJournalWriteP50Ms   float64 `json:"broker_journal_write_p50_ms,omitempty"`
+	BrokerJournalWriteP99Ms   float64 `json:"broker_journal_write_p99_ms,omitempty"`
+	BrokerJournalWriteMeanMs  float64 `json:"broker_journal_write_mean_ms,omitempty"`
+	BrokerJournalCommitP50Ms  float64 `json:"broker_journal_commit_p50_ms,omitempty"`
+	BrokerJournalCommitP99Ms  float64 `json:"broker_journal_commit_p99_ms,omitempty"`
+	BrokerJournalCommitMeanMs float64 `json:"broker_journal_commit_mean_ms,omitempty"`
 	// Device is the spawned brokers' data directory's block device over
 	// the measured window (nil for external brokers or without a block
 	// device).
@@ -271,6 +282,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if res.BrokerProduceRequests > 0 {
 		fmt.Fprintf(&b, "(broker: %s Produce requests, percentiles interpolated within the histogram's buckets, max = the highest bucket's bound)\n",
 			commas(float64(res.BrokerProduceRequests), 0))
+	}
+	if res.BrokerJournalGroups > 0 {
+		fmt.Fprintf(&b, "(journal: %s groups; write+fdatasync p50 %s p99 %s mean %s ms; append staged→durable p50 %s p99 %s mean %s ms)\n",
+			commas(float64(res.BrokerJournalGroups), 0), f2(res.BrokerJournalWriteP50Ms), f2(res.BrokerJournalWriteP99Ms), f2(res.BrokerJournalWriteMeanMs),
+			f2(res.BrokerJournalCommitP50Ms), f2(res.BrokerJournalCommitP99Ms), f2(res.BrokerJournalCommitMeanMs))
 	}
 
 	fmt.Fprintln(&b)

@@ -380,11 +380,13 @@ func runOnce(ctx context.Context, cfg *Config, admin *kgo.Client, ti *topicInfo,
 	st.markMeasured()
 	smp := newSampler(st, env.now, env.measureOff, usageNow, cfg.Progress, cfg.RecordBytes)
 	u0, d0, h0 := smp.last.usage, cluster.deviceSample(), cluster.brokerProduceSample(ctx)
+	j0 := cluster.brokerJournalSample(ctx)
 	smp.start()
 	pwg.Wait()
 	closers = nil // every producer closed itself in run
 	prodEnd := env.now()
 	u1, d1, h1 := usageNow(), cluster.deviceSample(), cluster.brokerProduceSample(ctx)
+	j1 := cluster.brokerJournalSample(ctx)
 
 	if cfg.Consumers > 0 {
 		deadline := time.Now().Add(cfg.DrainTimeout)
@@ -411,6 +413,9 @@ func runOnce(ctx context.Context, cfg *Config, admin *kgo.Client, ti *topicInfo,
 		out.result.ConsumerPID = cproc.pid()
 	}
 	if err := out.result.setBrokerProduce(h0, h1); err != nil {
+		cluster.metricsFailed(err)
+	}
+	if err := out.result.setBrokerJournal(j0, j1); err != nil {
 		cluster.metricsFailed(err)
 	}
 	if d0 != nil && d1 != nil {

@@ -1,0 +1,120 @@
+package loadgen
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/stratalog/strata/metrics"
+)
+
+// The spawned brokers' journal (log.io.journal.bytes) over the measured
+// window, read from the same /metrics endpoints as the broker-side produce
+// latency (brokermetrics.go): how long a journal group's write and
+// fdatasync took, and how long an acks=all append waited for its group
+// (first append staged → durable). Brokers without a journal report
+// nothing and the figures stay absent.
+
+// journalSample is the brokers' journal histograms, summed.
+type journalSample struct {
+	write, commit promHist
+}
+
+// scrapeJournal reads the journal histograms from a /metrics URL (empty
+// when the broker has no journal).
+func scrapeJournal(ctx context.Context, cl *http.Client, url string) (journalSample, error) {
+	var s journalSample
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return s, err
+	}
+	resp, err := cl.Do(req)
+	if err != nil {
+		return s, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return s, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return s, fmt.Errorf("GET %s: %w", url, err)
+	}
+	for name, h := range map[string]*promHist{metrics.JournalWrite: &s.write, metrics.JournalCommitWait: &s.commit} {
+		fam := fams[name]
+		if fam == nil || len(fam.GetMetric()) == 0 {
+			continue
+		}
+		dh := fam.GetMetric()[0].GetHistogram()
+		if dh == nil {
+			return s, fmt.Errorf("GET %s: %s is not a histogram", url, name)
+		}
+		*h = promHist{count: dh.GetSampleCount(), sum: dh.GetSampleSum()}
+		for _, b := range dh.GetBucket() {
+			h.bounds = append(h.bounds, b.GetUpperBound())
+			h.cum = append(h.cum, b.GetCumulativeCount())
+		}
+		if err := h.check(); err != nil {
+			return s, fmt.Errorf("GET %s: %s: %w", url, name, err)
+		}
+	}
+	return s, nil
+}
+
+// brokerJournalSample reads and sums the spawned brokers' journal
+// histograms; nil when not measured (as brokerProduceSample).
+func (c *Cluster) brokerJournalSample(ctx context.Context) *journalSample {
+	if c == nil || c.metricsOff {
+		return nil
+	}
+	var sum journalSample
+	for _, b := range c.Brokers {
+		if b.MetricsAddr == "" {
+			return nil
+		}
+		sctx, cancel := context.WithTimeout(ctx, brokerMetricsTimeout)
+		s, err := scrapeJournal(sctx, c.httpClient(), "http://"+b.MetricsAddr+"/metrics")
+		cancel()
+		if err == nil {
+			if sum.write, err = sum.write.add(s.write); err == nil {
+				sum.commit, err = sum.commit.add(s.commit)
+			}
+		}
+		if err != nil {
+			c.metricsFailed(fmt.Errorf("broker %d: %w", b.NodeID, err))
+			return nil
+		}
+	}
+	return &sum
+}
+
+// setBrokerJournal fills r's journal figures from two readings.
+func (r *Result) setBrokerJournal(j0, j1 *journalSample) error {
+	if j0 == nil || j1 == nil {
+		return nil
+	}
+	w, err := j1.write.sub(j0.write)
+	if err != nil {
+		return err
+	}
+	c, err := j1.commit.sub(j0.commit)
+	if err != nil {
+		return err
+	}
+	if w.count == 0 {
+		return nil
+	}
+	const s2ms = 1000
+	r.BrokerJournalGroups = int64(w.count)
+	r.BrokerJournalWriteP50Ms, r.BrokerJournalWriteP99Ms = s2ms*w.quantile(0.5), s2ms*w.quantile(0.99)
+	r.BrokerJournalWriteMeanMs = s2ms * w.sum / float64(w.count)
+	if c.count > 0 {
+		r.BrokerJournalCommitP50Ms, r.BrokerJournalCommitP99Ms = s2ms*c.quantile(0.5), s2ms*c.quantile(0.99)
+		r.BrokerJournalCommitMeanMs = s2ms * c.sum / float64(c.count)
+	}
+	return nil
+}
