@@ -6,12 +6,11 @@ package server
 // v1 clients bring their own (required). Owned and assigned partitions
 // travel by topic id; owned partitions of topics this broker does not know
 // are ignored. Subscriptions by name and by regular expression (RE2, the
-// syntax Kafka's RE2/J accepts) are served; internal topics never match a
-// regex. Server assignors: "uniform" (default) and "range".
+// syntax Kafka's RE2/J accepts) are served; a regex matches whole topic
+// names, internal topics included, as in Kafka. Server assignors: "uniform" (default) and "range".
 
 import (
 	"slices"
-	"strings"
 
 	"github.com/stratalog/strata/engine"
 	"github.com/stratalog/strata/group"
@@ -35,7 +34,7 @@ func (c engineCatalog) Names() []string {
 	ts := c.eng.Topics()
 	out := make([]string, 0, len(ts))
 	for _, t := range ts {
-		if !t.Deleted() && !strings.HasPrefix(t.Name(), "__") {
+		if !t.Deleted() {
 			out = append(out, t.Name())
 		}
 	}
