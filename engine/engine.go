@@ -79,6 +79,10 @@ type Options struct {
 	// made durable by one journal write and flush per group commit
 	// (journal.go) in that many bytes of journal files; 0 = off.
 	JournalBytes int64
+	// VerifyRecovery is log.recovery.verify: Open checks the CRC of every
+	// batch of every log, not only of what follows the recovery point;
+	// a corrupt log is marked (corrupt.go) and the others open.
+	VerifyRecovery bool
 
 	// files, when set (tests), replaces real segment files.
 	files fileLayer
@@ -128,6 +132,7 @@ type Engine struct {
 	cl    cleaner     // the log cleaner goroutine (cleaner.go)
 
 	producerExpiryMs int64 // Options.ProducerIDExpirationMs
+	verify           bool  // Options.VerifyRecovery
 
 	ckptMu sync.Mutex // serializes checkpoint file writes
 	// logStartPending: the last log-start checkpoint ran out of a resource
@@ -157,6 +162,7 @@ func Open(opts Options) (*Engine, error) {
 	}
 	e.fl.workers = opts.flushWorkers
 	e.producerExpiryMs = opts.ProducerIDExpirationMs
+	e.verify = opts.VerifyRecovery
 	if e.defaults == (LogConfig{}) {
 		e.defaults = DefaultLogConfig()
 	}

@@ -67,6 +67,8 @@ type Log struct {
 
 	tail tailCache // recent batches in memory (tailcache.go); appended to under mu
 
+	corrupt atomic.Pointer[Corruption] // set once: the log is corrupt and serves nothing (corrupt.go)
+
 	// Recovery statistics of the last Open (tests): bases of walked segments
 	// and bytes the walk covered.
 	recoveredBases []int64
@@ -671,6 +673,7 @@ func (l *Log) read(offset int64, maxBytes int32, minOneBatch bool, upTo int64, m
 				}
 			}
 			if err != nil {
+				err = l.readCorruption(s, offset, err) // a header that does not parse: never sent (corrupt.go)
 				s.release()
 				return res, err
 			}
@@ -1080,7 +1083,7 @@ func (l *Log) shutdown(err error, deleted bool) {
 	l.mu.Lock()
 	l.closed = true
 	l.deleted = l.deleted || deleted
-	if !l.deleted && err == ErrClosed {
+	if !l.deleted && err == ErrClosed && l.corrupt.Load() == nil { // a corrupt log's files stay as they are
 		l.closeProducers() // <log end>.snapshot (producers.go)
 	}
 	var segs []*logSegment

@@ -99,7 +99,7 @@ func (e *Engine) scanPartitionDir(dir string) (partitionFiles, error) {
 				return pf, err
 			}
 			continue
-		case name == partitionMetaFile || name == epochCheckpoint || name == damagedFile:
+		case name == partitionMetaFile || name == epochCheckpoint || name == damagedFile || name == corruptFile:
 			continue
 		case strings.HasSuffix(name, snapshotSuffix): // producer state (producers.go)
 			continue
@@ -165,12 +165,26 @@ func (e *Engine) openLog(t *Topic, p int32, rp, logStart int64, clean bool) (*Lo
 	loaded := l.epochs.snapshot()
 
 	walkStart := l.e.now()
-	segs, logEnd, err := l.recoverSegments(pf, rp, clean)
+	marked := l.corruptMarked()
+	segs, logEnd, bad, err := l.recoverSegments(pf, rp, clean, e.verify || marked)
 	if err != nil {
 		for _, s := range segs {
 			s.release()
 		}
 		return nil, err
+	}
+	if bad != nil {
+		// Corrupt (corrupt.go): the segments up to the bad one are open,
+		// the later ones untouched on disk; nothing is cut or rewritten
+		// (not the epochs, not the producer snapshots) and the log serves
+		// nothing.
+		start := min(max(logStart, segs[0].base), logEnd)
+		l.install(segs, start, logEnd)
+		_ = l.markCorrupt(bad, true)
+		return l, nil
+	}
+	if marked {
+		l.clearCorruptMark()
 	}
 	if len(l.recoveredBases) > 0 {
 		l.e.logger.Info("recovered unflushed segments", "log", l.String(), "recoveryPoint", rp, "logEnd", logEnd,
@@ -230,11 +244,14 @@ func epochsEqual(a, b []epochEntry) bool {
 }
 
 // recoverSegments opens the segments named in pf in order. Segments wholly
-// below the recovery point (all of them after a clean shutdown) are trusted;
-// from the segment holding the recovery point on, every batch is checked and
-// the log is cut at the first bad one. It returns the open segments and the
-// log end offset.
-func (l *Log) recoverSegments(pf partitionFiles, rp int64, clean bool) ([]*logSegment, int64, error) {
+// below the recovery point (all of them after a clean shutdown) are trusted
+// (with verify, their CRCs are checked too); from the segment holding the
+// recovery point on, every batch is checked. A torn tail is cut; a bad
+// batch that cannot be one (walkSegment) stops the walk with the
+// corruption returned and nothing cut: the segments opened so far and the
+// end of the valid data before the bad batch come with it. Otherwise it
+// returns the open segments and the log end offset.
+func (l *Log) recoverSegments(pf partitionFiles, rp int64, clean, verify bool) ([]*logSegment, int64, *Corruption, error) {
 	var segs []*logSegment
 	next := int64(-1) // end offset of the previous segment
 	walkedAny := false
@@ -244,7 +261,7 @@ func (l *Log) recoverSegments(pf partitionFiles, rp int64, clean bool) ([]*logSe
 			// precedes and drop the rest.
 			l.e.logger.Warn("segment overlaps its predecessor; deleting it and later segments", "log", l.String(), "base", base)
 			if err := l.removeSegmentFiles(pf.bases[i:]); err != nil {
-				return segs, 0, err
+				return segs, 0, nil, err
 			}
 			break
 		}
@@ -253,7 +270,7 @@ func (l *Log) recoverSegments(pf partitionFiles, rp int64, clean bool) ([]*logSe
 		s.txnLoaded = !pf.indexes[filepath.Base(s.txnPath)] // no .txnindex: no aborted transactions (txnindex.go)
 		seg, grp, err := l.e.io.open(s.logPath, last)
 		if err != nil {
-			return segs, 0, err
+			return segs, 0, nil, err
 		}
 		s.seg, s.io, s.grp, s.grpOut = seg, l.e.io, grp, grp != nil
 		segs = append(segs, s)
@@ -263,14 +280,29 @@ func (l *Log) recoverSegments(pf partitionFiles, rp int64, clean bool) ([]*logSe
 		if trusted {
 			end, ok, err = l.openTrusted(s, last, pf, i)
 			if err != nil {
-				return segs, 0, err
+				return segs, 0, nil, err
+			}
+			if ok && verify {
+				bad, err := l.verifySegment(s)
+				if err != nil {
+					return segs, 0, nil, err
+				}
+				if bad != nil {
+					s.end.Store(s.seg.Size())
+					return segs, bad.FirstOffset, bad, nil
+				}
 			}
 		}
 		truncated := false
 		if !ok {
-			end, truncated, err = l.walkSegment(s, max(next, base), rp)
+			var bad *Corruption
+			end, truncated, bad, err = l.walkSegment(s, max(next, base), rp, last, verify)
 			if err != nil {
-				return segs, 0, err
+				return segs, 0, nil, err
+			}
+			if bad != nil {
+				s.end.Store(s.seg.Size())
+				return segs, bad.FirstOffset, bad, nil
 			}
 			walkedAny = true
 			if !last && !truncated {
@@ -278,11 +310,11 @@ func (l *Log) recoverSegments(pf partitionFiles, rp int64, clean bool) ([]*logSe
 				err = s.seal()
 				l.idxMu.Unlock()
 				if err != nil {
-					return segs, 0, err
+					return segs, 0, nil, err
 				}
 			}
 			if err := l.e.syncSegment(s, s.sealed); err != nil {
-				return segs, 0, err
+				return segs, 0, nil, err
 			}
 		}
 		s.end.Store(s.seg.Size())
@@ -296,16 +328,16 @@ func (l *Log) recoverSegments(pf partitionFiles, rp int64, clean bool) ([]*logSe
 		// a second): there the unacknowledged batches after such a hole stay.
 		gap := !ok && !last && end < pf.bases[i+1] && end >= rp && !l.config().compacted()
 		if (truncated || gap) && !last {
-			l.e.logger.Warn("log truncated at a torn or corrupt batch; deleting later segments", "log", l.String(), "segment", s.logPath, "end", end)
+			l.e.logger.Warn("log truncated at a torn tail past the recovery point; deleting later segments (unsynced writes)", "log", l.String(), "segment", s.logPath, "end", end)
 			if err := l.removeSegmentFiles(pf.bases[i+1:]); err != nil {
-				return segs, 0, err
+				return segs, 0, nil, err
 			}
 			if s.sealed { // a sealed segment becomes the active one again
 				if err := l.reopenActive(s); err != nil {
-					return segs, 0, err
+					return segs, 0, nil, err
 				}
 				if err := l.reopenRing(s); err != nil {
-					return segs, 0, err
+					return segs, 0, nil, err
 				}
 			}
 			break
@@ -313,10 +345,10 @@ func (l *Log) recoverSegments(pf partitionFiles, rp int64, clean bool) ([]*logSe
 	}
 	if walkedAny {
 		if err := l.e.syncFile(l.dir, func() error { return l.e.syncDir(l.dir) }); err != nil {
-			return segs, 0, err
+			return segs, 0, nil, err
 		}
 	}
-	return segs, next, nil
+	return segs, next, nil, nil
 }
 
 // openTrusted opens the indexes of a segment below the recovery point. ok is
@@ -386,32 +418,45 @@ func (l *Log) openTrusted(s *logSegment, last bool, pf partitionFiles, i int) (e
 }
 
 // walkSegment rebuilds a segment's indexes by walking every batch from the
-// start with CRC checks, truncating at the first bad batch. minOffset is the
-// smallest base offset the first batch may have. It returns the end offset
-// and whether anything was cut off.
+// start with CRC checks. minOffset is the smallest base offset the first
+// batch may have. It returns the end offset and whether anything was cut
+// off.
+//
+// A bad batch (torn, zeroed, failing its CRC) ends the walk. It is
+// corruption, returned with nothing cut, when a valid batch follows it in
+// the segment (the bytes were written whole and damaged since), or when
+// its offsets lie below the recovery point (they were durable before the
+// crash) and it is whole (its header parses and its bytes are all there:
+// damaged in place) or later segments follow. Otherwise it is a torn
+// tail, cut off: a crash loses unsynced writes from the end, and a file
+// cut short below the recovery point keeps what it has (noteRecovery
+// marks the log damaged).
 //
 // When the recovery point rp lies inside s, the walk starts at the batch of
 // the last offset index entry below rp (resumePoint) instead of at 0: the
 // bytes before it were synced before rp was checkpointed, so only the
 // unflushed tail is read and CRC-checked, whatever the segment's size.
-func (l *Log) walkSegment(s *logSegment, minOffset, rp int64) (end int64, truncated bool, err error) {
+func (l *Log) walkSegment(s *logSegment, minOffset, rp int64, last, verify bool) (end int64, truncated bool, bad *Corruption, err error) {
 	if s.off == nil {
 		if rp > s.base {
 			// A crash leaves an active index at its preallocated size, its
 			// tail zero entries; cut them so the entries can be checked.
 			if err := trimIndexFile(l.e.fs, s.offPath, offsetEntrySize); err != nil {
-				return 0, false, err
+				return 0, false, nil, err
 			}
 			if err := trimIndexFile(l.e.fs, s.timPath, timeEntrySize); err != nil {
-				return 0, false, err
+				return 0, false, nil, err
 			}
 		}
 		if err := s.openActiveIndexes(l.config()); err != nil {
-			return 0, false, err
+			return 0, false, nil, err
 		}
 	}
 	s.bytesSince, s.sealed = 0, false
-	from, firstBase, ok := l.resumePoint(s, rp)
+	from, firstBase, ok := int64(0), int64(0), false
+	if !verify { // verify walks the whole segment
+		from, firstBase, ok = l.resumePoint(s, rp)
+	}
 	if ok {
 		if ts, off, ok := s.tim.Last(); ok {
 			s.maxTs, s.maxTsOff = ts, off
@@ -429,7 +474,7 @@ func (l *Log) walkSegment(s *logSegment, minOffset, rp int64) (end int64, trunca
 	end = minOffset
 	badPos := int64(-1)
 	l.idxMu.Lock()
-	validEnd, err := s.seg.Recover(from, func(b segment.BatchInfo) {
+	validEnd, err := s.seg.Verify(from, func(b segment.BatchInfo) {
 		if badPos >= 0 {
 			return
 		}
@@ -443,24 +488,53 @@ func (l *Log) walkSegment(s *logSegment, minOffset, rp int64) (end int64, trunca
 	})
 	l.idxMu.Unlock()
 	if err != nil {
-		return 0, false, fmt.Errorf("recovering %s: %w", s.logPath, err)
-	}
-	if badPos >= 0 {
-		l.e.logger.Warn("batch offsets out of order; truncating", "segment", s.logPath, "pos", badPos)
-		if err := s.seg.TruncateTo(badPos); err != nil {
-			return 0, false, err
-		}
-		validEnd = badPos
+		return 0, false, nil, fmt.Errorf("recovering %s: %w", s.logPath, err)
 	}
 	l.recoveredBases = append(l.recoveredBases, s.base)
 	l.recoveredBytes += validEnd - from
-	if validEnd < size {
-		l.e.logger.Warn("truncated torn or corrupt tail", "segment", s.logPath, "validEnd", validEnd, "size", size)
+	switch {
+	case badPos >= 0:
+		l.e.logger.Warn("batch offsets out of order; truncating", "segment", s.logPath, "pos", badPos)
+		if err := s.seg.TruncateTo(badPos); err != nil {
+			return 0, false, nil, err
+		}
+		validEnd = badPos
+	case validEnd < size:
+		reason := "batch fails its checks below the recovery point"
+		if end >= rp {
+			reason = "batch fails its checks with valid batches after it"
+		}
+		bad, err := l.corruptionAt(s, validEnd, end, reason)
+		if err != nil {
+			return 0, false, nil, err
+		}
+		if bad.NextValid >= 0 || (end < rp && (!last || wholeBatchAt(s, validEnd, size))) {
+			return end, false, bad, nil
+		}
+		// A torn tail: cut it (Recover from the bad batch finds nothing).
+		if validEnd, err = s.seg.Recover(validEnd, nil); err != nil {
+			return 0, false, nil, fmt.Errorf("recovering %s: %w", s.logPath, err)
+		}
+		l.e.logger.Warn("truncated torn tail (writes not synced before the crash)", "segment", s.logPath, "validEnd", validEnd, "size", size)
 	}
 	if end == minOffset && validEnd == 0 {
 		end = max(minOffset, s.base)
 	}
-	return end, validEnd < size, nil
+	return end, validEnd < size, nil, nil
+}
+
+// wholeBatchAt reports whether the bytes at pos of s start with a header
+// that parses and whose batch ends within size: a batch that is all there.
+func wholeBatchAt(s *logSegment, pos, size int64) bool {
+	var hb [record.HeaderSize]byte
+	if pos+record.HeaderSize > size {
+		return false
+	}
+	if _, err := s.seg.ReadAt(hb[:], pos); err != nil {
+		return false
+	}
+	h, err := record.ParseHeader(hb[:])
+	return err == nil && segment.SaneHeader(hb[:]) && pos+int64(h.Size()) <= size
 }
 
 // reopenActive turns a sealed segment back into the active one (after a

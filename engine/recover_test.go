@@ -193,30 +193,39 @@ func TestRecoveryFromTornTails(t *testing.T) {
 	}
 }
 
-func TestRecoveryTruncatesMiddleSegmentAndDropsLater(t *testing.T) {
+// A bad last batch of a middle segment past the recovery point, nothing
+// valid after it in its segment, is a torn tail of unsynced writes (pages
+// reach the disk in any order across files): cut, the later segments
+// (never acknowledged) deleted. A bad batch with valid batches after it is
+// corruption instead (corrupt_test.go).
+func TestRecoveryCutsTornMiddleSegmentAndDropsLater(t *testing.T) {
 	image, _ := crashImage(t, 80, 0)
 	pdir := filepath.Join(image, "crash-0")
 	bases := segmentBases(t, pdir)
 	if len(bases) < 4 {
 		t.Fatalf("need 4 segments, have %d", len(bases))
 	}
-	// Forget the recovery point so every segment is walked, then corrupt a
-	// batch in the second segment.
+	// Forget the recovery point so every segment is walked, then tear the
+	// last batch of the second segment.
 	if err := os.Remove(filepath.Join(image, recoveryPointFile)); err != nil {
 		t.Fatal(err)
 	}
 	victim := segmentFileName(pdir, bases[1], logSuffix)
 	walk := naiveWalk(t, victim)
+	lastB := walk[len(walk)-1]
 	data, _ := os.ReadFile(victim)
-	data[walk[1].pos+record.HeaderSize] ^= 0xff // inside batch 1's records: CRC breaks
+	data[lastB.pos+record.HeaderSize] ^= 0xff // inside the last batch's records: CRC breaks
 	if err := os.WriteFile(victim, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	e := openEngine(t, image, nil)
 	defer e.Close()
 	l := e.Topic("crash").Partition(0)
-	if want := walk[0].last + 1; l.LogEndOffset() != want {
-		t.Fatalf("log end %d, want %d (cut at the corrupt batch)", l.LogEndOffset(), want)
+	if c := l.Corruption(); c != nil {
+		t.Fatalf("torn tail taken for corruption: %s", c)
+	}
+	if want := lastB.base; l.LogEndOffset() != want {
+		t.Fatalf("log end %d, want %d (cut at the torn batch)", l.LogEndOffset(), want)
 	}
 	if got := segmentBases(t, pdir); len(got) != 2 {
 		t.Fatalf("segments %v after truncating the second one", got)

@@ -1,6 +1,7 @@
 package segment
 
 import (
+	"bytes"
 	"fmt"
 	"hash/crc32"
 	"math"
@@ -53,6 +54,28 @@ func saneHeader(h *record.Header) bool {
 		h.BaseOffset <= math.MaxInt64-int64(h.LastOffsetDelta)
 }
 
+// CorruptError is Scan's error for a batch header that does not parse: it
+// matches ErrCorrupt (errors.Is) and says where.
+type CorruptError struct {
+	Path string
+	Pos  int64 // position of the header in the file
+	Err  error // what is wrong with it
+}
+
+func (e *CorruptError) Error() string {
+	return fmt.Sprintf("%v at position %d of %s: %v", ErrCorrupt, e.Pos, e.Path, e.Err)
+}
+
+// Is makes errors.Is(err, ErrCorrupt) hold.
+func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
+
+// SaneHeader reports whether the batch header hb (record.HeaderSize bytes)
+// parses and describes a batch a segment can hold (the check Scan makes).
+func SaneHeader(hb []byte) bool {
+	h, err := record.ParseHeader(hb)
+	return err == nil && saneHeader(&h)
+}
+
 // Recover walks batches from position from (a batch boundary) to the end of
 // the file, reading headers (ParseHeader) and checking each batch's CRC; it
 // stops at the first short, torn, zeroed or bad-CRC batch or at a batch whose
@@ -62,6 +85,20 @@ func saneHeader(h *record.Header) bool {
 // batches larger than a chunk are CRC-checked in a stream. An I/O error
 // stops the walk without truncating.
 func (s *Segment) Recover(from int64, visit func(BatchInfo)) (validEnd int64, err error) {
+	return s.walk(from, visit, true)
+}
+
+// Verify is Recover without the truncation: it walks batches from position
+// from with the same checks, calls visit for each valid one and returns the
+// end of the valid run; the file and Size() are left as they are. validEnd
+// < Size() means the batch at validEnd is torn, zeroed or corrupt (see
+// NextValidBatch to tell a torn tail from corruption in the middle).
+func (s *Segment) Verify(from int64, visit func(BatchInfo)) (validEnd int64, err error) {
+	return s.walk(from, visit, false)
+}
+
+// walk is Recover (truncate) and Verify.
+func (s *Segment) walk(from int64, visit func(BatchInfo), truncate bool) (validEnd int64, err error) {
 	if s.closed.Load() {
 		return 0, ErrClosed
 	}
@@ -109,6 +146,9 @@ func (s *Segment) Recover(from int64, visit func(BatchInfo)) (validEnd int64, er
 		prevLast = h.LastOffset()
 		pos += size
 	}
+	if !truncate {
+		return pos, nil
+	}
 	if pos < end {
 		// Publish the smaller size before the bytes go (readers clamp to it).
 		s.size.Store(pos)
@@ -122,6 +162,74 @@ func (s *Segment) Recover(from int64, visit func(BatchInfo)) (validEnd int64, er
 		s.w.truncated(pos)
 	}
 	return pos, nil
+}
+
+// NextValidBatch looks for a whole, CRC-valid batch starting after the bad
+// position pos and before the end of the file, whose base offset is at
+// least minBase: any byte position is tried (the header of the batch at pos
+// may be garbage, so its length cannot be trusted), candidates filtered by
+// the magic byte. found reports whether one exists; b describes the first.
+// A torn tail (zeros, a partial batch, garbage up to the end) has none; a
+// batch damaged in place (a flipped bit, a bad sector) with valid batches
+// after it does. It reads the rest of the file once (in 1 MiB chunks) plus
+// each plausible candidate's bytes; meant for the recovery of a bad batch,
+// not for a hot path. An I/O error is returned as is.
+func (s *Segment) NextValidBatch(pos, minBase int64) (b BatchInfo, found bool, err error) {
+	if s.closed.Load() {
+		return BatchInfo{}, false, ErrClosed
+	}
+	if s.w != nil {
+		if err := s.w.drain(); err != nil {
+			return BatchInfo{}, false, err
+		}
+	}
+	end, err := s.file.Size()
+	if err != nil {
+		return BatchInfo{}, false, err
+	}
+	if pos < 0 || pos >= end {
+		return BatchInfo{}, false, nil
+	}
+	chunk := min(end-pos, recoverChunkBytes+record.HeaderSize)
+	if chunk < record.HeaderSize {
+		return BatchInfo{}, false, nil
+	}
+	buf := make([]byte, chunk)
+	var crcw walker
+	const magicAt = 16 // baseOffset(8) batchLength(4) partitionLeaderEpoch(4)
+	for start := pos + 1; end-start >= record.HeaderSize; {
+		n := min(int64(len(buf)), end-start)
+		if err := readFull(s.file, buf[:n], start); err != nil {
+			return BatchInfo{}, false, err
+		}
+		// Headers that start in [start, start+n-HeaderSize] lie wholly in buf.
+		last := int(n) - record.HeaderSize
+		for i := 0; i <= last; {
+			j := bytes.IndexByte(buf[i+magicAt:last+magicAt+1], 2)
+			if j < 0 {
+				break
+			}
+			i += j
+			h, err := record.ParseHeader(buf[i : i+record.HeaderSize])
+			p := start + int64(i)
+			if err == nil && saneHeader(&h) && h.BaseOffset >= minBase && int64(h.Size()) <= end-p {
+				if crcw.buf == nil {
+					crcw = walker{f: s.file, end: end, buf: make([]byte, min(end-p, recoverChunkBytes))}
+				}
+				crcw.n = 0
+				ok, err := crcw.checkCRC(p, int64(h.Size()), h.CRC)
+				if err != nil {
+					return BatchInfo{}, false, err
+				}
+				if ok {
+					return infoOf(p, &h), true, nil
+				}
+			}
+			i++
+		}
+		start += int64(last) + 1
+	}
+	return BatchInfo{}, false, nil
 }
 
 // walker is a read-ahead window over [0, end) of a file for Recover.
@@ -222,7 +330,7 @@ func (s *Segment) Scan(pos, limit int64, fn func(BatchInfo) bool) error {
 			err = fmt.Errorf("invalid lengths or offsets")
 		}
 		if err != nil {
-			return fmt.Errorf("%w at position %d of %s: %v", ErrCorrupt, pos, s.Path(), err)
+			return &CorruptError{Path: s.Path(), Pos: pos, Err: err}
 		}
 		size := int64(h.Size())
 		if size > limit-pos {

@@ -195,3 +195,64 @@ func TestRecoverOffsetOrder(t *testing.T) {
 		t.Fatalf("negative baseOffset kept: end %d", end)
 	}
 }
+
+// TestVerifyAndNextValidBatch: Verify stops where Recover would and
+// changes nothing; NextValidBatch finds the batch after a batch damaged in
+// place (body or header) and nothing after a torn tail (cut, zeros,
+// garbage), across read-chunk borders.
+func TestVerifyAndNextValidBatch(t *testing.T) {
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 9))
+	for iter := range 200 {
+		restore := segment.SetRecoverChunkBytes(int64(61 + rng.IntN(2048)))
+		log, bounds := genLog(rng, int64(rng.IntN(1000)), 3+rng.IntN(10), 400)
+		_, batches := naiveWalk(log, 0)
+		i := rng.IntN(len(batches) - 1) // damaged batch; a valid one follows
+		bad := append([]byte(nil), log...)
+		kind := "body"
+		if rng.IntN(2) == 0 {
+			bad[bounds[i]+21+int64(rng.IntN(int(bounds[i+1]-bounds[i]-21)))] ^= byte(1 + rng.IntN(255))
+		} else {
+			kind = "length"
+			bad[bounds[i]+8+int64(rng.IntN(4))] ^= byte(1 + rng.IntN(255))
+		}
+		s, mf := memSegment(t, bad)
+		end, err := s.Verify(0, nil)
+		if err != nil || end != bounds[i] {
+			t.Fatalf("iter %d (%s): Verify end %d, %v; want %d", iter, kind, end, err, bounds[i])
+		}
+		if s.Size() != int64(len(bad)) || !bytes.Equal(mf.Bytes(), bad) {
+			t.Fatalf("iter %d: Verify changed the file", iter)
+		}
+		b, found, err := s.NextValidBatch(end, batches[i].base)
+		if err != nil || !found || b.Pos != bounds[i+1] || b.BaseOffset != batches[i+1].base {
+			t.Fatalf("iter %d (%s): NextValidBatch %+v found %v err %v; want pos %d base %d",
+				iter, kind, b, found, err, bounds[i+1], batches[i+1].base)
+		}
+
+		// Torn tails: nothing valid after the bad spot.
+		last := len(batches) - 1
+		next := batches[last].last + 1
+		tails := map[string][]byte{
+			"cut":     log[:bounds[last]+int64(rng.IntN(int(bounds[last+1]-bounds[last])))],
+			"zeros":   append(append([]byte(nil), log...), make([]byte, 1+rng.IntN(5000))...),
+			"garbage": append(append([]byte(nil), log...), bytes.Repeat([]byte{2, 0, 0, 0, 9}, 1+rng.IntN(500))...),
+		}
+		for name, tb := range tails {
+			s, _ := memSegment(t, tb)
+			end, err := s.Verify(0, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			from := next
+			if name == "cut" {
+				from = batches[last].base
+			}
+			if _, found, err := s.NextValidBatch(end, from); err != nil || found {
+				t.Fatalf("iter %d: torn tail %q (end %d of %d): found a valid batch after it (%v)", iter, name, end, len(tb), err)
+			}
+		}
+		restore()
+	}
+}

@@ -1,0 +1,398 @@
+package engine
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stratalog/strata/record"
+)
+
+// lockedBuf is a log sink for the ERROR lines the tests check.
+type lockedBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (w *lockedBuf) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *lockedBuf) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+// errorLines returns the ERROR lines logged to w.
+func (w *lockedBuf) errorLines() []string {
+	var out []string
+	for _, ln := range strings.Split(w.String(), "\n") {
+		if strings.Contains(ln, "level=ERROR") {
+			out = append(out, ln)
+		}
+	}
+	return out
+}
+
+// corruptImage builds a two-partition topic "cor" in a running engine:
+// batches appended to both partitions and made durable, the recovery
+// point checkpointed, then tail unsynced batches on partition 0, and the
+// directory copied without closing (as crashImage).
+func corruptImage(t *testing.T, batches, tail int, cfg map[string]string) (image string, want0, want1 [][]byte) {
+	t.Helper()
+	dir := t.TempDir()
+	e := openEngine(t, dir, nil)
+	defer e.Close()
+	tp := mustTopic(t, e, "cor", 2, cfg)
+	l0, l1 := tp.Partition(0), tp.Partition(1)
+	for i := 0; i < batches; i++ {
+		b := batchOf(t, 1+i%4, 30+i%200, int64(1000+i), i)
+		mustAppend(t, l0, b)
+		want0 = append(want0, append([]byte(nil), b...))
+		b = batchOf(t, 2, 40, int64(1000+i), 500+i)
+		mustAppend(t, l1, b)
+		want1 = append(want1, append([]byte(nil), b...))
+	}
+	for _, l := range []*Log{l0, l1} {
+		if err := waitDurable(t, l, l.LogEndOffset()-1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.writeRecoveryCheckpoint(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < tail; i++ {
+		b := batchOf(t, 2, 50, int64(5000+i), 7000+i)
+		mustAppend(t, l0, b)
+		want0 = append(want0, append([]byte(nil), b...))
+	}
+	image = t.TempDir()
+	copyDir(t, dir, image)
+	return image, want0, want1
+}
+
+// logFiles returns the contents of every .log file of a partition
+// directory, by name.
+func logFiles(t *testing.T, pdir string) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	for _, b := range segmentBases(t, pdir) {
+		p := segmentFileName(pdir, b, logSuffix)
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[filepath.Base(p)] = data
+	}
+	return out
+}
+
+func sameFiles(t *testing.T, what string, got, want map[string][]byte) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d segment files, had %d", what, len(got), len(want))
+	}
+	for name, w := range want {
+		g, ok := got[name]
+		if !ok {
+			t.Fatalf("%s: %s deleted", what, name)
+		}
+		if len(g) != len(w) {
+			t.Fatalf("%s: %s is %d bytes, was %d", what, name, len(g), len(w))
+		}
+		if !bytes.Equal(g, w) {
+			t.Fatalf("%s: %s changed", what, name)
+		}
+	}
+}
+
+// bigSegments is smallConfig with segments that hold every batch a test
+// appends: the recovery point lies inside the active segment.
+func bigSegments() map[string]string {
+	cfg := smallConfig()
+	cfg["segment.bytes"] = "1048576"
+	return cfg
+}
+
+// flip xors a byte of the file at pos.
+func flip(t *testing.T, path string, pos int64) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[pos] ^= 0xff
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkCorrupt asserts that l is stopped by corruption at segment seg,
+// position pos: every call fails with ErrLogCorrupt (an ErrOffline, so
+// KAFKA_STORAGE_ERROR), while the engine stays online.
+func checkCorrupt(t *testing.T, e *Engine, l *Log, seg string, pos int64) {
+	t.Helper()
+	c := l.Corruption()
+	if c == nil {
+		t.Fatalf("%s not marked corrupt", l)
+	}
+	if c.Segment != seg || c.Pos != pos {
+		t.Fatalf("corruption at %s:%d, want %s:%d", c.Segment, c.Pos, seg, pos)
+	}
+	if _, err := l.Read(l.LogStartOffset(), 1<<20, true); !errors.Is(err, ErrLogCorrupt) || !errors.Is(err, ErrOffline) {
+		t.Fatalf("Read of a corrupt log: %v", err)
+	}
+	if _, err := l.Append(batchOf(t, 1, 5, 1, 0), 0); !errors.Is(err, ErrLogCorrupt) {
+		t.Fatalf("Append to a corrupt log: %v", err)
+	}
+	if _, err := l.DeleteRecords(-1); !errors.Is(err, ErrLogCorrupt) {
+		t.Fatalf("DeleteRecords of a corrupt log: %v", err)
+	}
+	if _, err := l.TruncateTo(0); !errors.Is(err, ErrLogCorrupt) {
+		t.Fatalf("TruncateTo of a corrupt log: %v", err)
+	}
+	if !l.Damaged() {
+		t.Fatalf("corrupt %s not marked damaged (eligible to lead)", l)
+	}
+	if err := e.Offline(); err != nil {
+		t.Fatalf("engine offline because of one corrupt log: %v", err)
+	}
+}
+
+// checkServes asserts that l returns want and takes an append.
+func checkServes(t *testing.T, l *Log, want [][]byte) {
+	t.Helper()
+	got, _ := readAll(t, l, 0, 1<<20)
+	if len(got) != len(want) {
+		t.Fatalf("%s: read %d batches, want %d", l, len(got), len(want))
+	}
+	for i := range got {
+		if !bytes.Equal(got[i], want[i]) {
+			t.Fatalf("%s: batch %d differs", l, i)
+		}
+	}
+	info := mustAppend(t, l, batchOf(t, 1, 5, 1, 0))
+	if err := waitDurable(t, l, info.LastOffset); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A flipped byte in a middle segment, inside the window recovery walks,
+// with valid batches after it in that segment and later segments: the
+// partition goes offline with one ERROR naming the file, the position
+// and the offsets; no byte of any segment is cut or deleted; the other
+// partition serves. The mark survives a clean restart; undoing the flip
+// brings every batch back.
+func TestCorruptMiddleSegmentKeepsEverything(t *testing.T) {
+	image, want0, want1 := corruptImage(t, 80, 0, smallConfig())
+	pdir := filepath.Join(image, "cor-0")
+	bases := segmentBases(t, pdir)
+	if len(bases) < 4 {
+		t.Fatalf("need 4 segments, have %d", len(bases))
+	}
+	// Forget the recovery point: every segment is in the window walked.
+	if err := os.Remove(filepath.Join(image, recoveryPointFile)); err != nil {
+		t.Fatal(err)
+	}
+	victim := segmentFileName(pdir, bases[1], logSuffix)
+	walk := naiveWalk(t, victim)
+	if len(walk) < 3 {
+		t.Fatalf("segment %d holds %d batches", bases[1], len(walk))
+	}
+	at := walk[1].pos + record.HeaderSize // inside batch 1's records: its CRC breaks
+	flip(t, victim, at)
+	before := logFiles(t, pdir)
+
+	var logs lockedBuf
+	e := openEngine(t, image, func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
+	tp := e.Topic("cor")
+	l0, l1 := tp.Partition(0), tp.Partition(1)
+	checkCorrupt(t, e, l0, victim, walk[1].pos)
+	if c := l0.Corruption(); c.FirstOffset != walk[1].base || c.NextValid != walk[2].base {
+		t.Fatalf("corruption offsets %s, want [%d, %d)", c.Offsets(), walk[1].base, walk[2].base)
+	}
+	errs := logs.errorLines()
+	if len(errs) != 1 {
+		t.Fatalf("%d ERROR lines, want 1:\n%s", len(errs), logs.String())
+	}
+	for _, want := range []string{victim, "pos=" + i64s(walk[1].pos), i64s(walk[1].base)} {
+		if !strings.Contains(errs[0], want) {
+			t.Fatalf("ERROR line %q does not name %q", errs[0], want)
+		}
+	}
+	checkServes(t, l1, want1)
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sameFiles(t, "after the corrupt open", logFiles(t, pdir), before)
+
+	// A clean restart does not forget it (the marker makes Open verify).
+	e = openEngine(t, image, nil)
+	checkCorrupt(t, e, e.Topic("cor").Partition(0), victim, walk[1].pos)
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sameFiles(t, "after the second open", logFiles(t, pdir), before)
+
+	// Repaired: every batch is back and the log takes appends.
+	flip(t, victim, at)
+	e = openEngine(t, image, nil)
+	defer e.Close()
+	l0 = e.Topic("cor").Partition(0)
+	if c := l0.Corruption(); c != nil {
+		t.Fatalf("repaired log still corrupt: %s", c)
+	}
+	if _, err := os.Stat(filepath.Join(pdir, corruptFile)); !os.IsNotExist(err) {
+		t.Fatalf("corruption marker left after a clean verification: %v", err)
+	}
+	checkServes(t, l0, want0)
+}
+
+// A flipped byte in the middle of the active segment, past the recovery
+// point, with valid batches after it: corruption, not a torn tail.
+func TestCorruptActiveSegmentNotTruncated(t *testing.T) {
+	image, _, want1 := corruptImage(t, 60, 10, bigSegments())
+	pdir := filepath.Join(image, "cor-0")
+	bases := segmentBases(t, pdir)
+	active := segmentFileName(pdir, bases[len(bases)-1], logSuffix)
+	walk := naiveWalk(t, active)
+	if len(walk) < 3 {
+		t.Fatalf("active segment holds %d batches", len(walk))
+	}
+	i := len(walk) - 2 // the last batch stays valid after it
+	flip(t, active, walk[i].pos+int64(walk[i].size)-1)
+	before := logFiles(t, pdir)
+
+	e := openEngine(t, image, nil)
+	checkCorrupt(t, e, e.Topic("cor").Partition(0), active, walk[i].pos)
+	checkServes(t, e.Topic("cor").Partition(1), want1)
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sameFiles(t, "after open", logFiles(t, pdir), before)
+}
+
+// A bad last batch past the recovery point is a torn tail: cut, the log
+// serves and takes appends, nothing is marked.
+func TestTornTailStillTruncated(t *testing.T) {
+	image, want0, _ := corruptImage(t, 60, 10, bigSegments())
+	pdir := filepath.Join(image, "cor-0")
+	bases := segmentBases(t, pdir)
+	active := segmentFileName(pdir, bases[len(bases)-1], logSuffix)
+	walk := naiveWalk(t, active)
+	lastB := walk[len(walk)-1]
+	for _, torn := range []string{"cut", "flip"} {
+		t.Run(torn, func(t *testing.T) {
+			dir := t.TempDir()
+			copyDir(t, image, dir)
+			path := filepath.Join(dir, "cor-0", filepath.Base(active))
+			if torn == "cut" {
+				if err := os.Truncate(path, lastB.pos+int64(lastB.size)/2); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				flip(t, path, lastB.pos+int64(lastB.size)-1)
+			}
+			e := openEngine(t, dir, nil)
+			defer e.Close()
+			l := e.Topic("cor").Partition(0)
+			if c := l.Corruption(); c != nil {
+				t.Fatalf("torn tail taken for corruption: %s", c)
+			}
+			if l.LogEndOffset() != lastB.base {
+				t.Fatalf("log end %d, want %d (cut before the torn batch)", l.LogEndOffset(), lastB.base)
+			}
+			if fi, err := os.Stat(path); err != nil || fi.Size() != lastB.pos {
+				t.Fatalf("active segment not cut at %d: %v %v", lastB.pos, fi.Size(), err)
+			}
+			// What the image held before the torn batch (the copy may
+			// have missed some of the unsynced tail).
+			got, _ := readAll(t, l, 0, 1<<20)
+			if len(got) == 0 || len(got) >= len(want0) {
+				t.Fatalf("read %d batches of %d appended", len(got), len(want0))
+			}
+			checkServes(t, l, want0[:len(got)])
+		})
+	}
+}
+
+// Segments below the recovery point are trusted unless log.recovery.verify
+// (Options.VerifyRecovery) asks for every CRC: then a flip there marks the
+// log corrupt the same way, with nothing changed on disk.
+func TestVerifyRecoveryChecksTrustedSegments(t *testing.T) {
+	dir := t.TempDir()
+	e := openEngine(t, dir, nil)
+	tp := mustTopic(t, e, "cor", 2, smallConfig())
+	var want1 [][]byte
+	for i := 0; i < 60; i++ {
+		mustAppend(t, tp.Partition(0), batchOf(t, 2, 60, int64(i), i))
+		b := batchOf(t, 1, 30, int64(i), 100+i)
+		mustAppend(t, tp.Partition(1), b)
+		want1 = append(want1, b)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	pdir := filepath.Join(dir, "cor-0")
+	bases := segmentBases(t, pdir)
+	victim := segmentFileName(pdir, bases[1], logSuffix)
+	walk := naiveWalk(t, victim)
+	flip(t, victim, walk[0].pos+record.HeaderSize+3)
+	before := logFiles(t, pdir)
+
+	// Not verified: a clean shutdown trusts every segment.
+	e = openEngine(t, dir, nil)
+	if c := e.Topic("cor").Partition(0).Corruption(); c != nil {
+		t.Fatalf("corruption found without verification: %s", c)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e = openEngine(t, dir, func(o *Options) { o.VerifyRecovery = true })
+	checkCorrupt(t, e, e.Topic("cor").Partition(0), victim, walk[0].pos)
+	checkServes(t, e.Topic("cor").Partition(1), want1)
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sameFiles(t, "after a verified open", logFiles(t, pdir), before)
+}
+
+// A read that meets a batch header that does not parse below the HW marks
+// the log corrupt and fails with ErrLogCorrupt instead of sending it.
+func TestReadOfCorruptHeaderFails(t *testing.T) {
+	dir := t.TempDir()
+	e := openEngine(t, dir, nil)
+	l := mustTopic(t, e, "cor", 1, smallConfig()).Partition(0)
+	for i := 0; i < 60; i++ {
+		mustAppend(t, l, batchOf(t, 2, 60, int64(i), i))
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	pdir := filepath.Join(dir, "cor-0")
+	bases := segmentBases(t, pdir)
+	victim := segmentFileName(pdir, bases[1], logSuffix)
+	walk := naiveWalk(t, victim)
+	flip(t, victim, walk[1].pos+16) // the magic byte: the header no longer parses
+	e = openEngine(t, dir, nil)
+	defer e.Close()
+	l = e.Topic("cor").Partition(0)
+	if _, err := l.Read(walk[1].base, 1<<20, true); !errors.Is(err, ErrLogCorrupt) {
+		t.Fatalf("Read over a corrupt header: %v", err)
+	}
+	checkCorrupt(t, e, l, victim, walk[1].pos)
+	if c := l.Corruption(); c.FirstOffset != walk[1].base {
+		t.Fatalf("corruption from offset %d, want %d", c.FirstOffset, walk[1].base)
+	}
+}
+
+func i64s(v int64) string { return strconv.FormatInt(v, 10) }
