@@ -129,6 +129,7 @@ func serve(cfg config.Broker, logger *slog.Logger) error {
 		DisableSharedFlush:     cfg.NoSharedFlush,
 		NoZeroFill:             cfg.NoZeroFill,
 		JournalBytes:           cfg.JournalBytes,
+		VerifyRecovery:         cfg.VerifyRecovery,
 		TailCacheBytes:         cfg.TailCacheBytes,
 		MinFreeBytes:           cfg.MinFreeBytes,
 		MinFreePercent:         cfg.MinFreePercent,

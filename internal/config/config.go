@@ -67,6 +67,7 @@ type Broker struct {
 	NoSharedFlush    bool   // log.io.flush.shared=false (Strata; engine.Options.DisableSharedFlush)
 	NoZeroFill       bool   // log.io.zero.fill=false (Strata; engine.Options.NoZeroFill)
 	JournalBytes     int64  // log.io.journal.bytes (Strata; engine.Options.JournalBytes)
+	VerifyRecovery   bool   // log.recovery.verify (Strata; engine.Options.VerifyRecovery)
 	TailCacheBytes   int64  // log.tail.cache.bytes (Strata; engine.Options.TailCacheBytes): -1 off
 
 	// The free-space floor (engine.Options.MinFreeBytes, MinFreePercent):
@@ -191,6 +192,7 @@ var fields = map[string]setter{
 	"log.io.flush.shared":    func(b *Broker, v configkeys.Value) { b.NoSharedFlush = !v.Bool },
 	"log.io.zero.fill":       func(b *Broker, v configkeys.Value) { b.NoZeroFill = !v.Bool },
 	"log.io.journal.bytes":   func(b *Broker, v configkeys.Value) { b.JournalBytes = v.Int },
+	"log.recovery.verify":    func(b *Broker, v configkeys.Value) { b.VerifyRecovery = v.Bool },
 	"log.tail.cache.bytes": func(b *Broker, v configkeys.Value) {
 		b.TailCacheBytes = v.Int
 		if v.Int <= 0 {
