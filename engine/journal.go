@@ -73,9 +73,10 @@ package engine
 // could be missing after a crash unless it was deleted on purpose.
 //
 // Costs and limits: two staging buffers of up to 16 MiB (a quarter of a
-// journal file at most); a third copy of every journaled byte (segment
-// chunk, tail cache, staging buffer: about 0.3 us per 1 KiB record on the
-// development VM); the journal's files, zero-filled when first created.
+// journal file at most); a second copy of every journaled byte (segment
+// chunk and staging buffer; a third, the tail cache, only for partitions
+// read at the head: tailcache.go), about 0.1 us per 1 KiB record each on
+// the development VM; the journal's files, zero-filled when first created.
 // One journal serves every partition of the data directory, so a slow
 // journal flush holds back every acks=all acknowledgement (without it, a
 // slow segment flush held back that partition's); a failed write or flush
