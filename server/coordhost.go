@@ -83,6 +83,11 @@ func (hostClock) Tick(d time.Duration) (<-chan time.Time, func()) {
 	return t.C, t.Stop
 }
 
+func (hostClock) After(d time.Duration) (<-chan time.Time, func() bool) {
+	t := time.NewTimer(d)
+	return t.C, t.Stop
+}
+
 // hostCreator is coordhost.Creator through the controller, on a goroutine
 // owned by the cluster state (goAdmin).
 type hostCreator struct{ s *Server }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratalog/strata/broker/txnhost"
 	"github.com/stratalog/strata/controller"
 	"github.com/stratalog/strata/txn"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -212,12 +213,9 @@ func TestProducerIDsUniqueAcrossCluster(t *testing.T) {
 	// had, but a broker keeps answering from its current and prefetched
 	// blocks: 1000 more ids always fit in them.
 	last := brokers[2]
-	src := last.s.cfg.Txn.ProducerIDs.(*controllerBlockSource)
+	src := last.s.cfg.Txn.ProducerIDs.(*txnhost.ControllerBlocks)
 	for deadline := time.Now().Add(testTimeout); ; time.Sleep(10 * time.Millisecond) {
-		src.mu.Lock()
-		ready := src.ready.Size
-		src.mu.Unlock()
-		if ready != 0 {
+		if src.Prefetched() {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -231,7 +229,7 @@ func TestProducerIDsUniqueAcrossCluster(t *testing.T) {
 	// The source itself ends with its context, retriably, instead of hanging.
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
-	if _, err := src.allocate(ctx); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := src.Allocate(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("allocate without a quorum: %v", err)
 	}
 }
@@ -243,9 +241,9 @@ func TestProducerIDsUniqueAcrossCluster(t *testing.T) {
 func TestProducerIDsAfterRegistrationReplaced(t *testing.T) {
 	brokers, _ := startInCluster(t, 1)
 	b := brokers[0]
-	src := b.s.cfg.Txn.ProducerIDs.(*controllerBlockSource)
+	src := b.s.cfg.Txn.ProducerIDs.(*txnhost.ControllerBlocks)
 	ctx := testCtx(t)
-	first, err := src.allocate(ctx)
+	first, err := src.Allocate(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +255,7 @@ func TestProducerIDsAfterRegistrationReplaced(t *testing.T) {
 	if stale, err := b.ctl.Propose(ctx, controller.AllocateProducerIDs{BrokerID: b.id, BrokerEpoch: old}); err != nil || stale.Code != kerr.StaleBrokerEpoch.Code {
 		t.Fatalf("old epoch: %v %+v", err, stale)
 	}
-	next, err := src.allocate(ctx)
+	next, err := src.Allocate(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,7 @@ package server
 // producer state, duplicate detection, snapshots); this file owns producer
 // id allocation for InitProducerId (22_init_producer_id.go): a txn.IDManager
 // over TxnConfig.ProducerIDs, by default blocks allocated by the controller
-// quorum in cluster mode (producer_ids.go) and a txn.FileBlockSource in the
+// quorum in cluster mode (txnhost.ControllerBlocks) and a txn.FileBlockSource in the
 // engine's data directory on a single broker, which hands out ids from this
 // node id's own range. Produce (00_produce.go) maps the
 // engine's producer errors to Kafka codes and answers a retried batch with
@@ -28,6 +28,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/stratalog/strata/broker/txnhost"
 	"github.com/stratalog/strata/txn"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -36,7 +37,7 @@ import (
 type TxnConfig struct {
 	// ProducerIDs hands out blocks of producer ids unique in the cluster.
 	// nil: in cluster mode the controller quorum (AllocateProducerIDs,
-	// producer_ids.go); on a single broker a txn.FileBlockSource in the
+	// txnhost.ControllerBlocks); on a single broker a txn.FileBlockSource in the
 	// engine's data directory, from this node's own range of ids.
 	ProducerIDs txn.BlockSource
 	// StatePartitions is transaction.state.log.num.partitions (50); an
@@ -105,7 +106,8 @@ func (s *Server) initTxn() {
 	s.txn.finalized = finalizedFeatures(s.cfg.Txn.TransactionVersion)
 	src := s.cfg.Txn.ProducerIDs
 	if src == nil && s.clustered() {
-		cs := newControllerBlockSource(s) // producer_ids.go; closeTxn closes it
+		cs := txnhost.NewControllerBlocks(s.cluster.ctx, txnhost.BlocksConfig{ // closeTxn closes it
+			NodeID: s.cfg.NodeID, Epoch: s.cluster.epoch.Load, Controller: s.cluster.ctl, Clock: hostClock{s}, Log: s.log})
 		s.cfg.Txn.ProducerIDs, src = cs, cs
 	}
 	if src == nil {
@@ -127,7 +129,7 @@ func (s *Server) initTxn() {
 // closeTxn is called by Close after connections are closed.
 func (s *Server) closeTxn() {
 	s.closeTxnCoordinator()
-	if cs, ok := s.cfg.Txn.ProducerIDs.(*controllerBlockSource); ok {
-		cs.close()
+	if cs, ok := s.cfg.Txn.ProducerIDs.(*txnhost.ControllerBlocks); ok {
+		cs.Close()
 	}
 }

@@ -109,8 +109,9 @@ func TestLayersImportDownward(t *testing.T) {
 		"batcher":             {"partitioner", "record"},
 		"txn":                 {"internal/vfs", "record"},
 		"replica":             {"engine", "netpoll", "record"},
-		"metrics":             {}, // Prometheus and Kafka's names only; server calls its hooks
-		"broker/coordhost":    {}, // the coordinators' host sees the cluster through its own interfaces
+		"metrics":             {},                                                                                // Prometheus and Kafka's names only; server calls its hooks
+		"broker/coordhost":    {},                                                                                // the coordinators' host sees the cluster through its own interfaces
+		"broker/txnhost":      {"broker/coordhost", "controller", "engine", "group", "netpoll", "record", "txn"}, // not server: the broker through its own interfaces
 	}
 	for _, f := range moduleFiles(t) {
 		allowed, checked := may[f.dir]

@@ -1,18 +1,17 @@
-package server
+package txnhost
 
 // Producer id blocks from the controller (issue 8, Kafka's
 // AllocateProducerIds, KIP-730).
 //
-// In cluster mode (ClusterConfig.Controller set) and unless
-// TxnConfig.ProducerIDs says otherwise, the Server's txn.IDManager takes its
-// blocks from controllerBlockSource: each block is an AllocateProducerIDs
-// command committed through the metadata quorum (controller/producerids.go)
-// with this broker's id and current registration epoch, so ids are unique
-// in the whole cluster and never repeat after a restart of any broker or
-// controller; they start at controller.FirstProducerID, above every id a
-// txn.FileBlockSource handed out. A single broker (no controller) keeps
-// txn.FileBlockSource: it has no quorum to ask, and its node's own range is
-// already unique.
+// In cluster mode, unless the broker is given another txn.BlockSource, its
+// txn.IDManager takes its blocks from ControllerBlocks: each block is an
+// AllocateProducerIDs command committed through the metadata quorum
+// (controller/producerids.go) with this broker's id and current
+// registration epoch, so ids are unique in the whole cluster and never
+// repeat after a restart of any broker or controller; they start at
+// controller.FirstProducerID, above every id a txn.FileBlockSource handed
+// out. A single broker (no controller) keeps txn.FileBlockSource: it has no
+// quorum to ask, and its node's own range is already unique.
 //
 // AllocateBlock retries until its context ends (the InitProducerId
 // handler's bound; the handler then answers COORDINATOR_LOAD_IN_PROGRESS,
@@ -33,13 +32,14 @@ package server
 //
 // Goroutines and locks: at most one prefetch goroutine, owned by the
 // source: started under mu only while the source is open, it runs until it
-// has a block or the source is closed (close, from Server.Close via
-// closeTxn, cancels it and waits). mu is never held across a proposal.
+// has a block or the source is closed (Close cancels it and waits). mu is
+// never held across a proposal.
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -48,10 +48,27 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
-// controllerBlockSource is a txn.BlockSource backed by the metadata quorum.
-type controllerBlockSource struct {
-	s      *Server
-	ctx    context.Context // canceled by close (and by the Server's cluster context)
+// Proposer commits a command through the metadata quorum
+// (*controller.Controller).
+type Proposer interface {
+	Propose(ctx context.Context, cmd controller.Command) (controller.Result, error)
+}
+
+// BlocksConfig configures ControllerBlocks.
+type BlocksConfig struct {
+	NodeID int32
+	// Epoch returns the broker epoch of this broker's current registration
+	// (0 or less: not registered yet).
+	Epoch      func() int64
+	Controller Proposer
+	Clock      Clock
+	Log        *slog.Logger // nil: slog.Default()
+}
+
+// ControllerBlocks is a txn.BlockSource backed by the metadata quorum.
+type ControllerBlocks struct {
+	cfg    BlocksConfig
+	ctx    context.Context // canceled by Close (and by the parent context)
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // the prefetch goroutine
 
@@ -61,22 +78,27 @@ type controllerBlockSource struct {
 	ready    txn.Block // prefetched; Size 0: none
 }
 
-func newControllerBlockSource(s *Server) *controllerBlockSource {
-	src := &controllerBlockSource{s: s}
-	src.ctx, src.cancel = context.WithCancel(s.cluster.ctx)
+// NewControllerBlocks returns a source whose work ends with parent or
+// Close.
+func NewControllerBlocks(parent context.Context, cfg BlocksConfig) *ControllerBlocks {
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	src := &ControllerBlocks{cfg: cfg}
+	src.ctx, src.cancel = context.WithCancel(parent)
 	return src
 }
 
 // AllocateBlock hands out the prefetched block if there is one, else
 // allocates one now; either way it starts fetching the next.
-func (src *controllerBlockSource) AllocateBlock(ctx context.Context) (txn.Block, error) {
+func (src *ControllerBlocks) AllocateBlock(ctx context.Context) (txn.Block, error) {
 	src.mu.Lock()
 	b := src.ready
 	src.ready = txn.Block{}
 	src.mu.Unlock()
 	if b.Size == 0 {
 		var err error
-		if b, err = src.allocate(ctx); err != nil {
+		if b, err = src.Allocate(ctx); err != nil {
 			return txn.Block{}, err
 		}
 	}
@@ -84,9 +106,17 @@ func (src *controllerBlockSource) AllocateBlock(ctx context.Context) (txn.Block,
 	return b, nil
 }
 
+// Prefetched reports whether a block is waiting for the next
+// AllocateBlock.
+func (src *ControllerBlocks) Prefetched() bool {
+	src.mu.Lock()
+	defer src.mu.Unlock()
+	return src.ready.Size != 0
+}
+
 // prefetch starts the prefetch goroutine unless it runs, a block is ready
 // or the source is closed.
-func (src *controllerBlockSource) prefetch() {
+func (src *ControllerBlocks) prefetch() {
 	src.mu.Lock()
 	defer src.mu.Unlock()
 	if src.closed || src.fetching || src.ready.Size != 0 {
@@ -96,7 +126,7 @@ func (src *controllerBlockSource) prefetch() {
 	src.wg.Add(1)
 	go func() {
 		defer src.wg.Done()
-		b, err := src.allocate(src.ctx)
+		b, err := src.Allocate(src.ctx)
 		src.mu.Lock()
 		src.fetching = false
 		if err == nil {
@@ -104,13 +134,13 @@ func (src *controllerBlockSource) prefetch() {
 		}
 		src.mu.Unlock()
 		if err != nil && src.ctx.Err() == nil {
-			src.s.log.Warn("prefetching a producer id block", "err", err)
+			src.cfg.Log.Warn("prefetching a producer id block", "err", err)
 		}
 	}()
 }
 
-// close stops the prefetch goroutine and waits for it.
-func (src *controllerBlockSource) close() {
+// Close stops the prefetch goroutine and waits for it.
+func (src *ControllerBlocks) Close() {
 	src.mu.Lock()
 	src.closed = true
 	src.mu.Unlock()
@@ -121,10 +151,9 @@ func (src *controllerBlockSource) close() {
 // producerIDRetryMax caps the backoff between allocation attempts.
 const producerIDRetryMax = 200 * time.Millisecond
 
-// allocate returns a block of producer ids allocated by the quorum,
-// retrying until ctx ends or the source is closed.
-func (src *controllerBlockSource) allocate(ctx context.Context) (txn.Block, error) {
-	s, c := src.s, &src.s.cluster
+// Allocate returns a block of producer ids allocated by the quorum now
+// (no prefetch), retrying until ctx ends or the source is closed.
+func (src *ControllerBlocks) Allocate(ctx context.Context) (txn.Block, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(src.ctx, cancel) // closed
@@ -132,10 +161,10 @@ func (src *controllerBlockSource) allocate(ctx context.Context) (txn.Block, erro
 	backoff := 10 * time.Millisecond
 	var last error
 	for {
-		if epoch := c.epoch.Load(); epoch <= 0 {
+		if epoch := src.cfg.Epoch(); epoch <= 0 {
 			last = errors.New("broker not registered with the controller yet")
 		} else {
-			r, err := c.ctl.Propose(ctx, controller.AllocateProducerIDs{BrokerID: s.cfg.NodeID, BrokerEpoch: epoch})
+			r, err := src.cfg.Controller.Propose(ctx, controller.AllocateProducerIDs{BrokerID: src.cfg.NodeID, BrokerEpoch: epoch})
 			switch {
 			case err == nil && r.Code == 0:
 				if r.ProducerIDLen <= 0 || r.ProducerIDStart < controller.FirstProducerID {
@@ -152,9 +181,21 @@ func (src *controllerBlockSource) allocate(ctx context.Context) (txn.Block, erro
 				last = err // no leader until ctx ended, or an unknown outcome
 			}
 		}
-		if !sleepCtx(ctx, backoff) {
+		if !sleep(ctx, src.cfg.Clock, backoff) {
 			return txn.Block{}, fmt.Errorf("allocating producer ids from the controller: %w (last: %v)", context.Cause(ctx), last)
 		}
 		backoff = min(2*backoff, producerIDRetryMax)
+	}
+}
+
+// sleep waits d on clock; false if ctx ends first.
+func sleep(ctx context.Context, clock Clock, d time.Duration) bool {
+	c, stop := clock.After(d)
+	defer stop()
+	select {
+	case <-c:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
