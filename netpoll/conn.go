@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -50,8 +51,14 @@ type Conn struct {
 	tc        *tls.Conn
 	tw        *bufio.Writer
 	closer    net.Conn
-	principal string               // set by the reader before the first Serve
-	tlsState  *tls.ConnectionState // likewise
+	principal atomic.Pointer[string] // Anonymous or the certificate's before the first Serve; SASL sets it later (Authenticated)
+	tlsState  *tls.ConnectionState   // set by the reader before the first Serve
+
+	// preAuthMax caps frames until Authenticated (Listener.UnauthenticatedMaxFrameBytes; 0: no cap).
+	preAuthMax atomic.Int32
+	// session is the handler's state for the connection (SetSession);
+	// only the reader's goroutine (Handler.Serve) touches it.
+	session any
 
 	mu            sync.Mutex
 	canWrite      sync.Cond // signalled when the head slot becomes ready, or on close
@@ -168,6 +175,15 @@ func (c *Conn) readLoop() {
 		size, err := c.readHeader()
 		if err != nil {
 			c.readFailed(err)
+			return
+		}
+		if capped := c.preAuthMax.Load(); capped > 0 && size > capped {
+			if ok, held := c.s.refused.Allow(c.s.cfg.Now()); ok {
+				c.s.log.Warn("netpoll: frame larger than allowed before authentication; closing connection",
+					"remote", c.remote.String(), "listener", c.l.Name, "size", size, "max", capped,
+					"similar_lines_suppressed", held)
+			}
+			c.Close()
 			return
 		}
 		if err := c.s.checkFrame(size); err != nil {

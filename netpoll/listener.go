@@ -28,6 +28,14 @@ type Listener struct {
 	Principal func(cert *x509.Certificate) (string, error)
 	// HandshakeTimeout bounds a TLS handshake; 0: DefaultHandshakeTimeout.
 	HandshakeTimeout time.Duration
+	// UnauthenticatedMaxFrameBytes, when positive, closes a connection
+	// that sends a larger frame before the handler calls
+	// Conn.Authenticated (a SASL listener: Kafka's
+	// sasl.server.max.receive.size), before the frame is read.
+	UnauthenticatedMaxFrameBytes int32
+	// Context is the handler's value for the listener (Conn.ListenerContext):
+	// a SASL listener's configuration.
+	Context any
 }
 
 // DefaultHandshakeTimeout bounds a TLS handshake: a peer that connects and
@@ -61,7 +69,30 @@ func (c *Conn) Listener() string { return c.l.Name }
 // on a PLAINTEXT listener or without a client certificate, else the
 // certificate's principal (Listener.Principal). Set before the first
 // frame is served.
-func (c *Conn) Principal() string { return c.principal }
+func (c *Conn) Principal() string {
+	if p := c.principal.Load(); p != nil {
+		return *p
+	}
+	return Anonymous
+}
+
+// Authenticated sets the connection's principal after a SASL exchange and
+// lifts Listener.UnauthenticatedMaxFrameBytes. Safe from any goroutine;
+// the handler calls it from Serve so the next frame is read with it.
+func (c *Conn) Authenticated(principal string) {
+	c.principal.Store(&principal)
+	c.preAuthMax.Store(0)
+}
+
+// ListenerContext returns the Listener.Context of the connection's listener.
+func (c *Conn) ListenerContext() any { return c.l.Context }
+
+// Session returns the value SetSession stored (nil at first). Only the
+// reader's goroutine (Handler.Serve) may call Session and SetSession.
+func (c *Conn) Session() any { return c.session }
+
+// SetSession stores the handler's per-connection state (a SASL exchange).
+func (c *Conn) SetSession(v any) { c.session = v }
 
 // TLS returns the TLS connection state (nil on a PLAINTEXT listener). Set
 // before the first frame is served.
@@ -73,7 +104,9 @@ func (c *Conn) TLS() *tls.ConnectionState { return c.tlsState }
 // that could wait on a peer that does not read).
 func (c *Conn) secure(nc net.Conn) {
 	c.closer = nc
-	c.principal = Anonymous
+	if c.l.UnauthenticatedMaxFrameBytes > 0 {
+		c.preAuthMax.Store(c.l.UnauthenticatedMaxFrameBytes)
+	}
 	if c.l.TLS == nil {
 		return
 	}
@@ -110,7 +143,7 @@ func (c *Conn) handshake() bool {
 				c.Close()
 				return false
 			}
-			c.principal = p
+			c.principal.Store(&p)
 		}
 		return true
 	}

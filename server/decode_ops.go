@@ -395,6 +395,9 @@ var decodeOps = map[int16][]dop{
 			{k: dTags},
 		}},
 	},
+	17: { // SASLHandshakeRequest
+		{k: dString, noFlex: true},
+	},
 	18: { // ApiVersionsRequest
 		{k: dIf, min: 3, max: -1, body: []dop{
 			{k: dString},
@@ -687,6 +690,12 @@ var decodeOps = map[int16][]dop{
 			}},
 		}},
 		{k: dFixed, n: 1},
+		{k: dIf, min: 0, max: -1, flex: 1, body: []dop{
+			{k: dTags},
+		}},
+	},
+	36: { // SASLAuthenticateRequest
+		{k: dBytes},
 		{k: dIf, min: 0, max: -1, flex: 1, body: []dop{
 			{k: dTags},
 		}},

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/stratalog/strata/internal/sasl"
 	"github.com/stratalog/strata/netpoll"
 )
 
@@ -32,8 +33,12 @@ type Listener struct {
 	Name           string // PLAINTEXT, SSL, INTERNAL...
 	AdvertisedHost string // "": the listener's address (a wildcard becomes the hostname)
 	AdvertisedPort int32  // 0: the listener's port
-	// Protocol is PLAINTEXT or SSL, for DescribeConfigs.
+	// Protocol is PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL, for DescribeConfigs.
 	Protocol string
+	// SASL makes it a SASL listener (SASL_PLAINTEXT, or SASL_SSL with TLS):
+	// a connection authenticates with one of its mechanisms before any
+	// request but ApiVersions is served (17_sasl_handshake.go).
+	SASL *sasl.Config
 	// TLS makes it an SSL listener (nil: PLAINTEXT).
 	TLS *tls.Config
 	// Principal maps a verified client certificate to the connection's
@@ -74,9 +79,15 @@ func (s *Server) ServeListener(ln net.Listener, l Listener) error {
 	}
 	proto := l.Protocol
 	if proto == "" {
-		proto = "PLAINTEXT"
-		if l.TLS != nil {
+		switch {
+		case l.TLS != nil && l.SASL != nil:
+			proto = "SASL_SSL"
+		case l.SASL != nil:
+			proto = "SASL_PLAINTEXT"
+		case l.TLS != nil:
 			proto = "SSL"
+		default:
+			proto = "PLAINTEXT"
 		}
 	}
 	ls := &s.cluster.listeners
@@ -94,7 +105,12 @@ func (s *Server) ServeListener(ln net.Listener, l Listener) error {
 		s.advertised.Store(&ep)
 		s.noteListener(ln) // txn_markers.go: the coordinator's own address
 	}
-	return s.np.ServeListener(ln, netpoll.Listener{Name: l.Name, TLS: l.TLS, Principal: l.Principal})
+	nl := netpoll.Listener{Name: l.Name, TLS: l.TLS, Principal: l.Principal}
+	if l.SASL != nil {
+		nl.Context = l.SASL
+		nl.UnauthenticatedMaxFrameBytes = sasl.MaxTokenBytes
+	}
+	return s.np.ServeListener(ln, nl)
 }
 
 // connListener is what a connection tells of its listener (*netpoll.Conn).

@@ -311,6 +311,9 @@ type replySink interface {
 // or in a handler is a bug; it is recovered as a last resort so one bad
 // request costs its connection, never the broker.
 func (s *Server) dispatch(c peer, frame []byte, r replySink) {
+	if s.saslGate(c, frame, r) { // 17_sasl_handshake.go: SASL listeners authenticate first
+		return
+	}
 	hdr, req, err := s.safeDecode(frame, r)
 	if err != nil {
 		s.connError(c, hdr, err)

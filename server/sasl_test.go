@@ -1,0 +1,284 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"net"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stratalog/strata/internal/sasl"
+	"github.com/stratalog/strata/internal/tlstest"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	kgosasl "github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+)
+
+// saslListener adds a SASL listener (SASL_SSL when withTLS) to a broker
+// started by startBroker: PLAIN user alice, SCRAM-SHA-256 and -512 user
+// bob. It returns the listener's address, the server, and the client TLS
+// configuration (nil without TLS).
+func saslListener(t *testing.T, withTLS bool) (string, *Server, *tls.Config) {
+	t.Helper()
+	_, s, _ := startBroker(t)
+	store := sasl.NewStore()
+	for _, m := range []string{sasl.ScramSHA256, sasl.ScramSHA512} {
+		c, err := sasl.NewCredential(m, "bob-secret", sasl.MinIterations)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Set("bob", m, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l := Listener{Name: "SASL", SASL: &sasl.Config{
+		Mechanisms: []string{sasl.Plain, sasl.ScramSHA256, sasl.ScramSHA512},
+		PlainUsers: map[string]string{"alice": "alice-secret"},
+		Scram:      store,
+	}}
+	var clientTLS *tls.Config
+	if withTLS {
+		dir := t.TempDir()
+		ca := tlstest.NewCA(t, dir, "ca")
+		srv := ca.Server(t, dir, "broker")
+		l.Name = "SASL_SSL"
+		l.TLS = &tls.Config{Certificates: []tls.Certificate{srv.TLS}}
+		clientTLS = tlstest.ClientConfig(ca, nil)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.ServeListener(ln, l) }()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+	})
+	return ln.Addr().String(), s, clientTLS
+}
+
+func mechanisms() map[string]kgosasl.Mechanism {
+	return map[string]kgosasl.Mechanism{
+		sasl.Plain:       plain.Auth{User: "alice", Pass: "alice-secret"}.AsMechanism(),
+		sasl.ScramSHA256: scram.Auth{User: "bob", Pass: "bob-secret"}.AsSha256Mechanism(),
+		sasl.ScramSHA512: scram.Auth{User: "bob", Pass: "bob-secret"}.AsSha512Mechanism(),
+	}
+}
+
+// produceConsume produces three records to topic and reads them back.
+func produceConsume(t *testing.T, addr, topic string, opts ...kgo.Opt) {
+	t.Helper()
+	ctx := testCtx(t)
+	p := newClient(t, addr, append(opts, kgo.AllowAutoTopicCreation())...)
+	want := []string{"one", "two", "three"}
+	for _, v := range want {
+		if err := p.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte(v)}).FirstErr(); err != nil {
+			t.Fatalf("produce: %v", err)
+		}
+	}
+	c := newClient(t, addr, append(opts, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
+	var got []string
+	for len(got) < len(want) {
+		fs := c.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("consumed %v: %v", got, err)
+		}
+		fs.EachError(func(_ string, _ int32, err error) { t.Fatalf("fetch: %v", err) })
+		fs.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("consumed %v, want %v", got, want)
+	}
+}
+
+// franz-go authenticates with each mechanism, then produces and consumes,
+// over SASL_PLAINTEXT and SASL_SSL.
+func TestSaslClientsProduceConsume(t *testing.T) {
+	for _, withTLS := range []bool{false, true} {
+		addr, s, clientTLS := saslListener(t, withTLS)
+		for name, mech := range mechanisms() {
+			t.Run(name+map[bool]string{false: "/SASL_PLAINTEXT", true: "/SASL_SSL"}[withTLS], func(t *testing.T) {
+				opts := []kgo.Opt{kgo.SASL(mech)}
+				if clientTLS != nil {
+					opts = append(opts, kgo.DialTLSConfig(clientTLS))
+				}
+				produceConsume(t, addr, "sasl-"+strings.ToLower(name), opts...)
+				user := map[bool]string{true: "alice", false: "bob"}[name == sasl.Plain]
+				waitLog(t, s, "mechanism="+name+" principal=User:"+user)
+			})
+		}
+	}
+}
+
+// A wrong password fails with SASL_AUTHENTICATION_FAILED and Kafka's
+// message; the broker logs the failure without the password.
+func TestSaslWrongPasswordFails(t *testing.T) {
+	addr, s, _ := saslListener(t, false)
+	for name, mech := range map[string]kgosasl.Mechanism{
+		sasl.Plain:       plain.Auth{User: "alice", Pass: "wrong-pw-1"}.AsMechanism(),
+		sasl.ScramSHA256: scram.Auth{User: "bob", Pass: "wrong-pw-2"}.AsSha256Mechanism(),
+		sasl.ScramSHA512: scram.Auth{User: "nobody", Pass: "wrong-pw-3"}.AsSha512Mechanism(),
+	} {
+		t.Run(name, func(t *testing.T) {
+			cl := newClient(t, addr, kgo.SASL(mech), kgo.RequestRetries(0))
+			_, err := cl.Request(testCtx(t), kmsg.NewPtrMetadataRequest())
+			if !errors.Is(err, kerr.SaslAuthenticationFailed) {
+				t.Fatalf("Metadata with a wrong password: %v, want SASL_AUTHENTICATION_FAILED", err)
+			}
+			if !strings.Contains(err.Error(), "Authentication failed") {
+				t.Fatalf("error %q lacks Kafka's message", err)
+			}
+		})
+	}
+	waitLog(t, s, "SASL authentication failed")
+	if logs := logsOf(s); strings.Contains(logs, "wrong-pw") {
+		t.Fatalf("a password reached the logs:\n%s", logs)
+	}
+}
+
+// Before authentication only ApiVersions and SaslHandshake are served:
+// Metadata closes the connection, and so does a request after a v1
+// handshake that is not SaslAuthenticate.
+func TestSaslRequestBeforeAuthClosesConnection(t *testing.T) {
+	addr, _, _ := saslListener(t, false)
+
+	c := dialRaw(t, addr)
+	av := kmsg.NewPtrApiVersionsRequest()
+	avr := kmsg.NewPtrApiVersionsResponse()
+	c.roundTrip(av, 1, avr)
+	if avr.ErrorCode != 0 || !slices.ContainsFunc(avr.ApiKeys, func(k kmsg.ApiVersionsResponseApiKey) bool { return k.ApiKey == 36 && k.MaxVersion == 2 }) {
+		t.Fatalf("ApiVersions before authentication: error %d, keys %v", avr.ErrorCode, avr.ApiKeys)
+	}
+	md := kmsg.NewPtrMetadataRequest()
+	md.Version = 4
+	c.writeFrame(encodeRequest(md, 2, "raw"))
+	c.expectClosed()
+
+	c = dialRaw(t, addr)
+	hs := kmsg.NewPtrSASLHandshakeRequest()
+	hs.Version, hs.Mechanism = 1, sasl.Plain
+	hr := kmsg.NewPtrSASLHandshakeResponse()
+	c.roundTrip(hs, 1, hr)
+	if hr.ErrorCode != 0 {
+		t.Fatalf("handshake: error %d", hr.ErrorCode)
+	}
+	c.writeFrame(encodeRequest(av, 2, "raw"))
+	c.expectClosed()
+}
+
+// An unsupported mechanism answers UNSUPPORTED_SASL_MECHANISM with the
+// enabled list, then closes.
+func TestSaslUnsupportedMechanism(t *testing.T) {
+	addr, _, _ := saslListener(t, false)
+	c := dialRaw(t, addr)
+	hs := kmsg.NewPtrSASLHandshakeRequest()
+	hs.Version, hs.Mechanism = 1, "GSSAPI"
+	hr := kmsg.NewPtrSASLHandshakeResponse()
+	c.roundTrip(hs, 1, hr)
+	if hr.ErrorCode != kerr.UnsupportedSaslMechanism.Code {
+		t.Fatalf("error %d, want UNSUPPORTED_SASL_MECHANISM", hr.ErrorCode)
+	}
+	if want := []string{sasl.Plain, sasl.ScramSHA256, sasl.ScramSHA512}; !slices.Equal(hr.SupportedMechanisms, want) {
+		t.Fatalf("mechanisms %v, want %v", hr.SupportedMechanisms, want)
+	}
+	c.expectClosed()
+}
+
+// A v0 handshake is followed by bare tokens (before KIP-152): PLAIN's
+// answer is an empty frame, then requests are served; a wrong bare token
+// closes the connection.
+func TestSaslHandshakeV0BareTokens(t *testing.T) {
+	addr, _, _ := saslListener(t, false)
+	for _, pass := range []string{"alice-secret", "wrong"} {
+		c := dialRaw(t, addr)
+		hs := kmsg.NewPtrSASLHandshakeRequest()
+		hs.Mechanism = sasl.Plain
+		hr := kmsg.NewPtrSASLHandshakeResponse()
+		c.roundTrip(hs, 1, hr)
+		if hr.ErrorCode != 0 {
+			t.Fatalf("v0 handshake: error %d", hr.ErrorCode)
+		}
+		c.writeFrame([]byte("\x00alice\x00" + pass))
+		if pass == "wrong" {
+			c.expectClosed()
+			continue
+		}
+		b, err := c.readFrame()
+		if err != nil || len(b) != 0 {
+			t.Fatalf("bare PLAIN answer: %q, %v", b, err)
+		}
+		md := kmsg.NewPtrMetadataRequest()
+		md.Version = 4
+		mr := kmsg.NewPtrMetadataResponse()
+		c.roundTrip(md, 2, mr)
+		if len(mr.Brokers) != 1 {
+			t.Fatalf("Metadata after a bare-token PLAIN: %d brokers", len(mr.Brokers))
+		}
+	}
+}
+
+// A frame over 512 KiB before authentication closes the connection
+// before it is read.
+func TestSaslLargeFrameBeforeAuthCloses(t *testing.T) {
+	addr, s, _ := saslListener(t, false)
+	c := dialRaw(t, addr)
+	if _, err := c.Write([]byte{0, 0x10, 0, 0}); err != nil { // 1 MiB announced
+		t.Fatal(err)
+	}
+	c.expectClosed()
+	waitLog(t, s, "frame larger than allowed before authentication")
+}
+
+// On a PLAINTEXT listener, and after authentication, SaslHandshake and
+// SaslAuthenticate answer ILLEGAL_SASL_STATE, as Kafka's request handler.
+func TestSaslIllegalState(t *testing.T) {
+	addr, _, _ := startBroker(t)
+	c := dialRaw(t, addr)
+	hs := kmsg.NewPtrSASLHandshakeRequest()
+	hs.Version, hs.Mechanism = 1, sasl.Plain
+	hr := kmsg.NewPtrSASLHandshakeResponse()
+	c.roundTrip(hs, 1, hr)
+	if hr.ErrorCode != kerr.IllegalSaslState.Code {
+		t.Fatalf("SaslHandshake on PLAINTEXT: error %d, want ILLEGAL_SASL_STATE", hr.ErrorCode)
+	}
+	au := kmsg.NewPtrSASLAuthenticateRequest()
+	au.Version = 1
+	ar := kmsg.NewPtrSASLAuthenticateResponse()
+	c.roundTrip(au, 2, ar)
+	if ar.ErrorCode != kerr.IllegalSaslState.Code {
+		t.Fatalf("SaslAuthenticate on PLAINTEXT: error %d, want ILLEGAL_SASL_STATE", ar.ErrorCode)
+	}
+}
+
+// The broker's own client (inter-broker dialing) authenticates with each
+// mechanism, then a Kafka request is served on that connection.
+func TestSaslBrokerClientAuthenticates(t *testing.T) {
+	addr, _, _ := saslListener(t, false)
+	for _, cc := range []sasl.ClientCredentials{
+		{Mechanism: sasl.Plain, User: "alice", Password: "alice-secret"},
+		{Mechanism: sasl.ScramSHA256, User: "bob", Password: "bob-secret"},
+		{Mechanism: sasl.ScramSHA512, User: "bob", Password: "bob-secret"},
+		{Mechanism: sasl.ScramSHA512, User: "bob", Password: "nope"},
+	} {
+		c := dialRaw(t, addr)
+		err := sasl.Authenticate(context.Background(), c.Conn, cc)
+		if cc.Password == "nope" {
+			if err == nil || !strings.Contains(err.Error(), "SASL_AUTHENTICATION_FAILED") {
+				t.Fatalf("wrong password: %v", err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", cc.Mechanism, err)
+		}
+		md := kmsg.NewPtrMetadataRequest()
+		md.Version = 4
+		c.roundTrip(md, 100, kmsg.NewPtrMetadataResponse())
+	}
+}
