@@ -169,3 +169,51 @@ func (l *Log) readCorruption(s *logSegment, offset int64, err error) error {
 		Reason: "batch header does not parse (found by a read)"}
 	return l.markCorrupt(c, false)
 }
+
+// checkChunk checks the CRCs of the batches [pos, pos+n) of s that a read
+// is about to send, when they lie in bytes Open's recovery trusted without
+// checking (below s.trustEnd): a batch that fails marks the log corrupt
+// and the read fails with ErrLogCorrupt instead of sending it. Each byte is
+// checked once for sequential readers (s.checked moves up over contiguous
+// checked chunks); a read above that mark checks its own chunk. Bytes
+// appended or walked since Open are not checked again: their CRCs were
+// checked on the way in.
+func (l *Log) checkChunk(s *logSegment, pos, n int64) error {
+	if pos >= s.trustEnd {
+		return nil
+	}
+	from, to := max(pos, s.checked.Load()), pos+n
+	if from >= to {
+		return nil
+	}
+	// from: the chunk's start, or the checked mark inside it (a batch
+	// boundary).
+	next := int64(-1)
+	validEnd, err := s.seg.VerifyRange(from, to, func(b segment.BatchInfo) { next = b.LastOffset + 1 })
+	if err != nil {
+		return fmt.Errorf("checking %s: %w", s.logPath, err)
+	}
+	if validEnd < to {
+		first := next
+		if first < 0 { // the first batch checked is the bad one
+			var hb [record.HeaderSize]byte
+			first = s.base
+			if _, err := s.seg.ReadAt(hb[:], validEnd); err == nil {
+				if h, err := record.ParseHeader(hb[:]); err == nil && h.BaseOffset >= s.base {
+					first = h.BaseOffset
+				}
+			}
+		}
+		c, err := l.corruptionAt(s, validEnd, first, "batch fails its CRC (found by a read)")
+		if err != nil {
+			return err
+		}
+		return l.markCorrupt(c, false)
+	}
+	for {
+		cur := s.checked.Load()
+		if from > cur || to <= cur || s.checked.CompareAndSwap(cur, to) {
+			return nil
+		}
+	}
+}

@@ -306,13 +306,51 @@
 // recovery-point-offset-checkpoint by the flush coordinator at most every
 // five seconds and by Close. Open trusts every segment that lies wholly below the recovery
 // point (its indexes are checked and rebuilt only if the check fails) and
-// walks the rest with segment.Recover, which checks every CRC and truncates at
-// the first torn or bad batch; later segments are deleted after a truncation.
-// Recovery therefore reads the segment holding the recovery point and what
-// follows it, never the whole log. After a clean Close (marker file present)
+// walks the rest with segment.Verify, which checks every CRC. Recovery
+// therefore reads the segment holding the recovery point and what follows
+// it, never the whole log. After a clean Close (marker file present)
 // nothing is walked: the active segment's end is found from its last offset
 // index entry plus a header scan of at most index.interval.bytes. Walked
 // segments are fsynced, so after Open the HW equals the log end offset.
+//
+// A bad batch (short, zeroed, a header that does not parse, a failed CRC)
+// found by the walk is one of two things (walkSegment):
+//
+//   - A torn tail: nothing valid follows it in its segment and it lies at
+//     or past the recovery point (or it is the last segment's partial
+//     batch: a file cut short). A crash loses unsynced writes from the end
+//     of a file; the bad bytes are cut and, when later segments exist
+//     (pages reach the disk in any order across files), those are deleted
+//     too: none of it was acknowledged. A log whose end ends up below the
+//     recovery point is marked damaged (replication.go).
+//   - Corruption: a valid batch follows it in its segment (the bytes were
+//     written whole and damaged since), or it lies below the recovery point
+//     and is whole or has later segments after it (durable bytes). Nothing
+//     is cut, deleted or rewritten (not even the leader-epoch checkpoint or
+//     producer snapshots); the log opens with the segments up to the bad
+//     one and serves nothing: Append, Read, the truncations and the admin
+//     calls fail with ErrLogCorrupt, which wraps ErrOffline, so the server
+//     answers KAFKA_STORAGE_ERROR for that partition alone while the
+//     directory and every other partition stay online. One ERROR line names
+//     the segment file, the byte position and the offsets affected
+//     (Log.Corruption has them); the log is marked damaged (not eligible to
+//     lead) and a log-corrupt file in the partition directory makes every
+//     later Open verify the whole log, clean shutdown or not, until a
+//     verification finds nothing wrong (the operator repaired it:
+//     docs/operations.md, "Corrupt partition logs"), which removes it.
+//
+// Options.VerifyRecovery (log.recovery.verify) checks the CRC of every
+// batch of the trusted segments too, at the cost of reading the whole
+// directory once; a failure there is corruption. Without it, the bytes
+// Open trusted (s.trustEnd: trusted segments whole, the part of a walked
+// segment before its resume point) are checked by the reads that send
+// them (Log.checkChunk, corrupt.go): a batch that fails its CRC is never
+// sent to a consumer or a follower, the log is marked corrupt as above.
+// A read checks only what it sends, and a segment's checked prefix
+// (s.checked) is not checked again. Bytes appended since Open had their
+// CRCs checked on the way in (record.Validate, the follower's
+// AppendAsFollower) and are not checked by reads; a header that does not
+// parse is caught by every read's header scan (Log.readCorruption).
 //
 // # Concurrency
 //

@@ -678,6 +678,10 @@ func (l *Log) read(offset int64, maxBytes int32, minOneBatch bool, upTo int64, m
 				return res, err
 			}
 			if n > 0 {
+				if err := l.checkChunk(s, pos, n); err != nil { // bytes recovery trusted: CRCs checked first (corrupt.go)
+					s.release()
+					return res, err
+				}
 				// The file stays open until Release (a sealed segment's
 				// descriptor may be parked while idle: logsegment.go).
 				s.seg.Pin()

@@ -54,6 +54,13 @@ type logSegment struct {
 	end  atomic.Int64 // bytes written and visible to readers
 	refs atomic.Int32 // see type comment; 0 = closed
 
+	// The bytes [0, trustEnd) were trusted by Open's recovery without a
+	// CRC check; reads check them before sending them, and checked (a
+	// batch boundary) is how far they have been checked (corrupt.go).
+	// trustEnd is set before the segment is published.
+	trustEnd int64
+	checked  atomic.Int64
+
 	// Paths, rewritten once when the segment is renamed to *.deleted;
 	// read them with paths() unless the segment is private to the caller.
 	pathMu                    sync.Mutex

@@ -291,6 +291,8 @@ func (l *Log) recoverSegments(pf partitionFiles, rp int64, clean, verify bool) (
 					s.end.Store(s.seg.Size())
 					return segs, bad.FirstOffset, bad, nil
 				}
+			} else if ok {
+				s.trustEnd = s.seg.Size() // checked by reads (corrupt.go)
 			}
 		}
 		truncated := false
@@ -492,6 +494,7 @@ func (l *Log) walkSegment(s *logSegment, minOffset, rp int64, last, verify bool)
 	}
 	l.recoveredBases = append(l.recoveredBases, s.base)
 	l.recoveredBytes += validEnd - from
+	s.trustEnd = from // the bytes before the resume point are checked by reads (corrupt.go)
 	switch {
 	case badPos >= 0:
 		l.e.logger.Warn("batch offsets out of order; truncating", "segment", s.logPath, "pos", badPos)

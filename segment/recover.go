@@ -85,7 +85,7 @@ func SaneHeader(hb []byte) bool {
 // batches larger than a chunk are CRC-checked in a stream. An I/O error
 // stops the walk without truncating.
 func (s *Segment) Recover(from int64, visit func(BatchInfo)) (validEnd int64, err error) {
-	return s.walk(from, visit, true)
+	return s.walk(from, -1, visit, true)
 }
 
 // Verify is Recover without the truncation: it walks batches from position
@@ -94,15 +94,28 @@ func (s *Segment) Recover(from int64, visit func(BatchInfo)) (validEnd int64, er
 // < Size() means the batch at validEnd is torn, zeroed or corrupt (see
 // NextValidBatch to tell a torn tail from corruption in the middle).
 func (s *Segment) Verify(from int64, visit func(BatchInfo)) (validEnd int64, err error) {
-	return s.walk(from, visit, false)
+	return s.walk(from, -1, visit, false)
 }
 
-// walk is Recover (truncate) and Verify.
-func (s *Segment) walk(from int64, visit func(BatchInfo), truncate bool) (validEnd int64, err error) {
+// VerifyRange is Verify over the bytes [from, to) only, for a reader of
+// bytes already written (to <= Written()): nothing is drained, truncated
+// or changed, and it is safe concurrently with Append. It returns to when
+// the range is whole batches that pass every check, else the position of
+// the first bad one (a batch running past to counts as bad).
+func (s *Segment) VerifyRange(from, to int64, visit func(BatchInfo)) (validEnd int64, err error) {
+	if to < 0 {
+		return 0, fmt.Errorf("%w: verify to %d", ErrRange, to)
+	}
+	return s.walk(from, to, visit, false)
+}
+
+// walk is Recover (truncate) and Verify (to < 0: to the end of the file,
+// after draining the writer) and VerifyRange (to >= 0).
+func (s *Segment) walk(from, to int64, visit func(BatchInfo), truncate bool) (validEnd int64, err error) {
 	if s.closed.Load() {
 		return 0, ErrClosed
 	}
-	if s.w != nil {
+	if s.w != nil && to < 0 {
 		if err := s.w.drain(); err != nil {
 			return 0, err
 		}
@@ -110,6 +123,9 @@ func (s *Segment) walk(from int64, visit func(BatchInfo), truncate bool) (validE
 	end, err := s.file.Size()
 	if err != nil {
 		return 0, err
+	}
+	if to >= 0 {
+		end = min(end, to)
 	}
 	if from < 0 || from > end {
 		return 0, fmt.Errorf("%w: recover from %d, file size %d", ErrRange, from, end)

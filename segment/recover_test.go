@@ -225,6 +225,22 @@ func TestVerifyAndNextValidBatch(t *testing.T) {
 		if s.Size() != int64(len(bad)) || !bytes.Equal(mf.Bytes(), bad) {
 			t.Fatalf("iter %d: Verify changed the file", iter)
 		}
+		// VerifyRange: a range of whole batches before the damage passes,
+		// one over it stops at it, one after it passes.
+		if got, err := s.VerifyRange(0, bounds[i], nil); err != nil || got != bounds[i] {
+			t.Fatalf("iter %d: VerifyRange(0, %d) = %d, %v", iter, bounds[i], got, err)
+		}
+		lo := bounds[rng.IntN(i+1)]
+		if got, err := s.VerifyRange(lo, bounds[i+1], nil); err != nil || got != bounds[i] {
+			t.Fatalf("iter %d: VerifyRange(%d, %d) over the damage = %d, %v; want %d", iter, lo, bounds[i+1], got, err, bounds[i])
+		}
+		hi := bounds[i+2+rng.IntN(len(bounds)-i-2)]
+		if got, err := s.VerifyRange(bounds[i+1], hi, nil); err != nil || got != hi {
+			t.Fatalf("iter %d: VerifyRange(%d, %d) after the damage = %d, %v", iter, bounds[i+1], hi, got, err)
+		}
+		if s.Size() != int64(len(bad)) || !bytes.Equal(mf.Bytes(), bad) {
+			t.Fatalf("iter %d: VerifyRange changed the file", iter)
+		}
 		b, found, err := s.NextValidBatch(end, batches[i].base)
 		if err != nil || !found || b.Pos != bounds[i+1] || b.BaseOffset != batches[i+1].base {
 			t.Fatalf("iter %d (%s): NextValidBatch %+v found %v err %v; want pos %d base %d",
