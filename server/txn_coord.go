@@ -62,6 +62,7 @@ import (
 	"time"
 
 	"github.com/stratalog/strata/broker/coordhost"
+	"github.com/stratalog/strata/broker/txnhost"
 	"github.com/stratalog/strata/engine"
 	"github.com/stratalog/strata/group"
 	"github.com/stratalog/strata/record"
@@ -105,8 +106,9 @@ type txnCoordState struct {
 	closed bool       // under goMu
 	wg     sync.WaitGroup
 
-	markers  brokerClient           // txn_markers.go
-	selfAddr atomic.Pointer[string] // a local listener's address (noteListener), for markers to this broker
+	markers      *txnhost.Client        // the coordinator's Kafka client (markers, remote verification)
+	markerWriter txnhost.MarkerWriter   // txn_markers.go
+	selfAddr     atomic.Pointer[string] // a local listener's address (noteListener), for markers to this broker
 
 	// clientAddWaits counts client adds that found the producer's previous
 	// transaction still completing and waited for it (txnClientAdd).
@@ -143,8 +145,8 @@ func (s *Server) initTxnCoordinator() {
 		c.parts[i] = &txnPart{p: int32(i)}
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.markers.init(fmt.Sprintf("strata-txn-coordinator-%d", s.cfg.NodeID))
-	c.markers.dial = s.cfg.Cluster.Dial
+	c.markers = txnhost.NewClient(fmt.Sprintf("strata-txn-coordinator-%d", s.cfg.NodeID), s.cfg.Cluster.Dial, hostClock{s})
+	c.markerWriter = txnhost.MarkerWriter{Client: c.markers, Leader: s.markerLeader, Clock: hostClock{s}, Log: s.log}
 	c.host = coordhost.New(coordhost.Config{
 		Topic: coordhost.Topic{
 			Name:        txnStateTopic,
@@ -185,7 +187,7 @@ func (s *Server) closeTxnCoordinator() {
 	c.cancel()
 	c.host.Close()
 	c.wg.Wait()
-	c.markers.close()
+	c.markers.Close()
 }
 
 // txnGo runs fn on a goroutine owned by the coordinator; false (fn not

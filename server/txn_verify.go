@@ -549,7 +549,7 @@ func (s *Server) txnPartitionsRemote(addr, id string, pid int64, epoch int16, tp
 		codes[i] = kerr.CoordinatorNotAvailable.Code // unless answered
 	}
 	resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
-	if err := s.txn.coord.markers.roundTrip(ctx, addr, req, resp); err != nil {
+	if err := s.txn.coord.markers.RoundTrip(ctx, addr, req, resp); err != nil {
 		s.log.Warn("txn: asking a transaction coordinator about partitions failed", "coordinator", addr, "transactional_id", id, "err", err)
 		return
 	}
