@@ -129,7 +129,10 @@ type Broker struct {
 	// listener's.
 	Listeners           []Listener
 	InterBrokerListener string // inter.broker.listener.name (or security.inter.broker.protocol)
-	sec                 securityProps
+	// ScramBootstrap are the credentials of strata.scram.credentials
+	// (sasl.go), created at start-up when the store lacks them.
+	ScramBootstrap []ScramBootstrap
+	sec            securityProps
 }
 
 // Cleaner is the compaction cleaner's settings, as engine.CleanerOptions
@@ -281,13 +284,17 @@ func (b *Broker) Apply(props map[string]string) error {
 	sort.Strings(names)
 	sec := b.sec
 	sec.perListener = maps.Clone(sec.perListener)
+	sec.sasl = maps.Clone(sec.sasl)
+	claimed := map[string]bool{}
 	for _, name := range names {
-		if _, err := b.securityKey(name, props[name]); err != nil {
+		handled, err := b.securityKey(name, props[name])
+		if err != nil {
 			b.sec = sec // a refused file changes nothing
 			return err
 		}
+		claimed[name] = handled
 	}
-	newPer := b.sec.perListener
+	newPer, newSASL := b.sec.perListener, b.sec.sasl
 	b.sec = sec
 	type pick struct {
 		rank int
@@ -297,7 +304,7 @@ func (b *Broker) Apply(props map[string]string) error {
 	static := map[string]string{}
 	var unknown []string
 	for _, name := range names {
-		if strings.HasPrefix(name, "listener.name.") {
+		if strings.HasPrefix(name, "listener.name.") || claimed[name] {
 			continue // securityKey checked it; recorded below
 		}
 		k, own, val, err := configkeys.ParseBroker(name, props[name])
@@ -331,7 +338,7 @@ func (b *Broker) Apply(props map[string]string) error {
 	}
 	maps.Copy(b.Static, static)
 	b.Unknown = append(b.Unknown, unknown...)
-	b.sec.perListener = newPer
+	b.sec.perListener, b.sec.sasl = newPer, newSASL
 	return nil
 }
 

@@ -22,11 +22,12 @@ import (
 //
 // A listener's name is its scheme, upper-cased; its security protocol is
 // the name's entry in listener.security.protocol.map (Kafka's default map
-// names each protocol after itself). PLAINTEXT and SSL are served;
-// SASL_PLAINTEXT and SASL_SSL, and every key Strata cannot honour (sasl.*,
-// authorizer and principal builder classes, JKS or PKCS12 stores, Java
-// provider settings), are a start-up error that names the listener or the
-// key: never a broker that is less protected than its configuration says.
+// names each protocol after itself). PLAINTEXT, SSL, SASL_PLAINTEXT and
+// SASL_SSL are served (sasl.go: PLAIN and SCRAM); every key Strata cannot
+// honour (other sasl.* keys, authorizer and principal builder classes, JKS
+// or PKCS12 stores, Java provider settings) is a start-up error that names
+// the listener or the key: never a broker that is less protected than its
+// configuration says.
 //
 // Apply may run several times (the file, then each flag); it only records
 // the raw values (securityProps). Finish resolves them into
@@ -45,7 +46,8 @@ type Listener struct {
 	Listen         string // host:port to bind
 	AdvertisedHost string // what Metadata gives clients connected to this listener
 	AdvertisedPort int32
-	SSL            *SSL // the listener's ssl.* settings; nil unless Protocol is SSL
+	SSL            *SSL  // the listener's ssl.* settings; nil unless Protocol is SSL or SASL_SSL
+	SASL           *SASL // the listener's SASL settings (sasl.go); nil unless Protocol is SASL_*
 }
 
 // Advertised returns the advertised host:port.
@@ -63,12 +65,12 @@ type securityProps struct {
 	interProto  string // security.inter.broker.protocol
 	ssl         map[string]string
 	perListener map[string]string // listener.name.<name>.<key> → value
+	sasl        map[string]string // SASL keys by their full name (sasl.go)
 }
 
 // refusedPrefixes are key families Strata cannot honour yet: a start-up
 // error naming the key.
 var refusedPrefixes = []struct{ prefix, why string }{
-	{"sasl.", "SASL is not supported yet (only PLAINTEXT and SSL listeners)"},
 	{"authorizer.class.name", "authorization (ACLs) is not supported yet"},
 	{"super.users", "authorization (ACLs) is not supported yet"},
 	{"principal.builder.class", "a custom principal builder cannot be loaded; the SSL principal is the certificate subject (ssl.principal.mapping.rules)"},
@@ -93,13 +95,16 @@ func (b *Broker) securityKey(key, value string) (bool, error) {
 			return true, fmt.Errorf("config: %s: %s; refusing to start rather than ignore it", key, r.why)
 		}
 	}
+	if handled, err := b.saslKey(key, value); handled || err != nil {
+		return true, err
+	}
 	if rest, ok := strings.CutPrefix(key, "listener.name."); ok {
 		name, sub, ok := strings.Cut(rest, ".")
 		if !ok || name == "" {
 			return true, fmt.Errorf("config: %s: expected listener.name.<listener>.<key>", key)
 		}
 		if !strings.HasPrefix(sub, "ssl.") {
-			return true, fmt.Errorf("config: %s: only ssl.* keys can be set per listener (SASL is not supported yet); refusing to start rather than ignore it", key)
+			return true, fmt.Errorf("config: %s: only ssl.* and SASL keys can be set per listener; refusing to start rather than ignore it", key)
 		}
 		if err := checkSSLKey(key, sub, value); err != nil {
 			return true, err
@@ -269,9 +274,9 @@ func (b *Broker) finishListeners() error {
 			return fmt.Errorf("config: listeners: listener %s has no security protocol (add %s:PROTOCOL to listener.security.protocol.map)", e.name, e.name)
 		}
 		switch proto {
-		case ProtocolPlaintext, ProtocolSSL:
+		case ProtocolPlaintext, ProtocolSSL, ProtocolSASLPlaintext, ProtocolSASLSSL:
 		default:
-			return fmt.Errorf("config: listeners: listener %s uses %s, which this broker does not support yet (PLAINTEXT and SSL only); refusing to start rather than serve it without authentication", e.name, proto)
+			return fmt.Errorf("config: listeners: listener %s uses %s, which this broker does not support", e.name, proto)
 		}
 		l := Listener{Name: e.name, Protocol: proto, Listen: net.JoinHostPort(e.host, e.port)}
 		l.AdvertisedHost = e.host
@@ -280,12 +285,19 @@ func (b *Broker) finishListeners() error {
 		}
 		p, _ := strconv.ParseUint(e.port, 10, 16)
 		l.AdvertisedPort = int32(p)
-		if proto == ProtocolSSL {
+		if proto == ProtocolSSL || proto == ProtocolSASLSSL {
 			ssl, err := b.sslFor(e.name)
 			if err != nil {
 				return err
 			}
 			l.SSL = ssl
+		}
+		if IsSASL(proto) {
+			sc, err := b.saslFor(e.name)
+			if err != nil {
+				return err
+			}
+			l.SASL = sc
 		}
 		b.Listeners = append(b.Listeners, l)
 	}
@@ -303,8 +315,8 @@ func (b *Broker) finishListeners() error {
 	for k := range b.sec.perListener {
 		name, _, _ := strings.Cut(k, "\x00")
 		i := slices.IndexFunc(b.Listeners, func(l Listener) bool { return l.Name == name })
-		if i < 0 || b.Listeners[i].Protocol != ProtocolSSL {
-			return fmt.Errorf("config: listener.name.%s.*: %s is not an SSL listener in listeners", strings.ToLower(name), name)
+		if i < 0 || b.Listeners[i].SSL == nil {
+			return fmt.Errorf("config: listener.name.%s.ssl.*: %s is not an SSL or SASL_SSL listener in listeners", strings.ToLower(name), name)
 		}
 	}
 	if b.sec.interName != "" && b.sec.interProto != "" {
@@ -314,8 +326,8 @@ func (b *Broker) finishListeners() error {
 	key := "inter.broker.listener.name"
 	if inter == "" && b.sec.interProto != "" {
 		inter, key = strings.ToUpper(b.sec.interProto), "security.inter.broker.protocol"
-		if inter != ProtocolPlaintext && inter != ProtocolSSL {
-			return fmt.Errorf("config: security.inter.broker.protocol=%s: only PLAINTEXT and SSL are supported yet", b.sec.interProto)
+		if _, err := parseProtocolMap(inter + ":" + inter); err != nil {
+			return fmt.Errorf("config: security.inter.broker.protocol=%s: not a security protocol", b.sec.interProto)
 		}
 	}
 	switch {
@@ -333,6 +345,9 @@ func (b *Broker) finishListeners() error {
 		inter = b.Listeners[0].Name
 	}
 	b.InterBrokerListener = inter
+	if err := b.finishSASL(); err != nil { // sasl.go
+		return err
+	}
 	if b.ControllerQuorum != "" && len(b.Listeners) > 1 {
 		// The controller registers one endpoint per broker: other brokers'
 		// addresses on a second listener would be unknown.

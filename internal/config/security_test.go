@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -51,7 +52,26 @@ func TestSecurityConfigErrorsNameTheKey(t *testing.T) {
 		{map[string]string{"listeners": "CLIENT://127.0.0.1:9092", "listener.security.protocol.map": "CLIENT:TLS"}, "listener.security.protocol.map"},
 		{map[string]string{"listener.security.protocol.map": "bogus"}, "listener.security.protocol.map"},
 		{map[string]string{"advertised.listeners": "SSL://h:9093"}, "advertised.listeners"},
-		{map[string]string{"sasl.enabled.mechanisms": "PLAIN"}, "sasl.enabled.mechanisms"},
+		{map[string]string{"sasl.enabled.mechanisms": "GSSAPI"}, "sasl.enabled.mechanisms"},
+		{map[string]string{"sasl.kerberos.service.name": "kafka"}, "sasl.kerberos.service.name"},
+		{map[string]string{"sasl.jaas.config": "x"}, "sasl.jaas.config"},
+		{map[string]string{"listeners": "SASL_PLAINTEXT://127.0.0.1:9092"}, "sasl.enabled.mechanisms"},
+		{map[string]string{"listeners": "SASL_PLAINTEXT://127.0.0.1:9092", "sasl.enabled.mechanisms": "PLAIN"}, "listener.name.sasl_plaintext.plain.sasl.jaas.config"},
+		{map[string]string{"listeners": "SASL_PLAINTEXT://127.0.0.1:9092", "sasl.enabled.mechanisms": "PLAIN",
+			"listener.name.sasl_plaintext.plain.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required;"}, "listener.name.sasl_plaintext.plain.sasl.jaas.config"},
+		{map[string]string{"listeners": "SASL_PLAINTEXT://127.0.0.1:9092", "sasl.enabled.mechanisms": "PLAIN",
+			"listener.name.sasl_plaintext.plain.sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule required user_a=\"b\""}, "listener.name.sasl_plaintext.plain.sasl.jaas.config"},
+		{map[string]string{"listeners": "SASL_PLAINTEXT://127.0.0.1:9092", "sasl.enabled.mechanisms": "SCRAM-SHA-256",
+			"listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required;"}, "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config"},
+		{map[string]string{"listeners": "SASL_PLAINTEXT://127.0.0.1:9092", "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+			"listener.name.sasl_plaintext.plain.sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule required user_a=\"b\";"}, "sasl.mechanism.inter.broker.protocol"},
+		{map[string]string{"listeners": "SASL_PLAINTEXT://127.0.0.1:9092", "sasl.enabled.mechanisms": "PLAIN",
+			"listener.name.sasl_plaintext.plain.sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule required user_a=\"b\";"}, "username and password"},
+		{map[string]string{"listeners": "SASL_PLAINTEXT://127.0.0.1:9092", "sasl.enabled.mechanisms": "PLAIN",
+			"listener.name.sasl_plaintext.plain.sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule required username=a password=b user_a=\"b\";",
+			"listener.name.sasl_plaintext.sasl.login.class":       "x"}, "listener.name.sasl_plaintext.sasl.login.class"},
+		{map[string]string{"strata.scram.credentials": "SCRAM-SHA-256=[name=a,password=b,iterations=10]"}, "strata.scram.credentials"},
+		{map[string]string{"listeners": "SASL_SSL://127.0.0.1:9094", "sasl.enabled.mechanisms": "SCRAM-SHA-256"}, "ssl.keystore"},
 		{map[string]string{"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"}, "authorizer.class.name"},
 		{map[string]string{"super.users": "User:admin"}, "super.users"},
 		{map[string]string{"security.protocol": "SSL"}, "security.protocol"},
@@ -297,5 +317,42 @@ func copyFile(t *testing.T, from, to string) {
 	}
 	if err := os.WriteFile(to, b, 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// SASL listeners resolve with Kafka's keys: per-listener mechanisms win
+// over sasl.enabled.mechanisms, PLAIN users come from the JAAS options,
+// the inter-broker listener gets its client credentials, and
+// strata.scram.credentials is parsed and salted.
+func TestSASLListenersResolve(t *testing.T) {
+	b, err := finish(map[string]string{
+		"listeners":                                      "INTERNAL://127.0.0.1:9092,EXTERNAL://127.0.0.1:9094",
+		"listener.security.protocol.map":                 "INTERNAL:SASL_PLAINTEXT,EXTERNAL:SASL_PLAINTEXT",
+		"inter.broker.listener.name":                     "INTERNAL",
+		"sasl.enabled.mechanisms":                        "SCRAM-SHA-512",
+		"listener.name.internal.sasl.enabled.mechanisms": "PLAIN",
+		"sasl.mechanism.inter.broker.protocol":           "PLAIN",
+		"listener.name.internal.plain.sasl.jaas.config": `org.apache.kafka.common.security.plain.PlainLoginModule required
+			username="admin" password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";`,
+		"strata.scram.credentials": "SCRAM-SHA-512=[name=bob,password=bob-secret,iterations=8192]",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, ex := b.Listeners[0], b.Listeners[1]
+	if in.SASL == nil || !slices.Equal(in.SASL.Mechanisms, []string{"PLAIN"}) || in.SASL.PlainUsers["alice"] != "alice-secret" {
+		t.Fatalf("INTERNAL: %+v", in.SASL)
+	}
+	if c := in.SASL.Client; c == nil || c.Mechanism != "PLAIN" || c.User != "admin" || c.Password != "admin-secret" {
+		t.Fatalf("INTERNAL client: %+v", in.SASL.Client)
+	}
+	if ex.SASL == nil || !slices.Equal(ex.SASL.Mechanisms, []string{"SCRAM-SHA-512"}) || ex.SASL.Client != nil || ex.SSL != nil {
+		t.Fatalf("EXTERNAL: %+v", ex)
+	}
+	if len(b.ScramBootstrap) != 1 || b.ScramBootstrap[0].User != "bob" || b.ScramBootstrap[0].Credential.Iterations != 8192 {
+		t.Fatalf("bootstrap %+v", b.ScramBootstrap)
+	}
+	for _, k := range b.Unknown {
+		t.Errorf("SASL key %s reported unknown", k)
 	}
 }
