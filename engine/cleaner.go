@@ -11,6 +11,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -60,18 +61,25 @@ import (
 // # Crash safety (the swap)
 //
 // A group's new segment is written to <base>.log.cleaned, .index.cleaned
-// and .timeindex.cleaned and fsynced. Then, under Log.mu (after checking the
-// group is still in the list: retention or DeleteRecords may have removed a
-// segment meanwhile, then the new files are dropped): the three .cleaned
-// files are renamed to .swap and the directory fsynced (the commit point);
-// the old segments' files are renamed to .deleted (readers that pinned them
-// keep their descriptors); the .swap files are renamed to their final names
-// and the directory fsynced; the new segment replaces the group in the list.
-// Open (scanPartitionDir -> promoteSwapFiles) renames any .swap file to its
-// final name, completing an interrupted swap, removes old segments whose
-// base lies inside the promoted segment's offsets, and removes .cleaned and
-// .deleted leftovers: after a crash at any step the log is the old group or
-// the new segment, and both hold every latest value.
+// and .timeindex.cleaned (and .txnindex.cleaned when it carries aborted
+// transactions) and fsynced. The index files are renamed to .swap and the
+// directory fsynced. Then, under Log.mu (after checking the group is still
+// in the list: retention or DeleteRecords may have removed a segment
+// meanwhile, then the new files are dropped): the .log.cleaned is renamed
+// to .log.swap and the directory fsynced (the commit point); the old
+// segments' files are renamed to .deleted (readers that pinned them keep
+// their descriptors); the index .swap files are renamed to their final
+// names, the directory fsynced, the .log.swap renamed to its final name
+// and the directory fsynced again; the new segment replaces the group in
+// the list. Open (scanPartitionDir -> promoteSwapFiles) completes a swap
+// whose .log.swap exists the same way (indexes first), removes old
+// segments whose base lies inside the promoted segment's offsets, removes
+// index .swap files without a .log.swap (a swap that never committed) and
+// .cleaned and .deleted leftovers: after a crash at any step the log is
+// the old group or the new segment, and both hold every latest value. The
+// directory syncs between the renames make this hold on a file system
+// that keeps unsynced renames in any order, not only on one with an
+// ordered metadata journal (TestCrashMidCompaction crashes both ways).
 //
 // Before the first swap of a pass the recovery-point checkpoint is written:
 // every cleaned segment lies below it, so Open trusts them rather than
@@ -83,7 +91,7 @@ import (
 // Bytes read and written are charged to a token bucket of
 // log.cleaner.io.max.bytes.per.second (default 64 MiB/s here): the cleaner
 // sleeps when it runs ahead, so it never takes the disk from produce. Its
-// Log.mu critical section is the swap of one segment (renames and two
+// Log.mu critical section is the swap of one segment (renames and three
 // directory fsyncs), never the copying.
 //
 // Concurrency: cleaner.mu guards the clean points; cleaner.runMu serializes
@@ -891,15 +899,30 @@ var castagnoliTable = crc32.MakeTable(crc32.Castagnoli)
 // the segments of group: see "Crash safety" in the file comment.
 func (w *segmentRewriter) swap(group []*logSegment, ns *logSegment, size int64) error {
 	e, l := w.e, w.l
-	finals := []string{ns.logPath, ns.offPath, ns.timPath}
+	indexes := []string{ns.offPath, ns.timPath} // renamed before the .log, promoted before it
 	if len(ns.aborted) > 0 {
-		finals = append(finals, ns.txnPath) // carried aborted transactions (txnindex.go)
+		indexes = append(indexes, ns.txnPath) // carried aborted transactions (txnindex.go)
 	}
+	finals := append(slices.Clone(indexes), ns.logPath)
 	drop := func() {
 		for _, p := range finals {
 			e.fs.Remove(p + cleanedSuffix)
 			e.fs.Remove(p + swapSuffix)
 		}
+	}
+	syncDir := func() error { return e.syncFile(l.dir, func() error { return e.fs.SyncDir(l.dir) }) }
+	// The indexes' .swap files are durable before the .log's exists: a
+	// .log.swap after a crash means the whole set is there, whatever
+	// order the file system kept unsynced renames in (promoteSwapFiles).
+	for _, p := range indexes {
+		if err := e.fs.Rename(p+cleanedSuffix, p+swapSuffix); err != nil {
+			drop()
+			return err
+		}
+	}
+	if err := syncDir(); err != nil {
+		drop()
+		return e.ioFailure("syncing "+l.dir, err)
 	}
 	l.mu.Lock()
 	segs := *l.segs.Load()
@@ -920,14 +943,12 @@ func (w *segmentRewriter) swap(group []*logSegment, ns *logSegment, size int64) 
 			return e.ioFailure("journal barrier for "+l.String(), err)
 		}
 	}
-	for _, p := range finals {
-		if err := e.fs.Rename(p+cleanedSuffix, p+swapSuffix); err != nil {
-			l.mu.Unlock()
-			drop()
-			return err
-		}
+	if err := e.fs.Rename(ns.logPath+cleanedSuffix, ns.logPath+swapSuffix); err != nil {
+		l.mu.Unlock()
+		drop()
+		return err
 	}
-	if err := e.syncFile(l.dir, func() error { return e.fs.SyncDir(l.dir) }); err != nil {
+	if err := syncDir(); err != nil {
 		l.mu.Unlock()
 		return e.ioFailure("syncing "+l.dir, err)
 	}
@@ -943,13 +964,21 @@ func (w *segmentRewriter) swap(group []*logSegment, ns *logSegment, size int64) 
 		l.mu.Unlock()
 		return err
 	}
-	for _, p := range finals {
+	// The indexes reach their final names durably before the .log leaves
+	// its .swap name (promoteSwapFiles's order).
+	for k, p := range finals {
+		if k == len(indexes) {
+			if err := syncDir(); err != nil {
+				l.mu.Unlock()
+				return e.ioFailure("syncing "+l.dir, err)
+			}
+		}
 		if err := e.fs.Rename(p+swapSuffix, p); err != nil {
 			l.mu.Unlock()
 			return e.ioFailure("renaming "+p+swapSuffix, err)
 		}
 	}
-	if err := e.syncFile(l.dir, func() error { return e.fs.SyncDir(l.dir) }); err != nil {
+	if err := syncDir(); err != nil {
 		l.mu.Unlock()
 		return e.ioFailure("syncing "+l.dir, err)
 	}
@@ -996,34 +1025,82 @@ func (l *Log) indexBatchCfg(s *logSegment, cfg *LogConfig, maxTs, lastOffset, po
 	s.bytesSince += size
 }
 
-// promoteSwapFiles completes interrupted swaps in a partition directory:
-// every *.swap file is renamed to its final name (replacing the old file),
-// and the files of old segments a promoted .log subsumed (a base offset
-// inside its offset range: a group swap interrupted before they were
-// renamed to .deleted) are removed. Called by Open before leftovers are
-// removed and segments listed. Everything goes through fsys, the engine's
-// file system.
+// promoteSwapFiles completes interrupted swaps in a partition directory.
+// A segment's swap is committed once its <base>.log.swap exists (swap
+// makes the index files' .swap names durable first): then every .swap
+// file of that base is renamed to its final name (replacing the old file),
+// the indexes first and, after a directory sync, the .log, and the files
+// of old segments the promoted .log subsumed (a base inside its offset
+// range: a group swap interrupted before they were renamed to .deleted)
+// are removed. Index .swap files without a .log.swap belong to a swap that
+// never committed (the old files are intact) and are removed. Called by
+// Open before leftovers are removed and segments listed. Everything goes
+// through fsys, the engine's file system.
 func promoteSwapFiles(fsys vfs.FS, dir string) error {
 	ents, err := fsys.ReadDir(dir)
 	if err != nil {
 		return err
 	}
-	var promoted []string // final .log paths
+	swaps := map[int64][]string{} // base -> final names of its .swap files, the .log last
+	committed, seen := map[int64]bool{}, map[int64]bool{}
+	var bases []int64
 	for _, ent := range ents {
 		name := ent.Name()
 		if ent.IsDir() || filepath.Ext(name) != swapSuffix {
 			continue
 		}
 		final := name[:len(name)-len(swapSuffix)]
-		if err := fsys.Rename(filepath.Join(dir, name), filepath.Join(dir, final)); err != nil {
+		base, isLog := int64(-1), false
+		for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix, txnIndexSuffix} {
+			if b, ok := parseSegmentFileName(final, suf); ok {
+				base, isLog = b, suf == logSuffix
+				break
+			}
+		}
+		if base < 0 { // not a segment's file: nothing to wait for
+			if err := fsys.Rename(filepath.Join(dir, name), filepath.Join(dir, final)); err != nil {
+				return err
+			}
+			continue
+		}
+		if !seen[base] {
+			seen[base] = true
+			bases = append(bases, base)
+		}
+		if isLog {
+			committed[base] = true
+			continue
+		}
+		swaps[base] = append(swaps[base], final)
+	}
+	if len(bases) == 0 {
+		return nil
+	}
+	var promoted []string // final .log paths
+	for _, base := range bases {
+		if !committed[base] {
+			for _, final := range swaps[base] {
+				if err := fsys.Remove(filepath.Join(dir, final+swapSuffix)); err != nil && !errors.Is(err, os.ErrNotExist) {
+					return err
+				}
+			}
+			continue
+		}
+		for _, final := range swaps[base] {
+			if err := fsys.Rename(filepath.Join(dir, final+swapSuffix), filepath.Join(dir, final)); err != nil {
+				return err
+			}
+		}
+		if len(swaps[base]) > 0 {
+			if err := fsys.SyncDir(dir); err != nil {
+				return err
+			}
+		}
+		log := segmentFileName(dir, base, logSuffix)
+		if err := fsys.Rename(log+swapSuffix, log); err != nil {
 			return err
 		}
-		if filepath.Ext(final) == logSuffix {
-			promoted = append(promoted, filepath.Join(dir, final))
-		}
-	}
-	if len(promoted) == 0 {
-		return nil
+		promoted = append(promoted, log)
 	}
 	for _, path := range promoted {
 		base, ok := parseSegmentFileName(filepath.Base(path), logSuffix)

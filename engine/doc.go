@@ -279,24 +279,53 @@
 //
 // # The file-system seam
 //
-// The files the engine owns besides segment data and directories are
-// reached through the engine's internal/vfs file system (Options.fs,
-// vfs.OS in production): the offset checkpoints (checkpoint.go), the
-// leader-epoch checkpoint (epoch.go), the clean-shutdown marker, producer
-// snapshots (producers.go), transaction indexes (txnindex.go), offset and
-// time indexes (logsegment.go: mapped on vfs.OS, heap-backed on any other
-// file system, index.Options.FS) and, unless Options.journalFS is set, the
-// journal. Segment data has its own seam (fileLayer, segment.File).
-// Directory syncs reach both (Engine.syncDir). Still on the os package:
-// directories, topic files, partition.metadata, the damaged marker and the
-// cleaner's .cleaned/.swap files (a compacted log cannot run over a
-// vfs.MemFS yet).
+// Every file and directory operation of the engine goes through its
+// internal/vfs file system (Options.fs, vfs.OS in production): listings
+// of the data directory and of __strata_topics, topic files (engine.go,
+// topic.go, cluster.go), partition directories (create, stat, stray and
+// delete renames, RemoveAll), partition.metadata and the segment listings
+// (recover.go), the damaged marker (replication.go), the offset
+// checkpoints (checkpoint.go), the leader-epoch checkpoint (epoch.go), the
+// clean-shutdown marker, producer snapshots (producers.go), transaction
+// indexes (txnindex.go), offset and time indexes (logsegment.go: mapped on
+// vfs.OS, heap-backed on any other file system, index.Options.FS), the
+// cleaner's .cleaned and .swap files and their promotion at Open
+// (cleaner.go), journal replay's reads of partition.metadata and its
+// segment opens (journal_replay.go), segment removals and, unless
+// Options.journalFS is set, the journal. Directory syncs go there too
+// (Engine.syncDir).
 //
-// The whole-engine crash tests (crash_test.go) run the engine over
-// segmenttest.MemFile segments and a vfs.MemFS for the files above, both
-// losing power at the same moment (dropping unsynced writes, keeping a
-// seeded part of them, tearing the last), and check acknowledged records,
-// indexes, checkpoints, producer state and aborted transactions after the
+// Segment data has its own seam (fileLayer, segment.File): on vfs.OS the
+// I/O backend (backend.go) opens segments with pread/pwrite or io_uring
+// O_DIRECT through package segment, whose own open, create and rename
+// (with its directory sync) are system calls; on any other file system
+// the engine keeps segment data on that file system (fsFiles, segfile.go)
+// and renames a segment's .log through it (logSegment.renameLog), so
+// everything a test crashes is on one vfs.MemFS.
+//
+// What stays on the operating system, and why (grep 'os\.' engine/*.go
+// also shows the os package's error values and open flags, which the vfs
+// interface uses, and *os.File types for sendfile):
+//
+//   - devflush.go's flush anchor: a real descriptor for the device flush
+//     or syncfs the io_uring backend shares among segments;
+//   - backend.go's O_DIRECT probe: it asks the real file system whether
+//     io_uring O_DIRECT works there, before choosing that backend;
+//   - recover.go's trimIndexFile on vfs.OS: lseek SEEK_DATA/SEEK_HOLE
+//     over a preallocated, sparse index (other file systems read the
+//     file whole through the vfs);
+//   - diskfloor.go's free-space check (statfs through vfs.FreeSpace): a
+//     question about the device, not a file operation;
+//   - the journal's O_DIRECT files on vfs.OS (vfs.OpenDirect).
+//
+// The whole-engine crash tests run the engine wholly over a vfs.MemFS
+// (Options.fs, no file layer): crash_test.go's rounds of appends,
+// journaled appends and transactions, and compact_crash_test.go's
+// compacted topic with the cleaner cut mid-clean and mid-swap, losing
+// power (dropping unsynced writes, keeping a seeded part of them in order
+// or not, tearing the last) and checking acknowledged records, latest
+// values per key, indexes, checkpoints, producer state and aborted
+// transactions after the
 // restart; smallfiles_crash_test.go drives the small files' own code
 // through power cuts and injected errors.
 //
@@ -338,6 +367,12 @@
 //     later Open verify the whole log, clean shutdown or not, until a
 //     verification finds nothing wrong (the operator repaired it:
 //     docs/operations.md, "Corrupt partition logs"), which removes it.
+//     In a cluster (Options.RefetchCorrupt, set when a controller quorum
+//     is configured) the log is instead cut at its last good offset and
+//     marked damaged, so the replica re-fetches the rest from the leader
+//     and is not eligible to lead until it has (replica package); the cut
+//     bytes are kept aside, not deleted: the damaged segment's tail as
+//     <segment>.log.corrupt, later segments renamed to .log.corrupt.
 //
 // Options.VerifyRecovery (log.recovery.verify) checks the CRC of every
 // batch of the trusted segments too, at the cost of reading the whole
