@@ -217,3 +217,59 @@ func (l *Log) checkChunk(s *logSegment, pos, n int64) error {
 		}
 	}
 }
+
+// corruptSuffix names the files a cut of a corrupt log keeps aside
+// (Options.RefetchCorrupt): <segment>.log.corrupt holds the damaged
+// segment's bytes from the bad batch on, and later segments' .log files
+// are renamed to it. Open leaves them alone; the operator removes them.
+const corruptSuffix = ".corrupt"
+
+// cutCorrupt cuts s at the bad batch in a cluster (Options.RefetchCorrupt):
+// the bytes from it on and the later segments (at bases later) are kept
+// aside as *.corrupt files, s is truncated there, the later segments'
+// indexes removed, and the log marked damaged: not eligible to lead, its
+// replica re-fetches the rest from the leader (replica package). Open's
+// recovery continues with s as the last segment.
+func (l *Log) cutCorrupt(s *logSegment, bad *Corruption, later []int64) error {
+	l.e.logger.Error("partition log corrupt: cut at the last good offset, the replica re-fetches the rest from the leader; the cut bytes are kept as *"+corruptSuffix+" files",
+		"log", l.String(), "segment", s.logPath, "pos", bad.Pos, "offsets", bad.Offsets(), "reason", bad.Reason)
+	size := s.seg.Size()
+	f, err := l.e.fs.OpenFile(s.logPath+corruptSuffix, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, min(size-bad.Pos, 1<<20))
+	for off := bad.Pos; off < size && err == nil; {
+		n := min(int64(len(buf)), size-off)
+		if _, err = s.seg.ReadAt(buf[:n], off); err == nil {
+			_, err = f.Write(buf[:n])
+		}
+		off += n
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("keeping %s aside: %w", s.logPath, err)
+	}
+	for _, b := range later {
+		p := segmentFileName(l.dir, b, logSuffix)
+		if err := l.e.fs.Rename(p, p+corruptSuffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		if err := removeSegmentPaths(l.e.fs, segmentFileName(l.dir, b, indexSuffix), segmentFileName(l.dir, b, timeIndexSuffix),
+			segmentFileName(l.dir, b, txnIndexSuffix)); err != nil {
+			return err
+		}
+	}
+	if err := l.e.syncDir(l.dir); err != nil {
+		return err
+	}
+	if err := s.seg.TruncateTo(bad.Pos); err != nil {
+		return err
+	}
+	return l.MarkDamaged()
+}

@@ -471,3 +471,97 @@ func TestReadNeverSendsBadCRC(t *testing.T) {
 		})
 	}
 }
+
+// In a cluster (Options.RefetchCorrupt) a corrupt log is cut at its last
+// good offset and marked damaged, so its replica re-fetches the rest from
+// the leader; the cut bytes stay on disk as *.corrupt files (the damaged
+// segment's tail, the later segments whole) and later Opens leave them.
+// Both ways corruption is found: the walk, and log.recovery.verify over
+// trusted segments.
+func TestCorruptInClusterCutAndKeptAside(t *testing.T) {
+	for _, how := range []string{"walk", "verify"} {
+		t.Run(how, func(t *testing.T) {
+			image, want0, _ := corruptImage(t, 80, 0, smallConfig())
+			if how == "walk" {
+				if err := os.Remove(filepath.Join(image, recoveryPointFile)); err != nil {
+					t.Fatal(err)
+				}
+			} else { // a clean shutdown: every segment trusted
+				e := openEngine(t, image, nil)
+				if err := e.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			pdir := filepath.Join(image, "cor-0")
+			bases := segmentBases(t, pdir)
+			victim := segmentFileName(pdir, bases[1], logSuffix)
+			walk := naiveWalk(t, victim)
+			flip(t, victim, walk[1].pos+record.HeaderSize)
+			before := logFiles(t, pdir)
+			cluster := func(o *Options) { o.RefetchCorrupt, o.VerifyRecovery = true, how == "verify" }
+
+			var logs lockedBuf
+			e := openEngine(t, image, func(o *Options) {
+				cluster(o)
+				o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+			})
+			l := e.Topic("cor").Partition(0)
+			if c := l.Corruption(); c != nil {
+				t.Fatalf("cluster log left corrupt: %s", c)
+			}
+			if !l.Damaged() {
+				t.Fatal("cut log not marked damaged: it could lead without the cut records")
+			}
+			if l.LogEndOffset() != walk[1].base {
+				t.Fatalf("log end %d, want %d (the last good offset)", l.LogEndOffset(), walk[1].base)
+			}
+			if errs := logs.errorLines(); len(errs) != 1 || !strings.Contains(errs[0], victim) || !strings.Contains(errs[0], "pos="+i64s(walk[1].pos)) {
+				t.Fatalf("ERROR lines %q", errs)
+			}
+			got, _ := readAll(t, l, 0, 1<<20)
+			if len(got) == 0 || len(got) >= len(want0) {
+				t.Fatalf("read %d batches of %d", len(got), len(want0))
+			}
+			checkServes(t, l, want0[:len(got)])
+			if err := e.Close(); err != nil {
+				t.Fatal(err)
+			}
+			// Every byte is still on disk: the kept prefix plus the tail
+			// kept aside, and the later segments renamed.
+			after := logFiles(t, pdir)
+			if first := segmentFileName(pdir, bases[0], logSuffix); !bytes.Equal(after[filepath.Base(first)], before[filepath.Base(first)]) {
+				t.Fatal("the segment before the damage changed")
+			}
+			for name, old := range before {
+				if name < filepath.Base(victim) {
+					continue // before the damage: kept as it was
+				}
+				p := filepath.Join(pdir, name)
+				aside, err := os.ReadFile(p + corruptSuffix)
+				if err != nil {
+					t.Fatalf("%s not kept aside: %v", name, err)
+				}
+				if name == filepath.Base(victim) {
+					if got := after[name]; !bytes.Equal(got[:walk[1].pos], old[:walk[1].pos]) {
+						t.Fatal("the damaged segment's good prefix changed")
+					}
+					if !bytes.Equal(aside, old[walk[1].pos:]) {
+						t.Fatal("the damaged segment's tail kept aside differs")
+					}
+					continue
+				}
+				if _, ok := after[name]; ok {
+					t.Fatalf("%s still in the log after the cut", name)
+				}
+				if !bytes.Equal(aside, old) {
+					t.Fatalf("%s kept aside differs", name)
+				}
+			}
+			e = openEngine(t, image, cluster)
+			defer e.Close()
+			if got, _ := readAll(t, e.Topic("cor").Partition(0), 0, 1<<20); len(got) == 0 {
+				t.Fatal("log empty after a second open")
+			}
+		})
+	}
+}

@@ -83,6 +83,12 @@ type Options struct {
 	// batch of every log, not only of what follows the recovery point;
 	// a corrupt log is marked (corrupt.go) and the others open.
 	VerifyRecovery bool
+	// RefetchCorrupt is set in a cluster (a controller quorum): a log found
+	// corrupt at Open is cut at its last good offset instead of going
+	// offline, the cut bytes kept aside as *.corrupt files, and marked
+	// damaged, so its replica re-fetches the rest from the leader and is
+	// not eligible to lead until then (corrupt.go).
+	RefetchCorrupt bool
 
 	// files, when set (tests), replaces real segment files.
 	files fileLayer
@@ -133,6 +139,7 @@ type Engine struct {
 
 	producerExpiryMs int64 // Options.ProducerIDExpirationMs
 	verify           bool  // Options.VerifyRecovery
+	refetchCorrupt   bool  // Options.RefetchCorrupt
 
 	ckptMu sync.Mutex // serializes checkpoint file writes
 	// logStartPending: the last log-start checkpoint ran out of a resource
@@ -163,6 +170,7 @@ func Open(opts Options) (*Engine, error) {
 	e.fl.workers = opts.flushWorkers
 	e.producerExpiryMs = opts.ProducerIDExpirationMs
 	e.verify = opts.VerifyRecovery
+	e.refetchCorrupt = opts.RefetchCorrupt
 	if e.defaults == (LogConfig{}) {
 		e.defaults = DefaultLogConfig()
 	}

@@ -99,7 +99,8 @@ func (e *Engine) scanPartitionDir(dir string) (partitionFiles, error) {
 				return pf, err
 			}
 			continue
-		case name == partitionMetaFile || name == epochCheckpoint || name == damagedFile || name == corruptFile:
+		case name == partitionMetaFile || name == epochCheckpoint || name == damagedFile || name == corruptFile ||
+			strings.HasSuffix(name, corruptSuffix): // bytes a corrupt log's cut kept aside (corrupt.go)
 			continue
 		case strings.HasSuffix(name, snapshotSuffix): // producer state (producers.go)
 			continue
@@ -277,6 +278,7 @@ func (l *Log) recoverSegments(pf partitionFiles, rp int64, clean, verify bool) (
 		trusted := clean || (!last && pf.bases[i+1] <= rp)
 		var end int64
 		var ok bool
+		cut := false // a corrupt batch cut off (Options.RefetchCorrupt): s is the last segment now
 		if trusted {
 			end, ok, err = l.openTrusted(s, last, pf, i)
 			if err != nil {
@@ -287,9 +289,19 @@ func (l *Log) recoverSegments(pf partitionFiles, rp int64, clean, verify bool) (
 				if err != nil {
 					return segs, 0, nil, err
 				}
-				if bad != nil {
+				if bad != nil && !l.e.refetchCorrupt {
 					s.end.Store(s.seg.Size())
 					return segs, bad.FirstOffset, bad, nil
+				}
+				if bad != nil { // cut it; the sealed indexes are rebuilt by the walk below
+					if err := l.cutCorrupt(s, bad, pf.bases[i+1:]); err != nil {
+						return segs, 0, nil, err
+					}
+					ok, last, cut = false, true, true
+					if err := s.closeIndexes(); err != nil {
+						return segs, 0, nil, err
+					}
+					s.off, s.tim, s.sealed = nil, nil, false
 				}
 			} else if ok {
 				s.trustEnd = s.seg.Size() // checked by reads (corrupt.go)
@@ -302,9 +314,15 @@ func (l *Log) recoverSegments(pf partitionFiles, rp int64, clean, verify bool) (
 			if err != nil {
 				return segs, 0, nil, err
 			}
-			if bad != nil {
+			if bad != nil && !l.e.refetchCorrupt {
 				s.end.Store(s.seg.Size())
 				return segs, bad.FirstOffset, bad, nil
+			}
+			if bad != nil { // cut it: the walk indexed the batches before it
+				if err := l.cutCorrupt(s, bad, pf.bases[i+1:]); err != nil {
+					return segs, 0, nil, err
+				}
+				last, cut = true, true
 			}
 			walkedAny = true
 			if !last && !truncated {
@@ -321,6 +339,12 @@ func (l *Log) recoverSegments(pf partitionFiles, rp int64, clean, verify bool) (
 		}
 		s.end.Store(s.seg.Size())
 		next = end
+		if cut {
+			if err := l.reopenRing(s); err != nil { // opened plain, as a sealed one
+				return segs, 0, nil, err
+			}
+			break
+		}
 		// A walked segment that ends before the next one begins, at or past
 		// the recovery point, lost its unsynced tail while the next file
 		// kept some of its own unsynced writes (pages reach the disk in any
