@@ -817,6 +817,39 @@ var decodeOps = map[int16][]dop{
 			}},
 		}},
 	},
+	50: { // DescribeUserSCRAMCredentialsRequest
+		{k: dArray, n: sizeOf[kmsg.DescribeUserSCRAMCredentialsRequestUser](), body: []dop{
+			{k: dString},
+			{k: dIf, min: 0, max: -1, flex: 1, body: []dop{
+				{k: dTags},
+			}},
+		}},
+		{k: dIf, min: 0, max: -1, flex: 1, body: []dop{
+			{k: dTags},
+		}},
+	},
+	51: { // AlterUserSCRAMCredentialsRequest
+		{k: dArray, n: sizeOf[kmsg.AlterUserSCRAMCredentialsRequestDeletion](), body: []dop{
+			{k: dString},
+			{k: dFixed, n: 1},
+			{k: dIf, min: 0, max: -1, flex: 1, body: []dop{
+				{k: dTags},
+			}},
+		}},
+		{k: dArray, n: sizeOf[kmsg.AlterUserSCRAMCredentialsRequestUpsertion](), body: []dop{
+			{k: dString},
+			{k: dFixed, n: 1},
+			{k: dFixed, n: 4},
+			{k: dBytes},
+			{k: dBytes},
+			{k: dIf, min: 0, max: -1, flex: 1, body: []dop{
+				{k: dTags},
+			}},
+		}},
+		{k: dIf, min: 0, max: -1, flex: 1, body: []dop{
+			{k: dTags},
+		}},
+	},
 	60: { // DescribeClusterRequest
 		{k: dFixed, n: 1},
 		{k: dIf, min: 1, max: -1, body: []dop{

@@ -9,8 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stratalog/strata/engine"
 	"github.com/stratalog/strata/internal/sasl"
 	"github.com/stratalog/strata/internal/tlstest"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -25,8 +27,22 @@ import (
 // configuration (nil without TLS).
 func saslListener(t *testing.T, withTLS bool) (string, *Server, *tls.Config) {
 	t.Helper()
-	_, s, _ := startBroker(t)
+	sb := startSaslBroker(t, withTLS)
+	return sb.addr, sb.s, sb.clientTLS
+}
+
+// saslBroker is a broker with a PLAINTEXT and a SASL listener.
+type saslBroker struct {
+	addr, plain string // the SASL and the PLAINTEXT listener
+	s           *Server
+	clientTLS   *tls.Config
+	store       *sasl.Store
+}
+
+func startSaslBroker(t *testing.T, withTLS bool) saslBroker {
+	t.Helper()
 	store := sasl.NewStore()
+	plainAddr, s, _ := startBroker(t, func(c *Config, _ *engine.Options) { c.Scram = store })
 	for _, m := range []string{sasl.ScramSHA256, sasl.ScramSHA512} {
 		c, err := sasl.NewCredential(m, "bob-secret", sasl.MinIterations)
 		if err != nil {
@@ -60,7 +76,7 @@ func saslListener(t *testing.T, withTLS bool) (string, *Server, *tls.Config) {
 		ln.Close()
 		<-done
 	})
-	return ln.Addr().String(), s, clientTLS
+	return saslBroker{addr: ln.Addr().String(), plain: plainAddr, s: s, clientTLS: clientTLS, store: store}
 }
 
 func mechanisms() map[string]kgosasl.Mechanism {
@@ -280,5 +296,67 @@ func TestSaslBrokerClientAuthenticates(t *testing.T) {
 		md := kmsg.NewPtrMetadataRequest()
 		md.Version = 4
 		c.roundTrip(md, 100, kmsg.NewPtrMetadataResponse())
+	}
+}
+
+// AlterUserScramCredentials (kadm, as kafka-configs does) creates a SCRAM
+// user that can then authenticate; DescribeUserScramCredentials lists
+// it; deleting it locks it out; Kafka's checks answer Kafka's errors.
+func TestSaslAlterUserScramCredentials(t *testing.T) {
+	sb := startSaslBroker(t, false)
+	ctx := testCtx(t)
+	adm := newAdmin(t, sb.plain)
+	res, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{
+		{User: "carol", Mechanism: kadm.ScramSha512, Iterations: 8192, Password: "carol-secret"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res["carol"]; r.Err != nil {
+		t.Fatalf("carol: %v", r.Err)
+	}
+	// kadm checks iterations itself; a raw request reaches the broker's check.
+	alter := kmsg.NewPtrAlterUserSCRAMCredentialsRequest()
+	for _, u := range []struct {
+		name string
+		mech int8
+		iter int32
+	}{{"dave", 1, 100}, {"erin", 3, 4096}} {
+		up := kmsg.NewAlterUserSCRAMCredentialsRequestUpsertion()
+		up.Name, up.Mechanism, up.Iterations, up.Salt, up.SaltedPassword = u.name, u.mech, u.iter, []byte("salt"), make([]byte, 32)
+		alter.Upsertions = append(alter.Upsertions, up)
+	}
+	ar := issue[*kmsg.AlterUserSCRAMCredentialsResponse](t, newClient(t, sb.plain), alter)
+	if len(ar.Results) != 2 || ar.Results[0].ErrorCode != kerr.UnacceptableCredential.Code || ar.Results[1].ErrorCode != kerr.UnsupportedSaslMechanism.Code {
+		t.Fatalf("bad upsertions: %+v", ar.Results)
+	}
+	carol := scram.Auth{User: "carol", Pass: "carol-secret"}.AsSha512Mechanism()
+	produceConsume(t, sb.addr, "carol-topic", kgo.SASL(carol))
+
+	desc, err := adm.DescribeUserSCRAMs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := desc["carol"]
+	if c.Err != nil || len(c.CredInfos) != 1 || c.CredInfos[0].Mechanism != kadm.ScramSha512 || c.CredInfos[0].Iterations != 8192 {
+		t.Fatalf("describe carol: %+v", c)
+	}
+	if len(desc) != 2 { // carol and bob (set by startSaslBroker)
+		t.Fatalf("describe all: %v", desc)
+	}
+	if d, err := adm.DescribeUserSCRAMs(ctx, "nobody"); err != nil || !errors.Is(d["nobody"].Err, kerr.ResourceNotFound) {
+		t.Fatalf("describe nobody: %+v %v", d, err)
+	}
+
+	res, err = adm.AlterUserSCRAMs(ctx, []kadm.DeleteSCRAM{{User: "carol", Mechanism: kadm.ScramSha512}, {User: "erin", Mechanism: kadm.ScramSha256}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res["carol"].Err != nil || !errors.Is(res["erin"].Err, kerr.ResourceNotFound) {
+		t.Fatalf("delete: %+v", res)
+	}
+	cl := newClient(t, sb.addr, kgo.SASL(carol), kgo.RequestRetries(0))
+	if _, err := cl.Request(ctx, kmsg.NewPtrMetadataRequest()); !errors.Is(err, kerr.SaslAuthenticationFailed) {
+		t.Fatalf("deleted user: %v, want SASL_AUTHENTICATION_FAILED", err)
 	}
 }

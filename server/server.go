@@ -62,6 +62,7 @@ import (
 	"time"
 
 	"github.com/stratalog/strata/engine"
+	"github.com/stratalog/strata/internal/sasl"
 	"github.com/stratalog/strata/metrics"
 	"github.com/stratalog/strata/netpoll"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -120,6 +121,10 @@ type Config struct {
 	// partition counts and readiness from the Server (metrics.go); nil:
 	// no metrics.
 	Metrics *metrics.Broker
+
+	// Scram holds the SCRAM credentials that SASL listeners check and
+	// Describe/AlterUserScramCredentials manage (nil: none).
+	Scram *sasl.Store
 
 	Groups  GroupsConfig  // consumer groups (groups.go)
 	Txn     TxnConfig     // producer ids, idempotence, transactions (producers.go)

@@ -3,11 +3,14 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"log/slog"
 	"net"
+	"path/filepath"
 	"time"
 
 	"github.com/stratalog/strata/internal/config"
+	"github.com/stratalog/strata/internal/sasl"
 	"github.com/stratalog/strata/server"
 )
 
@@ -33,7 +36,7 @@ func closeListeners(lns []net.Listener) {
 
 // serverListeners are cfg's listeners as the server serves them: an SSL
 // listener's TLS configuration reloads its files on each handshake.
-func serverListeners(cfg config.Broker, logger *slog.Logger) []server.Listener {
+func serverListeners(cfg config.Broker, logger *slog.Logger, scram *sasl.Store) []server.Listener {
 	var out []server.Listener
 	for _, l := range cfg.Listeners {
 		sl := server.Listener{
@@ -44,6 +47,9 @@ func serverListeners(cfg config.Broker, logger *slog.Logger) []server.Listener {
 		if l.SSL != nil {
 			sl.TLS = l.SSL.ServerTLS(logger)
 			sl.Principal = l.SSL.Principal
+		}
+		if l.SASL != nil {
+			sl.SASL = &sasl.Config{Mechanisms: l.SASL.Mechanisms, PlainUsers: l.SASL.PlainUsers, Scram: scram}
 		}
 		out = append(out, sl)
 	}
@@ -58,19 +64,73 @@ const interBrokerDialTimeout = 30 * time.Second
 // fetches, transaction markers): TLS with the inter-broker listener's
 // ssl.* keys (keystore as the client certificate, trust store as the
 // roots) when that listener is SSL; nil (plain TCP) otherwise.
+//
+// When the inter-broker listener is SASL_PLAINTEXT or SASL_SSL, each new
+// connection authenticates first (SaslHandshake and SaslAuthenticate with
+// sasl.mechanism.inter.broker.protocol and its login module's username and
+// password) before it is handed to the replica fetcher or the marker
+// client.
 func interBrokerDial(cfg config.Broker, logger *slog.Logger) func(ctx context.Context, addr string) (net.Conn, error) {
 	l := cfg.InterBroker()
-	if l == nil || l.SSL == nil {
+	if l == nil || (l.SSL == nil && l.SASL == nil) {
 		return nil
 	}
-	clientTLS := l.SSL.ClientTLS(logger)
 	nd := &net.Dialer{Timeout: interBrokerDialTimeout}
+	dial := func(ctx context.Context, addr string) (net.Conn, error) {
+		return nd.DialContext(ctx, "tcp", addr)
+	}
+	if l.SSL != nil {
+		clientTLS := l.SSL.ClientTLS(logger)
+		dial = func(ctx context.Context, addr string) (net.Conn, error) {
+			host, _, err := net.SplitHostPort(addr)
+			if err != nil {
+				return nil, err
+			}
+			d := &tls.Dialer{NetDialer: nd, Config: clientTLS(host)}
+			return d.DialContext(ctx, "tcp", addr)
+		}
+	}
+	if l.SASL == nil || l.SASL.Client == nil {
+		return dial
+	}
+	creds := *l.SASL.Client
 	return func(ctx context.Context, addr string) (net.Conn, error) {
-		host, _, err := net.SplitHostPort(addr)
+		c, err := dial(ctx, addr)
 		if err != nil {
 			return nil, err
 		}
-		d := &tls.Dialer{NetDialer: nd, Config: clientTLS(host)}
-		return d.DialContext(ctx, "tcp", addr)
+		if err := sasl.Authenticate(ctx, c, creds); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("authenticating to broker %s: %w", addr, err)
+		}
+		return c, nil
 	}
+}
+
+// scramFile keeps the broker's SCRAM credentials in its data directory.
+const scramFile = "scram-credentials.json"
+
+// openScramStore opens the SCRAM credential store in dir and adds the
+// credentials of strata.scram.credentials it does not hold yet (the
+// first admin, as kafka-storage format --add-scram does).
+func openScramStore(cfg config.Broker, dir string) (*sasl.Store, error) {
+	store, err := sasl.OpenStore(filepath.Join(dir, scramFile))
+	if err != nil {
+		return nil, err
+	}
+	if len(cfg.ScramBootstrap) == 0 {
+		return store, nil
+	}
+	err = store.Update(func(tx *sasl.StoreTx) error {
+		for _, b := range cfg.ScramBootstrap {
+			if !tx.Has(b.User, b.Mechanism) {
+				tx.Set(b.User, b.Mechanism, b.Credential)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", config.ScramCredentialsKey, err)
+	}
+	return store, nil
 }
