@@ -115,7 +115,16 @@ func compactCrashRound(t *testing.T, dir string, seed uint64, st *compactCrashSt
 				nextCold++
 			}
 		}
-		info, err := l.Append(makeBatch(t, recs...), 0)
+		var b record.Builder // not makeBatch: the writer goroutine must not call t.Fatal
+		b.Reset(record.CodecNone, recs[0].ts)
+		for _, r := range recs {
+			b.Add(r.ts, r.key, r.value, nil)
+		}
+		batch, err := b.AppendTo(nil)
+		if err != nil {
+			return err
+		}
+		info, err := l.Append(batch, 0)
 		if err != nil {
 			return err
 		}
