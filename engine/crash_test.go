@@ -136,10 +136,10 @@ type ackedBatch struct {
 
 // TestCrashKeepsEveryAcknowledgedRecord runs seeded rounds of concurrent
 // appends whose acks wait for WhenDurable (acks=all with fsync before the
-// ack), crashes at a random moment (only synced segment bytes survive, in
-// most rounds with a random part of the unsynced writes and a torn last
-// one; sometimes the active offset index loses entries or gains a bogus
-// one), reopens and checks: every acknowledged batch is there at its offset
+// ack), the engine wholly on a vfs.MemFS, crashes at a random moment (only
+// synced bytes survive, in most rounds with a random part of the unsynced
+// writes and a torn last one; sometimes the active offset index loses
+// entries or gains a bogus one), reopens and checks: every acknowledged batch is there at its offset
 // with the same bytes, offsets are contiguous from 0, every readable batch
 // passes its CRC, the HW is the log end, and the log takes appends again.
 func TestCrashKeepsEveryAcknowledgedRecord(t *testing.T) {
@@ -163,20 +163,18 @@ func crashRounds(t *testing.T, seeds, short int, journal bool) {
 	if testing.Short() {
 		seeds = short
 	}
-	// Segment data is in memory; the real files left (checkpoints,
-	// indexes, topic metadata) go to tmpfs when there is one, where their
-	// fsyncs cost nothing (they are ~90 % of a round's time on a disk).
+	// Every file is on the rounds' MemFS: root stays empty on the
+	// operating system's file system.
 	root := t.TempDir()
-	if shm, err := os.MkdirTemp("/dev/shm", "strata-crash-"); err == nil {
-		root = shm
-		t.Cleanup(func() { os.RemoveAll(shm) })
-	}
 	var st crashStats
 	for seed := range seeds {
 		crashRound(t, filepath.Join(root, fmt.Sprint(seed)), uint64(seed), journal, &st)
 		if t.Failed() {
 			t.Fatalf("seed %d failed", seed)
 		}
+	}
+	if ents, err := os.ReadDir(root); err != nil || len(ents) != 0 {
+		t.Fatalf("the engine reached the operating system's file system: %d entries in %s (%v)", len(ents), root, err)
 	}
 	t.Logf("%d rounds: %d acknowledged batches checked, %d unacknowledged batches lost, %d bytes walked by recovery; "+
 		"the crashed MemFS held %d recovery-point checkpoints and %d offset index entries",
@@ -615,14 +613,14 @@ func FuzzRecoveryIndex(f *testing.F) {
 
 // TestCrashKeepsTransactionState: seeded rounds of one partition taking
 // plain batches, idempotent batches of producer 1 and transactional
-// batches of producers 2 and 3 with their commit and abort markers, on
-// memFiles segments and a MemFS for everything behind the seam. Segments
+// batches of producers 2 and 3 with their commit and abort markers,
+// wholly on a MemFS (segment data included). Segments
 // are small, so rolls write producer snapshots, seal and sync indexes and
 // move checkpoints; abort markers write transaction indexes. Appends are
 // acknowledged (WhenDurable) now and then; the MemFS loses power after a
 // random number of its operations (inside a snapshot, checkpoint, index or
-// transaction-index write as often as between them), the segments at the
-// same moment, and the crash keeps, in most rounds, a random part of the
+// transaction-index write as often as between them), and the crash
+// keeps, in most rounds, a random part of the
 // unsynced writes with torn ones. After the restart:
 //
 //   - every acknowledged batch is there, the log reads back whole with
@@ -639,11 +637,7 @@ func TestCrashKeepsTransactionState(t *testing.T) {
 	if testing.Short() {
 		seeds = 40
 	}
-	root := t.TempDir()
-	if shm, err := os.MkdirTemp("/dev/shm", "strata-crash-"); err == nil {
-		root = shm
-		t.Cleanup(func() { os.RemoveAll(shm) })
-	}
+	root := t.TempDir() // stays empty: every file is on the rounds' MemFS
 	var st txnCrashStats
 	for seed := range uint64(seeds) {
 		txnCrashRound(t, filepath.Join(root, fmt.Sprint(seed)), seed, &st)
