@@ -273,3 +273,17 @@ func (l *Log) cutCorrupt(s *logSegment, bad *Corruption, later []int64) error {
 	}
 	return l.MarkDamaged()
 }
+
+// CorruptLogs returns the hosted logs that are corrupt (Log.Corruption is
+// set), for reports: the offline-partitions gauge, admin output.
+func (e *Engine) CorruptLogs() []*Log {
+	var out []*Log
+	for _, t := range e.Topics() {
+		for _, l := range t.hostedLogs() {
+			if l.Corruption() != nil {
+				out = append(out, l)
+			}
+		}
+	}
+	return out
+}

@@ -181,7 +181,8 @@ func (s *Server) topicNames() []string {
 
 // partitionCounts are the partition gauges: from the controller's view in
 // a cluster; a single broker hosts and leads every partition, all offline
-// when its log directory is.
+// when its log directory is, else those whose log is corrupt
+// (engine.Log.Corruption).
 func (s *Server) partitionCounts() metrics.PartitionCounts {
 	var c metrics.PartitionCounts
 	if !s.clustered() {
@@ -191,6 +192,8 @@ func (s *Server) partitionCounts() metrics.PartitionCounts {
 		c.Leaders = c.Replicas
 		if s.eng.Offline() != nil {
 			c.Offline = c.Replicas
+		} else {
+			c.Offline = len(s.eng.CorruptLogs())
 		}
 		return c
 	}
