@@ -108,6 +108,10 @@ func serve(cfg config.Broker, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	scram, err := openScramStore(cfg, absDir) // serve_listeners.go
+	if err != nil {
+		return err
+	}
 	raiseFileLimit(logger) // serve_rlimit.go
 	setProcs(logger)       // serve_procs.go
 	// serve_metrics.go: started first, so /readyz answers during recovery.
@@ -189,6 +193,7 @@ func serve(cfg config.Broker, logger *slog.Logger) error {
 		MaxQueuedBytes: cfg.QueuedMaxBytes, // broker-wide; each connection's share is netpoll's default
 		Blackhole:      cfg.Blackhole,
 		Metrics:        met,
+		Scram:          scram, // SASL SCRAM users; Describe/AlterUserScramCredentials
 	}, eng)
 	if cfg.Blackhole {
 		logger.Warn("blackhole mode: produce requests are acknowledged and NOT stored (benchmark baseline only)")
@@ -202,7 +207,7 @@ func serve(cfg config.Broker, logger *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	errc := make(chan error, len(lns))
-	for i, l := range serverListeners(cfg, logger) {
+	for i, l := range serverListeners(cfg, logger, scram) {
 		go func() { errc <- srv.ServeListener(lns[i], l) }()
 	}
 
