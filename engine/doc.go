@@ -374,6 +374,14 @@
 //     bytes are kept aside, not deleted: the damaged segment's tail as
 //     <segment>.log.corrupt, later segments renamed to .log.corrupt.
 //
+// The rule errs on the side of keeping data: a crash that kept a later
+// unsynced write of a segment but lost an earlier one (the file layers of
+// the crash tests keep a prefix of each file's unsynced writes; concurrent
+// O_DIRECT writes to one file on real hardware may not) leaves a bad batch
+// with valid, never acknowledged batches after it, and is reported as
+// corruption (offline on a single node, cut and re-fetched in a cluster)
+// rather than cut silently.
+//
 // Options.VerifyRecovery (log.recovery.verify) checks the CRC of every
 // batch of the trusted segments too, at the cost of reading the whole
 // directory once; a failure there is corruption. Without it, the bytes
