@@ -319,14 +319,15 @@
 //   - the journal's O_DIRECT files on vfs.OS (vfs.OpenDirect).
 //
 // The whole-engine crash tests run the engine wholly over a vfs.MemFS
-// (Options.fs, no file layer): crash_test.go's rounds of appends,
-// journaled appends and transactions, and compact_crash_test.go's
-// compacted topic with the cleaner cut mid-clean and mid-swap, losing
-// power (dropping unsynced writes, keeping a seeded part of them in order
-// or not, tearing the last) and checking acknowledged records, latest
-// values per key, indexes, checkpoints, producer state and aborted
-// transactions after the
-// restart; smallfiles_crash_test.go drives the small files' own code
+// (Options.fs, no file layer) and lose its power (dropping unsynced
+// writes, keeping a seeded part of them in order or not, tearing the
+// last): crash_test.go's rounds of appends, journaled appends and
+// transactions check acknowledged records, indexes, checkpoints, producer
+// state and aborted transactions after the restart; compact_crash_test.go
+// cuts the cleaner mid-clean and mid-swap on a compacted topic and checks
+// every key's latest acknowledged value and the offsets;
+// metadata_crash_test.go cuts after topic, partition and damaged-mark
+// operations. smallfiles_crash_test.go drives the small files' own code
 // through power cuts and injected errors.
 //
 // # Recovery
