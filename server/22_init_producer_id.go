@@ -81,7 +81,7 @@ func initTxnProducerID(s *Server, rc *reqCtx, req *kmsg.InitProducerIDRequest, r
 		}
 	}
 	id := *req.TransactionalID
-	s.txnDo(id, func(c *txn.Coordinator, nowMs int64) (txn.Step, error) {
+	s.txn.coord.Do(id, func(c *txn.Coordinator, nowMs int64) (txn.Step, error) {
 		return c.InitProducerID(id, req.TransactionTimeoutMillis, expected, nowMs, s.newProducerID)
 	}, func(r txn.Reply) {
 		resp.ErrorCode = txnErrCode(r.Err, req.Version < 4)

@@ -3,11 +3,11 @@ package server
 // AddPartitionsToTxn (API key 24), v0..v4.
 //
 // v0..v3 (clients): add the partitions to the producer's transaction on
-// its coordinator (txn_coord.go). As in Kafka, partitions of unknown
+// its coordinator (broker/txnhost, through txn_coord.go's txnCoordinator). As in Kafka, partitions of unknown
 // topics are answered UNKNOWN_TOPIC_OR_PARTITION and then every other
 // partition OPERATION_NOT_ATTEMPTED, without touching the transaction;
 // otherwise every partition shares the coordinator's answer, after waiting
-// out a previous transaction's markers (txnClientAdd).
+// out a previous transaction's markers (txnhost.Host.ClientAdd).
 // PRODUCER_FENCED is INVALID_PRODUCER_EPOCH below v2.
 //
 // v4 (KIP-890 part 1, sent by brokers): a batch of transactions, each
@@ -20,7 +20,6 @@ package server
 
 import (
 	"sync"
-	"time"
 
 	"github.com/stratalog/strata/txn"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -55,7 +54,7 @@ func handleAddPartitionsToTxn(s *Server, rc *reqCtx) {
 			rc.respond(resp)
 			return
 		}
-		s.txnClientAdd(req.TransactionalID, req.ProducerID, req.ProducerEpoch, tps, func(r txn.Reply) {
+		s.txn.coord.ClientAdd(req.TransactionalID, req.ProducerID, req.ProducerEpoch, tps, func(r txn.Reply) {
 			code := txnErrCode(r.Err, req.Version < 2)
 			set(func(int, int) int16 { return code })
 			rc.respond(resp)
@@ -112,7 +111,7 @@ func handleAddPartitionsToTxn(s *Server, rc *reqCtx) {
 		if rtx.VerifyOnly {
 			var code txn.ErrorCode
 			var per []txn.ErrorCode
-			vcode := s.txnView(s.txnPartitionFor(id), func(c *txn.Coordinator) {
+			vcode := s.txn.coord.View(s.txn.coord.PartitionFor(id), func(c *txn.Coordinator) {
 				code, per = c.VerifyPartitions(id, pid, epoch, tps)
 			})
 			idx := 0
@@ -138,7 +137,7 @@ func handleAddPartitionsToTxn(s *Server, rc *reqCtx) {
 		mu.Lock()
 		left++
 		mu.Unlock()
-		s.txnDo(id, func(c *txn.Coordinator, nowMs int64) (txn.Step, error) {
+		s.txn.coord.Do(id, func(c *txn.Coordinator, nowMs int64) (txn.Step, error) {
 			return c.AddPartitions(id, pid, epoch, tps, nowMs), nil
 		}, func(r txn.Reply) {
 			set(func(int, int) int16 { return int16(r.Err) })
@@ -146,54 +145,6 @@ func handleAddPartitionsToTxn(s *Server, rc *reqCtx) {
 		})
 	}
 	finish()
-}
-
-const (
-	// txnClientAddBackoff and txnClientAddWait: a client's
-	// AddPartitionsToTxn (v0..v3) or AddOffsetsToTxn answered
-	// CONCURRENT_TRANSACTIONS is asked again every txnClientAddBackoff for
-	// up to txnClientAddWait before that answer goes out. A producer that
-	// starts its next transaction as soon as EndTxn returns finds the last
-	// one still writing its markers (a few ms: one durable write per
-	// partition leader, then the Complete record); clients retry the error
-	// only after their own backoff (kafkajs about 300 ms, librdkafka 20 ms),
-	// which made a kafkajs loop of one-record transactions take 159-266 ms
-	// per transaction. Kafka does the same wait on the broker for TV2 adds
-	// (KAFKA-18654; produceAddRetryBackoff) and proposed it for these
-	// requests (KAFKA-9878). Markers stuck for longer (a partition without
-	// a leader) still end in the error, well inside a client's request
-	// timeout.
-	txnClientAddBackoff    = 2 * time.Millisecond
-	txnClientAddBackoffMax = 20 * time.Millisecond
-	txnClientAddWait       = 500 * time.Millisecond
-)
-
-// txnClientAdd adds tps to transactional id's transaction for a client
-// request (AddPartitionsToTxn below v4, AddOffsetsToTxn), waiting out
-// CONCURRENT_TRANSACTIONS as txnClientAddWait says (backing off from
-// txnClientAddBackoff to txnClientAddBackoffMax), then calls reply once.
-func (s *Server) txnClientAdd(id string, pid int64, epoch int16, tps []txn.TopicPartition, reply func(txn.Reply)) {
-	deadline := s.now().Add(txnClientAddWait)
-	backoff := txnClientAddBackoff
-	var ask func()
-	ask = func() {
-		s.txnDo(id, func(c *txn.Coordinator, nowMs int64) (txn.Step, error) {
-			return c.AddPartitions(id, pid, epoch, tps, nowMs), nil
-		}, func(r txn.Reply) {
-			if r.Err == txn.ConcurrentTransactions && s.now().Add(backoff).Before(deadline) {
-				if backoff == txnClientAddBackoff {
-					s.txn.coord.clientAddWaits.Add(1)
-				}
-				wait := backoff
-				backoff = min(2*backoff, txnClientAddBackoffMax)
-				if s.txnAfter(wait, ask, func() { reply(r) }) {
-					return
-				}
-			}
-			reply(r)
-		})
-	}
-	ask()
 }
 
 // txnTopic is one topic of a request in request order, partitions

@@ -7,7 +7,7 @@ package server
 // transaction's marker reaches the group coordinator, which then applies
 // or drops the offsets the producer commits with TxnOffsetCommit. The
 // answer is the coordinator's, after waiting out a previous transaction's
-// markers (txnClientAdd); PRODUCER_FENCED is INVALID_PRODUCER_EPOCH
+// markers (txnhost.Host.ClientAdd); PRODUCER_FENCED is INVALID_PRODUCER_EPOCH
 // below v2; an empty group id is INVALID_GROUP_ID. v4 is v3 for clients
 // that know TRANSACTION_ABORTABLE (KIP-890).
 
@@ -33,7 +33,7 @@ func handleAddOffsetsToTxn(s *Server, rc *reqCtx) {
 		return
 	}
 	tp := txn.TopicPartition{Topic: group.OffsetsTopic, Partition: gc.PartitionFor(req.Group)}
-	s.txnClientAdd(req.TransactionalID, req.ProducerID, req.ProducerEpoch, []txn.TopicPartition{tp}, func(r txn.Reply) {
+	s.txn.coord.ClientAdd(req.TransactionalID, req.ProducerID, req.ProducerEpoch, []txn.TopicPartition{tp}, func(r txn.Reply) {
 		resp.ErrorCode = txnErrCode(r.Err, req.Version < 2)
 		rc.respond(resp)
 	})

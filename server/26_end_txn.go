@@ -5,7 +5,7 @@ package server
 // Commits or aborts the producer's transaction on its coordinator: once
 // the PrepareCommit/PrepareAbort record is durable the client is answered,
 // and the coordinator then writes the markers into every partition of the
-// transaction and logs CompleteCommit/CompleteAbort (txn_markers.go); until
+// transaction and logs CompleteCommit/CompleteAbort (broker/txnhost); until
 // then the next AddPartitionsToTxn of the producer is answered
 // CONCURRENT_TRANSACTIONS (clients retry). A retried EndTxn of a completed
 // transaction is answered NONE. PRODUCER_FENCED is INVALID_PRODUCER_EPOCH
@@ -29,7 +29,7 @@ func handleEndTxn(s *Server, rc *reqCtx) {
 	req := rc.req.(*kmsg.EndTxnRequest)
 	resp := req.ResponseKind().(*kmsg.EndTxnResponse)
 	id, pid, epoch, commit, tv2 := req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit, req.Version >= 5
-	s.txnDo(id, func(c *txn.Coordinator, nowMs int64) (txn.Step, error) {
+	s.txn.coord.Do(id, func(c *txn.Coordinator, nowMs int64) (txn.Step, error) {
 		return c.EndTxn(id, pid, epoch, commit, tv2, nowMs, s.newProducerID)
 	}, func(r txn.Reply) {
 		resp.ErrorCode = txnErrCode(r.Err, req.Version < 2)

@@ -32,7 +32,7 @@ func handleDescribeTransactions(s *Server, rc *reqCtx) {
 		}
 		var md txn.Metadata
 		var found bool
-		code := s.txnView(s.txnPartitionFor(id), func(c *txn.Coordinator) {
+		code := s.txn.coord.View(s.txn.coord.PartitionFor(id), func(c *txn.Coordinator) {
 			md, _, found = c.Get(id)
 		})
 		switch {

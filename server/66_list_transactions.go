@@ -59,15 +59,15 @@ func handleListTransactions(s *Server, rc *reqCtx) {
 		rc.respond(resp) // only unknown states: nothing matches
 		return
 	}
-	c := &s.txn.coord
-	if !c.ready {
+	c := s.txn.coord
+	if !c.Ready() {
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		rc.respond(resp)
 		return
 	}
 	nowMs := s.now().UnixMilli()
-	for p := range c.parts {
-		code := s.txnView(int32(p), func(co *txn.Coordinator) {
+	for p := range c.Partitions() {
+		code := c.View(p, func(co *txn.Coordinator) {
 			for _, id := range co.IDs() {
 				md, _, ok := co.Get(id)
 				switch {

@@ -3,8 +3,9 @@ package server
 // The coordinators' host adapters (issue 19): broker/coordhost runs the
 // leader loop, the periodic ticks and the internal-topic proposals for the
 // group coordinator (groups.go) and the transaction coordinator
-// (txn_coord.go); these types give it the Server's cluster view, clock and
-// controller.
+// (broker/txnhost, built in txn_coord.go); these types give them the
+// Server's cluster view, clock and controller, and the transaction host the
+// produce checks and broker addresses (hostCluster).
 
 import (
 	"context"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/stratalog/strata/broker/coordhost"
+	"github.com/stratalog/strata/engine"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -87,6 +89,16 @@ func (hostClock) After(d time.Duration) (<-chan time.Time, func() bool) {
 	t := time.NewTimer(d)
 	return t.C, t.Stop
 }
+
+// hostCluster is txnhost.Cluster over the Server's cluster state.
+type hostCluster struct{ hostSource }
+
+func (c hostCluster) WriteCheck(t *engine.Topic, p int32) int16 {
+	code, _ := c.s.clusterProduceCheck(t, p, -1)
+	return code
+}
+
+func (c hostCluster) BrokerAddr(id int32) (string, bool) { return c.s.brokerAddr(id) }
 
 // hostCreator is coordhost.Creator through the controller, on a goroutine
 // owned by the cluster state (goAdmin).

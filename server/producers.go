@@ -6,18 +6,19 @@ package server
 // producer state, duplicate detection, snapshots); this file owns producer
 // id allocation for InitProducerId (22_init_producer_id.go): a txn.IDManager
 // over TxnConfig.ProducerIDs, by default blocks allocated by the controller
-// quorum in cluster mode (txnhost.ControllerBlocks) and a txn.FileBlockSource in the
-// engine's data directory on a single broker, which hands out ids from this
-// node id's own range. Produce (00_produce.go) maps the
-// engine's producer errors to Kafka codes and answers a retried batch with
+// quorum in cluster mode (txnhost.ControllerBlocks) and a
+// txn.FileBlockSource in the engine's data directory on a single broker,
+// which hands out ids from this node id's own range. Produce
+// (00_produce.go) maps the engine's producer errors to Kafka codes and answers a retried batch with
 // its original offsets.
 //
-// Transactions: the transaction coordinator (txn_coord.go) runs a
-// txn.Coordinator for every __transaction_state partition this broker
-// leads, and the handlers of InitProducerId (with a transactional id),
-// AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit,
-// DescribeTransactions and ListTransactions call it; transaction markers go
-// to the partition leaders over the wire (txn_markers.go). Partition
+// Transactions: the transaction coordinator's host (broker/txnhost, built
+// in txn_coord.go) runs a txn.Coordinator for every __transaction_state
+// partition this broker leads, and the handlers of InitProducerId (with a
+// transactional id), AddPartitionsToTxn, AddOffsetsToTxn, EndTxn,
+// TxnOffsetCommit, DescribeTransactions and ListTransactions call it
+// through txnCoordinator; it writes transaction markers to the partition
+// leaders over the wire (txnhost.MarkerWriter). Partition
 // leaders have the coordinator verify (KIP-890 part 1) or add (part 2, TV2)
 // a partition before a transactional batch opens a transaction in it
 // (txn_verify.go); TxnConfig.PartitionVerification and
@@ -88,8 +89,9 @@ type txnState struct {
 	ids *txn.IDManager // nil without an engine or a block source
 	err error          // why ids is nil
 
-	coord txnCoordState // txn_coord.go
-	lanes produceLanes  // transactional produce requests in verification (txn_verify.go)
+	coord txnCoordinator // the transaction coordinator's host (txn_coord.go)
+	host  *txnhost.Host  // the same, for tests
+	lanes produceLanes   // transactional produce requests in verification (txn_verify.go)
 
 	// finalized is ApiVersions' FinalizedFeatures (18_api_versions.go),
 	// built once from TxnConfig.TransactionVersion; read-only.
@@ -98,6 +100,10 @@ type txnState struct {
 
 // initTxn is called by New after the Server is built.
 func (s *Server) initTxn() {
+	// The coordinator's host is built in any case; without an engine or
+	// producer ids it coordinates nothing and answers
+	// COORDINATOR_NOT_AVAILABLE.
+	defer func() { s.initTxnCoordinator(s.txn.ids != nil) }()
 	if v := s.cfg.Txn.TransactionVersion; v < 0 {
 		s.cfg.Txn.TransactionVersion = 0
 	} else if v > MaxTransactionVersion {
@@ -123,7 +129,6 @@ func (s *Server) initTxn() {
 		src = fs
 	}
 	s.txn.ids = txn.NewIDManager(src)
-	s.initTxnCoordinator()
 }
 
 // closeTxn is called by Close after connections are closed.

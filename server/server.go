@@ -44,6 +44,20 @@
 // lock across engine calls; the engine is safe for concurrent use.
 // Response buffers come from a sync.Pool and go back when netpoll reports the
 // write finished.
+//
+// # The broker runtime
+//
+// What runs beside the requests is moving to packages under broker/ (issue
+// 19); server builds them from its parts and calls them through narrow
+// interfaces. broker/coordhost hosts a coordinator on the partitions of its
+// internal topic that this broker leads (the adapters to the cluster view,
+// clock and controller are in coordhost.go); broker/txnhost is the
+// transaction coordinator's host — the coordinators per __transaction_state
+// partition, the tick, the marker writer and its Kafka client, KIP-890
+// verification, producer-id blocks from the controller — which the
+// transaction handlers call through txnCoordinator (txn_coord.go). The
+// group coordinator's host (groups.go) and the cluster wiring (cluster.go)
+// are still here.
 package server
 
 import (
@@ -250,7 +264,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		}
 		s.advertised.Store(&ep)
 	}
-	s.noteListener(ln) // txn_markers.go: the coordinator's own address
+	s.noteListener(ln) // txn_coord.go: the coordinator's own address
 	return s.np.Serve(ln)
 }
 

@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"github.com/stratalog/strata/broker/txnhost"
 	"strings"
 	"testing"
 	"time"
@@ -109,7 +110,7 @@ func TestTxnClusterCoordinatorFailover(t *testing.T) {
 		vt.configs["cleanup.policy"] != "compact" {
 		t.Fatalf("%s configs: %+v", txnStateTopic, vt)
 	}
-	part := st.Partitions[brokers[0].s.txnPartitionFor(id)]
+	part := st.Partitions[brokers[0].s.txn.coord.PartitionFor(id)]
 	if part.Leader != coord || len(part.Replicas) != 3 {
 		t.Fatalf("coordinator %d, partition %+v", coord, part)
 	}
@@ -183,7 +184,7 @@ func TestTxnClusterCoordinatorFailover(t *testing.T) {
 				for _, b := range live {
 					l := b.eng.Topic("out").Partition(r.Partition)
 					var desc []string
-					scanLog(l, func(h *record.Header, rr *record.Record) error {
+					txnhost.ScanLog(l, func(h *record.Header, rr *record.Record) error {
 						desc = append(desc, fmt.Sprintf("%d:pid=%d,txn=%v,ctl=%v,%q", h.BaseOffset+int64(rr.OffsetDelta), h.ProducerID, h.Transactional(), h.Control(), rr.Value))
 						return nil
 					})

@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"github.com/stratalog/strata/broker/txnhost"
 	"log/slog"
 	"net"
 	"testing"
@@ -332,7 +333,7 @@ func controlBatches(t *testing.T, eng *engine.Engine, topic string, p int32) int
 	t.Helper()
 	l := eng.Topic(topic).Partition(p)
 	n := 0
-	if err := scanLog(l, func(h *record.Header, _ *record.Record) error {
+	if err := txnhost.ScanLog(l, func(h *record.Header, _ *record.Record) error {
 		if h.Control() {
 			n++ // one record per marker batch
 		}
@@ -611,7 +612,7 @@ func TestTxnRecoverPreparedOnLoad(t *testing.T) {
 	p := group.PartitionFor("rec", DefaultTxnStatePartitions)
 	l := eng.Topic(txnStateTopic).Partition(p)
 	coord := txn.NewCoordinator(txn.Config{}, 0)
-	if err := scanLog(l, func(_ *record.Header, r *record.Record) error { return coord.Load(r.Key, r.Value) }); err != nil {
+	if err := txnhost.ScanLog(l, func(_ *record.Header, r *record.Record) error { return coord.Load(r.Key, r.Value) }); err != nil {
 		t.Fatal(err)
 	}
 	md, _, ok := coord.Get("rec")
@@ -737,7 +738,7 @@ func TestTxnIDExpires(t *testing.T) {
 	// The id's last record in __transaction_state is a tombstone.
 	l := b.eng.Topic(txnStateTopic).Partition(group.PartitionFor("idle", DefaultTxnStatePartitions))
 	tombstone := false
-	if err := scanLog(l, func(_ *record.Header, r *record.Record) error {
+	if err := txnhost.ScanLog(l, func(_ *record.Header, r *record.Record) error {
 		if id, err := txn.DecodeKey(r.Key); err == nil && id == "idle" {
 			tombstone = r.Value == nil
 		}
@@ -791,7 +792,7 @@ func TestTxnMarkersSkipDeletedTopic(t *testing.T) {
 func TestTxnClientAddWaitsForMarkers(t *testing.T) {
 	b := newTxnBroker(t, txnTestConfig)
 	gate := make(chan struct{})
-	b.s.txn.coord.markerGate.Store(&gate)
+	b.s.txn.host.HoldMarkers(gate)
 	cl := newClient(t, b.addr, tv1Versions)
 	createTxnTestTopic(t, cl, "in", 2)
 	pid, epoch := initTxnProducer(t, cl, "wait", 60000)
@@ -823,7 +824,7 @@ func TestTxnClientAddWaitsForMarkers(t *testing.T) {
 
 	// The next transaction's add waits for the markers, then succeeds.
 	waiting := add(1)
-	for deadline := time.Now().Add(testTimeout); b.s.txn.coord.clientAddWaits.Load() == 0; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(testTimeout); b.s.txn.host.ClientAddWaits() == 0; time.Sleep(time.Millisecond) {
 		select {
 		case code := <-waiting:
 			t.Fatalf("AddPartitionsToTxn answered %v while the markers were held", kerr.ErrorForCode(code))

@@ -23,7 +23,8 @@ package server
 //     TransactionVersion; KIP-890 part 2, "TV2"): the client sent no
 //     AddPartitionsToTxn, the leader adds the partition itself
 //     (txnAddImplicit: AddPartitions on the local coordinator, else
-//     AddPartitionsToTxn v4 without VerifyOnly to the remote one);
+//     AddPartitionsToTxn v4 without VerifyOnly to the remote one;
+//     txnhost.Host.PartitionsOp);
 //   - otherwise, when TxnConfig.PartitionVerification is on (Kafka's
 //     transaction.partition.verification.enable; part 1): the leader asks
 //     whether the client added it (txnVerify: VerifyPartitions locally,
@@ -91,14 +92,11 @@ package server
 // the coordinator callbacks (one group of parts each) and read by finish,
 // which runs once, after the last callback's atomic decrement of pending.
 // done callbacks of txnVerify and txnAddImplicit never block and run on
-// the caller's goroutine or on one the coordinator owns (txnGo), never on
+// the caller's goroutine or on one the coordinator's host owns, never on
 // the engine's flusher, so appending from them is allowed.
 
 import (
-	"context"
-	"net"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -353,9 +351,9 @@ func (p *produceTxn) start() {
 // the client does not have to retry; the last answer stands.
 func (p *produceTxn) ask(pid int64, epoch int16, idx []int, tps []txn.TopicPartition, deadline time.Time) {
 	s := p.s
-	s.txnPartitionsOp(*p.req.TransactionID, pid, epoch, tps, p.add, p.abortableOK, p.add, func(codes []int16) {
+	s.txn.coord.PartitionsOp(*p.req.TransactionID, pid, epoch, tps, p.add, p.abortableOK, p.add, func(codes []int16) {
 		if p.add && p.s.now().Add(produceAddRetryBackoff).Before(deadline) && slices.Contains(codes, kerr.ConcurrentTransactions.Code) &&
-			s.txnAfter(produceAddRetryBackoff,
+			s.txn.coord.After(produceAddRetryBackoff,
 				func() { p.ask(pid, epoch, idx, tps, deadline) },
 				func() { p.answered(idx, codes) }) {
 			return
@@ -417,12 +415,9 @@ func (p *produceTxn) verdict(i, j int) (int16, string) {
 // the local coordinator or through the remote one. done is called once
 // with NONE or the error for the request (as txnVerify's).
 func (s *Server) txnAddImplicit(id string, pid int64, epoch int16, topic string, partition int32, done func(code int16)) {
-	s.txnPartitionsOp(id, pid, epoch, []txn.TopicPartition{{Topic: topic, Partition: partition}}, true, true, false,
+	s.txn.coord.PartitionsOp(id, pid, epoch, []txn.TopicPartition{{Topic: topic, Partition: partition}}, true, true, false,
 		func(codes []int16) { done(codes[0]) })
 }
-
-// txnVerifyTimeout bounds a remote verification.
-const txnVerifyTimeout = 5 * time.Second
 
 // txnVerify calls done exactly once, possibly on another goroutine, with
 // NONE if topic/partition is in the ongoing transaction of producer
@@ -431,146 +426,6 @@ const txnVerifyTimeout = 5 * time.Second
 // INVALID_TXN_STATE for a partition not in the transaction. done must not
 // block.
 func (s *Server) txnVerify(id string, pid int64, epoch int16, topic string, partition int32, abortableOK bool, done func(code int16)) {
-	s.txnPartitionsOp(id, pid, epoch, []txn.TopicPartition{{Topic: topic, Partition: partition}}, false, abortableOK, false,
+	s.txn.coord.PartitionsOp(id, pid, epoch, []txn.TopicPartition{{Topic: topic, Partition: partition}}, false, abortableOK, false,
 		func(codes []int16) { done(codes[0]) })
-}
-
-// txnPartitionsOp is txnVerify (add false) and txnAddImplicit (add true)
-// for several partitions of one transaction: done gets one code per tps
-// entry, in order, exactly once. concurrentOK keeps
-// CONCURRENT_TRANSACTIONS as it is (Produce v12+ clients know it, Kafka's
-// KAFKA-18662) instead of making it NOT_ENOUGH_REPLICAS.
-func (s *Server) txnPartitionsOp(id string, pid int64, epoch int16, tps []txn.TopicPartition, add, abortableOK, concurrentOK bool, done func(codes []int16)) {
-	notIn := kerr.InvalidTxnState.Code
-	if abortableOK {
-		notIn = kerr.TransactionAbortable.Code
-	}
-	codes := make([]int16, len(tps))
-	finish := func() {
-		for i, code := range codes {
-			if code == kerr.TransactionAbortable.Code {
-				code = notIn
-			}
-			switch code {
-			case kerr.ConcurrentTransactions.Code:
-				if !concurrentOK {
-					code = kerr.NotEnoughReplicas.Code // retriable for the producer
-				}
-			case kerr.NotCoordinator.Code, kerr.CoordinatorNotAvailable.Code, kerr.CoordinatorLoadInProgress.Code:
-				code = kerr.NotEnoughReplicas.Code // retriable for the producer
-			case kerr.ProducerFenced.Code:
-				code = kerr.InvalidProducerEpoch.Code
-			}
-			codes[i] = code
-		}
-		done(codes)
-	}
-	all := func(code int16) {
-		for i := range codes {
-			codes[i] = code
-		}
-		finish()
-	}
-	if id == "" {
-		all(kerr.InvalidRequest.Code)
-		return
-	}
-	local := !s.clustered()
-	var addr string
-	if s.clustered() {
-		b, code := s.txnCoordinatorNode(id)
-		if code != 0 {
-			all(code)
-			return
-		}
-		if b.id == s.cfg.NodeID {
-			local = true
-		} else {
-			addr = net.JoinHostPort(b.host, strconv.Itoa(int(b.port)))
-		}
-	}
-	if local && add {
-		s.txnDo(id, func(c *txn.Coordinator, nowMs int64) (txn.Step, error) {
-			return c.AddPartitions(id, pid, epoch, tps, nowMs), nil
-		}, func(r txn.Reply) { all(int16(r.Err)) })
-		return
-	}
-	if local {
-		var code txn.ErrorCode
-		var per []txn.ErrorCode
-		vcode := s.txnView(s.txnPartitionFor(id), func(c *txn.Coordinator) {
-			code, per = c.VerifyPartitions(id, pid, epoch, tps)
-		})
-		switch {
-		case vcode != 0:
-			all(vcode)
-		case code != txn.None:
-			all(int16(code))
-		default:
-			for i := range codes {
-				codes[i] = int16(per[i])
-			}
-			finish()
-		}
-		return
-	}
-	if !s.txnGo(func() {
-		s.txnPartitionsRemote(addr, id, pid, epoch, tps, !add, codes)
-		finish()
-	}) {
-		all(kerr.CoordinatorNotAvailable.Code)
-	}
-}
-
-// txnPartitionsRemote asks the coordinator at addr to verify or add tps
-// and fills codes (one per tps entry).
-func (s *Server) txnPartitionsRemote(addr, id string, pid int64, epoch int16, tps []txn.TopicPartition, verifyOnly bool, codes []int16) {
-	ctx, cancel := context.WithTimeout(s.txn.coord.ctx, txnVerifyTimeout)
-	defer cancel()
-	req := kmsg.NewPtrAddPartitionsToTxnRequest()
-	req.Version = 4
-	tx := kmsg.AddPartitionsToTxnRequestTransaction{TransactionalID: id, ProducerID: pid, ProducerEpoch: epoch, VerifyOnly: verifyOnly}
-	for _, tp := range tps {
-		k := -1
-		for i := range tx.Topics {
-			if tx.Topics[i].Topic == tp.Topic {
-				k = i
-				break
-			}
-		}
-		if k < 0 {
-			tx.Topics = append(tx.Topics, kmsg.AddPartitionsToTxnRequestTransactionTopic{Topic: tp.Topic})
-			k = len(tx.Topics) - 1
-		}
-		tx.Topics[k].Partitions = append(tx.Topics[k].Partitions, tp.Partition)
-	}
-	req.Transactions = []kmsg.AddPartitionsToTxnRequestTransaction{tx}
-	for i := range codes {
-		codes[i] = kerr.CoordinatorNotAvailable.Code // unless answered
-	}
-	resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
-	if err := s.txn.coord.markers.RoundTrip(ctx, addr, req, resp); err != nil {
-		s.log.Warn("txn: asking a transaction coordinator about partitions failed", "coordinator", addr, "transactional_id", id, "err", err)
-		return
-	}
-	if resp.ErrorCode != 0 {
-		for i := range codes {
-			codes[i] = resp.ErrorCode
-		}
-		return
-	}
-	for _, rtx := range resp.Transactions {
-		if rtx.TransactionalID != id {
-			continue
-		}
-		for _, t := range rtx.Topics {
-			for _, p := range t.Partitions {
-				for i, tp := range tps {
-					if tp.Topic == t.Topic && tp.Partition == p.Partition {
-						codes[i] = p.ErrorCode
-					}
-				}
-			}
-		}
-	}
 }
