@@ -204,7 +204,11 @@ func (s *scramServer) clientFinal(msg string) ([]byte, bool, error) {
 	if fields[0][2:] != base64.StdEncoding.EncodeToString([]byte(s.gs2)) {
 		return nil, false, invalid("channel binding does not match the gs2 header")
 	}
-	if subtle.ConstantTimeCompare([]byte(fields[1][2:]), []byte(s.nonce)) != 1 {
+	// Kafka's ScramSaslServer checks that the nonce ends with the server
+	// nonce, not that it equals it: librdkafka (confluent-kafka-python,
+	// kcat) sends its client nonce before the combined nonce. The proof
+	// covers the message as sent, so nothing else is accepted.
+	if !strings.HasSuffix(fields[1][2:], s.nonce) {
 		return nil, false, invalid("nonce mismatch")
 	}
 	proof, err := base64.StdEncoding.DecodeString(proofB64)
