@@ -130,6 +130,13 @@
 // rate-limited log line naming the listener; a PLAINTEXT Kafka client on an
 // SSL listener is logged as exactly that.
 //
+// Authentication in the protocol (Kafka's SASL) is the handler's: it keeps
+// its per-connection state in Conn.SetSession (reader goroutine only), reads
+// its per-listener settings from Listener.Context (Conn.ListenerContext),
+// and calls Conn.Authenticated with the principal, which replaces the one
+// Conn.Principal reports and lifts Listener.UnauthenticatedMaxFrameBytes:
+// until then a larger frame closes the connection before it is read.
+//
 // On a TLS connection sendfile cannot be used (the kernel would send the
 // file's bytes unencrypted): file parts take the pread + write path, through
 // the TLS connection, and the gathered buffers of a write pass go through a

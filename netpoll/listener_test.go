@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"crypto/tls"
 	"crypto/x509/pkix"
+	"encoding/binary"
+	"io"
 	"net"
 	"strings"
 	"testing"
@@ -181,4 +183,68 @@ func TestTLSHandshakeTimeout(t *testing.T) {
 	c := dial(t, addr)
 	expectClosed(t, c)
 	eventually(t, "connection removed", func() bool { return s.NumConns() == 0 })
+}
+
+// Authenticated replaces the principal and lifts the frame cap that
+// Listener.UnauthenticatedMaxFrameBytes sets before it: a frame over the
+// cap closes an unauthenticated connection, and passes after.
+func TestAuthenticatedLiftsFrameCap(t *testing.T) {
+	type seen struct {
+		principal, ctx string
+		size           int
+	}
+	frames := make(chan seen, 4)
+	_, addr := startTLSServer(t, Config{}, handlerFunc(func(c *Conn, frame []byte, r *Reply) {
+		ctx, _ := c.ListenerContext().(string)
+		frames <- seen{c.Principal(), ctx, len(frame)}
+		if string(frame[:4]) == "auth" {
+			c.Authenticated("User:alice")
+		}
+		r.Send([]byte("ok"))
+	}), Listener{Name: "SASL", Context: "sasl-config", UnauthenticatedMaxFrameBytes: 64})
+
+	frame := func(payload []byte) []byte {
+		return append(binary.BigEndian.AppendUint32(nil, uint32(len(payload))), payload...)
+	}
+	read := func(c net.Conn) error {
+		var b [6]byte
+		_, err := io.ReadFull(c, b[:])
+		return err
+	}
+	big := make([]byte, 100)
+	copy(big, "data")
+
+	// Unauthenticated: a 100-byte frame is refused unread.
+	c1, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c1.Close()
+	c1.SetDeadline(time.Now().Add(30 * time.Second))
+	c1.Write(frame(big))
+	if err := read(c1); err == nil {
+		t.Fatal("a frame over the cap was answered before authentication")
+	}
+
+	// Authenticated: the same frame is served, with the new principal.
+	c2, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	c2.SetDeadline(time.Now().Add(30 * time.Second))
+	c2.Write(frame([]byte("auth")))
+	if err := read(c2); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-frames; got.principal != Anonymous || got.ctx != "sasl-config" {
+		t.Fatalf("before: %+v", got)
+	}
+	c2.Write(frame(big))
+	if err := read(c2); err != nil {
+		t.Fatalf("a frame over the cap after authentication: %v", err)
+	}
+	if got := <-frames; got.principal != "User:alice" || got.size != 100 {
+		t.Fatalf("after: %+v", got)
+	}
 }
