@@ -161,7 +161,7 @@ var keys = []Key{
 	// reported by DescribeConfigs. No default: a broker without SSL shows
 	// none of them as set.
 	{Broker: "listener.security.protocol.map", Type: String, Shown: "each protocol named after itself", Section: "security",
-		Doc: "`NAME:PROTOCOL,...`: the security protocol of each listener name (PLAINTEXT, SSL; SASL_PLAINTEXT and SASL_SSL are refused at start-up)"},
+		Doc: "`NAME:PROTOCOL,...`: the security protocol of each listener name (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL; SASL keys in docs/security.md)"},
 	{Broker: "inter.broker.listener.name", Type: String, Shown: "PLAINTEXT, else the only listener", Strata: true, Section: "security",
 		Doc: "the listener brokers replicate and send transaction markers over"},
 	{Broker: "security.inter.broker.protocol", Type: String, Values: []string{"PLAINTEXT", "SSL"}, Shown: "PLAINTEXT", Section: "security",
