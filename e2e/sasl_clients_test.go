@@ -1,14 +1,20 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"os/exec"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/IBM/sarama"
 	"github.com/segmentio/kafka-go"
 	kgoplain "github.com/segmentio/kafka-go/sasl/plain"
+	"github.com/stratalog/strata/internal/tlstest"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -165,4 +171,47 @@ func createSASLTopic(t *testing.T, ctx context.Context, cl *kgo.Client, topic st
 	if err != nil {
 		t.Fatalf("create %s: %v", topic, err)
 	}
+}
+
+// TestSASLKcat: kcat (librdkafka) over SASL_SSL with SCRAM-SHA-512,
+// configured as against Apache Kafka, produces and consumes; with a wrong
+// password it fails and prints the broker's authentication message.
+func TestSASLKcat(t *testing.T) {
+	kcat, err := exec.LookPath("kcat")
+	if err != nil {
+		t.Fatal("kcat is not installed: scripts/test installs it (apt-get install kcat)")
+	}
+	dir := t.TempDir()
+	ca := tlstest.NewCA(t, dir, "ca")
+	srv := ca.Server(t, dir, "broker")
+	addr := freeAddr(t)
+	b := startBrokerProps(t, addr, saslProps("SASL_SSL", addr)+"ssl.keystore.location="+srv.Path+"\n")
+	ctx := testCtx(t, 2*time.Minute)
+	args := func(pass string) []string {
+		return []string{"-b", addr, "-X", "security.protocol=SASL_SSL", "-X", "ssl.ca.location=" + ca.Path,
+			"-X", "sasl.mechanism=SCRAM-SHA-512", "-X", "sasl.username=bob", "-X", "sasl.password=" + pass}
+	}
+	var in bytes.Buffer
+	var want []string
+	for i := 0; i < 200; i++ {
+		fmt.Fprintf(&in, "%d\n", i)
+		want = append(want, strconv.Itoa(i))
+	}
+	prod := exec.CommandContext(ctx, kcat, append(args("bob-secret"), "-P", "-t", "kcat-sasl", "-X", "acks=all")...)
+	prod.Stdin = &in
+	if out, err := prod.CombinedOutput(); err != nil {
+		t.Fatalf("kcat produce over SASL_SSL: %v\n%s\nbroker:\n%s", err, out, b.logs)
+	}
+	out, err := exec.CommandContext(ctx, kcat, append(args("bob-secret"), "-C", "-t", "kcat-sasl", "-o", "beginning", "-e", "-f", "%s\n")...).Output()
+	if err != nil {
+		t.Fatalf("kcat consume over SASL_SSL: %v\n%s", err, out)
+	}
+	if got := strings.Fields(string(out)); !slices.Equal(got, want) {
+		t.Fatalf("kcat read %d records, want %d", len(got), len(want))
+	}
+	out, err = exec.CommandContext(ctx, kcat, append(args("wrong-secret"), "-L", "-m", "5")...).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "Authentication failed") {
+		t.Fatalf("kcat with a wrong password: %v\n%s", err, out)
+	}
+	noSecrets(t, b)
 }
