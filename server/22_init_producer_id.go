@@ -23,20 +23,18 @@ package server
 // transactional id is INVALID_REQUEST.
 
 import (
-	"context"
-	"time"
+	"errors"
 
+	"github.com/stratalog/strata/broker/txnhost"
 	"github.com/stratalog/strata/txn"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-const (
-	initProducerIDMaxVersion = 5
-	// producerIDBlockTimeout bounds a block fetch (a file fsync, or later a
-	// controller round trip) on the connection's goroutine.
-	producerIDBlockTimeout = 10 * time.Second
-)
+// initProducerIDMaxVersion is the highest version served. A request
+// waits for a new block of ids (a file fsync, or a controller round trip)
+// at most txnhost.IDTimeout, on the connection's goroutine.
+const initProducerIDMaxVersion = 5
 
 func init() { register(22, 0, initProducerIDMaxVersion, handleInitProducerID) }
 
@@ -50,13 +48,13 @@ func handleInitProducerID(s *Server, rc *reqCtx) {
 	case req.TransactionalID != nil:
 		initTxnProducerID(s, rc, req, resp)
 		return
-	case s.txn.ids == nil:
-		s.log.Warn("InitProducerId: no producer id source", "err", s.txn.err)
-		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 	default:
-		ctx, cancel := context.WithTimeout(context.Background(), producerIDBlockTimeout)
-		id, err := s.txn.ids.Next(ctx)
-		cancel()
+		id, err := s.txn.coord.NewProducerID()
+		if errors.Is(err, txnhost.ErrNoProducerIDs) {
+			s.log.Warn("InitProducerId: no producer id source", "err", err)
+			resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+			break
+		}
 		if err != nil {
 			s.log.Warn("InitProducerId: allocating a producer id", "err", err)
 			resp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
@@ -82,7 +80,7 @@ func initTxnProducerID(s *Server, rc *reqCtx, req *kmsg.InitProducerIDRequest, r
 	}
 	id := *req.TransactionalID
 	s.txn.coord.Do(id, func(c *txn.Coordinator, nowMs int64) (txn.Step, error) {
-		return c.InitProducerID(id, req.TransactionTimeoutMillis, expected, nowMs, s.newProducerID)
+		return c.InitProducerID(id, req.TransactionTimeoutMillis, expected, nowMs, s.txn.coord.NewProducerID)
 	}, func(r txn.Reply) {
 		resp.ErrorCode = txnErrCode(r.Err, req.Version < 4)
 		resp.ProducerID, resp.ProducerEpoch = -1, -1

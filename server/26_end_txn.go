@@ -30,7 +30,7 @@ func handleEndTxn(s *Server, rc *reqCtx) {
 	resp := req.ResponseKind().(*kmsg.EndTxnResponse)
 	id, pid, epoch, commit, tv2 := req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit, req.Version >= 5
 	s.txn.coord.Do(id, func(c *txn.Coordinator, nowMs int64) (txn.Step, error) {
-		return c.EndTxn(id, pid, epoch, commit, tv2, nowMs, s.newProducerID)
+		return c.EndTxn(id, pid, epoch, commit, tv2, nowMs, s.txn.coord.NewProducerID)
 	}, func(r txn.Reply) {
 		resp.ErrorCode = txnErrCode(r.Err, req.Version < 2)
 		resp.ProducerID, resp.ProducerEpoch = -1, -1

@@ -4,8 +4,10 @@ package server
 //
 // Idempotence lives in the engine (engine/producers.go: per-partition
 // producer state, duplicate detection, snapshots); this file owns producer
-// id allocation for InitProducerId (22_init_producer_id.go): a txn.IDManager
-// over TxnConfig.ProducerIDs, by default blocks allocated by the controller
+// id allocation for InitProducerId (22_init_producer_id.go): the
+// transaction coordinator's host hands out ids (txnhost.Host.NewProducerID)
+// from the block source this file picks (producerIDSource):
+// TxnConfig.ProducerIDs, by default blocks allocated by the controller
 // quorum in cluster mode (txnhost.ControllerBlocks) and a
 // txn.FileBlockSource in the engine's data directory on a single broker,
 // which hands out ids from this node id's own range. Produce
@@ -86,9 +88,6 @@ const (
 
 // txnState is the Server's part for producer ids, idempotence and transactions (issue 8).
 type txnState struct {
-	ids *txn.IDManager // nil without an engine or a block source
-	err error          // why ids is nil
-
 	coord txnCoordinator // the transaction coordinator's host (txn_coord.go)
 	host  *txnhost.Host  // the same, for tests
 	lanes produceLanes   // transactional produce requests in verification (txn_verify.go)
@@ -98,37 +97,42 @@ type txnState struct {
 	finalized []kmsg.ApiVersionsResponseFinalizedFeature
 }
 
-// initTxn is called by New after the Server is built.
+// initTxn is called by New after the Server is built. The coordinator's
+// host is built in any case: without producer ids or an engine it
+// coordinates nothing and answers COORDINATOR_NOT_AVAILABLE.
 func (s *Server) initTxn() {
-	// The coordinator's host is built in any case; without an engine or
-	// producer ids it coordinates nothing and answers
-	// COORDINATOR_NOT_AVAILABLE.
-	defer func() { s.initTxnCoordinator(s.txn.ids != nil) }()
 	if v := s.cfg.Txn.TransactionVersion; v < 0 {
 		s.cfg.Txn.TransactionVersion = 0
 	} else if v > MaxTransactionVersion {
 		s.cfg.Txn.TransactionVersion = MaxTransactionVersion
 	}
 	s.txn.finalized = finalizedFeatures(s.cfg.Txn.TransactionVersion)
-	src := s.cfg.Txn.ProducerIDs
-	if src == nil && s.clustered() {
-		cs := txnhost.NewControllerBlocks(s.cluster.ctx, txnhost.BlocksConfig{ // closeTxn closes it
+	src, err := s.producerIDSource()
+	s.initTxnCoordinator(src, err) // txn_coord.go
+}
+
+// producerIDSource returns TxnConfig.ProducerIDs, else in cluster mode
+// blocks from the controller quorum (closeTxn closes them), else a
+// txn.FileBlockSource in the engine's data directory; nil and why when
+// there is none.
+func (s *Server) producerIDSource() (txn.BlockSource, error) {
+	if src := s.cfg.Txn.ProducerIDs; src != nil {
+		return src, nil
+	}
+	if s.clustered() {
+		cs := txnhost.NewControllerBlocks(s.cluster.ctx, txnhost.BlocksConfig{
 			NodeID: s.cfg.NodeID, Epoch: s.cluster.epoch.Load, Controller: s.cluster.ctl, Clock: hostClock{s}, Log: s.log})
-		s.cfg.Txn.ProducerIDs, src = cs, cs
+		s.cfg.Txn.ProducerIDs = cs
+		return cs, nil
 	}
-	if src == nil {
-		if s.eng == nil {
-			s.txn.err = errors.New("no engine and no producer id source")
-			return
-		}
-		fs, err := txn.NewFileBlockSource(s.eng.Dir(), s.cfg.NodeID)
-		if err != nil {
-			s.txn.err = err
-			return
-		}
-		src = fs
+	if s.eng == nil {
+		return nil, errors.New("no engine and no producer id source")
 	}
-	s.txn.ids = txn.NewIDManager(src)
+	fs, err := txn.NewFileBlockSource(s.eng.Dir(), s.cfg.NodeID)
+	if err != nil {
+		return nil, err
+	}
+	return fs, nil
 }
 
 // closeTxn is called by Close after connections are closed.

@@ -12,8 +12,6 @@ package server
 // FindCoordinator uses.
 
 import (
-	"context"
-	"fmt"
 	"net"
 	"time"
 
@@ -44,19 +42,18 @@ type txnCoordinator interface {
 	// After runs retry after d on a goroutine of the host (giveUp if it
 	// closes first); false: neither runs.
 	After(d time.Duration, retry, giveUp func()) bool
+	// NewProducerID is the next producer id (txnhost.ErrNoProducerIDs
+	// without a source).
+	NewProducerID() (int64, error)
 	EnsureTopic() int16
 	Route() *coordhost.Host
 	NoteListener(a net.Addr)
 	Close()
 }
 
-// initTxnCoordinator is called by initTxn; without ids (no producer id
-// source) the host coordinates nothing.
-func (s *Server) initTxnCoordinator(ids bool) {
-	eng := s.eng
-	if !ids {
-		eng = nil
-	}
+// initTxnCoordinator is called by initTxn with the producer id source
+// (nil: none, for the reason noIDs).
+func (s *Server) initTxnCoordinator(ids txn.BlockSource, noIDs error) {
 	tc := s.cfg.Txn
 	if tc.StatePartitions <= 0 {
 		tc.StatePartitions = DefaultTxnStatePartitions
@@ -67,7 +64,7 @@ func (s *Server) initTxnCoordinator(ids bool) {
 	if tc.AbortInterval <= 0 {
 		tc.AbortInterval = DefaultTxnAbortInterval
 	}
-	if eng != nil {
+	if s.eng != nil && ids != nil {
 		s.cfg.Txn = tc
 	}
 	cfg := txnhost.Config{
@@ -76,7 +73,9 @@ func (s *Server) initTxnCoordinator(ids bool) {
 		StatePartitions:  tc.StatePartitions,
 		StateReplication: tc.StateReplication,
 		AbortInterval:    tc.AbortInterval,
-		Engine:           eng,
+		Engine:           s.eng,
+		ProducerIDs:      ids,
+		NoProducerIDs:    noIDs,
 		Creator:          hostCreator{s},
 		WhenAcked:        s.whenAcked,
 		Dial:             s.cfg.Cluster.Dial,
@@ -111,14 +110,4 @@ func (s *Server) txnEnsureTopic() int16 { return s.txn.coord.EnsureTopic() }
 // COORDINATOR_NOT_AVAILABLE (clients retry).
 func (s *Server) txnCoordinatorNode(id string) (viewBroker, int16) {
 	return s.coordinatorBroker(s.txn.coord.Route(), id) // coordhost.go
-}
-
-// newProducerID is the coordinator's newID.
-func (s *Server) newProducerID() (int64, error) {
-	if s.txn.ids == nil {
-		return -1, fmt.Errorf("no producer id source: %v", s.txn.err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), producerIDBlockTimeout)
-	defer cancel()
-	return s.txn.ids.Next(ctx)
 }

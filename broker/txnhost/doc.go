@@ -18,7 +18,9 @@
 //   - the partition leaders' questions (KIP-890: PartitionsOp, locally or
 //     to the remote coordinator) and the clients' adds that wait out the
 //     previous transaction (ClientAdd);
-//   - producer-id blocks from the controller quorum (ControllerBlocks).
+//   - producer ids (NewProducerID: a txn.IDManager over the block source
+//     it is given, by default in cluster mode blocks from the controller
+//     quorum, ControllerBlocks).
 //
 // # What it needs of the broker
 //
@@ -55,8 +57,8 @@
 //     too (Host.NoteListener).
 //   - scan.go: ScanLog, a partition replayed batch by batch (the group
 //     coordinator's __consumer_offsets load uses it too).
-//   - producer_ids.go: ControllerBlocks, a txn.BlockSource whose blocks
-//     are AllocateProducerIDs commands committed through the metadata
-//     quorum, with one block prefetched.
+//   - producer_ids.go: Host.NewProducerID, and ControllerBlocks, a
+//     txn.BlockSource whose blocks are AllocateProducerIDs commands
+//     committed through the metadata quorum, with one block prefetched.
 //   - clock.go: Clock, the package's only source of time.
 package txnhost

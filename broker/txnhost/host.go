@@ -101,9 +101,15 @@ type Config struct {
 	StateReplication int16
 	AbortInterval    time.Duration
 
-	// Engine holds __transaction_state; nil: a host that coordinates
-	// nothing (every request COORDINATOR_NOT_AVAILABLE).
-	Engine *engine.Engine
+	// Engine holds __transaction_state. ProducerIDs hands out blocks of
+	// producer ids unique in the cluster (ControllerBlocks, or a
+	// txn.FileBlockSource on a single broker); NoProducerIDs says why it
+	// is nil. Without either the host coordinates nothing (every request
+	// COORDINATOR_NOT_AVAILABLE); without an engine it still hands out
+	// producer ids.
+	Engine        *engine.Engine
+	ProducerIDs   txn.BlockSource
+	NoProducerIDs error
 	// Cluster is the replicated broker; nil: a single broker.
 	Cluster Cluster
 	// Creator proposes __transaction_state to the controller (cluster
@@ -143,7 +149,8 @@ type part struct {
 type Host struct {
 	cfg      Config
 	log      *slog.Logger
-	ready    bool // an engine to coordinate on
+	ready    bool           // an engine to coordinate on and producer ids
+	ids      *txn.IDManager // nil without Config.ProducerIDs
 	nparts   int32
 	parts    []*part
 	host     *coordhost.Host // the leader loop (cluster mode), the tick, the topic's proposal
@@ -185,7 +192,10 @@ func New(cfg Config) *Host {
 	}
 	h := &Host{cfg: cfg, log: cfg.Log}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
-	if cfg.Engine == nil {
+	if cfg.ProducerIDs != nil {
+		h.ids = txn.NewIDManager(cfg.ProducerIDs)
+	}
+	if cfg.Engine == nil || h.ids == nil {
 		return h
 	}
 	h.nparts = cfg.StatePartitions
@@ -241,7 +251,8 @@ func (h *Host) Close() {
 	h.client.Close()
 }
 
-// Ready reports whether the host coordinates anything (it has an engine).
+// Ready reports whether the host coordinates anything (it has an engine
+// and producer ids).
 func (h *Host) Ready() bool { return h.ready }
 
 // Partitions is the partition count of __transaction_state the host
@@ -254,7 +265,7 @@ func (h *Host) PartitionFor(id string) int32 {
 }
 
 // Route is the coordhost.Host that names the coordinator of a
-// transactional id in a view (FindCoordinator); nil without an engine.
+// transactional id in a view (FindCoordinator); nil when not Ready.
 func (h *Host) Route() *coordhost.Host {
 	if !h.ready {
 		return nil

@@ -1,6 +1,8 @@
 package txnhost
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -25,9 +27,21 @@ func call(t *testing.T, h *Host, id string, fn func(c *txn.Coordinator, nowMs in
 	}
 }
 
+// fixedBlocks hands out consecutive blocks of 10 ids from first.
+type fixedBlocks struct{ next int64 }
+
+func (b *fixedBlocks) AllocateBlock(context.Context) (txn.Block, error) {
+	blk := txn.Block{First: b.next, Size: 10}
+	b.next += 10
+	return blk, nil
+}
+
 func TestHostWithoutEngineAnswersNotAvailable(t *testing.T) {
 	h := New(Config{Clock: realClock{}})
 	defer h.Close()
+	if _, err := h.NewProducerID(); !errors.Is(err, ErrNoProducerIDs) {
+		t.Fatalf("NewProducerID without a source: %v", err)
+	}
 	if h.Ready() || h.Route() != nil {
 		t.Fatal("a host without an engine is ready")
 	}
@@ -39,6 +53,12 @@ func TestHostWithoutEngineAnswersNotAvailable(t *testing.T) {
 	}
 	if code := h.EnsureTopic(); code != kerr.CoordinatorNotAvailable.Code {
 		t.Fatalf("EnsureTopic: %d", code)
+	}
+	// Without an engine, producer ids are still handed out.
+	h2 := New(Config{Clock: realClock{}, ProducerIDs: &fixedBlocks{next: 500}})
+	defer h2.Close()
+	if id, err := h2.NewProducerID(); err != nil || id != 500 || h2.Ready() {
+		t.Fatalf("NewProducerID without an engine: %d %v (ready %v)", id, err, h2.Ready())
 	}
 }
 
@@ -57,7 +77,7 @@ func TestHostSingleBroker(t *testing.T) {
 		t.Fatal(err)
 	}
 	newHost := func() *Host {
-		return New(Config{NodeID: 1, StatePartitions: 4, Engine: eng, Clock: realClock{},
+		return New(Config{NodeID: 1, StatePartitions: 4, Engine: eng, Clock: realClock{}, ProducerIDs: &fixedBlocks{next: 1000},
 			WhenAcked: func(l *engine.Log, last int64, done func(error)) { l.WhenDurable(last, done) }})
 	}
 	h := newHost()
@@ -67,12 +87,11 @@ func TestHostSingleBroker(t *testing.T) {
 	if r := call(t, h, "", nil); r.Err != txn.ErrorCode(kerr.InvalidRequest.Code) {
 		t.Fatalf("empty id: %v", r.Err)
 	}
-	nextID := int64(1000)
-	newID := func() (int64, error) { nextID++; return nextID, nil }
+	newID := h.NewProducerID
 	r := call(t, h, "tx", func(c *txn.Coordinator, nowMs int64) (txn.Step, error) {
 		return c.InitProducerID("tx", 60000, nil, nowMs, newID)
 	})
-	if r.Err != txn.None || r.ProducerID != 1001 || r.ProducerEpoch != 0 {
+	if r.Err != txn.None || r.ProducerID != 1000 || r.ProducerEpoch != 0 {
 		t.Fatalf("InitProducerID: %+v", r)
 	}
 	if eng.Topic(StateTopic) == nil || eng.Topic(StateTopic).Partitions() != 4 {

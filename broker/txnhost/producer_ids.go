@@ -48,6 +48,26 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
+// ErrNoProducerIDs is NewProducerID's error when the host has no
+// producer id source.
+var ErrNoProducerIDs = errors.New("no producer id source")
+
+// IDTimeout bounds the wait for one producer id (a block fetch: a file
+// fsync, or a controller round trip).
+const IDTimeout = 10 * time.Second
+
+// NewProducerID returns the next producer id from the host's blocks
+// (Config.ProducerIDs), waiting at most IDTimeout for a new block; the
+// coordinator's newID, and InitProducerId's without a transactional id.
+func (h *Host) NewProducerID() (int64, error) {
+	if h.ids == nil {
+		return -1, fmt.Errorf("%w: %v", ErrNoProducerIDs, h.cfg.NoProducerIDs)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), IDTimeout)
+	defer cancel()
+	return h.ids.Next(ctx)
+}
+
 // Proposer commits a command through the metadata quorum
 // (*controller.Controller).
 type Proposer interface {
