@@ -1,0 +1,162 @@
+package objstore
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stratalog/strata/internal/vfs"
+)
+
+func TestLocalConformanceOS(t *testing.T) {
+	runConformance(t, suite{
+		newStore: func(t *testing.T) ObjectStore {
+			s, err := OpenLocal(vfs.OS, filepath.Join(t.TempDir(), "remote"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		},
+		bigSize: 12 << 20,
+	})
+}
+
+func TestLocalConformanceMemFS(t *testing.T) {
+	runConformance(t, suite{
+		newStore: func(t *testing.T) ObjectStore {
+			s, err := OpenLocal(vfs.NewMemFS(), "/remote")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		},
+		bigSize: 6 << 20,
+	})
+}
+
+// A byte changed on disk after the put: a full Get fails at its end with
+// ErrChecksumMismatch instead of returning the wrong content as good.
+func TestLocalGetDetectsCorruption(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenLocal(vfs.OS, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := randBytes(7, 4096)
+	put(t, s, "t/seg", data)
+	p := filepath.Join(dir, "t", "seg")
+	raw, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw[localHeaderLen+100] ^= 1
+	if err := os.WriteFile(p, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rc, _, err := s.Get(testCtx(t), "t/seg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = io.ReadAll(rc)
+	rc.Close()
+	wantKind(t, "read of a corrupted object", err, Permanent, ErrChecksumMismatch)
+
+	// A truncated file is refused at open.
+	if err := os.Truncate(p, localHeaderLen+10); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Head(testCtx(t), "t/seg")
+	wantKind(t, "head of a truncated object", err, Permanent, ErrChecksumMismatch)
+}
+
+// A put is durable once it returns and all-or-nothing across a power cut
+// at any point: the MemFS loses everything unsynced, and what survives is
+// the old object or the new one, never a torn one, with no temporary file
+// left after OpenLocal.
+func TestLocalPutAtomicAcrossPowerCut(t *testing.T) {
+	old := randBytes(8, 3000)
+	neu := randBytes(9, 5000)
+	for cut := int64(1); ; cut++ {
+		m := vfs.NewMemFS()
+		s, err := OpenLocal(m, "/r")
+		if err != nil {
+			t.Fatal(err)
+		}
+		put(t, s, "a/b/seg", old)
+		m.PowerOffAfter(cut)
+		_, perr := s.Put(testCtx(t), "a/b/seg", bytes.NewReader(neu), int64(len(neu)), SumOf(neu))
+		completed := !m.PoweredOff()
+		if perr != nil && completed {
+			t.Fatalf("cut %d: put failed without a power cut: %v", cut, perr)
+		}
+		if perr == nil && !completed {
+			t.Fatalf("cut %d: put succeeded through a power cut", cut)
+		}
+		m2 := m.Crash(vfs.CrashOptions{Seed: uint64(cut), KeepUnsynced: true, Reorder: true, Tear: true})
+		s2, err := OpenLocal(m2, "/r")
+		if err != nil {
+			t.Fatalf("cut %d: reopen: %v", cut, err)
+		}
+		got, _ := getAll(t, s2, "a/b/seg")
+		switch {
+		case bytes.Equal(got, neu):
+		case bytes.Equal(got, old) && !completed:
+		default:
+			t.Fatalf("cut %d: after the crash the object has %d bytes (completed=%v)", cut, len(got), completed)
+		}
+		ents, err := m2.ReadDir("/r/a/b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), ".") {
+				t.Fatalf("cut %d: temporary file %s left after reopen", cut, e.Name())
+			}
+		}
+		if completed {
+			if cut < 4 {
+				t.Fatalf("the put finished in %d operations", cut)
+			}
+			return
+		}
+	}
+}
+
+// The first put of a key creates its directories and syncs their parents:
+// after a power cut right after it returns, the object is there.
+func TestLocalNewDirectoriesDurable(t *testing.T) {
+	m := vfs.NewMemFS()
+	s, err := OpenLocal(m, "/r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(t, s, "x/y/z/seg", []byte("durable"))
+	m2 := m.Crash(vfs.CrashOptions{})
+	s2, err := OpenLocal(m2, "/r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := getAll(t, s2, "x/y/z/seg"); string(got) != "durable" {
+		t.Fatalf("after the crash: %q", got)
+	}
+}
+
+// Disk errors are transient (the caller backs off), not NotFound.
+func TestLocalDiskErrorIsTransient(t *testing.T) {
+	m := vfs.NewMemFS()
+	s, err := OpenLocal(m, "/r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.PowerOffAfter(0)
+	_, err = s.Put(testCtx(t), "k", strings.NewReader("x"), 1, SumOf([]byte("x")))
+	wantKind(t, "put on a failing disk", err, Transient, nil)
+	if errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("disk error reported as a missing file: %v", err)
+	}
+}
