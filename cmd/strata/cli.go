@@ -233,13 +233,16 @@ func interruptContext() (ctx context.Context, stop context.CancelFunc) {
 	return ctx, stop
 }
 
-// buildVersion describes this binary from its build information: the
-// module version ("(devel)" for a build from a work tree), the VCS revision
-// and time, "modified" when the tree had uncommitted changes, the Go
-// version and platform. A binary built without VCS information (go run,
-// go test, -buildvcs=false) says "revision unknown".
+// buildVersion describes this binary: from the release build's stamp
+// (main.go's version, commit and date; version.go) when it has one, else
+// from its build information: the module version ("(devel)" for a build
+// from a work tree), the VCS revision and time, "modified" when the tree
+// had uncommitted changes, the Go version and platform. A binary built
+// without VCS information (go run, go test, -buildvcs=false) says
+// "revision unknown".
 func buildVersion() string {
-	return formatVersion(debug.ReadBuildInfo())
+	bi, ok := debug.ReadBuildInfo()
+	return versionString(stamp{version: version, commit: commit, date: date}, bi, ok)
 }
 
 func formatVersion(bi *debug.BuildInfo, ok bool) string {

@@ -32,6 +32,18 @@ does the same). Exit status: 0 success, 1 the command failed, 2 a mistake on
 the command line.
 `
 
+// The release build (scripts/release) stamps these at link time:
+//
+//	go build -ldflags "-X main.version=v1.2.3 -X main.commit=<sha> -X main.date=<RFC 3339>"
+//
+// `strata version` prints them when version is set and falls back to the
+// build information Go embeds (debug.ReadBuildInfo) otherwise (version.go).
+var (
+	version string // git describe --tags --always --dirty
+	commit  string // the full commit hash
+	date    string // the commit's time, UTC, RFC 3339
+)
+
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
