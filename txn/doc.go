@@ -16,7 +16,7 @@
 // controller.AllocateProducerIDs{broker id, broker epoch}, the FSM hands out
 // [next, next+BlockSize) and advances next, which is part of the Raft log
 // and snapshots (controller/producerids.go; the source is
-// server/producer_ids.go, which prefetches the next block and retries
+// broker/txnhost/producer_ids.go, which prefetches the next block and retries
 // while the quorum has no leader until the InitProducerId request's context
 // ends). The controller's ids
 // start at (MaxFileNodeID+1)<<47 = 2^63-2^47 (controller.FirstProducerID),
