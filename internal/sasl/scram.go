@@ -117,16 +117,21 @@ type scramServer struct {
 
 func (s *scramServer) Principal() string { return s.principal }
 
-func (s *scramServer) Step(token []byte) ([]byte, bool, error) {
+func (s *scramServer) Step(token []byte) (out []byte, done bool, err error) {
 	switch s.step {
 	case 0:
 		s.step = 1
-		return s.clientFirst(string(token))
+		out, done, err = s.clientFirst(string(token))
 	case 1:
 		s.step = 2
-		return s.clientFinal(string(token))
+		out, done, err = s.clientFinal(string(token))
+	default:
+		return nil, false, &AuthError{Msg: "Authentication failed: SCRAM exchange already complete"}
 	}
-	return nil, false, &AuthError{Msg: "Authentication failed: SCRAM exchange already complete"}
+	if err != nil {
+		s.step = 2 // a failed exchange takes no further message
+	}
+	return out, done, err
 }
 
 func invalid(what string) error {
