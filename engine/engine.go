@@ -396,7 +396,7 @@ func (e *Engine) tidyDataDir(metas []loadedTopic) error {
 		switch {
 		case name == topicsDirName || name == recoveryPointFile || name == logStartFile ||
 			name == cleanShutdownFile || name == metaPropsFile || name == ControllerDirName || name == cleanerCheckpointFile ||
-			name == ProducerIDBlockFile || name == devFlushAnchor || name == journalDirName:
+			name == ProducerIDBlockFile || name == devFlushAnchor || name == journalDirName || name == ScramCredentialsFile:
 			continue
 		case strings.HasSuffix(name, tmpSuffix):
 			e.fs.Remove(path)

@@ -124,6 +124,11 @@ var (
 // producer id blocks of a single broker; Open leaves it alone.
 const ProducerIDBlockFile = "producer-id-block"
 
+// ScramCredentialsFile is where the broker keeps its SCRAM users (salted
+// keys; cmd/strata, internal/sasl) in the data directory; Open leaves it
+// alone.
+const ScramCredentialsFile = "scram-credentials.json"
+
 const (
 	// DefaultProducerIDExpirationMs is Kafka's producer.id.expiration.ms.
 	DefaultProducerIDExpirationMs = 24 * 60 * 60 * 1000

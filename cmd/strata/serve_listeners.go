@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/stratalog/strata/engine"
 	"github.com/stratalog/strata/internal/config"
 	"github.com/stratalog/strata/internal/sasl"
 	"github.com/stratalog/strata/server"
@@ -108,7 +109,7 @@ func interBrokerDial(cfg config.Broker, logger *slog.Logger) func(ctx context.Co
 }
 
 // scramFile keeps the broker's SCRAM credentials in its data directory.
-const scramFile = "scram-credentials.json"
+const scramFile = engine.ScramCredentialsFile
 
 // openScramStore opens the SCRAM credential store in dir and adds the
 // credentials of strata.scram.credentials it does not hold yet (the

@@ -103,7 +103,8 @@ func TestLayersImportDownward(t *testing.T) {
 		"internal/vfs":        {},
 		"internal/ratelog":    {},
 		"internal/configkeys": {},
-		"internal/config":     {"internal/configkeys", "internal/vfs"}, // not engine or group: cmd/strata fills their settings
+		"internal/config":     {"internal/configkeys", "internal/sasl", "internal/vfs"}, // not engine or group: cmd/strata fills their settings
+		"internal/sasl":       {},
 		"segment":             {"internal/uring", "internal/vfs", "record"},
 		"engine":              {"index", "internal/configkeys", "internal/uring", "internal/vfs", "partitioner", "record", "segment"},
 		"batcher":             {"partitioner", "record"},
@@ -145,7 +146,7 @@ func contains(s []string, v string) bool {
 // package past its budget fails here).
 func TestWallClockReadsOnlyShrink(t *testing.T) {
 	budget := map[string]int{
-		"server": 1, "loadgen": 11, "replica": 1, "engine": 3, "controller": 4, "group": 1,
+		"server": 1, "loadgen": 11, "replica": 1, "engine": 3, "controller": 4, "group": 1, "internal/sasl": 1, // its client's socket deadline
 		"netpoll": 3, "internal/uring": 2, "cmd/strata": -1, // -1: the shell, unbounded
 	}
 	got := map[string]int{}
