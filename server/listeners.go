@@ -103,7 +103,7 @@ func (s *Server) ServeListener(ln net.Listener, l Listener) error {
 	ls.mu.Unlock()
 	if l.InterBroker {
 		s.advertised.Store(&ep)
-		s.noteListener(ln) // txn_markers.go: the coordinator's own address
+		s.noteListener(ln) // txn_coord.go: the transaction host dials its own broker here
 	}
 	nl := netpoll.Listener{Name: l.Name, TLS: l.TLS, Principal: l.Principal}
 	if l.SASL != nil {
