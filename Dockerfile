@@ -9,7 +9,10 @@
 # architecture; the runtime image holds the static binary, the sample
 # server.properties and a non-root user.
 
-FROM golang:1.26 AS build
+# The builder runs on the build machine's platform and cross-compiles
+# (CGO_ENABLED=0), so a multi-platform build (docker buildx build
+# --platform linux/amd64,linux/arm64) emulates nothing.
+FROM --platform=$BUILDPLATFORM golang:1.26 AS build
 ARG TARGETARCH=amd64
 ARG STRATA_VERSION=dev
 ARG STRATA_COMMIT=

@@ -293,10 +293,11 @@ func TestDockerfile(t *testing.T) {
 			froms = append(froms, in.args)
 		}
 	}
-	if len(froms) != 2 || !strings.HasPrefix(froms[0], "golang:") || !strings.HasSuffix(froms[0], " AS build") {
+	builder := strings.TrimPrefix(froms[0], "--platform=$BUILDPLATFORM ")
+	if len(froms) != 2 || !strings.HasPrefix(builder, "golang:") || !strings.HasSuffix(builder, " AS build") {
 		t.Fatalf("FROM: %q, want a golang builder AS build and a runtime stage", froms)
 	}
-	goImage := strings.TrimSuffix(strings.TrimPrefix(froms[0], "golang:"), " AS build")
+	goImage := strings.TrimSuffix(strings.TrimPrefix(builder, "golang:"), " AS build")
 	if !strings.Contains(goMod, "\ngo "+goImage+".") && !strings.Contains(goMod, "\ngo "+goImage+"\n") {
 		t.Errorf("builder golang:%s is not go.mod's Go version", goImage)
 	}
