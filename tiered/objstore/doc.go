@@ -34,12 +34,25 @@
 // multipart-sized object) run against the local store on the OS file
 // system and on vfs.MemFS (local_test.go, with power cuts at every
 // operation of a put and on-disk corruption detected by Get) and against
-// a real S3-compatible server on 127.0.0.1 (s3_test.go: SeaweedFS's weed,
-// which ./scripts/test builds; the test fails, saying so, when weed is
-// missing). s3_test.go also checks the failure behaviour against fake
-// servers: a server that is down or never answers gives a Transient error
-// within the ctx deadline, 5xx/503 SlowDown are Transient, 403 is
-// Permanent.
+// a real S3-compatible server on 127.0.0.1 (s3_test.go: SeaweedFS's
+// `weed server -s3`, module github.com/seaweedfs/seaweedfs at
+// v0.0.0-20261109003541-7506e5f91cd6, which ./scripts/test builds into
+// $(go env GOPATH)/bin; the test fails, saying so, when weed is missing),
+// where it also checks that wrong credentials are Permanent and that the
+// store killed mid-run gives Transient errors. s3_fake_test.go runs the S3
+// store against fake servers: the request shapes (path style, SigV4 with
+// the static key and region, the sum as metadata, Range, ListObjectsV2
+// paging), a corrupt upload cut before the server has it, a server that is
+// down or never answers giving a Transient error within the ctx deadline,
+// and errors classified from status and code (5xx, 429 and 503 SlowDown
+// Transient; 403 and NoSuchBucket Permanent; NoSuchKey NotFound).
+// config_test.go covers the properties.
+//
+// Known limits: a HEAD has no error body, so Head on a missing bucket says
+// NotFound; when a multipart upload fails after it started, minio-go sends
+// the abort detached from ctx (bounded by its own minute), so such a Put
+// can outlive its ctx by that abort's round trip; the local store's List
+// walks the directory holding the prefix on every page.
 //
 // # Integrity
 //

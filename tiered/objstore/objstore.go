@@ -257,16 +257,25 @@ func (v *verifyReader) Read(p []byte) (int, error) {
 		pending = k
 	}
 	// All size bytes read (the last pending ones not yet handed over).
+	if err := v.finish(); err != nil {
+		return 0, err
+	}
+	return pending, nil
+}
+
+// finish checks, with all size bytes read, the sum and that the source is
+// at its end; it sets the sticky state (io.EOF when good).
+func (v *verifyReader) finish() error {
 	if Sum(v.h.Sum(nil)) != v.want {
 		v.err = ErrChecksumMismatch
-		return 0, v.err
+		return v.err
 	}
 	if err := atEOF(v.r); err != nil {
 		v.err = err
-		return 0, err
+		return err
 	}
 	v.err = io.EOF
-	return pending, nil
+	return nil
 }
 
 // atEOF is nil when r has nothing more, ErrChecksumMismatch when it has
@@ -291,10 +300,17 @@ func atEOF(r io.Reader) error {
 // check is nil when the whole content was read and verified: false when
 // the consumer stopped early or the content was refused.
 func (v *verifyReader) check() error {
-	switch v.err {
-	case io.EOF:
+	switch {
+	case v.err == io.EOF:
 		return nil
-	case nil:
+	case v.err == nil && v.n == v.size:
+		// The consumer read exactly size bytes (or, for an empty object,
+		// none) and stopped: check now.
+		if err := v.finish(); err != nil {
+			return err
+		}
+		return nil
+	case v.err == nil:
 		return ErrChecksumMismatch // the consumer stopped before the end
 	}
 	return v.err
