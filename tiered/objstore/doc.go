@@ -51,8 +51,10 @@
 // Known limits: a HEAD has no error body, so Head on a missing bucket says
 // NotFound; when a multipart upload fails after it started, minio-go sends
 // the abort detached from ctx (bounded by its own minute), so such a Put
-// can outlive its ctx by that abort's round trip; the local store's List
-// walks the directory holding the prefix on every page.
+// can outlive its ctx by that abort's round trip; the local store keeps
+// keys as paths, so it refuses (Permanent) a key that is a path prefix of
+// another ("a" beside "a/b"), which S3 allows, and its List walks the
+// directory holding the prefix on every page.
 //
 // # Integrity
 //

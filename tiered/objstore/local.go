@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/stratalog/strata/internal/vfs"
 )
@@ -75,6 +76,17 @@ func fsErr(op, key string, err error) error {
 	return newErr(op, key, Transient, err)
 }
 
+// errKeyConflict is a put of a key that is a path prefix of another key
+// ("a" beside "a/b"), or under a key ("a/b" beside "a"): S3 allows both,
+// the local store's directories cannot.
+var errKeyConflict = errors.New("the key is a path prefix of another key, or another key is a path prefix of it (the local store keeps keys as paths)")
+
+// isPathConflict reports an error from a file where a directory is
+// needed or the other way round.
+func isPathConflict(err error) bool {
+	return errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.EISDIR)
+}
+
 // mkdirs creates the directory dir with its missing parents and syncs
 // each parent whose entries changed, so a synced object's directory chain
 // (and the root's) is durable.
@@ -124,11 +136,17 @@ func (l *Local) Put(ctx context.Context, key string, r io.Reader, size int64, su
 	dst := l.path(key)
 	dir := filepath.Dir(dst)
 	if err := mkdirs(l.fsys, dir); err != nil {
+		if isPathConflict(err) {
+			return Info{}, newErr(op, key, Permanent, errKeyConflict)
+		}
 		return Info{}, fsErr(op, key, err)
 	}
 	tmp := filepath.Join(dir, tmpName())
 	f, err := l.fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
+		if isPathConflict(err) {
+			return Info{}, newErr(op, key, Permanent, errKeyConflict)
+		}
 		return Info{}, fsErr(op, key, err)
 	}
 	fail := func(err error) (Info, error) {
@@ -161,8 +179,15 @@ func (l *Local) Put(ctx context.Context, key string, r io.Reader, size int64, su
 		l.fsys.Remove(tmp)
 		return Info{}, err
 	}
+	if st, err := l.fsys.Stat(dst); err == nil && st.IsDir() {
+		l.fsys.Remove(tmp)
+		return Info{}, newErr(op, key, Permanent, errKeyConflict)
+	}
 	if err := l.fsys.Rename(tmp, dst); err != nil {
 		l.fsys.Remove(tmp)
+		if isPathConflict(err) {
+			return Info{}, newErr(op, key, Permanent, errKeyConflict)
+		}
 		return Info{}, fsErr(op, key, err)
 	}
 	if err := l.fsys.SyncDir(dir); err != nil {
@@ -190,7 +215,14 @@ func (l *Local) open(op, key string) (vfs.File, Info, error) {
 	}
 	f, err := vfs.Open(l.fsys, l.path(key))
 	if err != nil {
+		if isPathConflict(err) { // a path through a file: no such object
+			return nil, Info{}, newErr(op, key, NotFound, err)
+		}
 		return nil, Info{}, fsErr(op, key, err)
+	}
+	if st, err := f.Stat(); err == nil && st.IsDir() {
+		f.Close() // a directory of longer keys, not an object
+		return nil, Info{}, newErr(op, key, NotFound, fmt.Errorf("%s is a directory", l.path(key)))
 	}
 	info, err := readHeader(f, key)
 	if err != nil {
@@ -278,8 +310,11 @@ func (l *Local) Delete(ctx context.Context, key string) error {
 		return err
 	}
 	p := l.path(key)
+	if st, err := l.fsys.Stat(p); err == nil && st.IsDir() {
+		return nil // a directory of longer keys: no object under key
+	}
 	if err := l.fsys.Remove(p); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
+		if errors.Is(err, fs.ErrNotExist) || isPathConflict(err) {
 			return nil
 		}
 		return fsErr(op, key, err)

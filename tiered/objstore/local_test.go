@@ -160,3 +160,42 @@ func TestLocalDiskErrorIsTransient(t *testing.T) {
 		t.Fatalf("disk error reported as a missing file: %v", err)
 	}
 }
+
+// S3 allows "a" beside "a/b"; the local store keeps keys as paths and
+// refuses the second as a Permanent error (not a Transient one a caller
+// would retry forever), and reads of either kind of path say NotFound.
+func TestLocalKeyPathConflicts(t *testing.T) {
+	for name, fsys := range map[string]vfs.FS{"os": vfs.OS, "mem": vfs.NewMemFS()} {
+		t.Run(name, func(t *testing.T) {
+			root := "/r"
+			if name == "os" {
+				root = t.TempDir()
+			}
+			s, err := OpenLocal(fsys, root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := testCtx(t)
+			put(t, s, "a/b", []byte("ab"))
+			put(t, s, "f", []byte("f"))
+			x := []byte("x")
+			_, err = s.Put(ctx, "a", bytes.NewReader(x), 1, SumOf(x))
+			wantKind(t, "put of a directory's key", err, Permanent, nil)
+			_, err = s.Put(ctx, "f/g", bytes.NewReader(x), 1, SumOf(x))
+			wantKind(t, "put under a file's key", err, Permanent, nil)
+			_, err = s.Head(ctx, "a")
+			wantKind(t, "head of a directory's key", err, NotFound, ErrNotFound)
+			_, _, err = s.Get(ctx, "f/g")
+			wantKind(t, "get under a file's key", err, NotFound, ErrNotFound)
+			if err := s.Delete(ctx, "a"); err != nil {
+				t.Fatalf("delete of a directory's key: %v", err)
+			}
+			if err := s.Delete(ctx, "f/g"); err != nil {
+				t.Fatalf("delete under a file's key: %v", err)
+			}
+			if got, _ := getAll(t, s, "a/b"); string(got) != "ab" {
+				t.Fatalf("a/b after the conflicts: %q", got)
+			}
+		})
+	}
+}
