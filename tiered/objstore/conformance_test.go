@@ -303,6 +303,33 @@ func runConformance(t *testing.T, su suite) {
 		wantKind(t, "head with a cancelled ctx", err, Transient, nil)
 	})
 
+	t.Run("ReaderBoundedByContext", func(t *testing.T) {
+		s := su.newStore(t)
+		data := randBytes(5, 1<<20)
+		put(t, s, "rc/obj", data)
+		for _, ranged := range []bool{false, true} {
+			ctx, cancel := context.WithCancel(context.Background())
+			var rc io.ReadCloser
+			var err error
+			if ranged {
+				rc, err = s.GetRange(ctx, "rc/obj", 1, -1)
+			} else {
+				rc, _, err = s.Get(ctx, "rc/obj")
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			first := make([]byte, 10)
+			if _, err := io.ReadFull(rc, first); err != nil {
+				t.Fatal(err)
+			}
+			cancel()
+			_, err = io.ReadAll(rc)
+			rc.Close()
+			wantKind(t, fmt.Sprintf("read after cancel (ranged %v)", ranged), err, Transient, nil)
+		}
+	})
+
 	t.Run("ConcurrentPutsOfOneKey", func(t *testing.T) {
 		s := su.newStore(t)
 		ctx := testCtx(t)

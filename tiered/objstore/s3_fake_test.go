@@ -324,3 +324,37 @@ func TestS3ErrorClassification(t *testing.T) {
 		})
 	}
 }
+
+// A server that sends the headers and part of an object, then stalls: the
+// reader Get returned fails Transient when its ctx expires.
+func TestS3StalledBodyBoundedByContext(t *testing.T) {
+	release := make(chan struct{})
+	data := randBytes(13, 1000)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Amz-Meta-Strata-Sha256", SumOf(data).String())
+		w.Header().Set("Content-Length", fmt.Sprint(len(data)))
+		w.Header().Set("ETag", `"e"`)
+		w.Header().Set("Last-Modified", time.Unix(0, 0).UTC().Format(http.TimeFormat))
+		w.Write(data[:100])
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	s := newFakeS3(t, srv.URL)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	rc, _, err := s.Get(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	got, err := io.ReadAll(rc)
+	wantKind(t, "read of a stalled body", err, Transient, nil)
+	if !bytes.Equal(got, data[:100]) {
+		t.Fatalf("read %d bytes before the stall, want the 100 sent", len(got))
+	}
+}
