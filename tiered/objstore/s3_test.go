@@ -110,6 +110,7 @@ func startWeed(t *testing.T) *weedServer {
 		"-filer", fmt.Sprintf("-filer.port=%d", p[4]), fmt.Sprintf("-filer.port.grpc=%d", p[5]),
 		"-s3", fmt.Sprintf("-s3.port=%d", p[6]), fmt.Sprintf("-s3.port.grpc=%d", p[7]),
 		"-s3.port.iceberg=0", "-s3.port.lance=0", "-s3.config=" + cfg,
+		"-filer.localSocket=" + filepath.Join(dir, "filer.sock"), "-s3.localSocket=" + filepath.Join(dir, "s3.sock"),
 	}
 	logPath := filepath.Join(dir, "weed.log")
 	logf, err := os.Create(logPath)
@@ -126,6 +127,14 @@ func startWeed(t *testing.T) *weedServer {
 	go func() { cmd.Wait(); logf.Close(); close(w.done) }()
 	t.Cleanup(func() {
 		w.stop()
+		// weed puts its gRPC Unix sockets at fixed /tmp paths named by
+		// port and a kill leaves them: remove those of our ports.
+		for _, port := range p {
+			socks, _ := filepath.Glob(fmt.Sprintf("/tmp/seaweedfs-*-%d.sock", port))
+			for _, s := range socks {
+				os.Remove(s)
+			}
+		}
 		if t.Failed() {
 			t.Logf("weed's log ends:\n%s", w.tail())
 		}
