@@ -461,18 +461,12 @@ func (j *journal) run() {
 		j.cond.Broadcast() // stagers waiting for room
 		j.mu.Unlock()
 
-		began := j.e.now()
 		err := j.writeGroup(g, start)
 		if err != nil {
 			err = j.e.ioFailure("writing the journal", err)
 		}
 		if err == nil {
-			done := j.e.now()
-			j.stats.groups.Add(1)
-			j.stats.records.Add(uint64(g.count))
-			j.stats.bytes.Add(uint64((len(g.buf) + journalAlign - 1) &^ (journalAlign - 1)))
-			j.stats.write.observe(done.Sub(began))
-			j.stats.commitWait.observe(done.Sub(g.staged))
+			j.stats.commitWait.observe(j.e.now().Sub(g.staged))
 			for _, d := range g.logs {
 				d.l.journaled(d.end)
 			}
@@ -531,12 +525,19 @@ func (j *journal) writeGroup(g *journalStage, start uint64) error {
 	buf := g.buf[:padded]
 	clear(buf[n:])
 	f := j.files[j.cur]
+	began := j.e.now()
 	if _, err := f.WriteAt(buf, j.off); err != nil {
 		return err
 	}
+	written := j.e.now()
 	if err := j.e.syncFile(f.Name(), func() error { return vfs.Datasync(f) }); err != nil {
 		return err
 	}
+	j.stats.groups.Add(1)
+	j.stats.records.Add(uint64(g.count))
+	j.stats.bytes.Add(uint64(padded))
+	j.stats.write.observe(written.Sub(began))
+	j.stats.flush.observe(j.e.now().Sub(written))
 	j.off += int64(padded)
 	if g.count > 0 {
 		j.fileLast[j.cur] = g.firstSeq + uint64(g.count) - 1

@@ -10,14 +10,16 @@ import (
 // the metrics endpoint: groups written, the records and bytes they held,
 // checkpoints, and two latency histograms.
 type JournalStats struct {
-	Groups      uint64 // groups written and flushed
+	Groups      uint64 // groups written
+	Flushes     uint64 // fdatasyncs (one a group)
 	Records     uint64 // records in them (write and barrier)
 	Bytes       uint64 // bytes written to the journal files (4 KiB padded)
 	Checkpoints uint64
-	// Write is each group's write plus fdatasync; CommitWait is from a
-	// group's first record staged to the group durable (what an acks=all
-	// append waits for the journal, writing the group before included).
-	Write, CommitWait Histogram
+	// Write is each group's write, Flush its fdatasync; CommitWait is
+	// from a group's first record staged to the group durable (what an
+	// acks=all append waits for the journal, the group written before it
+	// included).
+	Write, Flush, CommitWait Histogram
 }
 
 // Histogram is a snapshot of a latency histogram: Counts[i] observations
@@ -70,7 +72,7 @@ func (h *latencyHist) snapshot() Histogram {
 // checkpoints, read by JournalStats).
 type journalStats struct {
 	groups, records, bytes, checkpoints atomic.Uint64
-	write, commitWait                   latencyHist
+	write, flush, commitWait            latencyHist
 }
 
 // JournalStats reports the journal's counters; ok is false when the engine
@@ -81,6 +83,7 @@ func (e *Engine) JournalStats() (s JournalStats, ok bool) {
 		return s, false
 	}
 	st := &j.stats
-	return JournalStats{Groups: st.groups.Load(), Records: st.records.Load(), Bytes: st.bytes.Load(),
-		Checkpoints: st.checkpoints.Load(), Write: st.write.snapshot(), CommitWait: st.commitWait.snapshot()}, true
+	flush := st.flush.snapshot()
+	return JournalStats{Groups: st.groups.Load(), Flushes: flush.Count, Records: st.records.Load(), Bytes: st.bytes.Load(),
+		Checkpoints: st.checkpoints.Load(), Write: st.write.snapshot(), Flush: flush, CommitWait: st.commitWait.snapshot()}, true
 }

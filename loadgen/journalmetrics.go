@@ -13,14 +13,14 @@ import (
 
 // The spawned brokers' journal (log.io.journal.bytes) over the measured
 // window, read from the same /metrics endpoints as the broker-side produce
-// latency (brokermetrics.go): how long a journal group's write and
-// fdatasync took, and how long an acks=all append waited for its group
-// (first append staged → durable). Brokers without a journal report
+// latency (brokermetrics.go): how long a journal group's write took, how
+// many flushes (fdatasync) there were and how long they took, and how long
+// an acks=all append waited for its group (first append staged → durable). Brokers without a journal report
 // nothing and the figures stay absent.
 
 // journalSample is the brokers' journal histograms, summed.
 type journalSample struct {
-	write, commit promHist
+	write, flush, commit promHist
 }
 
 // scrapeJournal reads the journal histograms from a /metrics URL (empty
@@ -44,7 +44,7 @@ func scrapeJournal(ctx context.Context, cl *http.Client, url string) (journalSam
 	if err != nil {
 		return s, fmt.Errorf("GET %s: %w", url, err)
 	}
-	for name, h := range map[string]*promHist{metrics.JournalWrite: &s.write, metrics.JournalCommitWait: &s.commit} {
+	for name, h := range map[string]*promHist{metrics.JournalWrite: &s.write, metrics.JournalFlush: &s.flush, metrics.JournalCommitWait: &s.commit} {
 		fam := fams[name]
 		if fam == nil || len(fam.GetMetric()) == 0 {
 			continue
@@ -81,7 +81,9 @@ func (c *Cluster) brokerJournalSample(ctx context.Context) *journalSample {
 		cancel()
 		if err == nil {
 			if sum.write, err = sum.write.add(s.write); err == nil {
-				sum.commit, err = sum.commit.add(s.commit)
+				if sum.flush, err = sum.flush.add(s.flush); err == nil {
+					sum.commit, err = sum.commit.add(s.commit)
+				}
 			}
 		}
 		if err != nil {
@@ -105,6 +107,10 @@ func (r *Result) setBrokerJournal(j0, j1 *journalSample) error {
 	if err != nil {
 		return err
 	}
+	fl, err := j1.flush.sub(j0.flush)
+	if err != nil {
+		return err
+	}
 	if w.count == 0 {
 		return nil
 	}
@@ -112,6 +118,10 @@ func (r *Result) setBrokerJournal(j0, j1 *journalSample) error {
 	r.BrokerJournalGroups = int64(w.count)
 	r.BrokerJournalWriteP50Ms, r.BrokerJournalWriteP99Ms = s2ms*w.quantile(0.5), s2ms*w.quantile(0.99)
 	r.BrokerJournalWriteMeanMs = s2ms * w.sum / float64(w.count)
+	if fl.count > 0 {
+		r.BrokerJournalFlushes = int64(fl.count)
+		r.BrokerJournalFlushP50Ms, r.BrokerJournalFlushP99Ms = s2ms*fl.quantile(0.5), s2ms*fl.quantile(0.99)
+	}
 	if c.count > 0 {
 		r.BrokerJournalCommitP50Ms, r.BrokerJournalCommitP99Ms = s2ms*c.quantile(0.5), s2ms*c.quantile(0.99)
 		r.BrokerJournalCommitMeanMs = s2ms * c.sum / float64(c.count)

@@ -9,7 +9,9 @@ const (
 	JournalRecords     = "strata_journal_records_total"
 	JournalBytes       = "strata_journal_bytes_total"
 	JournalCheckpoints = "strata_journal_checkpoints_total"
+	JournalFlushes     = "strata_journal_flushes_total"
 	JournalWrite       = "strata_journal_write_seconds"
+	JournalFlush       = "strata_journal_flush_seconds"
 	JournalCommitWait  = "strata_journal_commit_wait_seconds"
 )
 
@@ -25,13 +27,15 @@ type Histogram struct {
 
 // JournalStats is the journal's state at a scrape.
 type JournalStats struct {
-	Groups, Records, Bytes, Checkpoints uint64
-	Write, CommitWait                   Histogram
+	Groups, Flushes, Records, Bytes, Checkpoints uint64
+	Write, Flush, CommitWait                     Histogram
 }
 
 var (
 	descJournalGroups = prometheus.NewDesc(JournalGroups,
-		"Journal groups written and flushed (one write and one fdatasync each, acknowledging every acks=all append they hold).", nil, nil)
+		"Journal groups written (one write each; a flush makes every group written before it durable, acknowledging the acks=all appends they hold).", nil, nil)
+	descJournalFlushes = prometheus.NewDesc(JournalFlushes,
+		"Journal flushes (fdatasync of the journal file: a device cache flush).", nil, nil)
 	descJournalRecords = prometheus.NewDesc(JournalRecords,
 		"Records (appends and barriers) the journal's groups held.", nil, nil)
 	descJournalBytes = prometheus.NewDesc(JournalBytes,
@@ -39,7 +43,9 @@ var (
 	descJournalCheckpoints = prometheus.NewDesc(JournalCheckpoints,
 		"Journal checkpoints (segment chunks written and one device flush, after which the journal's space is reused).", nil, nil)
 	descJournalWrite = prometheus.NewDesc(JournalWrite,
-		"Time to write one journal group and fdatasync it.", nil, nil)
+		"Time to write one journal group (O_DIRECT, without its flush).", nil, nil)
+	descJournalFlush = prometheus.NewDesc(JournalFlush,
+		"Time of one journal flush (fdatasync).", nil, nil)
 	descJournalCommitWait = prometheus.NewDesc(JournalCommitWait,
 		"Time from a journal group's first append staged to the group durable (what an acks=all append waits for the journal).", nil, nil)
 )
@@ -60,10 +66,11 @@ func (b *Broker) collectJournal(ch chan<- prometheus.Metric) {
 	for _, c := range []struct {
 		d *prometheus.Desc
 		v uint64
-	}{{descJournalGroups, s.Groups}, {descJournalRecords, s.Records}, {descJournalBytes, s.Bytes}, {descJournalCheckpoints, s.Checkpoints}} {
+	}{{descJournalGroups, s.Groups}, {descJournalFlushes, s.Flushes}, {descJournalRecords, s.Records}, {descJournalBytes, s.Bytes}, {descJournalCheckpoints, s.Checkpoints}} {
 		ch <- prometheus.MustNewConstMetric(c.d, prometheus.CounterValue, float64(c.v))
 	}
 	ch <- constHistogram(descJournalWrite, s.Write)
+	ch <- constHistogram(descJournalFlush, s.Flush)
 	ch <- constHistogram(descJournalCommitWait, s.CommitWait)
 }
 

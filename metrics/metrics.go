@@ -235,7 +235,7 @@ var (
 func (c *brokerCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRequests, descErrors, descBytesIn, descRecordsIn, descBytesOut,
 		descPartitions, descLeaders, descUnderReplicated, descUnderMinISR, descOffline,
-		descJournalGroups, descJournalRecords, descJournalBytes, descJournalCheckpoints, descJournalWrite, descJournalCommitWait} {
+		descJournalGroups, descJournalFlushes, descJournalRecords, descJournalBytes, descJournalCheckpoints, descJournalWrite, descJournalFlush, descJournalCommitWait} {
 		ch <- d
 	}
 }

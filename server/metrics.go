@@ -49,8 +49,8 @@ func (s *Server) journalStats() (metrics.JournalStats, bool) {
 	h := func(x engine.Histogram) metrics.Histogram {
 		return metrics.Histogram{Bounds: x.Bounds, Counts: x.Counts, Sum: x.Sum, Count: x.Count}
 	}
-	return metrics.JournalStats{Groups: js.Groups, Records: js.Records, Bytes: js.Bytes, Checkpoints: js.Checkpoints,
-		Write: h(js.Write), CommitWait: h(js.CommitWait)}, true
+	return metrics.JournalStats{Groups: js.Groups, Flushes: js.Flushes, Records: js.Records, Bytes: js.Bytes, Checkpoints: js.Checkpoints,
+		Write: h(js.Write), Flush: h(js.Flush), CommitWait: h(js.CommitWait)}, true
 }
 
 // meterStart starts timing rc (dispatch).

@@ -359,9 +359,17 @@ func TestMetricsJournal(t *testing.T) {
 	if b := after.Counter(metrics.JournalBytes); b < 4096*after.Counter(metrics.JournalGroups) {
 		t.Errorf("%v journal bytes for %v groups of at least 4 KiB", b, after.Counter(metrics.JournalGroups))
 	}
-	for _, h := range []string{metrics.JournalWrite, metrics.JournalCommitWait} {
-		if got := after.HistogramCount(h); float64(got) != after.Counter(metrics.JournalGroups) {
-			t.Errorf("%s counted %d, groups %v", h, got, after.Counter(metrics.JournalGroups))
-		}
+	if f, g := after.Counter(metrics.JournalFlushes), after.Counter(metrics.JournalGroups); f < 1 || f != g {
+		t.Errorf("%v flushes for %v groups", f, g)
+	}
+	if got := after.HistogramCount(metrics.JournalFlush); float64(got) != after.Counter(metrics.JournalFlushes) {
+		t.Errorf("%s counted %d, flushes %v", metrics.JournalFlush, got, after.Counter(metrics.JournalFlushes))
+	}
+	if got := after.HistogramCount(metrics.JournalWrite); float64(got) != after.Counter(metrics.JournalGroups) {
+		t.Errorf("%s counted %d, groups %v", metrics.JournalWrite, got, after.Counter(metrics.JournalGroups))
+	}
+	// The commit wait counts the groups of appends (not Open's empty one).
+	if got := after.HistogramCount(metrics.JournalCommitWait); got < 1 || float64(got) >= after.Counter(metrics.JournalGroups) {
+		t.Errorf("%s counted %d, groups %v", metrics.JournalCommitWait, got, after.Counter(metrics.JournalGroups))
 	}
 }
