@@ -236,30 +236,7 @@ func TestSASLClusterReplicates(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	waitFor(t, time.Minute, func() string {
-		req := kmsg.NewPtrCreateTopicsRequest()
-		rt := kmsg.NewCreateTopicsRequestTopic()
-		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "replicated", 1, 2
-		c := kmsg.NewCreateTopicsRequestTopicConfig()
-		c.Name, c.Value = "min.insync.replicas", kmsg.StringPtr("2")
-		rt.Configs = append(rt.Configs, c)
-		req.Topics = append(req.Topics, rt)
-		if resp, err := req.RequestWith(ctx, cl); err != nil {
-			return err.Error()
-		} else if code := resp.Topics[0].ErrorCode; code != 0 && code != kerr.TopicAlreadyExists.Code {
-			return kerr.ErrorForCode(code).Error()
-		}
-		md, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)
-		if err != nil {
-			return err.Error()
-		}
-		for _, tp := range md.Topics {
-			if tp.Topic != nil && *tp.Topic == "replicated" && len(tp.Partitions) == 1 && len(tp.Partitions[0].ISR) == 2 {
-				return ""
-			}
-		}
-		return "ISR not yet both brokers"
-	})
+	waitReplicatedTopic(t, ctx, cl, "replicated")
 	if err := cl.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}
