@@ -70,13 +70,28 @@ func corruptImage(t *testing.T, batches, tail int, cfg map[string]string) (image
 	if err := e.writeRecoveryCheckpoint(); err != nil {
 		t.Fatal(err)
 	}
+	rp, err := os.ReadFile(filepath.Join(dir, recoveryPointFile))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i := 0; i < tail; i++ {
 		b := batchOf(t, 2, 50, int64(5000+i), 7000+i)
 		mustAppend(t, l0, b)
 		want0 = append(want0, append([]byte(nil), b...))
 	}
+	if tail > 0 { // the tail is in the file, past the recovery point restored below
+		if err := waitDurable(t, l0, l0.LogEndOffset()-1); err != nil {
+			t.Fatal(err)
+		}
+	}
 	image = t.TempDir()
 	copyDir(t, dir, image)
+	// The image crashed before the recovery point passed the tail (the
+	// flusher may have moved it meanwhile: the tail's bytes would then be
+	// below it, and a bad batch there corruption, not a torn tail).
+	if err := os.WriteFile(filepath.Join(image, recoveryPointFile), rp, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	return image, want0, want1
 }
 
