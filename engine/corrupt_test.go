@@ -384,23 +384,11 @@ func TestVerifyRecoveryChecksTrustedSegments(t *testing.T) {
 // A read that meets a batch header that does not parse below the HW marks
 // the log corrupt and fails with ErrLogCorrupt instead of sending it.
 func TestReadOfCorruptHeaderFails(t *testing.T) {
-	dir := t.TempDir()
-	e := openEngine(t, dir, nil)
-	l := mustTopic(t, e, "cor", 1, smallConfig()).Partition(0)
-	for i := 0; i < 60; i++ {
-		mustAppend(t, l, batchOf(t, 2, 60, int64(i), i))
-	}
-	if err := e.Close(); err != nil {
-		t.Fatal(err)
-	}
-	pdir := filepath.Join(dir, "cor-0")
-	bases := segmentBases(t, pdir)
-	victim := segmentFileName(pdir, bases[1], logSuffix)
-	walk := naiveWalk(t, victim)
+	dir, victim, walk := closedLog(t, 1)
 	flip(t, victim, walk[1].pos+16) // the magic byte: the header no longer parses
-	e = openEngine(t, dir, nil)
+	e := openEngine(t, dir, nil)
 	defer e.Close()
-	l = e.Topic("cor").Partition(0)
+	l := e.Topic("cor").Partition(0)
 	if _, err := l.Read(walk[1].base, 1<<20, true); !errors.Is(err, ErrLogCorrupt) {
 		t.Fatalf("Read over a corrupt header: %v", err)
 	}
@@ -412,6 +400,26 @@ func TestReadOfCorruptHeaderFails(t *testing.T) {
 
 func i64s(v int64) string { return strconv.FormatInt(v, 10) }
 
+// closedLog writes 60 batches to partition 0 of a topic "cor" of
+// partitions partitions (small segments), closes the engine cleanly and
+// returns the data directory, partition 0's second segment file and a
+// naive walk of it.
+func closedLog(t *testing.T, partitions int32) (dir, victim string, walk []walkedBatch) {
+	t.Helper()
+	dir = t.TempDir()
+	e := openEngine(t, dir, nil)
+	l := mustTopic(t, e, "cor", partitions, smallConfig()).Partition(0)
+	for i := 0; i < 60; i++ {
+		mustAppend(t, l, batchOf(t, 2, 60, int64(i), i))
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	pdir := filepath.Join(dir, "cor-0")
+	victim = segmentFileName(pdir, segmentBases(t, pdir)[1], logSuffix)
+	return dir, victim, naiveWalk(t, victim)
+}
+
 // A read never sends a batch whose CRC fails: bytes trusted by recovery (a
 // clean shutdown checks nothing) are checked before they are sent; the
 // reads before the bad batch succeed with valid batches only, the read that
@@ -420,24 +428,12 @@ func i64s(v int64) string { return strconv.FormatInt(v, 10) }
 func TestReadNeverSendsBadCRC(t *testing.T) {
 	for _, start := range []string{"from-0", "at-bad"} {
 		t.Run(start, func(t *testing.T) {
-			dir := t.TempDir()
-			e := openEngine(t, dir, nil)
-			l := mustTopic(t, e, "cor", 2, smallConfig()).Partition(0)
-			for i := 0; i < 60; i++ {
-				mustAppend(t, l, batchOf(t, 2, 60, int64(i), i))
-			}
-			if err := e.Close(); err != nil {
-				t.Fatal(err)
-			}
-			pdir := filepath.Join(dir, "cor-0")
-			bases := segmentBases(t, pdir)
-			victim := segmentFileName(pdir, bases[1], logSuffix)
-			walk := naiveWalk(t, victim)
+			dir, victim, walk := closedLog(t, 2)
 			bad := walk[2]
 			flip(t, victim, bad.pos+int64(bad.size)-3) // a record byte: only the CRC tells
-			e = openEngine(t, dir, nil)
+			e := openEngine(t, dir, nil)
 			defer e.Close()
-			l = e.Topic("cor").Partition(0)
+			l := e.Topic("cor").Partition(0)
 			if c := l.Corruption(); c != nil {
 				t.Fatalf("found at open without verification: %s", c)
 			}
