@@ -336,18 +336,11 @@ func readCompactedLog(t *testing.T, l *Log, seed uint64, sent map[int64]sentReco
 			res.Release()
 			return last
 		}
-		var data []byte
-		for _, c := range res.Chunks {
-			buf := c.Buf
-			if buf == nil {
-				buf = make([]byte, c.Len)
-				if _, err := res.seg.seg.ReadAt(buf, c.Pos); err != nil {
-					t.Fatalf("seed %d: ReadAt: %v", seed, err)
-				}
-			}
-			data = append(data, buf...)
-		}
+		data, err := segmentResultBytes(&res)
 		res.Release()
+		if err != nil {
+			t.Fatalf("seed %d: ReadAt: %v", seed, err)
+		}
 		for rest := data; len(rest) > 0; {
 			b, r, h, err := record.Next(rest)
 			if err != nil {

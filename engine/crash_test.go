@@ -410,18 +410,11 @@ func readAllBatches(t *testing.T, l *Log, seed uint64) map[int64][]byte {
 			}
 			return out
 		}
-		var data []byte
-		for _, c := range res.Chunks {
-			buf := c.Buf
-			if buf == nil {
-				buf = make([]byte, c.Len)
-				if _, err := res.seg.seg.ReadAt(buf, c.Pos); err != nil {
-					t.Fatalf("seed %d: ReadAt: %v", seed, err)
-				}
-			}
-			data = append(data, buf...)
-		}
+		data, err := segmentResultBytes(&res)
 		res.Release()
+		if err != nil {
+			t.Fatalf("seed %d: ReadAt: %v", seed, err)
+		}
 		for rest := data; len(rest) > 0; {
 			b, r, h, err := record.Next(rest)
 			if err != nil {
@@ -870,4 +863,22 @@ func txnCrashRound(t *testing.T, dir string, seed uint64, st *txnCrashStats) {
 	if lso, hw := l2.LastStableOffset(), l2.HighWatermark(); lso != hw {
 		t.Errorf("seed %d: LSO %d, HW %d after aborting every open transaction", seed, lso, hw)
 	}
+}
+
+// segmentResultBytes gathers a ReadResult's bytes, file chunks read through
+// the segment (which serves them on any file system, a MemFS included). It
+// does not release res.
+func segmentResultBytes(res *ReadResult) ([]byte, error) {
+	var data []byte
+	for _, c := range res.Chunks {
+		buf := c.Buf
+		if buf == nil {
+			buf = make([]byte, c.Len)
+			if _, err := res.seg.seg.ReadAt(buf, c.Pos); err != nil {
+				return nil, err
+			}
+		}
+		data = append(data, buf...)
+	}
+	return data, nil
 }
