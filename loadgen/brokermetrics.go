@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/stratalog/strata/metrics"
@@ -48,23 +49,9 @@ type promHist struct {
 // /metrics URL; a broker that has not answered a Produce yet has an empty
 // one.
 func scrapeProduceHist(ctx context.Context, cl *http.Client, url string) (promHist, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	fams, err := scrapeFamilies(ctx, cl, url)
 	if err != nil {
 		return promHist{}, err
-	}
-	resp, err := cl.Do(req)
-	if err != nil {
-		return promHist{}, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return promHist{}, fmt.Errorf("GET %s: %s: %s", url, resp.Status, b)
-	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return promHist{}, fmt.Errorf("GET %s: %w", url, err)
 	}
 	fam := fams[metrics.RequestTotalTime]
 	if fam == nil {
@@ -82,17 +69,46 @@ func scrapeProduceHist(ctx context.Context, cl *http.Client, url string) (promHi
 		if dh == nil {
 			return promHist{}, fmt.Errorf("GET %s: %s is not a histogram", url, metrics.RequestTotalTime)
 		}
-		h := promHist{count: dh.GetSampleCount(), sum: dh.GetSampleSum()}
-		for _, b := range dh.GetBucket() {
-			h.bounds = append(h.bounds, b.GetUpperBound())
-			h.cum = append(h.cum, b.GetCumulativeCount())
-		}
-		if err := h.check(); err != nil {
+		h, err := histFrom(dh)
+		if err != nil {
 			return promHist{}, fmt.Errorf("GET %s: %s: %w", url, metrics.RequestTotalTime, err)
 		}
 		return h, nil
 	}
 	return promHist{}, nil
+}
+
+// scrapeFamilies reads and parses a /metrics URL.
+func scrapeFamilies(ctx context.Context, cl *http.Client, url string) (map[string]*dto.MetricFamily, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := cl.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return nil, fmt.Errorf("GET %s: %s: %s", url, resp.Status, b)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", url, err)
+	}
+	return fams, nil
+}
+
+// histFrom turns a scraped histogram into a promHist, checked.
+func histFrom(dh *dto.Histogram) (promHist, error) {
+	h := promHist{count: dh.GetSampleCount(), sum: dh.GetSampleSum()}
+	for _, b := range dh.GetBucket() {
+		h.bounds = append(h.bounds, b.GetUpperBound())
+		h.cum = append(h.cum, b.GetCumulativeCount())
+	}
+	return h, h.check()
 }
 
 // check: bounds ascending, counts not decreasing and within the count.

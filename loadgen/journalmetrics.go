@@ -3,11 +3,8 @@ package loadgen
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"github.com/stratalog/strata/metrics"
 )
 
@@ -27,22 +24,9 @@ type journalSample struct {
 // when the broker has no journal).
 func scrapeJournal(ctx context.Context, cl *http.Client, url string) (journalSample, error) {
 	var s journalSample
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	fams, err := scrapeFamilies(ctx, cl, url)
 	if err != nil {
 		return s, err
-	}
-	resp, err := cl.Do(req)
-	if err != nil {
-		return s, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return s, fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return s, fmt.Errorf("GET %s: %w", url, err)
 	}
 	for name, h := range map[string]*promHist{metrics.JournalWrite: &s.write, metrics.JournalFlush: &s.flush, metrics.JournalCommitWait: &s.commit} {
 		fam := fams[name]
@@ -53,12 +37,7 @@ func scrapeJournal(ctx context.Context, cl *http.Client, url string) (journalSam
 		if dh == nil {
 			return s, fmt.Errorf("GET %s: %s is not a histogram", url, name)
 		}
-		*h = promHist{count: dh.GetSampleCount(), sum: dh.GetSampleSum()}
-		for _, b := range dh.GetBucket() {
-			h.bounds = append(h.bounds, b.GetUpperBound())
-			h.cum = append(h.cum, b.GetCumulativeCount())
-		}
-		if err := h.check(); err != nil {
+		if *h, err = histFrom(dh); err != nil {
 			return s, fmt.Errorf("GET %s: %s: %w", url, name, err)
 		}
 	}
