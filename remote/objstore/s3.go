@@ -243,7 +243,8 @@ func (s *S3) Get(ctx context.Context, key string) (io.ReadCloser, Info, error) {
 	return newSumReadCloser(&s3Reader{body: body, ctx: ctx, op: op, key: key}, info, op), info, nil
 }
 
-// s3Reader classifies the errors of an object's body.
+// s3Reader classifies the errors of an object's body and fails once ctx is
+// done.
 type s3Reader struct {
 	body io.ReadCloser
 	ctx  context.Context
@@ -252,6 +253,13 @@ type s3Reader struct {
 }
 
 func (r *s3Reader) Read(p []byte) (int, error) {
+	// Checked first, as the local store's reader does: bytes the HTTP
+	// client already buffered would otherwise still be read after ctx
+	// ended (the conformance test's read after cancel passed or failed
+	// by timing).
+	if err := ctxErr(r.op, r.key, r.ctx); err != nil {
+		return 0, err
+	}
 	n, err := r.body.Read(p)
 	if err != nil && err != io.EOF {
 		err = s3Err(r.op, r.key, r.ctx, err)
