@@ -28,6 +28,11 @@ type LogConfig struct {
 	Preallocate          bool   // preallocate              (broker: log.preallocate)             true
 	FileDeleteDelayMs    int64  // file.delete.delay.ms     (broker: log.segment.delete.delay.ms) 60000
 
+	// Tiered storage (KIP-405; remote.go, the remote/rlm package).
+	RemoteStorageEnable bool  // remote.storage.enable                                                false
+	LocalRetentionMs    int64 // local.retention.ms    (broker: log.local.retention.ms)    -2 = retention.ms
+	LocalRetentionBytes int64 // local.retention.bytes (broker: log.local.retention.bytes) -2 = retention.bytes
+
 	// Compaction (cleanup.policy contains "compact"; see cleaner.go).
 	DeleteRetentionMs      int64   // delete.retention.ms       (broker: log.cleaner.delete.retention.ms)       1 day
 	MinCleanableDirtyRatio float64 // min.cleanable.dirty.ratio (broker: log.cleaner.min.cleanable.ratio)       0.5
@@ -104,6 +109,9 @@ var logFields = map[string]logField{
 	"max.compaction.lag.ms":     int64Field(func(c *LogConfig) *int64 { return &c.MaxCompactionLagMs }),
 	"write.caching":             boolField(func(c *LogConfig) *bool { return &c.WriteCaching }),
 	"preallocate":               boolField(func(c *LogConfig) *bool { return &c.Preallocate }),
+	"remote.storage.enable":     boolField(func(c *LogConfig) *bool { return &c.RemoteStorageEnable }),
+	"local.retention.ms":        int64Field(func(c *LogConfig) *int64 { return &c.LocalRetentionMs }),
+	"local.retention.bytes":     int64Field(func(c *LogConfig) *int64 { return &c.LocalRetentionBytes }),
 	"cleanup.policy": {
 		// The table checks the items; the log keeps them in one order.
 		set: func(c *LogConfig, v configkeys.Value) { c.CleanupPolicy = normalCleanupPolicy(v.Items()) },

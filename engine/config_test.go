@@ -32,6 +32,10 @@ func TestDefaultLogConfigIsKafkas(t *testing.T) {
 		"min.cleanable.dirty.ratio": "0.5",
 		"min.compaction.lag.ms":     "0",
 		"max.compaction.lag.ms":     "9223372036854775807",
+
+		"remote.storage.enable": "false",
+		"local.retention.ms":    "-2",
+		"local.retention.bytes": "-2",
 	}
 	keys := TopicKeys()
 	if !sort.StringsAreSorted(keys) || len(keys) != len(want) {
