@@ -129,6 +129,10 @@ const ProducerIDBlockFile = "producer-id-block"
 // alone.
 const ScramCredentialsFile = "scram-credentials.json"
 
+// AclsFile is where the broker keeps its ACLs (package auth) in the data
+// directory; Open leaves it alone.
+const AclsFile = "acls.json"
+
 const (
 	// DefaultProducerIDExpirationMs is Kafka's producer.id.expiration.ms.
 	DefaultProducerIDExpirationMs = 24 * 60 * 60 * 1000
