@@ -28,6 +28,11 @@ import (
 //     segment goes, so a partition ends at most retention.bytes plus the
 //     active segment.
 //
+// With remote.storage.enable, local.retention.ms/bytes take the place of
+// retention.ms/bytes here and a segment must also lie below the remote
+// log manager's CopiedEnd (remote.go): an uncopied segment is never
+// deleted locally.
+//
 // Only sealed segments wholly below the high watermark are candidates; the
 // active segment is never deleted (Kafka rolls an expired active segment
 // first; here segment.ms bounds its age). Deleting moves the log start
@@ -182,7 +187,14 @@ func (e *Engine) enforceRetention() int {
 // how many it deleted.
 func (l *Log) deleteRetainedSegments(nowMs int64) (int, error) {
 	cfg := l.config()
-	if !strings.Contains(cfg.CleanupPolicy, "delete") || (cfg.RetentionMs < 0 && cfg.RetentionBytes < 0) {
+	// With remote storage, local retention applies, and only to segments
+	// copied to the object store (remote.go).
+	retMs, retBytes, copied := cfg.RetentionMs, cfg.RetentionBytes, int64(math.MaxInt64)
+	if cfg.RemoteStorageEnable {
+		retMs, retBytes = cfg.LocalRetention()
+		copied = l.e.remoteCopiedEnd(l)
+	}
+	if !strings.Contains(cfg.CleanupPolicy, "delete") || (retMs < 0 && retBytes < 0) {
 		return 0, nil
 	}
 	l.mu.Lock()
@@ -197,18 +209,18 @@ func (l *Log) deleteRetainedSegments(nowMs int64) (int, error) {
 		total += s.end.Load()
 	}
 	excess := int64(-1)
-	if cfg.RetentionBytes >= 0 {
-		excess = total - cfg.RetentionBytes
+	if retBytes >= 0 {
+		excess = total - retBytes
 	}
 	k := 0
 	l.idxMu.RLock()
 	for ; k < len(segs)-1; k++ {
 		s, next := segs[k], segs[k+1]
-		if next.base > hw || !s.sealed {
+		if next.base > hw || !s.sealed || next.base > copied {
 			break
 		}
 		size := s.end.Load()
-		expired := cfg.RetentionMs >= 0 && nowMs-segmentLargestTimestamp(s) > cfg.RetentionMs
+		expired := retMs >= 0 && nowMs-segmentLargestTimestamp(s) > retMs
 		oversize := excess >= 0 && excess-size >= 0
 		if !expired && !oversize {
 			break
