@@ -89,6 +89,17 @@ type Options struct {
 	// damaged, so its replica re-fetches the rest from the leader and is
 	// not eligible to lead until then (corrupt.go).
 	RefetchCorrupt bool
+	// ScrubBytesPerSecond is log.scrub.bytes.per.second: the background
+	// scrubber checks the CRCs of every sealed segment at most this many
+	// bytes a second (scrub.go). <= 0 = off (the broker key's default,
+	// DefaultScrubBytesPerSecond, is passed by strata serve).
+	ScrubBytesPerSecond int64
+
+	// scrubManual (tests): no scrubber goroutine; tests call scrubStep.
+	scrubManual bool
+	// scrubTicks (tests): the scrubber goroutine's steps, instead of a
+	// ticker.
+	scrubTicks <-chan time.Time
 
 	// files, when set (tests), replaces real segment files.
 	files fileLayer
@@ -136,6 +147,7 @@ type Engine struct {
 
 	maint maintenance // retention goroutine and delayed file deletion (retention.go)
 	cl    cleaner     // the log cleaner goroutine (cleaner.go)
+	scrub scrubber    // the background CRC scrubber (scrub.go)
 
 	producerExpiryMs int64 // Options.ProducerIDExpirationMs
 	verify           bool  // Options.VerifyRecovery
@@ -234,6 +246,7 @@ func Open(opts Options) (*Engine, error) {
 	e.startFlusher()
 	e.kickFlusher() // the coordinator's first pass schedules the floor's checks
 	e.startMaintenance(opts)
+	e.startScrubber(opts)
 	return e, nil
 }
 
@@ -547,7 +560,8 @@ func (e *Engine) Close() error {
 	e.closed = true
 	e.mu.Unlock()
 	defer e.io.close() // after every log let go of its segments
-	// No retention or cleaning once logs start closing.
+	// No retention, cleaning or scrubbing once logs start closing.
+	e.stopScrubber()
 	e.stopMaintenance()
 	logs := e.allLogs()
 	for _, l := range logs {
