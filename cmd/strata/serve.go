@@ -134,6 +134,7 @@ func serve(cfg config.Broker, logger *slog.Logger) error {
 		NoZeroFill:             cfg.NoZeroFill,
 		JournalBytes:           cfg.JournalBytes,
 		VerifyRecovery:         cfg.VerifyRecovery,
+		ScrubBytesPerSecond:    cfg.ScrubBytesPerSec,
 		RefetchCorrupt:         cfg.ControllerQuorum != "", // a corrupt replica re-fetches from its leader
 		TailCacheBytes:         cfg.TailCacheBytes,
 		MinFreeBytes:           cfg.MinFreeBytes,

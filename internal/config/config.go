@@ -68,6 +68,7 @@ type Broker struct {
 	NoZeroFill       bool   // log.io.zero.fill=false (Strata; engine.Options.NoZeroFill)
 	JournalBytes     int64  // log.io.journal.bytes (Strata; engine.Options.JournalBytes)
 	VerifyRecovery   bool   // log.recovery.verify (Strata; engine.Options.VerifyRecovery)
+	ScrubBytesPerSec int64  // log.scrub.bytes.per.second (Strata; engine.Options.ScrubBytesPerSecond): 0 off
 	TailCacheBytes   int64  // log.tail.cache.bytes (Strata; engine.Options.TailCacheBytes): -1 off
 
 	// The free-space floor (engine.Options.MinFreeBytes, MinFreePercent):
@@ -190,12 +191,13 @@ var fields = map[string]setter{
 			b.Cleaner.IOMaxBytesPerSecond = -1 // Kafka's default, Double.MAX_VALUE: unthrottled
 		}
 	},
-	"log.cleaner.backoff.ms": func(b *Broker, v configkeys.Value) { b.Cleaner.Backoff = time.Duration(v.Int) * time.Millisecond },
-	"log.io.backend":         func(b *Broker, v configkeys.Value) { b.IOBackend = v.Text },
-	"log.io.flush.shared":    func(b *Broker, v configkeys.Value) { b.NoSharedFlush = !v.Bool },
-	"log.io.zero.fill":       func(b *Broker, v configkeys.Value) { b.NoZeroFill = !v.Bool },
-	"log.io.journal.bytes":   func(b *Broker, v configkeys.Value) { b.JournalBytes = v.Int },
-	"log.recovery.verify":    func(b *Broker, v configkeys.Value) { b.VerifyRecovery = v.Bool },
+	"log.cleaner.backoff.ms":     func(b *Broker, v configkeys.Value) { b.Cleaner.Backoff = time.Duration(v.Int) * time.Millisecond },
+	"log.io.backend":             func(b *Broker, v configkeys.Value) { b.IOBackend = v.Text },
+	"log.io.flush.shared":        func(b *Broker, v configkeys.Value) { b.NoSharedFlush = !v.Bool },
+	"log.io.zero.fill":           func(b *Broker, v configkeys.Value) { b.NoZeroFill = !v.Bool },
+	"log.io.journal.bytes":       func(b *Broker, v configkeys.Value) { b.JournalBytes = v.Int },
+	"log.recovery.verify":        func(b *Broker, v configkeys.Value) { b.VerifyRecovery = v.Bool },
+	"log.scrub.bytes.per.second": func(b *Broker, v configkeys.Value) { b.ScrubBytesPerSec = v.Int },
 	"log.tail.cache.bytes": func(b *Broker, v configkeys.Value) {
 		b.TailCacheBytes = v.Int
 		if v.Int <= 0 {
