@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -40,8 +41,15 @@ type SpawnedBroker struct {
 	MetricsAddr string
 	DataDir     string
 	LogPath     string
-	cmd         *exec.Cmd
-	exited      chan struct{}
+	// bin and args start the broker again (restart: same data directory,
+	// same ports).
+	bin  string
+	args []string
+	// mu guards cmd and exited, which a restart replaces while the
+	// sampler reads the process's CPU (faults.go).
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{}
 }
 
 const (
@@ -184,36 +192,63 @@ func startBroker(ctx context.Context, bin, dir, props string, withMetrics bool, 
 			return nil, err
 		}
 	}
-	logf, err := os.Create(b.LogPath)
-	if err != nil {
+	b.bin = bin
+	b.args = append([]string{"serve", "--listen", addr, "--data-dir", b.DataDir, "--node-id", strconv.Itoa(id), "--config", props}, extra...)
+	if err := b.launch(os.O_TRUNC); err != nil {
 		return nil, err
 	}
-	defer logf.Close() // the child keeps its own descriptor
-	args := append([]string{"serve", "--listen", addr, "--data-dir", b.DataDir, "--node-id", strconv.Itoa(id), "--config", props}, extra...)
-	b.cmd = exec.Command(bin, args...)
-	b.cmd.Stdout, b.cmd.Stderr = logf, logf
-	setParentDeathSignal(b.cmd)
-	if err := b.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("loadgen: starting broker %d (%s): %w", id, bin, err)
+	return b, b.waitListening(ctx, spawnStartTimeout)
+}
+
+// launch starts the broker's process with its arguments, its output
+// appended to its log (truncated first with os.O_TRUNC).
+func (b *SpawnedBroker) launch(logFlag int) error {
+	logf, err := os.OpenFile(b.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND|logFlag, 0o644)
+	if err != nil {
+		return err
 	}
-	b.exited = make(chan struct{})
-	go func() { b.cmd.Wait(); close(b.exited) }() // owned by b; ends when the child exits
-	deadline := time.Now().Add(spawnStartTimeout)
+	defer logf.Close() // the child keeps its own descriptor
+	cmd := exec.Command(b.bin, b.args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	setParentDeathSignal(cmd)
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("loadgen: starting broker %d (%s): %w", b.NodeID, b.bin, err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }() // owned by this process; ends when the child exits
+	b.mu.Lock()
+	b.cmd, b.exited = cmd, exited
+	b.mu.Unlock()
+	return nil
+}
+
+// proc is the broker's current process and the channel closed when it
+// has exited.
+func (b *SpawnedBroker) proc() (*exec.Cmd, chan struct{}) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.cmd, b.exited
+}
+
+// waitListening waits until the broker accepts TCP connections.
+func (b *SpawnedBroker) waitListening(ctx context.Context, timeout time.Duration) error {
+	_, exited := b.proc()
+	deadline := time.Now().Add(timeout)
 	for {
-		conn, err := net.DialTimeout("tcp", addr, time.Second)
+		conn, err := net.DialTimeout("tcp", b.Addr, time.Second)
 		if err == nil {
 			conn.Close()
-			return b, nil
+			return nil
 		}
 		select {
-		case <-b.exited:
-			return b, fmt.Errorf("loadgen: broker %d exited during start:\n%s", id, tailFile(b.LogPath, 2000))
+		case <-exited:
+			return fmt.Errorf("loadgen: broker %d exited during start:\n%s", b.NodeID, tailFile(b.LogPath, 2000))
 		case <-ctx.Done():
-			return b, ctx.Err()
+			return ctx.Err()
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return b, fmt.Errorf("loadgen: broker %d not listening on %s after %v:\n%s", id, addr, spawnStartTimeout, tailFile(b.LogPath, 2000))
+			return fmt.Errorf("loadgen: broker %d not listening on %s after %v:\n%s", b.NodeID, b.Addr, timeout, tailFile(b.LogPath, 2000))
 		}
 	}
 }
@@ -230,10 +265,11 @@ func (c *Cluster) Addrs() []string {
 // usage sums CPU time and memory over the brokers still running.
 func (c *Cluster) usage() (cpu time.Duration, rss, peak int64) {
 	for _, b := range c.Brokers {
-		if b.cmd == nil || b.cmd.Process == nil {
+		cmd, _ := b.proc()
+		if cmd == nil || cmd.Process == nil {
 			continue
 		}
-		bc, br, bp, err := procStats(b.cmd.Process.Pid)
+		bc, br, bp, err := procStats(cmd.Process.Pid)
 		if err != nil {
 			continue
 		}
@@ -263,20 +299,23 @@ func (c *Cluster) deviceSample() *devSample {
 func (c *Cluster) Stop() error {
 	var errs []error
 	for _, b := range c.Brokers {
+		cmd, exited := b.proc()
 		select {
-		case <-b.exited:
+		case <-exited:
 			errs = append(errs, fmt.Errorf("broker %d had exited before the end of the run:\n%s", b.NodeID, tailFile(b.LogPath, 2000)))
 			continue
 		default:
 		}
-		b.cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Process.Signal(syscall.SIGCONT) // a --faults pause cut short
+		cmd.Process.Signal(syscall.SIGTERM)
 	}
 	for _, b := range c.Brokers {
+		cmd, exited := b.proc()
 		select {
-		case <-b.exited:
+		case <-exited:
 		case <-time.After(spawnStopTimeout):
-			b.cmd.Process.Kill()
-			<-b.exited
+			cmd.Process.Kill()
+			<-exited
 			errs = append(errs, fmt.Errorf("broker %d did not stop within %v of SIGTERM", b.NodeID, spawnStopTimeout))
 		}
 	}
