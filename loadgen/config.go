@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -120,6 +121,23 @@ type Config struct {
 	BisectSteps  int           // bisection steps after the first unhealthy one
 	StepRetries  int           // runs of an unhealthy rate again before it counts as unhealthy
 
+	// Verify records every acknowledged record and reads the topic back
+	// at the end (verify.go): lost, duplicated and reordered records.
+	// VerifyMaxRecords refuses runs that could produce more records;
+	// VerifyTimeout bounds the read-back.
+	Verify           bool
+	VerifyMaxRecords int64
+	VerifyTimeout    time.Duration
+
+	// Faults injected into the spawned brokers while producing
+	// (faults.go): FaultKill, FaultPause. One every FaultInterval, at most
+	// FaultCount (0: until the producers are done); a pause lasts
+	// FaultPause.
+	Faults        []string
+	FaultInterval time.Duration
+	FaultCount    int
+	FaultPause    time.Duration
+
 	// Output. Progress is where the one-line-per-second progress goes
 	// (nil = none); Log gets notes and warnings (nil = discard).
 	Progress io.Writer
@@ -155,6 +173,10 @@ func DefaultConfig() Config {
 		BisectSteps:       3,
 		StepRetries:       1,
 		DeviceProbeBytes:  1 << 30,
+		VerifyMaxRecords:  DefaultVerifyMaxRecords,
+		VerifyTimeout:     2 * time.Minute,
+		FaultInterval:     5 * time.Second,
+		FaultPause:        2 * time.Second,
 	}
 }
 
@@ -313,7 +335,60 @@ func (c *Config) Validate() error {
 			bad("--step-retries must be 0..5")
 		}
 	}
+	c.validateVerify(bad)
 	return errors.Join(errs...)
+}
+
+// validateVerify checks --verify and --faults.
+func (c *Config) validateVerify(bad func(format string, args ...any)) {
+	if c.Verify {
+		if c.Engine != EngineKgo {
+			bad("--verify records acknowledgements of the kgo engine only (not --engine %s)", c.Engine)
+		}
+		if c.RecordBytes < MinVerifyRecordBytes {
+			bad("--verify needs --record-bytes of at least %d (the send stamp and the record's id)", MinVerifyRecordBytes)
+		}
+		if c.Acks == 0 {
+			bad("--verify needs --acks 1 or all (acks=0 acknowledges nothing)")
+		}
+		if c.FindMax {
+			bad("--verify and --find-max are exclusive")
+		}
+		if c.VerifyMaxRecords < 1 || c.VerifyMaxRecords > 1<<40 {
+			bad("--verify-max-records %d out of range 1..%d", c.VerifyMaxRecords, int64(1)<<40)
+		}
+		switch n := verifyCount(c); {
+		case n < 0:
+			bad("--verify needs a bounded record count: give --rate or --records")
+		case n > c.VerifyMaxRecords:
+			bad("--verify: the run could produce %d records, over --verify-max-records %d (its logs keep a few bytes per record)", n, c.VerifyMaxRecords)
+		}
+		if c.VerifyTimeout < time.Second || c.VerifyTimeout > time.Hour {
+			bad("--verify-timeout %v out of range 1s..1h", c.VerifyTimeout)
+		}
+	}
+	if len(c.Faults) > 0 {
+		if c.Spawn == 0 {
+			bad("--faults needs --spawn (faults are injected into spawned brokers)")
+		}
+		if c.FindMax || c.SpawnBlackhole {
+			bad("--faults cannot be combined with --find-max or a blackhole broker")
+		}
+		for _, f := range c.Faults {
+			if _, err := ParseFaults(f); err != nil {
+				bad("--faults: %v", err)
+			}
+		}
+		if c.FaultInterval < 100*time.Millisecond || c.FaultInterval > time.Hour {
+			bad("--fault-interval %v out of range 100ms..1h", c.FaultInterval)
+		}
+		if c.FaultCount < 0 || c.FaultCount > 1_000_000 {
+			bad("--fault-count %d out of range 0..1000000", c.FaultCount)
+		}
+		if c.FaultPause <= 0 || c.FaultPause > time.Hour {
+			bad("--fault-pause %v out of range (0, 1h]", c.FaultPause)
+		}
+	}
 }
 
 // configJSON is the configuration as the result file records it, units in
@@ -360,6 +435,13 @@ type configJSON struct {
 	MaxSteps          int      `json:"max_steps,omitempty"`
 	BisectSteps       int      `json:"bisect_steps,omitempty"`
 	StepRetries       int      `json:"step_retries,omitempty"`
+	Verify            bool     `json:"verify,omitempty"`
+	VerifyMaxRecords  int64    `json:"verify_max_records,omitempty"`
+	VerifyTimeoutS    float64  `json:"verify_timeout_s,omitempty"`
+	Faults            []string `json:"faults,omitempty"`
+	FaultIntervalS    float64  `json:"fault_interval_s,omitempty"`
+	FaultCount        int      `json:"fault_count,omitempty"`
+	FaultPauseS       float64  `json:"fault_pause_s,omitempty"`
 }
 
 func (c *Config) json() configJSON {
@@ -376,6 +458,15 @@ func (c *Config) json() configJSON {
 	}
 	if c.CompareDevice {
 		j.CompareDevice, j.DeviceProbeBytes = true, c.DeviceProbeBytes
+	}
+	if c.Verify {
+		j.Verify, j.VerifyMaxRecords, j.VerifyTimeoutS = true, c.VerifyMaxRecords, c.VerifyTimeout.Seconds()
+	}
+	if len(c.Faults) > 0 {
+		j.Faults, j.FaultIntervalS, j.FaultCount = c.Faults, c.FaultInterval.Seconds(), c.FaultCount
+		if slices.Contains(c.Faults, FaultPause) {
+			j.FaultPauseS = c.FaultPause.Seconds()
+		}
 	}
 	if c.Consumers > 0 {
 		j.ConsumerEngine = c.consumerEngine()
@@ -428,9 +519,23 @@ func (c *Config) describe() string {
 	if c.Warmup > 0 {
 		bound += fmt.Sprintf(" after a %v warm-up", c.Warmup)
 	}
-	return fmt.Sprintf("topic %s (%d partitions), %d B %s records, %s, %d producer(s), %s%s, acks=%s, linger %v, batch %d B, compression %v, idempotent %v, %d%s consumer(s)%s%s",
-		c.Topic, c.Partitions, c.RecordBytes, payload, keys, c.Producers, pace, bound, acksName(c.Acks),
-		c.Linger, c.BatchBytes, c.Compression, c.Idempotent, c.Consumers, c.consumerNote(), groupNote(c.Group), c.consumerWhere())
+	extra := ""
+	if c.Verify {
+		extra += ", verified (read back at the end)"
+	}
+	if len(c.Faults) > 0 {
+		extra += fmt.Sprintf(", faults %s every %v", strings.Join(c.Faults, ","), c.FaultInterval)
+		if c.FaultCount > 0 {
+			extra += fmt.Sprintf(" (at most %d)", c.FaultCount)
+		}
+	}
+	rf := ""
+	if c.ReplicationFactor > 1 {
+		rf = fmt.Sprintf(", replication factor %d", c.ReplicationFactor)
+	}
+	return fmt.Sprintf("topic %s (%d partitions%s), %d B %s records, %s, %d producer(s), %s%s, acks=%s, linger %v, batch %d B, compression %v, idempotent %v, %d%s consumer(s)%s%s%s",
+		c.Topic, c.Partitions, rf, c.RecordBytes, payload, keys, c.Producers, pace, bound, acksName(c.Acks),
+		c.Linger, c.BatchBytes, c.Compression, c.Idempotent, c.Consumers, c.consumerNote(), groupNote(c.Group), c.consumerWhere(), extra)
 }
 
 // consumerEngine is the engine the consumers run with.

@@ -3,6 +3,7 @@ package loadgen
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -17,6 +18,8 @@ import (
 // runs the schedule; kgo's goroutines call the promise.
 type kgoProducer struct {
 	env     *runEnv
+	k       int       // the producer's index
+	ver     *verifier // --verify: ids in values, acknowledgements logged (nil: off)
 	cl      *kgo.Client
 	sched   schedule
 	keys    *keyPicker
@@ -77,12 +80,18 @@ func newKgoProducer(ctx context.Context, env *runEnv, k int, rec *recorder) (*kg
 		kgo.RequiredAcks(kgoAcks(cfg.Acks)),
 		kgo.ProducerBatchCompression(kgoCodec(cfg.Compression)),
 		kgo.MaxBufferedRecords(max(10000, int(env.topic.partitions)*cfg.BatchBytes/cfg.RecordBytes)),
-		kgo.RecordDeliveryTimeout(cfg.DrainTimeout),
+		kgo.RecordDeliveryTimeout(deliveryTimeout(env)),
 		kgo.ProduceRequestTimeout(produceTimeoutMs * time.Millisecond),
 		kgo.WithHooks(countingHooks{env.st}),
 	}
 	if !cfg.Idempotent {
 		opts = append(opts, kgo.DisableIdempotentWrite(), kgo.MaxProduceRequestsInflightPerBroker(cfg.MaxInflight))
+	}
+	if env.ver != nil || len(cfg.Faults) > 0 {
+		// Retry without a count through faults (kgo's default), within
+		// the delivery timeout, and count what the client itself
+		// recognises as data loss.
+		opts = append(opts, kgo.RecordRetries(math.MaxInt32), kgo.ProducerOnDataLossDetected(func(string, int32) { env.dataLoss.Add(1) }))
 	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
@@ -104,6 +113,8 @@ func newKgoProducer(ctx context.Context, env *runEnv, k int, rec *recorder) (*kg
 	}
 	p := &kgoProducer{
 		env:   env,
+		k:     k,
+		ver:   env.ver,
 		cl:    cl,
 		pay:   newPayload(cfg.RecordBytes, cfg.Compressible, cfg.Seed+uint64(k)),
 		rec:   rec,
@@ -138,6 +149,11 @@ func (p *kgoProducer) put(r *kgo.Record) {
 // done is the promise: one record acknowledged or failed.
 func (p *kgoProducer) done(r *kgo.Record, err error) {
 	env := p.env
+	if p.ver != nil && err == nil {
+		if k, seq, ok := readVerifyID(r.Value, p.ver.nonce); ok && k == p.k {
+			p.ver.ack(k, seq, r.Partition, r.Offset)
+		}
+	}
 	stamp, ok := readStamp(r.Value)
 	switch {
 	case ok && !env.measured(time.Duration(stamp-env.baseUnix)):
@@ -186,6 +202,9 @@ func (p *kgoProducer) run(ctx context.Context) error {
 			r.Key = nil // the key buffer stays reachable through Value's capacity
 		}
 		p.pay.fill(r.Value, unixNs)
+		if p.ver != nil {
+			putVerifyID(r.Value, p.ver.nonce, p.k, p.ver.next(p.k))
+		}
 		r.Timestamp = time.Unix(0, unixNs)
 		if env.measured(t) {
 			env.st.sent.Add(1)
@@ -203,3 +222,13 @@ func (p *kgoProducer) run(ctx context.Context) error {
 }
 
 func (p *kgoProducer) setSchedule(s schedule) { p.sched = s }
+
+// deliveryTimeout is how long kgo may try to deliver one record: the drain
+// timeout; with --faults the run's whole time bound, so the client keeps
+// retrying through every fault.
+func deliveryTimeout(env *runEnv) time.Duration {
+	if len(env.cfg.Faults) == 0 || env.duration <= 0 {
+		return env.cfg.DrainTimeout
+	}
+	return env.duration + env.cfg.DrainTimeout
+}

@@ -128,6 +128,11 @@ type Report struct {
 	Baseline     *Baseline    `json:"baseline,omitempty"`
 	Notes        []string     `json:"notes,omitempty"`
 
+	// Verify is --verify's read-back (verify.go), Faults what --faults
+	// injected (faults.go); both versioned objects.
+	Verify *VerifyResult `json:"verify,omitempty"`
+	Faults *FaultsResult `json:"faults,omitempty"`
+
 	// DeviceBaseline is the --compare-device probe.
 	DeviceBaseline *DeviceBaseline `json:"device_baseline,omitempty"`
 }
@@ -313,6 +318,12 @@ func (r *Report) WriteTable(w io.Writer) error {
 		for _, e := range res.Errors {
 			fmt.Fprintf(&b, "  %8d  %s\n", e.Count, e.Error)
 		}
+	}
+	if f := r.Faults; f != nil {
+		writeFaults(&b, f)
+	}
+	if v := r.Verify; v != nil {
+		writeVerify(&b, v)
 	}
 	if bl := r.Baseline; bl != nil {
 		writeBaseline(&b, r, bl)

@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
@@ -37,6 +40,10 @@ type runEnv struct {
 	seeds      []string
 	admin      *kgo.Client
 	topic      *topicInfo
+	// ver records acknowledged records for --verify (nil: off); dataLoss
+	// counts the kgo producers' own data-loss detections.
+	ver      *verifier
+	dataLoss atomic.Int64
 }
 
 func (e *runEnv) now() time.Duration { return time.Since(e.base) }
@@ -208,6 +215,8 @@ type runOutcome struct {
 	timeline []Sample
 	produce  *hdrhistogram.Histogram
 	e2e      *hdrhistogram.Histogram
+	verify   *VerifyResult // --verify
+	faults   *FaultsResult // --faults
 }
 
 // consumerCatchUpPoll is how often the end of a run checks whether the
@@ -240,6 +249,15 @@ func runOnce(ctx context.Context, cfg *Config, admin *kgo.Client, ti *topicInfo,
 	env := &runEnv{
 		cfg: cfg, rate: rate, duration: duration, records: records,
 		base: base, baseUnix: base.UnixNano(), st: st, seeds: seeds, admin: admin, topic: ti,
+	}
+	if cfg.Verify {
+		// A nonce of this run's own tells its records from any other's in
+		// the topic.
+		env.ver = newVerifier(cfg.Producers, uint32(base.UnixNano())^rand.Uint32())
+	}
+	logw := cfg.Log
+	if logw == nil {
+		logw = io.Discard
 	}
 
 	// Consumers first, positioned at the end offsets, so they see every
@@ -371,6 +389,16 @@ func runOnce(ctx context.Context, cfg *Config, admin *kgo.Client, ti *topicInfo,
 			}
 		}()
 	}
+	var faults *faultDriver
+	if len(cfg.Faults) > 0 && cluster != nil {
+		faults = newFaultDriver(cfg, cluster, admin, env.now, logw)
+		faults.start(ctx)
+		defer func() {
+			if faults != nil {
+				faults.stop() // an early return: undo a fault in progress
+			}
+		}()
+	}
 	if wait := env.measureOff - env.now(); wait > 0 {
 		select {
 		case <-time.After(wait):
@@ -385,6 +413,13 @@ func runOnce(ctx context.Context, cfg *Config, admin *kgo.Client, ti *topicInfo,
 	pwg.Wait()
 	closers = nil // every producer closed itself in run
 	prodEnd := env.now()
+	var faultsRes *FaultsResult
+	if faults != nil {
+		faultsRes = faults.stop() // every broker runs again
+		faults = nil
+		faultsRes.ClientDataLoss = env.dataLoss.Load()
+		fmt.Fprintf(logw, "faults: %d injected\n", faultsRes.Total)
+	}
 	u1, d1, h1 := usageNow(), cluster.deviceSample(), cluster.brokerProduceSample(ctx)
 	j1 := cluster.brokerJournalSample(ctx)
 
@@ -407,7 +442,15 @@ func runOnce(ctx context.Context, cfg *Config, admin *kgo.Client, ti *topicInfo,
 	}
 	smp.stop()
 
-	out := &runOutcome{timeline: smp.timeline, produce: smp.produceTotal, e2e: smp.e2eTotal}
+	out := &runOutcome{timeline: smp.timeline, produce: smp.produceTotal, e2e: smp.e2eTotal, faults: faultsRes}
+	if env.ver != nil {
+		out.verify = verifyRun(ctx, cfg, env, logw)
+		if out.verify.Failed() {
+			errMu.Lock()
+			runErr = errors.Join(runErr, errors.New(out.verify.summary()))
+			errMu.Unlock()
+		}
+	}
 	out.result = buildResult(cfg, env, rate, prodEnd-env.measureOff, u0, u1, smp)
 	if cproc != nil {
 		out.result.ConsumerPID = cproc.pid()
@@ -425,6 +468,18 @@ func runOnce(ctx context.Context, cfg *Config, admin *kgo.Client, ti *topicInfo,
 		runErr = ctx.Err()
 	}
 	return out, runErr
+}
+
+// verifyRun reads the topic back and accounts every acknowledged record.
+func verifyRun(ctx context.Context, cfg *Config, env *runEnv, logw io.Writer) *VerifyResult {
+	c := env.ver.newCheck(env.topic.partitions, !cfg.Idempotent, !cfg.Idempotent && cfg.MaxInflight > 1)
+	fmt.Fprintf(logw, "verify: reading topic %s back from its first offsets\n", cfg.Topic)
+	if err := readBack(ctx, env.seeds, env.admin, cfg.Topic, env.topic.partitions, c, cfg.VerifyTimeout, logw); err != nil {
+		r := c.res
+		r.Verdict, r.Error = "error", err.Error()
+		return &r
+	}
+	return c.finish()
 }
 
 // buildResult turns a run's counters and histograms into its figures.
@@ -507,6 +562,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		bcfg := cfg
 		bcfg.SpawnBlackhole, bcfg.CompareBlackhole, bcfg.CompareDevice, bcfg.Profile = true, false, false, ""
 		bcfg.Consumers, bcfg.Group, bcfg.ConsumerDelay = 0, "", 0
+		bcfg.Verify, bcfg.Faults = false, nil
 		bcfg.quietDevice = true
 		brep, berr := runTarget(ctx, bcfg)
 		if brep != nil {
@@ -618,6 +674,7 @@ func runTarget(ctx context.Context, cfg Config) (rep *Report, err error) {
 		fmt.Fprintf(logw, "warming up for %v (not measured)\n", cfg.Warmup)
 		wcfg := cfg
 		wcfg.Consumers, wcfg.Group, wcfg.ConsumerDelay, wcfg.Progress = 0, "", 0, nil
+		wcfg.Verify, wcfg.Faults = false, nil // the warm-up is neither verified nor faulted
 		rate := cfg.Rate
 		if cfg.FindMax {
 			rate = cfg.StartRate
@@ -632,6 +689,10 @@ func runTarget(ctx context.Context, cfg Config) (rep *Report, err error) {
 			return nil, err
 		}
 		rep.setOutcome(out)
+		rep.Verify, rep.Faults = out.verify, out.faults
+		if out.faults != nil && slices.Contains(cfg.Faults, FaultKill) {
+			rep.Notes = append(rep.Notes, "brokers were killed and restarted: broker CPU, RSS and broker-side metrics count the processes running at each sample, not the whole run")
+		}
 		return rep, err
 	}
 	return rep, findMax(ctx, &cfg, admin, ti, seeds, cluster, rep, logw)

@@ -29,7 +29,8 @@ Examples:
   strata loadgen --brokers kafka1:9092 --engine native --keys 10000 --key-dist hot --consumers 2
   strata loadgen --spawn 1 --find-max --max-p99 15ms --step-duration 10s
   strata loadgen --spawn 1 --engine native --find-max --compare-blackhole --profile broker.pprof
-  strata loadgen --spawn 1 --rate 50000 --duration 30s --warmup 5s --compare-device`}
+  strata loadgen --spawn 1 --rate 50000 --duration 30s --warmup 5s --compare-device
+  strata loadgen --spawn 3 --replication-factor 3 --idempotent --rate 5000 --duration 5m --verify --faults kill,pause`}
 
 // runLoadgen is `strata loadgen`: parse flags, run, print the table and
 // write the JSON and HTML files. started is when the run began (the JSON's
@@ -144,6 +145,13 @@ func parseLoadgenFlagSet(args []string, helpOut io.Writer) (loadgen.Config, load
 	fs.IntVar(&cfg.MaxSteps, "max-steps", cfg.MaxSteps, "--find-max: steps at most")
 	fs.IntVar(&cfg.BisectSteps, "bisect-steps", cfg.BisectSteps, "--find-max: bisection steps after the first unhealthy rate")
 	fs.IntVar(&cfg.StepRetries, "step-retries", cfg.StepRetries, "--find-max: runs of an unhealthy rate again before it counts as unhealthy")
+	fs.BoolVar(&cfg.Verify, "verify", false, "record every acknowledged record (id in the value) and read the topic back at the end: lost, duplicated and reordered records per partition; exit 1 if any (kgo engine)")
+	fs.Int64Var(&cfg.VerifyMaxRecords, "verify-max-records", cfg.VerifyMaxRecords, "--verify: refuse runs that could produce more records than this (a few bytes of memory each)")
+	fs.DurationVar(&cfg.VerifyTimeout, "verify-timeout", cfg.VerifyTimeout, "--verify: bound on the read-back")
+	faults := fs.String("faults", "", "with --spawn: faults to inject while producing, comma-separated: kill (SIGKILL a random broker, restart it on the same data and ports), pause (SIGSTOP, then SIGCONT)")
+	fs.DurationVar(&cfg.FaultInterval, "fault-interval", cfg.FaultInterval, "--faults: one fault this often (the next waits for the cluster to recover)")
+	fs.IntVar(&cfg.FaultCount, "fault-count", 0, "--faults: at most this many faults (0 = until the producers are done)")
+	fs.DurationVar(&cfg.FaultPause, "fault-pause", cfg.FaultPause, "--faults pause: how long a broker stays stopped")
 	fs.StringVar(&out.json, "json", "", "write the configuration, results and timeline as JSON to this file")
 	fs.StringVar(&out.report, "report", "", "write a self-contained HTML report with charts to this file")
 	fs.BoolVar(&out.progress, "progress", false, "print a progress line every second even when stderr is not a terminal")
@@ -174,6 +182,9 @@ func parseLoadgenFlagSet(args []string, helpOut io.Writer) (loadgen.Config, load
 	}
 	if cfg.Compression, err = record.ParseCodec(*compression); err != nil {
 		return cfg, out, fmt.Errorf("--compression: %w", err)
+	}
+	if cfg.Faults, err = loadgen.ParseFaults(*faults); err != nil {
+		return cfg, out, fmt.Errorf("--faults: %w", err)
 	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, out, err

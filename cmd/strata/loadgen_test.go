@@ -60,12 +60,20 @@ func TestParseLoadgenFlags(t *testing.T) {
 	if err != nil || !cfg.ConsumersInProcess {
 		t.Fatalf("--consumers-in-process: %+v, %v", cfg, err)
 	}
+	cfg, _, err = parseLoadgenFlags(strings.Fields("--spawn 3 --replication-factor 3 --idempotent --rate 100 --duration 5s --verify "+
+		"--verify-max-records 1000 --verify-timeout 30s --faults kill,pause --fault-interval 2s --fault-count 7 --fault-pause 500ms"), io.Discard)
+	if err != nil || !cfg.Verify || cfg.VerifyMaxRecords != 1000 || cfg.VerifyTimeout != 30*time.Second ||
+		strings.Join(cfg.Faults, ",") != "kill,pause" || cfg.FaultInterval != 2*time.Second || cfg.FaultCount != 7 || cfg.FaultPause != 500*time.Millisecond {
+		t.Fatalf("--verify --faults: %+v, %v", cfg, err)
+	}
 	if _, _, err := parseLoadgenFlags([]string{"--help"}, io.Discard); !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("--help: %v", err)
 	}
 	for _, bad := range []string{"", "--spawn 1 --acks 2", "--brokers x:1 --compare-device", "--spawn 1 --compare-device --compare-device-bytes 4096", "--spawn 1 --compression brotli", "--spawn 1 --brokers x:1",
 		"--spawn 1 --key-dist pareto", "--spawn 1 stray", "--spawn 1 --find-max --step-retries 9", "--spawn 1 --partitions 0",
-		"--brokers x:1 --compare-blackhole", "--brokers x:1 --profile p"} {
+		"--brokers x:1 --compare-blackhole", "--brokers x:1 --profile p",
+		"--spawn 1 --verify", "--spawn 1 --rate 10 --verify --engine native", "--spawn 1 --faults flood", "--brokers x:1 --faults kill",
+		"--spawn 1 --rate 100 --duration 10s --verify --verify-max-records 10"} {
 		if _, _, err := parseLoadgenFlags(strings.Fields(bad), io.Discard); err == nil {
 			t.Errorf("%q accepted", bad)
 		} else if ue := (*usageError)(nil); !errors.As(err, &ue) {
