@@ -694,6 +694,20 @@ var decodeOps = map[int16][]dop{
 			{k: dTags},
 		}},
 	},
+	35: { // DescribeLogDirsRequest
+		{k: dArray, n: sizeOf[kmsg.DescribeLogDirsRequestTopic](), body: []dop{
+			{k: dString},
+			{k: dArray, n: sizeOf[int32](), body: []dop{
+				{k: dFixed, n: 4},
+			}},
+			{k: dIf, min: 0, max: -1, flex: 1, body: []dop{
+				{k: dTags},
+			}},
+		}},
+		{k: dIf, min: 0, max: -1, flex: 1, body: []dop{
+			{k: dTags},
+		}},
+	},
 	36: { // SASLAuthenticateRequest
 		{k: dBytes},
 		{k: dIf, min: 0, max: -1, flex: 1, body: []dop{
