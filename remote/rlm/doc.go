@@ -1,0 +1,82 @@
+// Package rlm is the remote log manager of tiered storage (KIP-405, issue
+// 23) on one broker: it copies each rolled segment of the logs with
+// remote.storage.enable to an object store (remote/objstore), records
+// it in remote-log metadata, lets local retention delete only copied
+// segments, applies retention.ms/bytes to the remote copies, and reads
+// remote data back for fetches below the local log start.
+//
+// # Copy
+//
+// A goroutine (Options.Interval, 1 s; Kick for a pass now) lists each
+// log's sealed segments wholly below the high watermark
+// (engine.Log.SealedSegments) and copies those past the partition's
+// CopiedEnd, oldest first, under a fresh segment id (16 random bytes,
+// base64url) to the keys
+//
+//	<topic>-<partition>/<20-digit base offset>-<segment id><kind>
+//
+// with kind .log, .index, .timeindex, and, when the engine has them,
+// .txnindex (aborted transactions), .snapshot (the producer state at the
+// segment's end) and .leader-epoch-checkpoint (the epochs starting below
+// its end). Each object is hashed first and put with its SHA-256
+// (objstore verifies it before committing the object). The partition's
+// metadata goes COPY_SEGMENT_STARTED (persisted before the first put) →
+// COPY_SEGMENT_FINISHED (persisted after the last, with every object's
+// size and SHA-256; CopiedEnd moves to the segment's end). Compacted
+// topics are not copied (Kafka refuses tiered storage on them).
+//
+// Failures: each store call is bounded (Options.OpTimeout) and retried
+// with exponential backoff (Options.BackoffMin doubling to BackoffMax)
+// for as long as the store answers Transient errors (down, slow, 5xx);
+// a Permanent error is given up after three tries. Meanwhile local
+// retention waits: engine retention asks CopiedEnd (engine.RemoteHook)
+// and never deletes a segment not copied. A copy given up, or cut by a
+// crash or Close, leaves a COPY_SEGMENT_STARTED entry that no reader
+// uses; the next pass (the first after Open, at start-up) deletes its
+// objects (DELETE_SEGMENT_STARTED → dropped) and copies the segment again
+// under a new id. So an object is never referenced half-written.
+//
+// # Metadata
+//
+// One JSON file per partition in Options.Dir, "<topic id hex>-<partition>.json"
+// (topic name and id, CopiedEnd, the segments with id, base and end
+// offsets, largest timestamp, size, leader epoch, state, state-change
+// time and each object's size and SHA-256), replaced atomically and
+// durably (temporary file, fsync, rename, directory fsync) at every state
+// change. DELETE_SEGMENT_FINISHED is written by dropping the segment from
+// the file. The metadata is local to the broker: KIP-405's replicated
+// metadata topic (__remote_log_metadata), followers building their state
+// from it and leader moves are future work, so tiered storage serves
+// single-broker (or leader-pinned) partitions for now.
+//
+// # Retention
+//
+// Local: with remote.storage.enable the engine applies local.retention.ms
+// and local.retention.bytes (-2: retention.ms/bytes) to copied segments
+// only (engine/remote.go). Remote: each pass deletes, oldest first, the
+// remote segments no longer held locally that retention.ms expires (by
+// their largest timestamp) or that retention.bytes lets go, counting the
+// partition's size as its local bytes plus its remote-only segments'.
+// Segments of topics no longer in the engine are deleted too.
+// DeleteRecords does not yet delete remote data below its new start.
+//
+// # Reads
+//
+// Read serves offsets in COPY_SEGMENT_FINISHED segments: whole batches
+// from the one holding the offset, up to maxBytes (at least one batch).
+// Segments up to Options.MaxCachedSegmentBytes are fetched whole,
+// checked against the SHA-256 recorded at copy time, and kept in an LRU
+// cache bounded by Options.CacheBytes; larger ones are read by ranges
+// from the offset index's floor position and each batch returned is
+// CRC-checked. Read holds no engine lock: a slow store delays only its
+// caller. LogStart (the earliest remote offset) and HighestTieredOffset
+// answer ListOffsets' earliest (-2) and latest-tiered (-5); earliest-local
+// (-4) is the engine's Log.LogStartOffset.
+//
+// # Not yet
+//
+// The broker's Fetch and ListOffsets paths (server) do not call the
+// manager yet, nor does `strata serve` open one; replicated metadata,
+// followers from remote metadata, throttles, read-ahead, metrics and the
+// describe output are the rest of issue 23 (docs/tiered-storage.md).
+package rlm

@@ -1,0 +1,561 @@
+package rlm
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/stratalog/strata/engine"
+	"github.com/stratalog/strata/internal/vfs"
+	"github.com/stratalog/strata/remote/objstore"
+)
+
+// Options configure a Manager.
+type Options struct {
+	Engine *engine.Engine
+	Store  objstore.ObjectStore
+	// Dir holds the remote-log metadata, one file per partition
+	// (required; docs/tiered-storage.md says where the broker keeps it).
+	Dir string
+	// FS is the file system of Dir (nil: the operating system's).
+	FS vfs.FS
+	// Now is the clock of state changes and remote retention (nil:
+	// time.Now).
+	Now func() time.Time
+	// Interval is how often the manager looks for rolled segments to
+	// copy and remote segments to delete (0: 1 s; < 0: never on a timer,
+	// RunOnce and Kick drive it).
+	Interval time.Duration
+	// CacheBytes bounds the memory of fetched remote data (0: 128 MiB).
+	CacheBytes int64
+	// MaxCachedSegmentBytes: segments up to this size are fetched whole
+	// (checked against their SHA-256) and cached; larger ones are read
+	// by ranges, each batch checked by its CRC (0: 32 MiB; never above
+	// CacheBytes).
+	MaxCachedSegmentBytes int64
+	// BackoffMin and BackoffMax bound the wait between retries of a
+	// failed store call, doubling from the one to the other (0: 100 ms
+	// and 30 s).
+	BackoffMin, BackoffMax time.Duration
+	// OpTimeout bounds each store call (0: 60 s).
+	OpTimeout time.Duration
+	// Sleep waits d or until ctx is done (nil: a timer). Tests pass one
+	// that does not wait.
+	Sleep  func(ctx context.Context, d time.Duration) error
+	Logger *slog.Logger
+}
+
+// Stats are the manager's counters since Open.
+type Stats struct {
+	SegmentsCopied  int64 // reached COPY_SEGMENT_FINISHED
+	BytesCopied     int64 // of every object of those segments
+	CopyFailures    int64 // copies given up (their objects cleaned up later)
+	Retries         int64 // store calls retried after a failure
+	SegmentsDeleted int64 // reached DELETE_SEGMENT_FINISHED
+	FetchedBytes    int64 // read from the store for fetches
+	CacheHits       int64
+	CacheMisses     int64
+}
+
+// Manager is the remote log manager of one broker (see the package doc).
+type Manager struct {
+	o     Options
+	log   *slog.Logger
+	cache *segCache
+
+	// mu guards parts: each partition's metadata, immutable once
+	// published (the manager's goroutine replaces them whole). Never
+	// held while calling into the engine or the store.
+	mu    sync.Mutex
+	parts map[tp]*partitionMeta
+
+	// run serializes passes (the goroutine, RunOnce, Close).
+	run sync.Mutex
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	kick   chan struct{}
+	done   chan struct{}
+
+	copied, bytesCopied, copyFailures, retries, deleted atomic.Int64
+	fetched, hits, misses                               atomic.Int64
+}
+
+// Open loads the metadata in o.Dir, installs the manager as the engine's
+// remote hook (engine.RemoteHook: local retention waits for copies) and
+// starts its goroutine. Interrupted copies and deletions found in the
+// metadata (COPY_SEGMENT_STARTED, DELETE_SEGMENT_STARTED) are cleaned up
+// by the first pass: their objects deleted, never read.
+func Open(o Options) (*Manager, error) {
+	if o.Engine == nil || o.Store == nil || o.Dir == "" {
+		return nil, errors.New("rlm: Engine, Store and Dir are required")
+	}
+	if o.FS == nil {
+		o.FS = vfs.OS
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Interval == 0 {
+		o.Interval = time.Second
+	}
+	if o.CacheBytes <= 0 {
+		o.CacheBytes = 128 << 20
+	}
+	if o.MaxCachedSegmentBytes <= 0 {
+		o.MaxCachedSegmentBytes = 32 << 20
+	}
+	o.MaxCachedSegmentBytes = min(o.MaxCachedSegmentBytes, o.CacheBytes)
+	if o.BackoffMin <= 0 {
+		o.BackoffMin = 100 * time.Millisecond
+	}
+	if o.BackoffMax <= 0 {
+		o.BackoffMax = 30 * time.Second
+	}
+	if o.OpTimeout <= 0 {
+		o.OpTimeout = 60 * time.Second
+	}
+	if o.Sleep == nil {
+		o.Sleep = sleepCtx
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if err := ensureDir(o.FS, o.Dir); err != nil {
+		return nil, fmt.Errorf("rlm: %w", err)
+	}
+	parts, err := loadMetas(o.FS, o.Dir)
+	if err != nil {
+		return nil, err
+	}
+	m := &Manager{
+		o: o, log: o.Logger.With("component", "remote-log-manager"), cache: newSegCache(o.CacheBytes),
+		parts: parts, kick: make(chan struct{}, 1), done: make(chan struct{}),
+	}
+	m.ctx, m.cancel = context.WithCancel(context.Background())
+	o.Engine.SetRemoteHook(m)
+	go m.loop()
+	return m, nil
+}
+
+// Close stops the goroutine (an upload in flight is abandoned; its
+// COPY_SEGMENT_STARTED entry is cleaned up by the next Open's first pass)
+// and removes the engine's hook (local retention of remote-storage logs
+// then stops). Close it before the engine.
+func (m *Manager) Close() error {
+	m.cancel()
+	<-m.done
+	m.run.Lock() // a RunOnce of a test finishes first
+	m.run.Unlock()
+	m.o.Engine.SetRemoteHook(nil)
+	return nil
+}
+
+// Kick asks for a pass now.
+func (m *Manager) Kick() {
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (m *Manager) loop() {
+	defer close(m.done)
+	var tick <-chan time.Time
+	if m.o.Interval > 0 {
+		t := time.NewTicker(m.o.Interval)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-m.ctx.Done():
+			return
+		case <-tick:
+		case <-m.kick:
+		}
+		if err := m.RunOnce(m.ctx); err != nil && m.ctx.Err() == nil {
+			m.log.Warn("pass failed; retried at the next", "err", err)
+		}
+	}
+}
+
+// Stats returns the counters.
+func (m *Manager) Stats() Stats {
+	return Stats{
+		SegmentsCopied: m.copied.Load(), BytesCopied: m.bytesCopied.Load(), CopyFailures: m.copyFailures.Load(),
+		Retries: m.retries.Load(), SegmentsDeleted: m.deleted.Load(), FetchedBytes: m.fetched.Load(),
+		CacheHits: m.hits.Load(), CacheMisses: m.misses.Load(),
+	}
+}
+
+// Segments returns the partition's remote segments (every state), by
+// base offset.
+func (m *Manager) Segments(topicID [16]byte, partition int32) []Segment {
+	pm := m.get(tp{topicID, partition})
+	if pm == nil {
+		return nil
+	}
+	return slices.Clone(pm.Segments)
+}
+
+// CopiedEnd implements engine.RemoteHook: local retention may delete the
+// partition's segments below it.
+func (m *Manager) CopiedEnd(topicID [16]byte, _ string, partition int32) int64 {
+	if pm := m.get(tp{topicID, partition}); pm != nil {
+		return pm.CopiedEnd
+	}
+	return -1
+}
+
+// LogStart is the partition's first offset in remote storage (the oldest
+// COPY_SEGMENT_FINISHED segment's base); ok false when none.
+func (m *Manager) LogStart(topicID [16]byte, partition int32) (int64, bool) {
+	pm := m.get(tp{topicID, partition})
+	if pm == nil {
+		return -1, false
+	}
+	for _, s := range pm.Segments {
+		if s.State == CopyFinished {
+			return s.Base, true
+		}
+	}
+	return -1, false
+}
+
+// HighestTieredOffset is the last offset copied to remote storage
+// (KIP-1005's latest-tiered timestamp, -5); ok false when none.
+func (m *Manager) HighestTieredOffset(topicID [16]byte, partition int32) (int64, bool) {
+	pm := m.get(tp{topicID, partition})
+	if pm == nil {
+		return -1, false
+	}
+	end := int64(-1)
+	for _, s := range pm.Segments {
+		if s.State == CopyFinished {
+			end = max(end, s.End-1)
+		}
+	}
+	return end, end >= 0
+}
+
+func (m *Manager) get(k tp) *partitionMeta {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.parts[k]
+}
+
+// update applies fn to a copy of the partition's metadata, persists it
+// and publishes it. Only the pass (under m.run) calls it.
+func (m *Manager) update(k tp, topic string, fn func(pm *partitionMeta)) error {
+	cur := m.get(k)
+	next := &partitionMeta{Version: metaVersion, Topic: topic, TopicID: fmt.Sprintf("%x", k.id[:]), Partition: k.p, CopiedEnd: -1}
+	if cur != nil {
+		c := *cur
+		c.Segments = slices.Clone(cur.Segments)
+		next = &c
+	}
+	fn(next)
+	if err := saveMeta(m.o.FS, m.o.Dir, k.id, next); err != nil {
+		return fmt.Errorf("rlm: saving metadata of %s-%d: %w", topic, k.p, err)
+	}
+	m.mu.Lock()
+	m.parts[k] = next
+	m.mu.Unlock()
+	return nil
+}
+
+// RunOnce runs one pass: cleans up interrupted copies and deletions and
+// the data of deleted topics, copies every rolled segment not yet copied
+// of the logs with remote.storage.enable, and applies retention.ms and
+// retention.bytes to their remote segments. Passes never overlap.
+func (m *Manager) RunOnce(ctx context.Context) error {
+	m.run.Lock()
+	defer m.run.Unlock()
+	var errs []error
+	errs = append(errs, m.cleanup(ctx))
+	for _, t := range m.o.Engine.Topics() {
+		if t.Deleted() {
+			continue
+		}
+		for p := range t.Partitions() {
+			l := t.Partition(p)
+			if l == nil {
+				continue
+			}
+			cfg := l.Config()
+			if !cfg.RemoteStorageEnable {
+				continue
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if strings.Contains(cfg.CleanupPolicy, "compact") {
+				continue // Kafka refuses tiered storage on compacted topics; nothing is copied
+			}
+			errs = append(errs, m.copyLog(ctx, l))
+			errs = append(errs, m.remoteRetention(ctx, l, cfg))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// cleanup deletes the objects of segments left COPY_SEGMENT_STARTED or
+// DELETE_SEGMENT_STARTED (a crash or a failed copy) and every segment of
+// topics no longer in the engine.
+func (m *Manager) cleanup(ctx context.Context) error {
+	m.mu.Lock()
+	parts := make(map[tp]*partitionMeta, len(m.parts))
+	for k, v := range m.parts {
+		parts[k] = v
+	}
+	m.mu.Unlock()
+	var errs []error
+	for k, pm := range parts {
+		gone := m.o.Engine.TopicByID(k.id) == nil
+		for _, s := range pm.Segments {
+			if gone || s.State == CopyStarted || s.State == DeleteStarted {
+				if err := m.deleteSegment(ctx, k, pm.Topic, s); err != nil {
+					errs = append(errs, err)
+				}
+			}
+		}
+		if gone && len(m.get(k).Segments) == 0 {
+			if err := m.o.FS.Remove(filepath.Join(m.o.Dir, metaFileName(k.id, k.p))); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			m.mu.Lock()
+			delete(m.parts, k)
+			m.mu.Unlock()
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// copyLog copies the log's rolled segments past its CopiedEnd, oldest
+// first; it stops at the first that fails.
+func (m *Manager) copyLog(ctx context.Context, l *engine.Log) error {
+	k := tp{l.TopicID(), l.Partition()}
+	for _, s := range l.SealedSegments() {
+		copied := int64(-1)
+		if pm := m.get(k); pm != nil {
+			copied = pm.CopiedEnd
+		}
+		if s.End <= copied || s.Base < copied {
+			continue
+		}
+		if err := m.copySegment(ctx, l, k, s); err != nil {
+			m.copyFailures.Add(1)
+			return fmt.Errorf("rlm: copying %s-%d segment %d: %w", l.Topic(), l.Partition(), s.Base, err)
+		}
+	}
+	return nil
+}
+
+// upload is one object of a segment being copied.
+type upload struct {
+	kind string
+	size int64
+	open func() io.Reader
+}
+
+// copySegment copies one sealed segment: COPY_SEGMENT_STARTED is
+// persisted before the first object is written and
+// COPY_SEGMENT_FINISHED (with each object's size and SHA-256) after the
+// last is, so a segment is never referenced half-written.
+func (m *Manager) copySegment(ctx context.Context, l *engine.Log, k tp, s engine.SealedSegment) error {
+	f, err := l.OpenSealedSegment(s.Base)
+	if errors.Is(err, engine.ErrSegmentGone) {
+		return nil // retention or truncation took it first
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	seg := Segment{
+		ID: newSegmentID(), Base: s.Base, End: s.End, MaxTimestamp: s.MaxTimestamp, Size: s.Size,
+		LeaderEpoch: s.LeaderEpoch, State: CopyStarted, EventMs: m.o.Now().UnixMilli(),
+	}
+	if err := m.update(k, l.Topic(), func(pm *partitionMeta) { pm.Segments = append(pm.Segments, seg) }); err != nil {
+		return err
+	}
+	ups := []upload{{KindLog, s.Size, func() io.Reader { return io.NewSectionReader(f.Log, 0, s.Size) }}}
+	for _, x := range []struct {
+		kind string
+		b    []byte
+	}{
+		{KindOffsetIndex, f.OffsetIndex}, {KindTimeIndex, f.TimeIndex}, {KindTxnIndex, f.TxnIndex},
+		{KindSnapshot, f.ProducerSnapshot}, {KindEpochs, f.LeaderEpochCheckpoint},
+	} {
+		if x.b != nil {
+			b := x.b
+			ups = append(ups, upload{x.kind, int64(len(b)), func() io.Reader { return bytes.NewReader(b) }})
+		}
+	}
+	files := map[string]FileMeta{}
+	var total int64
+	for _, u := range ups {
+		h := sha256.New()
+		if n, err := io.Copy(h, u.open()); err != nil || n != u.size {
+			return fmt.Errorf("reading %s: %d of %d bytes: %v", u.kind, n, u.size, err)
+		}
+		sum := objstore.Sum(h.Sum(nil))
+		key := ObjectKey(l.Topic(), l.Partition(), s.Base, seg.ID, u.kind)
+		err := m.retry(ctx, "put "+key, func(ctx context.Context) error {
+			_, err := m.o.Store.Put(ctx, key, u.open(), u.size, sum)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		files[u.kind] = FileMeta{Size: u.size, SHA256: sum.String()}
+		total += u.size
+	}
+	err = m.update(k, l.Topic(), func(pm *partitionMeta) {
+		for i := range pm.Segments {
+			if pm.Segments[i].ID == seg.ID {
+				pm.Segments[i].State, pm.Segments[i].Files, pm.Segments[i].EventMs = CopyFinished, files, m.o.Now().UnixMilli()
+			}
+		}
+		pm.CopiedEnd = max(pm.CopiedEnd, s.End)
+	})
+	if err != nil {
+		return err
+	}
+	m.copied.Add(1)
+	m.bytesCopied.Add(total)
+	m.log.Debug("segment copied", "log", fmt.Sprintf("%s-%d", l.Topic(), l.Partition()), "base", s.Base, "end", s.End, "id", seg.ID, "bytes", total)
+	return nil
+}
+
+// remoteRetention deletes the remote segments retention.ms or
+// retention.bytes let go: oldest first, only segments no longer local
+// (local retention, never longer than the whole log's, deletes the local
+// copy first), counting the partition's bytes as the local log's plus
+// the remote-only segments'.
+func (m *Manager) remoteRetention(ctx context.Context, l *engine.Log, cfg engine.LogConfig) error {
+	if !strings.Contains(cfg.CleanupPolicy, "delete") || (cfg.RetentionMs < 0 && cfg.RetentionBytes < 0) {
+		return nil
+	}
+	k := tp{l.TopicID(), l.Partition()}
+	pm := m.get(k)
+	if pm == nil {
+		return nil
+	}
+	localStart := l.LogStartOffset()
+	total := l.SizeBytes()
+	var finished []Segment
+	for _, s := range pm.Segments {
+		if s.State == CopyFinished {
+			finished = append(finished, s)
+			if s.End <= localStart {
+				total += s.Size
+			}
+		}
+	}
+	nowMs := m.o.Now().UnixMilli()
+	var errs []error
+	for _, s := range finished {
+		if s.End > localStart {
+			break
+		}
+		ts := s.MaxTimestamp
+		if ts < 0 {
+			ts = s.EventMs // no record timestamp: judged by its copy time
+		}
+		expired := cfg.RetentionMs >= 0 && nowMs-ts > cfg.RetentionMs
+		over := cfg.RetentionBytes >= 0 && total-s.Size >= cfg.RetentionBytes
+		if !expired && !over {
+			break
+		}
+		total -= s.Size
+		if err := m.deleteSegment(ctx, k, l.Topic(), s); err != nil {
+			errs = append(errs, err)
+			break
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// deleteSegment persists DELETE_SEGMENT_STARTED, deletes every object the
+// segment may have, then drops it from the metadata
+// (DELETE_SEGMENT_FINISHED).
+func (m *Manager) deleteSegment(ctx context.Context, k tp, topic string, s Segment) error {
+	if s.State != DeleteStarted {
+		err := m.update(k, topic, func(pm *partitionMeta) {
+			for i := range pm.Segments {
+				if pm.Segments[i].ID == s.ID {
+					pm.Segments[i].State, pm.Segments[i].EventMs = DeleteStarted, m.o.Now().UnixMilli()
+				}
+			}
+		})
+		if err != nil {
+			return err
+		}
+	}
+	m.cache.drop(s.ID)
+	for _, kind := range allKinds {
+		key := ObjectKey(topic, k.p, s.Base, s.ID, kind)
+		if err := m.retry(ctx, "delete "+key, func(ctx context.Context) error { return m.o.Store.Delete(ctx, key) }); err != nil {
+			return err
+		}
+	}
+	err := m.update(k, topic, func(pm *partitionMeta) {
+		pm.Segments = slices.DeleteFunc(pm.Segments, func(x Segment) bool { return x.ID == s.ID })
+	})
+	if err != nil {
+		return err
+	}
+	m.deleted.Add(1)
+	return nil
+}
+
+// retry runs fn, each call bounded by OpTimeout, until it succeeds: after
+// a failure it waits (BackoffMin doubling to BackoffMax) and tries again.
+// A permanent error is given up after three tries; any error once ctx is
+// done.
+func (m *Manager) retry(ctx context.Context, op string, fn func(context.Context) error) error {
+	d := m.o.BackoffMin
+	for attempt := 1; ; attempt++ {
+		octx, cancel := context.WithTimeout(ctx, m.o.OpTimeout)
+		err := fn(octx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return err
+		}
+		if objstore.IsPermanent(err) && attempt >= 3 {
+			return err
+		}
+		m.retries.Add(1)
+		m.log.Warn("object store call failed; retrying", "op", op, "attempt", attempt, "backoff", d, "err", err)
+		if serr := m.o.Sleep(ctx, d); serr != nil {
+			return err
+		}
+		d = min(2*d, m.o.BackoffMax)
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,297 @@
+package rlm
+
+import (
+	"container/list"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+
+	"github.com/stratalog/strata/record"
+	"github.com/stratalog/strata/remote/objstore"
+)
+
+// Read errors.
+var (
+	// ErrNotRemote: the offset is in no remote segment (below the remote
+	// log start, or at or past the partition's copied end).
+	ErrNotRemote = errors.New("rlm: offset not in remote storage")
+	// ErrCorrupt: remote data failed its checksum (SHA-256 of a whole
+	// object, CRC of a batch read by range) or does not parse.
+	ErrCorrupt = errors.New("rlm: remote data corrupt")
+)
+
+// Read returns whole record batches of the partition from remote
+// storage, starting with the batch holding offset, at most maxBytes of
+// them but always the first whole (Kafka's minOneBatch), all from one
+// segment. The bytes are shared with the cache: the caller must not
+// modify them. Read takes no engine lock, so a slow store delays only its
+// caller, never produce or reads of local data.
+//
+// Errors: ErrNotRemote for an offset no remote segment holds; a store
+// error (objstore.IsTransient: retry) or ErrCorrupt otherwise.
+func (m *Manager) Read(ctx context.Context, topicID [16]byte, partition int32, offset int64, maxBytes int) ([]byte, error) {
+	pm := m.get(tp{topicID, partition})
+	if pm == nil {
+		return nil, ErrNotRemote
+	}
+	var seg *Segment
+	for i := range pm.Segments {
+		s := &pm.Segments[i]
+		if s.State == CopyFinished && s.Base <= offset && offset < s.End {
+			seg = s
+		}
+	}
+	if seg == nil {
+		return nil, ErrNotRemote
+	}
+	maxBytes = max(maxBytes, 0)
+	if seg.Size <= m.o.MaxCachedSegmentBytes {
+		data, err := m.object(ctx, pm.Topic, partition, seg, KindLog)
+		if err != nil {
+			return nil, err
+		}
+		return sliceBatches(data, offset, maxBytes, false)
+	}
+	return m.readRange(ctx, pm.Topic, partition, seg, offset, maxBytes)
+}
+
+// object returns a whole object of seg, from the cache or the store; a
+// fetched object is checked against the SHA-256 recorded when it was
+// copied before it is cached.
+func (m *Manager) object(ctx context.Context, topic string, partition int32, seg *Segment, kind string) ([]byte, error) {
+	ck := seg.ID + kind
+	if b, ok := m.cache.get(ck); ok {
+		m.hits.Add(1)
+		return b, nil
+	}
+	m.misses.Add(1)
+	fm, ok := seg.Files[kind]
+	if !ok {
+		return nil, fmt.Errorf("%w: segment %s has no %s object", ErrCorrupt, seg.ID, kind)
+	}
+	want, err := sumOf(fm)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	key := ObjectKey(topic, partition, seg.Base, seg.ID, kind)
+	ctx, cancel := context.WithTimeout(ctx, m.o.OpTimeout)
+	defer cancel()
+	r, info, err := m.o.Store.Get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	if info.Size != fm.Size || info.SHA256 != want {
+		return nil, fmt.Errorf("%w: %s is %d bytes with sha256 %s, copied as %d bytes with %s", ErrCorrupt, key, info.Size, info.SHA256, fm.Size, fm.SHA256)
+	}
+	b, err := io.ReadAll(r)
+	if errors.Is(err, objstore.ErrChecksumMismatch) {
+		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) != fm.Size || objstore.SumOf(b) != want {
+		return nil, fmt.Errorf("%w: %s does not match its sha256", ErrCorrupt, key)
+	}
+	m.fetched.Add(int64(len(b)))
+	m.cache.put(ck, b)
+	return b, nil
+}
+
+// readRange reads a segment too large to cache whole: the offset index
+// (cached) gives a position at or before offset, and ranges of the .log
+// from there are read until the batch holding offset and what follows it
+// within maxBytes are in hand; each batch returned is CRC-checked.
+func (m *Manager) readRange(ctx context.Context, topic string, partition int32, seg *Segment, offset int64, maxBytes int) ([]byte, error) {
+	pos := int64(0)
+	if _, ok := seg.Files[KindOffsetIndex]; ok {
+		idx, err := m.object(ctx, topic, partition, seg, KindOffsetIndex)
+		if err != nil {
+			return nil, err
+		}
+		pos = indexFloor(idx, offset-seg.Base)
+	}
+	key := ObjectKey(topic, partition, seg.Base, seg.ID, KindLog)
+	want := int64(max(maxBytes, 64<<10))
+	for pos < seg.Size {
+		n := min(want, seg.Size-pos)
+		b, err := m.getRange(ctx, key, pos, n)
+		if err != nil {
+			return nil, err
+		}
+		// Skip whole batches below offset; then return what fits.
+		skip := 0
+		for {
+			h, err := record.ParseHeader(b[skip:])
+			if err != nil || skip+h.Size() > len(b) {
+				break
+			}
+			if h.LastOffset() >= offset {
+				break
+			}
+			skip += h.Size()
+		}
+		if skip > 0 {
+			pos += int64(skip)
+			continue
+		}
+		h, err := record.ParseHeader(b)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s at %d: %v", ErrCorrupt, key, pos, err)
+		}
+		if h.Size() > len(b) {
+			if int64(h.Size()) > seg.Size-pos {
+				return nil, fmt.Errorf("%w: %s at %d: batch of %d bytes past the end", ErrCorrupt, key, pos, h.Size())
+			}
+			want = int64(h.Size())
+			continue
+		}
+		return sliceBatches(b, offset, maxBytes, true)
+	}
+	return nil, fmt.Errorf("%w: %s holds no batch with offset %d", ErrCorrupt, key, offset)
+}
+
+func (m *Manager) getRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, m.o.OpTimeout)
+	defer cancel()
+	r, err := m.o.Store.GetRange(ctx, key, off, n)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	b, err := io.ReadAll(io.LimitReader(r, n))
+	if err != nil {
+		return nil, err
+	}
+	m.fetched.Add(int64(len(b)))
+	return b, nil
+}
+
+// indexFloor is the position of the last offset-index entry (Kafka's: 4
+// bytes offset relative to the base, 4 bytes position, big-endian) at or
+// below rel; 0 when none.
+func indexFloor(idx []byte, rel int64) int64 {
+	pos := int64(0)
+	for i := 0; i+8 <= len(idx); i += 8 {
+		r := int64(binary.BigEndian.Uint32(idx[i:]))
+		p := int64(binary.BigEndian.Uint32(idx[i+4:]))
+		if i > 0 && r == 0 && p == 0 {
+			break // unused slot
+		}
+		if r > rel {
+			break
+		}
+		pos = p
+	}
+	return pos
+}
+
+// sliceBatches returns the batches of b from the one holding offset, at
+// most maxBytes of them but at least that first one whole. checkCRC
+// checks each returned batch (b came from a range read, not verified by
+// the object's SHA-256).
+func sliceBatches(b []byte, offset int64, maxBytes int, checkCRC bool) ([]byte, error) {
+	start, end := -1, 0
+	for p := 0; p < len(b); {
+		h, err := record.ParseHeader(b[p:])
+		if err != nil || p+h.Size() > len(b) {
+			if start < 0 && !checkCRC {
+				return nil, fmt.Errorf("%w: batch at %d: %v", ErrCorrupt, p, err)
+			}
+			break // a range read cut the last batch
+		}
+		next := p + h.Size()
+		if start < 0 {
+			if h.LastOffset() < offset {
+				p = next
+				continue
+			}
+			start = p
+		} else if next-start > maxBytes {
+			break
+		}
+		if checkCRC && !record.CheckCRC(b[p:next]) {
+			return nil, fmt.Errorf("%w: batch at offset %d fails its CRC", ErrCorrupt, h.BaseOffset)
+		}
+		end = next
+		p = next
+	}
+	if start < 0 {
+		return nil, fmt.Errorf("%w: no batch with offset %d", ErrCorrupt, offset)
+	}
+	return b[start:end:end], nil
+}
+
+// segCache is an LRU of fetched objects bounded by their bytes.
+type segCache struct {
+	mu   sync.Mutex
+	max  int64
+	used int64
+	ll   *list.List // front: most recent; values *cacheEntry
+	m    map[string]*list.Element
+}
+
+type cacheEntry struct {
+	key  string
+	data []byte
+}
+
+func newSegCache(max int64) *segCache {
+	return &segCache{max: max, ll: list.New(), m: map[string]*list.Element{}}
+}
+
+func (c *segCache) get(key string) ([]byte, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.m[key]; ok {
+		c.ll.MoveToFront(e)
+		return e.Value.(*cacheEntry).data, true
+	}
+	return nil, false
+}
+
+func (c *segCache) put(key string, data []byte) {
+	if int64(len(data)) > c.max {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.m[key]; ok {
+		return
+	}
+	c.m[key] = c.ll.PushFront(&cacheEntry{key, data})
+	c.used += int64(len(data))
+	for c.used > c.max {
+		c.remove(c.ll.Back())
+	}
+}
+
+// drop removes every object of a segment (keys starting with its id).
+func (c *segCache) drop(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, e := range c.m {
+		if strings.HasPrefix(k, id) {
+			c.remove(e)
+		}
+	}
+}
+
+func (c *segCache) remove(e *list.Element) {
+	ce := e.Value.(*cacheEntry)
+	c.ll.Remove(e)
+	delete(c.m, ce.key)
+	c.used -= int64(len(ce.data))
+}
+
+// bytes is the cache's size (tests).
+func (c *segCache) bytes() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.used
+}

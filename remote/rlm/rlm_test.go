@@ -1,0 +1,536 @@
+package rlm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stratalog/strata/engine"
+	"github.com/stratalog/strata/internal/vfs"
+	"github.com/stratalog/strata/record"
+	"github.com/stratalog/strata/remote/objstore"
+)
+
+const t0 = int64(1_700_000_000_000)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// fixture is an engine with one tiered partition and a local object store.
+type fixture struct {
+	t        *testing.T
+	dataDir  string
+	metaDir  string
+	storeDir string
+	eng      *engine.Engine
+	log      *engine.Log
+	store    objstore.ObjectStore
+}
+
+var tieredConfig = map[string]string{
+	"segment.bytes":         "4096",
+	"remote.storage.enable": "true",
+	"local.retention.bytes": "0", // every copied segment goes locally
+	"retention.ms":          "-1",
+	"file.delete.delay.ms":  "0",
+}
+
+func newFixture(t *testing.T, cfg map[string]string) *fixture {
+	t.Helper()
+	base := t.TempDir()
+	f := &fixture{t: t, dataDir: filepath.Join(base, "data"), metaDir: filepath.Join(base, "meta"), storeDir: filepath.Join(base, "store")}
+	f.openEngine()
+	tp, err := f.eng.CreateTopic("tiered", 1, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.log = tp.Partition(0)
+	st, err := objstore.OpenLocal(vfs.OS, f.storeDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.store = st
+	return f
+}
+
+func (f *fixture) openEngine() {
+	f.t.Helper()
+	e, err := engine.Open(engine.Options{Dir: f.dataDir, Log: engine.DefaultLogConfig(), Logger: quiet,
+		RetentionCheckInterval: 5 * time.Millisecond})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.eng = e
+	if tp := e.Topic("tiered"); tp != nil {
+		f.log = tp.Partition(0)
+	}
+}
+
+func (f *fixture) manager(store objstore.ObjectStore, mod func(*Options)) *Manager {
+	f.t.Helper()
+	o := Options{Engine: f.eng, Store: store, Dir: f.metaDir, Interval: -1, Logger: quiet,
+		Sleep: func(ctx context.Context, d time.Duration) error { return ctx.Err() }}
+	if mod != nil {
+		mod(&o)
+	}
+	m, err := Open(o)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return m
+}
+
+// produce appends n batches of 10 records (value "v<offset>", timestamp
+// t0+offset) and waits until they are durable.
+func (f *fixture) produce(n int) {
+	f.t.Helper()
+	for i := 0; i < n; i++ {
+		next := f.log.LogEndOffset()
+		var b record.Builder
+		b.Reset(record.CodecNone, t0+next)
+		for j := int64(0); j < 10; j++ {
+			b.Add(t0+next+j, nil, []byte(fmt.Sprintf("v%d-%s", next+j, strings.Repeat("x", 100))), nil)
+		}
+		batch, err := b.AppendTo(nil)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		info, err := f.log.Append(batch, f.log.LeaderEpoch())
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		f.log.WhenDurable(info.LastOffset, func(err error) { done <- err })
+		if err := <-done; err != nil {
+			f.t.Fatal(err)
+		}
+	}
+}
+
+// waitLocalStart waits (bounded) until engine retention moved the local
+// log start to at least want.
+func (f *fixture) waitLocalStart(want int64) {
+	f.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for f.log.LogStartOffset() < want {
+		if time.Now().After(deadline) {
+			f.t.Fatalf("local log start %d, want %d", f.log.LogStartOffset(), want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// readAll reads every record from offset 0 to the high watermark, from
+// the manager below the local log start and from the engine above, and
+// checks each offset's value.
+func (f *fixture) readAll(m *Manager) (remoteBatches int) {
+	f.t.Helper()
+	hw := f.log.HighWatermark()
+	for off := int64(0); off < hw; {
+		var data []byte
+		if off < f.log.LogStartOffset() {
+			b, err := m.Read(context.Background(), f.log.TopicID(), 0, off, 3000)
+			if err != nil {
+				f.t.Fatalf("remote read at %d: %v", off, err)
+			}
+			data = b
+			remoteBatches++
+		} else {
+			rr, err := f.log.Read(off, 3000, true)
+			if err != nil {
+				f.t.Fatalf("local read at %d: %v", off, err)
+			}
+			c := rr.Chunks[0]
+			data = make([]byte, c.Len)
+			if _, err := c.File.ReadAt(data, c.Pos); err != nil {
+				f.t.Fatal(err)
+			}
+			rr.Release()
+		}
+		if len(data) == 0 {
+			f.t.Fatalf("empty read at %d", off)
+		}
+		for len(data) > 0 {
+			batch, rest, _, err := record.Next(data)
+			if err != nil {
+				f.t.Fatalf("batch at %d: %v", off, err)
+			}
+			data = rest
+			err = record.Iterate(batch, func(h *record.Header, r *record.Record) error {
+				o := h.BaseOffset + int64(r.OffsetDelta)
+				if o < off {
+					return nil // the batch began below the offset asked for
+				}
+				if o != off || !strings.HasPrefix(string(r.Value), fmt.Sprintf("v%d-", o)) {
+					return fmt.Errorf("offset %d: record %d %q", off, o, r.Value[:8])
+				}
+				off++
+				return nil
+			})
+			if err != nil {
+				f.t.Fatal(err)
+			}
+		}
+	}
+	return remoteBatches
+}
+
+func (f *fixture) keys() []string {
+	f.t.Helper()
+	var out []string
+	after := ""
+	for {
+		p, err := f.store.List(context.Background(), "", after, 0)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		for _, o := range p.Objects {
+			out = append(out, o.Key)
+		}
+		if p.Next == "" {
+			return out
+		}
+		after = p.Next
+	}
+}
+
+func finished(segs []Segment) (n int) {
+	for _, s := range segs {
+		if s.State == CopyFinished {
+			n++
+		}
+	}
+	return n
+}
+
+// Rolled segments are copied with their files, local retention then
+// deletes the local copies, every record still reads from offset 0, and
+// a restart keeps the metadata.
+func TestCopyLocalRetentionAndReadBack(t *testing.T) {
+	f := newFixture(t, tieredConfig)
+	f.produce(40) // ~48 KB in 4 KiB segments
+	m := f.manager(f.store, nil)
+	sealed := f.log.SealedSegments()
+	if len(sealed) < 8 {
+		t.Fatalf("%d sealed segments", len(sealed))
+	}
+	if err := m.RunOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	segs := m.Segments(f.log.TopicID(), 0)
+	if len(segs) != len(sealed) || finished(segs) != len(sealed) {
+		t.Fatalf("%d remote segments (%d finished), %d sealed", len(segs), finished(segs), len(sealed))
+	}
+	for i, s := range segs {
+		if s.Base != sealed[i].Base || s.End != sealed[i].End || s.Size != sealed[i].Size || s.MaxTimestamp != t0+s.End-1 {
+			t.Fatalf("segment %d: %+v, sealed %+v", i, s, sealed[i])
+		}
+		for _, kind := range []string{KindLog, KindOffsetIndex, KindTimeIndex, KindEpochs} {
+			fm, ok := s.Files[kind]
+			if !ok {
+				t.Fatalf("segment %d has no %s", i, kind)
+			}
+			info, err := f.store.Head(context.Background(), ObjectKey("tiered", 0, s.Base, s.ID, kind))
+			if err != nil || info.Size != fm.Size || info.SHA256.String() != fm.SHA256 {
+				t.Fatalf("segment %d %s: %+v %v, recorded %+v", i, kind, info, err, fm)
+			}
+		}
+	}
+	copiedEnd := sealed[len(sealed)-1].End
+	if got := m.CopiedEnd(f.log.TopicID(), "tiered", 0); got != copiedEnd {
+		t.Fatalf("CopiedEnd %d, want %d", got, copiedEnd)
+	}
+	f.waitLocalStart(copiedEnd)
+	if start, ok := m.LogStart(f.log.TopicID(), 0); !ok || start != 0 {
+		t.Fatalf("remote log start %d %v", start, ok)
+	}
+	if hi, ok := m.HighestTieredOffset(f.log.TopicID(), 0); !ok || hi != copiedEnd-1 {
+		t.Fatalf("highest tiered %d %v, want %d", hi, ok, copiedEnd-1)
+	}
+	if n := f.readAll(m); n == 0 {
+		t.Fatal("nothing was read from remote storage")
+	}
+	st := m.Stats()
+	if st.SegmentsCopied != int64(len(sealed)) || st.CacheMisses == 0 || st.CacheHits == 0 || st.FetchedBytes == 0 {
+		t.Fatalf("stats %+v", st)
+	}
+
+	// Restart: the metadata is back, and reads by ranges (segments
+	// larger than the cache limit) see the same records.
+	m.Close()
+	if err := f.eng.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f.openEngine()
+	defer f.eng.Close()
+	m2 := f.manager(f.store, func(o *Options) { o.MaxCachedSegmentBytes = 1 })
+	defer m2.Close()
+	if got := m2.Segments(f.log.TopicID(), 0); len(got) != len(segs) || got[0].ID != segs[0].ID {
+		t.Fatalf("after restart %d segments", len(got))
+	}
+	if f.log.LogStartOffset() < copiedEnd {
+		t.Fatalf("local start %d after restart", f.log.LogStartOffset())
+	}
+	f.readAll(m2)
+	if m2.Stats().CacheMisses == 0 || m2.cache.bytes() > 64<<10 {
+		t.Fatalf("range reads: stats %+v, cache %d bytes", m2.Stats(), m2.cache.bytes())
+	}
+	// New segments after the restart are copied too.
+	f.produce(10)
+	if err := m2.RunOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := m2.CopiedEnd(f.log.TopicID(), "tiered", 0); got <= copiedEnd {
+		t.Fatalf("CopiedEnd %d did not move past %d", got, copiedEnd)
+	}
+}
+
+// flakyStore fails the first n calls of op with a Transient error, and
+// from the put numbered hangAt on blocks each Put until its ctx is done
+// (a crash mid-copy, when the manager is closed).
+type flakyStore struct {
+	objstore.ObjectStore
+	failPuts atomic.Int64
+	puts     atomic.Int64
+	hangAt   int64 // 0: never
+	hanging  chan struct{}
+	once     sync.Once
+}
+
+func (s *flakyStore) Put(ctx context.Context, key string, r io.Reader, size int64, sum objstore.Sum) (objstore.Info, error) {
+	n := s.puts.Add(1)
+	if s.hangAt > 0 && n >= s.hangAt {
+		s.once.Do(func() { close(s.hanging) })
+		<-ctx.Done()
+		return objstore.Info{}, &objstore.Error{Op: "put", Key: key, Kind: objstore.Transient, Err: ctx.Err()}
+	}
+	if s.failPuts.Add(-1) >= 0 {
+		return objstore.Info{}, &objstore.Error{Op: "put", Key: key, Kind: objstore.Transient, Err: errors.New("store down")}
+	}
+	return s.ObjectStore.Put(ctx, key, r, size, sum)
+}
+
+// A store failing N times is retried with doubling backoff, and local
+// retention waits for the copy.
+func TestCopyRetriesWithBackoff(t *testing.T) {
+	f := newFixture(t, tieredConfig)
+	defer f.eng.Close()
+	f.produce(12)
+	nSealed := len(f.log.SealedSegments())
+	fs := &flakyStore{ObjectStore: f.store}
+	fs.failPuts.Store(5)
+	var waits []time.Duration
+	m := f.manager(fs, func(o *Options) {
+		o.BackoffMin, o.BackoffMax = 10*time.Millisecond, 40*time.Millisecond
+		o.Sleep = func(ctx context.Context, d time.Duration) error {
+			waits = append(waits, d)
+			// While the store fails, local retention keeps every segment.
+			if f.log.LogStartOffset() != 0 {
+				t.Errorf("local start moved to %d before any copy", f.log.LogStartOffset())
+			}
+			return ctx.Err()
+		}
+	})
+	defer m.Close()
+	time.Sleep(20 * time.Millisecond) // retention passes run meanwhile (5 ms)
+	if err := m.RunOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want := []time.Duration{10, 20, 40, 40, 40}
+	if len(waits) != len(want) {
+		t.Fatalf("waits %v", waits)
+	}
+	for i := range want {
+		if waits[i] != want[i]*time.Millisecond {
+			t.Fatalf("waits %v, want %v ms", waits, want)
+		}
+	}
+	if st := m.Stats(); st.Retries != 5 || st.SegmentsCopied != int64(nSealed) {
+		t.Fatalf("stats %+v", st)
+	}
+	f.readAll(m)
+}
+
+// A crash in the middle of a copy leaves a COPY_SEGMENT_STARTED entry and
+// some objects; nothing references them, the segment stays local, and
+// the next start deletes them and copies the segment again.
+func TestCrashDuringCopyIsCleanedUp(t *testing.T) {
+	f := newFixture(t, tieredConfig)
+	f.produce(12)
+	nSealed := len(f.log.SealedSegments())
+	fs := &flakyStore{ObjectStore: f.store, hangAt: 9, hanging: make(chan struct{})} // the 2nd segment's 3rd object or so
+	m := f.manager(fs, nil)
+	errc := make(chan error, 1)
+	go func() { errc <- m.RunOnce(m.ctx) }()
+	<-fs.hanging
+	// Mid-copy: local retention deletes only what was copied.
+	copied := m.CopiedEnd(f.log.TopicID(), "tiered", 0)
+	if copied <= 0 {
+		t.Fatalf("CopiedEnd %d mid-copy", copied)
+	}
+	f.waitLocalStart(copied)
+	time.Sleep(20 * time.Millisecond) // retention passes run meanwhile (5 ms)
+	if got := f.log.LogStartOffset(); got != copied {
+		t.Fatalf("local start %d, copied end %d", got, copied)
+	}
+	m.Close() // the crash: the copy is abandoned mid-way
+	<-errc
+
+	// What a restart finds on disk.
+	metas, err := loadMetas(vfs.OS, f.metaDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pm := metas[tp{f.log.TopicID(), 0}]
+	var started *Segment
+	for i := range pm.Segments {
+		if pm.Segments[i].State == CopyStarted {
+			started = &pm.Segments[i]
+		}
+	}
+	if started == nil || pm.CopiedEnd != started.Base || pm.CopiedEnd != copied || finished(pm.Segments) == 0 {
+		t.Fatalf("metadata after the crash: %+v", pm)
+	}
+	orphans := 0
+	for _, k := range f.keys() {
+		if strings.Contains(k, started.ID) {
+			orphans++
+		}
+	}
+	if orphans == 0 {
+		t.Fatal("the interrupted copy wrote no object: the test crashed too early")
+	}
+	// The interrupted segment is not readable remotely.
+	if _, err := m.Read(context.Background(), f.log.TopicID(), 0, started.Base, 100); !errors.Is(err, ErrNotRemote) {
+		t.Fatalf("read of the half-copied segment: %v", err)
+	}
+
+	// Restart.
+	if err := f.eng.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f.openEngine()
+	defer f.eng.Close()
+	m2 := f.manager(f.store, nil)
+	defer m2.Close()
+	if err := m2.RunOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range f.keys() {
+		if strings.Contains(k, started.ID) {
+			t.Fatalf("object %s of the interrupted copy left", k)
+		}
+	}
+	segs := m2.Segments(f.log.TopicID(), 0)
+	if len(segs) != nSealed || finished(segs) != nSealed {
+		t.Fatalf("%d segments (%d finished), want %d", len(segs), finished(segs), nSealed)
+	}
+	f.waitLocalStart(segs[len(segs)-1].End)
+	f.readAll(m2)
+}
+
+// retention.bytes and retention.ms delete remote segments once they are
+// no longer local, objects first, then the metadata.
+func TestRemoteRetention(t *testing.T) {
+	cfg := map[string]string{}
+	for k, v := range tieredConfig {
+		cfg[k] = v
+	}
+	cfg["retention.bytes"] = "20000"
+	f := newFixture(t, cfg)
+	defer f.eng.Close()
+	f.produce(40)
+	now := atomic.Int64{}
+	now.Store(t0)
+	m := f.manager(f.store, func(o *Options) { o.Now = func() time.Time { return time.UnixMilli(now.Load()) } })
+	defer m.Close()
+	if err := m.RunOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	f.waitLocalStart(m.CopiedEnd(f.log.TopicID(), "tiered", 0))
+	if err := m.RunOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	left := m.Segments(f.log.TopicID(), 0)
+	var remoteBytes int64
+	for _, s := range left {
+		remoteBytes += s.Size
+	}
+	total := remoteBytes + f.log.SizeBytes()
+	st := m.Stats()
+	if len(left) == 0 || st.SegmentsDeleted == 0 || int64(len(left))+st.SegmentsDeleted != st.SegmentsCopied ||
+		total < 20000 || total-left[0].Size >= 20000 {
+		t.Fatalf("%d segments left, stats %+v, %d bytes in all", len(left), st, total)
+	}
+	// Only the objects of the segments left remain.
+	ids := map[string]bool{}
+	for _, s := range left {
+		ids[s.ID] = true
+	}
+	for _, k := range f.keys() {
+		id := k[strings.LastIndexByte(k, '/')+22 : strings.LastIndexByte(k, '/')+44]
+		if !ids[id] {
+			t.Fatalf("object %s of a deleted segment left", k)
+		}
+	}
+	if start, _ := m.LogStart(f.log.TopicID(), 0); start != left[0].Base {
+		t.Fatalf("remote start %d, want %d", start, left[0].Base)
+	}
+	if _, err := m.Read(context.Background(), f.log.TopicID(), 0, 0, 100); !errors.Is(err, ErrNotRemote) {
+		t.Fatalf("read below the remote start: %v", err)
+	}
+	// retention.ms: every remote-only segment is older than an hour.
+	cfg["retention.ms"] = "3600000"
+	if err := f.eng.SetTopicConfig("tiered", cfg); err != nil {
+		t.Fatal(err)
+	}
+	now.Store(t0 + 2*3600_000)
+	if err := m.RunOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(m.Segments(f.log.TopicID(), 0)); n != 0 {
+		t.Fatalf("%d remote segments past retention.ms", n)
+	}
+}
+
+// A remote object that does not match its recorded SHA-256 is refused.
+func TestCorruptRemoteObjectRefused(t *testing.T) {
+	f := newFixture(t, tieredConfig)
+	defer f.eng.Close()
+	f.produce(8)
+	m := f.manager(f.store, nil)
+	defer m.Close()
+	if err := m.RunOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s := m.Segments(f.log.TopicID(), 0)[0]
+	bad := []byte(strings.Repeat("z", int(s.Size)))
+	key := ObjectKey("tiered", 0, s.Base, s.ID, KindLog)
+	if _, err := f.store.Put(context.Background(), key, strings.NewReader(string(bad)), int64(len(bad)), objstore.SumOf(bad)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Read(context.Background(), f.log.TopicID(), 0, s.Base, 100); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("read of a replaced object: %v", err)
+	}
+}
+
+func TestObjectKey(t *testing.T) {
+	for _, tc := range []struct {
+		topic, want string
+	}{
+		{"orders", "orders-3/00000000000000000042-abc.log"},
+		{".hidden", "=2Ehidden-3/00000000000000000042-abc.log"},
+	} {
+		k := ObjectKey(tc.topic, 3, 42, "abc", KindLog)
+		if k != tc.want || objstore.ValidKey(k) != nil {
+			t.Errorf("%s: %s (%v)", tc.topic, k, objstore.ValidKey(k))
+		}
+	}
+}
