@@ -662,7 +662,7 @@ func (l *Log) read(offset int64, maxBytes int32, minOneBatch bool, upTo int64, m
 				retry = true
 				break
 			}
-			if mem && l.tail.read(s, offset, bound, limit, minOneBatch, &res) {
+			if mem && l.tailRead(s, offset, bound, limit, minOneBatch, &res) { // tailcache_stats.go: counts hits and misses
 				s.release()
 				return res, nil
 			}

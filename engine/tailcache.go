@@ -106,6 +106,10 @@ type tailPool struct {
 	made    int
 	max     int
 	caching atomic.Int32 // logs whose cache holds at least one buffer
+
+	// Reads of the cache (tailcache_stats.go): counted only, never read
+	// by the cache itself.
+	hits, misses atomic.Uint64
 }
 
 // perLog is how many buffers one log may keep now.
