@@ -60,25 +60,62 @@ type Broker struct {
 
 	topics sync.Map // topic name -> *TopicCounters
 
+	opts Options
+
+	// The request phases (requests.go).
+	queueTime, processTime, sendTime, throttle *keyHist
+
+	// Cluster events (cluster.go).
+	isrShrinks, isrExpands, elections atomic.Uint64
+
+	listeners sync.Map // listener name -> *ListenerCounters (conns.go)
+
 	// Scrape-time sources (nil: not reported / not ready).
 	partitions atomic.Pointer[func() PartitionCounts]
 	topicNames atomic.Pointer[func() []string]
 	ready      atomic.Pointer[func() error]
 	journal    atomic.Pointer[func() (JournalStats, bool)]
+	logs       atomic.Pointer[func() []LogSize]
+	tailCache  atomic.Pointer[func() (TailCacheStats, bool)]
+	groups     atomic.Pointer[func() []GroupOffset]
+	controller atomic.Pointer[func() (RaftStats, bool)]
+}
+
+// Options are the choices of New that change which series exist.
+type Options struct {
+	// PartitionLabels (metrics.partition.labels) reports the log sizes and
+	// consumer group lag per partition (labels topic and partition) instead
+	// of per topic and per group: one series per partition (and per group
+	// and partition), so it is off by default.
+	PartitionLabels bool
 }
 
 type observer struct{ prometheus.Observer }
 
-// New returns a Broker's metrics with an empty set of sources.
-func New() *Broker {
-	b := &Broker{reg: prometheus.NewRegistry()}
+// New returns a Broker's metrics with an empty set of sources and the
+// default Options.
+func New() *Broker { return NewWithOptions(Options{}) }
+
+// NewWithOptions returns a Broker's metrics with an empty set of sources.
+func NewWithOptions(o Options) *Broker {
+	b := &Broker{reg: prometheus.NewRegistry(), opts: o}
+	b.queueTime = newKeyHist(RequestQueueTime,
+		"Time from a request's whole frame read to its handler started, by Kafka API (decoding, and admission: Strata calls handlers on the connection's reader, without a request queue).", RequestTimeBuckets())
+	b.processTime = newKeyHist(RequestProcessingTime,
+		"Time from a request's handler started to its response handed to the connection, by Kafka API (for Produce with acks=all: including the wait for durability and replication; for Fetch: including the long poll).", RequestTimeBuckets())
+	b.sendTime = newKeyHist(ResponseSendTime,
+		"Time from a response handed to its connection to written to the socket (queued behind earlier responses of the connection included), by Kafka API.", RequestTimeBuckets())
+	b.throttle = newKeyHist(RequestThrottleTime,
+		"Throttle time (throttle_time_ms) of Produce and Fetch responses, by Kafka API. Strata has no quotas yet: every observation is 0.", ThrottleBuckets())
+	b.throttle.child(0) // both series exist from the start
+	b.throttle.child(1)
 	b.totalTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    RequestTotalTime,
 		Help:    "Time from a request's whole frame read to its response handed to the connection, by Kafka API (for Produce with acks=all: including the wait for durability and replication).",
 		Buckets: RequestTimeBuckets(),
 	}, []string{"request"})
 	b.reg.MustRegister(
-		b.totalTime,
+		b.totalTime, b.queueTime.vec, b.processTime.vec, b.sendTime.vec, b.throttle.vec,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		(*brokerCollector)(b),
@@ -238,6 +275,7 @@ func (c *brokerCollector) Describe(ch chan<- *prometheus.Desc) {
 		descJournalGroups, descJournalFlushes, descJournalRecords, descJournalBytes, descJournalCheckpoints, descJournalWrite, descJournalFlush, descJournalCommitWait} {
 		ch <- d
 	}
+	c.describeMore(ch)
 }
 
 // Collect implements prometheus.Collector.
@@ -264,6 +302,7 @@ func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	b.collectTopics(ch)
 	b.collectJournal(ch)
+	b.collectMore(ch)
 	if f := b.partitions.Load(); f != nil && *f != nil {
 		p := (*f)()
 		for _, g := range []struct {
