@@ -455,6 +455,11 @@ func runOnce(ctx context.Context, cfg *Config, admin *kgo.Client, ti *topicInfo,
 	if cproc != nil {
 		out.result.ConsumerPID = cproc.pid()
 	}
+	if slices.Contains(cfg.Faults, FaultKill) {
+		// A restarted broker's metrics start from zero: differences over
+		// the window would mean nothing.
+		h0, h1, j0, j1 = nil, nil, nil, nil
+	}
 	if err := out.result.setBrokerProduce(h0, h1); err != nil {
 		cluster.metricsFailed(err)
 	}
@@ -691,7 +696,7 @@ func runTarget(ctx context.Context, cfg Config) (rep *Report, err error) {
 		rep.setOutcome(out)
 		rep.Verify, rep.Faults = out.verify, out.faults
 		if out.faults != nil && slices.Contains(cfg.Faults, FaultKill) {
-			rep.Notes = append(rep.Notes, "brokers were killed and restarted: broker CPU, RSS and broker-side metrics count the processes running at each sample, not the whole run")
+			rep.Notes = append(rep.Notes, "brokers were killed and restarted: broker CPU includes the killed processes', RSS is the running ones', and the broker-side latency and journal figures are left out (a restarted broker's metrics start from zero)")
 		}
 		return rep, err
 	}

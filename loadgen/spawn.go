@@ -50,6 +50,9 @@ type SpawnedBroker struct {
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	exited chan struct{}
+	// pastCPU is the CPU time of the broker's earlier processes (before
+	// restarts), so its CPU keeps adding up.
+	pastCPU time.Duration
 }
 
 const (
@@ -217,6 +220,9 @@ func (b *SpawnedBroker) launch(logFlag int) error {
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }() // owned by this process; ends when the child exits
 	b.mu.Lock()
+	if old := b.cmd; old != nil && old.ProcessState != nil { // reaped: its exited was closed after Wait
+		b.pastCPU += old.ProcessState.UserTime() + old.ProcessState.SystemTime()
+	}
 	b.cmd, b.exited = cmd, exited
 	b.mu.Unlock()
 	return nil
@@ -273,6 +279,9 @@ func (c *Cluster) usage() (cpu time.Duration, rss, peak int64) {
 		if err != nil {
 			continue
 		}
+		b.mu.Lock()
+		bc += b.pastCPU
+		b.mu.Unlock()
 		cpu += bc
 		rss += br
 		peak += bp
