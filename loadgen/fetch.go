@@ -5,7 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/stratalog/strata/netpoll"
+	"github.com/stratalog/strata/internal/kframe"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -219,7 +219,7 @@ func (f *fetcher) fetch() (*kmsg.FetchResponse, error) {
 		return nil, fmt.Errorf("fetching from %s: %w", f.addr, err)
 	}
 	var err error
-	if f.in, err = netpoll.ReadFrame(f.conn, maxFetchResponseBytes, f.in); err != nil {
+	if f.in, err = kframe.ReadFrame(f.conn, maxFetchResponseBytes, f.in); err != nil {
 		return nil, fmt.Errorf("reading a fetch response from %s: %w", f.addr, err)
 	}
 	if got := int32(binary.BigEndian.Uint32(f.in)); got != f.corr {

@@ -29,7 +29,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/stratalog/strata/netpoll"
+	"github.com/stratalog/strata/internal/kframe"
 	"io"
 	"net"
 	"sync/atomic"
@@ -366,7 +366,7 @@ func (c *nativeConn) readLoop() {
 // readFrame reads one size-prefixed frame into buf (reused).
 func (c *nativeConn) readFrame(buf []byte) ([]byte, error) {
 	c.conn.SetReadDeadline(time.Now().Add(produceTimeoutMs*time.Millisecond + responseGrace))
-	buf, err := netpoll.ReadFrame(c.conn, maxResponseBytes, buf)
+	buf, err := kframe.ReadFrame(c.conn, maxResponseBytes, buf)
 	if err != nil {
 		return buf, fmt.Errorf("reading a produce response from %s: %w", c.addr, err)
 	}

@@ -7,6 +7,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/stratalog/strata/internal/kframe"
 )
 
 // pipelinedClient drives n request/response round trips over c: one
@@ -51,7 +53,7 @@ func BenchmarkPipelinedEcho(b *testing.B) {
 			const perBatch = 32
 			var batch []byte
 			for i := range perBatch {
-				batch = AppendFrame(batch, request(uint32(i), size-4))
+				batch = kframe.AppendFrame(batch, request(uint32(i), size-4))
 			}
 			// Warm the pools and buffers so steady state is measured.
 			pipelinedClient(b, c, batch, perBatch, 1000, size)
@@ -74,7 +76,7 @@ func BenchmarkQueuedBytesBound(b *testing.B) {
 	c := dial(b, addr)
 	var batch []byte
 	for i := range perBatch {
-		batch = AppendFrame(batch, request(uint32(i), size-4))
+		batch = kframe.AppendFrame(batch, request(uint32(i), size-4))
 	}
 	pipelinedClient(b, c, batch, perBatch, 1000, 16)
 	b.SetBytes(size)
@@ -119,7 +121,7 @@ func benchSendParts(b *testing.B, f *os.File, fileBytes, chunk int, copyFiles bo
 	c := dial(b, addr)
 	var batch []byte
 	for i := range perBatch {
-		batch = AppendFrame(batch, request(uint32(i), 0))
+		batch = kframe.AppendFrame(batch, request(uint32(i), 0))
 	}
 	pipelinedClient(b, c, batch, perBatch, 4, 16+chunk)
 	b.SetBytes(int64(chunk))

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/stratalog/strata/internal/kframe"
 )
 
 // newTestWaiter returns a waiter as a Conn would own.
@@ -144,7 +146,7 @@ func TestBudgetBoundsEveryConnection(t *testing.T) {
 		go func(c *net.TCPConn, i int) {
 			var b []byte
 			for j := range perConn {
-				b = AppendFrame(b, request(uint32(i*perConn+j), frameBytes-4))
+				b = kframe.AppendFrame(b, request(uint32(i*perConn+j), frameBytes-4))
 			}
 			c.SetWriteDeadline(time.Now().Add(ioTimeout))
 			c.Write(b)
@@ -260,7 +262,7 @@ func TestBudgetReleasedWhenConnectionsCloseMidRequest(t *testing.T) {
 	writeFrame(t, c2, payload('e', 100<<10))
 	// 3. Half a payload: admitted, never finished.
 	c3 := dial(t, addr)
-	half := AppendFrame(nil, payload('e', 300<<10))[:150<<10]
+	half := kframe.AppendFrame(nil, payload('e', 300<<10))[:150<<10]
 	c3.SetWriteDeadline(time.Now().Add(ioTimeout))
 	if _, err := c3.Write(half); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/stratalog/strata/internal/kframe"
 )
 
 // readBufBytes is the per-connection read buffer: several pipelined small
@@ -213,7 +215,7 @@ func (c *Conn) readLoop() {
 		if fb != nil {
 			dst = fb.b
 		}
-		frame, err := readPayload(c.br, dst, int(size))
+		frame, err := kframe.ReadPayload(c.br, dst, int(size))
 		if err != nil {
 			putFrame(fb)
 			c.s.giveBack(int64(size))
@@ -301,7 +303,7 @@ func (c *Conn) readHeader() (int32, error) {
 		c.armRead()
 		n, err := io.ReadFull(c.br, c.hdr[:])
 		if err == nil {
-			return int32(binary.BigEndian.Uint32(c.hdr[:])), nil
+			return kframe.Size(c.hdr), nil
 		}
 		if n == 0 && isTimeout(err) && c.inFlight() {
 			c.rArmed = time.Time{}

@@ -81,7 +81,10 @@
 // 16 MiB, never a class above MaxFrameBytes except the smallest). A larger
 // frame gets an unpooled buffer that grows, doubling from 1 MiB up to exactly
 // its size, as its bytes arrive, so a peer that announces a large frame and
-// sends little of it does not cost the whole size in memory. A frame stays valid
+// sends little of it does not cost the whole size in memory (the payload read
+// and the size check are internal/kframe's, the module's one Kafka frame
+// reader; the connection reader keeps its own loop around them, see
+// frame.go). A frame stays valid
 // and unmodified until its response is written or dropped, which is after
 // the Reply completes, so a handler may send (parts of) the frame back as the
 // response. Send and SendParts take the response bytes, and the files'

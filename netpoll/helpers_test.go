@@ -5,6 +5,7 @@ import (
 
 	"encoding/binary"
 	"errors"
+	"github.com/stratalog/strata/internal/kframe"
 	"io"
 	"log/slog"
 	"net"
@@ -77,7 +78,7 @@ func dial(tb testing.TB, addr string) *net.TCPConn {
 func writeFrame(tb testing.TB, c net.Conn, payload []byte) {
 	tb.Helper()
 	c.SetWriteDeadline(time.Now().Add(ioTimeout))
-	if _, err := c.Write(AppendFrame(nil, payload)); err != nil {
+	if _, err := c.Write(kframe.AppendFrame(nil, payload)); err != nil {
 		tb.Fatalf("write frame: %v", err)
 	}
 }
@@ -85,7 +86,7 @@ func writeFrame(tb testing.TB, c net.Conn, payload []byte) {
 func readFrame(tb testing.TB, c net.Conn) []byte {
 	tb.Helper()
 	c.SetReadDeadline(time.Now().Add(ioTimeout))
-	b, err := ReadFrame(c, 1<<30, nil)
+	b, err := kframe.ReadFrame(c, 1<<30, nil)
 	if err != nil {
 		tb.Fatalf("read frame: %v", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratalog/strata/internal/kframe"
 	"github.com/stratalog/strata/internal/tlstest"
 )
 
@@ -124,7 +125,7 @@ func TestTLSClientAuthRequired(t *testing.T) {
 		if err == nil { // TLS 1.3: the client learns of the refusal on its first read
 			writeFrame(t, c, []byte("x"))
 			c.SetReadDeadline(time.Now().Add(ioTimeout))
-			_, err = ReadFrame(c, 1<<20, nil)
+			_, err = kframe.ReadFrame(c, 1<<20, nil)
 		}
 		if err == nil {
 			t.Fatal("served without an acceptable client certificate")

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/stratalog/strata/internal/kframe"
 )
 
 func TestEchoRoundTrip(t *testing.T) {
@@ -36,7 +38,7 @@ func TestEchoRoundTrip(t *testing.T) {
 	// All at once, pipelined, in one write.
 	var all []byte
 	for _, p := range payloads {
-		all = AppendFrame(all, p)
+		all = kframe.AppendFrame(all, p)
 	}
 	go func() {
 		c.SetWriteDeadline(time.Now().Add(ioTimeout))
@@ -97,7 +99,7 @@ func TestPipelinedOutOfOrder(t *testing.T) {
 	}()
 	var reqs []byte
 	for i := range n {
-		reqs = AppendFrame(reqs, request(uint32(i), i%50))
+		reqs = kframe.AppendFrame(reqs, request(uint32(i), i%50))
 	}
 	go func() {
 		c.SetWriteDeadline(time.Now().Add(ioTimeout))
@@ -132,7 +134,7 @@ func TestSkipAndReplyClose(t *testing.T) {
 	c := dial(t, addr)
 	var reqs []byte
 	for _, p := range []string{"skip", "a", "hold", "close", "never"} {
-		reqs = AppendFrame(reqs, []byte(p))
+		reqs = kframe.AppendFrame(reqs, []byte(p))
 	}
 	c.SetWriteDeadline(time.Now().Add(ioTimeout))
 	if _, err := c.Write(reqs); err != nil {
@@ -301,13 +303,13 @@ func TestManyConnections(t *testing.T) {
 			c.SetDeadline(time.Now().Add(ioTimeout))
 			var reqs []byte
 			for i := range perConn {
-				reqs = AppendFrame(reqs, request(uint32(i), (ci*7+i)%300))
+				reqs = kframe.AppendFrame(reqs, request(uint32(i), (ci*7+i)%300))
 			}
 			werr := make(chan error, 1)
 			go func() { _, err := c.Write(reqs); werr <- err }()
 			var buf []byte
 			for i := range perConn {
-				buf, err = ReadFrame(c, 1<<20, buf)
+				buf, err = kframe.ReadFrame(c, 1<<20, buf)
 				if err != nil {
 					errs <- fmt.Errorf("conn %d response %d: %w", ci, i, err)
 					return
@@ -346,7 +348,7 @@ func TestBackPressure(t *testing.T) {
 	c := dial(t, addr)
 	var reqs []byte
 	for i := range n {
-		reqs = AppendFrame(reqs, request(uint32(i), 10))
+		reqs = kframe.AppendFrame(reqs, request(uint32(i), 10))
 	}
 	c.SetWriteDeadline(time.Now().Add(ioTimeout))
 	if _, err := c.Write(reqs); err != nil {
@@ -518,7 +520,7 @@ func TestInvalidPartsCloseConnection(t *testing.T) {
 		r.Send(frame)
 	}))
 	c := dial(t, addr)
-	c.Write(append(AppendFrame(nil, []byte("good")), AppendFrame(nil, []byte("bad"))...))
+	c.Write(append(kframe.AppendFrame(nil, []byte("good")), kframe.AppendFrame(nil, []byte("bad"))...))
 	if got := readFrame(t, c); string(got) != "good" {
 		t.Fatalf("got %q", got)
 	}
@@ -564,7 +566,7 @@ func TestLargeFrame(t *testing.T) {
 	p := request(1, 1<<24+12345)
 	go func() {
 		c.SetWriteDeadline(time.Now().Add(ioTimeout))
-		c.Write(AppendFrame(nil, p))
+		c.Write(kframe.AppendFrame(nil, p))
 	}()
 	if got := readFrame(t, c); !bytes.Equal(got, p) {
 		t.Fatalf("echo of %d bytes differs (got %d)", len(p), len(got))
@@ -596,7 +598,7 @@ func TestQueuedBytesBound(t *testing.T) {
 	c := dial(t, addr)
 	var reqs []byte
 	for i := range n {
-		reqs = AppendFrame(reqs, request(uint32(i), frameBytes-4))
+		reqs = kframe.AppendFrame(reqs, request(uint32(i), frameBytes-4))
 	}
 
 	// Phase 1: the client writes everything; the server reads four frames

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/stratalog/strata/internal/kframe"
 )
 
 // tempFile writes n pseudo-random bytes to a file in t.TempDir and returns
@@ -81,7 +83,7 @@ func TestSendPartsFileRanges(t *testing.T) {
 		const rounds = 2
 		var reqs []byte
 		for i := range rounds * len(responses) {
-			reqs = AppendFrame(reqs, request(uint32(i), 0))
+			reqs = kframe.AppendFrame(reqs, request(uint32(i), 0))
 		}
 		c.SetWriteDeadline(time.Now().Add(ioTimeout))
 		if _, err := c.Write(reqs); err != nil {
@@ -151,7 +153,7 @@ func TestSendPartsConcurrentFile(t *testing.T) {
 			c.SetDeadline(time.Now().Add(ioTimeout))
 			var reqs []byte
 			for i := range perConn {
-				reqs = AppendFrame(reqs, request(uint32(i*37), 0))
+				reqs = kframe.AppendFrame(reqs, request(uint32(i*37), 0))
 			}
 			if _, err := c.Write(reqs); err != nil {
 				errs <- err.Error()
@@ -160,7 +162,7 @@ func TestSendPartsConcurrentFile(t *testing.T) {
 			var buf []byte
 			for i := range perConn {
 				var err error
-				buf, err = ReadFrame(c, 1<<21, buf)
+				buf, err = kframe.ReadFrame(c, 1<<21, buf)
 				off := int64(i*37) * 4096 % (1 << 20)
 				if err != nil || !bytes.Equal(buf, data[off:]) {
 					errs <- "response differs"

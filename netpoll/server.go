@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/stratalog/strata/internal/kframe"
 )
 
 // Defaults for zero Config fields.
@@ -188,7 +190,7 @@ func (s *Server) QueuedBytes() int64 {
 // MaxFrameBytes (socket.request.max.bytes), or larger than the whole
 // broker-wide budget (it could never be admitted) is refused.
 func (s *Server) checkFrame(size int32) error {
-	if err := checkFrameSize(size, s.cfg.MaxFrameBytes); err != nil {
+	if err := kframe.CheckSize(size, s.cfg.MaxFrameBytes); err != nil {
 		return err
 	}
 	if s.budget != nil && int64(size) > s.budget.limit {

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/stratalog/strata/netpoll"
+	"github.com/stratalog/strata/internal/kframe"
 	"math"
 	"net"
 	"sort"
@@ -263,14 +263,14 @@ func (f *fetcher) roundTrip(req kmsg.Request, resp kmsg.Response, extra time.Dur
 		return fmt.Errorf("writing to broker %d: %w", f.src, err)
 	}
 	maxFrame := int32(min(int64(f.m.cfg.FetchResponseMaxBytes)+maxFrameSlack, math.MaxInt32))
-	body, err := netpoll.ReadFrame(c, maxFrame, f.rbuf[:0])
+	body, err := kframe.ReadFrame(c, maxFrame, f.rbuf[:0])
 	if cap(body) <= 64<<20 {
 		f.rbuf = body[:0] // keep ordinary buffers for reuse; drop huge ones
 	}
 	if err != nil {
 		return fmt.Errorf("reading from broker %d: %w", f.src, err)
 	}
-	rest, gotCorr, err := netpoll.SplitResponseHeader(body, resp.IsFlexible())
+	rest, gotCorr, err := kframe.SplitResponseHeader(body, resp.IsFlexible())
 	if err != nil {
 		return err
 	}

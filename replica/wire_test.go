@@ -2,7 +2,7 @@ package replica
 
 import (
 	"encoding/binary"
-	"github.com/stratalog/strata/netpoll"
+	"github.com/stratalog/strata/internal/kframe"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -21,7 +21,7 @@ func TestParseResponseHeaderRoundTrip(t *testing.T) {
 	body := binary.BigEndian.AppendUint32(nil, 7)
 	body = append(body, 0) // no header tags
 	body = resp.AppendTo(body)
-	rest, corr, err := netpoll.SplitResponseHeader(body, true)
+	rest, corr, err := kframe.SplitResponseHeader(body, true)
 	if err != nil || corr != 7 {
 		t.Fatalf("header: corr %d, %v", corr, err)
 	}
@@ -39,7 +39,7 @@ func FuzzParseResponse(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 7, 2, 1, 200, 3}, true)
 	f.Add([]byte{0, 0, 0, 1}, false)
 	f.Fuzz(func(t *testing.T, b []byte, flexible bool) {
-		rest, _, err := netpoll.SplitResponseHeader(b, flexible)
+		rest, _, err := kframe.SplitResponseHeader(b, flexible)
 		if err != nil {
 			return
 		}

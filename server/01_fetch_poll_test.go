@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/stratalog/strata/engine"
-	"github.com/stratalog/strata/netpoll"
+	"github.com/stratalog/strata/internal/kframe"
 	"github.com/stratalog/strata/record"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -200,7 +200,7 @@ func raceConsumer(c *rawConn, tp *engine.Topic, k, parts, perPart int) error {
 		for p := range req.Topics[0].Partitions {
 			req.Topics[0].Partitions[p].FetchOffset = next[p]
 		}
-		if _, err := c.Write(netpoll.AppendFrame(nil, encodeRequest(req, corr, "race"))); err != nil {
+		if _, err := c.Write(kframe.AppendFrame(nil, encodeRequest(req, corr, "race"))); err != nil {
 			return err
 		}
 		b, err := c.readFrame()

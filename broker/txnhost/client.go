@@ -19,7 +19,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/stratalog/strata/netpoll"
+	"github.com/stratalog/strata/internal/kframe"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -155,13 +155,13 @@ func (b *Client) roundTripOnce(ctx context.Context, addr string, req kmsg.Reques
 		c.Close()
 		return err
 	}
-	body, err := netpoll.ReadFrame(c, maxResponseBytes, nil)
+	body, err := kframe.ReadFrame(c, maxResponseBytes, nil)
 	if err != nil {
 		c.Close()
 		return err
 	}
 	// ApiVersions answers with response header v0 at every version (KIP-511).
-	rest, gotCorr, err := netpoll.SplitResponseHeader(body, resp.IsFlexible() && resp.Key() != apiVersionsKey)
+	rest, gotCorr, err := kframe.SplitResponseHeader(body, resp.IsFlexible() && resp.Key() != apiVersionsKey)
 	if err != nil || gotCorr != corr {
 		c.Close()
 		if err == nil {

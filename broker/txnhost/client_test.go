@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stratalog/strata/netpoll"
+	"github.com/stratalog/strata/internal/kframe"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -22,7 +22,7 @@ func FuzzSplitResponseHeader(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 7, 2, 1, 200, 1}, true)
 	f.Add([]byte{0, 0, 0, 7}, false)
 	f.Fuzz(func(t *testing.T, b []byte, flexible bool) {
-		body, corr, err := netpoll.SplitResponseHeader(b, flexible)
+		body, corr, err := kframe.SplitResponseHeader(b, flexible)
 		if err != nil {
 			return
 		}
@@ -88,7 +88,7 @@ func startFakeBroker(t *testing.T, handle func(key, version int16, body []byte) 
 				defer fb.wg.Done()
 				defer c.Close()
 				for {
-					frame, err := netpoll.ReadFrame(c, 1<<20, nil)
+					frame, err := kframe.ReadFrame(c, 1<<20, nil)
 					if err != nil || len(frame) < 10 {
 						return
 					}

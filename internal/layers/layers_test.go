@@ -89,7 +89,7 @@ func TestSyscallsStayLow(t *testing.T) {
 }
 
 // The lower layers import only what is below them (uring <- segment <-
-// engine <- replica <- server; index, record, partitioner and configkeys
+// engine <- replica <- server; index, record, partitioner, configkeys and kframe
 // are leaves; internal/config, the broker's properties, sits beside them).
 // Packages not listed here are not checked yet.
 func TestLayersImportDownward(t *testing.T) {
@@ -98,9 +98,10 @@ func TestLayersImportDownward(t *testing.T) {
 		"index":               {"internal/vfs"}, // heap-backed indexes on a test file system
 		"record":              {},
 		"partitioner":         {},
-		"netpoll":             {"internal/ratelog"},
+		"netpoll":             {"internal/kframe", "internal/ratelog"},
 		"controller":          {},
 		"internal/vfs":        {},
+		"internal/kframe":     {}, // Kafka's frames, for every reader and writer of them
 		"internal/ratelog":    {},
 		"internal/configkeys": {},
 		"internal/config":     {"internal/configkeys", "internal/sasl", "internal/vfs"}, // not engine or group: cmd/strata fills their settings
@@ -109,10 +110,10 @@ func TestLayersImportDownward(t *testing.T) {
 		"engine":              {"index", "internal/configkeys", "internal/uring", "internal/vfs", "partitioner", "record", "segment"},
 		"batcher":             {"partitioner", "record"},
 		"txn":                 {"internal/vfs", "record"},
-		"replica":             {"engine", "netpoll", "record"},
-		"metrics":             {},                                                                                // Prometheus and Kafka's names only; server calls its hooks
-		"broker/coordhost":    {},                                                                                // the coordinators' host sees the cluster through its own interfaces
-		"broker/txnhost":      {"broker/coordhost", "controller", "engine", "group", "netpoll", "record", "txn"}, // not server: the broker through its own interfaces
+		"replica":             {"engine", "internal/kframe", "record"},
+		"metrics":             {},                                                                                        // Prometheus and Kafka's names only; server calls its hooks
+		"broker/coordhost":    {},                                                                                        // the coordinators' host sees the cluster through its own interfaces
+		"broker/txnhost":      {"broker/coordhost", "controller", "engine", "group", "internal/kframe", "record", "txn"}, // not server: the broker through its own interfaces
 	}
 	for _, f := range moduleFiles(t) {
 		allowed, checked := may[f.dir]

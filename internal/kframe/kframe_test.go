@@ -1,10 +1,11 @@
-package netpoll
+package kframe
 
 import (
 	"bytes"
 	"encoding/binary"
 	"errors"
 	"io"
+	"runtime"
 	"testing"
 	"testing/iotest"
 )
@@ -32,9 +33,9 @@ func plainReadFrame(data []byte, maxBytes int32) (frame []byte, consumed int, er
 	size := int64(int32(binary.BigEndian.Uint32(data)))
 	switch {
 	case size < 0:
-		return nil, 4, ErrNegativeFrameSize
+		return nil, 4, ErrNegativeSize
 	case size > int64(maxBytes):
-		return nil, 4, ErrFrameTooLarge
+		return nil, 4, ErrTooLarge
 	case int64(len(data)-4) < size:
 		return nil, len(data), io.ErrUnexpectedEOF
 	}
@@ -91,11 +92,11 @@ func FuzzReadFrame(f *testing.F) {
 
 func TestReadFrameErrors(t *testing.T) {
 	_, err := ReadFrame(bytes.NewReader([]byte{0, 0, 1, 0}), 255, nil)
-	if !errors.Is(err, ErrFrameTooLarge) {
+	if !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("oversize: %v", err)
 	}
 	_, err = ReadFrame(bytes.NewReader([]byte{0xff, 0xff, 0xff, 0xfe}), 255, nil)
-	if !errors.Is(err, ErrNegativeFrameSize) {
+	if !errors.Is(err, ErrNegativeSize) {
 		t.Fatalf("negative: %v", err)
 	}
 	_, err = ReadFrame(bytes.NewReader(nil), 255, nil)
@@ -126,5 +127,63 @@ func TestReadFrameReusesBuffer(t *testing.T) {
 	})
 	if allocs != 0 || string(buf) != "two!" {
 		t.Fatalf("%v allocations, last frame %q", allocs, buf)
+	}
+}
+
+// TestReadFrameLargeGrows: a payload larger than buf and than the growth
+// start is built up as it arrives; a peer that announces a large frame and
+// sends little of it gets io.ErrUnexpectedEOF, and the read never allocated
+// the announced size at once.
+func TestReadFrameLargeGrows(t *testing.T) {
+	p := make([]byte, 3*growStartBytes+5)
+	for i := range p {
+		p[i] = byte(i * 7)
+	}
+	got, err := ReadFrame(bytes.NewReader(AppendFrame(nil, p)), int32(len(p)), make([]byte, 0, 16))
+	if err != nil || !bytes.Equal(got, p) || cap(got) != len(p) {
+		t.Fatalf("large frame: len %d cap %d, %v", len(got), cap(got), err)
+	}
+
+	const announced = 64 << 20
+	short := binary.BigEndian.AppendUint32(nil, announced)
+	short = append(short, p[:growStartBytes+1]...)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err = ReadFrame(bytes.NewReader(short), announced, nil)
+	runtime.ReadMemStats(&after)
+	if err != io.ErrUnexpectedEOF {
+		t.Fatalf("short large frame: %v", err)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew >= announced/2 {
+		t.Fatalf("allocated %d bytes for %d received of %d announced", grew, len(short)-4, announced)
+	}
+}
+
+// TestReadPayloadRefusesNegative: ReadPayload's callers check the size, but
+// a negative one is refused rather than sliced.
+func TestReadPayloadRefusesNegative(t *testing.T) {
+	if _, err := ReadPayload(bytes.NewReader(nil), nil, -1); !errors.Is(err, ErrNegativeSize) {
+		t.Fatalf("negative: %v", err)
+	}
+}
+
+// TestCheckSize: the size judgement at its edges, and Size's sign.
+func TestCheckSize(t *testing.T) {
+	for _, c := range []struct {
+		hdr  [HeaderBytes]byte
+		max  int32
+		want error
+	}{
+		{[4]byte{0, 0, 0, 0}, 0, nil},
+		{[4]byte{0, 0, 1, 0}, 256, nil},
+		{[4]byte{0, 0, 1, 1}, 256, ErrTooLarge},
+		{[4]byte{0x7f, 0xff, 0xff, 0xff}, 1<<31 - 1, nil},
+		{[4]byte{0x80, 0, 0, 0}, 1<<31 - 1, ErrNegativeSize},
+		{[4]byte{0xff, 0xff, 0xff, 0xff}, 100, ErrNegativeSize},
+		{[4]byte{0, 0, 0, 1}, -1, ErrTooLarge},
+	} {
+		if got := CheckSize(Size(c.hdr), c.max); got != c.want {
+			t.Errorf("%x max %d: %v, want %v", c.hdr, c.max, got, c.want)
+		}
 	}
 }

@@ -1,4 +1,4 @@
-package netpoll
+package kframe
 
 import (
 	"encoding/binary"
@@ -7,7 +7,7 @@ import (
 
 // ErrResponseHeader is returned by SplitResponseHeader for a response body
 // too short for its header or with malformed tagged fields.
-var ErrResponseHeader = errors.New("netpoll: malformed response header")
+var ErrResponseHeader = errors.New("kframe: malformed response header")
 
 // SplitResponseHeader splits a Kafka response frame's payload (ReadFrame)
 // into its correlation id and the message after the header, skipping the
