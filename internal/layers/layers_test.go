@@ -105,7 +105,7 @@ func TestLayersImportDownward(t *testing.T) {
 		"internal/ratelog":    {},
 		"internal/configkeys": {},
 		"internal/config":     {"internal/configkeys", "internal/sasl", "internal/vfs"}, // not engine or group: cmd/strata fills their settings
-		"internal/sasl":       {},
+		"internal/sasl":       {"internal/kframe"},                                      // the inter-broker client's frames
 		"segment":             {"internal/uring", "internal/vfs", "record"},
 		"engine":              {"index", "internal/configkeys", "internal/uring", "internal/vfs", "partitioner", "record", "segment"},
 		"batcher":             {"partitioner", "record"},

@@ -4,11 +4,11 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"io"
 	"net"
 	"strconv"
 	"time"
 
+	"github.com/stratalog/strata/internal/kframe"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	kgosasl "github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
@@ -123,20 +123,16 @@ func roundTrip(conn net.Conn, corr int32, req kmsg.Request, resp kmsg.Response) 
 	if _, err := conn.Write(buf); err != nil {
 		return err
 	}
-	var hdr [4]byte
-	if _, err := io.ReadFull(conn, hdr[:]); err != nil {
+	frame, err := kframe.ReadFrame(conn, MaxTokenBytes, nil)
+	if err != nil {
 		return errors.New("sasl: reading the " + kmsg.NameForKey(req.Key()) + " response: " + err.Error())
 	}
-	n := binary.BigEndian.Uint32(hdr[:])
-	if n < 4 || n > MaxTokenBytes {
-		return errors.New("sasl: bad " + kmsg.NameForKey(req.Key()) + " response size")
+	body, got, err := kframe.SplitResponseHeader(frame, false)
+	if err != nil {
+		return errors.New("sasl: bad " + kmsg.NameForKey(req.Key()) + " response: " + err.Error())
 	}
-	body := make([]byte, n)
-	if _, err := io.ReadFull(conn, body); err != nil {
-		return err
-	}
-	if int32(binary.BigEndian.Uint32(body)) != corr {
+	if got != corr {
 		return errors.New("sasl: response correlation id mismatch")
 	}
-	return resp.ReadFrom(body[4:])
+	return resp.ReadFrom(body)
 }
