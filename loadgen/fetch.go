@@ -2,7 +2,6 @@ package loadgen
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"github.com/stratalog/strata/internal/kframe"
@@ -222,12 +221,16 @@ func (f *fetcher) fetch() (*kmsg.FetchResponse, error) {
 	if f.in, err = kframe.ReadFrame(f.conn, maxFetchResponseBytes, f.in); err != nil {
 		return nil, fmt.Errorf("reading a fetch response from %s: %w", f.addr, err)
 	}
-	if got := int32(binary.BigEndian.Uint32(f.in)); got != f.corr {
+	body, got, err := kframe.SplitResponseHeader(f.in, false) // v11: response header v0
+	if err != nil {
+		return nil, fmt.Errorf("fetch response from %s: %w", f.addr, err)
+	}
+	if got != f.corr {
 		return nil, fmt.Errorf("fetch response from %s: correlation id %d, want %d", f.addr, got, f.corr)
 	}
 	resp := kmsg.NewPtrFetchResponse()
 	resp.Version = nativeFetchVersion
-	if err := resp.UnsafeReadFrom(f.in[4:]); err != nil {
+	if err := resp.UnsafeReadFrom(body); err != nil {
 		return nil, fmt.Errorf("fetch response from %s: %w", f.addr, err)
 	}
 	switch err := errorForCode(resp.ErrorCode); {

@@ -145,46 +145,18 @@ func (r *produceReq) appendFrame(version int16, corrID int32, acks int16, topic 
 // parseProduceResponse checks a response frame (the bytes after its size)
 // against the correlation id and decodes the body into resp.
 func parseProduceResponse(frame []byte, version int16, corrID int32, resp *kmsg.ProduceResponse) error {
-	if len(frame) < 4 {
-		return errors.New("loadgen: produce response shorter than its header")
+	body, got, err := kframe.SplitResponseHeader(frame, version >= produceFlexible)
+	if err != nil {
+		return fmt.Errorf("loadgen: produce response: %w", err)
 	}
-	if got := int32(binary.BigEndian.Uint32(frame)); got != corrID {
+	if got != corrID {
 		return fmt.Errorf("loadgen: produce response for correlation id %d, expected %d", got, corrID)
-	}
-	body := frame[4:]
-	if version >= produceFlexible {
-		var err error
-		if body, err = skipTags(body); err != nil {
-			return err
-		}
 	}
 	*resp = kmsg.ProduceResponse{Version: version}
 	if err := resp.ReadFrom(body); err != nil {
 		return fmt.Errorf("loadgen: decoding produce response: %w", err)
 	}
 	return nil
-}
-
-// skipTags skips a tagged-fields section: uvarint count, then count ×
-// (uvarint tag, uvarint size, size bytes).
-func skipTags(b []byte) ([]byte, error) {
-	n, k := binary.Uvarint(b)
-	if k <= 0 || n > uint64(len(b)) {
-		return nil, errors.New("loadgen: malformed tagged fields")
-	}
-	b = b[k:]
-	for range n {
-		if _, k = binary.Uvarint(b); k <= 0 {
-			return nil, errors.New("loadgen: malformed tag")
-		}
-		b = b[k:]
-		size, k := binary.Uvarint(b)
-		if k <= 0 || size > uint64(len(b)-k) {
-			return nil, errors.New("loadgen: malformed tag size")
-		}
-		b = b[k+int(size):]
-	}
-	return b, nil
 }
 
 // partitionErrors returns, for each batch of req in order, the error the

@@ -395,3 +395,25 @@ func TestNativeConnFailsInflightWhenBrokerDies(t *testing.T) {
 		t.Fatalf("failed %d after sending on a dead connection, want 9", st.failed.Load())
 	}
 }
+
+// skipTags skips a request header's tagged-fields section: uvarint count,
+// then count × (uvarint tag, uvarint size, size bytes).
+func skipTags(b []byte) ([]byte, error) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)) {
+		return nil, errors.New("loadgen: malformed tagged fields")
+	}
+	b = b[k:]
+	for range n {
+		if _, k = binary.Uvarint(b); k <= 0 {
+			return nil, errors.New("loadgen: malformed tag")
+		}
+		b = b[k:]
+		size, k := binary.Uvarint(b)
+		if k <= 0 || size > uint64(len(b)-k) {
+			return nil, errors.New("loadgen: malformed tag size")
+		}
+		b = b[k+int(size):]
+	}
+	return b, nil
+}
