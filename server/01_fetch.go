@@ -295,6 +295,11 @@ func (f *fetchState) readPartition(topic *engine.Topic, rp *kmsg.FetchRequestTop
 	}
 	if err != nil {
 		rr.Release()
+		if errors.Is(err, engine.ErrOffsetOutOfRange) {
+			if code, ok := f.readRemote(l, rp, fp, limit, first); ok { // remote.go: tiered storage
+				return code
+			}
+		}
 		code := errCode(err)
 		if code == kerr.OffsetOutOfRange.Code {
 			// Tell the consumer where the log is, so it can reset.

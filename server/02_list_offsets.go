@@ -9,8 +9,9 @@ package server
 //	                     offset, engine/txn.go)
 //	-2 earliest          the log start offset
 //	-3 max timestamp     the record with the largest timestamp (KIP-734)
-//	-4 earliest local    the log start offset (no tiered storage) (KIP-405)
-//	-5 latest tiered     offset -1: nothing is tiered (KIP-1005)
+//	-4 earliest local    the local log start offset (KIP-405)
+//	-5 latest tiered     the last offset copied to remote storage, -1 when
+//	                     none or remote storage is off (KIP-1005; remote.go)
 //	-6 earliest pending  offset -1: nothing to upload (KIP-1023)
 //	   upload
 //	>= 0 (or other)      the first offset whose timestamp >= Timestamp
@@ -82,6 +83,7 @@ func handleListOffsets(s *Server, rc *reqCtx) {
 				}
 			}
 			listOffsetsPartition(l, rp, req.IsolationLevel, sp)
+			s.remoteListOffsets(l, rp, sp) // remote.go: tiered storage
 		}
 	}
 	rc.respond(resp)

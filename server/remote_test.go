@@ -1,0 +1,153 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stratalog/strata/engine"
+	"github.com/stratalog/strata/internal/vfs"
+	"github.com/stratalog/strata/remote/objstore"
+	"github.com/stratalog/strata/remote/rlm"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// A tiered topic: rolled segments are copied to a local-directory object
+// store, local retention deletes them, and a kgo consumer from the
+// beginning still reads every record through the broker, the first ones
+// from the object store; ListOffsets answers earliest, earliest-local
+// and latest-tiered.
+func TestTieredFetchThroughBroker(t *testing.T) {
+	dir := t.TempDir()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	eng, err := engine.Open(engine.Options{Dir: filepath.Join(dir, "data"), Log: engine.DefaultLogConfig(), Logger: logger,
+		RetentionCheckInterval: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	store, err := objstore.OpenLocal(vfs.OS, filepath.Join(dir, "store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := rlm.Open(rlm.Options{Engine: eng, Store: store, Dir: filepath.Join(dir, "meta"), Interval: -1, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	s := New(Config{ClusterID: "strata-tiered-test", NumPartitions: 1, Logger: logger}, eng)
+	s.SetRemoteLog(m)
+	defer s.SetRemoteLog(nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ln) }()
+	defer func() { s.Close(); <-done }()
+	addr := ln.Addr().String()
+
+	const topic, n = "tiered", 400
+	tp, err := eng.CreateTopic(topic, 1, map[string]string{
+		"segment.bytes": "4096", "remote.storage.enable": "true", "local.retention.bytes": "0",
+		"retention.ms": "-1", "file.delete.delay.ms": "0",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := tp.Partition(0)
+	prod, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	for i := 0; i < n; i += 10 {
+		var recs []*kgo.Record
+		for j := i; j < i+10; j++ {
+			recs = append(recs, &kgo.Record{Value: fmt.Appendf(nil, "record-%04d-%0100d", j, j)})
+		}
+		if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	copied := m.CopiedEnd(l.TopicID(), topic, 0)
+	if copied < n/4 {
+		t.Fatalf("copied end %d of %d records", copied, n)
+	}
+	for l.LogStartOffset() < copied {
+		if ctx.Err() != nil {
+			t.Fatalf("local log start %d, copied end %d", l.LogStartOffset(), copied)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	// ListOffsets: earliest is remote, earliest local is the local start,
+	// latest tiered the last copied offset.
+	adm := kadm.NewClient(prod)
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := starts.Lookup(topic, 0); o.Err != nil || o.Offset != 0 {
+		t.Fatalf("earliest %+v", o)
+	}
+	for _, tc := range []struct {
+		ts   int64
+		want int64
+	}{{-4, l.LogStartOffset()}, {-5, copied - 1}} {
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.ReplicaID = -1
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Timestamp = tc.ts
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, prod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := resp.Topics[0].Partitions[0]
+		if p.ErrorCode != 0 || p.Offset != tc.want {
+			t.Fatalf("ListOffsets %d: %+v, want offset %d", tc.ts, p, tc.want)
+		}
+	}
+
+	// A consumer from the beginning reads every record in order.
+	cons, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxBytes(8192), kgo.FetchMaxPartitionBytes(8192))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	next := 0
+	for next < n {
+		fs := cons.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("read %d of %d records: %v", next, n, err)
+		}
+		fs.EachError(func(_ string, _ int32, err error) { t.Fatalf("fetch: %v", err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			want := fmt.Sprintf("record-%04d-%0100d", next, next)
+			if r.Offset != int64(next) || string(r.Value) != want {
+				t.Fatalf("offset %d: got offset %d %q", next, r.Offset, r.Value[:12])
+			}
+			next++
+		})
+	}
+	if st := m.Stats(); st.FetchedBytes == 0 {
+		t.Fatalf("nothing read from the object store: %+v", st)
+	}
+}
