@@ -50,6 +50,8 @@ func handleIncrementalAlterConfigs(s *Server, rc *reqCtx) {
 					names[i] = rr.Configs[i].Name
 				}
 				err = s.alterBrokerConfigs(rr.ResourceName, names)
+			case rr.ResourceType == kmsg.ConfigResourceTypeGroupConfig:
+				err = s.alterGroupConfigs(rr.ResourceName, rr.Configs, req.ValidateOnly) // share.go
 			default:
 				err = newAPIError(kerr.InvalidRequest, "unsupported resource type %v", rr.ResourceType)
 			}

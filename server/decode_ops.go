@@ -951,4 +951,115 @@ var decodeOps = map[int16][]dop{
 			{k: dTags},
 		}},
 	},
+	76: { // ShareGroupHeartbeatRequest
+		{k: dString},
+		{k: dString},
+		{k: dFixed, n: 4},
+		{k: dNullString},
+		{k: dArray, n: sizeOf[string](), body: []dop{
+			{k: dString},
+		}},
+		{k: dIf, min: 0, max: -1, flex: 1, body: []dop{
+			{k: dTags},
+		}},
+	},
+	77: { // ShareGroupDescribeRequest
+		{k: dArray, n: sizeOf[string](), body: []dop{
+			{k: dString},
+		}},
+		{k: dFixed, n: 1},
+		{k: dIf, min: 0, max: -1, flex: 1, body: []dop{
+			{k: dTags},
+		}},
+	},
+	78: { // ShareFetchRequest
+		{k: dNullString},
+		{k: dNullString},
+		{k: dFixed, n: 4},
+		{k: dFixed, n: 4},
+		{k: dFixed, n: 4},
+		{k: dFixed, n: 4},
+		{k: dIf, min: 1, max: -1, body: []dop{
+			{k: dFixed, n: 4},
+		}},
+		{k: dIf, min: 1, max: -1, body: []dop{
+			{k: dFixed, n: 4},
+		}},
+		{k: dIf, min: 2, max: -1, body: []dop{
+			{k: dFixed, n: 1},
+		}},
+		{k: dIf, min: 2, max: -1, body: []dop{
+			{k: dFixed, n: 1},
+		}},
+		{k: dArray, n: sizeOf[kmsg.ShareFetchRequestTopic](), body: []dop{
+			{k: dFixed, n: 16},
+			{k: dArray, n: sizeOf[kmsg.ShareFetchRequestTopicPartition](), body: []dop{
+				{k: dFixed, n: 4},
+				{k: dIf, min: 0, max: 0, body: []dop{
+					{k: dFixed, n: 4},
+				}},
+				{k: dArray, n: sizeOf[kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch](), body: []dop{
+					{k: dFixed, n: 8},
+					{k: dFixed, n: 8},
+					{k: dArray, n: sizeOf[int8](), body: []dop{
+						{k: dFixed, n: 1},
+					}},
+					{k: dIf, min: 0, max: -1, flex: 1, body: []dop{
+						{k: dTags},
+					}},
+				}},
+				{k: dIf, min: 0, max: -1, flex: 1, body: []dop{
+					{k: dTags},
+				}},
+			}},
+			{k: dIf, min: 0, max: -1, flex: 1, body: []dop{
+				{k: dTags},
+			}},
+		}},
+		{k: dArray, n: sizeOf[kmsg.ShareFetchRequestForgottenTopicsData](), body: []dop{
+			{k: dFixed, n: 16},
+			{k: dArray, n: sizeOf[int32](), body: []dop{
+				{k: dFixed, n: 4},
+			}},
+			{k: dIf, min: 0, max: -1, flex: 1, body: []dop{
+				{k: dTags},
+			}},
+		}},
+		{k: dIf, min: 0, max: -1, flex: 1, body: []dop{
+			{k: dTags},
+		}},
+	},
+	79: { // ShareAcknowledgeRequest
+		{k: dNullString},
+		{k: dNullString},
+		{k: dFixed, n: 4},
+		{k: dIf, min: 2, max: -1, body: []dop{
+			{k: dFixed, n: 1},
+		}},
+		{k: dArray, n: sizeOf[kmsg.ShareAcknowledgeRequestTopic](), body: []dop{
+			{k: dFixed, n: 16},
+			{k: dArray, n: sizeOf[kmsg.ShareAcknowledgeRequestTopicPartition](), body: []dop{
+				{k: dFixed, n: 4},
+				{k: dArray, n: sizeOf[kmsg.ShareAcknowledgeRequestTopicPartitionAcknowledgementBatch](), body: []dop{
+					{k: dFixed, n: 8},
+					{k: dFixed, n: 8},
+					{k: dArray, n: sizeOf[int8](), body: []dop{
+						{k: dFixed, n: 1},
+					}},
+					{k: dIf, min: 0, max: -1, flex: 1, body: []dop{
+						{k: dTags},
+					}},
+				}},
+				{k: dIf, min: 0, max: -1, flex: 1, body: []dop{
+					{k: dTags},
+				}},
+			}},
+			{k: dIf, min: 0, max: -1, flex: 1, body: []dop{
+				{k: dTags},
+			}},
+		}},
+		{k: dIf, min: 0, max: -1, flex: 1, body: []dop{
+			{k: dTags},
+		}},
+	},
 }

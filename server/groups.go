@@ -48,6 +48,9 @@ type GroupsConfig struct {
 	// ManualLoad leaves every __consumer_offsets partition unloaded at
 	// start; the cluster layer loads those this broker leads.
 	ManualLoad bool
+	// Share configures share groups (KIP-932, share.go), which the group
+	// coordinator hosts as in Kafka.
+	Share ShareConfig
 }
 
 // groupsState is the Server's part for the consumer-group coordinator (issue 6).
@@ -56,6 +59,7 @@ type groupsState struct {
 	err   error              // why the coordinator is unavailable, if it is
 	olog  *offsetsLog
 	host  *coordhost.Host // with coord: follows leadership in cluster mode, proposes the topic
+	share shareState      // share groups (share.go)
 }
 
 // offsetsTopicReplication is Kafka's offsets.topic.replication.factor: a
@@ -77,6 +81,7 @@ func (s *Server) Groups() *group.Coordinator { return s.groups.coord }
 // partition of an existing __consumer_offsets synchronously (unless
 // ManualLoad), so the broker answers for its groups as soon as it serves.
 func (s *Server) initGroups() {
+	defer s.initShare() // share.go
 	if s.eng == nil {
 		s.groups.err = errors.New("no engine")
 		return
@@ -124,6 +129,7 @@ func (s *Server) initGroups() {
 
 // closeGroups is called by Close after connections are closed.
 func (s *Server) closeGroups() {
+	s.closeShare() // share.go
 	if s.groups.host != nil {
 		s.groups.host.Close()
 	}

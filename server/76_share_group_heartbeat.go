@@ -1,0 +1,69 @@
+package server
+
+// ShareGroupHeartbeat (API key 76), v1 (Kafka 4.1 and 4.2; v0 was
+// KIP-932's early access): share-group membership (share.Groups: member
+// ids are the client's, epoch 0 joins with SubscribedTopicNames, -1
+// leaves, a stale epoch is FENCED_MEMBER_EPOCH, sessions time out after
+// group.share.session.timeout.ms) and the assignment of the subscribed
+// topics' partitions by KIP-932's simple assignor (a partition may be given
+// to several members). A member that leaves has its acquired records
+// released at once; one that times out, at the share tick. Assignments
+// travel by topic id.
+
+import (
+	"slices"
+
+	"github.com/stratalog/strata/share"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { register(76, 1, 1, handleShareGroupHeartbeat) }
+
+func handleShareGroupHeartbeat(s *Server, rc *reqCtx) {
+	req := rc.req.(*kmsg.ShareGroupHeartbeatRequest)
+	resp := req.ResponseKind().(*kmsg.ShareGroupHeartbeatResponse)
+	if code, msg := s.shareErr(); code != 0 {
+		resp.ErrorCode, resp.ErrorMessage = code, kmsg.StringPtr(msg)
+		rc.respond(resp)
+		return
+	}
+	st := &s.groups.share
+	nowMs := s.now().UnixMilli()
+	st.mu.Lock()
+	r := st.groups.Heartbeat(nowMs, share.HeartbeatRequest{
+		Group: req.GroupID, MemberID: req.MemberID, MemberEpoch: req.MemberEpoch,
+		RackID: req.RackID, Topics: req.SubscribedTopicNames,
+		ClientID: rc.client, ClientHost: clientHost(rc),
+	}, engineCatalog{s.eng})
+	if r.Left != nil {
+		s.closeSession(nowMs, share.SessionKey{Group: r.Left.Group, Member: r.Left.Member})
+		s.releaseMember(nowMs, r.Left.Group, r.Left.Member)
+	}
+	st.mu.Unlock()
+	if r.Err != 0 {
+		resp.ErrorCode = r.Err
+		if r.Msg != "" {
+			resp.ErrorMessage = kmsg.StringPtr(r.Msg)
+		}
+		rc.respond(resp)
+		return
+	}
+	resp.MemberID = kmsg.StringPtr(req.MemberID)
+	resp.MemberEpoch = r.MemberEpoch
+	resp.HeartbeatIntervalMillis = r.IntervalMs
+	if r.HasAssignment {
+		a := kmsg.NewShareGroupHeartbeatResponseAssignment()
+		a.TopicPartitions = []kmsg.ShareGroupHeartbeatResponseAssignmentTopicPartition{}
+		for _, name := range slices.Sorted(mapsKeys(r.Assignment)) {
+			topic := s.eng.Topic(name)
+			if topic == nil || topic.Deleted() {
+				continue
+			}
+			tp := kmsg.NewShareGroupHeartbeatResponseAssignmentTopicPartition()
+			tp.TopicID, tp.Partitions = topic.ID(), r.Assignment[name]
+			a.TopicPartitions = append(a.TopicPartitions, tp)
+		}
+		resp.Assignment = &a
+	}
+	rc.respond(resp)
+}

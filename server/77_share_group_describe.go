@@ -1,0 +1,73 @@
+package server
+
+// ShareGroupDescribe (API key 77), v1: the share groups' members, epochs
+// and assignments (share.Groups). An unknown group is GROUP_ID_NOT_FOUND;
+// the state is "Empty" without members, else "Stable" (share groups need
+// no rebalance: a member's new assignment takes effect at once).
+// Authorized operations are not computed (the default, INT32_MIN).
+
+import (
+	"iter"
+	"maps"
+	"slices"
+
+	"github.com/stratalog/strata/share"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { register(77, 1, 1, handleShareGroupDescribe) }
+
+func mapsKeys[V any](m map[string]V) iter.Seq[string] { return maps.Keys(m) }
+
+func handleShareGroupDescribe(s *Server, rc *reqCtx) {
+	req := rc.req.(*kmsg.ShareGroupDescribeRequest)
+	resp := req.ResponseKind().(*kmsg.ShareGroupDescribeResponse)
+	code, msg := s.shareErr()
+	st := &s.groups.share
+	if code == 0 {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+	}
+	for _, id := range req.GroupIDs {
+		g := kmsg.NewShareGroupDescribeResponseGroup()
+		g.GroupID = id
+		var sg *share.Group
+		if code == 0 {
+			sg = st.groups.Group(id)
+		}
+		switch {
+		case code != 0:
+			g.ErrorCode, g.ErrorMessage = code, kmsg.StringPtr(msg)
+		case id == "":
+			g.ErrorCode = kerr.InvalidGroupID.Code
+		case sg == nil:
+			g.ErrorCode, g.ErrorMessage = kerr.GroupIDNotFound.Code, kmsg.StringPtr("Group "+id+" not found.")
+		default:
+			g.GroupState = sg.State()
+			g.GroupEpoch, g.AssignmentEpoch = sg.Epoch, sg.AssignmentEpoch
+			g.Assignor = share.AssignorSimple
+			for _, mid := range slices.Sorted(mapsKeys(sg.Members)) {
+				m := sg.Members[mid]
+				gm := kmsg.NewShareGroupDescribeResponseGroupMember()
+				gm.MemberID, gm.MemberEpoch = m.ID, m.Epoch
+				gm.ClientID, gm.ClientHost = m.ClientID, m.ClientHost
+				if m.RackID != "" {
+					gm.RackID = kmsg.StringPtr(m.RackID)
+				}
+				gm.SubscribedTopicNames = slices.Clone(m.Topics)
+				for _, name := range slices.Sorted(mapsKeys(m.Assignment)) {
+					tp := kmsg.NewShareGroupDescribeResponseGroupMemberAssignmentTopicPartition()
+					tp.Topic, tp.Partitions = name, slices.Clone(m.Assignment[name])
+					if t := s.eng.Topic(name); t != nil {
+						tp.TopicID = t.ID()
+					}
+					gm.Assignment.TopicPartitions = append(gm.Assignment.TopicPartitions, tp)
+				}
+				g.Members = append(g.Members, gm)
+			}
+		}
+		resp.Groups = append(resp.Groups, g)
+	}
+	rc.respond(resp)
+}

@@ -1,0 +1,91 @@
+package server
+
+// ShareAcknowledge (API key 79), v1..v2: a member's acknowledgements of
+// records it acquired with ShareFetch, per partition all or nothing
+// (INVALID_RECORD_STATE with Kafka's message when an offset is not
+// acquired by the member), answered once the new state is durable. The
+// request uses the member's share session (78_share_fetch.go): epoch 0 is
+// INVALID_SHARE_SESSION_EPOCH (a session is opened by ShareFetch), -1
+// closes the session after the acknowledgements and releases the records
+// the member still holds; any other epoch must be the session's next.
+// RENEW (v2, KIP-1222) extends the locks.
+
+import (
+	"github.com/stratalog/strata/share"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { register(79, 1, 2, handleShareAcknowledge) }
+
+func handleShareAcknowledge(s *Server, rc *reqCtx) {
+	req := rc.req.(*kmsg.ShareAcknowledgeRequest)
+	resp := req.ResponseKind().(*kmsg.ShareAcknowledgeResponse)
+	fail := func(code int16, msg string) {
+		resp.ErrorCode = code
+		if msg != "" {
+			resp.ErrorMessage = kmsg.StringPtr(msg)
+		}
+		rc.respond(resp)
+	}
+	if code, msg := s.shareErr(); code != 0 {
+		fail(code, msg)
+		return
+	}
+	if req.GroupID == nil || *req.GroupID == "" || req.MemberID == nil || *req.MemberID == "" {
+		fail(kerr.InvalidRequest.Code, "the group id and member id are required")
+		return
+	}
+	if req.ShareSessionEpoch == share.SessionInitialEpoch {
+		fail(kerr.InvalidShareSessionEpoch.Code, "a share session is opened by ShareFetch")
+		return
+	}
+	key := share.SessionKey{Group: *req.GroupID, Member: *req.MemberID}
+	st := &s.groups.share
+	nowMs := s.now().UnixMilli()
+	st.mu.Lock()
+	resp.AcquisitionLockTimeoutMillis = s.lockDurationMs(key.Group)
+	_, _, code := st.sessions.Use(key, req.ShareSessionEpoch, rc.conn.ID())
+	if code != 0 {
+		st.mu.Unlock()
+		fail(code, "")
+		return
+	}
+	var d durable
+	for _, t := range req.Topics {
+		rt := kmsg.NewShareAcknowledgeResponseTopic()
+		rt.TopicID = t.TopicID
+		topic := s.eng.TopicByID(t.TopicID)
+		if topic != nil && topic.Deleted() {
+			topic = nil
+		}
+		for _, rp := range t.Partitions {
+			p := kmsg.NewShareAcknowledgeResponseTopicPartition()
+			p.Partition = rp.Partition
+			p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = s.cfg.NodeID, 0
+			if topic == nil {
+				p.ErrorCode = kerr.UnknownTopicID.Code
+			} else {
+				batches := make([]share.AckBatch, len(rp.AcknowledgementBatches))
+				for i, b := range rp.AcknowledgementBatches {
+					batches[i] = ackBatch(b.FirstOffset, b.LastOffset, b.AcknowledgeTypes)
+				}
+				if code, msg := s.shareAck(nowMs, key, topic, rp.Partition, batches, &d); code != 0 {
+					p.ErrorCode, p.ErrorMessage = code, kmsg.StringPtr(msg)
+				}
+			}
+			rt.Partitions = append(rt.Partitions, p)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	if req.ShareSessionEpoch == share.SessionFinalEpoch {
+		s.closeSession(nowMs, key)
+	}
+	st.mu.Unlock()
+	s.waitDurable(d, func(err error) {
+		if err != nil {
+			resp.ErrorCode, resp.ErrorMessage = kerr.KafkaStorageError.Code, kmsg.StringPtr(err.Error())
+		}
+		rc.respond(resp)
+	})
+}

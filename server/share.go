@@ -1,0 +1,589 @@
+package server
+
+// Share groups (KIP-932, issue 24): the Server's shell around package
+// share's pure cores. One shareState holds, under one mutex, the share-group
+// coordinator (share.Groups: membership, epochs, assignment), the
+// share-session cache (share.Sessions) and the share-partitions
+// (share.Partition, one per group and topic-partition, created on the first
+// ShareFetch or acknowledgement that names it), plus the group configs set
+// with IncrementalAlterConfigs on GROUP resources. Handlers: 76 (heartbeat),
+// 77 (describe), 78 (ShareFetch), 79 (ShareAcknowledge).
+//
+// Durability: every change of a share-partition's persistent state (SPSO,
+// delivery states and counts; ACQUIRED is written as AVAILABLE with one
+// delivery less, as KIP-932 specifies) is appended as the partition's whole
+// snapshot to the compacted internal topic __share_group_state (created on
+// first use; share.coordinator.state.topic.num.partitions partitions, key =
+// group, topic id and partition), and the request that caused it is
+// answered only once the record is durable. A group's configs are records
+// of the same topic. On start the topic is read back and share-partitions
+// are restored from their last snapshot when first used, so a restart does
+// not redeliver accepted records. The records are Strata's encoding (a
+// versioned key and a JSON snapshot), not Kafka's ShareSnapshot schema.
+//
+// Time: a periodic callback of a coordhost.Host (the share host: no
+// leader loop, only Every) expires acquisition locks (Partition.Tick),
+// member sessions (Groups.Expire: their records are released), share
+// sessions whose connection closed (released as well), and retries the
+// ShareFetches waiting for records (long polls: no goroutine each).
+//
+// Limits: a single broker only. In cluster mode the share APIs answer
+// UNSUPPORTED_VERSION: the state is not owned by partition leaders nor
+// replicated with a share coordinator yet. share.isolation.level is
+// read_uncommitted only. No dead-letter topics, no share-group offset
+// admin APIs (DescribeShareGroupOffsets & co.) yet.
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/stratalog/strata/broker/coordhost"
+	"github.com/stratalog/strata/broker/txnhost"
+	"github.com/stratalog/strata/engine"
+	"github.com/stratalog/strata/record"
+	"github.com/stratalog/strata/share"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// ShareStateTopic is KIP-932's share-group state topic.
+const ShareStateTopic = "__share_group_state"
+
+// DefaultShareStatePartitions is share.coordinator.state.topic.num.partitions.
+const DefaultShareStatePartitions = 50
+
+// DefaultShareTick is how often locks, sessions and waiting fetches are
+// looked at.
+const DefaultShareTick = 100 * time.Millisecond
+
+// Share-group configs (GROUP resources of IncrementalAlterConfigs).
+const (
+	cfgShareAutoOffsetReset = "share.auto.offset.reset"
+	cfgShareLockDuration    = "share.record.lock.duration.ms"
+	cfgShareIsolation       = "share.isolation.level"
+)
+
+// ShareConfig configures share groups (issue 24).
+type ShareConfig struct {
+	// Groups holds group.share.session.timeout.ms,
+	// group.share.heartbeat.interval.ms and group.share.max.size.
+	Groups share.GroupConfig
+	// Partition holds group.share.record.lock.duration.ms,
+	// group.share.delivery.count.limit and
+	// group.share.partition.max.record.locks (a group's
+	// share.record.lock.duration.ms overrides the first).
+	Partition share.Config
+	// StatePartitions is share.coordinator.state.topic.num.partitions.
+	StatePartitions int32
+	// Tick is how often lock expiries, session timeouts and waiting
+	// fetches are handled (0: DefaultShareTick).
+	Tick time.Duration
+}
+
+type sharePartKey struct {
+	group   string
+	topicID [16]byte
+	part    int32
+}
+
+type sharePart struct {
+	p    *share.Partition
+	log  *engine.Log
+	name string // topic name
+}
+
+// shareState is the Server's part for share groups.
+type shareState struct {
+	err  error // why share groups are not served
+	host *coordhost.Host
+
+	mu       sync.Mutex
+	groups   *share.Groups
+	sessions share.Sessions
+	conns    map[share.SessionKey]peer // the connection of each session
+	parts    map[sharePartKey]*sharePart
+	stored   map[sharePartKey]share.State // read back, not restored yet
+	configs  map[string]map[string]string // group -> config overrides
+	waiting  map[*shareFetch]struct{}
+	topic    *engine.Topic // __share_group_state, nil until first written
+	nparts   int32
+}
+
+// initShare is called by New after the Server is built.
+func (s *Server) initShare() {
+	st := &s.groups.share
+	cfg := s.cfg.Groups.Share
+	st.groups = share.NewGroups(cfg.Groups)
+	st.conns = map[share.SessionKey]peer{}
+	st.parts = map[sharePartKey]*sharePart{}
+	st.stored = map[sharePartKey]share.State{}
+	st.configs = map[string]map[string]string{}
+	st.waiting = map[*shareFetch]struct{}{}
+	st.nparts = cfg.StatePartitions
+	if st.nparts <= 0 {
+		st.nparts = DefaultShareStatePartitions
+	}
+	switch {
+	case s.eng == nil:
+		st.err = errors.New("no engine")
+		return
+	case s.clustered():
+		st.err = errors.New("share groups are served by a single broker only")
+		return
+	}
+	if err := s.loadShareState(); err != nil {
+		st.err = err
+		s.log.Error("share: cannot read "+ShareStateTopic+"; share-group APIs are refused", "err", err)
+		return
+	}
+	tick := cfg.Tick
+	if tick <= 0 {
+		tick = DefaultShareTick
+	}
+	st.host = coordhost.New(coordhost.Config{Name: "share", Clock: hostClock{s}, Log: s.log})
+	st.host.Every(tick, s.shareTick)
+}
+
+// closeShare is called by Close after connections are closed.
+func (s *Server) closeShare() {
+	if s.groups.share.host != nil {
+		s.groups.share.host.Close()
+	}
+}
+
+// shareErr is the error code of a share API when share groups are not
+// served here.
+func (s *Server) shareErr() (int16, string) {
+	if s.groups.share.err == nil {
+		return 0, ""
+	}
+	if s.clustered() {
+		return kerr.UnsupportedVersion.Code, s.groups.share.err.Error()
+	}
+	return kerr.CoordinatorNotAvailable.Code, s.groups.share.err.Error()
+}
+
+// Key and value encoding of __share_group_state records.
+const (
+	shareKeyState  = 0 // group, topic id, partition -> JSON share.State
+	shareKeyConfig = 1 // group -> JSON map of configs
+)
+
+func shareStateKey(k sharePartKey) []byte {
+	b := binary.BigEndian.AppendUint16(nil, shareKeyState)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(k.group)))
+	b = append(b, k.group...)
+	b = append(b, k.topicID[:]...)
+	return binary.BigEndian.AppendUint32(b, uint32(k.part))
+}
+
+func shareConfigKey(group string) []byte {
+	b := binary.BigEndian.AppendUint16(nil, shareKeyConfig)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(group)))
+	return append(b, group...)
+}
+
+// decodeShareKey reads a key; ok false for a malformed or unknown one.
+func decodeShareKey(b []byte) (kind uint16, k sharePartKey, ok bool) {
+	if len(b) < 4 {
+		return 0, k, false
+	}
+	kind = binary.BigEndian.Uint16(b)
+	n := int(binary.BigEndian.Uint16(b[2:]))
+	b = b[4:]
+	if len(b) < n {
+		return 0, k, false
+	}
+	k.group, b = string(b[:n]), b[n:]
+	switch kind {
+	case shareKeyConfig:
+		return kind, k, len(b) == 0
+	case shareKeyState:
+		if len(b) != 20 {
+			return 0, k, false
+		}
+		copy(k.topicID[:], b)
+		k.part = int32(binary.BigEndian.Uint32(b[16:]))
+		return kind, k, true
+	}
+	return 0, k, false
+}
+
+// loadShareState reads __share_group_state back: the last snapshot of
+// every share-partition and every group's configs.
+func (s *Server) loadShareState() error {
+	st := &s.groups.share
+	t := s.eng.Topic(ShareStateTopic)
+	if t == nil {
+		return nil
+	}
+	st.topic = t
+	st.nparts = t.Partitions()
+	for p := range t.Partitions() {
+		l := t.Partition(p)
+		if l == nil {
+			continue
+		}
+		err := txnhost.ScanLog(l, func(h *record.Header, r *record.Record) error {
+			if h.Control() {
+				return nil
+			}
+			kind, k, ok := decodeShareKey(r.Key)
+			if !ok {
+				return nil
+			}
+			switch kind {
+			case shareKeyState:
+				var state share.State
+				if r.Value == nil {
+					delete(st.stored, k)
+					return nil
+				}
+				if err := json.Unmarshal(r.Value, &state); err != nil {
+					return fmt.Errorf("share: state of %s: %w", k.group, err)
+				}
+				st.stored[k] = state
+			case shareKeyConfig:
+				cfgs := map[string]string{}
+				if err := json.Unmarshal(r.Value, &cfgs); err != nil {
+					return fmt.Errorf("share: configs of %s: %w", k.group, err)
+				}
+				st.configs[k.group] = cfgs
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// durable is a set of appends to wait for before answering.
+type durable []durableAt
+
+type durableAt struct {
+	l   *engine.Log
+	off int64
+}
+
+// wait calls fn once every append is durable (with the first error).
+func (s *Server) waitDurable(d durable, fn func(error)) {
+	if len(d) == 0 {
+		fn(nil)
+		return
+	}
+	var mu sync.Mutex
+	left, first := len(d), error(nil)
+	for _, w := range d {
+		s.whenAcked(w.l, w.off, func(err error) {
+			mu.Lock()
+			if err != nil && first == nil {
+				first = err
+			}
+			left--
+			done := left == 0
+			e := first
+			mu.Unlock()
+			if done {
+				fn(e)
+			}
+		})
+	}
+}
+
+// appendShareRecord appends one record to the state topic (creating it),
+// under st.mu so records go in the order of the transitions.
+func (s *Server) appendShareRecord(key, value []byte) (durableAt, error) {
+	st := &s.groups.share
+	if st.topic == nil || st.topic.Deleted() {
+		t, err := s.eng.CreateTopic(ShareStateTopic, st.nparts, map[string]string{"cleanup.policy": "compact"})
+		if errors.Is(err, engine.ErrTopicExists) {
+			t, err = s.eng.Topic(ShareStateTopic), nil
+		}
+		if err != nil || t == nil {
+			return durableAt{}, fmt.Errorf("share: creating %s: %w", ShareStateTopic, err)
+		}
+		st.topic = t
+	}
+	p := int32(hashKey(key) % uint32(st.topic.Partitions()))
+	l := st.topic.Partition(p)
+	if l == nil {
+		return durableAt{}, fmt.Errorf("share: %s-%d missing", ShareStateTopic, p)
+	}
+	var b record.Builder
+	now := s.now().UnixMilli()
+	b.Reset(record.CodecNone, now)
+	b.Add(now, key, value, nil)
+	batch, err := b.AppendTo(nil)
+	if err != nil {
+		return durableAt{}, err
+	}
+	info, err := l.Append(batch, l.LeaderEpoch())
+	if err != nil {
+		return durableAt{}, err
+	}
+	return durableAt{l: l, off: info.LastOffset}, nil
+}
+
+func hashKey(b []byte) uint32 {
+	h := uint32(2166136261)
+	for _, c := range b {
+		h = (h ^ uint32(c)) * 16777619
+	}
+	return h
+}
+
+// persistPart writes a share-partition's snapshot (st.mu held).
+func (s *Server) persistPart(k sharePartKey, sp *sharePart) (durableAt, error) {
+	v, err := json.Marshal(sp.p.Snapshot())
+	if err != nil {
+		return durableAt{}, err
+	}
+	return s.appendShareRecord(shareStateKey(k), v)
+}
+
+// groupReset is the group's share.auto.offset.reset (st.mu held).
+func (s *Server) groupReset(group string) share.Reset {
+	if v, ok := s.groups.share.configs[group][cfgShareAutoOffsetReset]; ok {
+		if r, err := share.ParseReset(v); err == nil {
+			return r
+		}
+	}
+	return share.Reset{Kind: share.ResetLatest}
+}
+
+// partConfig is the share-partition config for group (st.mu held).
+func (s *Server) partConfig(group string) share.Config {
+	c := s.cfg.Groups.Share.Partition
+	if v, ok := s.groups.share.configs[group][cfgShareLockDuration]; ok {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > 0 {
+			c.LockDurationMs = n
+		}
+	}
+	return c
+}
+
+// lockDurationMs is the effective lock duration of group (st.mu held).
+func (s *Server) lockDurationMs(group string) int32 {
+	ms := s.partConfig(group).LockDurationMs
+	if ms <= 0 {
+		ms = share.DefaultLockDurationMs
+	}
+	return int32(min(ms, 1<<31-1))
+}
+
+// sharePartition returns the share-partition of group on topic t's
+// partition p, restoring or creating it (st.mu held). A new one starts
+// where the group's share.auto.offset.reset says and is persisted at once,
+// so a restart keeps its start offset. The durable append, if any, is
+// added to d.
+func (s *Server) sharePartition(group string, t *engine.Topic, p int32, d *durable) (*sharePart, int16) {
+	l := t.Partition(p)
+	if l == nil {
+		return nil, kerr.UnknownTopicOrPartition.Code
+	}
+	k := sharePartKey{group: group, topicID: t.ID(), part: p}
+	st := &s.groups.share
+	if sp := st.parts[k]; sp != nil && sp.log == l {
+		return sp, 0
+	}
+	sp := &sharePart{log: l, name: t.Name()}
+	if state, ok := st.stored[k]; ok {
+		pp, err := share.Restore(s.partConfig(group), state)
+		if err != nil {
+			s.log.Error("share: persisted state refused; starting over", "group", group, "topic", t.Name(), "partition", p, "err", err)
+		} else {
+			sp.p = pp
+		}
+		delete(st.stored, k)
+	}
+	if sp.p == nil {
+		var start int64
+		switch r := s.groupReset(group); r.Kind {
+		case share.ResetEarliest:
+			start = l.LogStartOffset()
+		case share.ResetByDuration:
+			off, _, found := l.OffsetForTimestamp(r.Timestamp(s.now().UnixMilli()))
+			if !found {
+				off = l.HighWatermark()
+			}
+			start = off
+		default:
+			start = l.HighWatermark()
+		}
+		sp.p = share.New(s.partConfig(group), start)
+		w, err := s.persistPart(k, sp)
+		if err != nil {
+			s.log.Error("share: persisting a new share-partition", "group", group, "err", err)
+			return nil, kerr.KafkaStorageError.Code
+		}
+		*d = append(*d, w)
+	}
+	st.parts[k] = sp
+	return sp, 0
+}
+
+// applyEffects persists a transition's write (st.mu held).
+func (s *Server) applyEffects(k sharePartKey, sp *sharePart, e share.Effects, d *durable) error {
+	if e.Write == nil {
+		return nil
+	}
+	w, err := s.persistPart(k, sp)
+	if err != nil {
+		return err
+	}
+	if d != nil {
+		*d = append(*d, w)
+	}
+	return nil
+}
+
+// releaseMember releases what member holds in every share-partition of
+// group (st.mu held): it left, timed out, or closed its session.
+func (s *Server) releaseMember(nowMs int64, group, member string) {
+	for k, sp := range s.groups.share.parts {
+		if k.group != group {
+			continue
+		}
+		if err := s.applyEffects(k, sp, sp.p.ReleaseMember(nowMs, member), nil); err != nil {
+			s.log.Error("share: persisting a release", "group", group, "err", err)
+		}
+	}
+}
+
+// closeSession removes a share session and releases its member's records
+// (st.mu held).
+func (s *Server) closeSession(nowMs int64, key share.SessionKey) {
+	if s.groups.share.sessions.Remove(key) == nil {
+		return
+	}
+	delete(s.groups.share.conns, key)
+	s.releaseMember(nowMs, key.Group, key.Member)
+}
+
+// shareTick runs on the share host's periodic callback.
+func (s *Server) shareTick(now time.Time) {
+	nowMs := now.UnixMilli()
+	st := &s.groups.share
+	st.mu.Lock()
+	for _, d := range st.groups.Expire(nowMs) {
+		s.log.Info("share: member session expired", "group", d.Group, "member", d.Member)
+		s.closeSession(nowMs, share.SessionKey{Group: d.Group, Member: d.Member})
+		s.releaseMember(nowMs, d.Group, d.Member)
+	}
+	for key, c := range st.conns {
+		select {
+		case <-c.Done():
+			s.closeSession(nowMs, key)
+		default:
+		}
+	}
+	for k, sp := range st.parts {
+		if dl := sp.p.NextDeadline(); dl >= 0 && dl <= nowMs {
+			if err := s.applyEffects(k, sp, sp.p.Tick(nowMs), nil); err != nil {
+				s.log.Error("share: persisting a lock expiry", "group", k.group, "err", err)
+			}
+		}
+	}
+	var ready []*shareFetch
+	for f := range st.waiting {
+		if f.retry(nowMs) {
+			delete(st.waiting, f)
+			ready = append(ready, f)
+		}
+	}
+	st.mu.Unlock()
+	for _, f := range ready {
+		f.send()
+	}
+}
+
+// shareGroupConfigKeys are the GROUP configs this broker keeps (Kafka
+// 4.2's share.* group configs it implements).
+var shareGroupConfigKeys = map[string]func(string) error{
+	cfgShareAutoOffsetReset: func(v string) error { _, err := share.ParseReset(v); return err },
+	cfgShareLockDuration: func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil || n < 1000 || n > 3_600_000 {
+			return fmt.Errorf("%s must be an integer in [1000, 3600000]", cfgShareLockDuration)
+		}
+		return nil
+	},
+	cfgShareIsolation: func(v string) error {
+		if v != "read_uncommitted" {
+			return fmt.Errorf("%s: only read_uncommitted is supported", cfgShareIsolation)
+		}
+		return nil
+	},
+}
+
+// alterGroupConfigs applies IncrementalAlterConfigs operations (SET and
+// DELETE) to a GROUP resource and persists the group's configs in the
+// share state topic. A share-partition that exists keeps its start offset:
+// share.auto.offset.reset applies to share-partitions created afterwards,
+// as in Kafka; a lock duration applies to acquisitions from now on.
+func (s *Server) alterGroupConfigs(group string, ops []kmsg.IncrementalAlterConfigsRequestResourceConfig, validateOnly bool) error {
+	if code, msg := s.shareErr(); code != 0 {
+		return newAPIError(kerr.ErrorForCode(code).(*kerr.Error), "%s", msg)
+	}
+	if group == "" {
+		return newAPIError(kerr.InvalidRequest, "empty group id")
+	}
+	if err := checkIncrementalOps(ops); err != nil {
+		return err
+	}
+	for _, op := range ops {
+		check, ok := shareGroupConfigKeys[op.Name]
+		switch {
+		case !ok:
+			return newAPIError(kerr.InvalidConfig, "unknown or unsupported group config %q", op.Name)
+		case op.Op == kmsg.IncrementalAlterConfigOpSet:
+			if err := check(*op.Value); err != nil {
+				return newAPIError(kerr.InvalidConfig, "%v", err)
+			}
+		case op.Op != kmsg.IncrementalAlterConfigOpDelete:
+			return newAPIError(kerr.InvalidConfig, "group config %q is not a list: %v is not allowed", op.Name, op.Op)
+		}
+	}
+	if validateOnly {
+		return nil
+	}
+	st := &s.groups.share
+	st.mu.Lock()
+	cfgs := maps.Clone(st.configs[group])
+	if cfgs == nil {
+		cfgs = map[string]string{}
+	}
+	for _, op := range ops {
+		if op.Op == kmsg.IncrementalAlterConfigOpSet {
+			cfgs[op.Name] = *op.Value
+		} else {
+			delete(cfgs, op.Name)
+		}
+	}
+	v, err := json.Marshal(cfgs)
+	var w durableAt
+	if err == nil {
+		w, err = s.appendShareRecord(shareConfigKey(group), v)
+	}
+	if err == nil {
+		st.configs[group] = cfgs
+	}
+	st.mu.Unlock()
+	if err != nil {
+		return newAPIError(kerr.KafkaStorageError, "%v", err)
+	}
+	done := make(chan error, 1)
+	s.waitDurable(durable{w}, func(err error) { done <- err })
+	if err := <-done; err != nil {
+		return newAPIError(kerr.KafkaStorageError, "%v", err)
+	}
+	return nil
+}

@@ -1,0 +1,443 @@
+package server
+
+// Share groups (issue 24) end to end: franz-go's share consumer (kgo
+// ShareGroup) against a broker on 127.0.0.1, and hand-made requests where a
+// consumer must misbehave (hold records past their lock).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stratalog/strata/engine"
+	"github.com/stratalog/strata/share"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// withShare configures share groups for a test broker: one state
+// partition, a fast tick, and the given delivery count limit.
+func withShare(limit int16) func(*Config, *engine.Options) {
+	return func(c *Config, _ *engine.Options) {
+		c.Groups.Share = ShareConfig{
+			StatePartitions: 1,
+			Tick:            20 * time.Millisecond,
+			Partition:       share.Config{DeliveryCountLimit: limit},
+		}
+	}
+}
+
+// setGroupConfig sets share group configs with IncrementalAlterConfigs on
+// a GROUP resource.
+func setGroupConfig(t *testing.T, cl *kgo.Client, group string, kv ...string) {
+	t.Helper()
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	r := kmsg.NewIncrementalAlterConfigsRequestResource()
+	r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
+	for i := 0; i+1 < len(kv); i += 2 {
+		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		c.Name, c.Op, c.Value = kv[i], kmsg.IncrementalAlterConfigOpSet, kmsg.StringPtr(kv[i+1])
+		r.Configs = append(r.Configs, c)
+	}
+	req.Resources = append(req.Resources, r)
+	resp := issue[*kmsg.IncrementalAlterConfigsResponse](t, cl, req)
+	if err := kerr.ErrorForCode(resp.Resources[0].ErrorCode); err != nil {
+		t.Fatalf("alter group configs: %v %v", err, resp.Resources[0].ErrorMessage)
+	}
+}
+
+func createShareTopic(t *testing.T, adm *kadm.Client, topic string, partitions int32) {
+	t.Helper()
+	if _, err := adm.CreateTopic(testCtx(t), partitions, 1, nil, topic); err != nil {
+		t.Fatalf("create %s: %v", topic, err)
+	}
+}
+
+func produceValues(t *testing.T, cl *kgo.Client, topic string, values ...string) {
+	t.Helper()
+	recs := make([]*kgo.Record, len(values))
+	for i, v := range values {
+		recs[i] = &kgo.Record{Topic: topic, Value: []byte(v)}
+	}
+	if err := cl.ProduceSync(testCtx(t), recs...).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+}
+
+// delivery is one record as a share consumer received it.
+type delivery struct {
+	consumer int
+	value    string
+	offset   int64
+	count    int32
+}
+
+// shareConsumer polls a kgo share consumer until ctx ends, acknowledging
+// each record with decide(record) and reporting it on out.
+func shareConsumer(t *testing.T, ctx context.Context, cl *kgo.Client, id int, decide func(*kgo.Record) kgo.AckStatus, out chan<- delivery, wg *sync.WaitGroup) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for ctx.Err() == nil {
+			fs := cl.PollFetches(ctx)
+			fs.EachRecord(func(r *kgo.Record) {
+				r.Ack(decide(r))
+				select {
+				case out <- delivery{consumer: id, value: string(r.Value), offset: r.Offset, count: r.DeliveryCount()}:
+				case <-ctx.Done():
+				}
+			})
+			if err := cl.FlushAcks(ctx); err != nil && ctx.Err() == nil {
+				t.Errorf("consumer %d: FlushAcks: %v", id, err)
+			}
+		}
+	}()
+}
+
+func accept(*kgo.Record) kgo.AckStatus { return kgo.AckAccept }
+
+func TestShareGroupTwoConsumersOnePartition(t *testing.T) {
+	addr, _, _ := startBroker(t, withShare(0))
+	cl := newClient(t, addr)
+	adm := kadm.NewClient(cl)
+	createShareTopic(t, adm, "queue", 1)
+	setGroupConfig(t, cl, "sg", "share.auto.offset.reset", "earliest")
+
+	var ackErrs sync.Map
+	onAck := func(_ *kgo.Client, rs kgo.ShareAckResults) {
+		for _, r := range rs {
+			if r.Err != nil {
+				ackErrs.Store(fmt.Sprint(r), r.Err)
+			}
+		}
+	}
+	ctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
+	out := make(chan delivery, 1024)
+	var wg sync.WaitGroup
+	for i := range 2 {
+		c := newClient(t, addr, kgo.ShareGroup("sg"), kgo.ConsumeTopics("queue"),
+			kgo.ShareMaxRecords(5), kgo.ShareAckCallback(onAck))
+		shareConsumer(t, ctx, c, i, accept, out, &wg)
+	}
+	// Both members join and are both given the one partition.
+	waitShareMembers(t, adm, "sg", 2)
+	described, err := adm.DescribeShareGroups(testCtx(t), "sg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := described["sg"]
+	if g.Err != nil || len(g.Members) != 2 {
+		t.Fatalf("describe: %+v", g)
+	}
+	for _, m := range g.Members {
+		if ps := m.Assignment["queue"]; len(ps) != 1 || !hasKey(ps, 0) {
+			t.Fatalf("member %s assigned %v, want queue[0]", m.MemberID, m.Assignment)
+		}
+	}
+
+	const n = 300
+	for i := 0; i < n; i += 10 {
+		var vs []string
+		for j := i; j < i+10; j++ {
+			vs = append(vs, strconv.Itoa(j))
+		}
+		produceValues(t, cl, "queue", vs...)
+	}
+	seen := map[string][]delivery{}
+	per := map[int]int{}
+	for len(seen) < n {
+		select {
+		case d := <-out:
+			seen[d.value] = append(seen[d.value], d)
+			per[d.consumer]++
+		case <-ctx.Done():
+			t.Fatalf("received %d of %d records", len(seen), n)
+		}
+	}
+	cancel()
+	wg.Wait()
+	for len(out) > 0 {
+		d := <-out
+		seen[d.value] = append(seen[d.value], d)
+	}
+	for v, ds := range seen {
+		if len(ds) != 1 || ds[0].count != 1 {
+			t.Errorf("record %s delivered %+v, want once", v, ds)
+		}
+	}
+	if per[0] == 0 || per[1] == 0 {
+		t.Errorf("records per consumer %v: both should receive records", per)
+	}
+	ackErrs.Range(func(k, v any) bool {
+		t.Errorf("ack error %v: %v", k, v)
+		return true
+	})
+}
+
+func hasKey[K comparable, V any](m map[K]V, k K) bool { _, ok := m[k]; return ok }
+
+// waitShareMembers waits until the share group has n members.
+func waitShareMembers(t *testing.T, adm *kadm.Client, group string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(testTimeout)
+	for {
+		d, err := adm.DescribeShareGroups(testCtx(t), group)
+		if err == nil && d[group].Err == nil && len(d[group].Members) == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("share group %s: want %d members: %+v %v", group, n, d, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestShareGroupReleaseRejectAndDeliveryLimit(t *testing.T) {
+	addr, s, _ := startBroker(t, withShare(3))
+	cl := newClient(t, addr)
+	adm := kadm.NewClient(cl)
+	createShareTopic(t, adm, "acks", 1)
+	setGroupConfig(t, cl, "sg", "share.auto.offset.reset", "earliest")
+	produceValues(t, cl, "acks", "release", "reject", "accept")
+
+	ctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
+	out := make(chan delivery, 64)
+	var wg sync.WaitGroup
+	c := newClient(t, addr, kgo.ShareGroup("sg"), kgo.ConsumeTopics("acks"))
+	shareConsumer(t, ctx, c, 0, func(r *kgo.Record) kgo.AckStatus {
+		switch string(r.Value) {
+		case "release":
+			return kgo.AckRelease
+		case "reject":
+			return kgo.AckReject
+		}
+		return kgo.AckAccept
+	}, out, &wg)
+
+	counts := map[string][]int32{}
+	sentinel := false
+	for !sentinel {
+		select {
+		case d := <-out:
+			counts[d.value] = append(counts[d.value], d.count)
+			// The third release reached the limit: it is archived now
+			// (the consumer flushed its acks before polling again).
+			// Records are acquired in offset order, so once a record
+			// produced after that arrives, a fourth delivery of
+			// "release" would have come first.
+			if d.value == "release" && d.count == 3 {
+				produceValues(t, cl, "acks", "sentinel")
+			}
+			sentinel = d.value == "sentinel"
+		case <-ctx.Done():
+			t.Fatalf("deliveries so far %v", counts)
+		}
+	}
+	cancel()
+	wg.Wait()
+	want := map[string][]int32{"release": {1, 2, 3}, "reject": {1}, "accept": {1}, "sentinel": {1}}
+	for v, w := range want {
+		if !slices.Equal(counts[v], w) {
+			t.Errorf("%s delivered with counts %v, want %v", v, counts[v], w)
+		}
+	}
+	// The broker's view: the three records are done (archived or
+	// acknowledged), so the share-partition start offset moved past them
+	// (the sentinel's acknowledgement may not have been sent yet).
+	topic := s.eng.Topic("acks")
+	st := &s.groups.share
+	st.mu.Lock()
+	spso := st.parts[sharePartKey{"sg", topic.ID(), 0}].p.StartOffset()
+	st.mu.Unlock()
+	if spso < 3 {
+		t.Errorf("share-partition start offset %d, want at least 3 (every record done)", spso)
+	}
+}
+
+// rawShareFetch sends a ShareFetch for partition 0 of topicID.
+func rawShareFetch(t *testing.T, cl *kgo.Client, group, member string, epoch int32, topicID [16]byte, acks []kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch) *kmsg.ShareFetchResponse {
+	t.Helper()
+	req := kmsg.NewPtrShareFetchRequest()
+	req.GroupID, req.MemberID, req.ShareSessionEpoch = &group, &member, epoch
+	req.MaxWaitMillis, req.MaxRecords, req.BatchSize = 2000, 100, 100
+	rt := kmsg.NewShareFetchRequestTopic()
+	rt.TopicID = topicID
+	rp := kmsg.NewShareFetchRequestTopicPartition()
+	rp.PartitionMaxBytes = 1 << 20
+	rp.AcknowledgementBatches = acks
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	return issue[*kmsg.ShareFetchResponse](t, cl, req)
+}
+
+func TestShareGroupLockExpiryRedelivers(t *testing.T) {
+	addr, s, _ := startBroker(t, withShare(0))
+	cl := newClient(t, addr)
+	adm := kadm.NewClient(cl)
+	createShareTopic(t, adm, "locks", 1)
+	setGroupConfig(t, cl, "sg", "share.auto.offset.reset", "earliest", "share.record.lock.duration.ms", "1000")
+	produceValues(t, cl, "locks", "a", "b", "c")
+	topicID := s.eng.Topic("locks").ID()
+
+	// A hand-made member acquires the records and never acknowledges.
+	hb := kmsg.NewPtrShareGroupHeartbeatRequest()
+	hb.GroupID, hb.MemberID, hb.SubscribedTopicNames = "sg", "raw-member", []string{"locks"}
+	hbr := issue[*kmsg.ShareGroupHeartbeatResponse](t, cl, hb)
+	if hbr.ErrorCode != 0 || hbr.Assignment == nil || len(hbr.Assignment.TopicPartitions) != 1 {
+		t.Fatalf("heartbeat: %+v", hbr)
+	}
+	if r := rawShareFetch(t, cl, "sg", "raw-member", 3, topicID, nil); r.ErrorCode != kerr.ShareSessionNotFound.Code {
+		t.Fatalf("fetch without a session: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	r := rawShareFetch(t, cl, "sg", "raw-member", 0, topicID, nil)
+	if r.ErrorCode != 0 || len(r.Topics) != 1 {
+		t.Fatalf("first fetch: %+v", r)
+	}
+	p := r.Topics[0].Partitions[0]
+	if want := []kmsg.ShareFetchResponseTopicPartitionAcquiredRecord{{FirstOffset: 0, LastOffset: 2, DeliveryCount: 1}}; !slices.EqualFunc(p.AcquiredRecords, want, func(a, b kmsg.ShareFetchResponseTopicPartitionAcquiredRecord) bool {
+		return a.FirstOffset == b.FirstOffset && a.LastOffset == b.LastOffset && a.DeliveryCount == b.DeliveryCount
+	}) || len(p.Records) == 0 || r.AcquisitionLockTimeoutMillis != 1000 {
+		t.Fatalf("acquired %+v (lock %d ms, %d bytes)", p.AcquiredRecords, r.AcquisitionLockTimeoutMillis, len(p.Records))
+	}
+	if r := rawShareFetch(t, cl, "sg", "raw-member", 7, topicID, nil); r.ErrorCode != kerr.InvalidShareSessionEpoch.Code {
+		t.Fatalf("wrong session epoch: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+
+	// A kgo consumer gets them once the lock has expired, delivered twice.
+	ctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
+	out := make(chan delivery, 64)
+	var wg sync.WaitGroup
+	c := newClient(t, addr, kgo.ShareGroup("sg"), kgo.ConsumeTopics("locks"))
+	shareConsumer(t, ctx, c, 0, accept, out, &wg)
+	got := map[string]int32{}
+	for len(got) < 3 {
+		select {
+		case d := <-out:
+			got[d.value] = d.count
+		case <-ctx.Done():
+			t.Fatalf("redelivered %v", got)
+		}
+	}
+	cancel()
+	wg.Wait()
+	for _, v := range []string{"a", "b", "c"} {
+		if got[v] != 2 {
+			t.Errorf("%s delivered with count %d, want 2", v, got[v])
+		}
+	}
+	// The raw member's late acknowledgement is refused: it lost the lock.
+	ack := kmsg.NewPtrShareAcknowledgeRequest()
+	g, m := "sg", "raw-member"
+	ack.GroupID, ack.MemberID, ack.ShareSessionEpoch = &g, &m, 1
+	at := kmsg.NewShareAcknowledgeRequestTopic()
+	at.TopicID = topicID
+	ap := kmsg.NewShareAcknowledgeRequestTopicPartition()
+	ap.AcknowledgementBatches = []kmsg.ShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{{FirstOffset: 0, LastOffset: 2, AcknowledgeTypes: []int8{1}}}
+	at.Partitions = append(at.Partitions, ap)
+	ack.Topics = append(ack.Topics, at)
+	ar := issue[*kmsg.ShareAcknowledgeResponse](t, cl, ack)
+	if ar.ErrorCode != 0 || ar.Topics[0].Partitions[0].ErrorCode != kerr.InvalidRecordState.Code {
+		t.Fatalf("late ack: %+v", ar)
+	}
+}
+
+// openBroker serves an engine on dir until the returned stop is called
+// (also at cleanup).
+func openBroker(t *testing.T, dir string) (string, *Server, func()) {
+	t.Helper()
+	cfg := Config{NodeID: 0, ClusterID: "strata-test-cluster", NumPartitions: 1, AutoCreateTopics: true,
+		Logger: slog.New(slog.DiscardHandler)}
+	withShare(0)(&cfg, nil)
+	eng, err := engine.Open(engine.Options{Dir: dir, Log: engine.DefaultLogConfig(), Logger: cfg.Logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(cfg, eng)
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ln) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			if err := s.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+				t.Errorf("close: %v", err)
+			}
+			<-served
+			if err := eng.Close(); err != nil {
+				t.Errorf("engine close: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return ln.Addr().String(), s, stop
+}
+
+func TestShareGroupStateSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	addr, _, stop := openBroker(t, dir)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	createShareTopic(t, kadm.NewClient(cl), "durable", 1)
+	setGroupConfig(t, cl, "sg", "share.auto.offset.reset", "earliest")
+	var vs []string
+	for i := range 10 {
+		vs = append(vs, "first-"+strconv.Itoa(i))
+	}
+	produceValues(t, cl, "durable", vs...)
+	consume := func(addr string, want int) map[string]int32 {
+		ctx, cancel := context.WithCancel(testCtx(t))
+		defer cancel()
+		out := make(chan delivery, 64)
+		var wg sync.WaitGroup
+		c, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ShareGroup("sg"), kgo.ConsumeTopics("durable"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		shareConsumer(t, ctx, c, 0, accept, out, &wg)
+		got := map[string]int32{}
+		for len(got) < want {
+			select {
+			case d := <-out:
+				got[d.value] = d.count
+			case <-ctx.Done():
+				t.Fatalf("received %v", got)
+			}
+		}
+		cancel()
+		wg.Wait()
+		c.Close()
+		return got
+	}
+	if got := consume(addr, 10); len(got) != 10 {
+		t.Fatalf("before the restart: %v", got)
+	}
+	cl.Close()
+	stop()
+
+	addr, _, _ = openBroker(t, dir)
+	cl2 := newClient(t, addr)
+	produceValues(t, cl2, "durable", "second-0", "second-1")
+	got := consume(addr, 2)
+	for v := range got {
+		if v != "second-0" && v != "second-1" {
+			t.Errorf("after the restart %s was delivered again (all of %v)", v, got)
+		}
+	}
+}
