@@ -1,9 +1,10 @@
 package main
 
 // `strata cluster`: the cluster as a whole, against any Kafka-compatible
-// cluster (Metadata, DescribeConfigs, IncrementalAlterConfigs): its brokers
-// and controller, the partitions that need attention, and the brokers'
-// configuration.
+// cluster (Metadata, DescribeConfigs, IncrementalAlterConfigs,
+// DescribeLogDirs): its brokers and controller, the partitions that need
+// attention, the brokers' configuration and log directories
+// (cli_logdirs.go).
 
 import (
 	"context"
@@ -22,7 +23,7 @@ import (
 )
 
 const clusterAbout = `The cluster as a whole: brokers, controller, partitions that need attention, broker
-configuration. Every verb takes --brokers (default: $STRATA_BROKERS, else 127.0.0.1:9092)
+configuration, log directories. Every verb takes --brokers (default: $STRATA_BROKERS, else 127.0.0.1:9092)
 and --timeout.`
 
 var clusterVerbs = []verbDoc{
@@ -44,6 +45,7 @@ var clusterVerbs = []verbDoc{
 			"--broker -1 (the default) the cluster-wide default. Kafka and Redpanda accept their\n" +
 			"dynamic keys; Strata refuses every change (its broker keys are set in the properties\n" +
 			"file or by flags, and take effect at restart)."}},
+	logDirsVerb, // cli_logdirs.go
 }
 
 type clusterFlags struct {
@@ -56,6 +58,8 @@ type clusterFlags struct {
 	set          multiFlag
 	del          multiFlag
 	validateOnly bool
+	topics       multiFlag // log-dirs
+	partitions   bool      // log-dirs
 }
 
 func newClusterFlags(v verbDoc) *clusterFlags {
@@ -69,6 +73,10 @@ func newClusterFlags(v verbDoc) *clusterFlags {
 		f.fs.Var(&f.format, "format", formatHelp)
 		f.fs.IntVar(&f.broker, "broker", -1, "the broker `id` whose configuration to print (-1: the first one reached)")
 		f.fs.BoolVar(&f.all, "all", false, "every key, defaults included")
+	case "log-dirs":
+		f.fs.Var(&f.format, "format", formatHelp)
+		f.fs.Var(&f.topics, "topic", "only the partitions of `topic` (repeatable)")
+		f.fs.BoolVar(&f.partitions, "partitions", false, "list every partition with its size and offset lag")
 	case "alter-config":
 		f.fs.IntVar(&f.broker, "broker", -1, "the broker `id` to change (-1: the cluster-wide default)")
 		f.fs.Var(&f.set, "set", "`key=value` to set (repeatable)")
@@ -108,6 +116,8 @@ func clusterMainEnv(args []string, stdout, stderr io.Writer, getenv func(string)
 		return clusterDescribe(ctx, adm, f.format, stdout)
 	case "describe-config":
 		return clusterDescribeConfig(ctx, adm, f, stdout)
+	case "log-dirs":
+		return clusterLogDirs(ctx, adm, f, stdout)
 	default:
 		return clusterAlterConfig(ctx, adm, f, stdout)
 	}
