@@ -528,7 +528,8 @@ var shareGroupConfigKeys = map[string]func(string) error{
 // DELETE) to a GROUP resource and persists the group's configs in the
 // share state topic. A share-partition that exists keeps its start offset:
 // share.auto.offset.reset applies to share-partitions created afterwards,
-// as in Kafka; a lock duration applies to acquisitions from now on.
+// as in Kafka; a lock duration applies to the group's acquisitions from
+// now on (Partition.SetConfig).
 func (s *Server) alterGroupConfigs(group string, ops []kmsg.IncrementalAlterConfigsRequestResourceConfig, validateOnly bool) error {
 	if code, msg := s.shareErr(); code != 0 {
 		return newAPIError(kerr.ErrorForCode(code).(*kerr.Error), "%s", msg)
@@ -575,6 +576,11 @@ func (s *Server) alterGroupConfigs(group string, ops []kmsg.IncrementalAlterConf
 	}
 	if err == nil {
 		st.configs[group] = cfgs
+		for k, sp := range st.parts {
+			if k.group == group {
+				sp.p.SetConfig(s.partConfig(group))
+			}
+		}
 	}
 	st.mu.Unlock()
 	if err != nil {

@@ -1,26 +1,31 @@
 // Package share is the pure core of KIP-932 share groups (Kafka's
 // "queues"): the state of one share-partition, a topic-partition consumed
 // by a share group, as a state machine with time as an input, like the
-// group and txn cores. It reads no clock (every transition takes nowMs),
-// does no I/O, starts no goroutine and takes no lock; its owner (the
-// partition leader's shell, not written yet) serializes calls, persists
-// the writes it asks for and runs the timers it names.
+// group and txn cores; the share-group coordinator's membership and
+// assignment (Groups); and the share-session cache (Sessions). It reads no
+// clock (every transition takes nowMs), does no I/O, starts no goroutine
+// and takes no lock; its owner (package server's share.go) serializes
+// calls, persists the writes it asks for and runs the timers it names.
 //
 // It is a package of its own, not group/share: a share-partition's state
 // belongs to the leader of the topic-partition (KIP-932's share-partition
 // leader) and is persisted in the share-group state topic, while package
-// group is the group coordinator over __consumer_offsets. The share-group
-// coordinator side (membership, ShareGroupHeartbeat, assignment) would go
-// to package group; this package stays independent of it.
+// group is the group coordinator over __consumer_offsets.
 //
 // # Files
 //
 //	partition.go  Partition: record states, Acquire, Acknowledge, Tick (lock
 //	              expiry), ReleaseMember, DeadLettered, AdvanceLogStart,
-//	              ResetStart, Snapshot; Effects
+//	              ResetStart, SetConfig, Snapshot; Effects
 //	state.go      State and StateBatch, the persistent form (what
 //	              __share_group_state records), State.Apply (merging a
 //	              ShareUpdate into a ShareSnapshot), Restore's validation
+//	group.go      Groups: ShareGroupHeartbeat membership (client member
+//	              ids, member epochs, FENCED_MEMBER_EPOCH, leave),
+//	              session timeouts (Expire), KIP-932's simple assignor
+//	session.go    Sessions: share sessions and their epochs (0 opens, -1
+//	              closes, otherwise the next epoch), partitions added and
+//	              forgotten
 //	config.go     Config (group.share.record.lock.duration.ms,
 //	              group.share.delivery.count.limit,
 //	              group.share.partition.max.record.locks, dead letters) and
@@ -98,14 +103,28 @@
 // same Snapshot, after every step of random runs against a naive
 // reference model.
 //
+// # Shell (package server, share.go and 76-79)
+//
+// On a single broker the server hosts ShareGroupHeartbeat,
+// ShareGroupDescribe, ShareFetch and ShareAcknowledge over these cores,
+// with one mutex for all of them and a periodic tick (lock expiries,
+// member session timeouts, closed connections, waiting fetches). State
+// durability is KIP-932's way in spirit: every transition that returns a
+// Write appends the share-partition's whole Snapshot (Strata's encoding:
+// a versioned key and JSON, not Kafka's ShareSnapshot/ShareUpdate schema)
+// to the compacted internal topic __share_group_state, the request is
+// answered once that append is durable, and a restarted broker Restores
+// each share-partition from its last snapshot. Membership is not
+// persisted (members rejoin).
+//
 // # Not here yet (issue 24)
 //
-// The wire APIs (ShareGroupHeartbeat, ShareGroupDescribe, ShareFetch with
-// share sessions, ShareAcknowledge, the share-group offset admin APIs),
-// the share-group coordinator (membership and assignment), the shell that
-// owns Partitions on the partition leader (timers, delayed fetches, the
-// read of record batches and of transaction aborts for read_committed,
-// acquisitions aligned to batches), the encoding of State into
-// __share_group_state records and the share coordinator that owns that
-// topic, and the dead-letter writer (KIP-1191 configs and headers).
+// Share groups in a cluster (the share-partition on the partition
+// leader, the state topic replicated and owned by a share coordinator,
+// leader moves), the share-group offset admin APIs
+// (Describe/Alter/DeleteShareGroupOffsets), read_committed (the read of
+// transaction aborts), acquisitions aligned to batches, waking a waiting
+// ShareFetch on new records instead of at the next tick, the dead-letter
+// writer (KIP-1191 configs and headers), and ShareUpdate records smaller
+// than whole snapshots.
 package share

@@ -164,6 +164,11 @@ func Restore(cfg Config, s State) (*Partition, error) {
 	return p, nil
 }
 
+// SetConfig changes the configuration from now on (a group config
+// changed): records already acquired keep their lock's expiry, the next
+// acquisitions, releases and expiries follow cfg.
+func (p *Partition) SetConfig(cfg Config) { p.cfg = cfg.withDefaults() }
+
 // StartOffset is the SPSO.
 func (p *Partition) StartOffset() int64 { return p.start }
 
