@@ -224,3 +224,39 @@ func TestParseSuperUsers(t *testing.T) {
 		t.Fatalf("ParseSuperUsers = %q", got)
 	}
 }
+
+func TestAuthorizeByResourceType(t *testing.T) {
+	const alice = "User:alice"
+	cases := []struct {
+		name  string
+		cfg   Config
+		acls  []Binding
+		allow bool
+	}{
+		{"nothing", Config{}, nil, false},
+		{"allow everyone, no acls", Config{AllowIfNoACL: true}, nil, true},
+		{"super user", Config{SuperUsers: []string{alice}}, nil, true},
+		{"one literal write", Config{}, []Binding{lit(ResourceTopic, "t", alice, OpWrite, PermissionAllow)}, true},
+		{"one prefixed write", Config{}, []Binding{pre(ResourceTopic, "t", alice, OpWrite, PermissionAllow)}, true},
+		{"read does not count", Config{}, []Binding{lit(ResourceTopic, "t", alice, OpRead, PermissionAllow)}, false},
+		{"all counts", Config{}, []Binding{lit(ResourceTopic, "t", alice, OpAll, PermissionAllow)}, true},
+		{"group write does not count", Config{}, []Binding{lit(ResourceGroup, "t", alice, OpWrite, PermissionAllow)}, false},
+		{"literal denied", Config{}, []Binding{lit(ResourceTopic, "t", alice, OpWrite, PermissionAllow), lit(ResourceTopic, "t", alice, OpWrite, PermissionDeny)}, false},
+		{"dominated by prefix deny", Config{}, []Binding{lit(ResourceTopic, "orders-eu", alice, OpWrite, PermissionAllow), pre(ResourceTopic, "orders", alice, OpWrite, PermissionDeny)}, false},
+		{"other literal denied", Config{}, []Binding{lit(ResourceTopic, "t", alice, OpWrite, PermissionAllow), lit(ResourceTopic, "u", alice, OpWrite, PermissionDeny)}, true},
+		{"wildcard deny", Config{}, []Binding{lit(ResourceTopic, "t", alice, OpWrite, PermissionAllow), lit(ResourceTopic, "*", alice, OpWrite, PermissionDeny)}, false},
+		{"wildcard allow", Config{}, []Binding{lit(ResourceTopic, "*", WildcardPrincipal, OpWrite, PermissionAllow)}, true},
+		{"other principal", Config{}, []Binding{lit(ResourceTopic, "t", "User:bob", OpWrite, PermissionAllow)}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a := New(c.cfg)
+			if err := a.Create(c.acls); err != nil {
+				t.Fatal(err)
+			}
+			if got := a.AuthorizeByResourceType(alice, "h", OpWrite, ResourceTopic); got != c.allow {
+				t.Fatalf("AuthorizeByResourceType = %v, want %v", got, c.allow)
+			}
+		})
+	}
+}

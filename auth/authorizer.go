@@ -260,3 +260,64 @@ func compareBindings(x, y Binding) int {
 		cmp.Compare(x.Permission, y.Permission),
 	)
 }
+
+// AuthorizeByResourceType reports whether principal may perform op on at
+// least one resource of type rt, as Kafka's
+// Authorizer.authorizeByResourceType (InitProducerId without a
+// transactional id asks it for Write on topics): a super user, or the
+// rules allow op on a made-up literal name (allow.everyone.if.no.acl.found
+// with no ACLs for it), or an ALLOW of op (or All; no implication) that
+// applies — literal "*", or a literal or prefixed name not dominated by a
+// DENY (the same literal name, or a prefixed DENY that is a prefix of
+// it); a literal "*" DENY denies.
+func (a *Authorizer) AuthorizeByResourceType(principal, host string, op Operation, rt ResourceType) bool {
+	if a.Authorize(principal, host, op, rt, "hardcode") {
+		return true
+	}
+	denyLit, denyPre := map[string]bool{}, map[string]bool{}
+	var allowLit, allowPre []string
+	wildAllow := false
+	for _, b := range a.snap.Load().all {
+		if b.ResourceType != rt || (b.Host != host && b.Host != WildcardHost) ||
+			(b.Principal != principal && b.Principal != WildcardPrincipal) || (b.Operation != op && b.Operation != OpAll) {
+			continue
+		}
+		switch {
+		case b.Permission == PermissionDeny && b.PatternType == PatternLiteral:
+			if b.ResourceName == WildcardResource {
+				return false
+			}
+			denyLit[b.ResourceName] = true
+		case b.Permission == PermissionDeny:
+			denyPre[b.ResourceName] = true
+		case b.PatternType == PatternLiteral && b.ResourceName == WildcardResource:
+			wildAllow = true
+		case b.PatternType == PatternLiteral:
+			allowLit = append(allowLit, b.ResourceName)
+		default:
+			allowPre = append(allowPre, b.ResourceName)
+		}
+	}
+	if wildAllow {
+		return true
+	}
+	dominated := func(name string) bool {
+		for i := 1; i <= len(name); i++ {
+			if denyPre[name[:i]] {
+				return true
+			}
+		}
+		return false
+	}
+	for _, n := range allowLit {
+		if !denyLit[n] && !dominated(n) {
+			return true
+		}
+	}
+	for _, n := range allowPre {
+		if !dominated(n) {
+			return true
+		}
+	}
+	return false
+}
