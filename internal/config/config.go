@@ -133,7 +133,14 @@ type Broker struct {
 	// ScramBootstrap are the credentials of strata.scram.credentials
 	// (sasl.go), created at start-up when the store lacks them.
 	ScramBootstrap []ScramBootstrap
-	sec            securityProps
+	// Authorization (issue 20): authorizer.class.name (""; or
+	// configkeys.StandardAuthorizer: ACLs on), super.users as given
+	// (semicolon-separated principals, auth.ParseSuperUsers) and
+	// allow.everyone.if.no.acl.found.
+	Authorizer           string
+	SuperUsers           string
+	AllowEveryoneIfNoACL bool
+	sec                  securityProps
 }
 
 // Cleaner is the compaction cleaner's settings, as engine.CleanerOptions
@@ -182,6 +189,10 @@ var fields = map[string]setter{
 	"connections.max.idle.ms":    func(b *Broker, v configkeys.Value) { b.MaxIdleMs = v.Int },
 	"queued.max.request.bytes":   func(b *Broker, v configkeys.Value) { b.QueuedMaxBytes = max(v.Int, -1) },
 	"metrics.listeners":          func(b *Broker, v configkeys.Value) { b.MetricsListeners, _ = configkeys.HTTPListeners(v.Text) },
+
+	"authorizer.class.name":          func(b *Broker, v configkeys.Value) { b.Authorizer = v.Text },
+	"super.users":                    func(b *Broker, v configkeys.Value) { b.SuperUsers = v.Text },
+	"allow.everyone.if.no.acl.found": func(b *Broker, v configkeys.Value) { b.AllowEveryoneIfNoACL = v.Bool },
 
 	"log.retention.check.interval.ms": func(b *Broker, v configkeys.Value) { b.RetentionCheckIntervalMs = v.Int },
 	"log.cleaner.enable":              func(b *Broker, v configkeys.Value) { b.Cleaner.Disabled = !v.Bool },

@@ -24,7 +24,8 @@ import (
 // the name's entry in listener.security.protocol.map (Kafka's default map
 // names each protocol after itself). PLAINTEXT, SSL, SASL_PLAINTEXT and
 // SASL_SSL are served (sasl.go: PLAIN and SCRAM); every key Strata cannot
-// honour (other sasl.* keys, authorizer and principal builder classes, JKS
+// honour (other sasl.* keys, authorizer classes other than Kafka's
+// StandardAuthorizer, principal builder classes, JKS
 // or PKCS12 stores, Java provider settings) is a start-up error that names
 // the listener or the key: never a broker that is less protected than its
 // configuration says.
@@ -71,8 +72,6 @@ type securityProps struct {
 // refusedPrefixes are key families Strata cannot honour yet: a start-up
 // error naming the key.
 var refusedPrefixes = []struct{ prefix, why string }{
-	{"authorizer.class.name", "authorization (ACLs) is not supported yet"},
-	{"super.users", "authorization (ACLs) is not supported yet"},
 	{"principal.builder.class", "a custom principal builder cannot be loaded; the SSL principal is the certificate subject (ssl.principal.mapping.rules)"},
 	{"ssl_", "not a key (did you mean ssl.?)"},
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stratalog/strata/internal/configkeys"
 	"github.com/stratalog/strata/internal/tlstest"
 )
 
@@ -72,8 +73,7 @@ func TestSecurityConfigErrorsNameTheKey(t *testing.T) {
 			"listener.name.sasl_plaintext.sasl.login.class":       "x"}, "listener.name.sasl_plaintext.sasl.login.class"},
 		{map[string]string{"strata.scram.credentials": "SCRAM-SHA-256=[name=a,password=b,iterations=10]"}, "strata.scram.credentials"},
 		{map[string]string{"listeners": "SASL_SSL://127.0.0.1:9094", "sasl.enabled.mechanisms": "SCRAM-SHA-256"}, "ssl.keystore"},
-		{map[string]string{"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"}, "authorizer.class.name"},
-		{map[string]string{"super.users": "User:admin"}, "super.users"},
+		{map[string]string{"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"}, "authorizer.class.name"},
 		{map[string]string{"security.protocol": "SSL"}, "security.protocol"},
 		{map[string]string{"listener.name.client.plain.sasl.jaas.config": "x"}, "listener.name.client.plain.sasl.jaas.config"},
 		{ssl("ssl.keystore.location", ""), "ssl.keystore.location"},
@@ -354,5 +354,27 @@ func TestSASLListenersResolve(t *testing.T) {
 	}
 	for _, k := range b.Unknown {
 		t.Errorf("SASL key %s reported unknown", k)
+	}
+}
+
+// The authorizer's keys (issue 20): Kafka's names and defaults.
+func TestAuthorizerKeys(t *testing.T) {
+	b, err := finish(map[string]string{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Authorizer != "" || b.SuperUsers != "" || b.AllowEveryoneIfNoACL {
+		t.Fatalf("defaults: %q %q %v", b.Authorizer, b.SuperUsers, b.AllowEveryoneIfNoACL)
+	}
+	b, err = finish(map[string]string{
+		"authorizer.class.name":          configkeys.StandardAuthorizer,
+		"super.users":                    "User:admin;User:broker",
+		"allow.everyone.if.no.acl.found": "TRUE",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Authorizer != configkeys.StandardAuthorizer || b.SuperUsers != "User:admin;User:broker" || !b.AllowEveryoneIfNoACL {
+		t.Fatalf("set: %q %q %v", b.Authorizer, b.SuperUsers, b.AllowEveryoneIfNoACL)
 	}
 }

@@ -206,6 +206,12 @@ var keys = []Key{
 		Doc: "empty: a broker dialing another does not check the certificate's names"},
 	{Broker: "ssl.principal.mapping.rules", Type: String, Shown: "DEFAULT", Section: "security",
 		Doc: "`RULE:pattern/replacement/[LU],...,DEFAULT`: the principal name from the subject"},
+	{Broker: "authorizer.class.name", Type: String, Shown: "none (no authorization)", Check: checkAuthorizer, Section: "security",
+		Doc: "`" + StandardAuthorizer + "` turns on ACLs (docs/security.md, \"Authorization\"); another class is refused at start-up"},
+	{Broker: "super.users", Type: String, Shown: "none", Section: "security",
+		Doc: "principals allowed everything, separated by semicolons (`User:admin;User:broker`)"},
+	{Broker: "allow.everyone.if.no.acl.found", Type: Boolean, Default: "false", Section: "security",
+		Doc: "with the authorizer on, a resource that has no ACL at all is open to every principal"},
 
 	// Transactions.
 	{Broker: "transaction.max.timeout.ms", Type: Int, Min: 1, Max: math.MaxInt32, Default: "900000", Section: "transactions",
@@ -289,6 +295,17 @@ func checkLogDirs(v string) error {
 	}
 	if dirs := strings.Split(v, ","); len(dirs) > 1 {
 		return fmt.Errorf("lists %d directories; Strata serves one data directory (several log directories per broker are not supported): give one", len(dirs))
+	}
+	return nil
+}
+
+// StandardAuthorizer is Kafka's authorizer class, the only value of
+// authorizer.class.name Strata serves (package auth has its rules).
+const StandardAuthorizer = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+
+func checkAuthorizer(v string) error {
+	if v != "" && v != StandardAuthorizer {
+		return errors.New("only " + StandardAuthorizer + " (Kafka's standard ACL authorizer) is served; refusing to start rather than ignore " + strconv.Quote(v))
 	}
 	return nil
 }
