@@ -33,6 +33,10 @@ import (
 // remote data) and reads below the local log start belong to the remote
 // log manager: Log.LogStartOffset stays the local log start offset.
 
+// RemoteMetadataDirName is the data directory's entry where `strata
+// serve` keeps the remote log manager's metadata; Open leaves it alone.
+const RemoteMetadataDirName = "__strata_remote_log_metadata"
+
 // RemoteHook is what local retention asks the remote log manager.
 type RemoteHook interface {
 	// CopiedEnd is the offset below which the log's segments are all
