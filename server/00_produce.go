@@ -63,6 +63,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/stratalog/strata/auth"
 	"github.com/stratalog/strata/engine"
 	"github.com/stratalog/strata/record"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -111,6 +112,8 @@ func handleProduce(s *Server, rc *reqCtx) {
 	case req.Acks != 0 && req.Acks != 1 && req.Acks != -1:
 		reqErr = kerr.InvalidRequiredAcks.Code
 		reqMsg = fmt.Sprintf("acks must be 0, 1 or -1, not %d", req.Acks)
+	case req.TransactionID != nil && !s.authorized(rc, auth.OpWrite, auth.ResourceTransactionalID, *req.TransactionID): // authz.go
+		reqErr = kerr.TransactionalIDAuthorizationFailed.Code
 	}
 	// Transactional batches may need the coordinator first (KIP-890,
 	// txn_verify.go); that path answers the request itself.
@@ -191,13 +194,20 @@ func (s *Server) produceAppend(rc *reqCtx, req *kmsg.ProduceRequest, reqErr int1
 }
 
 // produceTopic resolves a request topic (by name before v13, by id after);
-// Kafka's internal topics take writes only from adminClientID.
+// the principal needs Write on it (TOPIC_AUTHORIZATION_FAILED, before
+// whether it exists, as Kafka); Kafka's internal topics take writes only
+// from adminClientID.
 func (s *Server) produceTopic(rc *reqCtx, rt *kmsg.ProduceRequestTopic) (*engine.Topic, int16, string) {
 	var t *engine.Topic
 	if rc.version >= produceFirstTopicIDVersion {
 		if t = s.eng.TopicByID(rt.TopicID); t == nil {
 			return nil, kerr.UnknownTopicID.Code, ""
 		}
+		if !s.authorized(rc, auth.OpWrite, auth.ResourceTopic, t.Name()) {
+			return nil, kerr.TopicAuthorizationFailed.Code, ""
+		}
+	} else if !s.authorized(rc, auth.OpWrite, auth.ResourceTopic, rt.Topic) {
+		return nil, kerr.TopicAuthorizationFailed.Code, ""
 	} else if t = s.eng.Topic(rt.Topic); t == nil {
 		if internalTopics[rt.Topic] && rc.client != adminClientID {
 			return nil, kerr.InvalidTopicException.Code, "cannot produce to internal topic " + rt.Topic

@@ -234,6 +234,17 @@ func (f *fetchState) read() (bytes int64, failed bool) {
 		} else if topic = eng.Topic(rt.Topic); topic == nil {
 			topicErr = kerr.UnknownTopicOrPartition.Code
 		}
+		// authz.go: Read on the topic (ClusterAction on the cluster for a
+		// follower), checked before whether a named topic exists.
+		if topic != nil || v < fetchFirstTopicIDVersion {
+			name := rt.Topic
+			if topic != nil {
+				name = topic.Name()
+			}
+			if !f.authorizedTopic(name) {
+				topic, topicErr = nil, kerr.TopicAuthorizationFailed.Code
+			}
+		}
 
 		for j := range rt.Partitions {
 			rp := &rt.Partitions[j]

@@ -25,6 +25,7 @@ package server
 // occurrence, as in Kafka. v0 (old-style offset lists) is not served.
 
 import (
+	"github.com/stratalog/strata/auth"
 	"github.com/stratalog/strata/engine"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -56,6 +57,7 @@ func handleListOffsets(s *Server, rc *reqCtx) {
 		st.Topic = rt.Topic
 		st.Partitions = make([]kmsg.ListOffsetsResponseTopicPartition, len(rt.Partitions))
 		topic := s.eng.Topic(rt.Topic)
+		allowed := s.authorized(rc, auth.OpDescribe, auth.ResourceTopic, rt.Topic) // authz.go
 		for j := range rt.Partitions {
 			rp := &rt.Partitions[j]
 			sp := &st.Partitions[j]
@@ -63,6 +65,10 @@ func handleListOffsets(s *Server, rc *reqCtx) {
 			sp.Partition = rp.Partition
 			if dups[listOffsetsKey{rt.Topic, rp.Partition}] {
 				sp.ErrorCode = kerr.InvalidRequest.Code
+				continue
+			}
+			if !allowed {
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 				continue
 			}
 			if topic == nil {

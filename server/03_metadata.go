@@ -76,13 +76,15 @@ func handleMetadata(s *Server, rc *reqCtx) {
 	if req.IncludeTopicAuthorizedOperations {
 		topicOps = topicAuthorizedOps
 	}
-	md := metadataBuilder{s: s, topicOps: topicOps, offline: s.eng.Offline() != nil}
+	md := metadataBuilder{s: s, rc: rc, topicOps: topicOps, offline: s.eng.Offline() != nil}
 
 	if req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0) {
 		topics := s.eng.Topics()
 		resp.Topics = make([]kmsg.MetadataResponseTopic, 0, len(topics))
 		for _, t := range topics {
-			resp.Topics = append(resp.Topics, md.topic(t))
+			if md.describable(t.Name()) { // authz.go: unauthorized topics are left out
+				resp.Topics = append(resp.Topics, md.topic(t))
+			}
 		}
 		rc.respond(resp)
 		return
@@ -103,6 +105,10 @@ func handleMetadata(s *Server, rc *reqCtx) {
 			}
 			seenIDs[rt.TopicID] = struct{}{}
 			if t := s.eng.TopicByID(rt.TopicID); t != nil && rt.TopicID != ([16]byte{}) {
+				if !md.describable(t.Name()) {
+					resp.Topics = append(resp.Topics, topicAuthFailed(nil, rt.TopicID))
+					continue
+				}
 				resp.Topics = append(resp.Topics, md.topic(t))
 				continue
 			}
@@ -117,6 +123,10 @@ func handleMetadata(s *Server, rc *reqCtx) {
 			continue
 		}
 		seenNames[name] = struct{}{}
+		if md.deniedNamed(name, autoCreate && s.eng.Topic(name) == nil) { // authz.go
+			resp.Topics = append(resp.Topics, topicAuthFailed(&name, [16]byte{}))
+			continue
+		}
 		resp.Topics = append(resp.Topics, md.named(name, autoCreate))
 	}
 	rc.respond(resp)
@@ -125,6 +135,7 @@ func handleMetadata(s *Server, rc *reqCtx) {
 // metadataBuilder builds topic entries for one Metadata response.
 type metadataBuilder struct {
 	s        *Server
+	rc       *reqCtx // whose principal must be allowed to Describe a topic (authz.go)
 	topicOps int32
 	offline  bool    // the log directory is offline: no partition has a leader
 	nodes    []int32 // [NodeID], shared read-only by every partition's replicas and ISR
@@ -211,7 +222,7 @@ func (s *Server) clusterMetadata(rc *reqCtx) {
 	if req.IncludeTopicAuthorizedOperations {
 		topicOps = topicAuthorizedOps
 	}
-	md := &metadataBuilder{s: s, topicOps: topicOps, offline: s.eng.Offline() != nil}
+	md := &metadataBuilder{s: s, rc: rc, topicOps: topicOps, offline: s.eng.Offline() != nil}
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
 	autoCreate := s.cfg.AutoCreateTopics && (req.Version < 4 || req.AllowAutoTopicCreation)
 
@@ -225,7 +236,8 @@ func (s *Server) clusterMetadata(rc *reqCtx) {
 			}
 			name := *rt.Topic
 			seen[name] = true
-			if v.topics[name] == nil && validTopicName(name) == nil && !(internalTopics[name] && s.eng.Topic(name) != nil) {
+			if v.topics[name] == nil && validTopicName(name) == nil && !(internalTopics[name] && s.eng.Topic(name) != nil) &&
+				!md.deniedNamed(name, true) { // authz.go: Describe and Create
 				create = append(create, name)
 			}
 		}
@@ -296,10 +308,12 @@ func (s *Server) clusterMetadataResponse(req *kmsg.MetadataRequest, md *metadata
 		sort.Strings(names)
 		resp.Topics = make([]kmsg.MetadataResponseTopic, 0, len(names))
 		for _, n := range names {
-			resp.Topics = append(resp.Topics, md.clusterTopic(v.topics[n]))
+			if md.describable(n) { // authz.go: unauthorized topics are left out
+				resp.Topics = append(resp.Topics, md.clusterTopic(v.topics[n]))
+			}
 		}
 		for _, t := range s.eng.Topics() {
-			if v.topics[t.Name()] == nil && strings.HasPrefix(t.Name(), "__") {
+			if v.topics[t.Name()] == nil && strings.HasPrefix(t.Name(), "__") && md.describable(t.Name()) {
 				resp.Topics = append(resp.Topics, md.topic(t))
 			}
 		}
@@ -316,6 +330,10 @@ func (s *Server) clusterMetadataResponse(req *kmsg.MetadataRequest, md *metadata
 			}
 			seenIDs[rt.TopicID] = struct{}{}
 			if vt := v.byID[rt.TopicID]; vt != nil {
+				if !md.describable(vt.name) {
+					resp.Topics = append(resp.Topics, topicAuthFailed(nil, rt.TopicID))
+					continue
+				}
 				resp.Topics = append(resp.Topics, md.clusterTopic(vt))
 				continue
 			}
@@ -330,6 +348,11 @@ func (s *Server) clusterMetadataResponse(req *kmsg.MetadataRequest, md *metadata
 			continue
 		}
 		seenNames[name] = struct{}{}
+		autoCreate := md.s.cfg.AutoCreateTopics && (req.Version < 4 || req.AllowAutoTopicCreation)
+		if md.deniedNamed(name, autoCreate && v.topics[name] == nil && s.eng.Topic(name) == nil) { // authz.go
+			resp.Topics = append(resp.Topics, topicAuthFailed(&name, [16]byte{}))
+			continue
+		}
 		if vt := v.topics[name]; vt != nil {
 			resp.Topics = append(resp.Topics, md.clusterTopic(vt))
 			continue

@@ -19,6 +19,7 @@ package server
 // advertised.
 
 import (
+	"github.com/stratalog/strata/auth"
 	"github.com/stratalog/strata/group"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -36,15 +37,27 @@ func handleOffsetCommit(s *Server, rc *reqCtx) {
 	if req.InstanceID != nil {
 		creq.InstanceID = *req.InstanceID
 	}
+	// authz.go: Read on the group (GROUP_AUTHORIZATION_FAILED for every
+	// partition), then on each topic (TOPIC_AUTHORIZATION_FAILED).
+	groupOK := s.authorized(rc, auth.OpRead, auth.ResourceGroup, req.Group)
 	for i := range req.Topics {
 		rt := &req.Topics[i]
 		st := &resp.Topics[i]
 		st.Topic = rt.Topic
 		st.Partitions = make([]kmsg.OffsetCommitResponseTopicPartition, len(rt.Partitions))
+		topicOK := groupOK && s.authorized(rc, auth.OpRead, auth.ResourceTopic, rt.Topic)
 		for j, rp := range rt.Partitions {
 			sp := &st.Partitions[j]
 			sp.Default()
 			sp.Partition = rp.Partition
+			if !groupOK {
+				sp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+				continue
+			}
+			if !topicOK {
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				continue
+			}
 			if !s.partitionExists(rt.Topic, rp.Partition) {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				continue

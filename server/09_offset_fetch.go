@@ -16,6 +16,7 @@ package server
 // v0 (ZooKeeper offsets) and v10 (topic ids) are not advertised.
 
 import (
+	"github.com/stratalog/strata/auth"
 	"github.com/stratalog/strata/group"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -37,7 +38,7 @@ func handleOffsetFetch(s *Server, rc *reqCtx) {
 					topics[j] = kmsg.OffsetFetchRequestTopic{Topic: t.Topic, Partitions: t.Partitions}
 				}
 			}
-			out, code := s.offsetFetchGroup(rg.Group, topics, rg.Topics == nil, req.RequireStable)
+			out, code := s.offsetFetchGroup(rc, rg.Group, topics, rg.Topics == nil, req.RequireStable)
 			g := &resp.Groups[i]
 			g.Default()
 			g.Group, g.ErrorCode = rg.Group, code
@@ -56,7 +57,7 @@ func handleOffsetFetch(s *Server, rc *reqCtx) {
 		rc.respond(resp)
 		return
 	}
-	out, code := s.offsetFetchGroup(req.Group, req.Topics, req.Topics == nil && req.Version >= 2, req.RequireStable)
+	out, code := s.offsetFetchGroup(rc, req.Group, req.Topics, req.Topics == nil && req.Version >= 2, req.RequireStable)
 	resp.Topics = out
 	if req.Version >= 2 {
 		resp.ErrorCode = code
@@ -72,18 +73,29 @@ func handleOffsetFetch(s *Server, rc *reqCtx) {
 
 // offsetFetchGroup answers one group: the asked partitions (all committed
 // ones if all) and the group-level error code. On a coordinator error the
-// asked partitions come back with offset -1.
-func (s *Server) offsetFetchGroup(groupID string, topics []kmsg.OffsetFetchRequestTopic, all, requireStable bool) ([]kmsg.OffsetFetchResponseTopic, int16) {
+// asked partitions come back with offset -1. rc's principal needs
+// Describe on the group (GROUP_AUTHORIZATION_FAILED) and on each topic:
+// an asked topic it may not describe is TOPIC_AUTHORIZATION_FAILED, and
+// left out of an all-topics answer, as Kafka (authz.go).
+func (s *Server) offsetFetchGroup(rc *reqCtx, groupID string, topics []kmsg.OffsetFetchRequestTopic, all, requireStable bool) ([]kmsg.OffsetFetchResponseTopic, int16) {
 	var tps []group.TopicPartition
+	var denied []kmsg.OffsetFetchResponseTopic
 	if !all {
 		tps = []group.TopicPartition{}
 		for _, t := range topics {
+			if !s.authorized(rc, auth.OpDescribe, auth.ResourceTopic, t.Topic) {
+				denied = append(denied, offsetFetchDenied(t))
+				continue
+			}
 			for _, p := range t.Partitions {
 				tps = append(tps, group.TopicPartition{Topic: t.Topic, Partition: p})
 			}
 		}
 	}
 	c, code := s.groupCoordinator()
+	if code == 0 && !s.authorized(rc, auth.OpDescribe, auth.ResourceGroup, groupID) {
+		code = kerr.GroupAuthorizationFailed.Code
+	}
 	var got []group.FetchedOffset
 	if code == 0 {
 		got, code = c.Fetch(groupID, tps)
@@ -97,6 +109,9 @@ func (s *Server) offsetFetchGroup(groupID string, topics []kmsg.OffsetFetchReque
 	var out []kmsg.OffsetFetchResponseTopic
 	idx := map[string]int{}
 	for _, f := range got {
+		if all && !s.authorized(rc, auth.OpDescribe, auth.ResourceTopic, f.TP.Topic) {
+			continue
+		}
 		i, ok := idx[f.TP.Topic]
 		if !ok {
 			i = len(out)
@@ -114,8 +129,23 @@ func (s *Server) offsetFetchGroup(groupID string, topics []kmsg.OffsetFetchReque
 		}
 		out[i].Partitions = append(out[i].Partitions, p)
 	}
+	out = append(out, denied...)
 	if out == nil {
 		out = []kmsg.OffsetFetchResponseTopic{}
 	}
 	return out, code
+}
+
+// offsetFetchDenied answers a topic the principal may not describe.
+func offsetFetchDenied(t kmsg.OffsetFetchRequestTopic) kmsg.OffsetFetchResponseTopic {
+	out := kmsg.NewOffsetFetchResponseTopic()
+	out.Topic = t.Topic
+	for _, p := range t.Partitions {
+		rp := kmsg.NewOffsetFetchResponseTopicPartition()
+		rp.Partition, rp.Offset, rp.LeaderEpoch = p, -1, -1
+		rp.Metadata = kmsg.StringPtr("")
+		rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+		out.Partitions = append(out.Partitions, rp)
+	}
+	return out
 }

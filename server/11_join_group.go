@@ -51,6 +51,7 @@ func handleJoinGroup(s *Server, rc *reqCtx) {
 		rc.respond(resp)
 	}
 	c, code := s.groupCoordinator()
+	code = s.groupAuthorized(rc, req.Group, code) // authz.go: Read on the group
 	if code != 0 {
 		answer(group.JoinResult{Err: code, MemberID: req.MemberID, Generation: -1})
 		return

@@ -13,6 +13,7 @@ func handleHeartbeat(s *Server, rc *reqCtx) {
 	req := rc.req.(*kmsg.HeartbeatRequest)
 	resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
 	c, code := s.groupCoordinator()
+	code = s.groupAuthorized(rc, req.Group, code) // authz.go: Read on the group
 	if code == 0 {
 		inst := ""
 		if req.InstanceID != nil {

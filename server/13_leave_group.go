@@ -18,6 +18,7 @@ func handleLeaveGroup(s *Server, rc *reqCtx) {
 	req := rc.req.(*kmsg.LeaveGroupRequest)
 	resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
 	c, code := s.groupCoordinator()
+	code = s.groupAuthorized(rc, req.Group, code) // authz.go: Read on the group
 	if code != 0 {
 		resp.ErrorCode = code
 		rc.respond(resp)

@@ -31,6 +31,7 @@ func handleSyncGroup(s *Server, rc *reqCtx) {
 		rc.respond(resp)
 	}
 	c, code := s.groupCoordinator()
+	code = s.groupAuthorized(rc, req.Group, code) // authz.go: Read on the group
 	if code != 0 {
 		answer(group.SyncResult{Err: code})
 		return

@@ -80,6 +80,8 @@ func handleCreateTopics(s *Server, rc *reqCtx) {
 		var err error
 		if counts[rt.Topic] > 1 {
 			err = newAPIError(kerr.InvalidRequest, "topic %q appears %d times in one CreateTopics request", rt.Topic, counts[rt.Topic])
+		} else if !s.mayCreateTopic(rc, rt.Topic) { // authz.go: Create on the cluster or the topic
+			err = newAPIError(kerr.TopicAuthorizationFailed, "not authorized to create topic %q", rt.Topic)
 		} else {
 			err = s.createTopic(rt, req.ValidateOnly, &out)
 		}
@@ -267,6 +269,8 @@ func (s *Server) clusterCreateTopics(rc *reqCtx) {
 			var err error
 			if counts[rt.Topic] > 1 {
 				err = newAPIError(kerr.InvalidRequest, "topic %q appears %d times in one CreateTopics request", rt.Topic, counts[rt.Topic])
+			} else if !s.mayCreateTopic(rc, rt.Topic) { // authz.go: Create on the cluster or the topic
+				err = newAPIError(kerr.TopicAuthorizationFailed, "not authorized to create topic %q", rt.Topic)
 			} else {
 				var off int64
 				off, err = s.clusterCreateTopic(ctx, rt, req.ValidateOnly, &out)

@@ -19,16 +19,17 @@ func init() { register(20, 0, 6, handleDeleteTopics) }
 func handleDeleteTopics(s *Server, rc *reqCtx) {
 	req := rc.req.(*kmsg.DeleteTopicsRequest)
 	if s.clustered() {
-		s.goAdmin(req.TimeoutMillis, func(ctx context.Context) { rc.respond(s.deleteTopics(ctx, req)) })
+		s.goAdmin(req.TimeoutMillis, func(ctx context.Context) { rc.respond(s.deleteTopics(ctx, rc, req)) })
 		return
 	}
-	rc.respond(s.deleteTopics(nil, req))
+	rc.respond(s.deleteTopics(nil, rc, req))
 }
 
 // deleteTopics answers a DeleteTopics request: through the controller when
 // ctx is not nil (cluster mode; the answer waits until this broker's view
-// has the deletions), else on the engine.
-func (s *Server) deleteTopics(ctx context.Context, req *kmsg.DeleteTopicsRequest) *kmsg.DeleteTopicsResponse {
+// has the deletions), else on the engine. rc's principal needs Delete on
+// each topic (authz.go).
+func (s *Server) deleteTopics(ctx context.Context, rc *reqCtx, req *kmsg.DeleteTopicsRequest) *kmsg.DeleteTopicsResponse {
 	resp := kmsg.NewPtrDeleteTopicsResponse()
 
 	type target struct {
@@ -72,6 +73,8 @@ func (s *Server) deleteTopics(ctx context.Context, req *kmsg.DeleteTopicsRequest
 			code, msg = kerr.InvalidRequest, "a topic must be named by name or by id"
 		case t.name != nil && names[*t.name] > 1, t.name == nil && ids[t.id] > 1:
 			code, msg = kerr.InvalidRequest, "topic named more than once in one DeleteTopics request"
+		case !s.mayDeleteTopic(rc, t.name, t.id): // authz.go
+			code, msg = kerr.TopicAuthorizationFailed, "not authorized to delete the topic"
 		case ctx != nil:
 			off, err := s.clusterDeleteTopic(ctx, t.name, t.id, &out)
 			maxOff = max(maxOff, off)

@@ -25,6 +25,7 @@ package server
 import (
 	"errors"
 
+	"github.com/stratalog/strata/auth"
 	"github.com/stratalog/strata/broker/txnhost"
 	"github.com/stratalog/strata/txn"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -45,6 +46,10 @@ func handleInitProducerID(s *Server, rc *reqCtx) {
 	switch {
 	case req.TransactionalID != nil && *req.TransactionalID == "":
 		resp.ErrorCode = kerr.InvalidRequest.Code
+	case req.TransactionalID != nil && !s.authorized(rc, auth.OpWrite, auth.ResourceTransactionalID, *req.TransactionalID): // authz.go
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+	case req.TransactionalID == nil && !s.mayIdempotentWrite(rc): // authz.go
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
 	case req.TransactionalID != nil:
 		initTxnProducerID(s, rc, req, resp)
 		return

@@ -34,6 +34,7 @@ package server
 import (
 	"time"
 
+	"github.com/stratalog/strata/auth"
 	"github.com/stratalog/strata/engine"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -61,6 +62,8 @@ func handleWriteTxnMarkers(s *Server, rc *reqCtx) {
 	resp := req.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
 	resp.Markers = make([]kmsg.WriteTxnMarkersResponseMarker, len(req.Markers))
 	var waits []markerWait
+	// authz.go: a broker's request, ClusterAction on the cluster.
+	clusterOK := s.authorizedCluster(rc, auth.OpClusterAction)
 	for i := range req.Markers {
 		m := &req.Markers[i]
 		rm := &resp.Markers[i]
@@ -78,6 +81,10 @@ func handleWriteTxnMarkers(s *Server, rc *reqCtx) {
 			for k, p := range mt.Partitions {
 				rp := &rt.Partitions[k]
 				rp.Partition = p
+				if !clusterOK {
+					rp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+					continue
+				}
 				l, last, code := s.writeTxnMarker(topic, p, m)
 				if code != 0 {
 					rp.ErrorCode = code

@@ -4,6 +4,7 @@ import (
 	"sort"
 	"strconv"
 
+	"github.com/stratalog/strata/auth"
 	"github.com/stratalog/strata/engine"
 	"github.com/stratalog/strata/internal/configkeys"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -173,10 +174,12 @@ func handleDescribeConfigs(s *Server, rc *reqCtx) {
 		out.ResourceType = rr.ResourceType
 		out.ResourceName = rr.ResourceName
 		var err *apiError
-		switch rr.ResourceType {
-		case kmsg.ConfigResourceTypeTopic:
+		switch {
+		case s.configsDenied(rc, auth.OpDescribeConfigs, rr.ResourceType, rr.ResourceName) != nil: // authz.go
+			err = s.configsDenied(rc, auth.OpDescribeConfigs, rr.ResourceType, rr.ResourceName)
+		case rr.ResourceType == kmsg.ConfigResourceTypeTopic:
 			out.Configs, err = s.describeTopicConfigs(rr, opts)
-		case kmsg.ConfigResourceTypeBroker:
+		case rr.ResourceType == kmsg.ConfigResourceTypeBroker:
 			out.Configs, err = s.describeBrokerConfigs(rr, opts)
 		default:
 			err = newAPIError(kerr.InvalidRequest, "unsupported resource type %v", rr.ResourceType)

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"time"
 
+	"github.com/stratalog/strata/auth"
 	"github.com/stratalog/strata/controller"
 	"github.com/stratalog/strata/engine"
 	"github.com/stratalog/strata/internal/configkeys"
@@ -51,6 +52,8 @@ func handleAlterConfigs(s *Server, rc *reqCtx) {
 			switch {
 			case dups[resourceKey{int8(rr.ResourceType), rr.ResourceName}]:
 				err = newAPIError(kerr.InvalidRequest, "resource %v %q appears more than once", rr.ResourceType, rr.ResourceName)
+			case s.configsDenied(rc, auth.OpAlterConfigs, rr.ResourceType, rr.ResourceName) != nil: // authz.go
+				err = s.configsDenied(rc, auth.OpAlterConfigs, rr.ResourceType, rr.ResourceName)
 			case rr.ResourceType == kmsg.ConfigResourceTypeTopic:
 				set := make(map[string]string, len(rr.Configs))
 				for _, c := range rr.Configs {

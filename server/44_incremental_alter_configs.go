@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 
+	"github.com/stratalog/strata/auth"
 	"github.com/stratalog/strata/engine"
 	"github.com/stratalog/strata/internal/configkeys"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -36,6 +37,8 @@ func handleIncrementalAlterConfigs(s *Server, rc *reqCtx) {
 			switch {
 			case dups[resourceKey{int8(rr.ResourceType), rr.ResourceName}]:
 				err = newAPIError(kerr.InvalidRequest, "resource %v %q appears more than once", rr.ResourceType, rr.ResourceName)
+			case s.configsDenied(rc, auth.OpAlterConfigs, rr.ResourceType, rr.ResourceName) != nil: // authz.go
+				err = s.configsDenied(rc, auth.OpAlterConfigs, rr.ResourceType, rr.ResourceName)
 			case rr.ResourceType == kmsg.ConfigResourceTypeTopic:
 				if err = checkIncrementalOps(rr.Configs); err == nil {
 					ops := rr.Configs

@@ -52,6 +52,7 @@ func handleConsumerGroupHeartbeat(s *Server, rc *reqCtx) {
 		rc.respond(resp)
 	}
 	c, code := s.groupCoordinator()
+	code = s.groupAuthorized(rc, req.Group, code) // authz.go: Read on the group
 	switch {
 	case code != 0:
 		fail(code, "")

@@ -653,6 +653,58 @@ var decodeOps = map[int16][]dop{
 			{k: dTags},
 		}},
 	},
+	29: { // DescribeACLsRequest
+		{k: dFixed, n: 1},
+		{k: dNullString},
+		{k: dIf, min: 1, max: -1, body: []dop{
+			{k: dFixed, n: 1},
+		}},
+		{k: dNullString},
+		{k: dNullString},
+		{k: dFixed, n: 1},
+		{k: dFixed, n: 1},
+		{k: dIf, min: 0, max: -1, flex: 1, body: []dop{
+			{k: dTags},
+		}},
+	},
+	30: { // CreateACLsRequest
+		{k: dArray, n: sizeOf[kmsg.CreateACLsRequestCreation](), body: []dop{
+			{k: dFixed, n: 1},
+			{k: dString},
+			{k: dIf, min: 1, max: -1, body: []dop{
+				{k: dFixed, n: 1},
+			}},
+			{k: dString},
+			{k: dString},
+			{k: dFixed, n: 1},
+			{k: dFixed, n: 1},
+			{k: dIf, min: 0, max: -1, flex: 1, body: []dop{
+				{k: dTags},
+			}},
+		}},
+		{k: dIf, min: 0, max: -1, flex: 1, body: []dop{
+			{k: dTags},
+		}},
+	},
+	31: { // DeleteACLsRequest
+		{k: dArray, n: sizeOf[kmsg.DeleteACLsRequestFilter](), body: []dop{
+			{k: dFixed, n: 1},
+			{k: dNullString},
+			{k: dIf, min: 1, max: -1, body: []dop{
+				{k: dFixed, n: 1},
+			}},
+			{k: dNullString},
+			{k: dNullString},
+			{k: dFixed, n: 1},
+			{k: dFixed, n: 1},
+			{k: dIf, min: 0, max: -1, flex: 1, body: []dop{
+				{k: dTags},
+			}},
+		}},
+		{k: dIf, min: 0, max: -1, flex: 1, body: []dop{
+			{k: dTags},
+		}},
+	},
 	32: { // DescribeConfigsRequest
 		{k: dArray, n: sizeOf[kmsg.DescribeConfigsRequestResource](), body: []dop{
 			{k: dFixed, n: 1},

@@ -75,6 +75,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/stratalog/strata/auth"
 	"github.com/stratalog/strata/engine"
 	"github.com/stratalog/strata/internal/sasl"
 	"github.com/stratalog/strata/metrics"
@@ -139,6 +140,11 @@ type Config struct {
 	// Scram holds the SCRAM credentials that SASL listeners check and
 	// Describe/AlterUserScramCredentials manage (nil: none).
 	Scram *sasl.Store
+
+	// Authorizer checks every request against the ACLs and manages them
+	// (Describe/Create/DeleteAcls; authz.go); nil: no authorizer, every
+	// request is allowed.
+	Authorizer *auth.Authorizer
 
 	Groups  GroupsConfig  // consumer groups (groups.go)
 	Txn     TxnConfig     // producer ids, idempotence, transactions (producers.go)

@@ -1,0 +1,312 @@
+package server
+
+import (
+	"errors"
+	"net"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stratalog/strata/auth"
+	"github.com/stratalog/strata/engine"
+	"github.com/stratalog/strata/internal/sasl"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+)
+
+// startACLBroker starts a broker with the StandardAuthorizer's rules, its
+// ACLs kept in aclPath, super user User:admin, and a SASL listener:
+// PLAIN users admin and alice, SCRAM-SHA-512 user bob. It returns the
+// SASL listener's address and the authorizer.
+func startACLBroker(t *testing.T, aclPath string) (string, *auth.Authorizer) {
+	t.Helper()
+	a, err := auth.Open(auth.Config{SuperUsers: []string{"User:admin"}}, aclPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := sasl.NewStore()
+	c, err := sasl.NewCredential(sasl.ScramSHA512, "bob-secret", sasl.MinIterations)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Set("bob", sasl.ScramSHA512, c); err != nil {
+		t.Fatal(err)
+	}
+	_, s, _ := startBroker(t, func(c *Config, _ *engine.Options) {
+		c.Scram = store
+		c.Authorizer = a
+	})
+	l := Listener{Name: "SASL_PLAINTEXT", SASL: &sasl.Config{
+		Mechanisms: []string{sasl.Plain, sasl.ScramSHA512},
+		PlainUsers: map[string]string{"admin": "admin-secret", "alice": "alice-secret"},
+		Scram:      store,
+	}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.ServeListener(ln, l) }()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+	})
+	return ln.Addr().String(), a
+}
+
+func asPlain(user string) kgo.Opt {
+	return kgo.SASL(plain.Auth{User: user, Pass: user + "-secret"}.AsMechanism())
+}
+
+func asBob() kgo.Opt {
+	return kgo.SASL(scram.Auth{User: "bob", Pass: "bob-secret"}.AsSha512Mechanism())
+}
+
+// produceErr produces one record to topic and returns its error.
+func produceErr(t *testing.T, cl *kgo.Client, topic string) error {
+	t.Helper()
+	return cl.ProduceSync(testCtx(t), &kgo.Record{Topic: topic, Value: []byte("v")}).FirstErr()
+}
+
+func createACLs(t *testing.T, adm *kadm.Client, b *kadm.ACLBuilder) {
+	t.Helper()
+	rs, err := adm.CreateACLs(testCtx(t), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rs {
+		if r.Err != nil {
+			t.Fatalf("create ACL %+v: %v %s", r, r.Err, r.ErrMessage)
+		}
+	}
+}
+
+func TestACLProduceNeedsWrite(t *testing.T) {
+	addr, _ := startACLBroker(t, filepath.Join(t.TempDir(), engine.AclsFile))
+	ctx := testCtx(t)
+	admin := newAdmin(t, addr, asPlain("admin"))
+	if _, err := admin.CreateTopic(ctx, 1, 1, nil, "orders"); err != nil {
+		t.Fatal(err)
+	}
+
+	// No ACL at all: the topic is hidden and writes are refused.
+	alice := newClient(t, addr, asPlain("alice"), kgo.DisableIdempotentWrite(), kgo.RecordRetries(1))
+	if err := produceErr(t, alice, "orders"); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("produce without ACLs: %v, want TOPIC_AUTHORIZATION_FAILED", err)
+	}
+
+	// Describe only: Metadata answers, Produce refuses per partition.
+	createACLs(t, admin, kadm.NewACLs().Allow("User:alice").Topics("orders").Operations(kadm.OpDescribe))
+	// (Metadata now answers, so the refusal is Produce's.)
+	if err := produceErr(t, alice, "orders"); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("produce with Describe only: %v, want TOPIC_AUTHORIZATION_FAILED", err)
+	}
+	if md, err := newAdmin(t, addr, asPlain("alice")).Metadata(ctx, "orders"); err != nil || md.Topics["orders"].Err != nil {
+		t.Fatalf("metadata with Describe: %v %v", err, md.Topics["orders"].Err)
+	}
+
+	// Write: an idempotent producer (InitProducerId needs Write on some
+	// topic) writes.
+	createACLs(t, admin, kadm.NewACLs().Allow("User:alice").Topics("orders").Operations(kadm.OpWrite))
+	alice2 := newClient(t, addr, asPlain("alice"))
+	if err := produceErr(t, alice2, "orders"); err != nil {
+		t.Fatalf("produce with Write: %v", err)
+	}
+	// Another topic stays closed.
+	if _, err := admin.CreateTopic(ctx, 1, 1, nil, "payments"); err != nil {
+		t.Fatal(err)
+	}
+	if err := produceErr(t, alice, "payments"); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("produce to another topic: %v, want TOPIC_AUTHORIZATION_FAILED", err)
+	}
+
+	// DeleteAcls removes the Write: refused again.
+	dels, err := admin.DeleteACLs(ctx, kadm.NewACLs().Allow("User:alice").AllowHosts().Topics("orders").Operations(kadm.OpWrite))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dels) != 1 || dels[0].Err != nil || len(dels[0].Deleted) != 1 || dels[0].Deleted[0].Operation != kadm.OpWrite {
+		t.Fatalf("DeleteACLs = %+v", dels)
+	}
+	if err := produceErr(t, alice, "orders"); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("produce after DeleteAcls: %v, want TOPIC_AUTHORIZATION_FAILED", err)
+	}
+}
+
+func TestACLMetadataHidesTopics(t *testing.T) {
+	addr, _ := startACLBroker(t, filepath.Join(t.TempDir(), engine.AclsFile))
+	ctx := testCtx(t)
+	admin := newAdmin(t, addr, asPlain("admin"))
+	if _, err := admin.CreateTopic(ctx, 1, 1, nil, "public"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.CreateTopic(ctx, 1, 1, nil, "secret"); err != nil {
+		t.Fatal(err)
+	}
+	createACLs(t, admin, kadm.NewACLs().Allow("User:bob").Topics("public").Operations(kadm.OpRead))
+
+	bobCl := newClient(t, addr, asBob())
+	bob := kadm.NewClient(bobCl)
+	tds, err := bob.ListTopics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tds.Names(); !slices.Equal(got, []string{"public"}) {
+		t.Fatalf("bob lists %v, want [public]", got)
+	}
+	md := issue[*kmsg.MetadataResponse](t, bobCl, func() kmsg.Request {
+		r := kmsg.NewPtrMetadataRequest()
+		for _, n := range []string{"public", "secret", "unknown"} {
+			rt := kmsg.NewMetadataRequestTopic()
+			rt.Topic = kmsg.StringPtr(n)
+			r.Topics = append(r.Topics, rt)
+		}
+		r.AllowAutoTopicCreation = true
+		return r
+	}())
+	codes := map[string]int16{}
+	for _, mt := range md.Topics {
+		codes[*mt.Topic] = mt.ErrorCode
+		if mt.ErrorCode != 0 && len(mt.Partitions) != 0 {
+			t.Errorf("%s: refused with partitions", *mt.Topic)
+		}
+	}
+	want := map[string]int16{"public": 0, "secret": kerr.TopicAuthorizationFailed.Code, "unknown": kerr.TopicAuthorizationFailed.Code}
+	for n, c := range want {
+		if codes[n] != c {
+			t.Errorf("metadata %s: code %d, want %d", n, codes[n], c)
+		}
+	}
+	// The refused auto-creation created nothing.
+	all, err := admin.ListTopics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if all.Has("unknown") {
+		t.Fatal("a principal without Create auto-created a topic")
+	}
+	if !all.Has("secret") || !all.Has("public") {
+		t.Fatalf("the super user lists %v", all.Names())
+	}
+}
+
+func TestACLSuperUserAndAdminChecks(t *testing.T) {
+	addr, _ := startACLBroker(t, filepath.Join(t.TempDir(), engine.AclsFile))
+	ctx := testCtx(t)
+	// The super user does everything without an ACL: auto-creates,
+	// produces, consumes in a group (commits), deletes topics.
+	produceConsume(t, addr, "super", asPlain("admin"))
+	admin := newAdmin(t, addr, asPlain("admin"))
+	if _, err := admin.CommitOffsets(ctx, "g1", kadm.OffsetsFromRecords(kgo.Record{Topic: "super", Partition: 0, Offset: 1})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.DeleteTopics(ctx, "super"); err != nil {
+		t.Fatal(err)
+	}
+
+	// Alice may not manage ACLs, create or delete topics, or use a group.
+	alice := newAdmin(t, addr, asPlain("alice"))
+	rs, err := alice.CreateACLs(ctx, kadm.NewACLs().Allow("User:alice").Topics("x").Operations(kadm.OpAll))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 1 || !errors.Is(rs[0].Err, kerr.ClusterAuthorizationFailed) {
+		t.Fatalf("alice CreateAcls: %+v, want CLUSTER_AUTHORIZATION_FAILED", rs)
+	}
+	if ds, err := alice.DescribeACLs(ctx, kadm.NewACLs().AnyResource().Allow().AllowHosts().Operations()); err != nil || len(ds) != 1 ||
+		!errors.Is(ds[0].Err, kerr.ClusterAuthorizationFailed) {
+		t.Fatalf("alice DescribeAcls: %v %+v, want CLUSTER_AUTHORIZATION_FAILED", err, ds)
+	}
+	if r, err := alice.CreateTopic(ctx, 1, 1, nil, "mine"); err == nil && !errors.Is(r.Err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("alice CreateTopics: %v, want TOPIC_AUTHORIZATION_FAILED", r.Err)
+	}
+	if _, err := admin.CreateTopic(ctx, 1, 1, nil, "kept"); err != nil {
+		t.Fatal(err)
+	}
+	drs, err := alice.DeleteTopics(ctx, "kept")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := drs["kept"]; !errors.Is(r.Err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("alice DeleteTopics: %v, want TOPIC_AUTHORIZATION_FAILED", r.Err)
+	}
+	createACLs(t, admin, kadm.NewACLs().Allow("User:alice").Topics("kept").Operations(kadm.OpRead))
+	fo, err := alice.FetchOffsets(ctx, "g1")
+	if !errors.Is(err, kerr.GroupAuthorizationFailed) && !errors.Is(fo.Error(), kerr.GroupAuthorizationFailed) {
+		t.Fatalf("alice OffsetFetch without group ACL: %v / %v, want GROUP_AUTHORIZATION_FAILED", err, fo.Error())
+	}
+	cr, err := alice.CommitOffsets(ctx, "g1", kadm.OffsetsFromRecords(kgo.Record{Topic: "kept", Partition: 0, Offset: 0}))
+	if err == nil {
+		err = cr.Error()
+	}
+	if !errors.Is(err, kerr.GroupAuthorizationFailed) {
+		t.Fatalf("alice OffsetCommit without group ACL: %v, want GROUP_AUTHORIZATION_FAILED", err)
+	}
+	// With Read on the group a consumer in the group reads and commits.
+	createACLs(t, admin, kadm.NewACLs().Allow("User:alice").Groups("g1").Operations(kadm.OpRead))
+	cr, err = alice.CommitOffsets(ctx, "g1", kadm.OffsetsFromRecords(kgo.Record{Topic: "kept", Partition: 0, Offset: 0}))
+	if err == nil {
+		err = cr.Error()
+	}
+	if err != nil {
+		t.Fatalf("alice OffsetCommit with ACLs: %v", err)
+	}
+	// A transactional id without Write is refused at InitProducerId.
+	txn := newClient(t, addr, asPlain("alice"), kgo.TransactionalID("tx-alice"))
+	err = txn.BeginTransaction() // franz-go initializes the producer id here
+	if err == nil {
+		err = txn.ProduceSync(ctx, &kgo.Record{Topic: "kept", Value: []byte("v")}).FirstErr()
+	}
+	if err == nil || !strings.Contains(err.Error(), kerr.TransactionalIDAuthorizationFailed.Message) { // franz-go wraps it in its fatal producer id error
+		t.Fatalf("transactional produce without Write on the id: %v, want TRANSACTIONAL_ID_AUTHORIZATION_FAILED", err)
+	}
+}
+
+func TestACLsSurviveRestart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), engine.AclsFile)
+	t.Run("create", func(t *testing.T) {
+		addr, _ := startACLBroker(t, path)
+		admin := newAdmin(t, addr, asPlain("admin"))
+		createACLs(t, admin, kadm.NewACLs().Allow("User:alice").Topics("logs-").
+			ResourcePatternType(kadm.ACLPatternPrefixed).Operations(kadm.OpWrite, kadm.OpCreate))
+	})
+	t.Run("after restart", func(t *testing.T) {
+		addr, a := startACLBroker(t, path)
+		if n := len(a.All()); n != 2 {
+			t.Fatalf("%d ACLs after restart, want 2", n)
+		}
+		admin := newAdmin(t, addr, asPlain("admin"))
+		ds, err := admin.DescribeACLs(testCtx(t), kadm.NewACLs().Topics("logs-app").ResourcePatternType(kadm.ACLPatternMatch).
+			Allow().AllowHosts().Operations())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ds) != 1 || len(ds[0].Described) != 2 || ds[0].Described[0].Pattern != kadm.ACLPatternPrefixed || ds[0].Described[0].Name != "logs-" {
+			t.Fatalf("DescribeAcls MATCH logs-app = %+v", ds)
+		}
+		// Alice auto-creates and writes a topic under the prefix.
+		alice := newClient(t, addr, asPlain("alice"), kgo.AllowAutoTopicCreation())
+		if err := produceErr(t, alice, "logs-app"); err != nil {
+			t.Fatalf("produce under the prefix after restart: %v", err)
+		}
+	})
+}
+
+func TestACLApisWithoutAuthorizer(t *testing.T) {
+	addr, _, _ := startBroker(t)
+	adm := newAdmin(t, addr)
+	rs, err := adm.CreateACLs(testCtx(t), kadm.NewACLs().Allow("User:alice").Topics("x").Operations(kadm.OpRead))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 1 || !errors.Is(rs[0].Err, kerr.SecurityDisabled) {
+		t.Fatalf("CreateAcls without an authorizer: %+v, want SECURITY_DISABLED", rs)
+	}
+	// And everything else is allowed, as before.
+	produceConsume(t, addr, "open")
+}
