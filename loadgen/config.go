@@ -1,6 +1,7 @@
 package loadgen
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/stratalog/strata/batcher"
 	"github.com/stratalog/strata/record"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Engines a run can produce with.
@@ -128,6 +130,9 @@ type Config struct {
 	Verify           bool
 	VerifyMaxRecords int64
 	VerifyTimeout    time.Duration
+	// beforeReadBack, if set (tests), runs between producing and the
+	// read-back with the run's admin client.
+	beforeReadBack func(ctx context.Context, admin *kgo.Client) error
 
 	// Faults injected into the spawned brokers while producing
 	// (faults.go): FaultKill, FaultPause. One every FaultInterval, at most

@@ -478,6 +478,13 @@ func runOnce(ctx context.Context, cfg *Config, admin *kgo.Client, ti *topicInfo,
 // verifyRun reads the topic back and accounts every acknowledged record.
 func verifyRun(ctx context.Context, cfg *Config, env *runEnv, logw io.Writer) *VerifyResult {
 	c := env.ver.newCheck(env.topic.partitions, !cfg.Idempotent, !cfg.Idempotent && cfg.MaxInflight > 1)
+	if cfg.beforeReadBack != nil {
+		if err := cfg.beforeReadBack(ctx, env.admin); err != nil {
+			r := c.res
+			r.Verdict, r.Error = "error", err.Error()
+			return &r
+		}
+	}
 	fmt.Fprintf(logw, "verify: reading topic %s back from its first offsets\n", cfg.Topic)
 	if err := readBack(ctx, env.seeds, env.admin, cfg.Topic, env.topic.partitions, c, cfg.VerifyTimeout, logw); err != nil {
 		r := c.res

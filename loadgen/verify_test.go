@@ -1,10 +1,14 @@
 package loadgen
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // value is a record value of producer k's record seq under nonce.
@@ -209,5 +213,71 @@ func TestVerifyValidate(t *testing.T) {
 	}
 	if _, err := ParseFaults("kill,powerloss"); err == nil {
 		t.Error("powerloss accepted")
+	}
+}
+
+// TestVerifyDetectsDamage runs --verify against a real broker and damages
+// the topic between producing and the read-back: the first 100 records of
+// partition 0 deleted (DeleteRecords) and the first 5 of partition 1
+// written again. The verdict fails with exactly those lost and duplicated,
+// and Run returns the failure (the command's exit 1).
+func TestVerifyDetectsDamage(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Spawn = 1
+	cfg.StrataBin = strataBin
+	cfg.SpawnSegmentBytes = 4 << 20
+	cfg.Partitions = 2
+	cfg.RecordBytes = 64
+	cfg.Idempotent = true
+	cfg.Rate = 1000
+	cfg.Duration = 2 * time.Second
+	cfg.Verify = true
+	cfg.VerifyTimeout = 30 * time.Second
+	cfg.beforeReadBack = func(ctx context.Context, admin *kgo.Client) error {
+		adm := kadm.NewClient(admin)
+		del := kadm.Offsets{}
+		del.AddOffset(cfg.Topic, 0, 100, -1)
+		res, err := adm.DeleteRecords(ctx, del)
+		if err != nil {
+			return err
+		}
+		if err := res.Error(); err != nil {
+			return err
+		}
+		cl, err := kgo.NewClient(kgo.SeedBrokers(admin.OptValue(kgo.SeedBrokers).([]string)...),
+			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{cfg.Topic: {1: kgo.NewOffset().AtStart()}}),
+			kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DefaultProduceTopic(cfg.Topic))
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		var again []*kgo.Record
+		for len(again) < 5 && ctx.Err() == nil {
+			cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+				if len(again) < 5 {
+					again = append(again, &kgo.Record{Partition: 1, Value: r.Value})
+				}
+			})
+		}
+		return cl.ProduceSync(ctx, again...).FirstErr()
+	}
+	rep, err := Run(testCtx(t, 2*time.Minute), cfg)
+	if err == nil || !strings.Contains(err.Error(), "verify FAILED") {
+		t.Fatalf("Run: %v, want the failed verdict", err)
+	}
+	v := rep.Verify
+	if v == nil || v.Verdict != "failed" || v.Lost != 100 || v.Duplicated != 5 || v.Reordered != 0 || v.Acked != 2000 || v.Read != 1905 {
+		t.Fatalf("verify %+v", v)
+	}
+	if p := v.Partitions[0]; p.Partition != 0 || p.Lost != 100 || p.Duplicated != 0 {
+		t.Fatalf("partition 0: %+v", p)
+	}
+	if p := v.Partitions[1]; p.Lost != 0 || p.Duplicated != 5 {
+		t.Fatalf("partition 1: %+v", p)
+	}
+	for _, e := range v.Examples {
+		if e.Kind == "lost" && (e.Partition != 0 || e.Offset >= 100) {
+			t.Fatalf("lost example %+v outside the deleted range", e)
+		}
 	}
 }
