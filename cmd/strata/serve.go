@@ -48,6 +48,7 @@ func runServe(args []string) error {
 	slog.SetDefault(logger)
 
 	cfg := config.Defaults()
+	var remoteProps map[string]string // serve_remote.go: tiered storage's object store
 	if *configFile != "" {
 		f, err := os.Open(*configFile)
 		if err != nil {
@@ -61,7 +62,11 @@ func runServe(args []string) error {
 		if err := cfg.Apply(props); err != nil {
 			return err
 		}
+		remoteProps = remotePropsOf(props)
 		for _, k := range cfg.Unknown {
+			if isRemoteKey(k) {
+				continue
+			}
 			logger.Warn("ignoring unknown config key", "key", k, "file", *configFile)
 		}
 	}
@@ -96,10 +101,12 @@ func runServe(args []string) error {
 	if err := cfg.Finish(); err != nil {
 		return err
 	}
-	return serve(cfg, logger)
+	return serve(cfg, remoteProps, logger)
 }
 
-func serve(cfg config.Broker, logger *slog.Logger) error {
+// serve runs the broker; remoteProps are the object store's properties
+// (serve_remote.go; empty: no tiered storage).
+func serve(cfg config.Broker, remoteProps map[string]string, logger *slog.Logger) error {
 	absDir, err := filepath.Abs(cfg.DataDir)
 	if err != nil {
 		return err
@@ -196,6 +203,16 @@ func serve(cfg config.Broker, logger *slog.Logger) error {
 		Metrics:        met,
 		Scram:          scram, // SASL SCRAM users; Describe/AlterUserScramCredentials
 	}, eng)
+	rm, err := openRemote(remoteProps, absDir, eng, srv, logger) // serve_remote.go
+	if err != nil {
+		srv.Close()
+		if ctl != nil {
+			ctl.Close()
+		}
+		closeListeners(lns)
+		eng.Close()
+		return err
+	}
 	if cfg.Blackhole {
 		logger.Warn("blackhole mode: produce requests are acknowledged and NOT stored (benchmark baseline only)")
 	}
@@ -234,6 +251,7 @@ func serve(cfg config.Broker, logger *slog.Logger) error {
 		cancel()
 	}
 	closeErr := srv.Close()
+	closeRemote(rm, srv)
 	if ctl != nil {
 		if err := ctl.Close(); err != nil {
 			logger.Warn("closing controller", "err", err)

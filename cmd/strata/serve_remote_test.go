@@ -1,0 +1,48 @@
+package main
+
+import (
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stratalog/strata/engine"
+	"github.com/stratalog/strata/server"
+)
+
+func TestOpenRemote(t *testing.T) {
+	dir := t.TempDir()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	eng, err := engine.Open(engine.Options{Dir: filepath.Join(dir, "data"), Log: engine.DefaultLogConfig(), Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	srv := server.New(server.Config{Logger: logger}, eng)
+	defer srv.Close()
+
+	props := remotePropsOf(map[string]string{
+		"log.retention.ms":                "1000",
+		"strata.remote.storage.type":      "local",
+		"strata.remote.storage.local.dir": filepath.Join(dir, "store"),
+	})
+	if len(props) != 2 {
+		t.Fatalf("remote props %v", props)
+	}
+	if m, err := openRemote(nil, filepath.Join(dir, "data"), eng, srv, logger); m != nil || err != nil {
+		t.Fatalf("no properties: %v %v", m, err)
+	}
+	m, err := openRemote(props, filepath.Join(dir, "data"), eng, srv, logger)
+	if err != nil || m == nil {
+		t.Fatalf("openRemote: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "data", remoteMetadataDir)); err != nil {
+		t.Fatalf("metadata directory: %v", err)
+	}
+	closeRemote(m, srv)
+	props["strata.remote.storage.typo"] = "x"
+	if m, err := openRemote(props, filepath.Join(dir, "data"), eng, srv, logger); err == nil || m != nil {
+		t.Fatal("an unknown strata.remote.storage key was accepted")
+	}
+}
