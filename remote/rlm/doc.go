@@ -73,10 +73,18 @@
 // answer ListOffsets' earliest (-2) and latest-tiered (-5); earliest-local
 // (-4) is the engine's Log.LogStartOffset.
 //
+// # In the broker
+//
+// `strata serve` opens a Manager when the properties file names an object
+// store (strata.remote.storage.*), with its metadata in the data
+// directory's engine.RemoteMetadataDirName, and installs it in the server
+// (server.SetRemoteLog) for Fetch and ListOffsets (server/remote.go).
+//
 // # Not yet
 //
-// The broker's Fetch and ListOffsets paths (server) do not call the
-// manager yet, nor does `strata serve` open one; replicated metadata,
-// followers from remote metadata, throttles, read-ahead, metrics and the
-// describe output are the rest of issue 23 (docs/tiered-storage.md).
+// Replicated metadata, followers and new replicas from remote metadata,
+// DeleteRecords over remote data, timestamp lookups and read_committed
+// aborted transactions from remote segments, throttles, read-ahead,
+// metrics and the describe output are the rest of issue 23
+// (docs/tiered-storage.md).
 package rlm
