@@ -531,6 +531,7 @@ func (h connHandler) ConnClosed(c *netpoll.Conn) {
 		f.onConnClosed()
 	}
 	h.s.sessions.connClosed(c.ID())
+	h.s.meterConnClosed(c) // metrics.go
 }
 
 // readReplica serves a follower's fetch (replica id >= 0) of l, which this

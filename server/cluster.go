@@ -462,6 +462,7 @@ func (s *Server) watchLoop(w *controller.Watcher) {
 		}
 		old := c.view.Swap(v)
 		close(old.changed)
+		s.meterView(old, v) // metrics.go: ISR changes and elections
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/stratalog/strata/controller"
 	"github.com/stratalog/strata/engine"
+	"github.com/stratalog/strata/metrics"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -36,6 +37,7 @@ type inCluster struct {
 	served  chan error
 	running bool
 	tune    func(*controller.Config) // test-specific controller settings, or nil
+	metrics *metrics.Broker          // the server's metrics, or nil (metrics_ops_test.go)
 }
 
 // startInCluster starts n brokers on 127.0.0.1, each a controller voter.
@@ -95,6 +97,7 @@ func (b *inCluster) start(t *testing.T, voters map[int32]string, ln net.Listener
 	s := New(Config{
 		NodeID: b.id, ClusterID: "strata-test-cluster", NumPartitions: 1, AutoCreateTopics: true, Logger: logger,
 		Cluster: ClusterConfig{Controller: ctl, HeartbeatInterval: 100 * time.Millisecond, ReplicaLagTimeMax: 2 * time.Second},
+		Metrics: b.metrics,
 	}, eng)
 	b.served = make(chan error, 1)
 	go func(s *Server, ch chan error) { ch <- s.Serve(kln) }(s, b.served)

@@ -110,7 +110,7 @@ func (s *Server) ServeListener(ln net.Listener, l Listener) error {
 		nl.Context = l.SASL
 		nl.UnauthenticatedMaxFrameBytes = sasl.MaxTokenBytes
 	}
-	return s.np.ServeListener(ln, nl)
+	return s.np.ServeListener(s.meterListener(ln, l.Name), nl) // metrics.go: counts accepted connections
 }
 
 // connListener is what a connection tells of its listener (*netpoll.Conn).

@@ -18,11 +18,14 @@ package server
 
 import (
 	"errors"
+	"net"
 	"reflect"
 	"sync"
+	"time"
 
 	"github.com/stratalog/strata/engine"
 	"github.com/stratalog/strata/metrics"
+	"github.com/stratalog/strata/netpoll"
 	"github.com/stratalog/strata/record"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -37,6 +40,155 @@ func (s *Server) initMetrics() {
 	m.SetPartitions(s.partitionCounts)
 	m.SetReady(s.ready)
 	m.SetJournal(s.journalStats)
+	m.SetLogs(s.logSizes)
+	m.SetTailCache(s.tailCacheStats)
+	m.SetGroups(s.groupOffsets)
+	if s.clustered() {
+		m.SetController(s.raftStats)
+	}
+}
+
+// logSizes lists the size of every partition's log on this broker.
+func (s *Server) logSizes() []metrics.LogSize {
+	var out []metrics.LogSize
+	for _, t := range s.eng.Topics() {
+		for p := range t.Partitions() {
+			l := t.Partition(p)
+			if l == nil {
+				continue
+			}
+			sz := l.Size()
+			out = append(out, metrics.LogSize{Topic: t.Name(), Partition: p, Segments: sz.Segments, Bytes: sz.Bytes})
+		}
+	}
+	return out
+}
+
+func (s *Server) tailCacheStats() (metrics.TailCacheStats, bool) {
+	st, ok := s.eng.TailCacheStats()
+	return metrics.TailCacheStats{Hits: st.Hits, Misses: st.Misses}, ok
+}
+
+// groupOffsets are the committed offsets of every group this broker
+// coordinates against the partitions' logs here (a partition without a
+// log on this broker is left out): lag to the high watermark and margin
+// above the log start offset.
+func (s *Server) groupOffsets() []metrics.GroupOffset {
+	coord := s.groups.coord
+	if coord == nil {
+		return nil
+	}
+	groups, _ := coord.List()
+	var out []metrics.GroupOffset
+	for _, g := range groups {
+		offs, code := coord.Fetch(g.Group, nil)
+		if code != 0 {
+			continue
+		}
+		for _, o := range offs {
+			if o.Offset.Offset < 0 {
+				continue
+			}
+			t := s.eng.Topic(o.TP.Topic)
+			if t == nil {
+				continue
+			}
+			l := t.Partition(o.TP.Partition)
+			if l == nil {
+				continue
+			}
+			committed := o.Offset.Offset
+			out = append(out, metrics.GroupOffset{Group: g.Group, Topic: o.TP.Topic, Partition: o.TP.Partition,
+				Lag: max(l.HighWatermark()-committed, 0), Margin: committed - l.LogStartOffset()})
+		}
+	}
+	return out
+}
+
+func (s *Server) raftStats() (metrics.RaftStats, bool) {
+	st := s.cluster.ctl.RaftStats()
+	return metrics.RaftStats{Role: st.Role, Voter: st.Voter, Term: st.Term, CommitIndex: st.CommitIndex,
+		AppliedIndex: st.AppliedIndex, LastIndex: st.LastIndex}, true
+}
+
+// meterListener counts the connections ln accepts for the Kafka listener
+// name; ln itself when metrics are off.
+func (s *Server) meterListener(ln net.Listener, name string) net.Listener {
+	if s.cfg.Metrics == nil {
+		return ln
+	}
+	return countingListener{Listener: ln, c: s.cfg.Metrics.Listener(listenerLabel(name))}
+}
+
+// meterConnClosed counts c closed on its listener.
+func (s *Server) meterConnClosed(c *netpoll.Conn) {
+	if m := s.cfg.Metrics; m != nil {
+		m.Listener(listenerLabel(c.Listener())).Closed()
+	}
+}
+
+// listenerLabel names the unnamed listener of Serve as Kafka names a
+// broker's only listener.
+func listenerLabel(name string) string {
+	if name == "" {
+		return "PLAINTEXT"
+	}
+	return name
+}
+
+// countingListener counts the connections its Listener accepts.
+type countingListener struct {
+	net.Listener
+	c *metrics.ListenerCounters
+}
+
+func (l countingListener) Accept() (net.Conn, error) {
+	nc, err := l.Listener.Accept()
+	if err == nil {
+		l.c.Accepted()
+	}
+	return nc, err
+}
+
+// meterView counts, from the change of the metadata view old to v, the
+// ISR shrinks and expansions of partitions this broker leads in v and the
+// partitions whose leadership moved to it (a new leader epoch). Partitions
+// of topics new in v are not counted (their first leaders and ISRs).
+// Changes applied between two views are seen as one.
+func (s *Server) meterView(old, v *clusterView) {
+	m := s.cfg.Metrics
+	if m == nil || old == nil {
+		return
+	}
+	id := s.cfg.NodeID
+	var shrinks, expands, elections int
+	for tid, vt := range v.byID {
+		ot := old.byID[tid]
+		if ot == nil {
+			continue
+		}
+		for i := range vt.parts {
+			if i >= len(ot.parts) {
+				break
+			}
+			p, op := &vt.parts[i], &ot.parts[i]
+			if p.leader != id {
+				continue
+			}
+			if p.leaderEpoch != op.leaderEpoch && op.leader != id {
+				elections++
+			}
+			switch {
+			case len(p.isr) < len(op.isr):
+				shrinks++
+			case len(p.isr) > len(op.isr):
+				expands++
+			}
+		}
+	}
+	m.ISRShrink(shrinks)
+	m.ISRExpand(expands)
+	m.LeaderElection(elections)
 }
 
 // journalStats hands the engine's journal counters to the metrics package
@@ -53,11 +205,22 @@ func (s *Server) journalStats() (metrics.JournalStats, bool) {
 		Write: h(js.Write), Flush: h(js.Flush), CommitWait: h(js.CommitWait)}, true
 }
 
-// meterStart starts timing rc (dispatch).
-func (s *Server) meterStart(rc *reqCtx) {
+// meterRead is the time a request's frame was read (dispatch's first
+// step): the clock when metrics are on, else the zero time (no clock read).
+func (s *Server) meterRead() time.Time {
+	if s.cfg.Metrics != nil {
+		return s.now()
+	}
+	return time.Time{}
+}
+
+// meterStart starts timing rc, whose frame was read at read, as its
+// handler starts (dispatch).
+func (s *Server) meterStart(rc *reqCtx, read time.Time) {
 	if s.cfg.Metrics != nil {
 		rc.metered = s
-		rc.start = s.now()
+		rc.start = read
+		rc.handler = s.now()
 	}
 }
 
@@ -76,6 +239,9 @@ func (rc *reqCtx) meter(resp kmsg.Response, skip bool) {
 	if req, ok := rc.req.(*kmsg.ProduceRequest); ok && (resp != nil || skip) {
 		pr, _ := resp.(*kmsg.ProduceResponse)
 		s.meterProduce(m, rc.version, req, pr)
+		if pr != nil {
+			m.Throttle(0, pr.ThrottleMillis) // the throttle_time_ms answered
+		}
 	} else if resp != nil {
 		if i := errorCodeField()[rc.key]; i >= 0 {
 			if code := reflect.ValueOf(resp).Elem().Field(i).Int(); code != 0 {
@@ -83,7 +249,48 @@ func (rc *reqCtx) meter(resp kmsg.Response, skip bool) {
 			}
 		}
 	}
-	m.Request(rc.key, rc.version, s.now().Sub(rc.start))
+	now := s.now()
+	m.Request(rc.key, rc.version, now.Sub(rc.start))
+	m.RequestPhases(rc.key, rc.handler.Sub(rc.start), now.Sub(rc.handler))
+	rc.start = now // from here: when the response was handed over (sendMeter)
+}
+
+// sendMeter times one response's write: from handed to the connection
+// (meter) to written or dropped (done, from the response's release
+// callback on the connection's writer). The zero sendMeter does nothing.
+type sendMeter struct {
+	s    *Server
+	key  int16
+	sent time.Time
+}
+
+// sendMeter is the meter of rc's response, just handed over by meter.
+func (rc *reqCtx) sendMeter() sendMeter {
+	if rc.metered == nil {
+		return sendMeter{}
+	}
+	return sendMeter{s: rc.metered, key: rc.key, sent: rc.start}
+}
+
+func (sm sendMeter) done() {
+	if sm.s != nil {
+		sm.s.cfg.Metrics.ResponseSent(sm.key, sm.s.now().Sub(sm.sent))
+	}
+}
+
+// meterSent wraps done (a response's release callback, may be nil) to time
+// the response's write; done itself when rc is not metered.
+func (rc *reqCtx) meterSent(done func()) func() {
+	sm := rc.sendMeter()
+	if sm.s == nil {
+		return done
+	}
+	return func() {
+		sm.done()
+		if done != nil {
+			done()
+		}
+	}
 }
 
 // meterProduce counts each partition of req: appended (bytes and records
@@ -125,6 +332,7 @@ func (s *Server) meterFetch(body *fetchBody, consumer bool) {
 		return
 	}
 	m.Error(1, body.errCode)
+	m.Throttle(1, body.throttleMs) // the throttle_time_ms the response carries
 	for i := range body.topics {
 		ft := &body.topics[i]
 		var bytes int64

@@ -267,7 +267,7 @@ func BenchmarkMeteredProduce(b *testing.B) {
 			b.SetBytes(int64(len(batch)))
 			for b.Loop() {
 				rc := reqCtx{reply: r, key: 0, version: 9, req: req, log: logger}
-				s.meterStart(&rc)
+				s.meterStart(&rc, s.now())
 				handleProduce(s, &rc)
 			}
 		})

@@ -271,7 +271,8 @@ func (s *Server) Serve(ln net.Listener) error {
 		s.advertised.Store(&ep)
 	}
 	s.noteListener(ln) // txn_coord.go: the coordinator's own address
-	return s.np.Serve(ln)
+	// metrics.go: counts the connections accepted.
+	return s.np.Serve(s.meterListener(ln, ""))
 }
 
 // Close stops accepting, closes every connection and waits for their
@@ -336,6 +337,8 @@ type replySink interface {
 // or in a handler is a bug; it is recovered as a last resort so one bad
 // request costs its connection, never the broker.
 func (s *Server) dispatch(c peer, frame []byte, r replySink) {
+	// metrics.go: the frame was read just now.
+	read := s.meterRead()
 	if s.saslGate(c, frame, r) { // 17_sasl_handshake.go: SASL listeners authenticate first
 		return
 	}
@@ -356,7 +359,7 @@ func (s *Server) dispatch(c peer, frame []byte, r replySink) {
 		req:     req,
 		log:     s.log,
 	}
-	s.meterStart(rc) // metrics.go
+	s.meterStart(rc, read) // metrics.go
 	defer func() {
 		if p := recover(); p != nil {
 			s.panics.Add(1)
@@ -449,6 +452,7 @@ type reqCtx struct {
 	// frame was read (metrics.go); nil when metrics are off.
 	metered *Server
 	start   time.Time
+	handler time.Time // when the handler started (metrics.go)
 }
 
 // flexible reports whether the request (and so its response) uses the
@@ -499,6 +503,7 @@ func (rc *reqCtx) respondEncoded(resp kmsg.Response) {
 	ob.b = b
 	ob.parts[0] = netpoll.Part{Buf: b}
 	rc.meter(resp, false) // metrics.go
+	ob.sent = rc.sendMeter()
 	rc.reply.SendParts(ob.parts[:], ob.release)
 }
 
@@ -513,7 +518,7 @@ func (rc *reqCtx) sendParts(head []byte, parts []netpoll.Part, done func()) {
 	all = append(all, netpoll.Part{Buf: head})
 	all = append(all, parts...)
 	rc.meter(nil, false)
-	rc.reply.SendParts(all, done)
+	rc.reply.SendParts(all, rc.meterSent(done))
 }
 
 // skip completes rc without a response (Produce with acks=0).
@@ -544,6 +549,7 @@ type outBuf struct {
 	b       []byte
 	parts   [1]netpoll.Part
 	release func()
+	sent    sendMeter // metrics.go: times the write of a metered response
 }
 
 // maxPooledBytes bounds the buffers kept in the pool, so one huge response
@@ -562,6 +568,8 @@ func getOutBuf() *outBuf {
 }
 
 func (ob *outBuf) put() {
+	ob.sent.done()
+	ob.sent = sendMeter{}
 	ob.parts[0] = netpoll.Part{}
 	if cap(ob.b) > maxPooledBytes {
 		ob.b = make([]byte, 0, 512)
