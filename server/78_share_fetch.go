@@ -15,7 +15,9 @@ package server
 // join the session and ForgottenTopicsData leave it, and every fetch reads
 // every partition of the session. Epoch -1 closes the session: only its
 // acknowledgements are served, then the member's acquired records are
-// released. A fetch that acquires nothing waits up to MaxWaitMillis (the
+// released. With IsRenewAck (v2, KIP-1222: RENEW acknowledgements) the
+// request only acknowledges; RENEW before v2 is INVALID_REQUEST. A fetch
+// that acquires nothing waits up to MaxWaitMillis (the
 // share tick retries it). Records are read up to the high watermark
 // (read_uncommitted). See share.go for durability and limits.
 
@@ -130,7 +132,10 @@ func handleShareFetch(s *Server, rc *reqCtx) {
 			for i, b := range rp.AcknowledgementBatches {
 				batches[i] = ackBatch(b.FirstOffset, b.LastOffset, b.AcknowledgeTypes)
 			}
-			code, msg := s.shareAck(nowMs, f.key, topic, rp.Partition, batches, &f.durable)
+			code, msg := renewCheck(req.Version, batches)
+			if code == 0 {
+				code, msg = s.shareAck(nowMs, f.key, topic, rp.Partition, batches, &f.durable)
+			}
 			if code != 0 {
 				p := f.part(tp)
 				p.AcknowledgeErrorCode, p.AcknowledgeErrorMessage = code, kmsg.StringPtr(msg)
@@ -152,6 +157,13 @@ func handleShareFetch(s *Server, rc *reqCtx) {
 		f.send()
 		return
 	}
+	if req.Version >= 2 && req.IsRenewAck {
+		// KIP-1222: a fetch carrying RENEW acknowledgements only
+		// acknowledges; it acquires nothing.
+		st.mu.Unlock()
+		f.send()
+		return
+	}
 	got := f.acquire(nowMs)
 	if got || req.MaxWaitMillis <= 0 || f.hasErrors() {
 		st.mu.Unlock()
@@ -169,6 +181,21 @@ func ackBatch(first, last int64, types []int8) share.AckBatch {
 		b.Types[i] = share.AckType(t)
 	}
 	return b
+}
+
+// renewCheck refuses RENEW (KIP-1222) before v2, which does not have it.
+func renewCheck(version int16, batches []share.AckBatch) (int16, string) {
+	if version >= 2 {
+		return 0, ""
+	}
+	for _, b := range batches {
+		for _, t := range b.Types {
+			if t == share.AckRenew {
+				return kerr.InvalidRequest.Code, "the RENEW acknowledgement type needs version 2"
+			}
+		}
+	}
+	return 0, ""
 }
 
 // shareAck applies acknowledgements of key's member to one partition

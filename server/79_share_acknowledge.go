@@ -70,7 +70,11 @@ func handleShareAcknowledge(s *Server, rc *reqCtx) {
 				for i, b := range rp.AcknowledgementBatches {
 					batches[i] = ackBatch(b.FirstOffset, b.LastOffset, b.AcknowledgeTypes)
 				}
-				if code, msg := s.shareAck(nowMs, key, topic, rp.Partition, batches, &d); code != 0 {
+				code, msg := renewCheck(req.Version, batches)
+				if code == 0 {
+					code, msg = s.shareAck(nowMs, key, topic, rp.Partition, batches, &d)
+				}
+				if code != 0 {
 					p.ErrorCode, p.ErrorMessage = code, kmsg.StringPtr(msg)
 				}
 			}

@@ -441,3 +441,146 @@ func TestShareGroupStateSurvivesRestart(t *testing.T) {
 		}
 	}
 }
+
+// acquireRaw makes a hand-made member join the group and acquire every
+// record of partition 0 of topic through cl, and returns how many.
+func acquireRaw(t *testing.T, cl *kgo.Client, group, member, topic string, topicID [16]byte) int {
+	t.Helper()
+	hb := kmsg.NewPtrShareGroupHeartbeatRequest()
+	hb.GroupID, hb.MemberID, hb.SubscribedTopicNames = group, member, []string{topic}
+	if r := issue[*kmsg.ShareGroupHeartbeatResponse](t, cl, hb); r.ErrorCode != 0 {
+		t.Fatalf("heartbeat: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	r := rawShareFetch(t, cl, group, member, 0, topicID, nil)
+	if r.ErrorCode != 0 || len(r.Topics) != 1 {
+		t.Fatalf("fetch: %+v", r)
+	}
+	n := 0
+	for _, a := range r.Topics[0].Partitions[0].AcquiredRecords {
+		n += int(a.LastOffset - a.FirstOffset + 1)
+	}
+	return n
+}
+
+// receiveAll polls a new kgo share consumer until it has want distinct
+// records and returns their delivery counts.
+func receiveAll(t *testing.T, addr, group, topic string, want int) map[string]int32 {
+	t.Helper()
+	ctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
+	out := make(chan delivery, 64)
+	var wg sync.WaitGroup
+	c := newClient(t, addr, kgo.ShareGroup(group), kgo.ConsumeTopics(topic))
+	shareConsumer(t, ctx, c, 0, accept, out, &wg)
+	got := map[string]int32{}
+	for len(got) < want {
+		select {
+		case d := <-out:
+			got[d.value] = d.count
+		case <-ctx.Done():
+			t.Fatalf("received %v of %d", got, want)
+		}
+	}
+	cancel()
+	wg.Wait()
+	return got
+}
+
+// A member whose connection closes gives its records back at once: the
+// lock (10 minutes here) need not expire.
+func TestShareGroupClosedConnectionReleases(t *testing.T) {
+	addr, s, _ := startBroker(t, withShare(0))
+	cl := newClient(t, addr)
+	createShareTopic(t, kadm.NewClient(cl), "conn", 1)
+	setGroupConfig(t, cl, "sg", "share.auto.offset.reset", "earliest", "share.record.lock.duration.ms", "600000")
+	produceValues(t, cl, "conn", "a", "b")
+	raw, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := acquireRaw(t, raw, "sg", "raw-member", "conn", s.eng.Topic("conn").ID()); n != 2 {
+		t.Fatalf("acquired %d records, want 2", n)
+	}
+	raw.Close()
+	got := receiveAll(t, addr, "sg", "conn", 2)
+	if got["a"] != 2 || got["b"] != 2 {
+		t.Fatalf("delivery counts %v, want 2 each", got)
+	}
+}
+
+// A member that stops heartbeating is removed after the session timeout
+// and its records are released.
+func TestShareGroupSessionTimeoutReleases(t *testing.T) {
+	addr, s, _ := startBroker(t, withShare(0), func(c *Config, _ *engine.Options) {
+		c.Groups.Share.Groups = share.GroupConfig{SessionTimeoutMs: 3000, HeartbeatIntervalMs: 1000}
+	})
+	cl := newClient(t, addr)
+	adm := kadm.NewClient(cl)
+	createShareTopic(t, adm, "timeout", 1)
+	setGroupConfig(t, cl, "sg", "share.auto.offset.reset", "earliest", "share.record.lock.duration.ms", "600000")
+	produceValues(t, cl, "timeout", "a", "b", "c")
+	if n := acquireRaw(t, cl, "sg", "raw-member", "timeout", s.eng.Topic("timeout").ID()); n != 3 {
+		t.Fatalf("acquired %d records, want 3", n)
+	}
+	got := receiveAll(t, addr, "sg", "timeout", 3)
+	for _, v := range []string{"a", "b", "c"} {
+		if got[v] != 2 {
+			t.Errorf("%s delivered with count %d, want 2", v, got[v])
+		}
+	}
+	d, err := adm.DescribeShareGroups(testCtx(t), "sg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range d["sg"].Members {
+		if m.MemberID == "raw-member" {
+			t.Errorf("the silent member is still in the group")
+		}
+	}
+}
+
+// RENEW needs ShareAcknowledge v2; at v1 it is refused, and a v2 RENEW
+// keeps the record acquired.
+func TestShareAcknowledgeRenewVersions(t *testing.T) {
+	addr, s, _ := startBroker(t, withShare(0))
+	cl := newClient(t, addr)
+	createShareTopic(t, kadm.NewClient(cl), "renew", 1)
+	setGroupConfig(t, cl, "sg", "share.auto.offset.reset", "earliest")
+	produceValues(t, cl, "renew", "a")
+	topicID := s.eng.Topic("renew").ID()
+	if n := acquireRaw(t, cl, "sg", "m", "renew", topicID); n != 1 {
+		t.Fatalf("acquired %d", n)
+	}
+	rc := dialRaw(t, addr) // a raw connection: kgo would pick the version
+	ack := func(version int16, epoch int32) int16 {
+		req := kmsg.NewPtrShareAcknowledgeRequest()
+		req.Version = version
+		g, m := "sg", "m"
+		req.GroupID, req.MemberID, req.ShareSessionEpoch, req.IsRenewAck = &g, &m, epoch, version >= 2
+		rt := kmsg.NewShareAcknowledgeRequestTopic()
+		rt.TopicID = topicID
+		rp := kmsg.NewShareAcknowledgeRequestTopicPartition()
+		rp.AcknowledgementBatches = []kmsg.ShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{{FirstOffset: 0, LastOffset: 0, AcknowledgeTypes: []int8{int8(share.AckRenew)}}}
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		r := req.ResponseKind().(*kmsg.ShareAcknowledgeResponse)
+		rc.roundTrip(req, epoch, r)
+		if r.ErrorCode != 0 {
+			t.Fatalf("v%d: %v", version, kerr.ErrorForCode(r.ErrorCode))
+		}
+		return r.Topics[0].Partitions[0].ErrorCode
+	}
+	if code := ack(1, 1); code != kerr.InvalidRequest.Code {
+		t.Fatalf("RENEW at v1: %v", kerr.ErrorForCode(code))
+	}
+	if code := ack(2, 2); code != 0 {
+		t.Fatalf("RENEW at v2: %v", kerr.ErrorForCode(code))
+	}
+	st := &s.groups.share
+	st.mu.Lock()
+	rs, n, member := st.parts[sharePartKey{"sg", topicID, 0}].p.Record(0)
+	st.mu.Unlock()
+	if rs != share.Acquired || n != 1 || member != "m" {
+		t.Fatalf("after RENEW: %v count %d member %q", rs, n, member)
+	}
+}
