@@ -53,7 +53,7 @@ func TestVerifyThroughKills(t *testing.T) {
 		t.Fatalf("verify %+v", v)
 	}
 	if v.Verdict != "ok" || v.Lost != 0 || v.Duplicated != 0 || v.Reordered != 0 || v.Incomplete != "" {
-		t.Fatalf("verify %s\n%+v", v.summary(), v)
+		t.Fatalf("verify %s\n%+v", v.Summary(), v)
 	}
 	r := rep.Result
 	if v.Acked != r.RecordsAcked || r.RecordsAcked != 4000 || v.Read < v.Acked {

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -17,9 +18,10 @@ import (
 // brokers, the capacity search when there was one, and the configuration.
 
 var reportTmpl = template.Must(template.New("report").Funcs(template.FuncMap{
-	"inc": func(i int) int { return i + 1 },
-	"num": func(v float64) string { return commas(v, 0) },
-	"pct": func(v float64) string { return fmt.Sprintf("%.1f %%", 100*v) },
+	"inc":  func(i int) int { return i + 1 },
+	"join": strings.Join,
+	"num":  func(v float64) string { return commas(v, 0) },
+	"pct":  func(v float64) string { return fmt.Sprintf("%.1f %%", 100*v) },
 	"devMBs": func(d *DeviceTraffic, secs float64) float64 {
 		if secs <= 0 {
 			return 0
@@ -70,6 +72,21 @@ figure { margin: 12px 0; }
 <p>{{.DeviceHow}}.</p>
 <table>{{range .DeviceRows}}<tr><td>{{.K}}</td><td class="n">{{.V}}</td></tr>
 {{end}}</table>
+{{end}}
+{{with .R.Faults}}
+<h2>Faults</h2>
+<p>{{join .Kinds ","}}, one every {{printf "%.1f" .IntervalS}} s{{if .CountLimit}} (at most {{.CountLimit}}){{end}}{{if .PauseS}}, pauses of {{printf "%.1f" .PauseS}} s{{end}}; longest recovery (every broker listed, every partition fully in sync) {{printf "%.2f" .MaxRecoveredS}} s.</p>
+<table><tr><th>fault</th><th class="n">ran</th><th class="n">failed</th><th class="n">without recovery</th></tr>
+{{range .Ran}}<tr><td>{{.Kind}}</td><td class="n">{{.Count}}</td><td class="n">{{.Failed}}</td><td class="n">{{.NotRecovered}}</td></tr>
+{{end}}</table>
+{{end}}
+{{with .R.Verify}}
+<h2>Verification</h2>
+<p class="note {{if .Failed}}bad{{else}}good{{end}}"><b>{{.Summary}}</b>{{with .Incomplete}}; read-back incomplete: {{.}}{{end}}</p>
+<table><tr><th class="n">partition</th><th class="n">acked</th><th class="n">read back</th><th class="n">lost</th><th class="n">duplicated</th><th class="n">reordered</th><th class="n">unacked read</th></tr>
+{{range .Partitions}}<tr><td class="n">{{.Partition}}</td><td class="n">{{.Acked}}</td><td class="n">{{.Read}}</td><td class="n">{{.Lost}}</td><td class="n">{{.Duplicated}}</td><td class="n">{{.Reordered}}</td><td class="n">{{.UnackedRead}}</td></tr>
+{{end}}</table>
+{{range .Examples}}<p class="bad">{{.Kind}}: partition {{.Partition}} producer {{.Producer}} seq {{.Seq}} offset {{.Offset}}</p>{{end}}
 {{end}}
 <h2>Latency over time</h2>
 <figure>{{.LatencyChart}}</figure>

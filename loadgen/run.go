@@ -447,7 +447,7 @@ func runOnce(ctx context.Context, cfg *Config, admin *kgo.Client, ti *topicInfo,
 		out.verify = verifyRun(ctx, cfg, env, logw)
 		if out.verify.Failed() {
 			errMu.Lock()
-			runErr = errors.Join(runErr, errors.New(out.verify.summary()))
+			runErr = errors.Join(runErr, errors.New(out.verify.Summary()))
 			errMu.Unlock()
 		}
 	}

@@ -258,8 +258,8 @@ type VerifyResult struct {
 // Failed reports whether the verdict is not "ok".
 func (r *VerifyResult) Failed() bool { return r.Verdict != "ok" }
 
-// summary is the one-line verdict, also the error a failed run returns.
-func (r *VerifyResult) summary() string {
+// Summary is the one-line verdict, also the error a failed run returns.
+func (r *VerifyResult) Summary() string {
 	if r.Verdict == "error" {
 		return "verify: read-back failed: " + r.Error
 	}
@@ -568,7 +568,7 @@ func writeVerify(b *strings.Builder, r *VerifyResult) {
 	for _, e := range r.Examples {
 		fmt.Fprintf(b, "  %s: partition %d producer %d seq %d offset %d\n", e.Kind, e.Partition, e.Producer, e.Seq, e.Offset)
 	}
-	fmt.Fprintf(b, "  %s (read back in %.1f s; acknowledgement logs %s, %.1f B/record)\n", r.summary(), r.ReadBackS,
+	fmt.Fprintf(b, "  %s (read back in %.1f s; acknowledgement logs %s, %.1f B/record)\n", r.Summary(), r.ReadBackS,
 		logSize(r.LogBytes), float64(r.LogBytes)/float64(max(r.Acked, 1)))
 }
 

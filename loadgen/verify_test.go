@@ -108,6 +108,59 @@ func TestVerifierAccounting(t *testing.T) {
 	}
 }
 
+// TestVerifyAndFaultsInReports: the table, the HTML page and the JSON
+// carry the verify and faults objects.
+func TestVerifyAndFaultsInReports(t *testing.T) {
+	v := newVerifier(1, 9)
+	v.next(0)
+	v.next(0)
+	v.ack(0, 0, 0, 0)
+	v.ack(0, 1, 0, 1)
+	c := v.newCheck(1, false, false)
+	c.record(0, 0, verifyValue(9, 0, 0))
+	rep := syntheticReport(false)
+	rep.Verify = c.finish()
+	rec := 1.5
+	rep.Faults = &FaultsResult{Version: FaultsVersion, Kinds: []string{FaultKill, FaultPause}, IntervalS: 5, PauseS: 2, Total: 3,
+		Ran:    []FaultCount{{Kind: FaultKill, Count: 2}, {Kind: FaultPause, Count: 1, NotRecovered: 1}},
+		Events: []FaultEvent{{Kind: FaultKill, Broker: 1, AtS: 5, DownS: 0.2, RecoveredS: &rec}}, MaxRecoveredS: rec}
+	var txt, page strings.Builder
+	if err := rep.WriteTable(&txt); err != nil {
+		t.Fatal(err)
+	}
+	if err := rep.WriteHTML(&page); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"faults: kill,pause, one every 5.0 s", "kill   2 ran, 0 failed, 0 without recovery",
+		"pause  1 ran, 0 failed, 1 without recovery", "verify FAILED: 2 acknowledged, 1 read back, 1 lost",
+		"lost: partition 0 producer 0 seq 1 offset 1"} {
+		if !strings.Contains(txt.String(), s) {
+			t.Errorf("table lacks %q:\n%s", s, txt.String())
+		}
+	}
+	for _, s := range []string{"<h2>Faults</h2>", "kill,pause, one every 5.0 s", "<h2>Verification</h2>", "verify FAILED: 2 acknowledged",
+		"lost: partition 0 producer 0 seq 1 offset 1"} {
+		if !strings.Contains(page.String(), s) {
+			t.Errorf("HTML lacks %q", s)
+		}
+	}
+	js, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back struct {
+		Verify *VerifyResult `json:"verify"`
+		Faults *FaultsResult `json:"faults"`
+	}
+	if err := json.Unmarshal(js, &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.Verify == nil || back.Verify.Version != 1 || back.Verify.Lost != 1 || back.Faults == nil || back.Faults.Version != 1 ||
+		back.Faults.Total != 3 || *back.Faults.Events[0].RecoveredS != 1.5 {
+		t.Fatalf("JSON round trip: %s", js)
+	}
+}
+
 // TestVerifierAllowed: a producer that is not idempotent may duplicate
 // and reorder; the verdict stays ok then, and a clean read-back is ok.
 func TestVerifierAllowed(t *testing.T) {
@@ -132,8 +185,8 @@ func TestVerifierAllowed(t *testing.T) {
 	if r.Verdict != "ok" || r.Duplicated != 1 || r.Reordered != 1 || r.Lost != 0 {
 		t.Fatalf("not idempotent: %+v", r)
 	}
-	if !strings.Contains(r.summary(), "1 duplicated (allowed: not idempotent)") {
-		t.Fatalf("summary %q", r.summary())
+	if !strings.Contains(r.Summary(), "1 duplicated (allowed: not idempotent)") {
+		t.Fatalf("summary %q", r.Summary())
 	}
 }
 
