@@ -34,7 +34,8 @@
 // multipart-sized object) run against the local store on the OS file
 // system and on vfs.MemFS (local_test.go, with power cuts at every
 // operation of a put and on-disk corruption detected by Get) and against
-// a real S3-compatible server on 127.0.0.1 (s3_test.go: SeaweedFS's
+// a real S3-compatible server on 127.0.0.1 (s3_test.go, with the server
+// started by package weedtest, which remote/rlm's tests use too: SeaweedFS's
 // `weed server -s3`, module github.com/seaweedfs/seaweedfs at
 // v0.0.0-20261109003541-7506e5f91cd6, which ./scripts/test builds into
 // $(go env GOPATH)/bin; the test fails, saying so, when weed is missing),
@@ -68,19 +69,10 @@
 // match the stored sum; ranges are not verified (the segment formats carry
 // their own CRCs).
 //
-// # What issue 23 still needs on top of this
+// # Above this
 //
-// The remote log manager: copying each rolled segment with its offset and
-// time indexes, producer snapshot, leader-epoch checkpoint and
-// aborted-transaction index (keys naming topic id, partition, base offset
-// and a unique upload id, so an interrupted upload is never referenced and
-// can be cleaned up); replicated remote-log metadata recording each
-// segment only after its upload completes, and gating local retention on
-// it; followers and new replicas building their state from that metadata;
-// fetch below the local log start through a bounded cache with read-ahead;
-// ListOffsets earliest-local / latest-tiered, DeleteRecords, retention and
-// topic deletion over remote data; upload retries with backoff on
-// Transient errors; the topic configs (remote.storage.enable,
-// local.retention.ms/bytes), throttles, describe output and metrics; and
-// the e2e and side-by-side runs of the issue.
+// The remote log manager, remote/rlm, copies rolled segments here, keeps
+// the remote-log metadata and reads tiered data back for the broker;
+// docs/tiered-storage.md describes tiered storage as a whole and what of
+// issue 23 is still to come.
 package objstore
