@@ -52,6 +52,9 @@ const (
 	faultRecoverTimeout = 60 * time.Second
 	// faultExitTimeout bounds the wait for a SIGKILLed broker to exit.
 	faultExitTimeout = 10 * time.Second
+	// faultRestartAttempts bounds the starts of a killed broker that
+	// exit at once.
+	faultRestartAttempts = 3
 	// maxFaultEvents bounds the events the report keeps one by one.
 	maxFaultEvents = 10_000
 	// FaultsVersion is the version of the report's "faults" object.
@@ -272,12 +275,39 @@ func (d *faultDriver) kill(b *SpawnedBroker) error {
 	case <-time.After(faultExitTimeout):
 		return fmt.Errorf("broker %d did not exit within %v of SIGKILL", b.NodeID, faultExitTimeout)
 	}
-	if err := b.launch(0); err != nil {
-		return err
+	// A restart can fail for a moment (a port of the broker's taken as
+	// the local port of some outgoing connection meanwhile): try again a
+	// few times before the campaign gives up.
+	var err error
+	for attempt := range faultRestartAttempts {
+		if attempt > 0 {
+			fmt.Fprintf(d.logw, "fault kill: broker %d did not start again (%v); retrying\n", b.NodeID, err)
+			time.Sleep(time.Second)
+		}
+		if err = b.launch(0); err != nil {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), spawnStartTimeout)
+		err = b.waitListening(ctx, spawnStartTimeout)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if _, exited := b.proc(); !isClosed(exited) {
+			return err // running but not listening in time: not worth another process
+		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), spawnStartTimeout)
-	defer cancel()
-	return b.waitListening(ctx, spawnStartTimeout)
+	return err
+}
+
+// isClosed reports whether ch is closed.
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // pauseBroker stops b for d.pause (less if ctx ends first), then lets it
