@@ -296,11 +296,12 @@
 // (Engine.syncDir).
 //
 // Segment data has its own seam (fileLayer, segment.File): on vfs.OS the
-// I/O backend (backend.go) opens segments with pread/pwrite or io_uring
-// O_DIRECT through package segment, whose own open, create and rename
-// (with its directory sync) are system calls; on any other file system
-// the engine keeps segment data on that file system (fsFiles, segfile.go)
-// and renames a segment's .log through it (logSegment.renameLog), so
+// I/O backend (backend.go) opens segments with pread/pwrite (through
+// vfs.OS inside package segment) or io_uring O_DIRECT (system calls in
+// package segment); on any other file system the engine keeps segment
+// data on that file system (fsFiles, segfile.go, files made by
+// segment.FileOf), and every segment renames its .log through the file
+// system its file came from (Segment.Rename, logSegment.renameLog), so
 // everything a test crashes is on one vfs.MemFS.
 //
 // What stays on the operating system, and why (grep 'os\.' engine/*.go

@@ -2,53 +2,22 @@ package engine
 
 import (
 	"os"
-	"path/filepath"
 
 	"github.com/stratalog/strata/internal/vfs"
 	"github.com/stratalog/strata/segment"
 )
 
 // segmentFileOf makes a segment.File of a file opened through the
-// engine's file system: the operating system's file as segment.NewOSFile
-// makes it (pread/pwrite, fdatasync), any other (a vfs.MemFS's, in tests)
-// through vfsSegmentFile.
-func segmentFileOf(f vfs.File) segment.File {
-	if osf, ok := f.(*os.File); ok {
-		return segment.NewOSFile(osf)
-	}
-	return vfsSegmentFile{f}
-}
-
-// vfsSegmentFile is a segment.File over a vfs.File without a descriptor.
-type vfsSegmentFile struct{ vfs.File }
-
-func (f vfsSegmentFile) Size() (int64, error) {
-	fi, err := f.Stat()
-	if err != nil {
-		return 0, err
-	}
-	return fi.Size(), nil
-}
-
-// Fd returns ^uintptr(0): no descriptor (as segmenttest.MemFile).
-func (f vfsSegmentFile) Fd() uintptr { return ^uintptr(0) }
+// operating system's file system (journal replay's, without a file layer):
+// segment.FileOf.
+func segmentFileOf(f vfs.File) segment.File { return segment.FileOf(vfs.OS, f) }
 
 // renameLog renames the segment's data file to newPath and syncs the
-// directory: through the segment (os.Rename) on the operating system's
-// file system, through the engine's file system on any other, where a
-// test file layer (Options.files) keeps the segments' files. The
-// segment's own Path keeps the old name there: only a FileCache reopens by
-// it, and a file layer's segments have none.
-func (s *logSegment) renameLog(newPath string) error {
-	fsys := s.fsys()
-	if fsys == vfs.OS {
-		return s.seg.Rename(newPath)
-	}
-	if err := fsys.Rename(s.logPath, newPath); err != nil {
-		return err
-	}
-	return fsys.SyncDir(filepath.Dir(newPath))
-}
+// directory, through the file system the segment's name lives on: the
+// engine's for segments on vfs.OS and on fsFiles (segment.FileOf), the
+// operating system's for a test file layer's (memFiles keeps an empty
+// file at each path there).
+func (s *logSegment) renameLog(newPath string) error { return s.seg.Rename(newPath) }
 
 // fsFiles is the file layer (fileLayer) over the engine's file system
 // when that is not the operating system's (tests over a vfs.MemFS): the
@@ -61,7 +30,7 @@ func (f fsFiles) Create(path string) (segment.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return segmentFileOf(h), nil
+	return segment.FileOf(f.fs, h), nil
 }
 
 func (f fsFiles) Open(path string) (segment.File, error) {
@@ -69,5 +38,5 @@ func (f fsFiles) Open(path string) (segment.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return segmentFileOf(h), nil
+	return segment.FileOf(f.fs, h), nil
 }

@@ -156,7 +156,17 @@
 // fallocates and truncates through an *os.File and writes through a second,
 // O_DIRECT open of the file registered in the ring's fixed-file table,
 // whose own descriptor is closed once registered: an open Direct segment
-// costs one descriptor, like a pwrite one, unless the table is full). Package segmenttest provides an in-memory File that loses
+// costs one descriptor, like a pwrite one, unless the table is full).
+//
+// The file-system seam (seam.go): the pwrite path opens, creates and
+// renames a segment's file, and syncs its directory, through an
+// internal/vfs file system: Create and Open through vfs.OS, CreateFS and
+// OpenFS through any (a vfs.MemFS's file becomes a File without a
+// descriptor, FileOf), and Rename through the one the segment's File
+// came from (New over a FileOf File; vfs.OS otherwise). The ring paths
+// (CreateWith and OpenWith with a Ring) open their O_DIRECT and
+// registered descriptors on the operating system and sync the directory
+// with vfs.SyncDir. Package segmenttest provides an in-memory File that loses
 // unsynced writes on a simulated crash and a fault-injecting wrapper, for
 // crash and error tests of the pwrite path; the ring paths are tested on
 // real files (a crash is simulated by imaging the file while it is open:

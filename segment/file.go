@@ -7,6 +7,8 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+
+	"github.com/stratalog/strata/internal/vfs"
 )
 
 // File is the I/O a segment needs from its backing file. Implementations use
@@ -60,10 +62,14 @@ type osFile struct {
 	elem  *list.Element
 	path  func() string // the segment's current path (it follows Rename)
 	id    os.FileInfo   // the file, to recognise it when reopened by path
+
+	fsys vfs.FS // the file system its name lives on (FileOf); nil: vfs.OS
 }
 
 // NewOSFile wraps f as a File. The segment takes ownership of f.
 func NewOSFile(f *os.File) File { return &osFile{f: f} }
+
+func (o *osFile) fileSystem() vfs.FS { return o.fsys }
 
 // get pins the descriptor, reopening a parked file; put unpins it.
 func (o *osFile) get(write bool) (*os.File, error) {

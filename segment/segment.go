@@ -32,6 +32,7 @@ var (
 type Segment struct {
 	file File
 	osf  *os.File // nil unless the File is backed by an *os.File
+	fsys vfs.FS   // where the name lives (FileOf's file system); nil: vfs.OS
 
 	path   atomic.Pointer[string]
 	size   atomic.Int64 // valid end; published after the bytes are written
@@ -83,27 +84,7 @@ func Create(path string, prealloc int64) (*Segment, error) {
 }
 
 func createPwrite(path string, prealloc int64) (*Segment, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	s, err := New(path, NewOSFile(f))
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	if prealloc > 0 {
-		s.prealloc = prealloc
-		if err := s.reserve(0); err != nil {
-			s.Close()
-			return nil, err
-		}
-	}
-	if err := vfs.SyncDir(filepath.Dir(path)); err != nil {
-		s.Close()
-		return nil, err
-	}
-	return s, nil
+	return CreateFS(vfs.OS, path, prealloc)
 }
 
 // Open opens an existing segment; Size() is the file's i_size. It uses the
@@ -112,22 +93,12 @@ func Open(path string) (*Segment, error) {
 	return OpenWith(path, currentOptions())
 }
 
-func openPwrite(path string) (*Segment, error) {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		return nil, err
-	}
-	s, err := New(path, NewOSFile(f))
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	return s, nil
-}
+func openPwrite(path string) (*Segment, error) { return OpenFS(vfs.OS, path) }
 
-// New makes a segment over an already open File (a real file from NewOSFile,
-// an io_uring file, or a segmenttest fake); Size() starts at f.Size(). path is
-// what Path reports and what Rename moves. The segment owns f.
+// New makes a segment over an already open File (a real file from NewOSFile
+// or FileOf, an io_uring file, or a segmenttest fake); Size() starts at
+// f.Size(). path is what Path reports and what Rename moves, on the file
+// system FileOf was given (vfs.OS for any other File). The segment owns f.
 func New(path string, f File) (*Segment, error) {
 	size, err := f.Size()
 	if err != nil {
@@ -139,6 +110,9 @@ func New(path string, f File) (*Segment, error) {
 	s := &Segment{file: f}
 	if of, ok := f.(osFiler); ok {
 		s.osf = of.OSFile() // File's answer for Files other than osFile
+	}
+	if n, ok := f.(namedOn); ok {
+		s.fsys = n.fileSystem()
 	}
 	s.path.Store(&path)
 	s.size.Store(size)
@@ -500,20 +474,22 @@ func (s *Segment) Close() error {
 }
 
 // Rename moves the segment's file to newPath (which must be on the same
-// filesystem) and fsyncs the parent directory. It works on closed segments
-// too (for example to mark a deleted segment).
+// filesystem) and fsyncs the parent directory, through the file system its
+// name lives on (see New). It works on closed segments too (for example to
+// mark a deleted segment).
 func (s *Segment) Rename(newPath string) error {
+	fsys := s.fileSystem()
 	old := s.Path()
-	if err := os.Rename(old, newPath); err != nil {
+	if err := fsys.Rename(old, newPath); err != nil {
 		return err
 	}
 	s.path.Store(&newPath)
 	dir := filepath.Dir(newPath)
-	if err := vfs.SyncDir(dir); err != nil {
+	if err := fsys.SyncDir(dir); err != nil {
 		return err
 	}
 	if od := filepath.Dir(old); od != dir {
-		return vfs.SyncDir(od)
+		return fsys.SyncDir(od)
 	}
 	return nil
 }
