@@ -2,7 +2,6 @@ package sasl
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"net"
 	"strconv"
@@ -109,18 +108,14 @@ func kerrOf(code int16, msg *string) error {
 	return errors.New(s)
 }
 
+// requests frames the client's requests (size, request header, body), as
+// the broker's other clients do.
+var requests = kmsg.NewRequestFormatter(kmsg.FormatterClientID(clientID))
+
 // roundTrip writes req (request header v1: both requests here are
-// non-flexible at v1) and reads resp.
+// non-flexible at v1) and reads resp (response header v0).
 func roundTrip(conn net.Conn, corr int32, req kmsg.Request, resp kmsg.Response) error {
-	buf := make([]byte, 4, 64)
-	buf = binary.BigEndian.AppendUint16(buf, uint16(req.Key()))
-	buf = binary.BigEndian.AppendUint16(buf, uint16(req.GetVersion()))
-	buf = binary.BigEndian.AppendUint32(buf, uint32(corr))
-	buf = binary.BigEndian.AppendUint16(buf, uint16(len(clientID)))
-	buf = append(buf, clientID...)
-	buf = req.AppendTo(buf)
-	binary.BigEndian.PutUint32(buf, uint32(len(buf)-4))
-	if _, err := conn.Write(buf); err != nil {
+	if _, err := conn.Write(requests.AppendRequest(make([]byte, 0, 64), req, corr)); err != nil {
 		return err
 	}
 	frame, err := kframe.ReadFrame(conn, MaxTokenBytes, nil)

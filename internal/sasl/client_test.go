@@ -25,8 +25,9 @@ func fakeBroker(t *testing.T, c net.Conn, answer func(corr int32, key int16) (ou
 			if err != nil {
 				return
 			}
-			if len(req) < 8 {
-				t.Errorf("request frame of %d bytes", len(req))
+			if len(req) < 10+len(clientID) || int(binary.BigEndian.Uint16(req[8:])) != len(clientID) ||
+				string(req[10:10+len(clientID)]) != clientID {
+				t.Errorf("request frame %x: not a v1 header with client id %q", req, clientID)
 				return
 			}
 			out, more := answer(int32(binary.BigEndian.Uint32(req[4:])), int16(binary.BigEndian.Uint16(req)))
