@@ -125,6 +125,24 @@ func TestTieredFetchThroughBroker(t *testing.T) {
 		}
 	}
 
+	// DescribeConfigs shows the tiered-storage keys like the others.
+	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := rcs.On(topic, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, c := range rc.Configs {
+		got[c.Key] = c.MaybeValue()
+	}
+	if got["remote.storage.enable"] != "true" || got["local.retention.bytes"] != "0" || got["local.retention.ms"] != "-2" {
+		t.Fatalf("DescribeConfigs: remote.storage.enable=%q local.retention.bytes=%q local.retention.ms=%q",
+			got["remote.storage.enable"], got["local.retention.bytes"], got["local.retention.ms"])
+	}
+
 	// A consumer from the beginning reads every record in order.
 	cons, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxBytes(8192), kgo.FetchMaxPartitionBytes(8192))
