@@ -17,7 +17,7 @@ func startMetrics(cfg config.Broker, logger *slog.Logger) (*metrics.Broker, func
 	if len(cfg.MetricsListeners) == 0 {
 		return nil, func() {}, nil
 	}
-	m := metrics.New()
+	m := metrics.NewWithOptions(metrics.Options{PartitionLabels: cfg.MetricsPartitionLabels})
 	ep, err := metrics.Listen(cfg.MetricsListeners, m, logger)
 	if err != nil {
 		return nil, nil, err

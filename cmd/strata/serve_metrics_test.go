@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"context"
+	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os/exec"
@@ -13,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratalog/strata/internal/config"
 	"github.com/stratalog/strata/internal/stratatest"
 	"github.com/stratalog/strata/metrics"
 	"github.com/stratalog/strata/metrics/metricstest"
@@ -148,5 +151,44 @@ func TestServeMetricsEndpoint(t *testing.T) {
 	if c, err := net.Dial("tcp", metricsAddr); err == nil {
 		c.Close()
 		t.Fatalf("the metrics endpoint %s still accepts connections after the broker stopped", metricsAddr)
+	}
+}
+
+// metrics.partition.labels reaches the metrics: log sizes per partition
+// with it, per topic without.
+func TestStartMetricsPartitionLabels(t *testing.T) {
+	for _, labels := range []bool{false, true} {
+		cfg := config.Defaults()
+		cfg.MetricsListeners = []string{"127.0.0.1:0"}
+		cfg.MetricsPartitionLabels = labels
+		m, stop, err := startMetrics(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.SetLogs(func() []metrics.LogSize { return []metrics.LogSize{{Topic: "t", Partition: 3, Segments: 1, Bytes: 10}} })
+		fams, err := m.Registry().Gather()
+		stop()
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, f := range fams {
+			if f.GetName() != metrics.LogSizeBytes {
+				continue
+			}
+			for _, s := range f.GetMetric() {
+				found = true
+				hasPartition := false
+				for _, l := range s.GetLabel() {
+					hasPartition = hasPartition || l.GetName() == "partition"
+				}
+				if hasPartition != labels {
+					t.Errorf("metrics.partition.labels=%v: series %v", labels, s.GetLabel())
+				}
+			}
+		}
+		if !found {
+			t.Errorf("metrics.partition.labels=%v: no %s series", labels, metrics.LogSizeBytes)
+		}
 	}
 }

@@ -79,6 +79,9 @@ type Broker struct {
 	// MetricsListeners is metrics.listeners (Strata): host:port of each
 	// HTTP listener of /metrics, /healthz and /readyz; none: off.
 	MetricsListeners []string
+	// MetricsPartitionLabels is metrics.partition.labels (Strata): log
+	// sizes and group lag per partition (metrics.Options.PartitionLabels).
+	MetricsPartitionLabels bool
 
 	// TopicDefaults are the topic keys set at the broker, by topic name in
 	// the key's unit (log.retention.hours=1 is retention.ms=3600000): the
@@ -189,6 +192,7 @@ var fields = map[string]setter{
 	"connections.max.idle.ms":    func(b *Broker, v configkeys.Value) { b.MaxIdleMs = v.Int },
 	"queued.max.request.bytes":   func(b *Broker, v configkeys.Value) { b.QueuedMaxBytes = max(v.Int, -1) },
 	"metrics.listeners":          func(b *Broker, v configkeys.Value) { b.MetricsListeners, _ = configkeys.HTTPListeners(v.Text) },
+	"metrics.partition.labels":   func(b *Broker, v configkeys.Value) { b.MetricsPartitionLabels = v.Bool },
 
 	"authorizer.class.name":          func(b *Broker, v configkeys.Value) { b.Authorizer = v.Text },
 	"super.users":                    func(b *Broker, v configkeys.Value) { b.SuperUsers = v.Text },

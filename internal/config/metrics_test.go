@@ -51,3 +51,20 @@ func TestMetricsListeners(t *testing.T) {
 		t.Fatalf("key %+v", k)
 	}
 }
+
+// metrics.partition.labels: off by default, a boolean.
+func TestMetricsPartitionLabels(t *testing.T) {
+	if Defaults().MetricsPartitionLabels {
+		t.Fatal("partition labels on by default")
+	}
+	b := Defaults()
+	if err := b.Apply(map[string]string{"metrics.partition.labels": "true"}); err != nil || !b.MetricsPartitionLabels {
+		t.Fatalf("true: %v %v", err, b.MetricsPartitionLabels)
+	}
+	if err := b.Apply(map[string]string{"metrics.partition.labels": "yes"}); !errors.Is(err, configkeys.ErrInvalid) || !b.MetricsPartitionLabels {
+		t.Fatalf("yes: %v, labels %v", err, b.MetricsPartitionLabels)
+	}
+	if k, ok := configkeys.BrokerKey("metrics.partition.labels"); !ok || k.Dynamic != 0 || !k.Strata {
+		t.Fatalf("key %+v %v", k, ok)
+	}
+}

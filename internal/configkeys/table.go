@@ -43,6 +43,8 @@ var keys = []Key{
 		Doc: "the broker-wide budget of request bytes read and not yet answered, frames and their decoded requests (Kafka's memory pool, KIP-72); past it connections are not read; each connection may hold 100 MiB of it; -1: unbounded (docs/reliability.md)"},
 	{Broker: "metrics.listeners", Type: String, Shown: "none (off)", Strata: true, Check: checkHTTPListeners, Flag: "metrics-listeners", Section: "serve",
 		Doc: "`http://host:port,...`: where the broker serves `/metrics` (Prometheus), `/healthz` and `/readyz`, on listeners of their own, never a Kafka listener (docs/operations.md, \"Metrics\")"},
+	{Broker: "metrics.partition.labels", Type: Boolean, Default: "false", Strata: true, Section: "serve",
+		Doc: "log sizes and consumer group lag per partition (labels `topic`, `partition`) instead of per topic and per group: one series per partition and per group and partition (docs/metrics.md)"},
 
 	// Topic keys: the broker name sets every topic's default, the topic
 	// name a topic's override.
