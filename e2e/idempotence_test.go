@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratalog/strata/internal/kframe"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -99,19 +100,14 @@ func (p *dropProxy) untrack(c net.Conn) {
 // maxFrame bounds a proxied frame (the broker's own request limit).
 const maxFrame = 100 << 20
 
+// readFrame reads one frame and returns it with its size prefix, to be
+// forwarded as it came.
 func readFrame(r io.Reader) ([]byte, error) {
-	var size [4]byte
-	if _, err := io.ReadFull(r, size[:]); err != nil {
+	b, err := kframe.ReadFrame(r, maxFrame, nil)
+	if err != nil {
 		return nil, err
 	}
-	n := binary.BigEndian.Uint32(size[:])
-	if n > maxFrame {
-		return nil, fmt.Errorf("frame of %d bytes", n)
-	}
-	buf := make([]byte, 4+n)
-	copy(buf, size[:])
-	_, err := io.ReadFull(r, buf[4:])
-	return buf, err
+	return kframe.AppendFrame(make([]byte, 0, kframe.HeaderBytes+len(b)), b), nil
 }
 
 // handle proxies one client connection: requests go through unchanged
