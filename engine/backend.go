@@ -139,10 +139,16 @@ const (
 	chunksPerSeg = 1
 	// poolChunkBytes is the chunk size of the shared pools (see above).
 	poolChunkBytes = 2 * segment.DirectChunkBytes
-	// poolSpareChunks are the chunks of a pool beyond one per segment:
-	// writes in flight (the same bytes as DirectDepth 64 KiB chunks).
-	poolSpareChunks = segment.DirectDepth / 2
 )
+
+// poolSpareChunks are the chunks of a pool beyond one per segment: writes
+// in flight and chunks the journal's spans hold (journalMaxPins).
+const poolSpareChunks = segment.DirectDepth
+
+// segmentBackgroundDepth, when > 0, is the most segment chunk writes in
+// the device at once (uring.Config.BackgroundDepth), and the journal holds
+// new ones back while it writes a group (journal.pauseBG); 0: unbounded.
+const segmentBackgroundDepth = 0
 
 // zeroFillBytes is the size of the zero-fill buffer (each zero-fill write
 // of a PreWrite segment writes at most this much; less where the device
@@ -324,7 +330,7 @@ func (b *ioBackend) startRing(dir string) error {
 		return fmt.Errorf("zero-fill buffer: %w", err)
 	}
 	ring, err := uring.New(uring.Config{Backend: uring.BackendUring, Entries: 256, FileSlots: fileSlots(),
-		Pools: []*uring.Pool{first, zp}, Logger: b.logger})
+		Pools: []*uring.Pool{first, zp}, Logger: b.logger, BackgroundDepth: segmentBackgroundDepth})
 	if err == nil && ring.Backend() != uring.BackendUring {
 		// uring.New logged why; the ring's own pwrite fallback would only
 		// add a thread hop to plain pwrite.

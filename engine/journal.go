@@ -44,6 +44,25 @@ package engine
 //	       segment base i64 | position i64 | topic name |
 //	       payload (write: the batches as appended)
 //
+// A group with ref records (magic "SJN3") has, in the header's first
+// reserved word, where its payload area starts (the records padded to a
+// 4 KiB boundary); its length covers the area. A ref record (a write
+// record with flag 2) carries no batches: its payload is
+//
+//	ref    prefix crc u32 | span count u16 | 2 zero |
+//	       per span: area offset u32 | skip u32 | length u32
+//
+// and its batches are the spans' bytes (area[offset+skip:][:length]), in
+// order. The area is the segments' own chunk memory, written with the
+// records in one pwritev (segment.AppendSpans, journalSpanAlign): an
+// append of journalSpanMin bytes or more to an O_DIRECT segment is copied
+// once, into its chunk, and the journal writes it from there, each span
+// widened to whole 512-byte blocks (the bytes around it, other appends of
+// that chunk, are not covered and not replayed). The prefix checksum
+// covers each batch's first 21 bytes, as below for write records, and is
+// itself covered by the group's checksum; replay assembles the batches and
+// checks both and every batch's CRC.
+//
 // The group's checksum (groupChecksum) covers its header from byte 8, each
 // record's header and topic name, and of a write record's payload only the
 // first 21 bytes of each batch (base offset, length, leader epoch, magic
@@ -73,10 +92,15 @@ package engine
 // could be missing after a crash unless it was deleted on purpose.
 //
 // Costs and limits: two staging buffers of up to 16 MiB (a quarter of a
-// journal file at most); a second copy of every journaled byte (segment
+// journal file at most); a second copy of journaled bytes for appends
+// below journalSpanMin or to segments that are not O_DIRECT (segment
 // chunk and staging buffer; a third, the tail cache, only for partitions
 // read at the head: tailcache.go), about 0.1 us per 1 KiB record each on
-// the development VM; the journal's files, zero-filled when first created.
+// the development VM (a keyed closed-loop profile spent 1.64 s of 10.75 s
+// of broker CPU in that copy before ref records); chunks a group's spans
+// pin stay out of their pool until the group is written (before the
+// writer waits for a checkpoint it copies them out: shedPins); the
+// journal's files, zero-filled when first created.
 // One journal serves every partition of the data directory, so a slow
 // journal flush holds back every acks=all acknowledgement (without it, a
 // slow segment flush held back that partition's); a failed write or flush
@@ -99,6 +123,7 @@ import (
 	"github.com/stratalog/strata/internal/uring"
 	"github.com/stratalog/strata/internal/vfs"
 	"github.com/stratalog/strata/record"
+	"github.com/stratalog/strata/segment"
 )
 
 const (
@@ -107,12 +132,29 @@ const (
 	journalAlign      = 4096
 	journalMagic      = 0x534a4e32 // "SJN2": groupChecksum
 	journalMagicV1    = 0x534a4e4c // "SJNL": checksum of bytes 8..length
+	journalMagicRef   = 0x534a4e33 // "SJN3": groupChecksum, and a payload area for ref records
 	journalFlagFull   = 1          // record flag: the checksum covers the payload in full
+	journalFlagRef    = 2          // record flag: the payload lies in the group's payload area
 	journalBatchPre   = 21         // a batch's bytes before its CRC's coverage
 	journalGroupHdr   = 64
 	journalRecHdr     = 48
 	journalRecWrite   = 1
 	journalRecBarrier = 2
+	journalRefHdr     = 8  // ref record: prefix crc u32 | span count u16 | 2 zero
+	journalRefSpan    = 12 // ref record, per span: area offset u32 | skip u32 | length u32
+	// journalSpanAlign is the alignment of the chunk memory a ref record's
+	// spans cover (AppendSpans): the device's logical block, the O_DIRECT
+	// minimum on the development VM; a filesystem asking for more gets
+	// copies instead.
+	journalSpanAlign = 512
+	// journalSpanMin is the smallest append whose batches the journal
+	// writes from the segment's chunks (ref record) rather than copying:
+	// each span costs up to two partial blocks of padding on the device.
+	journalSpanMin = 8 << 10
+	// journalMaxPins bounds the pins the journal's spans hold in one
+	// chunk pool (see uring.Pool.TryPin; shedPins for why the journal
+	// never waits for a segment while they hold chunks).
+	journalMaxPins = 512
 
 	// journalStageMax bounds one staging buffer (two exist).
 	journalStageMax = 16 << 20
@@ -134,17 +176,36 @@ type journalDurable struct {
 
 // journalStage is one group being filled (or written).
 type journalStage struct {
-	buf      []byte // group header space, then records
-	firstSeq uint64
-	count    uint32
-	logs     []journalDurable
-	waiters  []chan error // barriers waiting for this group
-	staged   time.Time    // when its first record was staged (JournalStats)
+	buf         []byte         // group header space, then records
+	spans       []segment.Span // chunk memory the ref records point into, pinned
+	refBytes    int            // bytes of spans' memory (the payload area)
+	packed      int            // the first packedBytes of the payload area, copied to buf[packed:] (shedPins)
+	packedBytes int
+	firstSeq    uint64
+	count       uint32
+	logs        []journalDurable
+	waiters     []chan error // barriers waiting for this group
+	staged      time.Time    // when its first record was staged (JournalStats)
+}
+
+// fits reports whether a record of rec bytes whose spans cover ref bytes
+// fits in the group (its header area padded, the payload area after it).
+func (g *journalStage) fits(rec, ref int) bool {
+	n := len(g.buf) + rec
+	if g.refBytes+ref > 0 {
+		n = (n+journalAlign-1)&^(journalAlign-1) + g.refBytes + ref
+	}
+	return n <= cap(g.buf)
 }
 
 func (g *journalStage) reset() {
 	g.buf = g.buf[:journalGroupHdr]
 	clear(g.buf)
+	for _, sp := range g.spans {
+		sp.Release()
+	}
+	clear(g.spans)
+	g.spans, g.refBytes, g.packed, g.packedBytes = g.spans[:0], 0, 0, 0
 	g.count = 0
 	clear(g.logs)
 	g.logs = g.logs[:0]
@@ -180,6 +241,9 @@ type journal struct {
 	stop     chan struct{}
 	wg       sync.WaitGroup
 
+	pauseBG  bool        // hold segment write-behind while a group is written
+	iov      [][]byte    // writer: a ref group's buffers
+	noPins   bool        // j.mu: stage copies, takes no spans (shedPins)
 	ckpts    uint64      // checkpoints done (tests)
 	replayed replayStats // what Open replayed
 	stats    journalStats
@@ -196,6 +260,7 @@ func openJournal(e *Engine, total int64) (*journal, error) {
 	j := &journal{e: e, dir: filepath.Join(e.dir, journalDirName), fileBytes: (total / journalFiles) &^ (journalAlign - 1),
 		dirty: make(map[*Log]struct{}), ckptKick: make(chan struct{}, 1), stop: make(chan struct{})}
 	j.cond.L = &j.mu
+	j.pauseBG = segmentBackgroundDepth > 0
 	j.fs = e.fs
 	if e.journalFS != nil {
 		j.fs = e.journalFS
@@ -350,14 +415,46 @@ func recordBytes(topic string, n int) int { return journalRecHdr + len(topic) + 
 // (the caller then syncs the segment as without a journal). Caller holds
 // l.mu, which keeps one log's records in append order; it may wait here
 // for room while the writer writes the other buffer.
-func (j *journal) stageAppend(l *Log, base, pos int64, batches []byte, end int64) bool {
+//
+// spans, when the segment gave them (Segment.AppendSpans), hold batches in
+// its chunks: the journal takes them over (it releases every one) and
+// stages one ref record pointing at them instead of a copy of the batches;
+// the group is then written from the chunks themselves.
+func (j *journal) stageAppend(l *Log, base, pos int64, batches []byte, end int64, spans []segment.Span) bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	maxPayload := (cap(j.stage.buf)-journalGroupHdr)/4 - recordBytes(l.topic, 0)
+	limit := (cap(j.stage.buf) - journalGroupHdr) / 4
+	if len(spans) > 0 && j.noPins {
+		releaseSpans(spans) // copied below (shedPins)
+		spans = nil
+	}
+	if len(spans) > 0 {
+		rec := recordBytes(l.topic, journalRefHdr+journalRefSpan*len(spans))
+		ref := 0
+		for _, sp := range spans {
+			ref += len(sp.Mem)
+		}
+		if rec+ref+journalAlign <= limit {
+			for j.err == nil && !j.closing && !j.noPins && !j.stage.fits(rec, ref) {
+				j.cond.Wait()
+			}
+			if j.err != nil || j.closing {
+				releaseSpans(spans)
+				return false
+			}
+			if !j.noPins { // (shedPins may have come while this waited)
+				j.putRef(l, base, pos, batches, spans, rec, ref)
+				j.durableWith(l, end)
+				return true
+			}
+		}
+		releaseSpans(spans) // too large for one record, or shedPins: copied below
+	}
+	maxPayload := limit - recordBytes(l.topic, 0)
 	for len(batches) > 0 {
 		part := batches[:min(len(batches), maxPayload)]
 		n := recordBytes(l.topic, len(part))
-		for j.err == nil && !j.closing && len(j.stage.buf)+n > cap(j.stage.buf) {
+		for j.err == nil && !j.closing && !j.stage.fits(n, 0) {
 			j.cond.Wait()
 		}
 		if j.err != nil || j.closing {
@@ -369,27 +466,82 @@ func (j *journal) stageAppend(l *Log, base, pos int64, batches []byte, end int64
 		if len(batches) > 0 {
 			continue // the end is durable with the group of the last part
 		}
-		g := j.stage
-		if k := len(g.logs); k > 0 && g.logs[k-1].l == l {
-			g.logs[k-1].end = end
-		} else {
-			g.logs = append(g.logs, journalDurable{l: l, end: end})
-		}
+		j.durableWith(l, end)
+	}
+	return true
+}
+
+func releaseSpans(spans []segment.Span) {
+	for _, sp := range spans {
+		sp.Release()
+	}
+}
+
+// durableWith notes that the stage makes l durable up to end. Caller holds
+// j.mu.
+func (j *journal) durableWith(l *Log, end int64) {
+	g := j.stage
+	if k := len(g.logs); k > 0 && g.logs[k-1].l == l {
+		g.logs[k-1].end = end
+	} else {
+		g.logs = append(g.logs, journalDurable{l: l, end: end})
 	}
 	j.dirty[l] = struct{}{}
-	return true
+}
+
+// putRef stages a ref record of l's batches, held by spans (rec is its
+// size, ref its spans' bytes). Its prefix checksum covers each batch's
+// first journalBatchPre bytes, as a write record's share of the group
+// checksum does. Caller holds j.mu and made room.
+func (j *journal) putRef(l *Log, base, pos int64, batches []byte, spans []segment.Span, rec, ref int) {
+	r := j.putHeader(l, journalRecWrite, base, pos, rec)
+	r[5] = journalFlagRef
+	f := r[journalRecHdr+len(l.topic):]
+	binary.BigEndian.PutUint32(f[0:], batchPrefixSum(batches))
+	binary.BigEndian.PutUint16(f[4:], uint16(len(spans)))
+	f[6], f[7] = 0, 0
+	g := j.stage
+	for i, sp := range spans {
+		e := f[journalRefHdr+journalRefSpan*i:]
+		binary.BigEndian.PutUint32(e[0:], uint32(g.refBytes))
+		binary.BigEndian.PutUint32(e[4:], uint32(sp.Skip))
+		binary.BigEndian.PutUint32(e[8:], uint32(sp.Len))
+		g.refBytes += len(sp.Mem)
+		g.spans = append(g.spans, sp)
+	}
+}
+
+// batchPrefixSum is the checksum of each batch's first journalBatchPre
+// bytes in b (whole batches; a short tail ends the walk).
+func batchPrefixSum(b []byte) uint32 {
+	var sum uint32
+	for len(b) >= 12 {
+		size := 12 + int(int32(binary.BigEndian.Uint32(b[8:])))
+		if size < record.HeaderSize || size > len(b) {
+			break
+		}
+		sum = crc32.Update(sum, journalCRC, b[:journalBatchPre])
+		b = b[size:]
+	}
+	return sum
 }
 
 // putRecord appends one record to the stage. Caller holds j.mu and made
 // room.
 func (j *journal) putRecord(l *Log, typ byte, base, pos int64, payload []byte) {
+	r := j.putHeader(l, typ, base, pos, recordBytes(l.topic, len(payload)))
+	copy(r[journalRecHdr+len(l.topic):], payload)
+}
+
+// putHeader appends a record of n bytes to the stage, fills its header and
+// topic name, and returns it. Caller holds j.mu and made room.
+func (j *journal) putHeader(l *Log, typ byte, base, pos int64, n int) []byte {
 	g := j.stage
 	if g.count == 0 {
 		g.firstSeq = j.nextSeq
 		g.staged = j.e.now()
 		j.cond.Broadcast() // the writer may wait for a first record
 	}
-	n := recordBytes(l.topic, len(payload))
 	at := len(g.buf)
 	g.buf = g.buf[:at+n]
 	r := g.buf[at : at+n]
@@ -402,9 +554,9 @@ func (j *journal) putRecord(l *Log, typ byte, base, pos int64, payload []byte) {
 	binary.BigEndian.PutUint64(r[32:], uint64(base))
 	binary.BigEndian.PutUint64(r[40:], uint64(pos))
 	copy(r[journalRecHdr:], l.topic)
-	copy(r[journalRecHdr+len(l.topic):], payload)
 	g.count++
 	j.nextSeq++
+	return r
 }
 
 // barrier makes sure no record of l staged so far is ever replayed: when
@@ -423,7 +575,7 @@ func (j *journal) barrier(l *Log, keep bool) error {
 		}
 	}
 	j.mu.Lock()
-	for j.err == nil && !j.closing && len(j.stage.buf)+recordBytes(l.topic, 0) > cap(j.stage.buf) {
+	for j.err == nil && !j.closing && !j.stage.fits(recordBytes(l.topic, 0), 0) {
 		j.cond.Wait()
 	}
 	if j.err != nil {
@@ -490,7 +642,14 @@ func (j *journal) run() {
 // and fdatasyncs the file. Writer goroutine (or openJournal before it
 // starts).
 func (j *journal) writeGroup(g *journalStage, start uint64) error {
-	n := len(g.buf)
+	recEnd := len(g.buf)
+	n, area := recEnd, 0
+	if g.refBytes > 0 {
+		// Records, padded to a 4 KiB boundary, then the payload area: the
+		// spans' chunk memory, in staging order.
+		area = (recEnd + journalAlign - 1) &^ (journalAlign - 1)
+		n = area + g.refBytes
+	}
 	padded := (n + journalAlign - 1) &^ (journalAlign - 1)
 	if int64(padded) > j.fileBytes {
 		return fmt.Errorf("journal group of %d bytes exceeds a file of %d", padded, j.fileBytes)
@@ -499,14 +658,19 @@ func (j *journal) writeGroup(g *journalStage, start uint64) error {
 		next := (j.cur + 1) % journalFiles
 		// The file to overwrite may hold only records the start has
 		// passed; a checkpoint moves the start to now.
+		if last := j.fileLast[next]; last != 0 && last >= start {
+			j.shedPins(g)
+		}
 		for last := j.fileLast[next]; last != 0 && last >= start; {
 			if err := j.checkpoint(); err != nil {
+				j.takePins()
 				return err
 			}
 			j.mu.Lock()
 			start = j.startSeq
 			j.mu.Unlock()
 		}
+		j.takePins()
 		j.cur, j.off = next, 0
 		j.fileLast[next] = 0
 		select { // the next file's turn comes: a checkpoint now, off the ack path
@@ -515,19 +679,55 @@ func (j *journal) writeGroup(g *journalStage, start uint64) error {
 		}
 	}
 	h := g.buf[:journalGroupHdr]
-	binary.BigEndian.PutUint32(h[0:], journalMagic)
+	magic := uint32(journalMagic)
+	if area > 0 {
+		magic = journalMagicRef
+	}
+	binary.BigEndian.PutUint32(h[0:], magic)
 	binary.BigEndian.PutUint32(h[8:], uint32(n))
 	binary.BigEndian.PutUint32(h[12:], g.count)
 	binary.BigEndian.PutUint64(h[16:], g.firstSeq)
 	binary.BigEndian.PutUint64(h[24:], start)
-	sum, _ := groupChecksum(g.buf[:n], g.count, false)
+	binary.BigEndian.PutUint32(h[32:], uint32(area))
+	sum, _ := groupChecksum(g.buf[:recEnd], g.count, false)
 	binary.BigEndian.PutUint32(h[4:], sum)
-	buf := g.buf[:padded]
-	clear(buf[n:])
 	f := j.files[j.cur]
 	began := j.e.now()
-	if _, err := f.WriteAt(buf, j.off); err != nil {
-		return err
+	ring := j.e.io.ring
+	if ring != nil && j.pauseBG {
+		// Segment chunk writes submitted from here on wait in the ring
+		// until the group is durable: the device serves requests in
+		// order, and every acknowledgement in the group waits for it.
+		ring.PauseBackground()
+		defer ring.ResumeBackground()
+	}
+	if area == 0 {
+		buf := g.buf[:padded]
+		clear(buf[n:])
+		if _, err := f.WriteAt(buf, j.off); err != nil {
+			return err
+		}
+	} else {
+		// The records' padding and the group's tail padding are zeros of
+		// the staging buffer (room for both: fits).
+		clear(g.buf[recEnd:area])
+		iov := append(j.iov[:0], g.buf[:area])
+		if g.packedBytes > 0 {
+			iov = append(iov, g.buf[g.packed:g.packed+g.packedBytes])
+		}
+		for _, sp := range g.spans {
+			iov = append(iov, sp.Mem)
+		}
+		if pad := padded - n; pad > 0 {
+			iov = append(iov, clear0(g.buf[area:area+pad]))
+		}
+		j.iov = iov
+		_, err := vfs.WriteVAt(f, iov, j.off)
+		clear(iov)
+		if err != nil {
+			return err
+		}
+		j.stats.refGroups.Add(1)
 	}
 	written := j.e.now()
 	if err := j.e.syncFile(f.Name(), func() error { return vfs.Datasync(f) }); err != nil {
@@ -543,6 +743,53 @@ func (j *journal) writeGroup(g *journalStage, start uint64) error {
 		j.fileLast[j.cur] = g.firstSeq + uint64(g.count) - 1
 	}
 	return nil
+}
+
+// shedPins copies the span memory of the writer's group g and of the
+// stage into their own buffers and releases the chunks, and makes the
+// stage copy from now on (until takePins). The writer calls it before it
+// waits for a checkpoint: a checkpoint needs each journaled segment's
+// lock, which an appender may hold while it waits in Pool.Get for a chunk
+// — possibly one only the journal's spans keep out of the pool.
+func (j *journal) shedPins(g *journalStage) {
+	g.pack()
+	j.mu.Lock()
+	j.noPins = true
+	j.stage.pack()
+	j.cond.Broadcast() // stagers waiting for room with spans copy instead
+	j.mu.Unlock()
+}
+
+// takePins ends shedPins.
+func (j *journal) takePins() {
+	j.mu.Lock()
+	j.noPins = false
+	j.mu.Unlock()
+}
+
+// pack copies g's payload area (what an earlier pack copied, then its
+// spans) to the end of its buffer (room: fits counts their bytes) and
+// releases the spans. Spans staged later follow it in the area.
+func (g *journalStage) pack() {
+	if len(g.spans) == 0 {
+		return
+	}
+	full := g.buf[:cap(g.buf)]
+	start := cap(g.buf) - g.refBytes
+	at := start + copy(full[start:], full[g.packed:g.packed+g.packedBytes])
+	for _, sp := range g.spans {
+		at += copy(full[at:], sp.Mem)
+		sp.Release()
+	}
+	clear(g.spans)
+	g.spans = g.spans[:0]
+	g.packed, g.packedBytes = start, g.refBytes
+}
+
+// clear0 zeroes b and returns it.
+func clear0(b []byte) []byte {
+	clear(b)
+	return b
 }
 
 // groupChecksum returns the checksum of the group in buf (header first,
@@ -565,7 +812,7 @@ func groupChecksum(buf []byte, count uint32, verify bool) (uint32, bool) {
 			return sum, false
 		}
 		hdr, payload := r[:journalRecHdr+nameLen], r[journalRecHdr+nameLen:n]
-		if r[4] == journalRecWrite && !verify {
+		if r[4] == journalRecWrite && !verify && r[5]&journalFlagRef == 0 {
 			if wholeBatches(payload) {
 				r[5] = 0
 			} else {
@@ -574,7 +821,7 @@ func groupChecksum(buf []byte, count uint32, verify bool) (uint32, bool) {
 		}
 		sum = crc32.Update(sum, journalCRC, hdr)
 		switch {
-		case r[4] != journalRecWrite || r[5]&journalFlagFull != 0:
+		case r[4] != journalRecWrite || r[5]&(journalFlagFull|journalFlagRef) != 0:
 			sum = crc32.Update(sum, journalCRC, payload)
 		default:
 			for len(payload) > 0 {
@@ -737,6 +984,8 @@ func (j *journal) close(clean bool) error {
 
 // releasePool gives both staging buffers back and unmaps them.
 func (j *journal) releasePool() error {
+	j.stage.reset() // and the spans it still holds (a failed journal)
+	j.spare.reset()
 	j.pool.Put(j.stage.buf)
 	j.pool.Put(j.spare.buf)
 	return j.pool.Close()

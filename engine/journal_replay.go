@@ -12,6 +12,7 @@ import (
 	"sort"
 
 	"github.com/stratalog/strata/internal/vfs"
+	"github.com/stratalog/strata/record"
 	"github.com/stratalog/strata/segment"
 )
 
@@ -39,6 +40,15 @@ type journalGroupRef struct {
 	count    uint32
 	firstSeq uint64
 	startSeq uint64
+	area     int // where the payload area starts (ref groups), else 0
+}
+
+// recEnd is where g's records end: its payload area, or its end.
+func (g journalGroupRef) recEnd() int {
+	if g.area > 0 {
+		return g.area
+	}
+	return g.length
 }
 
 // replayStats is what replayJournal found and did.
@@ -66,7 +76,7 @@ func scanJournalFile(f vfs.File, i int, size int64) ([]journalGroupRef, error) {
 			return nil, err
 		}
 		magic := binary.BigEndian.Uint32(hdr[0:])
-		if magic != journalMagic && magic != journalMagicV1 {
+		if magic != journalMagic && magic != journalMagicV1 && magic != journalMagicRef {
 			break
 		}
 		n := int(binary.BigEndian.Uint32(hdr[8:]))
@@ -75,6 +85,12 @@ func scanJournalFile(f vfs.File, i int, size int64) ([]journalGroupRef, error) {
 		}
 		g := journalGroupRef{file: i, off: off, length: n, count: binary.BigEndian.Uint32(hdr[12:]),
 			firstSeq: binary.BigEndian.Uint64(hdr[16:]), startSeq: binary.BigEndian.Uint64(hdr[24:])}
+		if magic == journalMagicRef {
+			g.area = int(binary.BigEndian.Uint32(hdr[32:]))
+			if g.area < journalGroupHdr || g.area > n || g.area%journalAlign != 0 {
+				break
+			}
+		}
 		if k := len(out); k > 0 && out[k-1].firstSeq+uint64(out[k-1].count) != g.firstSeq {
 			break // an older lap's group
 		}
@@ -85,18 +101,28 @@ func scanJournalFile(f vfs.File, i int, size int64) ([]journalGroupRef, error) {
 		if _, err := f.ReadAt(buf, off); err != nil && !errors.Is(err, io.EOF) {
 			return nil, err
 		}
-		want := binary.BigEndian.Uint32(hdr[4:])
-		if magic == journalMagicV1 {
-			if crc32.Checksum(buf[8:n], journalCRC) != want {
-				break // torn: never acknowledged
-			}
-		} else if sum, ok := groupChecksum(buf, g.count, true); !ok || sum != want {
+		if !validGroup(buf, g, magic) {
 			break // torn (or a batch's CRC fails): never acknowledged
 		}
 		out = append(out, g)
 		off += int64((n + journalAlign - 1) &^ (journalAlign - 1))
 	}
 	return out, nil
+}
+
+// validGroup reports whether the group g in buf (its bytes, header
+// first; magic from its header) passes its checks: the checksum, every
+// batch's CRC, and a ref record's spans inside the payload area with
+// their prefix checksum.
+func validGroup(buf []byte, g journalGroupRef, magic uint32) bool {
+	want := binary.BigEndian.Uint32(buf[4:])
+	if magic == journalMagicV1 {
+		return crc32.Checksum(buf[8:g.length], journalCRC) == want
+	}
+	if sum, ok := groupChecksum(buf[:g.recEnd()], g.count, true); !ok || sum != want {
+		return false
+	}
+	return g.area == 0 || forEachRecord(buf, g, func(uint64, journalRecord) error { return nil }) == nil
 }
 
 // journalRecord is one decoded record.
@@ -127,12 +153,62 @@ func forEachRecord(buf []byte, g journalGroupRef, fn func(seq uint64, r journalR
 		copy(r.topicID[:], buf[p+8:p+24])
 		r.topic = string(buf[p+journalRecHdr : p+journalRecHdr+nameLen])
 		r.payload = buf[p+journalRecHdr+nameLen : p+n]
+		if buf[p+5]&journalFlagRef != 0 {
+			payload, err := refPayload(buf, g, r.payload)
+			if err != nil {
+				return fmt.Errorf("journal: group at %d of file %d: record %d: %w", g.off, g.file, k, err)
+			}
+			r.payload = payload
+		}
 		if err := fn(g.firstSeq+uint64(k), r); err != nil {
 			return err
 		}
 		p += n
 	}
 	return nil
+}
+
+// refPayload assembles a ref record's batches from its group's payload
+// area (fields: the record's bytes after its topic name) and checks them:
+// whole batches, each with a valid CRC, whose prefixes match the record's
+// prefix checksum (the part of the group's checksum a write record's
+// payload carries).
+func refPayload(buf []byte, g journalGroupRef, fields []byte) ([]byte, error) {
+	if g.area == 0 || len(fields) < journalRefHdr {
+		return nil, fmt.Errorf("a ref record outside a ref group")
+	}
+	spans := int(binary.BigEndian.Uint16(fields[4:]))
+	if len(fields) != journalRefHdr+journalRefSpan*spans || spans == 0 {
+		return nil, fmt.Errorf("a ref record of %d bytes for %d spans", len(fields), spans)
+	}
+	area := buf[g.area:g.length]
+	var out []byte
+	for i := 0; i < spans; i++ {
+		e := fields[journalRefHdr+journalRefSpan*i:]
+		at := int64(binary.BigEndian.Uint32(e[0:])) + int64(binary.BigEndian.Uint32(e[4:]))
+		n := int64(binary.BigEndian.Uint32(e[8:]))
+		if at+n > int64(len(area)) {
+			return nil, fmt.Errorf("a span of %d bytes at %d past the payload area's %d", n, at, len(area))
+		}
+		out = append(out, area[at:at+n]...)
+	}
+	for b := out; len(b) > 0; {
+		if len(b) < 12 {
+			return nil, fmt.Errorf("a partial batch")
+		}
+		size := 12 + int(int32(binary.BigEndian.Uint32(b[8:])))
+		if size < record.HeaderSize || size > len(b) {
+			return nil, fmt.Errorf("a batch of %d bytes in %d", size, len(b))
+		}
+		if !record.CheckCRC(b[:size]) {
+			return nil, fmt.Errorf("a batch's CRC fails")
+		}
+		b = b[size:]
+	}
+	if batchPrefixSum(out) != binary.BigEndian.Uint32(fields[0:]) {
+		return nil, fmt.Errorf("the batches' prefix checksum fails")
+	}
+	return out, nil
 }
 
 type journalKey struct {

@@ -10,10 +10,13 @@ import (
 // the metrics endpoint: groups written, the records and bytes they held,
 // checkpoints, and two latency histograms.
 type JournalStats struct {
-	Groups      uint64 // groups written
-	Flushes     uint64 // fdatasyncs (one a group)
-	Records     uint64 // records in them (write and barrier)
-	Bytes       uint64 // bytes written to the journal files (4 KiB padded)
+	Groups  uint64 // groups written
+	Flushes uint64 // fdatasyncs (one a group)
+	Records uint64 // records in them (write and barrier)
+	Bytes   uint64 // bytes written to the journal files (4 KiB padded)
+	// RefGroups are groups written (in part) straight from segment chunks
+	// (ref records, no staging copy).
+	RefGroups   uint64
 	Checkpoints uint64
 	// Write is each group's write, Flush its fdatasync; CommitWait is
 	// from a group's first record staged to the group durable (what an
@@ -71,8 +74,8 @@ func (h *latencyHist) snapshot() Histogram {
 // journalStats are the journal's counters (updated by the writer and the
 // checkpoints, read by JournalStats).
 type journalStats struct {
-	groups, records, bytes, checkpoints atomic.Uint64
-	write, flush, commitWait            latencyHist
+	groups, records, bytes, checkpoints, refGroups atomic.Uint64
+	write, flush, commitWait                       latencyHist
 }
 
 // JournalStats reports the journal's counters; ok is false when the engine
@@ -85,5 +88,5 @@ func (e *Engine) JournalStats() (s JournalStats, ok bool) {
 	st := &j.stats
 	flush := st.flush.snapshot()
 	return JournalStats{Groups: st.groups.Load(), Flushes: flush.Count, Records: st.records.Load(), Bytes: st.bytes.Load(),
-		Checkpoints: st.checkpoints.Load(), Write: st.write.snapshot(), Flush: flush, CommitWait: st.commitWait.snapshot()}, true
+		RefGroups: st.refGroups.Load(), Checkpoints: st.checkpoints.Load(), Write: st.write.snapshot(), Flush: flush, CommitWait: st.commitWait.snapshot()}, true
 }

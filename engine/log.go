@@ -17,6 +17,7 @@ import (
 // Log is one partition: an ordered set of segments [logStart, logEnd), with a
 // high watermark <= logEnd. All methods are safe for concurrent use.
 type Log struct {
+	spanBuf []segment.Span // appendSegment's scratch (l.mu)
 	e       *Engine
 	topic   string
 	topicID [16]byte // names the partition in journal records (journal.go)
@@ -290,7 +291,8 @@ func (l *Log) appendBatches(batches []byte, leaderEpoch int32, m *txnMarker) (Ap
 		}
 	}
 	s := l.active
-	pos, err := s.seg.Append(batches)
+	caching := cfg.WriteCaching
+	pos, spans, err := l.appendSegment(s, batches, caching)
 	if err != nil {
 		l.mu.Unlock()
 		if errors.Is(err, segment.ErrReserve) {
@@ -325,10 +327,9 @@ func (l *Log) appendBatches(batches []byte, leaderEpoch int32, m *txnMarker) (Ap
 	}
 	l.activeDirty = true
 	l.unflushed += records
-	caching := cfg.WriteCaching
 	// With the journal (journal.go) the batches become durable with the
 	// journal's next group; the segment's chunk is written when full.
-	journaled := !caching && l.e.jnl != nil && l.e.jnl.stageAppend(l, s.base, pos, batches, next)
+	journaled := !caching && l.e.jnl != nil && l.e.jnl.stageAppend(l, s.base, pos, batches, next, spans)
 	// With write.caching the log waits (deferred) until flush.ms or
 	// flush.messages is reached; without, it is queued for a flush worker.
 	urgent := !journaled && (!caching || l.unflushed >= cfg.FlushMessages || nowMs-l.lastFlushMs >= cfg.FlushMs)
@@ -347,6 +348,21 @@ func (l *Log) appendBatches(batches []byte, leaderEpoch int32, m *txnMarker) (Ap
 	}
 	l.appended(next, caching) // replication.go: log-end waiters; the HW under write.caching
 	return AppendInfo{BaseOffset: base, LastOffset: last, LogAppendTime: appendTime, LogStartOffset: logStart}, nil
+}
+
+// appendSegment appends batches to s. When the journal will take them
+// (not write caching) and they are large enough, it asks the segment for
+// the spans of chunk memory holding them, so that the journal writes them
+// from there instead of copying them (stageAppend takes the spans over).
+// Caller holds l.mu.
+func (l *Log) appendSegment(s *logSegment, batches []byte, caching bool) (int64, []segment.Span, error) {
+	if caching || l.e.jnl == nil || len(batches) < journalSpanMin {
+		pos, err := s.seg.Append(batches)
+		return pos, nil, err
+	}
+	pos, spans, err := s.seg.AppendSpans(batches, l.spanBuf[:0], journalSpanAlign, journalMaxPins)
+	l.spanBuf = spans[:0]
+	return pos, spans, err
 }
 
 func (l *Log) closedErr() error {

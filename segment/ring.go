@@ -419,6 +419,7 @@ func (w *ringWriter) submit(buf []byte, off, lo, n int64, put []byte) error {
 	w.wmu.Unlock()
 	wo.lo, wo.n, wo.putBuf = lo, n, put
 	wo.op.Code, wo.op.File, wo.op.Buf, wo.op.Off = uring.OpWrite, w.wf, buf, off
+	wo.op.Background = w.direct
 	if err := w.ring.Submit(&wo.op); err != nil {
 		w.wmu.Lock()
 		wo.putBuf, wo.op.Buf = nil, nil
@@ -478,15 +479,52 @@ func (w *ringWriter) append(s *Segment, b []byte, pos int64) error {
 		}
 		return w.fail(err)
 	}
+	_, err := w.copyIn(s, b, pos, nil, 0, 0)
+	return err
+}
+
+// appendSpans is append for a Direct segment that also returns the spans
+// of chunk memory holding b (Segment.AppendSpans); when the pool refuses a
+// pin, it returns dst as it was (spans already pinned are released).
+func (w *ringWriter) appendSpans(s *Segment, b []byte, pos int64, dst []Span, align int64, maxPins int) ([]Span, error) {
+	if err := w.sticky(); err != nil {
+		return dst, err
+	}
+	if err := w.reserveFor(s, pos+int64(len(b))); err != nil {
+		if isResourceErr(err) {
+			return dst, fmt.Errorf("%w: %w", ErrReserve, err)
+		}
+		return dst, w.fail(err)
+	}
+	return w.copyIn(s, b, pos, dst, align, maxPins)
+}
+
+// copyIn copies b into chunks at pos, submitting each chunk it fills.
+// With align > 0 it also pins and returns the spans holding b (appended
+// to dst), or dst unchanged when a pin is refused. Caller reserved room.
+func (w *ringWriter) copyIn(s *Segment, b []byte, pos int64, dst []Span, align int64, maxPins int) ([]Span, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err := w.loadTail(s, pos); err != nil {
-		return w.fail(err)
+		return dst, w.fail(err)
 	}
+	first, pinning := len(dst), align > 0
 	c := int64(len(w.cur))
 	for len(b) > 0 {
 		off := pos - w.curBase
 		n := int64(copy(w.cur[off:], b))
+		if pinning {
+			lo, hi := off&^(align-1), (off+n+align-1)&^(align-1)
+			mem := w.cur[lo:hi:hi]
+			if w.pool.TryPin(mem, maxPins) {
+				dst = append(dst, Span{Mem: mem, Skip: int(off - lo), Len: int(n), pool: w.pool})
+			} else {
+				for _, sp := range dst[first:] {
+					sp.Release()
+				}
+				dst, pinning = dst[:first], false
+			}
+		}
 		b = b[n:]
 		pos += n
 		w.appended = pos
@@ -494,13 +532,16 @@ func (w *ringWriter) append(s *Segment, b []byte, pos int64) error {
 			continue
 		}
 		if err := w.submitCur(c); err != nil {
-			return err
+			for _, sp := range dst[first:] {
+				sp.Release()
+			}
+			return dst[:first], err
 		}
 		w.cur = w.pool.Get()
 		w.curBase += c
 		w.curLo = w.curBase
 	}
-	return nil
+	return dst, nil
 }
 
 // writeBehind submits the appended bytes not yet submitted (flushTail) if

@@ -1,6 +1,7 @@
 package segment
 
 import (
+	"github.com/stratalog/strata/internal/uring"
 	"errors"
 	"fmt"
 	"github.com/stratalog/strata/internal/vfs"
@@ -210,6 +211,54 @@ func (s *Segment) Append(b []byte) (pos int64, err error) {
 	}
 	s.size.Store(pos + int64(n))
 	return pos, nil
+}
+
+// Span is memory of a Direct segment's chunk that holds bytes an
+// AppendSpans call appended: Mem[Skip:Skip+Len] are those bytes, and Mem
+// is widened to the segment's O_DIRECT alignment at both ends (its address
+// and length are multiples of Align), so that it can be written with
+// O_DIRECT elsewhere (the engine's journal) without a copy. The bytes
+// around the appended ones are other bytes of the chunk: those before are
+// earlier appends; those after may change while the span is held. The
+// chunk stays out of its pool until Release.
+type Span struct {
+	Mem       []byte
+	Skip, Len int
+	pool      *uring.Pool
+}
+
+// Release lets the span's chunk go back to its pool.
+func (sp Span) Release() {
+	if sp.pool != nil {
+		sp.pool.Unpin(sp.Mem)
+	}
+}
+
+// AppendSpans is Append that also returns, appended to dst, the spans of
+// chunk memory now holding b, each pinned (the caller releases every one).
+// It returns no spans (dst unchanged) when the segment is not Direct or
+// when pinning would hold more than maxPins of a pool's chunks: the caller
+// then copies b as it would without spans. align is the alignment of every
+// span (a multiple of the segment's O_DIRECT alignment, at most
+// uring.Alignment).
+func (s *Segment) AppendSpans(b []byte, dst []Span, align int64, maxPins int) (pos int64, spans []Span, err error) {
+	if s.w == nil || !s.w.direct || len(b) == 0 || align < s.w.dioAlign || align > uring.Alignment {
+		pos, err = s.Append(b)
+		return pos, dst, err
+	}
+	if s.closed.Load() {
+		return 0, dst, ErrClosed
+	}
+	if s.failed.Load() != nil {
+		return 0, dst, s.stickyErr()
+	}
+	pos = s.size.Load()
+	spans, err = s.w.appendSpans(s, b, pos, dst, align, maxPins)
+	if err != nil {
+		return 0, dst, err
+	}
+	s.size.Store(pos + int64(len(b)))
+	return pos, spans, nil
 }
 
 // ReadAt reads from the valid bytes of the segment only: a read crossing

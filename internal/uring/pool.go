@@ -30,9 +30,10 @@ const maxPoolBytes = 1 << 30
 type Pool struct {
 	mem   []byte
 	chunk int
-	free  chan int32    // indexes of chunks not handed out
-	out   []atomic.Bool // chunk i is handed out
-	regs  atomic.Int32  // rings that registered the pool and are not closed
+	free  chan int32     // indexes of chunks not handed out
+	out   []atomic.Int32 // chunk i's holders: 0 free, 1 handed out, more pinned (Pin)
+	pins  atomic.Int32   // pins not yet released (TryPin's bound)
+	regs  atomic.Int32   // rings that registered the pool and are not closed
 	shut  atomic.Bool
 }
 
@@ -49,7 +50,7 @@ func NewPool(chunkBytes, chunks int) (*Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Pool{mem: mem, chunk: chunkBytes, free: make(chan int32, chunks), out: make([]atomic.Bool, chunks)}
+	p := &Pool{mem: mem, chunk: chunkBytes, free: make(chan int32, chunks), out: make([]atomic.Int32, chunks)}
 	for i := range chunks {
 		p.free <- int32(i)
 	}
@@ -85,7 +86,7 @@ func (p *Pool) TryGet() (b []byte, ok bool) {
 }
 
 func (p *Pool) take(i int32) []byte {
-	if !p.out[i].CompareAndSwap(false, true) {
+	if !p.out[i].CompareAndSwap(0, 1) {
 		panic(fmt.Sprintf("uring: pool chunk %d handed out twice", i))
 	}
 	off := int(i) * p.chunk
@@ -94,17 +95,64 @@ func (p *Pool) take(i int32) []byte {
 
 // Put returns the chunk b starts in (b may be a reslice of a chunk). It
 // panics for memory that is not a handed-out chunk of this pool: a double Put
-// would let two writers share one buffer.
+// would let two writers share one buffer. A pinned chunk (TryPin) goes back
+// to the free list only once its pins are released too.
 func (p *Pool) Put(b []byte) {
 	i, ok := p.index(b)
 	if !ok {
 		panic("uring: Put of a buffer that is not from this pool")
 	}
-	if !p.out[i].CompareAndSwap(true, false) {
+	p.release(i)
+}
+
+func (p *Pool) release(i int) {
+	switch n := p.out[i].Add(-1); {
+	case n == 0:
+		p.free <- int32(i) // never blocks: capacity is the number of chunks
+	case n < 0:
 		panic(fmt.Sprintf("uring: pool chunk %d returned twice", i))
 	}
-	p.free <- int32(i) // never blocks: capacity is the number of chunks
 }
+
+// TryPin adds a holder to the handed-out chunk b lies in, so that the
+// chunk's memory stays as it is (not handed out again) after its owner's
+// Put, until Unpin(b). It refuses (false) when max pins of this pool are
+// already held or b is not a handed-out chunk of this pool: a bound on
+// pins keeps chunks free for Get, whose callers may hold locks that the
+// pins' holder needs before it can release them.
+func (p *Pool) TryPin(b []byte, max int) bool {
+	i, ok := p.index(b)
+	if !ok {
+		return false
+	}
+	if p.pins.Add(1) > int32(max) {
+		p.pins.Add(-1)
+		return false
+	}
+	for {
+		n := p.out[i].Load()
+		if n <= 0 {
+			p.pins.Add(-1)
+			return false
+		}
+		if p.out[i].CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// Unpin releases a pin TryPin took on the chunk b lies in.
+func (p *Pool) Unpin(b []byte) {
+	i, ok := p.index(b)
+	if !ok {
+		panic("uring: Unpin of a buffer that is not from this pool")
+	}
+	p.pins.Add(-1)
+	p.release(i)
+}
+
+// Pins is the number of pins held.
+func (p *Pool) Pins() int { return int(p.pins.Load()) }
 
 // index finds the chunk b's first byte lies in.
 func (p *Pool) index(b []byte) (int, bool) {

@@ -70,6 +70,9 @@ type Config struct {
 	// (bounded and unbounded) when > 0; buffered writes on ext4 and writes
 	// that extend a file are executed by those workers.
 	MaxIOWorkers int
+	// BackgroundDepth, when > 0, is the most Background ops in the kernel
+	// at once (see Op.Background); 0 leaves them unbounded.
+	BackgroundDepth int
 	// Logger receives the backend choice and fallbacks; nil means
 	// slog.Default().
 	Logger *slog.Logger
@@ -127,6 +130,11 @@ type Op struct {
 	Done func(*Op)
 	// Tag is the caller's; the Ring never reads or writes it.
 	Tag uint64
+	// Background marks a write that nothing waits for soon (write-behind):
+	// with Config.BackgroundDepth set, at most that many are in the device
+	// at once and the rest wait in the Ring, so a write someone waits for
+	// is not queued behind them.
+	Background bool
 
 	// Result, valid inside and after Done.
 	N   int   // bytes transferred
@@ -172,6 +180,7 @@ type Ring struct {
 	eng     engine
 	log     *slog.Logger
 	st      counters
+	bg      bgGate
 
 	closeOnce sync.Once
 }
@@ -186,6 +195,7 @@ func New(cfg Config) (*Ring, error) {
 		return nil, err
 	}
 	r := &Ring{log: cfg.Logger}
+	r.bg.limit = cfg.BackgroundDepth
 	if cfg.Backend != BackendPwrite {
 		eng, err := newUringEngine(r, cfg)
 		if err == nil {
@@ -284,6 +294,9 @@ func (r *Ring) Submit(op *Op) error {
 		}
 	}
 	r.st.submitted.Add(1)
+	if op.Background && r.bg.hold(op) {
+		return nil
+	}
 	if err := r.eng.submit(op); err != nil {
 		r.st.submitted.Add(^uint64(0))
 		r.unaccept(op)
@@ -338,9 +351,99 @@ func (r *Ring) finish(op *Op, n int, err error) {
 		op.File.inflight.Add(-1)
 	}
 	done := op.Done
+	bg := op.Background
 	r.st.completed.Add(1)
 	op.state.Store(0) // op may be resubmitted from here on, also from done
 	done(op)
+	if bg {
+		if next := r.bg.next(); next != nil {
+			if err := r.eng.submit(next); err != nil {
+				r.finish(next, 0, err)
+			}
+		}
+	}
+}
+
+// bgGate holds Background writes past the Ring's BackgroundDepth, and all
+// of them while paused.
+type bgGate struct {
+	mu       sync.Mutex
+	limit    int
+	inflight int
+	paused   int
+	q        opFIFO
+}
+
+// hold reports whether op waits in the gate (queued) rather than going to
+// the engine now.
+func (g *bgGate) hold(op *Op) bool {
+	if g.limit <= 0 {
+		return false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.inflight >= g.limit || g.paused > 0 {
+		g.q.push(op)
+		return true
+	}
+	g.inflight++
+	return false
+}
+
+// next is called when a Background op completed: the queued op to submit
+// in its place, or nil.
+func (g *bgGate) next() *Op {
+	if g.limit <= 0 {
+		return nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.paused == 0 && !g.q.empty() {
+		return g.q.pop()
+	}
+	g.inflight--
+	return nil
+}
+
+// PauseBackground holds every Background op submitted from now on (those
+// in the kernel go on) until the matching ResumeBackground: a caller about
+// to issue a write that someone waits for keeps write-behind from queueing
+// in front of it. Pauses nest. No effect without BackgroundDepth.
+func (r *Ring) PauseBackground() {
+	g := &r.bg
+	if g.limit <= 0 {
+		return
+	}
+	g.mu.Lock()
+	g.paused++
+	g.mu.Unlock()
+}
+
+// ResumeBackground ends a PauseBackground: held ops go to the kernel up to
+// BackgroundDepth.
+func (r *Ring) ResumeBackground() {
+	g := &r.bg
+	if g.limit <= 0 {
+		return
+	}
+	g.mu.Lock()
+	if g.paused > 0 {
+		g.paused--
+	}
+	g.mu.Unlock()
+	for {
+		g.mu.Lock()
+		if g.paused > 0 || g.inflight >= g.limit || g.q.empty() {
+			g.mu.Unlock()
+			return
+		}
+		op := g.q.pop()
+		g.inflight++
+		g.mu.Unlock()
+		if err := r.eng.submit(op); err != nil {
+			r.finish(op, 0, err) // the ring is closing
+		}
+	}
 }
 
 // Close stops accepting ops, waits until every accepted op has completed

@@ -138,3 +138,17 @@ func WriteFile(fsys FS, name string, data []byte, perm fs.FileMode) error {
 	}
 	return err
 }
+
+// writeEachAt is WriteVAt's portable form.
+func writeEachAt(f File, bufs [][]byte, off int64) (int, error) {
+	total := 0
+	for _, b := range bufs {
+		n, err := f.WriteAt(b, off)
+		total += n
+		if err != nil {
+			return total, err
+		}
+		off += int64(n)
+	}
+	return total, nil
+}
