@@ -1,7 +1,7 @@
 // Package metrics is a broker's Prometheus metrics and its HTTP endpoint:
 // `/metrics` (Prometheus text format), `/healthz` (alive) and `/readyz`
 // (ready to serve), on a listener of its own (`metrics.listeners`), never
-// the Kafka port. docs/operations.md lists every metric with its type,
+// the Kafka port. docs/metrics.md lists every metric with its type,
 // labels and meaning.
 //
 // The package knows Kafka's API and error names (kmsg, kerr) and nothing of
