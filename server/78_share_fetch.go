@@ -25,6 +25,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/stratalog/strata/engine"
 	"github.com/stratalog/strata/share"
@@ -48,6 +49,8 @@ type shareFetch struct {
 	maxRecords int
 	deadlineMs int64
 	durable    durable
+	waiter     *engine.HWWaiter // while waiting: new records kick the retry loop
+	timer      *time.Timer      // while waiting: MaxWaitMillis kicks it
 	// parts are the response's partitions, in order.
 	parts map[share.TopicPartition]*kmsg.ShareFetchResponseTopicPartition
 	order []share.TopicPartition
@@ -170,8 +173,37 @@ func handleShareFetch(s *Server, rc *reqCtx) {
 		f.send()
 		return
 	}
+	f.arm()
+	f.timer = time.AfterFunc(time.Duration(req.MaxWaitMillis)*time.Millisecond, s.shareKick)
 	st.waiting[f] = struct{}{}
 	st.mu.Unlock()
+}
+
+// stopWaiting ends a waiting fetch's registrations (st.mu held).
+func (f *shareFetch) stopWaiting() {
+	f.waiter.Cancel()
+	f.timer.Stop()
+}
+
+// arm registers the waiting fetch on the high watermarks of its session's
+// partitions (st.mu held): new records kick the retry loop.
+func (f *shareFetch) arm() {
+	st := &f.s.groups.share
+	if f.waiter == nil {
+		f.waiter = engine.NewHWWaiter(f.s.shareKick)
+	}
+	f.waiter.Cancel()
+	sess := st.sessions.Get(f.key)
+	if sess == nil {
+		f.waiter.Arm(0)
+		return
+	}
+	f.waiter.Arm(len(sess.Order))
+	for _, tp := range sess.Order {
+		if sp := st.parts[sharePartKey{f.key.Group, tp.TopicID, tp.Partition}]; sp != nil {
+			f.waiter.Add(sp.log, sp.log.HighWatermark())
+		}
+	}
 }
 
 // ackBatch converts a wire acknowledgement batch.

@@ -25,7 +25,11 @@ package server
 // leader loop, only Every) expires acquisition locks (Partition.Tick),
 // member sessions (Groups.Expire: their records are released), share
 // sessions whose connection closed (released as well), and retries the
-// ShareFetches waiting for records (long polls: no goroutine each).
+// ShareFetches waiting for records (long polls: no goroutine each). A
+// waiting fetch is also retried at once, by the share state's retry loop,
+// when the high watermark of one of its partitions moves (an
+// engine.HWWaiter), records become available again, or its MaxWaitMillis
+// timer fires.
 //
 // Limits: a single broker only. In cluster mode the share APIs answer
 // UNSUPPORTED_VERSION: the state is not owned by partition leaders nor
@@ -113,6 +117,12 @@ type shareState struct {
 	waiting  map[*shareFetch]struct{}
 	topic    *engine.Topic // __share_group_state, nil until first written
 	nparts   int32
+
+	// kick wakes the retry loop (a waiting fetch's partition got new
+	// records, or records became available again); stop and done end it.
+	kick chan struct{}
+	stop chan struct{}
+	done chan struct{}
 }
 
 // initShare is called by New after the Server is built.
@@ -148,13 +158,57 @@ func (s *Server) initShare() {
 	}
 	st.host = coordhost.New(coordhost.Config{Name: "share", Clock: hostClock{s}, Log: s.log})
 	st.host.Every(tick, s.shareTick)
+	st.kick, st.stop, st.done = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
+	go s.shareRetryLoop()
+}
+
+// shareRetryLoop retries the waiting fetches when kicked, until
+// closeShare. It is the share state's one goroutine besides the host's
+// tick.
+func (s *Server) shareRetryLoop() {
+	st := &s.groups.share
+	defer close(st.done)
+	for {
+		select {
+		case <-st.stop:
+			return
+		case <-st.kick:
+		}
+		nowMs := s.now().UnixMilli()
+		st.mu.Lock()
+		ready := s.retryWaiting(nowMs)
+		st.mu.Unlock()
+		for _, f := range ready {
+			f.send()
+		}
+	}
+}
+
+// shareKick wakes the retry loop; it never blocks (an HWWaiter's wake).
+func (s *Server) shareKick() {
+	select {
+	case s.groups.share.kick <- struct{}{}:
+	default:
+	}
 }
 
 // closeShare is called by Close after connections are closed.
 func (s *Server) closeShare() {
-	if s.groups.share.host != nil {
-		s.groups.share.host.Close()
+	st := &s.groups.share
+	if st.host != nil {
+		st.host.Close()
 	}
+	if st.stop != nil {
+		close(st.stop)
+		<-st.done
+	}
+	// Waiting fetches are dropped: their connections are closed.
+	st.mu.Lock()
+	for f := range st.waiting {
+		f.stopWaiting()
+		delete(st.waiting, f)
+	}
+	st.mu.Unlock()
 }
 
 // shareErr is the error code of a share API when share groups are not
@@ -432,6 +486,9 @@ func (s *Server) sharePartition(group string, t *engine.Topic, p int32, d *durab
 
 // applyEffects persists a transition's write (st.mu held).
 func (s *Server) applyEffects(k sharePartKey, sp *sharePart, e share.Effects, d *durable) error {
+	if e.Available && len(s.groups.share.waiting) > 0 {
+		s.shareKick()
+	}
 	if e.Write == nil {
 		return nil
 	}
@@ -492,17 +549,27 @@ func (s *Server) shareTick(now time.Time) {
 			}
 		}
 	}
-	var ready []*shareFetch
-	for f := range st.waiting {
-		if f.retry(nowMs) {
-			delete(st.waiting, f)
-			ready = append(ready, f)
-		}
-	}
+	ready := s.retryWaiting(nowMs)
 	st.mu.Unlock()
 	for _, f := range ready {
 		f.send()
 	}
+}
+
+// retryWaiting retries the waiting fetches and returns those to answer
+// now (st.mu held).
+func (s *Server) retryWaiting(nowMs int64) []*shareFetch {
+	var ready []*shareFetch
+	for f := range s.groups.share.waiting {
+		if f.retry(nowMs) {
+			f.stopWaiting()
+			delete(s.groups.share.waiting, f)
+			ready = append(ready, f)
+			continue
+		}
+		f.arm() // again: a wake fires once per Arm
+	}
+	return ready
 }
 
 // shareGroupConfigKeys are the GROUP configs this broker keeps (Kafka

@@ -584,3 +584,50 @@ func TestShareAcknowledgeRenewVersions(t *testing.T) {
 		t.Fatalf("after RENEW: %v count %d member %q", rs, n, member)
 	}
 }
+
+// A ShareFetch waiting for records is answered when they are produced, by
+// the high-watermark wake, not by the periodic tick (an hour here).
+func TestShareFetchWaitWokenByNewRecords(t *testing.T) {
+	addr, s, _ := startBroker(t, withShare(0), func(c *Config, _ *engine.Options) { c.Groups.Share.Tick = time.Hour })
+	cl := newClient(t, addr, kgo.RequestTimeoutOverhead(testTimeout))
+	createShareTopic(t, kadm.NewClient(cl), "wake", 1)
+	topicID := s.eng.Topic("wake").ID()
+	hb := kmsg.NewPtrShareGroupHeartbeatRequest()
+	hb.GroupID, hb.MemberID, hb.SubscribedTopicNames = "sg", "m", []string{"wake"}
+	if r := issue[*kmsg.ShareGroupHeartbeatResponse](t, cl, hb); r.ErrorCode != 0 {
+		t.Fatalf("heartbeat: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	// Open the session; "latest": the share-partition starts at the end.
+	if r := rawShareFetch(t, cl, "sg", "m", 0, topicID, nil); r.ErrorCode != 0 {
+		t.Fatalf("open: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	done := make(chan *kmsg.ShareFetchResponse, 1)
+	go func() {
+		req := kmsg.NewPtrShareFetchRequest()
+		g, m := "sg", "m"
+		req.GroupID, req.MemberID, req.ShareSessionEpoch = &g, &m, 1
+		req.MaxWaitMillis, req.MaxRecords, req.BatchSize = int32(testTimeout/time.Millisecond)/2, 100, 100
+		resp, err := req.RequestWith(testCtx(t), cl)
+		if err != nil {
+			t.Errorf("waiting fetch: %v", err)
+		}
+		done <- resp
+	}()
+	// Produce once the fetch waits (or before: then it acquires at once).
+	deadline := time.Now().Add(testTimeout)
+	for {
+		st := &s.groups.share
+		st.mu.Lock()
+		n := len(st.waiting)
+		st.mu.Unlock()
+		if n == 1 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	produceValues(t, cl, "wake", "x")
+	r := <-done
+	if r == nil || r.ErrorCode != 0 || len(r.Topics) != 1 || len(r.Topics[0].Partitions[0].AcquiredRecords) != 1 {
+		t.Fatalf("woken fetch: %+v", r)
+	}
+}
