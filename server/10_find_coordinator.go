@@ -38,6 +38,10 @@ func handleFindCoordinator(s *Server, rc *reqCtx) {
 		c.Default()
 		c.Key = k
 		c.NodeID, c.Host, c.Port = -1, "", -1
+		if code := s.coordinatorDenied(rc, req.CoordinatorType, k); code != 0 { // authz.go
+			c.ErrorCode = code
+			continue
+		}
 		code, msg := s.findCoordinator(req.CoordinatorType, k)
 		if code != 0 {
 			c.ErrorCode, c.ErrorMessage = code, kmsg.StringPtr(msg)

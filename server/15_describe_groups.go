@@ -10,6 +10,7 @@ package server
 // "not requested" value.
 
 import (
+	"github.com/stratalog/strata/auth"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -27,6 +28,10 @@ func handleDescribeGroups(s *Server, rc *reqCtx) {
 		g.Group = id
 		g.State = "Dead"
 		g.Members = []kmsg.DescribeGroupsResponseGroupMember{}
+		if !s.authorized(rc, auth.OpDescribe, auth.ResourceGroup, id) { // authz.go
+			g.ErrorCode = kerr.GroupAuthorizationFailed.Code
+			continue
+		}
 		if ccode != 0 {
 			g.ErrorCode = ccode
 			continue

@@ -13,6 +13,7 @@ package server
 import (
 	"strings"
 
+	"github.com/stratalog/strata/auth"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -64,8 +65,14 @@ func handleListGroups(s *Server, rc *reqCtx) {
 		}
 		return false
 	}
+	// authz.go: Describe on the cluster lists every group, else only
+	// the groups the principal may Describe.
+	all := s.authorizedCluster(rc, auth.OpDescribe)
 	for _, l := range list {
 		if !wantType(l.Consumer) || !wantState(l.StateName) {
+			continue
+		}
+		if !all && !s.authorized(rc, auth.OpDescribe, auth.ResourceGroup, l.Group) {
 			continue
 		}
 		g := kmsg.NewListGroupsResponseGroup()

@@ -13,6 +13,7 @@ package server
 import (
 	"strings"
 
+	"github.com/stratalog/strata/auth"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -29,12 +30,17 @@ func handleDeleteRecords(s *Server, rc *reqCtx) {
 		st.Topic = rt.Topic
 		st.Partitions = make([]kmsg.DeleteRecordsResponseTopicPartition, len(rt.Partitions))
 		topic := s.eng.Topic(rt.Topic)
+		allowed := s.authorized(rc, auth.OpDelete, auth.ResourceTopic, rt.Topic) // authz.go
 		for j := range rt.Partitions {
 			rp := &rt.Partitions[j]
 			sp := &st.Partitions[j]
 			sp.Default()
 			sp.Partition = rp.Partition
 			sp.LowWatermark = -1
+			if !allowed {
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				continue
+			}
 			if topic == nil {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				continue

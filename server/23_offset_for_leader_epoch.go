@@ -12,6 +12,7 @@ package server
 // is -2, Kafka's debug id.
 
 import (
+	"github.com/stratalog/strata/auth"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -28,11 +29,21 @@ func handleOffsetForLeaderEpoch(s *Server, rc *reqCtx) {
 		st.Topic = rt.Topic
 		st.Partitions = make([]kmsg.OffsetForLeaderEpochResponseTopicPartition, len(rt.Partitions))
 		topic := s.eng.Topic(rt.Topic)
+		// authz.go: Describe on the topic; a follower's request (replica
+		// id >= 0) ClusterAction on the cluster.
+		allowed := s.authorized(rc, auth.OpDescribe, auth.ResourceTopic, rt.Topic)
+		if req.ReplicaID >= 0 {
+			allowed = s.authorizedCluster(rc, auth.OpClusterAction)
+		}
 		for j := range rt.Partitions {
 			rp := &rt.Partitions[j]
 			sp := &st.Partitions[j]
 			sp.Default()
 			sp.Partition = rp.Partition
+			if !allowed {
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				continue
+			}
 			if topic == nil {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				continue

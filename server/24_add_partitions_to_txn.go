@@ -21,6 +21,7 @@ package server
 import (
 	"sync"
 
+	"github.com/stratalog/strata/auth"
 	"github.com/stratalog/strata/txn"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -31,6 +32,11 @@ func init() { register(24, 0, 5, handleAddPartitionsToTxn) }
 func handleAddPartitionsToTxn(s *Server, rc *reqCtx) {
 	req := rc.req.(*kmsg.AddPartitionsToTxnRequest)
 	resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
+	if req.Version >= 4 && !s.authorizedCluster(rc, auth.OpClusterAction) { // authz.go: v4+ is a broker's request
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		rc.respond(resp)
+		return
+	}
 	if req.Version < 4 {
 		tps, topics := addPartitionsV3(req.Topics)
 		resp.Topics = make([]kmsg.AddPartitionsToTxnResponseTopic, len(topics))
@@ -43,6 +49,27 @@ func handleAddPartitionsToTxn(s *Server, rc *reqCtx) {
 					st.Partitions[j] = kmsg.AddPartitionsToTxnResponseTopicPartition{Partition: p, ErrorCode: code(i, j)}
 				}
 			}
+		}
+		// authz.go: Write on the transactional id and on each topic.
+		txnOK := s.authorized(rc, auth.OpWrite, auth.ResourceTransactionalID, req.TransactionalID)
+		denied, anyDenied := make([]bool, len(topics)), false
+		for i, rt := range topics {
+			if !s.authorized(rc, auth.OpWrite, auth.ResourceTopic, rt.topic) {
+				denied[i], anyDenied = true, true
+			}
+		}
+		if !txnOK || anyDenied {
+			set(func(t, p int) int16 {
+				switch {
+				case !txnOK:
+					return kerr.TransactionalIDAuthorizationFailed.Code
+				case denied[t]:
+					return kerr.TopicAuthorizationFailed.Code
+				}
+				return kerr.OperationNotAttempted.Code
+			})
+			rc.respond(resp)
+			return
 		}
 		if unknown := s.unknownTxnPartitions(topics); unknown != nil {
 			set(func(t, p int) int16 {

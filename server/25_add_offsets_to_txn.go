@@ -12,6 +12,7 @@ package server
 // that know TRANSACTION_ABORTABLE (KIP-890).
 
 import (
+	"github.com/stratalog/strata/auth"
 	"github.com/stratalog/strata/group"
 	"github.com/stratalog/strata/txn"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -24,6 +25,13 @@ func handleAddOffsetsToTxn(s *Server, rc *reqCtx) {
 	req := rc.req.(*kmsg.AddOffsetsToTxnRequest)
 	resp := req.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
 	gc, code := s.groupCoordinator()
+	switch { // authz.go: Write on the transactional id, Read on the group
+	case code != 0:
+	case !s.authorized(rc, auth.OpWrite, auth.ResourceTransactionalID, req.TransactionalID):
+		code = kerr.TransactionalIDAuthorizationFailed.Code
+	case !s.authorized(rc, auth.OpRead, auth.ResourceGroup, req.Group):
+		code = kerr.GroupAuthorizationFailed.Code
+	}
 	if code == 0 && req.Group == "" {
 		code = kerr.InvalidGroupID.Code
 	}

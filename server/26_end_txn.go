@@ -17,7 +17,9 @@ package server
 // abort with nothing added is allowed.
 
 import (
+	"github.com/stratalog/strata/auth"
 	"github.com/stratalog/strata/txn"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -29,6 +31,12 @@ func handleEndTxn(s *Server, rc *reqCtx) {
 	req := rc.req.(*kmsg.EndTxnRequest)
 	resp := req.ResponseKind().(*kmsg.EndTxnResponse)
 	id, pid, epoch, commit, tv2 := req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit, req.Version >= 5
+	if !s.authorized(rc, auth.OpWrite, auth.ResourceTransactionalID, id) { // authz.go
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		resp.ProducerID, resp.ProducerEpoch = -1, -1
+		rc.respond(resp)
+		return
+	}
 	s.txn.coord.Do(id, func(c *txn.Coordinator, nowMs int64) (txn.Step, error) {
 		return c.EndTxn(id, pid, epoch, commit, tv2, nowMs, s.txn.coord.NewProducerID)
 	}, func(r txn.Reply) {

@@ -19,6 +19,7 @@ package server
 // partition. v6 (topic ids) is not advertised.
 
 import (
+	"github.com/stratalog/strata/auth"
 	"github.com/stratalog/strata/group"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -39,14 +40,31 @@ func handleTxnOffsetCommit(s *Server, rc *reqCtx) {
 			creq.InstanceID = *req.InstanceID
 		}
 	}
+	// authz.go: Write on the transactional id, Read on the group, then
+	// Read on each topic.
+	var denied int16
+	switch {
+	case !s.authorized(rc, auth.OpWrite, auth.ResourceTransactionalID, req.TransactionalID):
+		denied = kerr.TransactionalIDAuthorizationFailed.Code
+	case !s.authorized(rc, auth.OpRead, auth.ResourceGroup, req.Group):
+		denied = kerr.GroupAuthorizationFailed.Code
+	}
 	for i := range req.Topics {
 		rt := &req.Topics[i]
 		st := &resp.Topics[i]
 		st.Topic = rt.Topic
 		st.Partitions = make([]kmsg.TxnOffsetCommitResponseTopicPartition, len(rt.Partitions))
+		topicCode := denied
+		if topicCode == 0 && !s.authorized(rc, auth.OpRead, auth.ResourceTopic, rt.Topic) {
+			topicCode = kerr.TopicAuthorizationFailed.Code
+		}
 		for j, rp := range rt.Partitions {
 			sp := &st.Partitions[j]
 			sp.Partition = rp.Partition
+			if topicCode != 0 {
+				sp.ErrorCode = topicCode
+				continue
+			}
 			if !s.partitionExists(rt.Topic, rp.Partition) {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				continue

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 
+	"github.com/stratalog/strata/auth"
 	"github.com/stratalog/strata/controller"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -20,10 +21,10 @@ func init() { register(37, 0, 3, handleCreatePartitions) }
 func handleCreatePartitions(s *Server, rc *reqCtx) {
 	req := rc.req.(*kmsg.CreatePartitionsRequest)
 	if s.clustered() {
-		s.goAdmin(req.TimeoutMillis, func(ctx context.Context) { rc.respond(s.createPartitionsAll(ctx, req)) })
+		s.goAdmin(req.TimeoutMillis, func(ctx context.Context) { rc.respond(s.createPartitionsAll(ctx, rc, req)) })
 		return
 	}
-	rc.respond(s.createPartitionsAll(nil, req))
+	rc.respond(s.createPartitionsAll(nil, rc, req))
 }
 
 // createPartitionsAll answers a CreatePartitions request: through the
@@ -31,7 +32,7 @@ func handleCreatePartitions(s *Server, rc *reqCtx) {
 // the controller, or follow the explicit assignment, which must name
 // registered brokers with the topic's replication factor), else on the
 // engine.
-func (s *Server) createPartitionsAll(ctx context.Context, req *kmsg.CreatePartitionsRequest) *kmsg.CreatePartitionsResponse {
+func (s *Server) createPartitionsAll(ctx context.Context, rc *reqCtx, req *kmsg.CreatePartitionsRequest) *kmsg.CreatePartitionsResponse {
 	resp := kmsg.NewPtrCreatePartitionsResponse()
 	var maxOff int64
 	counts := make(map[string]int, len(req.Topics))
@@ -51,6 +52,8 @@ func (s *Server) createPartitionsAll(ctx context.Context, req *kmsg.CreatePartit
 		var err error
 		if counts[rt.Topic] > 1 {
 			err = newAPIError(kerr.InvalidRequest, "topic %q appears %d times in one CreatePartitions request", rt.Topic, counts[rt.Topic])
+		} else if !s.authorized(rc, auth.OpAlter, auth.ResourceTopic, rt.Topic) { // authz.go
+			err = newAPIError(kerr.TopicAuthorizationFailed, "not authorized to alter topic %q", rt.Topic)
 		} else if ctx != nil {
 			var off int64
 			off, err = s.clusterCreatePartitions(ctx, rt, req.ValidateOnly)

@@ -32,6 +32,9 @@ func handleDeleteGroups(s *Server, rc *reqCtx) {
 		}
 		rc.respond(resp)
 	}
+	// authz.go: Delete on each group; the others are answered
+	// GROUP_AUTHORIZATION_FAILED and not deleted.
+	groups, answer := s.deleteGroupsAllowed(rc, req.Groups, answer)
 	c, code := s.groupCoordinator()
 	if code != 0 {
 		codes := make([]int16, len(req.Groups))
@@ -41,5 +44,9 @@ func handleDeleteGroups(s *Server, rc *reqCtx) {
 		answer(codes)
 		return
 	}
-	c.DeleteGroups(req.Groups, answer)
+	if len(groups) == 0 {
+		answer(nil)
+		return
+	}
+	c.DeleteGroups(groups, answer)
 }

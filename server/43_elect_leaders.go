@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 
+	"github.com/stratalog/strata/auth"
 	"github.com/stratalog/strata/controller"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -25,6 +26,10 @@ func init() { register(43, 0, 2, handleElectLeaders) }
 // is ELECTION_NOT_NEEDED.
 func handleElectLeaders(s *Server, rc *reqCtx) {
 	req := rc.req.(*kmsg.ElectLeadersRequest)
+	if !s.authorizedCluster(rc, auth.OpAlter) { // authz.go
+		rc.respond(electLeadersResponse(nil, kerr.ClusterAuthorizationFailed.Code))
+		return
+	}
 	typ := controller.ElectPreferred
 	if req.Version >= 1 {
 		typ = controller.ElectionType(req.ElectionType)

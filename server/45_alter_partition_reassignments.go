@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 
+	"github.com/stratalog/strata/auth"
 	"github.com/stratalog/strata/controller"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -23,6 +24,10 @@ func init() { register(45, 0, 0, handleAlterPartitionReassignments) }
 // INVALID_REPLICA_ASSIGNMENT and a cancel NO_REASSIGNMENT_IN_PROGRESS.
 func handleAlterPartitionReassignments(s *Server, rc *reqCtx) {
 	req := rc.req.(*kmsg.AlterPartitionAssignmentsRequest)
+	if !s.authorizedCluster(rc, auth.OpAlter) { // authz.go
+		rc.respond(reassignResponse(nil, kerr.ClusterAuthorizationFailed.Code, ""))
+		return
+	}
 	var items []controller.Reassignment
 	for _, t := range req.Topics {
 		for _, p := range t.Partitions {

@@ -3,6 +3,8 @@ package server
 import (
 	"sort"
 
+	"github.com/stratalog/strata/auth"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -18,6 +20,11 @@ func init() { register(46, 0, 0, handleListPartitionReassignments) }
 func handleListPartitionReassignments(s *Server, rc *reqCtx) {
 	req := rc.req.(*kmsg.ListPartitionReassignmentsRequest)
 	resp := kmsg.NewPtrListPartitionReassignmentsResponse()
+	if !s.authorizedCluster(rc, auth.OpDescribe) { // authz.go
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		rc.respond(resp)
+		return
+	}
 	if !s.clustered() {
 		rc.respond(resp)
 		return

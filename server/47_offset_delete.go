@@ -7,6 +7,7 @@ package server
 // succeeds. Tombstones are written to __consumer_offsets before answering.
 
 import (
+	"github.com/stratalog/strata/auth"
 	"github.com/stratalog/strata/group"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -21,12 +22,23 @@ func handleOffsetDelete(s *Server, rc *reqCtx) {
 	type ref struct{ t, p int }
 	var refs []ref
 	var tps []group.TopicPartition
+	// authz.go: Delete on the group, Read on each topic.
+	if !s.authorized(rc, auth.OpDelete, auth.ResourceGroup, req.Group) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		rc.respond(resp)
+		return
+	}
 	for i, rt := range req.Topics {
 		st := &resp.Topics[i]
 		st.Topic = rt.Topic
 		st.Partitions = make([]kmsg.OffsetDeleteResponseTopicPartition, len(rt.Partitions))
+		topicOK := s.authorized(rc, auth.OpRead, auth.ResourceTopic, rt.Topic)
 		for j, rp := range rt.Partitions {
 			st.Partitions[j].Partition = rp.Partition
+			if !topicOK {
+				st.Partitions[j].ErrorCode = kerr.TopicAuthorizationFailed.Code
+				continue
+			}
 			if !s.partitionExists(rt.Topic, rp.Partition) {
 				st.Partitions[j].ErrorCode = kerr.UnknownTopicOrPartition.Code
 				continue

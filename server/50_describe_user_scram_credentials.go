@@ -1,6 +1,7 @@
 package server
 
 import (
+	"github.com/stratalog/strata/auth"
 	"github.com/stratalog/strata/internal/sasl"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -31,6 +32,11 @@ func scramMechanismCode(name string) int8 {
 func handleDescribeUserScramCredentials(s *Server, rc *reqCtx) {
 	req := rc.req.(*kmsg.DescribeUserSCRAMCredentialsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
+	if !s.authorizedCluster(rc, auth.OpDescribe) { // authz.go
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		rc.respond(resp)
+		return
+	}
 	store := s.cfg.Scram
 	var users []string
 	if len(req.Users) == 0 {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"github.com/stratalog/strata/auth"
 	"github.com/stratalog/strata/internal/sasl"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -29,6 +30,11 @@ func init() { register(51, 0, 0, handleAlterUserScramCredentials) }
 func handleAlterUserScramCredentials(s *Server, rc *reqCtx) {
 	req := rc.req.(*kmsg.AlterUserSCRAMCredentialsRequest)
 	resp := req.ResponseKind().(*kmsg.AlterUserSCRAMCredentialsResponse)
+	if !s.authorizedCluster(rc, auth.OpAlter) { // authz.go
+		resp.Results = scramAlterDenied(req)
+		rc.respond(resp)
+		return
+	}
 
 	type change struct {
 		del  bool

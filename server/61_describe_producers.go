@@ -9,6 +9,7 @@ package server
 // leader (cluster mode), as Kafka answers.
 
 import (
+	"github.com/stratalog/strata/auth"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -25,10 +26,15 @@ func handleDescribeProducers(s *Server, rc *reqCtx) {
 		st.Topic = rt.Topic
 		st.Partitions = make([]kmsg.DescribeProducersResponseTopicPartition, len(rt.Partitions))
 		topic := s.eng.Topic(rt.Topic)
+		allowed := s.authorized(rc, auth.OpRead, auth.ResourceTopic, rt.Topic) // authz.go
 		for j, p := range rt.Partitions {
 			sp := &st.Partitions[j]
 			sp.Default()
 			sp.Partition = p
+			if !allowed {
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				continue
+			}
 			if topic == nil {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				continue

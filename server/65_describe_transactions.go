@@ -10,6 +10,7 @@ package server
 // no transaction), producer id and epoch and the transaction's partitions.
 
 import (
+	"github.com/stratalog/strata/auth"
 	"github.com/stratalog/strata/txn"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -28,6 +29,10 @@ func handleDescribeTransactions(s *Server, rc *reqCtx) {
 		st.ProducerID, st.ProducerEpoch, st.StartTimestamp = -1, -1, -1
 		if id == "" {
 			st.ErrorCode = kerr.TransactionalIDNotFound.Code
+			continue
+		}
+		if !s.authorized(rc, auth.OpDescribe, auth.ResourceTransactionalID, id) { // authz.go
+			st.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 			continue
 		}
 		var md txn.Metadata

@@ -8,6 +8,7 @@ package server
 import (
 	"slices"
 
+	"github.com/stratalog/strata/auth"
 	"github.com/stratalog/strata/engine"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -25,6 +26,10 @@ func handleConsumerGroupDescribe(s *Server, rc *reqCtx) {
 		g.Default()
 		g.Group = id
 		g.State = "Dead"
+		if !s.authorized(rc, auth.OpDescribe, auth.ResourceGroup, id) { // authz.go
+			g.ErrorCode = kerr.GroupAuthorizationFailed.Code
+			continue
+		}
 		if ccode != 0 {
 			g.ErrorCode = ccode
 			continue

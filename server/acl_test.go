@@ -310,3 +310,262 @@ func TestACLApisWithoutAuthorizer(t *testing.T) {
 	// And everything else is allowed, as before.
 	produceConsume(t, addr, "open")
 }
+
+// aclCase is one request of the authorization matrix and where its
+// answer's authorization error is.
+type aclCase struct {
+	name string
+	req  func() kmsg.Request
+	code func(kmsg.Response) int16
+	want int16 // the error a principal without ACLs gets
+}
+
+func aclMatrix() []aclCase {
+	tp := func(codes ...int16) int16 { // the first non-zero code, else 0
+		for _, c := range codes {
+			if c != 0 {
+				return c
+			}
+		}
+		return 0
+	}
+	taf, gaf, caf, tiaf := kerr.TopicAuthorizationFailed.Code, kerr.GroupAuthorizationFailed.Code,
+		kerr.ClusterAuthorizationFailed.Code, kerr.TransactionalIDAuthorizationFailed.Code
+	return []aclCase{
+		{"ListOffsets", func() kmsg.Request {
+			r := kmsg.NewPtrListOffsetsRequest()
+			t := kmsg.NewListOffsetsRequestTopic()
+			t.Topic = "m"
+			p := kmsg.NewListOffsetsRequestTopicPartition()
+			t.Partitions = append(t.Partitions, p)
+			r.Topics = append(r.Topics, t)
+			return r
+		}, func(r kmsg.Response) int16 { return r.(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0].ErrorCode }, taf},
+		{"DeleteRecords", func() kmsg.Request {
+			r := kmsg.NewPtrDeleteRecordsRequest()
+			t := kmsg.NewDeleteRecordsRequestTopic()
+			t.Topic = "m"
+			t.Partitions = append(t.Partitions, kmsg.DeleteRecordsRequestTopicPartition{Partition: 0, Offset: 0})
+			r.Topics = append(r.Topics, t)
+			r.TimeoutMillis = 5000
+			return r
+		}, func(r kmsg.Response) int16 { return r.(*kmsg.DeleteRecordsResponse).Topics[0].Partitions[0].ErrorCode }, taf},
+		{"CreatePartitions", func() kmsg.Request {
+			r := kmsg.NewPtrCreatePartitionsRequest()
+			t := kmsg.NewCreatePartitionsRequestTopic()
+			t.Topic, t.Count = "m", 2
+			r.Topics = append(r.Topics, t)
+			r.TimeoutMillis, r.ValidateOnly = 5000, true
+			return r
+		}, func(r kmsg.Response) int16 { return r.(*kmsg.CreatePartitionsResponse).Topics[0].ErrorCode }, taf},
+		{"DescribeConfigs topic", func() kmsg.Request {
+			r := kmsg.NewPtrDescribeConfigsRequest()
+			rr := kmsg.NewDescribeConfigsRequestResource()
+			rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeTopic, "m"
+			r.Resources = append(r.Resources, rr)
+			return r
+		}, func(r kmsg.Response) int16 { return r.(*kmsg.DescribeConfigsResponse).Resources[0].ErrorCode }, taf},
+		{"DescribeConfigs broker", func() kmsg.Request {
+			r := kmsg.NewPtrDescribeConfigsRequest()
+			rr := kmsg.NewDescribeConfigsRequestResource()
+			rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeBroker, "0"
+			r.Resources = append(r.Resources, rr)
+			return r
+		}, func(r kmsg.Response) int16 { return r.(*kmsg.DescribeConfigsResponse).Resources[0].ErrorCode }, caf},
+		{"IncrementalAlterConfigs", func() kmsg.Request {
+			r := kmsg.NewPtrIncrementalAlterConfigsRequest()
+			rr := kmsg.NewIncrementalAlterConfigsRequestResource()
+			rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeTopic, "m"
+			c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+			c.Name, c.Value = "retention.ms", kmsg.StringPtr("100000")
+			rr.Configs = append(rr.Configs, c)
+			r.Resources = append(r.Resources, rr)
+			r.ValidateOnly = true
+			return r
+		}, func(r kmsg.Response) int16 { return r.(*kmsg.IncrementalAlterConfigsResponse).Resources[0].ErrorCode }, taf},
+		{"DescribeGroups", func() kmsg.Request {
+			r := kmsg.NewPtrDescribeGroupsRequest()
+			r.Groups = []string{"mg"}
+			return r
+		}, func(r kmsg.Response) int16 { return r.(*kmsg.DescribeGroupsResponse).Groups[0].ErrorCode }, gaf},
+		{"DeleteGroups", func() kmsg.Request {
+			r := kmsg.NewPtrDeleteGroupsRequest()
+			r.Groups = []string{"mg"}
+			return r
+		}, func(r kmsg.Response) int16 { return r.(*kmsg.DeleteGroupsResponse).Groups[0].ErrorCode }, gaf},
+		{"FindCoordinator group", func() kmsg.Request {
+			r := kmsg.NewPtrFindCoordinatorRequest()
+			r.CoordinatorKey, r.CoordinatorKeys = "mg", []string{"mg"}
+			return r
+		}, func(r kmsg.Response) int16 {
+			fr := r.(*kmsg.FindCoordinatorResponse)
+			if len(fr.Coordinators) > 0 {
+				return fr.Coordinators[0].ErrorCode
+			}
+			return fr.ErrorCode
+		}, gaf},
+		{"FindCoordinator txn", func() kmsg.Request {
+			r := kmsg.NewPtrFindCoordinatorRequest()
+			r.CoordinatorType = 1
+			r.CoordinatorKey, r.CoordinatorKeys = "mt", []string{"mt"}
+			return r
+		}, func(r kmsg.Response) int16 {
+			fr := r.(*kmsg.FindCoordinatorResponse)
+			if len(fr.Coordinators) > 0 {
+				return fr.Coordinators[0].ErrorCode
+			}
+			return fr.ErrorCode
+		}, tiaf},
+		{"OffsetDelete", func() kmsg.Request {
+			r := kmsg.NewPtrOffsetDeleteRequest()
+			r.Group = "mg"
+			return r
+		}, func(r kmsg.Response) int16 { return r.(*kmsg.OffsetDeleteResponse).ErrorCode }, gaf},
+		{"InitProducerId idempotent", func() kmsg.Request {
+			r := kmsg.NewPtrInitProducerIDRequest()
+			r.TransactionTimeoutMillis = -1
+			return r
+		}, func(r kmsg.Response) int16 { return r.(*kmsg.InitProducerIDResponse).ErrorCode }, caf},
+		{"InitProducerId transactional", func() kmsg.Request {
+			r := kmsg.NewPtrInitProducerIDRequest()
+			r.TransactionalID, r.TransactionTimeoutMillis = kmsg.StringPtr("mt"), 60000
+			return r
+		}, func(r kmsg.Response) int16 { return r.(*kmsg.InitProducerIDResponse).ErrorCode }, tiaf},
+		{"EndTxn", func() kmsg.Request {
+			r := kmsg.NewPtrEndTxnRequest()
+			r.TransactionalID, r.ProducerID, r.ProducerEpoch = "mt", 1, 0
+			return r
+		}, func(r kmsg.Response) int16 { return r.(*kmsg.EndTxnResponse).ErrorCode }, tiaf},
+		{"AddOffsetsToTxn", func() kmsg.Request {
+			r := kmsg.NewPtrAddOffsetsToTxnRequest()
+			r.TransactionalID, r.ProducerID, r.ProducerEpoch, r.Group = "mt", 1, 0, "mg"
+			return r
+		}, func(r kmsg.Response) int16 { return r.(*kmsg.AddOffsetsToTxnResponse).ErrorCode }, tiaf},
+		{"DescribeTransactions", func() kmsg.Request {
+			r := kmsg.NewPtrDescribeTransactionsRequest()
+			r.TransactionalIDs = []string{"mt"}
+			return r
+		}, func(r kmsg.Response) int16 {
+			return r.(*kmsg.DescribeTransactionsResponse).TransactionStates[0].ErrorCode
+		}, tiaf},
+		{"DescribeProducers", func() kmsg.Request {
+			r := kmsg.NewPtrDescribeProducersRequest()
+			t := kmsg.NewDescribeProducersRequestTopic()
+			t.Topic, t.Partitions = "m", []int32{0}
+			r.Topics = append(r.Topics, t)
+			return r
+		}, func(r kmsg.Response) int16 { return r.(*kmsg.DescribeProducersResponse).Topics[0].Partitions[0].ErrorCode }, taf},
+		{"OffsetForLeaderEpoch", func() kmsg.Request {
+			r := kmsg.NewPtrOffsetForLeaderEpochRequest()
+			r.ReplicaID = -1
+			t := kmsg.NewOffsetForLeaderEpochRequestTopic()
+			t.Topic = "m"
+			p := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+			p.CurrentLeaderEpoch, p.LeaderEpoch = -1, 0
+			t.Partitions = append(t.Partitions, p)
+			r.Topics = append(r.Topics, t)
+			return r
+		}, func(r kmsg.Response) int16 { return r.(*kmsg.OffsetForLeaderEpochResponse).Topics[0].Partitions[0].ErrorCode }, taf},
+		{"WriteTxnMarkers", func() kmsg.Request {
+			r := kmsg.NewPtrWriteTxnMarkersRequest()
+			m := kmsg.NewWriteTxnMarkersRequestMarker()
+			m.ProducerID, m.ProducerEpoch, m.Committed = 1, 0, false
+			t := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
+			t.Topic, t.Partitions = "m", []int32{0}
+			m.Topics = append(m.Topics, t)
+			r.Markers = append(r.Markers, m)
+			return r
+		}, func(r kmsg.Response) int16 {
+			return r.(*kmsg.WriteTxnMarkersResponse).Markers[0].Topics[0].Partitions[0].ErrorCode
+		}, caf},
+		{"Fetch as a follower", func() kmsg.Request {
+			r := kmsg.NewPtrFetchRequest()
+			r.ReplicaID, r.MaxBytes, r.SessionEpoch = 1, 1<<20, -1
+			r.ReplicaState.ID = 1
+			t := kmsg.NewFetchRequestTopic()
+			t.Topic = "m"
+			p := kmsg.NewFetchRequestTopicPartition()
+			p.PartitionMaxBytes, p.CurrentLeaderEpoch = 1<<20, -1
+			t.Partitions = append(t.Partitions, p)
+			r.Topics = append(r.Topics, t)
+			return r
+		}, nil, taf}, // answered below: the fetch names its topic by id
+		{"DescribeUserScramCredentials", func() kmsg.Request { return kmsg.NewPtrDescribeUserSCRAMCredentialsRequest() },
+			func(r kmsg.Response) int16 { return r.(*kmsg.DescribeUserSCRAMCredentialsResponse).ErrorCode }, caf},
+		{"AlterUserScramCredentials", func() kmsg.Request {
+			r := kmsg.NewPtrAlterUserSCRAMCredentialsRequest()
+			d := kmsg.NewAlterUserSCRAMCredentialsRequestDeletion()
+			d.Name, d.Mechanism = "bob", 2
+			r.Deletions = append(r.Deletions, d)
+			return r
+		}, func(r kmsg.Response) int16 { return r.(*kmsg.AlterUserSCRAMCredentialsResponse).Results[0].ErrorCode }, caf},
+		{"ElectLeaders", func() kmsg.Request {
+			r := kmsg.NewPtrElectLeadersRequest()
+			r.TimeoutMillis = 5000
+			return r
+		}, func(r kmsg.Response) int16 { return r.(*kmsg.ElectLeadersResponse).ErrorCode }, caf},
+		{"ListPartitionReassignments", func() kmsg.Request {
+			r := kmsg.NewPtrListPartitionReassignmentsRequest()
+			r.TimeoutMillis = 5000
+			return r
+		}, func(r kmsg.Response) int16 { return r.(*kmsg.ListPartitionReassignmentsResponse).ErrorCode }, caf},
+		{"DeleteTopics", func() kmsg.Request {
+			r := kmsg.NewPtrDeleteTopicsRequest()
+			r.TopicNames = []string{"m"}
+			t := kmsg.NewDeleteTopicsRequestTopic()
+			t.Topic = kmsg.StringPtr("m")
+			r.Topics = append(r.Topics, t)
+			r.TimeoutMillis = 5000
+			return r
+		}, func(r kmsg.Response) int16 { return tp(r.(*kmsg.DeleteTopicsResponse).Topics[0].ErrorCode) }, taf},
+	}
+}
+
+// TestACLMatrix sends each checked request as a principal without ACLs
+// (refused with Kafka's error) and as the super user (never refused for
+// authorization).
+func TestACLMatrix(t *testing.T) {
+	addr, _ := startACLBroker(t, filepath.Join(t.TempDir(), engine.AclsFile))
+	ctx := testCtx(t)
+	admin := newAdmin(t, addr, asPlain("admin"))
+	if _, err := admin.CreateTopic(ctx, 1, 1, nil, "m"); err != nil {
+		t.Fatal(err)
+	}
+	authCodes := map[int16]bool{kerr.TopicAuthorizationFailed.Code: true, kerr.GroupAuthorizationFailed.Code: true,
+		kerr.ClusterAuthorizationFailed.Code: true, kerr.TransactionalIDAuthorizationFailed.Code: true}
+	alice := newClient(t, addr, asPlain("alice"))
+	super := newClient(t, addr, asPlain("admin"))
+	var topicID [16]byte
+	md, err := admin.Metadata(ctx, "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	topicID = md.Topics["m"].ID
+	for _, c := range aclMatrix() {
+		for _, who := range []struct {
+			name string
+			cl   *kgo.Client
+		}{{"alice", alice}, {"admin", super}} {
+			req := c.req()
+			if f, ok := req.(*kmsg.FetchRequest); ok {
+				f.Topics[0].TopicID = topicID
+			}
+			resp, err := who.cl.SeedBrokers()[0].Request(ctx, req)
+			if err != nil {
+				t.Fatalf("%s as %s: %v", c.name, who.name, err)
+			}
+			var code int16
+			if c.code != nil {
+				code = c.code(resp)
+			} else {
+				code = resp.(*kmsg.FetchResponse).Topics[0].Partitions[0].ErrorCode
+			}
+			switch {
+			case who.name == "alice" && code != c.want:
+				t.Errorf("%s without ACLs: code %d, want %d", c.name, code, c.want)
+			case who.name == "admin" && authCodes[code]:
+				t.Errorf("%s as the super user: refused with %d", c.name, code)
+			}
+		}
+	}
+}

@@ -23,17 +23,39 @@ import (
 //	                        (TRANSACTIONAL_ID_AUTHORIZATION_FAILED for the request)
 //	Fetch                   Read topic; a follower fetch ClusterAction on the cluster
 //	ListOffsets             Describe topic
+//	OffsetForLeaderEpoch    Describe topic; a follower's ClusterAction
 //	Metadata                Describe topic (unauthorized topics are left out of an
 //	                        all-topics answer, TOPIC_AUTHORIZATION_FAILED when named);
 //	                        auto-creation Create on the cluster or the topic
 //	CreateTopics            Create on the cluster or the topic
-//	DeleteTopics            Delete topic
+//	DeleteTopics            Delete topic; DeleteRecords Delete topic
+//	CreatePartitions        Alter topic
 //	group APIs              Read group (GROUP_AUTHORIZATION_FAILED); OffsetCommit
-//	                        also Read topic, OffsetFetch Describe topic
-//	InitProducerId          Write on the transactional id
+//	                        also Read topic, OffsetFetch Describe group and topic;
+//	                        DescribeGroups, ConsumerGroupDescribe, FindCoordinator
+//	                        Describe group; ListGroups lists the groups the principal
+//	                        may Describe (all with Describe on the cluster);
+//	                        DeleteGroups Delete group; OffsetDelete Delete group and
+//	                        Read topic
+//	InitProducerId          Write on the transactional id; without one IdempotentWrite
+//	                        on the cluster or Write on some topic
+//	transactions            AddPartitionsToTxn Write on the id and the topics (v4+, a
+//	                        broker's, ClusterAction); AddOffsetsToTxn and
+//	                        TxnOffsetCommit Write on the id and Read on the group;
+//	                        EndTxn Write on the id; DescribeTransactions and
+//	                        FindCoordinator Describe on the id
 //	WriteTxnMarkers         ClusterAction on the cluster
-//	Describe/AlterConfigs   DescribeConfigs/AlterConfigs on the topic or cluster
-//	Describe/Create/DeleteAcls  Describe / Alter on the cluster
+//	Describe/AlterConfigs   DescribeConfigs/AlterConfigs on the topic, or for a broker
+//	                        the cluster (CLUSTER_AUTHORIZATION_FAILED)
+//	DescribeProducers       Read topic
+//	cluster admin           ElectLeaders, AlterPartitionReassignments,
+//	                        AlterUserScramCredentials, CreateAcls, DeleteAcls Alter on
+//	                        the cluster; ListPartitionReassignments,
+//	                        DescribeUserScramCredentials, DescribeAcls Describe
+//
+// Not checked yet: ListTransactions (lists every id), DescribeCluster,
+// DescribeLogDirs and the share-group APIs; the authorized-operations
+// fields still report every operation.
 
 // principaled is what authorization needs of a connection
 // (*netpoll.Conn).
@@ -202,4 +224,72 @@ func (s *Server) configsDenied(rc *reqCtx, op auth.Operation, rt kmsg.ConfigReso
 		}
 	}
 	return nil
+}
+
+// coordinatorDenied is FindCoordinator's check of one key: Describe on
+// the group (GROUP_AUTHORIZATION_FAILED) or on the transactional id
+// (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); 0 when allowed.
+func (s *Server) coordinatorDenied(rc *reqCtx, keyType int8, key string) int16 {
+	switch keyType {
+	case coordinatorKeyGroup:
+		if !s.authorized(rc, auth.OpDescribe, auth.ResourceGroup, key) {
+			return kerr.GroupAuthorizationFailed.Code
+		}
+	case coordinatorKeyTransaction:
+		if !s.authorized(rc, auth.OpDescribe, auth.ResourceTransactionalID, key) {
+			return kerr.TransactionalIDAuthorizationFailed.Code
+		}
+	}
+	return 0
+}
+
+// deleteGroupsAllowed is DeleteGroups' check: the groups rc's principal
+// may Delete, and an answer for the coordinator's codes of those that
+// fills in GROUP_AUTHORIZATION_FAILED for the others (in request order).
+func (s *Server) deleteGroupsAllowed(rc *reqCtx, groups []string, answer func([]int16)) ([]string, func([]int16)) {
+	var ok []string
+	var at []int
+	for i, g := range groups {
+		if s.authorized(rc, auth.OpDelete, auth.ResourceGroup, g) {
+			ok, at = append(ok, g), append(at, i)
+		}
+	}
+	if len(ok) == len(groups) {
+		return groups, answer
+	}
+	return ok, func(codes []int16) {
+		full := make([]int16, len(groups))
+		for i := range full {
+			full[i] = kerr.GroupAuthorizationFailed.Code
+		}
+		for k, i := range at {
+			if k < len(codes) {
+				full[i] = codes[k]
+			}
+		}
+		answer(full)
+	}
+}
+
+// scramAlterDenied answers an AlterUserScramCredentials request without
+// Alter on the cluster: CLUSTER_AUTHORIZATION_FAILED for each user named.
+func scramAlterDenied(req *kmsg.AlterUserSCRAMCredentialsRequest) []kmsg.AlterUserSCRAMCredentialsResponseResult {
+	var out []kmsg.AlterUserSCRAMCredentialsResponseResult
+	seen := map[string]bool{}
+	add := func(user string) {
+		if seen[user] {
+			return
+		}
+		seen[user] = true
+		r := kmsg.NewAlterUserSCRAMCredentialsResponseResult()
+		r.User, r.ErrorCode = user, kerr.ClusterAuthorizationFailed.Code
+		out = append(out, r)
+	}
+	for _, d := range req.Deletions {
+		add(d.Name)
+	}
+	for _, u := range req.Upsertions {
+		add(u.Name)
+	}
+	return out
 }
