@@ -2,19 +2,32 @@ package server
 
 // Metrics hooks (package metrics; Config.Metrics, nil: none).
 //
-// Every request is timed from dispatch (its whole frame read) until its
-// response, skip or close is handed to the connection: rc.metered is the
-// Server whose clock and metrics time it, nil when metrics are off, so a
-// broker without metrics pays one comparison per request. Just before the
-// response goes out (while the request frame, which netpoll reuses after
-// the reply, is still valid) the response's error codes are counted, and
-// for Produce the bytes and records of each partition appended, per
-// topic; Fetch counts the record bytes it sends to consumers per topic
+// Every request is timed at four clock readings: its whole frame read
+// (dispatch's first step), its handler started, its response, skip or
+// close handed to the connection (meter), and that response written or
+// dropped (sendMeter: the pooled response buffer's release, or the Fetch
+// parts' done callback): queue, processing and send time per API key.
+// rc.metered is the Server whose clock and metrics time it, nil when
+// metrics are off, so a broker without metrics pays one comparison per
+// request. Just before the response goes out (while the request frame,
+// which netpoll reuses after the reply, is still valid) the response's
+// error codes and Produce's throttle time are counted, and for Produce the
+// bytes and records of each partition appended, per topic; Fetch counts
+// its throttle time and the record bytes it sends to consumers per topic
 // (01_fetch.go, send). A topic's counters are found once per topic of a
 // request, never per batch.
 //
-// At scrape time the metrics package reads the topic names, the partition
-// counts and the readiness check from here.
+// Connections are counted by listener: accepted by a counting
+// net.Listener around each Kafka listener (Serve, ServeListener), closed
+// in ConnClosed. ISR shrinks and expansions of the partitions this broker
+// leads, and the partitions whose leadership moved to it, are counted
+// from each change of the metadata view (watchLoop, meterView).
+//
+// At scrape time the metrics package reads from here the topic names, the
+// partition counts, the readiness check, the journal's counters, the log
+// sizes, the tail cache's counters, the groups' committed offsets against
+// the local logs (lag and retention margin) and the controller's Raft
+// figures.
 
 import (
 	"errors"
