@@ -11,22 +11,26 @@ package server
 //     bounded by remoteReadTimeout, and a store error answers
 //     KAFKA_STORAGE_ERROR (retriable) for that partition. An offset below
 //     the remote log start too is OFFSET_OUT_OF_RANGE, as before.
+//     A read_committed fetch gets the aborted transactions of the remote
+//     segments' copied .txnindex and of the local log's, overlapping what
+//     it read.
 //   - ListOffsets earliest (-2) answers the remote log start when it is
 //     lower than the local one; latest tiered (-5) the last offset copied
-//     (KIP-1005); earliest local (-4) stays the local log start.
+//     (KIP-1005); earliest local (-4) stays the local log start; a
+//     timestamp is searched in remote segments first.
 //
-// Not yet: read_committed fetches of remote data get no aborted
-// transactions (the .txnindex is copied but not read back), timestamp
-// lookups do not search remote segments, and the fetch answer's
-// log_start_offset of local reads is the local one.
+// Not yet: the fetch answer's log_start_offset of local reads is the
+// local one, and max timestamp (-3) looks at local segments only.
 
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/stratalog/strata/engine"
+	"github.com/stratalog/strata/record"
 	"github.com/stratalog/strata/remote/rlm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -40,6 +44,12 @@ type RemoteLog interface {
 	Read(ctx context.Context, topicID [16]byte, partition int32, offset int64, maxBytes int) ([]byte, error)
 	LogStart(topicID [16]byte, partition int32) (int64, bool)
 	HighestTieredOffset(topicID [16]byte, partition int32) (int64, bool)
+	// OffsetForTimestamp is the first remote offset stamped at or after
+	// ts; found false when no remote segment holds one.
+	OffsetForTimestamp(ctx context.Context, topicID [16]byte, partition int32, ts int64) (offset, timestamp int64, found bool, err error)
+	// AbortedTransactions appends the aborted transactions of remote
+	// segments overlapping [from, to).
+	AbortedTransactions(ctx context.Context, topicID [16]byte, partition int32, dst []engine.AbortedTxn, from, to int64) ([]engine.AbortedTxn, error)
 }
 
 // remoteReadTimeout bounds one remote read of a fetch.
@@ -95,9 +105,45 @@ func (f *fetchState) readRemote(l *engine.Log, rp *kmsg.FetchRequestTopicPartiti
 	}
 	fp.abortedEmpty = f.req.IsolationLevel == 1
 	if len(data) > 0 {
+		if fp.abortedEmpty {
+			// The transactions aborted over what was read: their markers
+			// may be in remote segments or in the local log.
+			to := lastOffsetOf(data) + 1
+			aborted, err := r.AbortedTransactions(ctx, l.TopicID(), l.Partition(), fp.aborted[:0], rp.FetchOffset, to)
+			if err != nil {
+				f.s.log.Warn("fetch: remote aborted transactions", "topic", l.Topic(), "partition", l.Partition(), "err", err)
+				return kerr.KafkaStorageError.Code, true
+			}
+			fp.aborted = dedupAborted(l.AbortedTransactions(aborted, rp.FetchOffset, to))
+		}
 		fp.chunks = []engine.Chunk{{Buf: data, Len: int64(len(data))}}
 	}
 	return 0, true
+}
+
+// lastOffsetOf is the last offset of whole batches.
+func lastOffsetOf(data []byte) int64 {
+	last := int64(-1)
+	for len(data) > 0 {
+		_, rest, h, err := record.Next(data)
+		if err != nil {
+			break
+		}
+		last, data = h.LastOffset(), rest
+	}
+	return last
+}
+
+// dedupAborted drops repeated entries (a transaction found both in a
+// remote segment and in the local log), keeping the order.
+func dedupAborted(a []engine.AbortedTxn) []engine.AbortedTxn {
+	out := a[:0]
+	for i, x := range a {
+		if !slices.Contains(a[:i], x) {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 // remoteListOffsets corrects a ListOffsets answer for tiered storage: the
@@ -116,6 +162,23 @@ func (s *Server) remoteListOffsets(l *engine.Log, rp *kmsg.ListOffsetsRequestTop
 	case listOffsetsLatestTiered:
 		if hi, ok := r.HighestTieredOffset(l.TopicID(), l.Partition()); ok {
 			sp.Offset, sp.LeaderEpoch = hi, l.LeaderEpoch()
+		}
+	case listOffsetsLatest, listOffsetsMaxTimestamp, listOffsetsEarliestLocal, listOffsetsEarliestPending:
+	default:
+		if rp.Timestamp < 0 {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), remoteReadTimeout)
+		defer cancel()
+		off, ts, found, err := r.OffsetForTimestamp(ctx, l.TopicID(), l.Partition(), rp.Timestamp)
+		if err != nil {
+			s.log.Warn("list offsets: remote timestamp search", "topic", l.Topic(), "partition", l.Partition(), "err", err)
+			sp.Offset, sp.Timestamp, sp.LeaderEpoch = -1, -1, -1
+			sp.ErrorCode = kerr.KafkaStorageError.Code
+			return
+		}
+		if found && (sp.Offset < 0 || off < sp.Offset) {
+			sp.Offset, sp.Timestamp, sp.LeaderEpoch = off, ts, l.LeaderEpoch()
 		}
 	}
 }

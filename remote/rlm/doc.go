@@ -71,7 +71,10 @@
 // CRC-checked. Read holds no engine lock: a slow store delays only its
 // caller. LogStart (the earliest remote offset) and HighestTieredOffset
 // answer ListOffsets' earliest (-2) and latest-tiered (-5); earliest-local
-// (-4) is the engine's Log.LogStartOffset.
+// (-4) is the engine's Log.LogStartOffset. OffsetForTimestamp searches
+// remote segments by time (time index, then batches) and
+// AbortedTransactions reads the copied .txnindex objects for
+// read_committed fetches (search.go).
 //
 // # In the broker
 //
@@ -83,8 +86,7 @@
 // # Not yet
 //
 // Replicated metadata, followers and new replicas from remote metadata,
-// DeleteRecords over remote data, timestamp lookups and read_committed
-// aborted transactions from remote segments, throttles, read-ahead,
+// DeleteRecords over remote data, throttles, read-ahead,
 // metrics and the describe output are the rest of issue 23
 // (docs/tiered-storage.md).
 package rlm

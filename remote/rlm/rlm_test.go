@@ -534,3 +534,70 @@ func TestObjectKey(t *testing.T) {
 		}
 	}
 }
+
+// ListOffsets by time and read_committed's aborted transactions are
+// answered from remote segments: their time indexes, batches and copied
+// .txnindex objects.
+func TestTimestampSearchAndAbortedTxnsRemote(t *testing.T) {
+	f := newFixture(t, tieredConfig)
+	defer f.eng.Close()
+	f.produce(5)
+	// An aborted transaction of producer 7 in the middle.
+	txnFirst := f.log.LogEndOffset()
+	var b record.Builder
+	b.Reset(record.CodecNone, t0+txnFirst)
+	b.SetProducer(7, 0, 0)
+	b.SetTransactional()
+	for j := int64(0); j < 10; j++ {
+		b.Add(t0+txnFirst+j, nil, []byte(fmt.Sprintf("v%d-aborted", txnFirst+j)), nil)
+	}
+	batch, err := b.AppendTo(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.log.Append(batch, f.log.LeaderEpoch()); err != nil {
+		t.Fatal(err)
+	}
+	mk, err := f.log.AppendTxnMarker(7, 0, 0, false, f.log.LeaderEpoch())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.produce(20)
+	m := f.manager(f.store, nil)
+	defer m.Close()
+	if err := m.RunOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	copied := m.CopiedEnd(f.log.TopicID(), "tiered", 0)
+	if copied <= mk.LastOffset+1 {
+		t.Fatalf("copied end %d: the marker at %d is not copied", copied, mk.LastOffset)
+	}
+	f.waitLocalStart(copied)
+	withTxn := 0
+	for _, s := range m.Segments(f.log.TopicID(), 0) {
+		if _, ok := s.Files[KindTxnIndex]; ok {
+			withTxn++
+		}
+	}
+	if withTxn != 1 {
+		t.Fatalf("%d segments copied with a .txnindex, want 1", withTxn)
+	}
+	got, err := m.AbortedTransactions(context.Background(), f.log.TopicID(), 0, nil, 0, copied)
+	if err != nil || len(got) != 1 || got[0] != (engine.AbortedTxn{ProducerID: 7, FirstOffset: txnFirst}) {
+		t.Fatalf("aborted %+v, %v; want producer 7 from %d", got, err, txnFirst)
+	}
+	if got, _ := m.AbortedTransactions(context.Background(), f.log.TopicID(), 0, nil, mk.LastOffset+1, copied); len(got) != 0 {
+		t.Fatalf("aborted after the marker: %+v", got)
+	}
+	// Every record's offset is found by its timestamp (t0+offset), none
+	// past the remote data.
+	for _, want := range []int64{0, 1, 37, txnFirst + 3, copied - 1} {
+		off, ts, found, err := m.OffsetForTimestamp(context.Background(), f.log.TopicID(), 0, t0+want)
+		if err != nil || !found || off != want || ts != t0+want {
+			t.Fatalf("timestamp %d: offset %d ts %d found %v err %v", want, off, ts, found, err)
+		}
+	}
+	if _, _, found, err := m.OffsetForTimestamp(context.Background(), f.log.TopicID(), 0, t0+copied+5); found || err != nil {
+		t.Fatalf("a timestamp past the remote data found (%v)", err)
+	}
+}
