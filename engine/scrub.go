@@ -16,7 +16,8 @@ package engine
 // Options.ScrubBytesPerSecond bytes a second on average (a token bucket
 // refilled from the engine's clock, holding at most one second of bytes).
 // Its place (log, segment, position) is kept between steps, so each step
-// goes on where the last stopped; a pass ends after the last log's last
+// goes on where the last stopped (and, through scrubPositionFile, a
+// restart goes on from the segment it was in); a pass ends after the last log's last
 // sealed segment and the next starts from the first again, at least
 // scrubPassGapMs (an hour) after the last one started, so a small data
 // directory is not read over and over. The throttle's unit is bytes
@@ -45,6 +46,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -52,6 +54,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/stratalog/strata/internal/vfs"
 	"github.com/stratalog/strata/record"
 	"github.com/stratalog/strata/segment"
 )
@@ -67,7 +70,19 @@ const (
 	// scrubPassGapMs is the least time from one pass's start to the
 	// next's: a small data directory is not read again and again.
 	scrubPassGapMs = int64(time.Hour / time.Millisecond)
+	// scrubSaveMs is how often (engine clock) the scrubber's place is
+	// written to scrubPositionFile; Close writes it too.
+	scrubSaveMs = 60_000
 )
+
+// scrubPositionFile holds the scrubber's place across restarts: the
+// partition and the base offset of the segment it was in, "v1 <topic>
+// <partition> <base>" ("v1 - 0 0": a pass's start). Open resumes at the
+// start of that segment (a position inside it might not be a batch
+// boundary any more: the cleaner may have rewritten it), so a restart
+// costs at most one segment of progress. A missing or unreadable file
+// starts a pass from the first partition.
+const scrubPositionFile = "scrub-position"
 
 // ScrubStats counts the scrubber's work since Open (for metrics and
 // admin output).
@@ -94,6 +109,9 @@ type scrubber struct {
 	// passEnded: the pass is over and the next waits for scrubPassGapMs.
 	passStartMs int64
 	passEnded   bool
+	savedMs     int64  // engine clock of the last write of scrubPositionFile
+	saved       string // what it holds
+	saveWarned  bool   // a failed write was logged (once until one succeeds)
 
 	bytes, passes, corrupt, readErrs atomic.Int64
 }
@@ -120,7 +138,11 @@ func (e *Engine) startScrubber(opts Options) {
 	sc.rate = max(opts.ScrubBytesPerSecond, 0)
 	sc.lastMs, sc.passStartMs = -1, -1
 	sc.cur.base = -1
-	if sc.rate == 0 || opts.scrubManual {
+	if sc.rate == 0 {
+		return
+	}
+	e.loadScrubPosition()
+	if opts.scrubManual {
 		return
 	}
 	sc.stop = make(chan struct{})
@@ -151,15 +173,66 @@ func (e *Engine) startScrubber(opts Options) {
 // Called by Close before logs close. Idempotent.
 func (e *Engine) stopScrubber() {
 	sc := &e.scrub
-	if sc.stop == nil {
+	if sc.stop != nil {
+		select {
+		case <-sc.stop:
+		default:
+			close(sc.stop)
+		}
+		<-sc.done
+	}
+	if sc.rate > 0 && e.Offline() == nil {
+		sc.mu.Lock()
+		e.saveScrubPosition(e.nowMs(), true)
+		sc.mu.Unlock()
+	}
+}
+
+// loadScrubPosition sets the cursor from scrubPositionFile (see there).
+func (e *Engine) loadScrubPosition() {
+	data, err := readSmallFileFS(e.fs, filepath.Join(e.dir, scrubPositionFile))
+	if err != nil {
 		return
 	}
-	select {
-	case <-sc.stop:
-	default:
-		close(sc.stop)
+	var topic string
+	var part int32
+	var base int64
+	if _, err := fmt.Sscanf(string(data), "v1 %s %d %d", &topic, &part, &base); err != nil || part < 0 || base < 0 {
+		e.logger.Warn("scrubber: ignoring its position file; the pass starts from the first partition",
+			"path", filepath.Join(e.dir, scrubPositionFile), "err", err)
+		return
 	}
-	<-sc.done
+	sc := &e.scrub
+	if topic != "-" {
+		sc.cur = scrubCursor{topic: topic, part: part, base: base}
+		sc.saved = string(data)
+	}
+}
+
+// saveScrubPosition writes the cursor to scrubPositionFile when scrubSaveMs
+// passed since the last write (or force) and it changed. Caller holds
+// scrub.mu.
+func (e *Engine) saveScrubPosition(nowMs int64, force bool) {
+	sc := &e.scrub
+	if !force && nowMs-sc.savedMs < scrubSaveMs && nowMs >= sc.savedMs {
+		return
+	}
+	sc.savedMs = nowMs
+	line := "v1 - 0 0\n"
+	if sc.cur.topic != "" {
+		line = fmt.Sprintf("v1 %s %d %d\n", sc.cur.topic, sc.cur.part, max(sc.cur.base, 0))
+	}
+	if line == sc.saved {
+		return
+	}
+	if err := vfs.WriteFileAtomicFS(e.fs, filepath.Join(e.dir, scrubPositionFile), []byte(line)); err != nil {
+		if !sc.saveWarned {
+			sc.saveWarned = true
+			e.logger.Warn("scrubber: writing its position failed; a restart would start the pass again", "err", err)
+		}
+		return
+	}
+	sc.saved, sc.saveWarned = line, false
 }
 
 // stopping reports whether Close asked the scrubber to stop.
@@ -231,6 +304,7 @@ func (e *Engine) scrubStep(now time.Time) int64 {
 			break
 		}
 	}
+	e.saveScrubPosition(nowMs, false)
 	return total
 }
 
