@@ -8,16 +8,31 @@ package server
 // topics' partitions by KIP-932's simple assignor (a partition may be given
 // to several members). A member that leaves has its acquired records
 // released at once; one that times out, at the share tick. Assignments
-// travel by topic id.
+// travel by topic id. A group id the group coordinator has as a classic or
+// consumer group is GROUP_ID_NOT_FOUND ("Group g is not a share group.",
+// as Kafka says); the other way round (JoinGroup or
+// ConsumerGroupHeartbeat on a share group's id) is not checked yet.
 
 import (
 	"slices"
 
 	"github.com/stratalog/strata/share"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 func init() { register(76, 1, 1, handleShareGroupHeartbeat) }
+
+// isClassicOrConsumerGroup reports whether the group coordinator has a
+// classic or KIP-848 group of that id: a share group cannot take it.
+func (s *Server) isClassicOrConsumerGroup(id string) bool {
+	c, code := s.groupCoordinator()
+	if code != 0 {
+		return false
+	}
+	_, found, _ := c.Describe(id)
+	return found
+}
 
 func handleShareGroupHeartbeat(s *Server, rc *reqCtx) {
 	req := rc.req.(*kmsg.ShareGroupHeartbeatRequest)
@@ -30,6 +45,12 @@ func handleShareGroupHeartbeat(s *Server, rc *reqCtx) {
 	st := &s.groups.share
 	nowMs := s.now().UnixMilli()
 	st.mu.Lock()
+	if req.MemberEpoch == 0 && st.groups.Group(req.GroupID) == nil && s.isClassicOrConsumerGroup(req.GroupID) {
+		st.mu.Unlock()
+		resp.ErrorCode, resp.ErrorMessage = kerr.GroupIDNotFound.Code, kmsg.StringPtr("Group "+req.GroupID+" is not a share group.")
+		rc.respond(resp)
+		return
+	}
 	r := st.groups.Heartbeat(nowMs, share.HeartbeatRequest{
 		Group: req.GroupID, MemberID: req.MemberID, MemberEpoch: req.MemberEpoch,
 		RackID: req.RackID, Topics: req.SubscribedTopicNames,

@@ -631,3 +631,30 @@ func TestShareFetchWaitWokenByNewRecords(t *testing.T) {
 		t.Fatalf("woken fetch: %+v", r)
 	}
 }
+
+// A share group cannot take the id of a consumer group.
+func TestShareGroupHeartbeatRefusesConsumerGroupID(t *testing.T) {
+	addr, _, _ := startBroker(t, withShare(0))
+	cl := newClient(t, addr)
+	createShareTopic(t, kadm.NewClient(cl), "ids", 1)
+	commit := kmsg.NewPtrOffsetCommitRequest()
+	commit.Group, commit.Generation = "classic", -1
+	ct := kmsg.NewOffsetCommitRequestTopic()
+	ct.Topic = "ids"
+	cp := kmsg.NewOffsetCommitRequestTopicPartition()
+	cp.Offset = 0
+	ct.Partitions = append(ct.Partitions, cp)
+	commit.Topics = append(commit.Topics, ct)
+	if r := issue[*kmsg.OffsetCommitResponse](t, cl, commit); r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("commit: %v", kerr.ErrorForCode(r.Topics[0].Partitions[0].ErrorCode))
+	}
+	hb := kmsg.NewPtrShareGroupHeartbeatRequest()
+	hb.GroupID, hb.MemberID, hb.SubscribedTopicNames = "classic", "m", []string{"ids"}
+	if r := issue[*kmsg.ShareGroupHeartbeatResponse](t, cl, hb); r.ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Fatalf("share heartbeat on a consumer group's id: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	hb.GroupID = "fresh"
+	if r := issue[*kmsg.ShareGroupHeartbeatResponse](t, cl, hb); r.ErrorCode != 0 || r.MemberEpoch <= 0 {
+		t.Fatalf("share heartbeat: %+v", r)
+	}
+}
