@@ -389,7 +389,7 @@ func openBroker(t *testing.T, dir string) (string, *Server, func()) {
 
 func TestShareGroupStateSurvivesRestart(t *testing.T) {
 	dir := t.TempDir()
-	addr, _, stop := openBroker(t, dir)
+	addr, srv, stop := openBroker(t, dir)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
 	if err != nil {
 		t.Fatal(err)
@@ -428,16 +428,35 @@ func TestShareGroupStateSurvivesRestart(t *testing.T) {
 	if got := consume(addr, 10); len(got) != 10 {
 		t.Fatalf("before the restart: %v", got)
 	}
+	// One more record is delivered to a hand-made member and released:
+	// AVAILABLE with one delivery, which the restart must remember.
+	produceValues(t, cl, "durable", "released")
+	topicID := srv.eng.Topic("durable").ID()
+	if n := acquireRaw(t, cl, "sg", "raw", "durable", topicID); n != 1 {
+		t.Fatalf("raw member acquired %d records, want 1", n)
+	}
+	rel := kmsg.NewPtrShareAcknowledgeRequest()
+	g, m := "sg", "raw"
+	rel.GroupID, rel.MemberID, rel.ShareSessionEpoch = &g, &m, 1
+	rt := kmsg.NewShareAcknowledgeRequestTopic()
+	rt.TopicID = topicID
+	rt.Partitions = []kmsg.ShareAcknowledgeRequestTopicPartition{{AcknowledgementBatches: []kmsg.ShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{
+		{FirstOffset: 10, LastOffset: 10, AcknowledgeTypes: []int8{int8(share.AckRelease)}}}}}
+	rel.Topics = append(rel.Topics, rt)
+	if r := issue[*kmsg.ShareAcknowledgeResponse](t, cl, rel); r.ErrorCode != 0 || r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("release: %+v", r)
+	}
 	cl.Close()
 	stop()
 
 	addr, _, _ = openBroker(t, dir)
 	cl2 := newClient(t, addr)
 	produceValues(t, cl2, "durable", "second-0", "second-1")
-	got := consume(addr, 2)
-	for v := range got {
-		if v != "second-0" && v != "second-1" {
-			t.Errorf("after the restart %s was delivered again (all of %v)", v, got)
+	got := consume(addr, 3)
+	want := map[string]int32{"released": 2, "second-0": 1, "second-1": 1}
+	for v, n := range got {
+		if want[v] != n {
+			t.Errorf("after the restart %s was delivered with count %d (all: %v, want %v)", v, n, got, want)
 		}
 	}
 }
