@@ -14,7 +14,7 @@ import (
 )
 
 // commandNames are the commands, as completion offers them.
-var commandNames = []string{"serve", "topics", "groups", "cluster", "produce", "consume", "loadgen", "plan", "version", "completion", "help"}
+var commandNames = []string{"serve", "topics", "groups", "cluster", "acls", "produce", "consume", "loadgen", "plan", "version", "completion", "help"}
 
 var completionDoc = cmdDoc{name: "completion", usage: "strata completion bash|zsh",
 	about: `Prints a completion script for bash or zsh: commands, verbs, every command's flags, and
@@ -43,7 +43,7 @@ _strata() {
 		return
 	fi
 	case $cmd in
-	topics | groups | cluster)
+	topics | groups | cluster | acls)
 		if ((COMP_CWORD == 2)); then
 			COMPREPLY=($(compgen -W "$("$_strata_bin" "$cmd" --help 2>/dev/null | sed -n '/^Verbs:/,/^$/s/^  \([a-z-]*\) .*/\1/p')" -- "$cur"))
 			return

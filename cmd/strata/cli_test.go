@@ -111,7 +111,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"loadgen", "--rate", "x", "--spawn", "1"}, `strata loadgen: invalid value "x" for flag -rate`, "strata loadgen"},
 		{[]string{"loadgen"}, "strata loadgen: no target", "strata loadgen"},
 		{[]string{"version", "x"}, `strata version: unexpected arguments ["x"]`, "strata version"},
-		{[]string{"frobnicate"}, `strata: unknown command "frobnicate"`, "strata serve|topics|groups|cluster|produce|consume|loadgen|plan|version|completion"},
+		{[]string{"frobnicate"}, `strata: unknown command "frobnicate"`, "strata serve|topics|groups|cluster|acls|produce|consume|loadgen|plan|version|completion"},
 		{[]string{"topics", "list", "--format", "yaml"}, `strata topics list: invalid value "yaml" for flag -format: want text or json`, "strata topics list"},
 		{[]string{"groups", "describe", "g", "--format", "xml"}, `strata groups describe: invalid value "xml" for flag -format: want text or json`, "strata groups describe"},
 		{[]string{"produce"}, "strata produce: name one topic, got []", "strata produce TOPIC"},

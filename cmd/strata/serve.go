@@ -119,6 +119,10 @@ func serve(cfg config.Broker, remoteProps map[string]string, logger *slog.Logger
 	if err != nil {
 		return err
 	}
+	authz, err := openAuthorizer(cfg, absDir, logger) // serve_acls.go
+	if err != nil {
+		return err
+	}
 	raiseFileLimit(logger) // serve_rlimit.go
 	setProcs(logger)       // serve_procs.go
 	// serve_metrics.go: started first, so /readyz answers during recovery.
@@ -202,6 +206,7 @@ func serve(cfg config.Broker, remoteProps map[string]string, logger *slog.Logger
 		Blackhole:      cfg.Blackhole,
 		Metrics:        met,
 		Scram:          scram, // SASL SCRAM users; Describe/AlterUserScramCredentials
+		Authorizer:     authz, // ACLs (nil: none)
 	}, eng)
 	rm, err := openRemote(remoteProps, absDir, eng, srv, logger) // serve_remote.go
 	if err != nil {

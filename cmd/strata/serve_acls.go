@@ -1,0 +1,36 @@
+package main
+
+import (
+	"log/slog"
+	"path/filepath"
+
+	"github.com/stratalog/strata/auth"
+	"github.com/stratalog/strata/engine"
+	"github.com/stratalog/strata/internal/config"
+)
+
+// openAuthorizer returns the broker's authorizer (issue 20): nil without
+// authorizer.class.name (every request allowed, as Kafka without one),
+// else Kafka's StandardAuthorizer rules (package auth) with super.users
+// and allow.everyone.if.no.acl.found, its ACLs kept in the data
+// directory's acls.json. The ACLs are this broker's own: in a cluster
+// each broker has its own file (they are not in the replicated metadata
+// yet), so an ACL is created on every broker (docs/security.md).
+func openAuthorizer(cfg config.Broker, dir string, logger *slog.Logger) (*auth.Authorizer, error) {
+	if cfg.Authorizer == "" {
+		return nil, nil
+	}
+	a, err := auth.Open(auth.Config{
+		SuperUsers:   auth.ParseSuperUsers(cfg.SuperUsers),
+		AllowIfNoACL: cfg.AllowEveryoneIfNoACL,
+	}, filepath.Join(dir, engine.AclsFile))
+	if err != nil {
+		return nil, err
+	}
+	logger.Info("authorization on", "authorizer", cfg.Authorizer, "acls", len(a.All()),
+		"super_users", a.Config().SuperUsers, "allow_everyone_if_no_acl_found", cfg.AllowEveryoneIfNoACL)
+	if len(a.Config().SuperUsers) == 0 {
+		logger.Warn("authorizer on without super.users: only ACLs grant anything, and CreateAcls needs Alter on the cluster; brokers of a cluster need ClusterAction")
+	}
+	return a, nil
+}
