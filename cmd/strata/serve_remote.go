@@ -5,8 +5,10 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/stratalog/strata/engine"
+	"github.com/stratalog/strata/internal/config"
 	"github.com/stratalog/strata/internal/vfs"
 	"github.com/stratalog/strata/remote/objstore"
 	"github.com/stratalog/strata/remote/rlm"
@@ -40,9 +42,9 @@ func remotePropsOf(props map[string]string) map[string]string {
 }
 
 // openRemote opens the object store and the remote log manager when the
-// properties name a store (nil, nil when none is configured) and installs
-// the manager in srv.
-func openRemote(props map[string]string, dataDir string, eng *engine.Engine, srv *server.Server, logger *slog.Logger) (*rlm.Manager, error) {
+// properties name a store (nil, nil when none is configured), with the
+// broker's remote.log.* keys, and installs the manager in srv.
+func openRemote(cfg config.Broker, props map[string]string, dataDir string, eng *engine.Engine, srv *server.Server, logger *slog.Logger) (*rlm.Manager, error) {
 	if len(props) == 0 {
 		return nil, nil
 	}
@@ -50,7 +52,13 @@ func openRemote(props map[string]string, dataDir string, eng *engine.Engine, srv
 	if err != nil {
 		return nil, fmt.Errorf("tiered storage: %w", err)
 	}
-	m, err := rlm.Open(rlm.Options{Engine: eng, Store: store, Dir: filepath.Join(dataDir, remoteMetadataDir), Logger: logger})
+	m, err := rlm.Open(rlm.Options{
+		Engine: eng, Store: store, Dir: filepath.Join(dataDir, remoteMetadataDir), Logger: logger,
+		Interval:              time.Duration(cfg.RemoteTaskIntervalMs) * time.Millisecond,
+		CopyMaxBytesPerSecond: cfg.RemoteCopyMaxBytesPerSec,
+		CacheBytes:            cfg.RemoteReaderCacheBytes,
+		MaxCachedSegmentBytes: cfg.RemoteReaderCacheBytes / 4,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("tiered storage: %w", err)
 	}

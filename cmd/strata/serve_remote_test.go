@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/stratalog/strata/engine"
+	"github.com/stratalog/strata/internal/config"
 	"github.com/stratalog/strata/server"
 )
 
@@ -30,10 +31,10 @@ func TestOpenRemote(t *testing.T) {
 	if len(props) != 2 {
 		t.Fatalf("remote props %v", props)
 	}
-	if m, err := openRemote(nil, filepath.Join(dir, "data"), eng, srv, logger); m != nil || err != nil {
+	if m, err := openRemote(config.Defaults(), nil, filepath.Join(dir, "data"), eng, srv, logger); m != nil || err != nil {
 		t.Fatalf("no properties: %v %v", m, err)
 	}
-	m, err := openRemote(props, filepath.Join(dir, "data"), eng, srv, logger)
+	m, err := openRemote(config.Defaults(), props, filepath.Join(dir, "data"), eng, srv, logger)
 	if err != nil || m == nil {
 		t.Fatalf("openRemote: %v", err)
 	}
@@ -42,7 +43,7 @@ func TestOpenRemote(t *testing.T) {
 	}
 	closeRemote(m, srv)
 	props["strata.remote.storage.typo"] = "x"
-	if m, err := openRemote(props, filepath.Join(dir, "data"), eng, srv, logger); err == nil || m != nil {
+	if m, err := openRemote(config.Defaults(), props, filepath.Join(dir, "data"), eng, srv, logger); err == nil || m != nil {
 		t.Fatal("an unknown strata.remote.storage key was accepted")
 	}
 }

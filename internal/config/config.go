@@ -71,6 +71,11 @@ type Broker struct {
 	ScrubBytesPerSec int64  // log.scrub.bytes.per.second (Strata; engine.Options.ScrubBytesPerSecond): 0 off
 	TailCacheBytes   int64  // log.tail.cache.bytes (Strata; engine.Options.TailCacheBytes): -1 off
 
+	// Tiered storage's remote log manager (remote/rlm.Options).
+	RemoteTaskIntervalMs     int64 // remote.log.manager.task.interval.ms (Strata default)
+	RemoteCopyMaxBytesPerSec int64 // remote.log.manager.copy.max.bytes.per.second
+	RemoteReaderCacheBytes   int64 // remote.log.reader.cache.bytes (Strata)
+
 	// The free-space floor (engine.Options.MinFreeBytes, MinFreePercent):
 	// -1 off.
 	MinFreeBytes   int64   // log.dir.min.free.bytes (Strata)
@@ -213,6 +218,10 @@ var fields = map[string]setter{
 	"log.io.journal.bytes":       func(b *Broker, v configkeys.Value) { b.JournalBytes = v.Int },
 	"log.recovery.verify":        func(b *Broker, v configkeys.Value) { b.VerifyRecovery = v.Bool },
 	"log.scrub.bytes.per.second": func(b *Broker, v configkeys.Value) { b.ScrubBytesPerSec = v.Int },
+	// Tiered storage (cmd/strata/serve_remote.go).
+	"remote.log.manager.task.interval.ms":          func(b *Broker, v configkeys.Value) { b.RemoteTaskIntervalMs = v.Int },
+	"remote.log.manager.copy.max.bytes.per.second": func(b *Broker, v configkeys.Value) { b.RemoteCopyMaxBytesPerSec = v.Int },
+	"remote.log.reader.cache.bytes":                func(b *Broker, v configkeys.Value) { b.RemoteReaderCacheBytes = v.Int },
 	"log.tail.cache.bytes": func(b *Broker, v configkeys.Value) {
 		b.TailCacheBytes = v.Int
 		if v.Int <= 0 {

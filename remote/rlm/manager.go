@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -49,6 +50,10 @@ type Options struct {
 	BackoffMin, BackoffMax time.Duration
 	// OpTimeout bounds each store call (0: 60 s).
 	OpTimeout time.Duration
+	// CopyMaxBytesPerSecond throttles copies: after each object the
+	// manager waits until the bytes copied fit the rate (0 or
+	// math.MaxInt64: unbounded). The wait is measured with Now.
+	CopyMaxBytesPerSecond int64
 	// Sleep waits d or until ctx is done (nil: a timer). Tests pass one
 	// that does not wait.
 	Sleep  func(ctx context.Context, d time.Duration) error
@@ -86,6 +91,10 @@ type Manager struct {
 	cancel context.CancelFunc
 	kick   chan struct{}
 	done   chan struct{}
+
+	// nextCopy is when the copy throttle lets the next object go (the
+	// pass's own state, under run).
+	nextCopy time.Time
 
 	copied, bytesCopied, copyFailures, retries, deleted atomic.Int64
 	fetched, hits, misses                               atomic.Int64
@@ -421,6 +430,9 @@ func (m *Manager) copySegment(ctx context.Context, l *engine.Log, k tp, s engine
 		}
 		files[u.kind] = FileMeta{Size: u.size, SHA256: sum.String()}
 		total += u.size
+		if err := m.throttle(ctx, u.size); err != nil {
+			return err
+		}
 	}
 	err = m.update(k, l.Topic(), func(pm *partitionMeta) {
 		for i := range pm.Segments {
@@ -547,6 +559,25 @@ func (m *Manager) retry(ctx context.Context, op string, fn func(context.Context)
 		}
 		d = min(2*d, m.o.BackoffMax)
 	}
+}
+
+// throttle waits, after n bytes were copied, until the copies fit
+// CopyMaxBytesPerSecond: each byte takes 1/rate of a second from the
+// later of the previous deadline and now.
+func (m *Manager) throttle(ctx context.Context, n int64) error {
+	rate := m.o.CopyMaxBytesPerSecond
+	if rate <= 0 || rate == math.MaxInt64 {
+		return nil
+	}
+	now := m.o.Now()
+	if m.nextCopy.Before(now) {
+		m.nextCopy = now
+	}
+	m.nextCopy = m.nextCopy.Add(time.Duration(float64(n) / float64(rate) * float64(time.Second)))
+	if d := m.nextCopy.Sub(now); d > 0 {
+		return m.o.Sleep(ctx, d)
+	}
+	return nil
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

@@ -601,3 +601,27 @@ func TestTimestampSearchAndAbortedTxnsRemote(t *testing.T) {
 		t.Fatalf("a timestamp past the remote data found (%v)", err)
 	}
 }
+
+// CopyMaxBytesPerSecond spreads the copies: the waits add up to the bytes
+// copied over the rate (the clock stands still here, so every byte is
+// waited for).
+func TestCopyThrottle(t *testing.T) {
+	f := newFixture(t, tieredConfig)
+	defer f.eng.Close()
+	f.produce(12)
+	var waited time.Duration
+	m := f.manager(f.store, func(o *Options) {
+		o.CopyMaxBytesPerSecond = 10_000
+		o.Now = func() time.Time { return time.UnixMilli(t0) }
+		o.Sleep = func(ctx context.Context, d time.Duration) error { waited = d; return ctx.Err() }
+	})
+	defer m.Close()
+	if err := m.RunOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st := m.Stats()
+	want := time.Duration(float64(st.BytesCopied) / 10_000 * float64(time.Second))
+	if st.SegmentsCopied < 3 || waited < want-time.Millisecond || waited > want+time.Millisecond {
+		t.Fatalf("last wait %v after %d bytes at 10,000 B/s, want %v", waited, st.BytesCopied, want)
+	}
+}
