@@ -208,7 +208,7 @@ func serve(cfg config.Broker, remoteProps map[string]string, logger *slog.Logger
 		Scram:          scram, // SASL SCRAM users; Describe/AlterUserScramCredentials
 		Authorizer:     authz, // ACLs (nil: none)
 	}, eng)
-	rm, err := openRemote(remoteProps, absDir, eng, srv, logger) // serve_remote.go
+	rm, err := openRemote(cfg, remoteProps, absDir, eng, srv, logger) // serve_remote.go
 	if err != nil {
 		srv.Close()
 		if ctl != nil {
