@@ -249,7 +249,7 @@ var (
 	descRequests = prometheus.NewDesc(RequestsTotal,
 		"Requests answered, by Kafka API and version.", []string{"request", "version"}, nil)
 	descErrors = prometheus.NewDesc(RequestErrors,
-		"Error codes answered, by Kafka API and Kafka error name: one per request for a request-level code, one per partition for Produce and Fetch partition codes.", []string{"request", "error"}, nil)
+		"Error codes answered, by Kafka API and Kafka error name: every non-zero code of a response, the top-level one and one per entry (topic, partition, group, ...) that carries one.", []string{"request", "error"}, nil)
 	descBytesIn = prometheus.NewDesc(TopicBytesIn,
 		"Record batch bytes appended to the topic's partitions by Produce, as the producers sent them.", []string{"topic"}, nil)
 	descRecordsIn = prometheus.NewDesc(TopicRecordsIn,

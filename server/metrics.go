@@ -255,11 +255,9 @@ func (rc *reqCtx) meter(resp kmsg.Response, skip bool) {
 		if pr != nil {
 			m.Throttle(0, pr.ThrottleMillis) // the throttle_time_ms answered
 		}
-	} else if resp != nil {
-		if i := errorCodeField()[rc.key]; i >= 0 {
-			if code := reflect.ValueOf(resp).Elem().Field(i).Int(); code != 0 {
-				m.Error(rc.key, int16(code))
-			}
+	} else if resp != nil && rc.key >= 0 && int(rc.key) < len(errorPlans()) {
+		if p := errorPlans()[rc.key]; p != nil {
+			p.count(m, rc.key, reflect.ValueOf(resp).Elem())
 		}
 	}
 	now := s.now()
@@ -373,21 +371,74 @@ func (s *Server) topicName(id [16]byte) string {
 	return ""
 }
 
-// errorCodeField holds, per API key, the index of the response struct's
-// top-level ErrorCode field (-1: none). Produce and Fetch count their
-// partitions' codes instead.
-var errorCodeField = sync.OnceValue(func() (idx [kmsg.MaxKey + 1]int) {
-	for k := range idx {
-		idx[k] = -1
+// errorPlan finds the error codes of a response struct: its own
+// ErrorCode field and those of the structs in its slices (topics,
+// partitions, groups, members, ...), as Kafka counts a response's errors
+// (AbstractResponse.errorCounts): one per entry with a code.
+type errorPlan struct {
+	code int // index of the struct's ErrorCode int16 field, -1: none
+	subs []errorSub
+}
+
+// errorSub is a slice field of structs that hold error codes.
+type errorSub struct {
+	field int
+	elem  *errorPlan
+}
+
+// count records every non-zero code of v (a struct of plan p's type)
+// under key. It allocates nothing.
+func (p *errorPlan) count(m *metrics.Broker, key int16, v reflect.Value) {
+	if p.code >= 0 {
+		if code := v.Field(p.code).Int(); code != 0 {
+			m.Error(key, int16(code))
+		}
+	}
+	for _, sub := range p.subs {
+		sl := v.Field(sub.field)
+		for i := range sl.Len() {
+			sub.elem.count(m, key, sl.Index(i))
+		}
+	}
+}
+
+// planErrors is the errorPlan of struct type t, nil when t holds no error
+// code (kmsg's types nest a few levels and never recursively; depth bounds
+// the walk anyway).
+func planErrors(t reflect.Type, depth int) *errorPlan {
+	if t.Kind() != reflect.Struct || depth > 6 {
+		return nil
+	}
+	p := &errorPlan{code: -1}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		switch {
+		case f.Name == "ErrorCode" && f.Type.Kind() == reflect.Int16:
+			p.code = i
+		case f.Type.Kind() == reflect.Slice && f.Type.Elem().Kind() == reflect.Struct:
+			if sub := planErrors(f.Type.Elem(), depth+1); sub != nil {
+				p.subs = append(p.subs, errorSub{field: i, elem: sub})
+			}
+		}
+	}
+	if p.code < 0 && len(p.subs) == 0 {
+		return nil
+	}
+	return p
+}
+
+// errorPlans holds, per API key, the errorPlan of its response (nil:
+// none). Produce and Fetch count their partitions' codes themselves
+// (meterProduce, meterFetch).
+var errorPlans = sync.OnceValue(func() (plans [kmsg.MaxKey + 1]*errorPlan) {
+	for k := range plans {
 		resp := kmsg.ResponseForKey(int16(k))
 		if resp == nil || k == 0 || k == 1 {
 			continue
 		}
-		if f, ok := reflect.TypeOf(resp).Elem().FieldByName("ErrorCode"); ok && len(f.Index) == 1 && f.Type.Kind() == reflect.Int16 {
-			idx[k] = f.Index[0]
-		}
+		plans[k] = planErrors(reflect.TypeOf(resp).Elem(), 0)
 	}
-	return idx
+	return plans
 })
 
 // topicNames lists the engine's topics (the metrics' topic source).

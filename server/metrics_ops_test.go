@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"reflect"
 	"strconv"
 	"testing"
 	"time"
@@ -13,7 +14,9 @@ import (
 	"github.com/stratalog/strata/metrics"
 	"github.com/stratalog/strata/metrics/metricstest"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // startMeteredBrokerWith is startMeteredBroker with metrics options.
@@ -428,5 +431,61 @@ func TestMetricsClusterEvents(t *testing.T) {
 	back, _ := scrapeAll(0, 1)
 	if back.expands-after.expands < parts {
 		t.Errorf("after broker 2 returned: %+v (before %+v)", back, after)
+	}
+}
+
+// Error codes inside a response's entries count, one per entry, as Kafka
+// counts them: a Metadata of two missing topics (auto-creation off) is two
+// UNKNOWN_TOPIC_OR_PARTITION, a CreateTopics of an existing and a new
+// topic one TOPIC_ALREADY_EXISTS; the walk allocates nothing.
+func TestMetricsCountNestedErrors(t *testing.T) {
+	addr, url, _ := startMeteredBroker(t, func(c *Config, _ *engine.Options) { c.AutoCreateTopics = false })
+	ctx := testCtx(t)
+	cl := newClient(t, addr)
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "present"); err != nil {
+		t.Fatal(err)
+	}
+	md := kmsg.NewPtrMetadataRequest()
+	for _, name := range []string{"missing-1", "missing-2"} {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(name)
+		md.Topics = append(md.Topics, rt)
+	}
+	mresp, err := md.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rt := range mresp.Topics {
+		if rt.ErrorCode != kerr.UnknownTopicOrPartition.Code {
+			t.Fatalf("metadata of a missing topic: code %d", rt.ErrorCode)
+		}
+	}
+	ct := kmsg.NewPtrCreateTopicsRequest()
+	ct.TimeoutMillis = 5000
+	for _, name := range []string{"present", "fresh"} {
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, 1, 1
+		ct.Topics = append(ct.Topics, rt)
+	}
+	if _, err := ct.RequestWith(ctx, cl); err != nil {
+		t.Fatal(err)
+	}
+	f := scrapeMetrics(t, url)
+	if got := f.Counter(metrics.RequestErrors, "request", "Metadata", "error", "UNKNOWN_TOPIC_OR_PARTITION"); got != 2 {
+		t.Errorf("Metadata UNKNOWN_TOPIC_OR_PARTITION = %v, want 2", got)
+	}
+	if got := f.Counter(metrics.RequestErrors, "request", "CreateTopics", "error", "TOPIC_ALREADY_EXISTS"); got != 1 {
+		t.Errorf("CreateTopics TOPIC_ALREADY_EXISTS = %v, want 1", got)
+	}
+
+	p := errorPlans()[3]
+	if p == nil {
+		t.Fatal("no error plan for Metadata")
+	}
+	m := metrics.New()
+	v := reflect.ValueOf(mresp).Elem()
+	if n := testing.AllocsPerRun(100, func() { p.count(m, 3, v) }); n != 0 {
+		t.Errorf("%v allocations counting a Metadata response's errors", n)
 	}
 }
