@@ -1,12 +1,16 @@
 package main
 
 // `strata acls`: ACL administration (issue 20) against any
-// Kafka-compatible cluster with an authorizer, built on franz-go's kadm
-// (CreateAcls, DescribeAcls, DeleteAcls). The flags are kafka-acls.sh's:
-// --allow-principal / --deny-principal, --allow-host / --deny-host,
-// --operation, --topic, --group, --cluster, --transactional-id,
-// --resource-pattern-type. A secured listener is reached with --sasl-*
-// (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) and --tls / --tls-ca.
+// Kafka-compatible cluster with an authorizer. The flags are
+// kafka-acls.sh's: --allow-principal / --deny-principal, --allow-host /
+// --deny-host, --operation, --topic, --group, --cluster,
+// --transactional-id, --resource-pattern-type. list is kadm's
+// DescribeACLs; add and remove send CreateAcls / DeleteAcls to every
+// broker of the cluster, because a Strata broker keeps its own ACLs (they
+// are not in the replicated metadata yet; against Kafka the second
+// broker's answer finds them already there). A secured listener is
+// reached with --sasl-* (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) and --tls /
+// --tls-ca.
 
 import (
 	"context"
@@ -24,6 +28,7 @@ import (
 
 	"github.com/stratalog/strata/auth"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
@@ -36,7 +41,8 @@ docs/security.md, "Authorization"). Every verb takes --brokers (default:
 $STRATA_BROKERS, else 127.0.0.1:9092), --timeout, and for a secured listener
 --sasl-mechanism, --sasl-username, --sasl-password (default:
 $STRATA_SASL_PASSWORD), --tls and --tls-ca. Managing ACLs needs Alter on the
-cluster (a super user), listing them Describe.`
+cluster (a super user), listing them Describe. add and remove go to every
+broker of the cluster (each Strata broker keeps its own ACLs); list asks one.`
 
 var aclsVerbs = []verbDoc{
 	{"add", "create ACLs", cmdDoc{name: "acls add",
@@ -146,14 +152,107 @@ func aclsMainEnv(args []string, stdout, stderr io.Writer, getenv func(string) st
 	adm := kadm.NewClient(cl)
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
 	defer cancel()
-	switch v.verb {
-	case "add":
-		return aclsAdd(ctx, adm, b, stdout)
-	case "list":
+	if v.verb == "list" {
 		return aclsList(ctx, adm, b, f.format, stdout)
-	default:
-		return aclsRemove(ctx, adm, b, stdout)
 	}
+	// Each broker keeps its own ACLs (not in the replicated metadata
+	// yet): add and remove go to every broker of the cluster.
+	md, err := adm.BrokerMetadata(ctx)
+	if err != nil {
+		return err
+	}
+	ids := md.Brokers.NodeIDs()
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	if v.verb == "add" {
+		return aclsAdd(ctx, cl, ids, f.creations(), stdout)
+	}
+	return aclsRemove(ctx, cl, ids, f.filters(), stdout)
+}
+
+// creations are the ACLs add creates: principal × host × resource ×
+// operation, as kafka-acls --add.
+func (f *aclsFlags) creations() []kmsg.CreateACLsRequestCreation {
+	pattern, _ := parsePattern(f.pattern)
+	var out []kmsg.CreateACLsRequestCreation
+	for _, r := range f.resources() {
+		for _, perm := range []struct {
+			principals, hosts []string
+			p                 kmsg.ACLPermissionType
+		}{{f.allow, f.allowHosts, kmsg.ACLPermissionTypeAllow}, {f.deny, f.denyHosts, kmsg.ACLPermissionTypeDeny}} {
+			hosts := perm.hosts
+			if len(hosts) == 0 {
+				hosts = []string{auth.WildcardHost}
+			}
+			for _, principal := range perm.principals {
+				for _, host := range hosts {
+					for _, o := range f.ops {
+						op, _ := parseOperation(o)
+						c := kmsg.NewCreateACLsRequestCreation()
+						c.ResourceType, c.ResourceName, c.ResourcePatternType = r.t, r.name, pattern
+						c.Principal, c.Host, c.Operation, c.PermissionType = principal, host, op, perm.p
+						out = append(out, c)
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// filters are the DeleteAcls filters of remove: resource × operation
+// (any without --operation) × principal (any without --principal), any
+// host and permission.
+func (f *aclsFlags) filters() []kmsg.DeleteACLsRequestFilter {
+	pattern, _ := parsePattern(f.pattern)
+	ops := []kmsg.ACLOperation{kmsg.ACLOperationAny}
+	if len(f.ops) > 0 {
+		ops = ops[:0]
+		for _, o := range f.ops {
+			op, _ := parseOperation(o)
+			ops = append(ops, op)
+		}
+	}
+	principals := []*string{nil}
+	if len(f.principal) > 0 {
+		principals = principals[:0]
+		for _, p := range f.principal {
+			principals = append(principals, kmsg.StringPtr(p))
+		}
+	}
+	var out []kmsg.DeleteACLsRequestFilter
+	for _, r := range f.resources() {
+		for _, op := range ops {
+			for _, p := range principals {
+				d := kmsg.NewDeleteACLsRequestFilter()
+				d.ResourceType, d.ResourceName, d.ResourcePatternType = r.t, kmsg.StringPtr(r.name), pattern
+				d.Principal, d.Operation, d.PermissionType = p, op, kmsg.ACLPermissionTypeAny
+				out = append(out, d)
+			}
+		}
+	}
+	return out
+}
+
+type aclResource struct {
+	t    kmsg.ACLResourceType
+	name string
+}
+
+func (f *aclsFlags) resources() []aclResource {
+	var out []aclResource
+	for _, n := range f.topics {
+		out = append(out, aclResource{kmsg.ACLResourceTypeTopic, n})
+	}
+	for _, n := range f.groups {
+		out = append(out, aclResource{kmsg.ACLResourceTypeGroup, n})
+	}
+	for _, n := range f.txnIDs {
+		out = append(out, aclResource{kmsg.ACLResourceTypeTransactionalId, n})
+	}
+	if f.cluster {
+		out = append(out, aclResource{kmsg.ACLResourceTypeCluster, auth.ClusterName})
+	}
+	return out
 }
 
 // clientOpts are the SASL and TLS options of the flags.
@@ -271,22 +370,41 @@ func (f *aclsFlags) builder(verb string) (*kadm.ACLBuilder, error) {
 	return b.MaybeAllow(f.principal...).AllowHosts().MaybeDeny(f.principal...).DenyHosts(), nil
 }
 
-func aclsAdd(ctx context.Context, adm *kadm.Client, b *kadm.ACLBuilder, w io.Writer) error {
-	rs, err := adm.CreateACLs(ctx, b)
-	if err != nil {
-		return err
+// aclsAdd creates the ACLs on every broker and prints each once, with
+// the brokers that refused it.
+func aclsAdd(ctx context.Context, cl *kgo.Client, brokers []int32, creations []kmsg.CreateACLsRequestCreation, w io.Writer) error {
+	failed := make([][]string, len(creations))
+	var errs error
+	for _, id := range brokers {
+		req := kmsg.NewPtrCreateACLsRequest()
+		req.Creations = creations
+		resp, err := req.RequestWith(ctx, cl.Broker(int(id)))
+		if err == nil && len(resp.Results) != len(creations) {
+			err = fmt.Errorf("%d results to %d creations", len(resp.Results), len(creations))
+		}
+		if err != nil {
+			return fmt.Errorf("broker %d: %w", id, err)
+		}
+		for i, r := range resp.Results {
+			if e := kerr.ErrorForCode(r.ErrorCode); e != nil {
+				msg := e.Error()
+				if r.ErrorMessage != nil {
+					msg += " " + *r.ErrorMessage
+				}
+				failed[i] = append(failed[i], fmt.Sprintf("broker %d: %s", id, msg))
+				errs = errors.Join(errs, e)
+			}
+		}
 	}
-	var failed error
-	for _, r := range rs {
-		line := aclLine(r.Principal, r.Host, r.Permission, r.Operation, r.Type, r.Pattern, r.Name)
-		if r.Err != nil {
-			fmt.Fprintf(w, "failed  %s: %v %s\n", line, r.Err, r.ErrMessage)
-			failed = errors.Join(failed, r.Err)
+	for i, c := range creations {
+		line := aclLine(c.Principal, c.Host, c.PermissionType, c.Operation, c.ResourceType, c.ResourcePatternType, c.ResourceName)
+		if len(failed[i]) > 0 {
+			fmt.Fprintf(w, "failed  %s: %s\n", line, strings.Join(failed[i], "; "))
 			continue
 		}
 		fmt.Fprintf(w, "created %s\n", line)
 	}
-	return failed
+	return errs
 }
 
 func aclLine(principal, host string, perm kmsg.ACLPermissionType, op kmsg.ACLOperation, rt kmsg.ACLResourceType, pattern kmsg.ACLResourcePatternType, name string) string {
@@ -355,25 +473,34 @@ func aclsList(ctx context.Context, adm *kadm.Client, b *kadm.ACLBuilder, format 
 	return tw.Flush()
 }
 
-func aclsRemove(ctx context.Context, adm *kadm.Client, b *kadm.ACLBuilder, w io.Writer) error {
-	rs, err := adm.DeleteACLs(ctx, b)
-	if err != nil {
-		return err
-	}
-	var failed error
-	n := 0
-	for _, r := range rs {
-		if r.Err != nil {
-			failed = errors.Join(failed, fmt.Errorf("%w %s", r.Err, r.ErrMessage))
-			continue
+// aclsRemove deletes the ACLs the filters match on every broker and
+// prints each deleted ACL once.
+func aclsRemove(ctx context.Context, cl *kgo.Client, brokers []int32, filters []kmsg.DeleteACLsRequestFilter, w io.Writer) error {
+	var errs error
+	seen := map[string]bool{}
+	for _, id := range brokers {
+		req := kmsg.NewPtrDeleteACLsRequest()
+		req.Filters = filters
+		resp, err := req.RequestWith(ctx, cl.Broker(int(id)))
+		if err != nil {
+			return fmt.Errorf("broker %d: %w", id, err)
 		}
-		for _, d := range r.Deleted {
-			n++
-			fmt.Fprintf(w, "deleted %s\n", aclLine(d.Principal, d.Host, d.Permission, d.Operation, d.Type, d.Pattern, d.Name))
+		for _, r := range resp.Results {
+			if e := kerr.ErrorForCode(r.ErrorCode); e != nil {
+				errs = errors.Join(errs, fmt.Errorf("broker %d: %w", id, e))
+				continue
+			}
+			for _, d := range r.MatchingACLs {
+				line := aclLine(d.Principal, d.Host, d.PermissionType, d.Operation, d.ResourceType, d.ResourcePatternType, d.ResourceName)
+				if !seen[line] {
+					seen[line] = true
+					fmt.Fprintf(w, "deleted %s\n", line)
+				}
+			}
 		}
 	}
-	if failed == nil {
-		fmt.Fprintf(w, "%d ACL(s) deleted\n", n)
+	if errs == nil {
+		fmt.Fprintf(w, "%d ACL(s) deleted\n", len(seen))
 	}
-	return failed
+	return errs
 }
