@@ -19,6 +19,7 @@ import (
 	"github.com/stratalog/strata/internal/stratatest"
 	"github.com/stratalog/strata/metrics"
 	"github.com/stratalog/strata/metrics/metricstest"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -38,7 +39,9 @@ func (c *produceCount) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, 
 
 // strata serve --metrics-listeners: the endpoint comes up with the
 // broker, /readyz turns ready, /metrics counts the produce a client did
-// (scraped over HTTP), and SIGTERM stops the endpoint with the broker.
+// (scraped over HTTP), a consumer group's lag goes from every record to
+// 0 as it consumes and commits, and SIGTERM stops the endpoint with the
+// broker.
 func TestServeMetricsEndpoint(t *testing.T) {
 	const hangGuard = 2 * time.Minute // not a performance threshold
 	bin, cleanup, err := stratatest.BuildBinary()
@@ -135,6 +138,56 @@ func TestServeMetricsEndpoint(t *testing.T) {
 	}
 	if f["go_goroutines"] == nil || f["process_resident_memory_bytes"] == nil {
 		t.Error("no Go or process metrics")
+	}
+
+	// A group that committed offset 0 lags by every record; after it
+	// consumes and commits, by none. The log holds the bytes produced.
+	adm, err := kgo.NewClient(kgo.SeedBrokers(kafkaAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
+	zero := kadm.Offsets{}
+	zero.Add(kadm.Offset{Topic: "scraped", Partition: 0, At: 0, LeaderEpoch: -1})
+	if r, err := kadm.NewClient(adm).CommitOffsets(ctx, "scrapers", zero); err != nil || r.Error() != nil {
+		t.Fatalf("commit offset 0: %v %v", err, r.Error())
+	}
+	if f, err = metricstest.Scrape(base + "/metrics"); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Gauge(metrics.GroupLag, "group", "scrapers"); got != n {
+		t.Errorf("lag of a group at offset 0: %v, want %d", got, n)
+	}
+	if got, in := f.Gauge(metrics.LogSizeBytes, "topic", "scraped"), f.Counter(metrics.TopicBytesIn, "topic", "scraped"); got != in || in == 0 {
+		t.Errorf("log size %v, bytes in %v", got, in)
+	}
+	if got := f.Counter(metrics.ConnectionsAccepted, "listener", "PLAINTEXT"); got < 2 {
+		t.Errorf("%v connections accepted", got)
+	}
+	cons, err := kgo.NewClient(kgo.SeedBrokers(kafkaAddr), kgo.ConsumerGroup("scrapers"), kgo.ConsumeTopics("scraped"),
+		kgo.DisableAutoCommit())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for got := 0; got < n; {
+		fs := cons.PollFetches(ctx)
+		if err := fs.Err0(); err != nil {
+			t.Fatal(err)
+		}
+		got += fs.NumRecords()
+	}
+	if err := cons.CommitUncommittedOffsets(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cons.Close()
+	if f, err = metricstest.Scrape(base + "/metrics"); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Gauge(metrics.GroupLag, "group", "scrapers"); got != 0 {
+		t.Errorf("lag after consuming and committing: %v", got)
+	}
+	if got := f.Gauge(metrics.GroupRetentionMargin, "group", "scrapers"); got != n {
+		t.Errorf("retention margin after committing the end: %v, want %d", got, n)
 	}
 
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
