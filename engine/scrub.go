@@ -142,6 +142,12 @@ func (e *Engine) startScrubber(opts Options) {
 		return
 	}
 	e.loadScrubPosition()
+	if sc.cur.topic != "" {
+		e.logger.Info("scrubber: checking sealed segments' CRCs in the background, resuming its pass",
+			"bytes_per_second", sc.rate, "log", fmt.Sprintf("%s-%d", sc.cur.topic, sc.cur.part), "segment_base", sc.cur.base)
+	} else {
+		e.logger.Info("scrubber: checking sealed segments' CRCs in the background", "bytes_per_second", sc.rate)
+	}
 	if opts.scrubManual {
 		return
 	}
