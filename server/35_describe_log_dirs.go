@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"sort"
 
+	"github.com/stratalog/strata/auth"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -46,6 +47,12 @@ func init() { register(35, 0, 5, handleDescribeLogDirs) }
 func handleDescribeLogDirs(s *Server, rc *reqCtx) {
 	req := rc.req.(*kmsg.DescribeLogDirsRequest)
 	resp := kmsg.NewPtrDescribeLogDirsResponse()
+	if !s.authorizedCluster(rc, auth.OpDescribe) { // authz.go: Kafka answers no directories (v3+: the error)
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		resp.Dirs = []kmsg.DescribeLogDirsResponseDir{}
+		rc.respond(resp)
+		return
+	}
 	if s.eng == nil {
 		resp.Dirs = []kmsg.DescribeLogDirsResponseDir{}
 		rc.respond(resp)

@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"slices"
 
+	"github.com/stratalog/strata/auth"
 	"github.com/stratalog/strata/txn"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -76,6 +77,7 @@ func handleListTransactions(s *Server, rc *reqCtx) {
 				case len(req.ProducerIDFilters) > 0 && !slices.Contains(req.ProducerIDFilters, md.ProducerID):
 				case duration >= 0 && nowMs-md.StartMs <= duration:
 				case re != nil && !re.MatchString(id):
+				case !s.authorized(rc, auth.OpDescribe, auth.ResourceTransactionalID, id): // authz.go: only ids it may Describe
 				default:
 					resp.TransactionStates = append(resp.TransactionStates, kmsg.ListTransactionsResponseTransactionState{
 						TransactionalID: id, ProducerID: md.ProducerID, TransactionState: md.State.String()})

@@ -454,7 +454,9 @@ func aclMatrix() []aclCase {
 			t.Topic, t.Partitions = "m", []int32{0}
 			r.Topics = append(r.Topics, t)
 			return r
-		}, func(r kmsg.Response) int16 { return r.(*kmsg.DescribeProducersResponse).Topics[0].Partitions[0].ErrorCode }, taf},
+		}, func(r kmsg.Response) int16 {
+			return r.(*kmsg.DescribeProducersResponse).Topics[0].Partitions[0].ErrorCode
+		}, taf},
 		{"OffsetForLeaderEpoch", func() kmsg.Request {
 			r := kmsg.NewPtrOffsetForLeaderEpochRequest()
 			r.ReplicaID = -1
@@ -465,7 +467,9 @@ func aclMatrix() []aclCase {
 			t.Partitions = append(t.Partitions, p)
 			r.Topics = append(r.Topics, t)
 			return r
-		}, func(r kmsg.Response) int16 { return r.(*kmsg.OffsetForLeaderEpochResponse).Topics[0].Partitions[0].ErrorCode }, taf},
+		}, func(r kmsg.Response) int16 {
+			return r.(*kmsg.OffsetForLeaderEpochResponse).Topics[0].Partitions[0].ErrorCode
+		}, taf},
 		{"WriteTxnMarkers", func() kmsg.Request {
 			r := kmsg.NewPtrWriteTxnMarkersRequest()
 			m := kmsg.NewWriteTxnMarkersRequestMarker()
@@ -509,6 +513,8 @@ func aclMatrix() []aclCase {
 			r.TimeoutMillis = 5000
 			return r
 		}, func(r kmsg.Response) int16 { return r.(*kmsg.ListPartitionReassignmentsResponse).ErrorCode }, caf},
+		{"DescribeLogDirs", func() kmsg.Request { return kmsg.NewPtrDescribeLogDirsRequest() },
+			func(r kmsg.Response) int16 { return r.(*kmsg.DescribeLogDirsResponse).ErrorCode }, caf},
 		{"DeleteTopics", func() kmsg.Request {
 			r := kmsg.NewPtrDeleteTopicsRequest()
 			r.TopicNames = []string{"m"}

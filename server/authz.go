@@ -52,10 +52,12 @@ import (
 //	                        AlterUserScramCredentials, CreateAcls, DeleteAcls Alter on
 //	                        the cluster; ListPartitionReassignments,
 //	                        DescribeUserScramCredentials, DescribeAcls Describe
+//	DescribeLogDirs         Describe on the cluster
+//	ListTransactions        lists the transactional ids the principal may Describe
 //
-// Not checked yet: ListTransactions (lists every id), DescribeCluster,
-// DescribeLogDirs and the share-group APIs; the authorized-operations
-// fields still report every operation.
+// Not checked yet: the share-group APIs; DescribeCluster needs nothing in
+// Kafka either. The authorized-operations fields still report every
+// operation.
 
 // principaled is what authorization needs of a connection
 // (*netpoll.Conn).
