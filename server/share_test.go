@@ -677,3 +677,97 @@ func TestShareGroupHeartbeatRefusesConsumerGroupID(t *testing.T) {
 		t.Fatalf("share heartbeat: %+v", r)
 	}
 }
+
+// Six consumers share a three-partition topic (two per partition, as the
+// simple assignor gives more members than partitions); two of them leave
+// mid-run. Every record is delivered, a record delivered again is a
+// redelivery (a higher delivery count, never two holders at once), and at
+// the end every share-partition has passed its last record.
+func TestShareGroupSixConsumersThreePartitions(t *testing.T) {
+	addr, s, _ := startBroker(t, withShare(0))
+	cl := newClient(t, addr)
+	adm := kadm.NewClient(cl)
+	createShareTopic(t, adm, "wide", 3)
+	setGroupConfig(t, cl, "sg", "share.auto.offset.reset", "earliest")
+
+	ctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
+	out := make(chan delivery, 4096)
+	var wg sync.WaitGroup
+	clients := make([]*kgo.Client, 6)
+	stops := make([]context.CancelFunc, 6)
+	for i := range clients {
+		cctx, stop := context.WithCancel(ctx)
+		stops[i] = stop
+		clients[i] = newClient(t, addr, kgo.ShareGroup("sg"), kgo.ConsumeTopics("wide"), kgo.ShareMaxRecords(7))
+		shareConsumer(t, cctx, clients[i], i, accept, out, &wg)
+	}
+	waitShareMembers(t, adm, "sg", 6)
+
+	const n = 600
+	seen := map[string][]delivery{}
+	receive := func(want int) {
+		for len(seen) < want {
+			select {
+			case d := <-out:
+				seen[d.value] = append(seen[d.value], d)
+			case <-ctx.Done():
+				t.Fatalf("received %d of %d records", len(seen), want)
+			}
+		}
+	}
+	produceBatch := func(from, to int) {
+		for i := from; i < to; i += 20 {
+			var vs []string
+			for j := i; j < i+20 && j < to; j++ {
+				vs = append(vs, strconv.Itoa(j))
+			}
+			produceValues(t, cl, "wide", vs...)
+		}
+	}
+	produceBatch(0, n/2)
+	receive(n / 4)
+	// Two members leave while records are in flight.
+	for _, i := range []int{1, 4} {
+		stops[i]()
+		clients[i].Close()
+	}
+	produceBatch(n/2, n)
+	receive(n)
+	cancel()
+	wg.Wait()
+	// The others close too: their last acknowledgements go out with
+	// their share sessions' final requests.
+	for i, c := range clients {
+		if i != 1 && i != 4 {
+			c.Close()
+		}
+	}
+	for len(out) > 0 {
+		d := <-out
+		seen[d.value] = append(seen[d.value], d)
+	}
+	for v, ds := range seen {
+		for i := 1; i < len(ds); i++ {
+			if ds[i].count <= ds[i-1].count {
+				t.Errorf("record %s delivered %+v: a second delivery without a higher count", v, ds)
+			}
+		}
+	}
+	// Every share-partition ends past its last record: nothing is left
+	// acquired or available (the records the leavers held were
+	// acknowledged or released to the others when they closed).
+	eventually(t, "every share-partition done", func() bool {
+		st := &s.groups.share
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		topic := s.eng.Topic("wide")
+		for p := range int32(3) {
+			sp := st.parts[sharePartKey{"sg", topic.ID(), p}]
+			if sp == nil || sp.p.StartOffset() != topic.Partition(p).HighWatermark() {
+				return false
+			}
+		}
+		return true
+	})
+}
