@@ -104,7 +104,8 @@ type Manager struct {
 // remote hook (engine.RemoteHook: local retention waits for copies) and
 // starts its goroutine. Interrupted copies and deletions found in the
 // metadata (COPY_SEGMENT_STARTED, DELETE_SEGMENT_STARTED) are cleaned up
-// by the first pass: their objects deleted, never read.
+// by the first pass (run at once when Interval > 0): their objects
+// deleted, never read.
 func Open(o Options) (*Manager, error) {
 	if o.Engine == nil || o.Store == nil || o.Dir == "" {
 		return nil, errors.New("rlm: Engine, Store and Dir are required")
@@ -185,6 +186,7 @@ func (m *Manager) loop() {
 		t := time.NewTicker(m.o.Interval)
 		defer t.Stop()
 		tick = t.C
+		m.Kick() // a pass at start: interrupted copies are cleaned up first
 	}
 	for {
 		select {

@@ -418,10 +418,15 @@ func TestCrashDuringCopyIsCleanedUp(t *testing.T) {
 	}
 	f.openEngine()
 	defer f.eng.Close()
-	m2 := f.manager(f.store, nil)
+	// The manager's goroutine runs a pass at once (its timer is an hour).
+	m2 := f.manager(f.store, func(o *Options) { o.Interval = time.Hour })
 	defer m2.Close()
-	if err := m2.RunOnce(context.Background()); err != nil {
-		t.Fatal(err)
+	deadline := time.Now().Add(20 * time.Second)
+	for finished(m2.Segments(f.log.TopicID(), 0)) < nSealed || len(m2.Segments(f.log.TopicID(), 0)) != nSealed {
+		if time.Now().After(deadline) {
+			t.Fatalf("no pass at start: %+v", m2.Segments(f.log.TopicID(), 0))
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	for _, k := range f.keys() {
 		if strings.Contains(k, started.ID) {
