@@ -191,17 +191,17 @@ func (d *faultDriver) stop() *FaultsResult {
 }
 
 func (d *faultDriver) run(ctx context.Context) {
-	next := time.Now().Add(d.interval)
+	next := d.clock() + d.interval
 	var order []int // brokers still to fault in this round, in random order
 	for i := 0; d.count == 0 || i < d.count; i++ {
-		t := time.NewTimer(time.Until(next))
+		t := time.NewTimer(next - d.clock())
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return
 		case <-t.C:
 		}
-		next = time.Now().Add(d.interval)
+		next = d.clock() + d.interval
 		kind := d.kinds[d.rng.IntN(len(d.kinds))]
 		if len(order) == 0 {
 			order = d.rng.Perm(len(d.cluster.Brokers))
@@ -209,7 +209,7 @@ func (d *faultDriver) run(ctx context.Context) {
 		b := d.cluster.Brokers[order[0]]
 		order = order[1:]
 		ev := FaultEvent{Kind: kind, Broker: b.NodeID, AtS: d.clock().Seconds()}
-		began := time.Now()
+		began := d.clock()
 		var err error
 		switch kind {
 		case FaultKill:
@@ -217,12 +217,12 @@ func (d *faultDriver) run(ctx context.Context) {
 		case FaultPause:
 			err = d.pauseBroker(ctx, b)
 		}
-		ev.DownS = time.Since(began).Seconds()
+		ev.DownS = (d.clock() - began).Seconds()
 		if err != nil {
 			ev.Error = err.Error()
 			fmt.Fprintf(d.logw, "fault %s broker %d: %v\n", kind, b.NodeID, err)
 		} else if rerr := d.waitRecovered(ctx, int32(b.NodeID)); rerr == nil {
-			rec := time.Since(began).Seconds()
+			rec := (d.clock() - began).Seconds()
 			ev.RecoveredS = &rec
 		} else if ctx.Err() != nil {
 			ev.CutShort = true

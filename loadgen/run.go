@@ -486,7 +486,7 @@ func verifyRun(ctx context.Context, cfg *Config, env *runEnv, logw io.Writer) *V
 		}
 	}
 	fmt.Fprintf(logw, "verify: reading topic %s back from its first offsets\n", cfg.Topic)
-	if err := readBack(ctx, env.seeds, env.admin, cfg.Topic, env.topic.partitions, c, cfg.VerifyTimeout, logw); err != nil {
+	if err := readBack(ctx, func() time.Time { return env.base.Add(time.Since(env.base)) }, env.seeds, env.admin, cfg.Topic, env.topic.partitions, c, cfg.VerifyTimeout, logw); err != nil {
 		r := c.res
 		r.Verdict, r.Error = "error", err.Error()
 		return &r

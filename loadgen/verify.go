@@ -415,8 +415,8 @@ func (c *check) finish() *VerifyResult {
 // has been read past its last acknowledged offset and up to the end offset
 // the brokers list, or the partition makes no progress for verifyStall
 // while its end stays put, or timeout passes, and accounts every record.
-func readBack(ctx context.Context, seeds []string, admin *kgo.Client, topic string, partitions int32, c *check, timeout time.Duration, logw io.Writer) error {
-	start := time.Now()
+func readBack(ctx context.Context, now func() time.Time, seeds []string, admin *kgo.Client, topic string, partitions int32, c *check, timeout time.Duration, logw io.Writer) error {
+	start := now()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	offsets := map[int32]kgo.Offset{}
@@ -440,7 +440,7 @@ func readBack(ctx context.Context, seeds []string, admin *kgo.Client, topic stri
 	}
 	prog := make([]progress, partitions)
 	for p := range prog {
-		prog[p].since = time.Now()
+		prog[p].since = now()
 	}
 	relist := func() {
 		lctx, lcancel := context.WithTimeout(ctx, 5*time.Second)
@@ -455,7 +455,7 @@ func readBack(ctx context.Context, seeds []string, admin *kgo.Client, topic stri
 			}
 			pr := &prog[lo.Partition]
 			if !pr.listed || lo.Offset != pr.end {
-				pr.since = time.Now()
+				pr.since = now()
 			}
 			pr.end, pr.listed = lo.Offset, true
 		})
@@ -482,8 +482,8 @@ func readBack(ctx context.Context, seeds []string, admin *kgo.Client, topic stri
 		return all
 	}
 	relist()
-	lastList := time.Now()
-	for !done(time.Now()) {
+	lastList := now()
+	for !done(now()) {
 		if ctx.Err() != nil {
 			break
 		}
@@ -495,9 +495,9 @@ func readBack(ctx context.Context, seeds []string, admin *kgo.Client, topic stri
 				c.record(r.Partition, r.Offset, r.Value)
 			}
 		})
-		if time.Since(lastList) >= time.Second {
+		if now().Sub(lastList) >= time.Second {
 			relist()
-			lastList = time.Now()
+			lastList = now()
 		}
 	}
 	var short []string
@@ -517,7 +517,7 @@ func readBack(ctx context.Context, seeds []string, admin *kgo.Client, topic stri
 			c.res.Incomplete += fmt.Sprintf("; and %d more", len(short)-5)
 		}
 	}
-	c.res.ReadBackS = time.Since(start).Seconds()
+	c.res.ReadBackS = now().Sub(start).Seconds()
 	fmt.Fprintf(logw, "verify: read back %s records in %.1f s\n", commas(float64(c.totalRead()), 0), c.res.ReadBackS)
 	return nil
 }
