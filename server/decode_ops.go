@@ -1114,4 +1114,43 @@ var decodeOps = map[int16][]dop{
 			{k: dTags},
 		}},
 	},
+	90: { // DescribeShareGroupOffsetsRequest
+		{k: dArray, n: sizeOf[kmsg.DescribeShareGroupOffsetsRequestGroup](), body: []dop{
+			{k: dString},
+			{k: dArray, n: sizeOf[kmsg.DescribeShareGroupOffsetsRequestGroupTopic](), body: []dop{
+				{k: dString},
+				{k: dArray, n: sizeOf[int32](), body: []dop{
+					{k: dFixed, n: 4},
+				}},
+				{k: dIf, min: 0, max: -1, flex: 1, body: []dop{
+					{k: dTags},
+				}},
+			}},
+			{k: dIf, min: 0, max: -1, flex: 1, body: []dop{
+				{k: dTags},
+			}},
+		}},
+		{k: dIf, min: 0, max: -1, flex: 1, body: []dop{
+			{k: dTags},
+		}},
+	},
+	91: { // AlterShareGroupOffsetsRequest
+		{k: dString},
+		{k: dArray, n: sizeOf[kmsg.AlterShareGroupOffsetsRequestTopic](), body: []dop{
+			{k: dString},
+			{k: dArray, n: sizeOf[kmsg.AlterShareGroupOffsetsRequestTopicPartition](), body: []dop{
+				{k: dFixed, n: 4},
+				{k: dFixed, n: 8},
+				{k: dIf, min: 0, max: -1, flex: 1, body: []dop{
+					{k: dTags},
+				}},
+			}},
+			{k: dIf, min: 0, max: -1, flex: 1, body: []dop{
+				{k: dTags},
+			}},
+		}},
+		{k: dIf, min: 0, max: -1, flex: 1, body: []dop{
+			{k: dTags},
+		}},
+	},
 }

@@ -502,6 +502,7 @@ func receiveAll(t *testing.T, addr, group, topic string, want int) map[string]in
 	}
 	cancel()
 	wg.Wait()
+	c.Close() // leaves the group
 	return got
 }
 
@@ -770,4 +771,59 @@ func TestShareGroupSixConsumersThreePartitions(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// DescribeShareGroupOffsets and AlterShareGroupOffsets through kadm: the
+// start offset and lag after some records are accepted, a reset refused
+// while the group has members and done once it is empty, after which a
+// consumer starts at the new offset.
+func TestShareGroupOffsetsAdmin(t *testing.T) {
+	addr, _, _ := startBroker(t, withShare(0))
+	cl := newClient(t, addr)
+	adm := kadm.NewClient(cl)
+	createShareTopic(t, adm, "offs", 1)
+	setGroupConfig(t, cl, "sg", "share.auto.offset.reset", "earliest")
+	var vs []string
+	for i := range 10 {
+		vs = append(vs, strconv.Itoa(i))
+	}
+	produceValues(t, cl, "offs", vs[:4]...)
+	if got := receiveAll(t, addr, "sg", "offs", 4); len(got) != 4 {
+		t.Fatalf("received %v", got)
+	}
+	produceValues(t, cl, "offs", vs[4:]...)
+	if d, err := adm.DescribeShareGroupOffsets(testCtx(t), "nope"); err == nil && !errors.Is(d["nope"].Err, kerr.GroupIDNotFound) {
+		t.Fatalf("unknown group: %+v", d["nope"])
+	}
+	eventually(t, "start offset 4, lag 6", func() bool {
+		d, err := adm.DescribeShareGroupOffsets(testCtx(t), "sg")
+		if err != nil || d["sg"].Err != nil {
+			return false
+		}
+		o, ok := d["sg"].Offsets["offs"][0]
+		return ok && o.StartOffset == 4 && o.Lag == 6
+	})
+	// A member holds the group: the reset is refused.
+	hb := kmsg.NewPtrShareGroupHeartbeatRequest()
+	hb.GroupID, hb.MemberID, hb.SubscribedTopicNames = "sg", "m", []string{"offs"}
+	if r := issue[*kmsg.ShareGroupHeartbeatResponse](t, cl, hb); r.ErrorCode != 0 {
+		t.Fatalf("heartbeat: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	offsets := kadm.Offsets{}
+	offsets.Add(kadm.Offset{Topic: "offs", Partition: 0, At: 8})
+	if _, err := adm.AlterShareGroupOffsets(testCtx(t), "sg", offsets); !errors.Is(err, kerr.NonEmptyGroup) {
+		t.Fatalf("alter with a member: %v", err)
+	}
+	hb.MemberEpoch = -1
+	if r := issue[*kmsg.ShareGroupHeartbeatResponse](t, cl, hb); r.ErrorCode != 0 {
+		t.Fatalf("leave: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	res, err := adm.AlterShareGroupOffsets(testCtx(t), "sg", offsets)
+	if err != nil || res.Error() != nil {
+		t.Fatalf("alter: %v %v", err, res.Error())
+	}
+	got := receiveAll(t, addr, "sg", "offs", 2)
+	if _, ok := got["8"]; !ok || len(got) != 2 {
+		t.Fatalf("after the reset to 8: %v", got)
+	}
 }

@@ -1,0 +1,113 @@
+package server
+
+// AlterShareGroupOffsets (API key 91), v0: sets share-partitions' start
+// offsets (Partition.ResetStart: the in-flight window empties, the state
+// epoch goes up, the new state is persisted before the answer). Only for
+// a group without members (NON_EMPTY_GROUP otherwise, as in Kafka); a
+// share-partition without state is created at the offset. A negative
+// offset is INVALID_REQUEST; an unknown topic or partition
+// UNKNOWN_TOPIC_OR_PARTITION.
+
+import (
+	"github.com/stratalog/strata/engine"
+	"github.com/stratalog/strata/share"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { register(91, 0, 0, handleAlterShareGroupOffsets) }
+
+func handleAlterShareGroupOffsets(s *Server, rc *reqCtx) {
+	req := rc.req.(*kmsg.AlterShareGroupOffsetsRequest)
+	resp := req.ResponseKind().(*kmsg.AlterShareGroupOffsetsResponse)
+	fail := func(code int16, msg string) {
+		resp.ErrorCode = code
+		if msg != "" {
+			resp.ErrorMessage = kmsg.StringPtr(msg)
+		}
+		rc.respond(resp)
+	}
+	if code, msg := s.shareErr(); code != 0 {
+		fail(code, msg)
+		return
+	}
+	if req.GroupID == "" {
+		fail(kerr.InvalidGroupID.Code, "")
+		return
+	}
+	st := &s.groups.share
+	st.mu.Lock()
+	if g := st.groups.Group(req.GroupID); g != nil && len(g.Members) > 0 {
+		st.mu.Unlock()
+		fail(kerr.NonEmptyGroup.Code, "The group has active members.")
+		return
+	}
+	if st.groups.Group(req.GroupID) == nil && s.isClassicOrConsumerGroup(req.GroupID) {
+		st.mu.Unlock()
+		fail(kerr.GroupIDNotFound.Code, "Group "+req.GroupID+" is not a share group.")
+		return
+	}
+	var d durable
+	for _, rt := range req.Topics {
+		ot := kmsg.NewAlterShareGroupOffsetsResponseTopic()
+		ot.Topic = rt.Topic
+		t := s.eng.Topic(rt.Topic)
+		if t != nil && t.Deleted() {
+			t = nil
+		}
+		if t != nil {
+			ot.TopicID = t.ID()
+		}
+		for _, rp := range rt.Partitions {
+			op := kmsg.NewAlterShareGroupOffsetsResponseTopicPartition()
+			op.Partition = rp.Partition
+			code, msg := s.resetSharePartition(req.GroupID, t, rp.Partition, rp.StartOffset, &d)
+			if code != 0 {
+				op.ErrorCode = code
+				if msg != "" {
+					op.ErrorMessage = kmsg.StringPtr(msg)
+				}
+			}
+			ot.Partitions = append(ot.Partitions, op)
+		}
+		resp.Topics = append(resp.Topics, ot)
+	}
+	st.mu.Unlock()
+	s.waitDurable(d, func(err error) {
+		if err != nil {
+			resp.ErrorCode, resp.ErrorMessage = kerr.KafkaStorageError.Code, kmsg.StringPtr(err.Error())
+		}
+		rc.respond(resp)
+	})
+}
+
+// resetSharePartition sets one share-partition's start offset (st.mu
+// held).
+func (s *Server) resetSharePartition(group string, t *engine.Topic, p int32, offset int64, d *durable) (int16, string) {
+	switch {
+	case t == nil || t.Partition(p) == nil:
+		return kerr.UnknownTopicOrPartition.Code, ""
+	case offset < 0:
+		return kerr.InvalidRequest.Code, "the start offset is negative"
+	}
+	k := sharePartKey{group: group, topicID: t.ID(), part: p}
+	sp := s.existingSharePart(group, t, p, d)
+	if sp == nil {
+		sp = &sharePart{log: t.Partition(p), name: t.Name(), p: share.New(s.partConfig(group), offset)}
+		s.groups.share.parts[k] = sp
+		w, err := s.persistPart(k, sp)
+		if err != nil {
+			return kerr.KafkaStorageError.Code, err.Error()
+		}
+		*d = append(*d, w)
+		return 0, ""
+	}
+	ok, e := sp.p.ResetStart(offset)
+	if !ok {
+		return kerr.NonEmptyGroup.Code, "records of the share-partition are still acquired"
+	}
+	if err := s.applyEffects(k, sp, e, d); err != nil {
+		return kerr.KafkaStorageError.Code, err.Error()
+	}
+	return 0, ""
+}
