@@ -1153,4 +1153,16 @@ var decodeOps = map[int16][]dop{
 			{k: dTags},
 		}},
 	},
+	92: { // DeleteShareGroupOffsetsRequest
+		{k: dString},
+		{k: dArray, n: sizeOf[kmsg.DeleteShareGroupOffsetsRequestTopic](), body: []dop{
+			{k: dString},
+			{k: dIf, min: 0, max: -1, flex: 1, body: []dop{
+				{k: dTags},
+			}},
+		}},
+		{k: dIf, min: 0, max: -1, flex: 1, body: []dop{
+			{k: dTags},
+		}},
+	},
 }

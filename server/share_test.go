@@ -826,4 +826,15 @@ func TestShareGroupOffsetsAdmin(t *testing.T) {
 	if _, ok := got["8"]; !ok || len(got) != 2 {
 		t.Fatalf("after the reset to 8: %v", got)
 	}
+	// Deleting the group's offsets of the topic forgets its state: with
+	// "earliest" the next consumer starts over at 0.
+	if _, err := adm.DeleteShareGroupOffsets(testCtx(t), "sg", "offs"); err != nil {
+		t.Fatalf("delete offsets: %v", err)
+	}
+	if d, err := adm.DescribeShareGroupOffsets(testCtx(t), "sg"); err != nil || len(d["sg"].Offsets) != 0 {
+		t.Fatalf("after the delete: %+v %v", d["sg"], err)
+	}
+	if got := receiveAll(t, addr, "sg", "offs", 10); len(got) != 10 {
+		t.Fatalf("after the delete: %v", got)
+	}
 }

@@ -1,0 +1,84 @@
+package server
+
+// DeleteShareGroupOffsets (API key 92), v0: forgets a share group's state
+// for whole topics (every share-partition of the topic: tombstones in
+// __share_group_state, written before the answer), so the next
+// consumption starts where share.auto.offset.reset says. Only for a group
+// without members (NON_EMPTY_GROUP otherwise); an unknown topic is
+// UNKNOWN_TOPIC_OR_PARTITION; a group unknown to the share coordinator
+// is GROUP_ID_NOT_FOUND.
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { register(92, 0, 0, handleDeleteShareGroupOffsets) }
+
+func handleDeleteShareGroupOffsets(s *Server, rc *reqCtx) {
+	req := rc.req.(*kmsg.DeleteShareGroupOffsetsRequest)
+	resp := req.ResponseKind().(*kmsg.DeleteShareGroupOffsetsResponse)
+	fail := func(code int16, msg string) {
+		resp.ErrorCode = code
+		if msg != "" {
+			resp.ErrorMessage = kmsg.StringPtr(msg)
+		}
+		rc.respond(resp)
+	}
+	if code, msg := s.shareErr(); code != 0 {
+		fail(code, msg)
+		return
+	}
+	if req.GroupID == "" {
+		fail(kerr.InvalidGroupID.Code, "")
+		return
+	}
+	st := &s.groups.share
+	st.mu.Lock()
+	switch g := st.groups.Group(req.GroupID); {
+	case g != nil && len(g.Members) > 0:
+		st.mu.Unlock()
+		fail(kerr.NonEmptyGroup.Code, "The group has active members.")
+		return
+	case !s.shareGroupKnown(req.GroupID):
+		st.mu.Unlock()
+		fail(kerr.GroupIDNotFound.Code, "Group "+req.GroupID+" not found.")
+		return
+	}
+	var d durable
+	for _, rt := range req.Topics {
+		ot := kmsg.NewDeleteShareGroupOffsetsResponseTopic()
+		ot.Topic = rt.Topic
+		t := s.eng.Topic(rt.Topic)
+		if t == nil || t.Deleted() {
+			ot.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			resp.Topics = append(resp.Topics, ot)
+			continue
+		}
+		ot.TopicID = t.ID()
+		for p := range t.Partitions() {
+			k := sharePartKey{group: req.GroupID, topicID: t.ID(), part: p}
+			_, live := st.parts[k]
+			_, stored := st.stored[k]
+			if !live && !stored {
+				continue
+			}
+			w, err := s.appendShareRecord(shareStateKey(k), nil)
+			if err != nil {
+				ot.ErrorCode, ot.ErrorMessage = kerr.KafkaStorageError.Code, kmsg.StringPtr(err.Error())
+				break
+			}
+			d = append(d, w)
+			delete(st.parts, k)
+			delete(st.stored, k)
+		}
+		resp.Topics = append(resp.Topics, ot)
+	}
+	st.mu.Unlock()
+	s.waitDurable(d, func(err error) {
+		if err != nil {
+			resp.ErrorCode, resp.ErrorMessage = kerr.KafkaStorageError.Code, kmsg.StringPtr(err.Error())
+		}
+		rc.respond(resp)
+	})
+}
