@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 )
 
@@ -72,9 +73,14 @@ type Server struct {
 	// Endpoint is the S3 gateway's URL (http://127.0.0.1:port).
 	Endpoint string
 
+	bin  string
+	args []string
+	dir  string
+	log  string
+
+	mu   sync.Mutex // guards cmd and done, replaced by Restart
 	cmd  *exec.Cmd
 	done chan struct{}
-	log  string
 }
 
 // The static identity the server accepts.
@@ -112,19 +118,10 @@ func Start(t testing.TB) *Server {
 		"-s3.port.iceberg=0", "-s3.port.lance=0", "-s3.config=" + cfg,
 		"-filer.localSocket=" + filepath.Join(dir, "filer.sock"), "-s3.localSocket=" + filepath.Join(dir, "s3.sock"),
 	}
-	logPath := filepath.Join(dir, "weed.log")
-	logf, err := os.Create(logPath)
-	if err != nil {
+	w := &Server{Endpoint: fmt.Sprintf("http://127.0.0.1:%d", p[6]), bin: bin, args: args, dir: dir, log: filepath.Join(dir, "weed.log")}
+	if err := w.start(); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, args...)
-	cmd.Dir = dir
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", bin, err)
-	}
-	w := &Server{cmd: cmd, Endpoint: fmt.Sprintf("http://127.0.0.1:%d", p[6]), done: make(chan struct{}), log: logPath}
-	go func() { cmd.Wait(); logf.Close(); close(w.done) }()
 	t.Cleanup(func() {
 		w.Stop()
 		// weed puts its gRPC Unix sockets at fixed /tmp paths named by
@@ -142,20 +139,56 @@ func Start(t testing.TB) *Server {
 	return w
 }
 
+// start runs weed with the server's arguments, its output appended to
+// the log.
+func (w *Server) start() error {
+	logf, err := os.OpenFile(w.log, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(w.bin, w.args...)
+	cmd.Dir = w.dir
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("starting %s: %w", w.bin, err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); logf.Close(); close(done) }()
+	w.mu.Lock()
+	w.cmd, w.done = cmd, done
+	w.mu.Unlock()
+	return nil
+}
+
 // Stop kills weed (its data is a temporary directory: no need for a
 // graceful stop, and a kill is what an outage looks like) and waits for it.
 func (w *Server) Stop() {
+	w.mu.Lock()
+	cmd, done := w.cmd, w.done
+	w.mu.Unlock()
 	select {
-	case <-w.done:
+	case <-done:
 		return
 	default:
 	}
-	w.cmd.Process.Kill()
-	<-w.done
+	cmd.Process.Kill()
+	<-done
+}
+
+// Restart starts weed again after Stop, on the same ports and data (the
+// objects put before the outage are there again once it answers).
+func (w *Server) Restart() error {
+	w.Stop()
+	return w.start()
 }
 
 // Done is closed when weed has exited.
-func (w *Server) Done() <-chan struct{} { return w.done }
+func (w *Server) Done() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.done
+}
 
 // Tail is the end of weed's log.
 func (w *Server) Tail() string {
