@@ -7,7 +7,8 @@ package server
 // (share.Partition, one per group and topic-partition, created on the first
 // ShareFetch or acknowledgement that names it), plus the group configs set
 // with IncrementalAlterConfigs on GROUP resources. Handlers: 76 (heartbeat),
-// 77 (describe), 78 (ShareFetch), 79 (ShareAcknowledge).
+// 77 (describe), 78 (ShareFetch), 79 (ShareAcknowledge), 90-92 (describe,
+// alter and delete share-group offsets).
 //
 // Durability: every change of a share-partition's persistent state (SPSO,
 // delivery states and counts; ACQUIRED is written as AVAILABLE with one
@@ -34,8 +35,9 @@ package server
 // Limits: a single broker only. In cluster mode the share APIs answer
 // UNSUPPORTED_VERSION: the state is not owned by partition leaders nor
 // replicated with a share coordinator yet. share.isolation.level is
-// read_uncommitted only. No dead-letter topics, no share-group offset
-// admin APIs (DescribeShareGroupOffsets & co.) yet.
+// read_uncommitted only. No dead-letter topics yet. The broker keys
+// (group.share.*) are Config.Groups.Share fields, not properties-file
+// keys yet.
 
 import (
 	"encoding/binary"

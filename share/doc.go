@@ -103,28 +103,28 @@
 // same Snapshot, after every step of random runs against a naive
 // reference model.
 //
-// # Shell (package server, share.go and 76-79)
+// # Shell (package server, share.go, 76-79 and 90-92)
 //
 // On a single broker the server hosts ShareGroupHeartbeat,
-// ShareGroupDescribe, ShareFetch and ShareAcknowledge over these cores,
-// with one mutex for all of them and a periodic tick (lock expiries,
-// member session timeouts, closed connections, waiting fetches). State
-// durability is KIP-932's way in spirit: every transition that returns a
-// Write appends the share-partition's whole Snapshot (Strata's encoding:
-// a versioned key and JSON, not Kafka's ShareSnapshot/ShareUpdate schema)
-// to the compacted internal topic __share_group_state, the request is
-// answered once that append is durable, and a restarted broker Restores
-// each share-partition from its last snapshot. Membership is not
-// persisted (members rejoin).
+// ShareGroupDescribe, ShareFetch, ShareAcknowledge and the share-group
+// offset admin APIs (Describe/Alter/DeleteShareGroupOffsets) over these
+// cores, with one mutex for all of them, a periodic tick (lock expiries,
+// member session timeouts, closed connections, waiting fetches) and a
+// retry loop that answers a waiting ShareFetch as soon as a high
+// watermark moves or records become available again. State durability is
+// KIP-932's way in spirit: every transition that returns a Write appends
+// the share-partition's whole Snapshot (Strata's encoding: a versioned key
+// and JSON, not Kafka's ShareSnapshot/ShareUpdate schema) to the compacted
+// internal topic __share_group_state, the request is answered once that
+// append is durable, and a restarted broker Restores each share-partition
+// from its last snapshot. Membership is not persisted (members rejoin).
 //
 // # Not here yet (issue 24)
 //
 // Share groups in a cluster (the share-partition on the partition
 // leader, the state topic replicated and owned by a share coordinator,
-// leader moves), the share-group offset admin APIs
-// (Describe/Alter/DeleteShareGroupOffsets), read_committed (the read of
-// transaction aborts), acquisitions aligned to batches, waking a waiting
-// ShareFetch on new records instead of at the next tick, the dead-letter
-// writer (KIP-1191 configs and headers), and ShareUpdate records smaller
-// than whole snapshots.
+// leader moves), read_committed (the read of transaction aborts),
+// acquisitions aligned to batches, the dead-letter writer (KIP-1191
+// configs and headers), and ShareUpdate records smaller than whole
+// snapshots.
 package share
