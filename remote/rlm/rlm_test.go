@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -628,5 +629,36 @@ func TestCopyThrottle(t *testing.T) {
 	want := time.Duration(float64(st.BytesCopied) / 10_000 * float64(time.Second))
 	if st.SegmentsCopied < 3 || waited < want-time.Millisecond || waited > want+time.Millisecond {
 		t.Fatalf("last wait %v after %d bytes at 10,000 B/s, want %v", waited, st.BytesCopied, want)
+	}
+}
+
+// Deleting a topic deletes its remote segments and metadata file.
+func TestDeletedTopicRemoteDataDeleted(t *testing.T) {
+	f := newFixture(t, tieredConfig)
+	defer f.eng.Close()
+	f.produce(10)
+	m := f.manager(f.store, nil)
+	defer m.Close()
+	if err := m.RunOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	id := f.log.TopicID()
+	if len(f.keys()) == 0 || len(m.Segments(id, 0)) == 0 {
+		t.Fatal("nothing copied")
+	}
+	if err := f.eng.DeleteTopic("tiered"); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.RunOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if keys := f.keys(); len(keys) != 0 {
+		t.Fatalf("objects left: %v", keys)
+	}
+	if n := len(m.Segments(id, 0)); n != 0 {
+		t.Fatalf("%d segments left in the metadata", n)
+	}
+	if _, err := os.Stat(filepath.Join(f.metaDir, metaFileName(id, 0))); !os.IsNotExist(err) {
+		t.Fatalf("metadata file: %v", err)
 	}
 }
