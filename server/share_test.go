@@ -838,3 +838,37 @@ func TestShareGroupOffsetsAdmin(t *testing.T) {
 		t.Fatalf("after the delete: %v", got)
 	}
 }
+
+// Without share.auto.offset.reset a share-partition starts at the end of
+// the log when first fetched ("latest", Kafka's default): older records
+// are not delivered.
+func TestShareGroupDefaultResetIsLatest(t *testing.T) {
+	addr, s, _ := startBroker(t, withShare(0))
+	cl := newClient(t, addr)
+	createShareTopic(t, kadm.NewClient(cl), "latest", 1)
+	produceValues(t, cl, "latest", "old-0", "old-1")
+	ctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
+	out := make(chan delivery, 16)
+	var wg sync.WaitGroup
+	c := newClient(t, addr, kgo.ShareGroup("sg"), kgo.ConsumeTopics("latest"))
+	shareConsumer(t, ctx, c, 0, accept, out, &wg)
+	topicID := s.eng.Topic("latest").ID()
+	eventually(t, "share-partition initialized", func() bool {
+		st := &s.groups.share
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		return st.parts[sharePartKey{"sg", topicID, 0}] != nil
+	})
+	produceValues(t, cl, "latest", "new")
+	select {
+	case d := <-out:
+		if d.value != "new" || d.offset != 2 {
+			t.Fatalf("first delivery %+v, want the record produced after the group started", d)
+		}
+	case <-ctx.Done():
+		t.Fatal("nothing delivered")
+	}
+	cancel()
+	wg.Wait()
+}

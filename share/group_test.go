@@ -1,7 +1,9 @@
 package share
 
 import (
+	"fmt"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -129,4 +131,111 @@ func TestSessionsEpochs(t *testing.T) {
 	if _, _, code := ss.Use(SessionKey{"g", "other"}, 0, 9); code != kerr.ShareSessionLimitReached.Code {
 		t.Fatalf("limit: %d", code)
 	}
+}
+
+// TestGroupsRandomInvariants drives random joins, heartbeats, leaves,
+// expiries and partition counts and checks after every step: every
+// partition of a subscribed topic is assigned to a subscriber, nobody is
+// assigned a topic it does not subscribe to or a partition that does not
+// exist, and with no more subscribers than partitions no partition is
+// shared.
+func TestGroupsRandomInvariants(t *testing.T) {
+	rng := rand.New(rand.NewPCG(24, 932))
+	checked := 0
+	defer func() {
+		if checked < 100 {
+			t.Errorf("only %d assignments checked", checked)
+		}
+	}()
+	for run := range 50 {
+		gs := NewGroups(GroupConfig{SessionTimeoutMs: 100})
+		cat := catalog{"x": int32(rng.IntN(4)), "y": int32(1 + rng.IntN(5))}
+		epochs := map[string]int32{}
+		now := int64(0)
+		for step := range 200 {
+			now += int64(rng.IntN(30))
+			id := fmt.Sprintf("m%d", rng.IntN(6))
+			switch op := rng.IntN(10); {
+			case op < 5: // heartbeat or join
+				var topics []string
+				if epochs[id] == 0 || rng.IntN(4) == 0 {
+					topics = [][]string{{"x"}, {"y"}, {"x", "y"}}[rng.IntN(3)]
+				}
+				r := gs.Heartbeat(now, HeartbeatRequest{Group: "g", MemberID: id, MemberEpoch: epochs[id], Topics: topics}, cat)
+				switch {
+				case r.Err == 0:
+					epochs[id] = r.MemberEpoch
+				case r.Err == kerr.UnknownMemberID.Code || r.Err == kerr.FencedMemberEpoch.Code:
+					epochs[id] = 0
+				default:
+					t.Fatalf("run %d step %d: heartbeat %s: %d %s", run, step, id, r.Err, r.Msg)
+				}
+			case op < 6: // leave
+				if epochs[id] != 0 {
+					gs.Heartbeat(now, HeartbeatRequest{Group: "g", MemberID: id, MemberEpoch: -1}, cat)
+					epochs[id] = 0
+				}
+			case op < 7:
+				for _, d := range gs.Expire(now) {
+					epochs[d.Member] = 0
+				}
+			case op < 8:
+				cat["x"] = int32(rng.IntN(4))
+			default: // everyone heartbeats, so every member is reassigned
+				for m, e := range epochs {
+					if e != 0 {
+						if r := gs.Heartbeat(now, HeartbeatRequest{Group: "g", MemberID: m, MemberEpoch: e}, cat); r.Err == 0 {
+							epochs[m] = r.MemberEpoch
+						} else {
+							epochs[m] = 0
+						}
+					}
+				}
+				if checkAssignment(t, gs.Group("g"), cat, run, step) {
+					checked++
+				}
+			}
+		}
+	}
+}
+
+// checkAssignment checks the group's assignment and reports whether it
+// could (the group was reassigned since its last change).
+func checkAssignment(t *testing.T, g *Group, cat catalog, run, step int) bool {
+	t.Helper()
+	if g == nil || g.AssignmentEpoch != g.Epoch || len(g.Members) == 0 {
+		return false
+	}
+	owners := map[string]map[int32]int{}
+	subs := map[string]int{}
+	for id, m := range g.Members {
+		for _, topic := range m.Topics {
+			subs[topic]++
+		}
+		for topic, ps := range m.Assignment {
+			if !slices.Contains(m.Topics, topic) {
+				t.Fatalf("run %d step %d: %s assigned %s without subscribing", run, step, id, topic)
+			}
+			for _, p := range ps {
+				if p < 0 || p >= cat[topic] {
+					t.Fatalf("run %d step %d: %s assigned %s-%d of %d partitions", run, step, id, topic, p, cat[topic])
+				}
+				if owners[topic] == nil {
+					owners[topic] = map[int32]int{}
+				}
+				owners[topic][p]++
+			}
+		}
+	}
+	for topic, n := range subs {
+		for p := range cat[topic] {
+			switch c := owners[topic][p]; {
+			case c == 0:
+				t.Fatalf("run %d step %d: %s-%d has no consumer among %d subscribers", run, step, topic, p, n)
+			case c > 1 && int(cat[topic]) >= n:
+				t.Fatalf("run %d step %d: %s-%d shared by %d with %d partitions for %d subscribers", run, step, topic, p, c, cat[topic], n)
+			}
+		}
+	}
+	return true
 }
