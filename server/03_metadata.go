@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/stratalog/strata/auth"
 	"github.com/stratalog/strata/controller"
 
 	"github.com/stratalog/strata/engine"
@@ -21,8 +22,9 @@ func init() { register(3, 0, 12, handleMetadata) }
 const authorizedOpsUnset = -2147483648
 
 // ACL operation codes (Kafka's AclOperation); an authorized-operations field
-// is a bit set indexed by them. Strata has no authorizer, so every operation a
-// resource supports is allowed, which is what Kafka answers without one.
+// is a bit set indexed by them. Without an authorizer every operation a
+// resource supports is allowed, which is what Kafka answers without one;
+// with one, the operations the principal is allowed (authz.go).
 const (
 	aclRead            = 3
 	aclWrite           = 4
@@ -70,7 +72,7 @@ func handleMetadata(s *Server, rc *reqCtx) {
 	resp.ClusterID = &s.cfg.ClusterID
 	resp.ControllerID = s.cfg.NodeID
 	if req.Version >= 8 && req.Version <= 10 && req.IncludeClusterAuthorizedOperations {
-		resp.AuthorizedOperations = clusterAuthorizedOps
+		resp.AuthorizedOperations = s.authorizedOps(rc, auth.ResourceCluster, auth.ClusterName, clusterAuthorizedOps) // authz.go
 	}
 	topicOps := int32(authorizedOpsUnset)
 	if req.IncludeTopicAuthorizedOperations {
@@ -184,7 +186,7 @@ func (md *metadataBuilder) topic(t *engine.Topic) kmsg.MetadataResponseTopic {
 	mt.Topic = kmsg.StringPtr(t.Name())
 	mt.TopicID = t.ID()
 	mt.IsInternal = internalTopics[t.Name()]
-	mt.AuthorizedOperations = md.topicOps
+	mt.AuthorizedOperations = md.opsFor(t.Name()) // authz.go
 	n := t.Partitions()
 	mt.Partitions = make([]kmsg.MetadataResponseTopicPartition, n)
 	for p := int32(0); p < n; p++ {
@@ -299,6 +301,9 @@ func (s *Server) clusterMetadataResponse(req *kmsg.MetadataRequest, md *metadata
 	resp.ControllerID = s.metadataControllerID(v)
 	if req.Version >= 8 && req.Version <= 10 && req.IncludeClusterAuthorizedOperations {
 		resp.AuthorizedOperations = clusterAuthorizedOps
+		if md.rc != nil {
+			resp.AuthorizedOperations = s.authorizedOps(md.rc, auth.ResourceCluster, auth.ClusterName, clusterAuthorizedOps) // authz.go
+		}
 	}
 	if all {
 		names := make([]string, 0, len(v.topics))
@@ -394,7 +399,7 @@ func (md *metadataBuilder) clusterTopic(vt *viewTopic) kmsg.MetadataResponseTopi
 	mt.Topic = kmsg.StringPtr(vt.name)
 	mt.TopicID = vt.id
 	mt.IsInternal = internalTopics[vt.name]
-	mt.AuthorizedOperations = md.topicOps
+	mt.AuthorizedOperations = md.opsFor(vt.name) // authz.go
 	withEpochs := md.s.cluster.repl != nil
 	mt.Partitions = make([]kmsg.MetadataResponseTopicPartition, len(vt.parts))
 	for i := range vt.parts {

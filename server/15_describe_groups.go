@@ -49,6 +49,9 @@ func handleDescribeGroups(s *Server, rc *reqCtx) {
 			continue
 		}
 		g.State, g.ProtocolType, g.Protocol = d.StateName, d.ProtocolType, d.Protocol
+		if req.IncludeAuthorizedOperations {
+			g.AuthorizedOperations = s.authorizedOps(rc, auth.ResourceGroup, id, groupAuthorizedOps) // authz.go
+		}
 		for _, m := range d.Members {
 			gm := kmsg.NewDescribeGroupsResponseGroupMember()
 			gm.MemberID, gm.ClientID, gm.ClientHost = m.MemberID, m.ClientID, m.ClientHost

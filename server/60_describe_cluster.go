@@ -1,6 +1,7 @@
 package server
 
 import (
+	"github.com/stratalog/strata/auth"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -63,7 +64,7 @@ func handleDescribeCluster(s *Server, rc *reqCtx) {
 		}
 	}
 	if req.IncludeClusterAuthorizedOperations {
-		resp.ClusterAuthorizedOperations = clusterAuthorizedOps
+		resp.ClusterAuthorizedOperations = s.authorizedOps(rc, auth.ResourceCluster, auth.ClusterName, clusterAuthorizedOps) // authz.go
 	}
 	rc.respond(resp)
 }

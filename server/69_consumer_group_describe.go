@@ -47,6 +47,9 @@ func handleConsumerGroupDescribe(s *Server, rc *reqCtx) {
 			continue
 		}
 		g.State, g.Epoch, g.AssignmentEpoch, g.AssignorName = d.State, d.Epoch, d.AssignmentEpoch, d.Assignor
+		if req.IncludeAuthorizedOperations {
+			g.AuthorizedOperations = s.authorizedOps(rc, auth.ResourceGroup, id, groupAuthorizedOps) // authz.go
+		}
 		for _, m := range d.Members {
 			gm := kmsg.NewConsumerGroupDescribeResponseGroupMember()
 			gm.MemberID, gm.MemberEpoch, gm.ClientID, gm.ClientHost = m.MemberID, m.Epoch, m.ClientID, m.ClientHost

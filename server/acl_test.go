@@ -167,6 +167,7 @@ func TestACLMetadataHidesTopics(t *testing.T) {
 			r.Topics = append(r.Topics, rt)
 		}
 		r.AllowAutoTopicCreation = true
+		r.IncludeTopicAuthorizedOperations = true
 		return r
 	}())
 	codes := map[string]int16{}
@@ -175,6 +176,20 @@ func TestACLMetadataHidesTopics(t *testing.T) {
 		if mt.ErrorCode != 0 && len(mt.Partitions) != 0 {
 			t.Errorf("%s: refused with partitions", *mt.Topic)
 		}
+	}
+	for _, mt := range md.Topics {
+		// Read, and Describe which Read implies: nothing else.
+		if *mt.Topic == "public" && mt.AuthorizedOperations != 1<<auth.OpRead|1<<auth.OpDescribe {
+			t.Errorf("public: authorized operations %b, want Read and Describe", mt.AuthorizedOperations)
+		}
+	}
+	dc := issue[*kmsg.DescribeClusterResponse](t, bobCl, func() kmsg.Request {
+		r := kmsg.NewPtrDescribeClusterRequest()
+		r.IncludeClusterAuthorizedOperations = true
+		return r
+	}())
+	if dc.ClusterAuthorizedOperations != 0 {
+		t.Errorf("bob's cluster operations %b, want none", dc.ClusterAuthorizedOperations)
 	}
 	want := map[string]int16{"public": 0, "secret": kerr.TopicAuthorizationFailed.Code, "unknown": kerr.TopicAuthorizationFailed.Code}
 	for n, c := range want {
@@ -255,6 +270,14 @@ func TestACLSuperUserAndAdminChecks(t *testing.T) {
 	}
 	if err != nil {
 		t.Fatalf("alice OffsetCommit with ACLs: %v", err)
+	}
+	dg := issue[*kmsg.DescribeGroupsResponse](t, newClient(t, addr, asPlain("alice")), func() kmsg.Request {
+		r := kmsg.NewPtrDescribeGroupsRequest()
+		r.Groups, r.IncludeAuthorizedOperations = []string{"g1"}, true
+		return r
+	}())
+	if g := dg.Groups[0]; g.ErrorCode != 0 || g.AuthorizedOperations != 1<<auth.OpRead|1<<auth.OpDescribe {
+		t.Fatalf("alice DescribeGroups g1: code %d, operations %b, want Read and Describe", g.ErrorCode, g.AuthorizedOperations)
 	}
 	// A transactional id without Write is refused at InitProducerId.
 	txn := newClient(t, addr, asPlain("alice"), kgo.TransactionalID("tx-alice"))

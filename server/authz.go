@@ -56,8 +56,9 @@ import (
 //	ListTransactions        lists the transactional ids the principal may Describe
 //
 // Not checked yet: the share-group APIs; DescribeCluster needs nothing in
-// Kafka either. The authorized-operations fields still report every
-// operation.
+// Kafka either. The authorized-operations fields (Metadata, DescribeCluster,
+// DescribeGroups, ConsumerGroupDescribe) hold the operations the principal
+// is allowed (authorizedOps).
 
 // principaled is what authorization needs of a connection
 // (*netpoll.Conn).
@@ -294,4 +295,36 @@ func scramAlterDenied(req *kmsg.AlterUserSCRAMCredentialsRequest) []kmsg.AlterUs
 		add(u.Name)
 	}
 	return out
+}
+
+// groupAuthorizedOps are the operations a group supports (Kafka's
+// AclEntry.supportedOperations(GROUP)), DescribeGroups' bit set.
+const groupAuthorizedOps int32 = 1<<aclRead | 1<<aclDescribe | 1<<aclDelete | 1<<aclDescribeConfigs | 1<<aclAlterConfigs
+
+// authorizedOps is an authorized-operations bit set (Metadata,
+// DescribeCluster): of the operations in all (those the resource type
+// supports), the ones rc's principal is allowed, implied ones included;
+// all without an authorizer.
+func (s *Server) authorizedOps(rc *reqCtx, rt auth.ResourceType, name string, all int32) int32 {
+	a := s.cfg.Authorizer
+	if a == nil || rc == nil {
+		return all
+	}
+	p, h := rc.principal(), rc.host()
+	var out int32
+	for op := auth.OpRead; op <= auth.OpDescribeTokens; op++ {
+		if all&(1<<op) != 0 && a.Authorize(p, h, op, rt, name) {
+			out |= 1 << op
+		}
+	}
+	return out
+}
+
+// opsFor is a topic's AuthorizedOperations in a Metadata answer: unset
+// unless the request asked for them.
+func (md *metadataBuilder) opsFor(name string) int32 {
+	if md.topicOps == authorizedOpsUnset || md.rc == nil {
+		return md.topicOps
+	}
+	return md.s.authorizedOps(md.rc, auth.ResourceTopic, name, md.topicOps)
 }
