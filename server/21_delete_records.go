@@ -67,6 +67,11 @@ func handleDeleteRecords(s *Server, rc *reqCtx) {
 				sp.ErrorCode = errCode(err)
 				continue
 			}
+			if low, err = s.remoteDeleteRecords(l, rp.Offset, low); err != nil { // remote.go: tiered storage
+				s.log.Warn("delete records: remote log start", "topic", l.Topic(), "partition", l.Partition(), "err", err)
+				sp.ErrorCode = kerr.KafkaStorageError.Code
+				continue
+			}
 			sp.LowWatermark = low
 		}
 	}

@@ -19,6 +19,10 @@ package server
 //     (KIP-1005); earliest local (-4) stays the local log start; a
 //     timestamp is searched in remote segments first.
 //
+//   - DeleteRecords moves the remote log start too (remote segments wholly
+//     below it are deleted by the manager's next pass) and answers the
+//     partition's log start, remote or local.
+//
 // Not yet: the fetch answer's log_start_offset of local reads is the
 // local one, and max timestamp (-3) looks at local segments only.
 
@@ -50,6 +54,8 @@ type RemoteLog interface {
 	// AbortedTransactions appends the aborted transactions of remote
 	// segments overlapping [from, to).
 	AbortedTransactions(ctx context.Context, topicID [16]byte, partition int32, dst []engine.AbortedTxn, from, to int64) ([]engine.AbortedTxn, error)
+	// DeleteRecords moves the remote log start to before.
+	DeleteRecords(topicID [16]byte, topic string, partition int32, before int64) error
 }
 
 // remoteReadTimeout bounds one remote read of a fetch.
@@ -181,4 +187,24 @@ func (s *Server) remoteListOffsets(l *engine.Log, rp *kmsg.ListOffsetsRequestTop
 			sp.Offset, sp.Timestamp, sp.LeaderEpoch = off, ts, l.LeaderEpoch()
 		}
 	}
+}
+
+// remoteDeleteRecords applies a DeleteRecords of l (before: its offset,
+// -1 for the high watermark; low: the local log start the engine
+// answered) to remote storage and returns the partition's log start.
+func (s *Server) remoteDeleteRecords(l *engine.Log, before, low int64) (int64, error) {
+	r := s.remoteLog()
+	if r == nil || !l.Config().RemoteStorageEnable {
+		return low, nil
+	}
+	if before == -1 {
+		before = l.HighWatermark()
+	}
+	if err := r.DeleteRecords(l.TopicID(), l.Topic(), l.Partition(), before); err != nil {
+		return 0, err
+	}
+	if start, ok := r.LogStart(l.TopicID(), l.Partition()); ok && start < low {
+		return start, nil
+	}
+	return low, nil
 }

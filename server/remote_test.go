@@ -200,4 +200,19 @@ func TestTieredFetchThroughBroker(t *testing.T) {
 	if st := m.Stats(); st.FetchedBytes == 0 {
 		t.Fatalf("nothing read from the object store: %+v", st)
 	}
+
+	// DeleteRecords inside the tiered data moves the log start there.
+	dr, err := adm.DeleteRecords(ctx, kadm.Offsets{topic: {0: {Topic: topic, Partition: 0, At: 37}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := dr.Lookup(topic, 0); r.Err != nil || r.LowWatermark != 37 {
+		t.Fatalf("DeleteRecords: %+v", r)
+	}
+	if starts, err = adm.ListStartOffsets(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := starts.Lookup(topic, 0); o.Err != nil || o.Offset != 37 {
+		t.Fatalf("earliest after DeleteRecords: %+v", o)
+	}
 }

@@ -58,7 +58,9 @@
 // their largest timestamp) or that retention.bytes lets go, counting the
 // partition's size as its local bytes plus its remote-only segments'.
 // Segments of topics no longer in the engine are deleted too.
-// DeleteRecords does not yet delete remote data below its new start.
+// DeleteRecords (Manager.DeleteRecords) moves a persisted remote log
+// start: reads and timestamp lookups below it fail or skip it, and the
+// segments wholly below it are deleted.
 //
 // # Reads
 //
@@ -81,12 +83,12 @@
 // `strata serve` opens a Manager when the properties file names an object
 // store (strata.remote.storage.*), with its metadata in the data
 // directory's engine.RemoteMetadataDirName, and installs it in the server
-// (server.SetRemoteLog) for Fetch and ListOffsets (server/remote.go).
+// (server.SetRemoteLog) for Fetch, ListOffsets and DeleteRecords
+// (server/remote.go).
 //
 // # Not yet
 //
 // Replicated metadata, followers and new replicas from remote metadata,
-// DeleteRecords over remote data, throttles, read-ahead,
-// metrics and the describe output are the rest of issue 23
-// (docs/tiered-storage.md).
+// a fetch throttle, read-ahead, metrics and the describe output are the
+// rest of issue 23 (docs/tiered-storage.md).
 package rlm

@@ -86,6 +86,8 @@ type Manager struct {
 
 	// run serializes passes (the goroutine, RunOnce, Close).
 	run sync.Mutex
+	// metaMu serializes metadata updates (a pass's, DeleteRecords').
+	metaMu sync.Mutex
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -237,11 +239,25 @@ func (m *Manager) LogStart(topicID [16]byte, partition int32) (int64, bool) {
 		return -1, false
 	}
 	for _, s := range pm.Segments {
-		if s.State == CopyFinished {
-			return s.Base, true
+		if s.State == CopyFinished && s.End > pm.LogStart {
+			return max(s.Base, pm.LogStart), true
 		}
 	}
 	return -1, false
+}
+
+// DeleteRecords moves the partition's remote log start to before
+// (Kafka's DeleteRecords): reads below it fail at once, and the next pass
+// deletes the remote segments wholly below it. The floor is persisted; it
+// never moves back.
+func (m *Manager) DeleteRecords(topicID [16]byte, topic string, partition int32, before int64) error {
+	k := tp{topicID, partition}
+	if pm := m.get(k); pm == nil || before <= pm.LogStart {
+		return nil
+	}
+	err := m.update(k, topic, func(pm *partitionMeta) { pm.LogStart = max(pm.LogStart, before) })
+	m.Kick()
+	return err
 }
 
 // HighestTieredOffset is the last offset copied to remote storage
@@ -266,9 +282,11 @@ func (m *Manager) get(k tp) *partitionMeta {
 	return m.parts[k]
 }
 
-// update applies fn to a copy of the partition's metadata, persists it
-// and publishes it. Only the pass (under m.run) calls it.
+// update applies fn to a copy of the partition's newest metadata,
+// persists it and publishes it; updates are serialized.
 func (m *Manager) update(k tp, topic string, fn func(pm *partitionMeta)) error {
+	m.metaMu.Lock()
+	defer m.metaMu.Unlock()
 	cur := m.get(k)
 	next := &partitionMeta{Version: metaVersion, Topic: topic, TopicID: fmt.Sprintf("%x", k.id[:]), Partition: k.p, CopiedEnd: -1}
 	if cur != nil {
@@ -459,12 +477,12 @@ func (m *Manager) copySegment(ctx context.Context, l *engine.Log, k tp, s engine
 // copy first), counting the partition's bytes as the local log's plus
 // the remote-only segments'.
 func (m *Manager) remoteRetention(ctx context.Context, l *engine.Log, cfg engine.LogConfig) error {
-	if !strings.Contains(cfg.CleanupPolicy, "delete") || (cfg.RetentionMs < 0 && cfg.RetentionBytes < 0) {
-		return nil
-	}
 	k := tp{l.TopicID(), l.Partition()}
 	pm := m.get(k)
-	if pm == nil {
+	if pm == nil || !strings.Contains(cfg.CleanupPolicy, "delete") {
+		return nil
+	}
+	if cfg.RetentionMs < 0 && cfg.RetentionBytes < 0 && pm.LogStart == 0 {
 		return nil
 	}
 	localStart := l.LogStartOffset()
@@ -490,7 +508,7 @@ func (m *Manager) remoteRetention(ctx context.Context, l *engine.Log, cfg engine
 		}
 		expired := cfg.RetentionMs >= 0 && nowMs-ts > cfg.RetentionMs
 		over := cfg.RetentionBytes >= 0 && total-s.Size >= cfg.RetentionBytes
-		if !expired && !over {
+		if !expired && !over && s.End > pm.LogStart {
 			break
 		}
 		total -= s.Size

@@ -75,8 +75,11 @@ type partitionMeta struct {
 	// CopiedEnd is the End of the newest segment that reached
 	// COPY_FINISHED (-1: none): local retention may delete below it. It
 	// never moves back, even when remote retention deletes that segment.
-	CopiedEnd int64     `json:"copiedEnd"`
-	Segments  []Segment `json:"segments"` // by Base
+	CopiedEnd int64 `json:"copiedEnd"`
+	// LogStart is the floor DeleteRecords set: offsets below it are
+	// deleted everywhere (0: none).
+	LogStart int64     `json:"logStart,omitempty"`
+	Segments []Segment `json:"segments"` // by Base
 }
 
 const metaVersion = 1

@@ -45,7 +45,7 @@ func (m *Manager) Read(ctx context.Context, topicID [16]byte, partition int32, o
 			seg = s
 		}
 	}
-	if seg == nil {
+	if seg == nil || offset < pm.LogStart {
 		return nil, ErrNotRemote
 	}
 	maxBytes = max(maxBytes, 0)

@@ -662,3 +662,53 @@ func TestDeletedTopicRemoteDataDeleted(t *testing.T) {
 		t.Fatalf("metadata file: %v", err)
 	}
 }
+
+// DeleteRecords below the local log start moves the remote log start:
+// reads below it fail, timestamps below it are not answered, the
+// segments wholly below it are deleted, and the floor survives a restart.
+func TestDeleteRecordsRemote(t *testing.T) {
+	f := newFixture(t, tieredConfig)
+	defer f.eng.Close()
+	f.produce(40)
+	m := f.manager(f.store, nil)
+	if err := m.RunOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	id := f.log.TopicID()
+	segs := m.Segments(id, 0)
+	f.waitLocalStart(segs[len(segs)-1].End)
+	before := segs[2].Base + 3 // inside the third segment
+	if err := m.DeleteRecords(id, "tiered", 0, before); err != nil {
+		t.Fatal(err)
+	}
+	if start, ok := m.LogStart(id, 0); !ok || start != before {
+		t.Fatalf("remote log start %d %v, want %d", start, ok, before)
+	}
+	if _, err := m.Read(context.Background(), id, 0, before-1, 100); !errors.Is(err, ErrNotRemote) {
+		t.Fatalf("read below the start: %v", err)
+	}
+	if b, err := m.Read(context.Background(), id, 0, before, 100); err != nil || len(b) == 0 {
+		t.Fatalf("read at the start: %v", err)
+	}
+	if off, _, found, err := m.OffsetForTimestamp(context.Background(), id, 0, t0); err != nil || !found || off != before {
+		t.Fatalf("earliest timestamp: offset %d found %v err %v, want %d", off, found, err, before)
+	}
+	if err := m.RunOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	left := m.Segments(id, 0)
+	if len(left) != len(segs)-2 || left[0].ID != segs[2].ID {
+		t.Fatalf("%d of %d segments left, first %+v", len(left), len(segs), left[0])
+	}
+	for _, k := range f.keys() {
+		if strings.Contains(k, segs[0].ID) || strings.Contains(k, segs[1].ID) {
+			t.Fatalf("object %s below the start left", k)
+		}
+	}
+	m.Close()
+	m2 := f.manager(f.store, nil)
+	defer m2.Close()
+	if start, _ := m2.LogStart(id, 0); start != before {
+		t.Fatalf("after restart the remote log start is %d", start)
+	}
+}

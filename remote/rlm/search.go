@@ -21,7 +21,7 @@ func (m *Manager) OffsetForTimestamp(ctx context.Context, topicID [16]byte, part
 	}
 	for i := range pm.Segments {
 		seg := &pm.Segments[i]
-		if seg.State != CopyFinished || seg.MaxTimestamp < ts {
+		if seg.State != CopyFinished || seg.MaxTimestamp < ts || seg.End <= pm.LogStart {
 			continue
 		}
 		from := seg.Base
@@ -32,6 +32,7 @@ func (m *Manager) OffsetForTimestamp(ctx context.Context, topicID [16]byte, part
 			}
 			from = seg.Base + timeIndexBefore(idx, ts)
 		}
+		from = max(from, pm.LogStart)
 		for off := from; off < seg.End; {
 			data, err := m.Read(ctx, topicID, partition, off, 1<<20)
 			if err != nil {
@@ -47,7 +48,7 @@ func (m *Manager) OffsetForTimestamp(ctx context.Context, topicID [16]byte, part
 				if h.MaxTimestamp < ts || h.Control() {
 					continue
 				}
-				o, t, ok, err := firstAtOrAfter(batch, &h, ts)
+				o, t, ok, err := firstAtOrAfter(batch, &h, ts, pm.LogStart)
 				if err != nil {
 					return -1, -1, false, fmt.Errorf("%w: %v", ErrCorrupt, err)
 				}
@@ -60,14 +61,16 @@ func (m *Manager) OffsetForTimestamp(ctx context.Context, topicID [16]byte, part
 	return -1, -1, false, nil
 }
 
-// firstAtOrAfter is the first record of batch stamped at or after ts.
-func firstAtOrAfter(batch []byte, h *record.Header, ts int64) (offset, timestamp int64, found bool, err error) {
+// firstAtOrAfter is the first record of batch at or after offset floor
+// stamped at or after ts.
+func firstAtOrAfter(batch []byte, h *record.Header, ts, floor int64) (offset, timestamp int64, found bool, err error) {
 	if h.LogAppendTime() {
-		return h.BaseOffset, h.MaxTimestamp, h.MaxTimestamp >= ts, nil
+		return max(h.BaseOffset, floor), h.MaxTimestamp, h.MaxTimestamp >= ts && h.LastOffset() >= floor, nil
 	}
 	err = record.Iterate(batch, func(h *record.Header, r *record.Record) error {
-		if t := h.BaseTimestamp + r.TimestampDelta; !found && t >= ts {
-			offset, timestamp, found = h.BaseOffset+int64(r.OffsetDelta), t, true
+		o := h.BaseOffset + int64(r.OffsetDelta)
+		if t := h.BaseTimestamp + r.TimestampDelta; !found && t >= ts && o >= floor {
+			offset, timestamp, found = o, t, true
 		}
 		return nil
 	})
