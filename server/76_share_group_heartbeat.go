@@ -16,6 +16,7 @@ package server
 import (
 	"slices"
 
+	"github.com/stratalog/strata/auth"
 	"github.com/stratalog/strata/share"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -41,6 +42,18 @@ func handleShareGroupHeartbeat(s *Server, rc *reqCtx) {
 		resp.ErrorCode, resp.ErrorMessage = code, kmsg.StringPtr(msg)
 		rc.respond(resp)
 		return
+	}
+	if code := s.groupAuthorized(rc, req.GroupID, 0); code != 0 { // authz.go: Read on the group
+		resp.ErrorCode = code
+		rc.respond(resp)
+		return
+	}
+	for _, t := range req.SubscribedTopicNames {
+		if !s.authorized(rc, auth.OpDescribe, auth.ResourceTopic, t) {
+			resp.ErrorCode, resp.ErrorMessage = kerr.TopicAuthorizationFailed.Code, kmsg.StringPtr("not authorized to describe topic "+t)
+			rc.respond(resp)
+			return
+		}
 	}
 	st := &s.groups.share
 	nowMs := s.now().UnixMilli()

@@ -4,13 +4,15 @@ package server
 // and assignments (share.Groups). An unknown group is GROUP_ID_NOT_FOUND;
 // the state is "Empty" without members, else "Stable" (share groups need
 // no rebalance: a member's new assignment takes effect at once).
-// Authorized operations are not computed (the default, INT32_MIN).
+// Describe on the group is required (GROUP_AUTHORIZATION_FAILED); the
+// authorized operations are computed when asked for.
 
 import (
 	"iter"
 	"maps"
 	"slices"
 
+	"github.com/stratalog/strata/auth"
 	"github.com/stratalog/strata/share"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -39,6 +41,8 @@ func handleShareGroupDescribe(s *Server, rc *reqCtx) {
 		switch {
 		case code != 0:
 			g.ErrorCode, g.ErrorMessage = code, kmsg.StringPtr(msg)
+		case !s.authorized(rc, auth.OpDescribe, auth.ResourceGroup, id): // authz.go
+			g.ErrorCode = kerr.GroupAuthorizationFailed.Code
 		case id == "":
 			g.ErrorCode = kerr.InvalidGroupID.Code
 		case sg == nil:
@@ -47,6 +51,9 @@ func handleShareGroupDescribe(s *Server, rc *reqCtx) {
 			g.GroupState = sg.State()
 			g.GroupEpoch, g.AssignmentEpoch = sg.Epoch, sg.AssignmentEpoch
 			g.Assignor = share.AssignorSimple
+			if req.IncludeAuthorizedOperations {
+				g.AuthorizedOperations = s.authorizedOps(rc, auth.ResourceGroup, id, groupAuthorizedOps) // authz.go
+			}
 			for _, mid := range slices.Sorted(mapsKeys(sg.Members)) {
 				m := sg.Members[mid]
 				gm := kmsg.NewShareGroupDescribeResponseGroupMember()

@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/stratalog/strata/auth"
 	"github.com/stratalog/strata/engine"
 	"github.com/stratalog/strata/share"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -72,6 +73,10 @@ func handleShareFetch(s *Server, rc *reqCtx) {
 	}
 	if req.GroupID == nil || *req.GroupID == "" || req.MemberID == nil || *req.MemberID == "" {
 		fail(kerr.InvalidRequest.Code, "the group id and member id are required")
+		return
+	}
+	if code := s.groupAuthorized(rc, *req.GroupID, 0); code != 0 { // authz.go: Read on the group
+		fail(code, "")
 		return
 	}
 	hasAcks := false
@@ -123,6 +128,14 @@ func handleShareFetch(s *Server, rc *reqCtx) {
 			tp := share.TopicPartition{TopicID: t.TopicID, Partition: rp.Partition}
 			if topic == nil {
 				f.part(tp).ErrorCode = kerr.UnknownTopicID.Code
+				continue
+			}
+			if !s.authorized(rc, auth.OpRead, auth.ResourceTopic, topic.Name()) {
+				p := f.part(tp)
+				p.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				if len(rp.AcknowledgementBatches) > 0 {
+					p.AcknowledgeErrorCode = kerr.TopicAuthorizationFailed.Code
+				}
 				continue
 			}
 			if sess != nil && !final {

@@ -11,6 +11,7 @@ package server
 // RENEW (v2, KIP-1222) extends the locks.
 
 import (
+	"github.com/stratalog/strata/auth"
 	"github.com/stratalog/strata/share"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -34,6 +35,10 @@ func handleShareAcknowledge(s *Server, rc *reqCtx) {
 	}
 	if req.GroupID == nil || *req.GroupID == "" || req.MemberID == nil || *req.MemberID == "" {
 		fail(kerr.InvalidRequest.Code, "the group id and member id are required")
+		return
+	}
+	if code := s.groupAuthorized(rc, *req.GroupID, 0); code != 0 { // authz.go: Read on the group
+		fail(code, "")
 		return
 	}
 	if req.ShareSessionEpoch == share.SessionInitialEpoch {
@@ -63,9 +68,12 @@ func handleShareAcknowledge(s *Server, rc *reqCtx) {
 			p := kmsg.NewShareAcknowledgeResponseTopicPartition()
 			p.Partition = rp.Partition
 			p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = s.cfg.NodeID, 0
-			if topic == nil {
+			switch {
+			case topic == nil:
 				p.ErrorCode = kerr.UnknownTopicID.Code
-			} else {
+			case !s.authorized(rc, auth.OpRead, auth.ResourceTopic, topic.Name()):
+				p.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			default:
 				batches := make([]share.AckBatch, len(rp.AcknowledgementBatches))
 				for i, b := range rp.AcknowledgementBatches {
 					batches[i] = ackBatch(b.FirstOffset, b.LastOffset, b.AcknowledgeTypes)

@@ -11,6 +11,7 @@ package server
 import (
 	"slices"
 
+	"github.com/stratalog/strata/auth"
 	"github.com/stratalog/strata/engine"
 	"github.com/stratalog/strata/share"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -36,10 +37,20 @@ func handleDescribeShareGroupOffsets(s *Server, rc *reqCtx) {
 			g.ErrorCode, g.ErrorMessage = code, kmsg.StringPtr(msg)
 		case rg.GroupID == "":
 			g.ErrorCode = kerr.InvalidGroupID.Code
+		case !s.authorized(rc, auth.OpDescribe, auth.ResourceGroup, rg.GroupID): // authz.go
+			g.ErrorCode = kerr.GroupAuthorizationFailed.Code
 		case !s.shareGroupKnown(rg.GroupID):
 			g.ErrorCode, g.ErrorMessage = kerr.GroupIDNotFound.Code, kmsg.StringPtr("Group "+rg.GroupID+" not found.")
 		default:
 			g.Topics = s.describeShareOffsets(rg.GroupID, rg.Topics, &d)
+			for i := range g.Topics {
+				if !s.authorized(rc, auth.OpDescribe, auth.ResourceTopic, g.Topics[i].Topic) {
+					for j := range g.Topics[i].Partitions {
+						p := &g.Topics[i].Partitions[j]
+						p.ErrorCode, p.StartOffset, p.Lag = kerr.TopicAuthorizationFailed.Code, -1, -1
+					}
+				}
+			}
 		}
 		resp.Groups = append(resp.Groups, g)
 	}

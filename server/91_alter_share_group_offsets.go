@@ -9,6 +9,7 @@ package server
 // UNKNOWN_TOPIC_OR_PARTITION.
 
 import (
+	"github.com/stratalog/strata/auth"
 	"github.com/stratalog/strata/engine"
 	"github.com/stratalog/strata/share"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -33,6 +34,10 @@ func handleAlterShareGroupOffsets(s *Server, rc *reqCtx) {
 	}
 	if req.GroupID == "" {
 		fail(kerr.InvalidGroupID.Code, "")
+		return
+	}
+	if code := s.groupAuthorized(rc, req.GroupID, 0); code != 0 { // authz.go: Read on the group
+		fail(code, "")
 		return
 	}
 	st := &s.groups.share
@@ -61,7 +66,10 @@ func handleAlterShareGroupOffsets(s *Server, rc *reqCtx) {
 		for _, rp := range rt.Partitions {
 			op := kmsg.NewAlterShareGroupOffsetsResponseTopicPartition()
 			op.Partition = rp.Partition
-			code, msg := s.resetSharePartition(req.GroupID, t, rp.Partition, rp.StartOffset, &d)
+			code, msg := kerr.TopicAuthorizationFailed.Code, ""
+			if s.authorized(rc, auth.OpRead, auth.ResourceTopic, rt.Topic) {
+				code, msg = s.resetSharePartition(req.GroupID, t, rp.Partition, rp.StartOffset, &d)
+			}
 			if code != 0 {
 				op.ErrorCode = code
 				if msg != "" {

@@ -9,6 +9,7 @@ package server
 // is GROUP_ID_NOT_FOUND.
 
 import (
+	"github.com/stratalog/strata/auth"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -33,6 +34,10 @@ func handleDeleteShareGroupOffsets(s *Server, rc *reqCtx) {
 		fail(kerr.InvalidGroupID.Code, "")
 		return
 	}
+	if !s.authorized(rc, auth.OpDelete, auth.ResourceGroup, req.GroupID) { // authz.go
+		fail(kerr.GroupAuthorizationFailed.Code, "")
+		return
+	}
 	st := &s.groups.share
 	st.mu.Lock()
 	switch g := st.groups.Group(req.GroupID); {
@@ -49,6 +54,11 @@ func handleDeleteShareGroupOffsets(s *Server, rc *reqCtx) {
 	for _, rt := range req.Topics {
 		ot := kmsg.NewDeleteShareGroupOffsetsResponseTopic()
 		ot.Topic = rt.Topic
+		if !s.authorized(rc, auth.OpRead, auth.ResourceTopic, rt.Topic) {
+			ot.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			resp.Topics = append(resp.Topics, ot)
+			continue
+		}
 		t := s.eng.Topic(rt.Topic)
 		if t == nil || t.Deleted() {
 			ot.ErrorCode = kerr.UnknownTopicOrPartition.Code
