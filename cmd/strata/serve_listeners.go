@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/stratalog/strata/engine"
@@ -50,7 +51,14 @@ func serverListeners(cfg config.Broker, logger *slog.Logger, scram *sasl.Store) 
 			sl.Principal = l.SSL.Principal
 		}
 		if l.SASL != nil {
-			sl.SASL = &sasl.Config{Mechanisms: l.SASL.Mechanisms, PlainUsers: l.SASL.PlainUsers, Scram: scram}
+			sl.SASL = &sasl.Config{Mechanisms: l.SASL.Mechanisms, PlainUsers: l.SASL.PlainUsers, Scram: scram, OAuth: l.SASL.OAuth}
+			if o := l.SASL.OAuth; o != nil {
+				o.Now = time.Now
+				if o.Unsecured {
+					logger.Warn("OAUTHBEARER accepts unsecured (unsigned) tokens: Kafka's default validator, for development and tests only; set listener.name."+
+						strings.ToLower(l.Name)+".oauthbearer.sasl.server.callback.handler.class and sasl.oauthbearer.jwks.endpoint.url", "listener", l.Name)
+				}
+			}
 		}
 		out = append(out, sl)
 	}

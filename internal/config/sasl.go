@@ -2,8 +2,13 @@ package config
 
 import (
 	"fmt"
+	"io"
+	"net/http"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/stratalog/strata/internal/sasl"
 )
@@ -24,8 +29,26 @@ import (
 // `kafka-storage format --add-scram` syntax, which creates a credential
 // the store does not have yet. The username and password options are what
 // this broker presents to others when the inter-broker listener is SASL.
-// Kafka's other sasl.* keys (Kerberos, OAUTHBEARER, login and callback
-// classes) are a start-up error naming the key.
+// OAUTHBEARER (RFC 7628, KIP-255/768): tokens are JWTs. With
+//
+//	listener.name.<l>.oauthbearer.sasl.server.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler
+//	sasl.oauthbearer.jwks.endpoint.url=file:///etc/strata/jwks.json     (or https://...)
+//	sasl.oauthbearer.expected.audience=strata   sasl.oauthbearer.expected.issuer=https://idp
+//	sasl.oauthbearer.sub.claim.name=sub         sasl.oauthbearer.scope.claim.name=scope
+//	sasl.oauthbearer.clock.skew.seconds=30
+//
+// a token must be signed by a key of the set (RS*, PS*, ES*), unexpired,
+// and carry the subject claim (the principal) and the expected audience
+// and issuer when set; the key set is read at start-up. Without the
+// callback handler key, OAUTHBEARER takes Kafka's default, the unsecured
+// validator (alg none, unsigned tokens: development and tests only; the
+// broker logs a warning), with the options of the listener's
+// OAuthBearerLoginModule (unsecuredValidatorPrincipalClaimName,
+// unsecuredValidatorScopeClaimName, unsecuredValidatorRequiredScope,
+// unsecuredValidatorAllowableClockSkewMs). A broker does not authenticate
+// to another with OAUTHBEARER (sasl.mechanism.inter.broker.protocol).
+// Kafka's other sasl.* keys (Kerberos, login and other callback classes)
+// are a start-up error naming the key.
 
 // Protocols with SASL.
 const (
@@ -40,6 +63,10 @@ const ScramCredentialsKey = "strata.scram.credentials"
 type SASL struct {
 	Mechanisms []string          // sasl.enabled.mechanisms, in order
 	PlainUsers map[string]string // user_<name> of the PLAIN login module
+	// OAuth validates OAUTHBEARER tokens when it is enabled; its clock
+	// (Now) is the caller's to set. Unsecured is Kafka's default
+	// validator: the caller should warn.
+	OAuth *sasl.OAuth
 	// Client is what this broker presents to another broker's listener of
 	// this name (set on the inter-broker listener only).
 	Client *sasl.ClientCredentials
@@ -62,6 +89,24 @@ var saslMechanismKeys = map[string]string{
 	"plain":         sasl.Plain,
 	"scram-sha-256": sasl.ScramSHA256,
 	"scram-sha-512": sasl.ScramSHA512,
+	"oauthbearer":   sasl.OAuthBearer,
+}
+
+// OAUTHBEARER's keys.
+const (
+	oauthJWKSKey     = "sasl.oauthbearer.jwks.endpoint.url"
+	oauthAudienceKey = "sasl.oauthbearer.expected.audience"
+	oauthIssuerKey   = "sasl.oauthbearer.expected.issuer"
+	oauthSubKey      = "sasl.oauthbearer.sub.claim.name"
+	oauthScopeKey    = "sasl.oauthbearer.scope.claim.name"
+	oauthSkewKey     = "sasl.oauthbearer.clock.skew.seconds"
+	oauthHandlerSub  = "oauthbearer.sasl.server.callback.handler.class"
+)
+
+// oauthValidatorClasses are the names Kafka has given its JWT validator.
+var oauthValidatorClasses = []string{
+	"org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+	"org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerValidatorCallbackHandler",
 }
 
 // saslKey records a SASL key; handled reports that key is one.
@@ -79,7 +124,17 @@ func (b *Broker) saslKey(key, value string) (handled bool, err error) {
 			return true, fmt.Errorf("config: %s: %v", key, err)
 		}
 		return record()
+	case oauthJWKSKey, oauthAudienceKey, oauthIssuerKey, oauthSubKey, oauthScopeKey:
+		return record()
+	case oauthSkewKey:
+		if n, err := strconv.Atoi(strings.TrimSpace(value)); err != nil || n < 0 {
+			return true, fmt.Errorf("config: %s=%s: want a number of seconds >= 0", key, value)
+		}
+		return record()
 	case "sasl.mechanism.inter.broker.protocol":
+		if v := strings.TrimSpace(value); v == sasl.OAuthBearer {
+			return true, fmt.Errorf("config: %s=%s: a broker authenticates to another with PLAIN or SCRAM", key, value)
+		}
 		if !sasl.Supported(strings.TrimSpace(value)) {
 			return true, fmt.Errorf("config: %s=%s: not supported (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)", key, value)
 		}
@@ -106,10 +161,15 @@ func (b *Broker) saslKey(key, value string) (handled bool, err error) {
 			return true, fmt.Errorf("config: %s: %v", key, err)
 		}
 		return record()
+	case sub == oauthHandlerSub:
+		if !slices.Contains(oauthValidatorClasses, strings.TrimSpace(value)) {
+			return true, fmt.Errorf("config: %s=%s: Strata validates OAUTHBEARER tokens with %s (or, without this key, Kafka's unsecured default)", key, value, oauthValidatorClasses[0])
+		}
+		return record()
 	case strings.HasSuffix(sub, ".sasl.jaas.config"):
 		mech := strings.TrimSuffix(sub, ".sasl.jaas.config")
 		if _, ok := saslMechanismKeys[mech]; !ok {
-			return true, fmt.Errorf("config: %s: mechanism %q is not supported (plain, scram-sha-256, scram-sha-512)", key, mech)
+			return true, fmt.Errorf("config: %s: mechanism %q is not supported (plain, scram-sha-256, scram-sha-512, oauthbearer)", key, mech)
 		}
 		if _, err := sasl.ParseJAAS(value); err != nil {
 			return true, fmt.Errorf("config: %s: %v", key, err)
@@ -138,6 +198,13 @@ func (b *Broker) saslFor(name string) (*SASL, error) {
 		return nil, fmt.Errorf("config: %s: %v", key, err)
 	}
 	out := &SASL{Mechanisms: mechs, PlainUsers: map[string]string{}}
+	if slices.Contains(mechs, sasl.OAuthBearer) {
+		o, err := b.oauthFor(lower)
+		if err != nil {
+			return nil, err
+		}
+		out.OAuth = o
+	}
 	for _, m := range mechs {
 		jkey := "listener.name." + lower + "." + strings.ToLower(m) + ".sasl.jaas.config"
 		jv, ok := b.sec.sasl[jkey]
@@ -149,9 +216,12 @@ func (b *Broker) saslFor(name string) (*SASL, error) {
 		}
 		j, _ := sasl.ParseJAAS(jv) // checked by saslKey
 		want := sasl.ScramLoginModule
-		if m == sasl.Plain {
+		switch m {
+		case sasl.Plain:
 			want = sasl.PlainLoginModule
 			out.PlainUsers = j.PlainUsers()
+		case sasl.OAuthBearer:
+			want = sasl.OAuthBearerLoginModule
 		}
 		if j.Module != want {
 			return nil, fmt.Errorf("config: %s: login module %s, want %s", jkey, j.Module, want)
@@ -214,4 +284,89 @@ func (b *Broker) finishSASL() error {
 	}
 	l.SASL.Client = &sasl.ClientCredentials{Mechanism: mech, User: user, Password: pass}
 	return nil
+}
+
+// oauthFor resolves how listener lower (its lower-case name) validates
+// OAUTHBEARER tokens: the JWT validator when its callback handler key
+// names it (the key set read now), else Kafka's unsecured default with
+// the login module's unsecuredValidator* options.
+func (b *Broker) oauthFor(lower string) (*sasl.OAuth, error) {
+	o := &sasl.OAuth{SubClaim: b.sec.sasl[oauthSubKey], ScopeClaim: b.sec.sasl[oauthScopeKey], ClockSkew: 30 * time.Second}
+	if _, secure := b.sec.sasl["listener.name."+lower+"."+oauthHandlerSub]; !secure {
+		o.Unsecured, o.ClockSkew = true, 0
+		jv, ok := b.sec.sasl["listener.name."+lower+".oauthbearer.sasl.jaas.config"]
+		if !ok {
+			return o, nil
+		}
+		j, _ := sasl.ParseJAAS(jv)
+		opt := j.Options
+		o.SubClaim, o.ScopeClaim = opt["unsecuredValidatorPrincipalClaimName"], opt["unsecuredValidatorScopeClaimName"]
+		o.RequiredScope = strings.Fields(strings.ReplaceAll(opt["unsecuredValidatorRequiredScope"], ",", " "))
+		if v := opt["unsecuredValidatorAllowableClockSkewMs"]; v != "" {
+			ms, err := strconv.Atoi(v)
+			if err != nil || ms < 0 {
+				return nil, fmt.Errorf("config: listener %s: unsecuredValidatorAllowableClockSkewMs=%s: want milliseconds >= 0", strings.ToUpper(lower), v)
+			}
+			o.ClockSkew = time.Duration(ms) * time.Millisecond
+		}
+		return o, nil
+	}
+	url := b.sec.sasl[oauthJWKSKey]
+	if url == "" {
+		return nil, fmt.Errorf("config: listener %s validates OAUTHBEARER tokens: set %s (the JSON Web Key Set's file:// or https:// URL)", strings.ToUpper(lower), oauthJWKSKey)
+	}
+	data, err := readJWKS(url)
+	if err != nil {
+		return nil, fmt.Errorf("config: %s=%s: %v", oauthJWKSKey, url, err)
+	}
+	if o.Keys, err = sasl.ParseJWKS(data); err != nil {
+		return nil, fmt.Errorf("config: %s=%s: %v", oauthJWKSKey, url, err)
+	}
+	for _, a := range strings.Split(b.sec.sasl[oauthAudienceKey], ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			o.Audience = append(o.Audience, a)
+		}
+	}
+	o.Issuer = strings.TrimSpace(b.sec.sasl[oauthIssuerKey])
+	if v, ok := b.sec.sasl[oauthSkewKey]; ok {
+		n, _ := strconv.Atoi(strings.TrimSpace(v)) // checked by saslKey
+		o.ClockSkew = time.Duration(n) * time.Second
+	}
+	return o, nil
+}
+
+// maxJWKSBytes bounds a key set.
+const maxJWKSBytes = 1 << 20
+
+// readJWKS reads a key set from a path, a file:// URL or an http(s)://
+// URL (bounded in size and time).
+func readJWKS(url string) ([]byte, error) {
+	var r io.Reader
+	switch {
+	case strings.HasPrefix(url, "http://") || strings.HasPrefix(url, "https://"):
+		resp, err := (&http.Client{Timeout: 10 * time.Second}).Get(url)
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return nil, fmt.Errorf("GET: %s", resp.Status)
+		}
+		r = resp.Body
+	default:
+		f, err := os.Open(strings.TrimPrefix(url, "file://"))
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		r = f
+	}
+	data, err := io.ReadAll(io.LimitReader(r, maxJWKSBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxJWKSBytes {
+		return nil, fmt.Errorf("a key set over %d bytes", maxJWKSBytes)
+	}
+	return data, nil
 }

@@ -16,7 +16,7 @@ const (
 // Supported reports whether mech is a mechanism this package serves.
 func Supported(mech string) bool {
 	switch mech {
-	case Plain, ScramSHA256, ScramSHA512:
+	case Plain, ScramSHA256, ScramSHA512, OAuthBearer:
 		return true
 	}
 	return false
@@ -37,6 +37,8 @@ type Config struct {
 	PlainUsers map[string]string
 	// Scram holds the SCRAM credentials (nil: no SCRAM user exists).
 	Scram *Store
+	// OAuth validates OAUTHBEARER tokens (nil: every token fails).
+	OAuth *OAuth
 }
 
 // Enabled reports whether mech is enabled (case-sensitive, as Kafka).
@@ -63,6 +65,8 @@ func (c *Config) Start(mech string) (Exchange, error) {
 		return &plainServer{users: c.PlainUsers}, nil
 	case ScramSHA256, ScramSHA512:
 		return &scramServer{mech: mech, store: c.Scram}, nil
+	case OAuthBearer:
+		return &oauthServer{cfg: c.OAuth}, nil
 	}
 	return nil, &AuthError{Msg: "Unsupported SASL mechanism " + mech}
 }
@@ -89,7 +93,7 @@ func ParseMechanisms(v string) ([]string, error) {
 			continue
 		}
 		if !Supported(m) {
-			return nil, errors.New("mechanism " + m + " is not supported (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)")
+			return nil, errors.New("mechanism " + m + " is not supported (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER)")
 		}
 		if !slices.Contains(out, m) {
 			out = append(out, m)
