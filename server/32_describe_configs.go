@@ -162,7 +162,8 @@ func (s *Server) topicSynonyms(k *configkeys.Key, overrides map[string]string) [
 // (cluster-wide dynamic defaults) gets none; another id is
 // INVALID_REQUEST, as in Kafka. v3+: each key's type, and its
 // documentation on request. ConfigNames, when non-null, filters the keys
-// (unknown names are left out). Other resource types: INVALID_REQUEST.
+// (unknown names are left out). GROUP: the share-group configs
+// (share.go's describeGroupConfigs). Other resource types: INVALID_REQUEST.
 func handleDescribeConfigs(s *Server, rc *reqCtx) {
 	req := rc.req.(*kmsg.DescribeConfigsRequest)
 	resp := kmsg.NewPtrDescribeConfigsResponse()
@@ -181,6 +182,8 @@ func handleDescribeConfigs(s *Server, rc *reqCtx) {
 			out.Configs, err = s.describeTopicConfigs(rr, opts)
 		case rr.ResourceType == kmsg.ConfigResourceTypeBroker:
 			out.Configs, err = s.describeBrokerConfigs(rr, opts)
+		case rr.ResourceType == kmsg.ConfigResourceTypeGroupConfig:
+			out.Configs, err = s.describeGroupConfigs(rr, opts.synonyms, opts.docs) // share.go
 		default:
 			err = newAPIError(kerr.InvalidRequest, "unsupported resource type %v", rr.ResourceType)
 		}

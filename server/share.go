@@ -662,3 +662,63 @@ func (s *Server) alterGroupConfigs(group string, ops []kmsg.IncrementalAlterConf
 	}
 	return nil
 }
+
+// shareGroupConfigDocs are the group configs DescribeConfigs reports, in
+// order, with their types and documentation.
+var shareGroupConfigDocs = []struct {
+	name string
+	typ  kmsg.ConfigType
+	doc  string
+}{
+	{cfgShareAutoOffsetReset, kmsg.ConfigTypeString, "Where a share-partition without state starts: latest, earliest or by_duration:<ISO-8601 duration>."},
+	{cfgShareIsolation, kmsg.ConfigTypeString, "The isolation level of share fetches (read_uncommitted only here)."},
+	{cfgShareLockDuration, kmsg.ConfigTypeInt, "How long an acquired record stays locked to its member (ms)."},
+}
+
+// describeGroupConfigs answers DescribeConfigs for a GROUP resource: the
+// share-group configs, GROUP_CONFIG when set for the group, else the
+// default (the broker's, for the lock duration).
+func (s *Server) describeGroupConfigs(rr *kmsg.DescribeConfigsRequestResource, synonyms, docs bool) ([]kmsg.DescribeConfigsResponseResourceConfig, *apiError) {
+	if code, msg := s.shareErr(); code != 0 {
+		return nil, newAPIError(kerr.ErrorForCode(code).(*kerr.Error), "%s", msg)
+	}
+	if rr.ResourceName == "" {
+		return nil, newAPIError(kerr.InvalidRequest, "empty group id")
+	}
+	st := &s.groups.share
+	st.mu.Lock()
+	set := maps.Clone(st.configs[rr.ResourceName])
+	lockMs := s.cfg.Groups.Share.Partition.LockDurationMs
+	st.mu.Unlock()
+	if lockMs <= 0 {
+		lockMs = share.DefaultLockDurationMs
+	}
+	defaults := map[string]string{
+		cfgShareAutoOffsetReset: "latest",
+		cfgShareIsolation:       "read_uncommitted",
+		cfgShareLockDuration:    strconv.FormatInt(lockMs, 10),
+	}
+	var out []kmsg.DescribeConfigsResponseResourceConfig
+	for _, k := range shareGroupConfigDocs {
+		if !wanted(rr.ConfigNames, k.name) {
+			continue
+		}
+		c := kmsg.NewDescribeConfigsResponseResourceConfig()
+		c.Name, c.ConfigType = k.name, k.typ
+		def := kmsg.DescribeConfigsResponseResourceConfigConfigSynonym{Name: k.name, Value: kmsg.StringPtr(defaults[k.name]), Source: kmsg.ConfigSourceDefaultConfig}
+		chain := []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym{def}
+		if v, ok := set[k.name]; ok {
+			chain = append([]kmsg.DescribeConfigsResponseResourceConfigConfigSynonym{{Name: k.name, Value: kmsg.StringPtr(v), Source: kmsg.ConfigSourceGroupConfig}}, chain...)
+		}
+		c.Value, c.Source = chain[0].Value, chain[0].Source
+		c.IsDefault = c.Source == kmsg.ConfigSourceDefaultConfig
+		if synonyms {
+			c.ConfigSynonyms = chain
+		}
+		if docs {
+			c.Documentation = kmsg.StringPtr(k.doc)
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}

@@ -872,3 +872,51 @@ func TestShareGroupDefaultResetIsLatest(t *testing.T) {
 	cancel()
 	wg.Wait()
 }
+
+// Group configs: IncrementalAlterConfigs checks keys and values, and
+// DescribeConfigs reports what is set (GROUP_CONFIG) and the defaults.
+func TestShareGroupConfigs(t *testing.T) {
+	addr, _, _ := startBroker(t, withShare(0))
+	cl := newClient(t, addr)
+	setGroupConfig(t, cl, "sg", "share.auto.offset.reset", "earliest")
+	alter := func(name, value string) int16 {
+		req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+		r := kmsg.NewIncrementalAlterConfigsRequestResource()
+		r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeGroupConfig, "sg"
+		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		c.Name, c.Op, c.Value = name, kmsg.IncrementalAlterConfigOpSet, kmsg.StringPtr(value)
+		r.Configs = append(r.Configs, c)
+		req.Resources = append(req.Resources, r)
+		return issue[*kmsg.IncrementalAlterConfigsResponse](t, cl, req).Resources[0].ErrorCode
+	}
+	for _, tc := range []struct{ name, value string }{
+		{"share.record.lock.duration.ms", "10"},
+		{"share.auto.offset.reset", "sometime"},
+		{"share.isolation.level", "read_committed"},
+		{"no.such.key", "1"},
+	} {
+		if code := alter(tc.name, tc.value); code != kerr.InvalidConfig.Code {
+			t.Errorf("%s=%s: %v, want INVALID_CONFIG", tc.name, tc.value, kerr.ErrorForCode(code))
+		}
+	}
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	rr := kmsg.NewDescribeConfigsRequestResource()
+	rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeGroupConfig, "sg"
+	req.Resources = append(req.Resources, rr)
+	resp := issue[*kmsg.DescribeConfigsResponse](t, cl, req)
+	if resp.Resources[0].ErrorCode != 0 {
+		t.Fatalf("describe: %v", kerr.ErrorForCode(resp.Resources[0].ErrorCode))
+	}
+	got := map[string]string{}
+	for _, c := range resp.Resources[0].Configs {
+		got[c.Name] = fmt.Sprintf("%s/%v", *c.Value, c.Source)
+	}
+	want := map[string]string{
+		"share.auto.offset.reset":       "earliest/GROUP_CONFIG",
+		"share.record.lock.duration.ms": "30000/DEFAULT_CONFIG",
+		"share.isolation.level":         "read_uncommitted/DEFAULT_CONFIG",
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("group configs %v, want %v", got, want)
+	}
+}
