@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stratalog/strata/engine"
 	"github.com/stratalog/strata/internal/config"
 	"github.com/stratalog/strata/internal/vfs"
@@ -63,6 +64,11 @@ func openRemote(cfg config.Broker, props map[string]string, dataDir string, eng 
 		return nil, fmt.Errorf("tiered storage: %w", err)
 	}
 	srv.SetRemoteLog(m)
+	if met := srv.Config().Metrics; met != nil {
+		if err := met.Registry().Register(remoteCollector{m}); err != nil {
+			logger.Warn("tiered storage metrics not registered", "err", err)
+		}
+	}
 	kind := props[objstore.KeyType]
 	if kind == "" {
 		kind = "local"
@@ -71,11 +77,63 @@ func openRemote(cfg config.Broker, props map[string]string, dataDir string, eng 
 	return m, nil
 }
 
+// remoteCollector exports the remote log manager's counters and copy
+// backlog on /metrics.
+type remoteCollector struct{ m *rlm.Manager }
+
+var remoteDescs = struct {
+	copied, copiedBytes, retries, failures, deleted, fetched, hits, misses, reads, readSeconds, lagSegments, lagBytes *prometheus.Desc
+}{
+	copied:      prometheus.NewDesc("strata_remote_segments_copied_total", "Segments copied to the object store (COPY_SEGMENT_FINISHED).", nil, nil),
+	copiedBytes: prometheus.NewDesc("strata_remote_copied_bytes_total", "Bytes of every object of the segments copied.", nil, nil),
+	retries:     prometheus.NewDesc("strata_remote_store_retries_total", "Object store calls retried after a failure.", nil, nil),
+	failures:    prometheus.NewDesc("strata_remote_copy_failures_total", "Segment copies given up (cleaned up and retried at a later pass).", nil, nil),
+	deleted:     prometheus.NewDesc("strata_remote_segments_deleted_total", "Remote segments deleted (retention, DeleteRecords, topic deletion, cleanup).", nil, nil),
+	fetched:     prometheus.NewDesc("strata_remote_fetched_bytes_total", "Bytes read from the object store for fetches.", nil, nil),
+	hits:        prometheus.NewDesc("strata_remote_cache_hits_total", "Remote reads answered from the cache.", nil, nil),
+	misses:      prometheus.NewDesc("strata_remote_cache_misses_total", "Remote reads that went to the object store.", nil, nil),
+	reads:       prometheus.NewDesc("strata_remote_reads_total", "Remote reads (fetches below the local log start).", nil, nil),
+	readSeconds: prometheus.NewDesc("strata_remote_read_seconds_total", "Total time of remote reads (divided by strata_remote_reads_total: the mean latency).", nil, nil),
+	lagSegments: prometheus.NewDesc("strata_remote_copy_lag_segments", "Rolled segments of tiered topics not copied yet.", nil, nil),
+	lagBytes:    prometheus.NewDesc("strata_remote_copy_lag_bytes", "Bytes of the rolled segments of tiered topics not copied yet.", nil, nil),
+}
+
+func (c remoteCollector) Describe(ch chan<- *prometheus.Desc) {
+	d := remoteDescs
+	for _, x := range []*prometheus.Desc{d.copied, d.copiedBytes, d.retries, d.failures, d.deleted, d.fetched, d.hits, d.misses, d.reads, d.readSeconds, d.lagSegments, d.lagBytes} {
+		ch <- x
+	}
+}
+
+func (c remoteCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.m.Stats()
+	d := remoteDescs
+	counter := func(desc *prometheus.Desc, v float64) {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, v)
+	}
+	counter(d.copied, float64(st.SegmentsCopied))
+	counter(d.copiedBytes, float64(st.BytesCopied))
+	counter(d.retries, float64(st.Retries))
+	counter(d.failures, float64(st.CopyFailures))
+	counter(d.deleted, float64(st.SegmentsDeleted))
+	counter(d.fetched, float64(st.FetchedBytes))
+	counter(d.hits, float64(st.CacheHits))
+	counter(d.misses, float64(st.CacheMisses))
+	counter(d.reads, float64(st.Reads))
+	counter(d.readSeconds, st.ReadTime.Seconds())
+	n, b := c.m.Lag()
+	ch <- prometheus.MustNewConstMetric(d.lagSegments, prometheus.GaugeValue, float64(n))
+	ch <- prometheus.MustNewConstMetric(d.lagBytes, prometheus.GaugeValue, float64(b))
+}
+
 // closeRemote stops the remote log manager (before the engine closes).
 func closeRemote(m *rlm.Manager, srv *server.Server) {
 	if m == nil {
 		return
 	}
 	srv.SetRemoteLog(nil)
+	if met := srv.Config().Metrics; met != nil {
+		met.Registry().Unregister(remoteCollector{m})
+	}
 	m.Close()
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stratalog/strata/engine"
 	"github.com/stratalog/strata/internal/config"
+	"github.com/stratalog/strata/metrics"
 	"github.com/stratalog/strata/server"
 )
 
@@ -20,7 +21,8 @@ func TestOpenRemote(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer eng.Close()
-	srv := server.New(server.Config{Logger: logger}, eng)
+	met := metrics.New()
+	srv := server.New(server.Config{Logger: logger, Metrics: met}, eng)
 	defer srv.Close()
 
 	props := remotePropsOf(map[string]string{
@@ -40,6 +42,20 @@ func TestOpenRemote(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "data", remoteMetadataDir)); err != nil {
 		t.Fatalf("metadata directory: %v", err)
+	}
+	// The manager's counters and copy backlog are on /metrics.
+	fams, err := met.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := map[string]bool{}
+	for _, f := range fams {
+		found[f.GetName()] = true
+	}
+	for _, name := range []string{"strata_remote_segments_copied_total", "strata_remote_read_seconds_total", "strata_remote_copy_lag_bytes"} {
+		if !found[name] {
+			t.Errorf("metric %s not exported", name)
+		}
 	}
 	closeRemote(m, srv)
 	props["strata.remote.storage.typo"] = "x"

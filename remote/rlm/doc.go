@@ -89,6 +89,7 @@
 // # Not yet
 //
 // Replicated metadata, followers and new replicas from remote metadata,
-// a fetch throttle, read-ahead, metrics and the describe output are the
-// rest of issue 23 (docs/tiered-storage.md).
+// a fetch throttle, read-ahead and the describe output are the rest of
+// issue 23 (docs/tiered-storage.md). Stats and Lag feed the broker's
+// /metrics (cmd/strata/serve_remote.go).
 package rlm

@@ -70,6 +70,8 @@ type Stats struct {
 	FetchedBytes    int64 // read from the store for fetches
 	CacheHits       int64
 	CacheMisses     int64
+	Reads           int64         // Read calls that returned data or an error
+	ReadTime        time.Duration // their total time
 }
 
 // Manager is the remote log manager of one broker (see the package doc).
@@ -99,7 +101,7 @@ type Manager struct {
 	nextCopy time.Time
 
 	copied, bytesCopied, copyFailures, retries, deleted atomic.Int64
-	fetched, hits, misses                               atomic.Int64
+	fetched, hits, misses, reads, readNanos             atomic.Int64
 }
 
 // Open loads the metadata in o.Dir, installs the manager as the engine's
@@ -209,7 +211,32 @@ func (m *Manager) Stats() Stats {
 		SegmentsCopied: m.copied.Load(), BytesCopied: m.bytesCopied.Load(), CopyFailures: m.copyFailures.Load(),
 		Retries: m.retries.Load(), SegmentsDeleted: m.deleted.Load(), FetchedBytes: m.fetched.Load(),
 		CacheHits: m.hits.Load(), CacheMisses: m.misses.Load(),
+		Reads: m.reads.Load(), ReadTime: time.Duration(m.readNanos.Load()),
 	}
+}
+
+// Lag is the copy backlog: the sealed segments of remote-storage logs
+// not copied yet, and their bytes.
+func (m *Manager) Lag() (segments int, bytes int64) {
+	for _, t := range m.o.Engine.Topics() {
+		if t.Deleted() {
+			continue
+		}
+		for p := range t.Partitions() {
+			l := t.Partition(p)
+			if l == nil || !l.Config().RemoteStorageEnable {
+				continue
+			}
+			copied := m.CopiedEnd(l.TopicID(), l.Topic(), p)
+			for _, s := range l.SealedSegments() {
+				if s.End > copied {
+					segments++
+					bytes += s.Size
+				}
+			}
+		}
+	}
+	return segments, bytes
 }
 
 // Segments returns the partition's remote segments (every state), by

@@ -9,6 +9,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/stratalog/strata/record"
 	"github.com/stratalog/strata/remote/objstore"
@@ -48,6 +49,11 @@ func (m *Manager) Read(ctx context.Context, topicID [16]byte, partition int32, o
 	if seg == nil || offset < pm.LogStart {
 		return nil, ErrNotRemote
 	}
+	start := time.Now()
+	defer func() {
+		m.reads.Add(1)
+		m.readNanos.Add(int64(time.Since(start)))
+	}()
 	maxBytes = max(maxBytes, 0)
 	if seg.Size <= m.o.MaxCachedSegmentBytes {
 		data, err := m.object(ctx, pm.Topic, partition, seg, KindLog)

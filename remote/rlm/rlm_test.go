@@ -259,7 +259,8 @@ func TestCopyLocalRetentionAndReadBack(t *testing.T) {
 		t.Fatal("nothing was read from remote storage")
 	}
 	st := m.Stats()
-	if st.SegmentsCopied != int64(len(sealed)) || st.CacheMisses == 0 || st.CacheHits == 0 || st.FetchedBytes == 0 {
+	if st.SegmentsCopied != int64(len(sealed)) || st.CacheMisses == 0 || st.CacheHits == 0 || st.FetchedBytes == 0 ||
+		st.Reads == 0 || st.ReadTime <= 0 {
 		t.Fatalf("stats %+v", st)
 	}
 
@@ -341,8 +342,14 @@ func TestCopyRetriesWithBackoff(t *testing.T) {
 	})
 	defer m.Close()
 	time.Sleep(20 * time.Millisecond) // retention passes run meanwhile (5 ms)
+	if n, b := m.Lag(); n != nSealed || b < int64(nSealed)*3000 {
+		t.Fatalf("lag before copying: %d segments, %d bytes", n, b)
+	}
 	if err := m.RunOnce(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+	if n, b := m.Lag(); n != 0 || b != 0 {
+		t.Fatalf("lag after copying: %d segments, %d bytes", n, b)
 	}
 	want := []time.Duration{10, 20, 40, 40, 40}
 	if len(waits) != len(want) {
