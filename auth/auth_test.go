@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -207,6 +208,11 @@ func TestPersistence(t *testing.T) {
 	if all := a3.All(); len(all) != 1 || all[0] != b2 {
 		t.Fatalf("after delete and reopen: %v", all)
 	}
+	raw, err := os.ReadFile(path)
+	if err != nil || !strings.Contains(string(raw), `"resource_type": "GROUP"`) || !strings.Contains(string(raw), `"pattern_type": "PREFIXED"`) ||
+		!strings.Contains(string(raw), `"operation": "READ"`) || !strings.Contains(string(raw), `"permission": "ALLOW"`) {
+		t.Fatalf("acls.json does not name the enums: %v\n%s", err, raw)
+	}
 	if _, err := os.Stat(path + ".tmp"); !os.IsNotExist(err) {
 		t.Fatalf("temporary file left: %v", err)
 	}
@@ -215,6 +221,19 @@ func TestPersistence(t *testing.T) {
 	}
 	if _, err := Open(Config{}, path); err == nil {
 		t.Fatal("a file with an invalid ACL opened")
+	}
+	// Codes are read as well as names; an unknown name is refused.
+	if err := os.WriteFile(path, []byte(`{"acls":[{"resource_type":2,"resource_name":"x","pattern_type":"LITERAL","principal":"User:a","host":"*","operation":3,"permission":"ALLOW"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if a4, err := Open(Config{}, path); err != nil || !a4.Authorize("User:a", "h", OpRead, ResourceTopic, "x") {
+		t.Fatalf("a file with codes: %v", err)
+	}
+	if err := os.WriteFile(path, []byte(`{"acls":[{"resource_type":"TOPICS","resource_name":"x","pattern_type":"LITERAL","principal":"User:a","host":"*","operation":"READ","permission":"ALLOW"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(Config{}, path); err == nil {
+		t.Fatal("a file with an unknown resource type opened")
 	}
 }
 
