@@ -3,8 +3,9 @@ package server
 // ListGroups (API key 16), v0..v5.
 //
 // Every group this broker coordinates, with its protocol type, state (v4+)
-// and type (v5+: "classic", or "consumer" for KIP-848 groups, whose states
-// are Empty, Assigning, Reconciling and Stable). v4's states filter and v5's
+// and type (v5+: "classic", "consumer" for KIP-848 groups, whose states
+// are Empty, Assigning, Reconciling and Stable, or "share" for share
+// groups, Empty or Stable). v4's states filter and v5's
 // types filter are case-insensitive, as in Kafka; an unknown state name
 // matches nothing. While a __consumer_offsets partition
 // is loading the answer carries COORDINATOR_LOAD_IN_PROGRESS with the groups
@@ -21,6 +22,7 @@ import (
 const (
 	groupTypeClassic  = "classic"
 	groupTypeConsumer = "consumer"
+	groupTypeShare    = "share" // KIP-932 share groups (share.go), protocol type "share" as in Kafka
 )
 
 func init() { register(16, 0, 5, handleListGroups) }
@@ -82,5 +84,29 @@ func handleListGroups(s *Server, rc *reqCtx) {
 		}
 		resp.Groups = append(resp.Groups, g)
 	}
+	for _, l := range s.shareGroupListings() { // share.go
+		if !typeWanted(req.TypesFilter, groupTypeShare) || !wantState(l.state) {
+			continue
+		}
+		if !all && !s.authorized(rc, auth.OpDescribe, auth.ResourceGroup, l.id) {
+			continue
+		}
+		g := kmsg.NewListGroupsResponseGroup()
+		g.Group, g.ProtocolType, g.GroupState, g.GroupType = l.id, groupTypeShare, l.state, groupTypeShare
+		resp.Groups = append(resp.Groups, g)
+	}
 	rc.respond(resp)
+}
+
+// typeWanted reports whether v5's types filter lets typ through.
+func typeWanted(filter []string, typ string) bool {
+	if len(filter) == 0 {
+		return true
+	}
+	for _, t := range filter {
+		if strings.EqualFold(t, typ) {
+			return true
+		}
+	}
+	return false
 }

@@ -45,6 +45,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -721,4 +722,36 @@ func (s *Server) describeGroupConfigs(rr *kmsg.DescribeConfigsRequestResource, s
 		out = append(out, c)
 	}
 	return out, nil
+}
+
+// shareGroupListing is a share group as ListGroups reports it.
+type shareGroupListing struct{ id, state string }
+
+// shareGroupListings lists the share groups with members or state.
+func (s *Server) shareGroupListings() []shareGroupListing {
+	st := &s.groups.share
+	if st.groups == nil || st.err != nil {
+		return nil
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	ids := map[string]bool{}
+	for _, id := range st.groups.Names() {
+		ids[id] = true
+	}
+	for k := range st.parts {
+		ids[k.group] = true
+	}
+	for k := range st.stored {
+		ids[k.group] = true
+	}
+	var out []shareGroupListing
+	for _, id := range slices.Sorted(maps.Keys(ids)) {
+		state := "Empty"
+		if g := st.groups.Group(id); g != nil {
+			state = g.State()
+		}
+		out = append(out, shareGroupListing{id: id, state: state})
+	}
+	return out
 }

@@ -144,6 +144,18 @@ func TestShareGroupTwoConsumersOnePartition(t *testing.T) {
 			t.Fatalf("member %s assigned %v, want queue[0]", m.MemberID, m.Assignment)
 		}
 	}
+	// ListGroups lists it as a share group; a consumer-type filter does
+	// not, and kadm's DescribeShareGroups without names finds it.
+	listed, err := adm.ListGroupsByType(testCtx(t), []string{"share"})
+	if l, ok := listed["sg"]; err != nil || !ok || l.GroupType != "share" || l.State != "Stable" {
+		t.Fatalf("listed share groups %+v %v", listed, err)
+	}
+	if listed, err := adm.ListGroupsByType(testCtx(t), []string{"consumer"}); err != nil || hasKey(listed, "sg") {
+		t.Fatalf("listed consumer groups %+v %v", listed, err)
+	}
+	if all, err := adm.DescribeShareGroups(testCtx(t)); err != nil || len(all["sg"].Members) != 2 {
+		t.Fatalf("describe all share groups: %+v %v", all, err)
+	}
 
 	const n = 300
 	for i := 0; i < n; i += 10 {
