@@ -658,9 +658,12 @@ func (j *journal) writeGroup(g *journalStage, start uint64) error {
 		next := (j.cur + 1) % journalFiles
 		// The file to overwrite may hold only records the start has
 		// passed; a checkpoint moves the start to now.
+		waited := false
 		if last := j.fileLast[next]; last != 0 && last >= start {
 			j.shedPins(g)
+			waited = true
 		}
+		began := j.e.now()
 		for last := j.fileLast[next]; last != 0 && last >= start; {
 			if err := j.checkpoint(); err != nil {
 				j.takePins()
@@ -671,6 +674,9 @@ func (j *journal) writeGroup(g *journalStage, start uint64) error {
 			j.mu.Unlock()
 		}
 		j.takePins()
+		if waited {
+			j.stats.ckptWait.observe(j.e.now().Sub(began))
+		}
 		j.cur, j.off = next, 0
 		j.fileLast[next] = 0
 		select { // the next file's turn comes: a checkpoint now, off the ack path

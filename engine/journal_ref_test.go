@@ -226,6 +226,9 @@ func TestJournalShedsPinsBeforeWaitingForACheckpoint(t *testing.T) {
 	if got.err != nil {
 		t.Fatal(got.err)
 	}
+	if st, _ := e.JournalStats(); st.CheckpointWait.Count == 0 {
+		t.Fatal("the writer's wait for a checkpoint is not in JournalStats")
+	}
 	crash := t.TempDir()
 	copyDir(t, dir, crash)
 	e2 := openEngine(t, crash, journalOpts)

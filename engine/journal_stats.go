@@ -21,8 +21,9 @@ type JournalStats struct {
 	// Write is each group's write, Flush its fdatasync; CommitWait is
 	// from a group's first record staged to the group durable (what an
 	// acks=all append waits for the journal, the group written before it
-	// included).
-	Write, Flush, CommitWait Histogram
+	// included); CheckpointWait is each time the writer waited for a
+	// checkpoint before it could reuse a file (the checkpoints lagged).
+	Write, Flush, CommitWait, CheckpointWait Histogram
 }
 
 // Histogram is a snapshot of a latency histogram: Counts[i] observations
@@ -75,7 +76,7 @@ func (h *latencyHist) snapshot() Histogram {
 // checkpoints, read by JournalStats).
 type journalStats struct {
 	groups, records, bytes, checkpoints, refGroups atomic.Uint64
-	write, flush, commitWait                       latencyHist
+	write, flush, commitWait, ckptWait             latencyHist
 }
 
 // JournalStats reports the journal's counters; ok is false when the engine
@@ -88,5 +89,6 @@ func (e *Engine) JournalStats() (s JournalStats, ok bool) {
 	st := &j.stats
 	flush := st.flush.snapshot()
 	return JournalStats{Groups: st.groups.Load(), Flushes: flush.Count, Records: st.records.Load(), Bytes: st.bytes.Load(),
-		RefGroups: st.refGroups.Load(), Checkpoints: st.checkpoints.Load(), Write: st.write.snapshot(), Flush: flush, CommitWait: st.commitWait.snapshot()}, true
+		RefGroups: st.refGroups.Load(), Checkpoints: st.checkpoints.Load(), Write: st.write.snapshot(), Flush: flush, CommitWait: st.commitWait.snapshot(),
+		CheckpointWait: st.ckptWait.snapshot()}, true
 }

@@ -17,7 +17,7 @@ import (
 
 // journalSample is the brokers' journal histograms, summed.
 type journalSample struct {
-	write, flush, commit promHist
+	write, flush, commit, ckpt promHist
 }
 
 // scrapeJournal reads the journal histograms from a /metrics URL (empty
@@ -28,7 +28,7 @@ func scrapeJournal(ctx context.Context, cl *http.Client, url string) (journalSam
 	if err != nil {
 		return s, err
 	}
-	for name, h := range map[string]*promHist{metrics.JournalWrite: &s.write, metrics.JournalFlush: &s.flush, metrics.JournalCommitWait: &s.commit} {
+	for name, h := range map[string]*promHist{metrics.JournalWrite: &s.write, metrics.JournalFlush: &s.flush, metrics.JournalCommitWait: &s.commit, metrics.JournalCkptWait: &s.ckpt} {
 		fam := fams[name]
 		if fam == nil || len(fam.GetMetric()) == 0 {
 			continue
@@ -61,7 +61,9 @@ func (c *Cluster) brokerJournalSample(ctx context.Context) *journalSample {
 		if err == nil {
 			if sum.write, err = sum.write.add(s.write); err == nil {
 				if sum.flush, err = sum.flush.add(s.flush); err == nil {
-					sum.commit, err = sum.commit.add(s.commit)
+					if sum.commit, err = sum.commit.add(s.commit); err == nil {
+						sum.ckpt, err = sum.ckpt.add(s.ckpt)
+					}
 				}
 			}
 		}
@@ -90,6 +92,10 @@ func (r *Result) setBrokerJournal(j0, j1 *journalSample) error {
 	if err != nil {
 		return err
 	}
+	ck, err := j1.ckpt.sub(j0.ckpt)
+	if err != nil {
+		return err
+	}
 	if w.count == 0 {
 		return nil
 	}
@@ -104,6 +110,9 @@ func (r *Result) setBrokerJournal(j0, j1 *journalSample) error {
 	if c.count > 0 {
 		r.BrokerJournalCommitP50Ms, r.BrokerJournalCommitP99Ms = s2ms*c.quantile(0.5), s2ms*c.quantile(0.99)
 		r.BrokerJournalCommitMeanMs = s2ms * c.sum / float64(c.count)
+	}
+	if ck.count > 0 {
+		r.BrokerJournalCkptWaits, r.BrokerJournalCkptWaitMs = int64(ck.count), s2ms*ck.sum
 	}
 	return nil
 }

@@ -97,6 +97,10 @@ type Result struct {
 	BrokerJournalCommitP50Ms  float64 `json:"broker_journal_commit_p50_ms,omitempty"`
 	BrokerJournalCommitP99Ms  float64 `json:"broker_journal_commit_p99_ms,omitempty"`
 	BrokerJournalCommitMeanMs float64 `json:"broker_journal_commit_mean_ms,omitempty"`
+	// The journal writer's waits for a checkpoint before reusing a file:
+	// how many, and their total time.
+	BrokerJournalCkptWaits  int64   `json:"broker_journal_checkpoint_waits,omitempty"`
+	BrokerJournalCkptWaitMs float64 `json:"broker_journal_checkpoint_wait_ms,omitempty"`
 	// Device is the spawned brokers' data directory's block device over
 	// the measured window (nil for external brokers or without a block
 	// device).
@@ -296,6 +300,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 			commas(float64(res.BrokerJournalGroups), 0), f2(res.BrokerJournalWriteP50Ms), f2(res.BrokerJournalWriteP99Ms), f2(res.BrokerJournalWriteMeanMs),
 			commas(float64(res.BrokerJournalFlushes), 0), f2(res.BrokerJournalFlushP50Ms), f2(res.BrokerJournalFlushP99Ms),
 			f2(res.BrokerJournalCommitP50Ms), f2(res.BrokerJournalCommitP99Ms), f2(res.BrokerJournalCommitMeanMs))
+		if res.BrokerJournalCkptWaits > 0 {
+			fmt.Fprintf(&b, "(journal writer waited for a checkpoint %s times, %s ms in all)\n",
+				commas(float64(res.BrokerJournalCkptWaits), 0), f2(res.BrokerJournalCkptWaitMs))
+		}
 	}
 
 	fmt.Fprintln(&b)

@@ -13,6 +13,8 @@ const (
 	JournalWrite       = "strata_journal_write_seconds"
 	JournalFlush       = "strata_journal_flush_seconds"
 	JournalCommitWait  = "strata_journal_commit_wait_seconds"
+	JournalCkptWait    = "strata_journal_checkpoint_wait_seconds"
+	JournalRefGroups   = "strata_journal_ref_groups_total"
 )
 
 // Histogram is a latency histogram as its owner counted it: Counts[i]
@@ -27,8 +29,8 @@ type Histogram struct {
 
 // JournalStats is the journal's state at a scrape.
 type JournalStats struct {
-	Groups, Flushes, Records, Bytes, Checkpoints uint64
-	Write, Flush, CommitWait                     Histogram
+	Groups, Flushes, Records, Bytes, Checkpoints, RefGroups uint64
+	Write, Flush, CommitWait, CheckpointWait                Histogram
 }
 
 var (
@@ -48,6 +50,10 @@ var (
 		"Time of one journal flush (fdatasync).", nil, nil)
 	descJournalCommitWait = prometheus.NewDesc(JournalCommitWait,
 		"Time from a journal group's first append staged to the group durable (what an acks=all append waits for the journal).", nil, nil)
+	descJournalCkptWait = prometheus.NewDesc(JournalCkptWait,
+		"Time the journal's writer waited for a checkpoint before it could reuse a file (checkpoints lagging behind the appends).", nil, nil)
+	descJournalRefGroups = prometheus.NewDesc(JournalRefGroups,
+		"Journal groups written (in part) straight from segment chunk memory (large appends to O_DIRECT segments: no staging copy).", nil, nil)
 )
 
 // SetJournal sets the source of the journal's metrics, called at each
@@ -66,12 +72,13 @@ func (b *Broker) collectJournal(ch chan<- prometheus.Metric) {
 	for _, c := range []struct {
 		d *prometheus.Desc
 		v uint64
-	}{{descJournalGroups, s.Groups}, {descJournalFlushes, s.Flushes}, {descJournalRecords, s.Records}, {descJournalBytes, s.Bytes}, {descJournalCheckpoints, s.Checkpoints}} {
+	}{{descJournalGroups, s.Groups}, {descJournalFlushes, s.Flushes}, {descJournalRecords, s.Records}, {descJournalBytes, s.Bytes}, {descJournalCheckpoints, s.Checkpoints}, {descJournalRefGroups, s.RefGroups}} {
 		ch <- prometheus.MustNewConstMetric(c.d, prometheus.CounterValue, float64(c.v))
 	}
 	ch <- constHistogram(descJournalWrite, s.Write)
 	ch <- constHistogram(descJournalFlush, s.Flush)
 	ch <- constHistogram(descJournalCommitWait, s.CommitWait)
+	ch <- constHistogram(descJournalCkptWait, s.CheckpointWait)
 }
 
 // constHistogram turns h (per-bucket counts) into Prometheus's cumulative

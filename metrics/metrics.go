@@ -272,7 +272,8 @@ var (
 func (c *brokerCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRequests, descErrors, descBytesIn, descRecordsIn, descBytesOut,
 		descPartitions, descLeaders, descUnderReplicated, descUnderMinISR, descOffline,
-		descJournalGroups, descJournalFlushes, descJournalRecords, descJournalBytes, descJournalCheckpoints, descJournalWrite, descJournalFlush, descJournalCommitWait} {
+		descJournalGroups, descJournalFlushes, descJournalRecords, descJournalBytes, descJournalCheckpoints, descJournalWrite, descJournalFlush, descJournalCommitWait,
+		descJournalCkptWait, descJournalRefGroups} {
 		ch <- d
 	}
 	c.describeMore(ch)
