@@ -162,18 +162,18 @@ func (s *Server) initShare() {
 	st.host = coordhost.New(coordhost.Config{Name: "share", Clock: hostClock{s}, Log: s.log})
 	st.host.Every(tick, s.shareTick)
 	st.kick, st.stop, st.done = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
-	go s.shareRetryLoop()
+	go s.shareRetryLoop(st.stop)
 }
 
 // shareRetryLoop retries the waiting fetches when kicked, until
 // closeShare. It is the share state's one goroutine besides the host's
 // tick.
-func (s *Server) shareRetryLoop() {
+func (s *Server) shareRetryLoop(stop <-chan struct{}) {
 	st := &s.groups.share
 	defer close(st.done)
 	for {
 		select {
-		case <-st.stop:
+		case <-stop:
 			return
 		case <-st.kick:
 		}
@@ -201,8 +201,12 @@ func (s *Server) closeShare() {
 	if st.host != nil {
 		st.host.Close()
 	}
-	if st.stop != nil {
-		close(st.stop)
+	st.mu.Lock()
+	stop := st.stop // Close may be called more than once
+	st.stop = nil
+	st.mu.Unlock()
+	if stop != nil {
+		close(stop)
 		<-st.done
 	}
 	// Waiting fetches are dropped: their connections are closed.
