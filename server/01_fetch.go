@@ -325,7 +325,7 @@ func (f *fetchState) readPartition(topic *engine.Topic, rp *kmsg.FetchRequestTop
 	}
 	fp.highWatermark = rr.HighWatermark
 	fp.lastStableOffset = rr.LastStableOffset
-	fp.logStartOffset = rr.LogStartOffset
+	fp.logStartOffset = f.s.remoteLogStart(l, rr.LogStartOffset) // remote.go: tiered storage
 	fp.abortedEmpty = committed
 	if len(rr.Chunks) > 0 {
 		if committed {

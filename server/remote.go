@@ -23,8 +23,10 @@ package server
 //     below it are deleted by the manager's next pass) and answers the
 //     partition's log start, remote or local.
 //
-// Not yet: the fetch answer's log_start_offset of local reads is the
-// local one, and max timestamp (-3) looks at local segments only.
+// Fetch answers of a tiered partition carry its log start offset, remote
+// or local (Kafka's log start, not the local one).
+//
+// Not yet: max timestamp (-3) looks at local segments only.
 
 import (
 	"context"
@@ -207,4 +209,17 @@ func (s *Server) remoteDeleteRecords(l *engine.Log, before, low int64) (int64, e
 		return start, nil
 	}
 	return low, nil
+}
+
+// remoteLogStart is the log start offset a fetch of l answers: the remote
+// log start when the partition has remote data below local, else local.
+func (s *Server) remoteLogStart(l *engine.Log, local int64) int64 {
+	r := s.remoteLog()
+	if r == nil || !l.Config().RemoteStorageEnable {
+		return local
+	}
+	if start, ok := r.LogStart(l.TopicID(), l.Partition()); ok && start < local {
+		return start
+	}
+	return local
 }

@@ -197,6 +197,23 @@ func TestTieredFetchThroughBroker(t *testing.T) {
 			next++
 		})
 	}
+	// A fetch of local data answers the partition's log start, remote.
+	freq := kmsg.NewPtrFetchRequest()
+	freq.ReplicaID, freq.MaxBytes = -1, 1<<20
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic, ft.TopicID = topic, l.TopicID() // the client picks the version: name and id both set
+	fpart := kmsg.NewFetchRequestTopicPartition()
+	fpart.FetchOffset, fpart.PartitionMaxBytes = l.LogStartOffset(), 1<<20
+	ft.Partitions = append(ft.Partitions, fpart)
+	freq.Topics = append(freq.Topics, ft)
+	fresp, err := freq.RequestWith(ctx, prod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := fresp.Topics[0].Partitions[0]; p.ErrorCode != 0 || p.LogStartOffset != 0 || len(p.RecordBatches) == 0 {
+		t.Fatalf("local fetch: error %d, log start %d, %d bytes", p.ErrorCode, p.LogStartOffset, len(p.RecordBatches))
+	}
+
 	if st := m.Stats(); st.FetchedBytes == 0 {
 		t.Fatalf("nothing read from the object store: %+v", st)
 	}
