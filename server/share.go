@@ -6,7 +6,10 @@ package server
 // share-session cache (share.Sessions) and the share-partitions
 // (share.Partition, one per group and topic-partition, created on the first
 // ShareFetch or acknowledgement that names it), plus the group configs set
-// with IncrementalAlterConfigs on GROUP resources. Handlers: 76 (heartbeat),
+// with IncrementalAlterConfigs on GROUP resources (alterGroupConfigs) and
+// described by DescribeConfigs (describeGroupConfigs). ListGroups lists
+// share groups (shareGroupListings). With an authorizer every share API
+// checks Kafka's ACLs (authz.go's helpers). Handlers: 76 (heartbeat),
 // 77 (describe), 78 (ShareFetch), 79 (ShareAcknowledge), 90-92 (describe,
 // alter and delete share-group offsets).
 //
