@@ -39,8 +39,8 @@ package server
 // UNSUPPORTED_VERSION: the state is not owned by partition leaders nor
 // replicated with a share coordinator yet. share.isolation.level is
 // read_uncommitted only. No dead-letter topics yet. The broker keys
-// (group.share.*) are Config.Groups.Share fields, not properties-file
-// keys yet.
+// (group.share.*) reach Config.Groups.Share through strata serve
+// (cmd/strata/serve_share.go).
 
 import (
 	"encoding/binary"

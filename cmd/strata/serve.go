@@ -200,7 +200,7 @@ func serve(cfg config.Broker, remoteProps map[string]string, logger *slog.Logger
 			Dial:              interBrokerDial(cfg, logger), // serve_listeners.go: TLS when the inter-broker listener is SSL
 		},
 
-		Groups:         server.GroupsConfig{Coordinator: groupConfig(cfg.Groups)},
+		Groups:         server.GroupsConfig{Coordinator: groupConfig(cfg.Groups), Share: shareConfig(cfg.Groups)},
 		Txn:            txnConfig(cfg),     // serve_txn.go
 		MaxQueuedBytes: cfg.QueuedMaxBytes, // broker-wide; each connection's share is netpoll's default
 		Blackhole:      cfg.Blackhole,

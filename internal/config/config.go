@@ -168,6 +168,15 @@ type Groups struct {
 	OffsetMetadataMaxBytes  int32 // offset.metadata.max.bytes
 	OffsetsPartitions       int32 // offsets.topic.num.partitions
 	OffsetsRetentionMs      int64 // offsets.retention.minutes, in ms
+
+	// Share groups (KIP-932), in server.ShareConfig's units.
+	ShareLockDurationMs      int64 // group.share.record.lock.duration.ms
+	ShareDeliveryCountLimit  int16 // group.share.delivery.count.limit
+	ShareMaxRecordLocks      int32 // group.share.partition.max.record.locks
+	ShareSessionTimeoutMs    int32 // group.share.session.timeout.ms
+	ShareHeartbeatIntervalMs int32 // group.share.heartbeat.interval.ms
+	ShareMaxSize             int32 // group.share.max.size
+	ShareStatePartitions     int32 // share.coordinator.state.topic.num.partitions
 }
 
 type setter = func(b *Broker, v configkeys.Value)
@@ -254,6 +263,14 @@ var fields = map[string]setter{
 	"offsets.topic.num.partitions": func(b *Broker, v configkeys.Value) { b.Groups.OffsetsPartitions = int32(v.Int) },
 	"offset.metadata.max.bytes":    func(b *Broker, v configkeys.Value) { b.Groups.OffsetMetadataMaxBytes = int32(v.Int) },
 	"offsets.retention.minutes":    func(b *Broker, v configkeys.Value) { b.Groups.OffsetsRetentionMs = v.Int * 60_000 },
+
+	"group.share.record.lock.duration.ms":          func(b *Broker, v configkeys.Value) { b.Groups.ShareLockDurationMs = v.Int },
+	"group.share.delivery.count.limit":             func(b *Broker, v configkeys.Value) { b.Groups.ShareDeliveryCountLimit = int16(v.Int) },
+	"group.share.partition.max.record.locks":       func(b *Broker, v configkeys.Value) { b.Groups.ShareMaxRecordLocks = int32(v.Int) },
+	"group.share.session.timeout.ms":               func(b *Broker, v configkeys.Value) { b.Groups.ShareSessionTimeoutMs = int32(v.Int) },
+	"group.share.heartbeat.interval.ms":            func(b *Broker, v configkeys.Value) { b.Groups.ShareHeartbeatIntervalMs = int32(v.Int) },
+	"group.share.max.size":                         func(b *Broker, v configkeys.Value) { b.Groups.ShareMaxSize = int32(v.Int) },
+	"share.coordinator.state.topic.num.partitions": func(b *Broker, v configkeys.Value) { b.Groups.ShareStatePartitions = int32(v.Int) },
 
 	"controller.quorum.voters":     func(b *Broker, v configkeys.Value) { b.ControllerQuorum = v.Text },
 	"broker.rack":                  func(b *Broker, v configkeys.Value) { b.Rack = v.Text },

@@ -151,6 +151,22 @@ var keys = []Key{
 	{Broker: "offsets.retention.minutes", Type: Int, Min: 1, Max: math.MaxInt32, Default: "10080", Shown: "7 days", Section: "serve",
 		Doc: "committed offsets of a group empty this long are deleted"},
 
+	// Share groups (KIP-932).
+	{Broker: "group.share.record.lock.duration.ms", Type: Int, Min: 1000, Max: 3600000, Default: "30000", Section: "serve",
+		Doc: "share groups: how long a record a member acquired stays locked to it before it is delivered again (a group's `share.record.lock.duration.ms` overrides it)"},
+	{Broker: "group.share.delivery.count.limit", Type: Int, Min: 2, Max: 10, Default: "5", Section: "serve",
+		Doc: "share groups: a record delivered this many times is archived instead of delivered again"},
+	{Broker: "group.share.partition.max.record.locks", Type: Int, Min: 100, Max: 10000, Default: "2000", Section: "serve",
+		Doc: "share groups: the most records in flight (acquired or waiting for redelivery) per share-partition"},
+	{Broker: "group.share.session.timeout.ms", Type: Int, Min: 1, Max: math.MaxInt32, Default: "45000", Section: "serve",
+		Doc: "share groups: a member without a heartbeat this long leaves and its records are released"},
+	{Broker: "group.share.heartbeat.interval.ms", Type: Int, Min: 1, Max: math.MaxInt32, Default: "5000", Section: "serve",
+		Doc: "share groups: the heartbeat interval members are told"},
+	{Broker: "group.share.max.size", Type: Int, Min: 1, Max: 1000, Default: "200", Section: "serve",
+		Doc: "share groups: the most members of a share group"},
+	{Broker: "share.coordinator.state.topic.num.partitions", Type: Int, Min: 1, Max: math.MaxInt32, Default: "50", Section: "serve",
+		Doc: "share groups: partitions of `__share_group_state` (share-partition state) when it is created"},
+
 	// A cluster.
 	{Broker: "controller.quorum.voters", Type: List, Shown: "none", Flag: "controller-quorum", Section: "cluster",
 		Doc: "the metadata quorum, `id@host:port,...` (Raft addresses); none: a single broker"},
