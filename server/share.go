@@ -455,7 +455,8 @@ func (s *Server) sharePartition(group string, t *engine.Topic, p int32, d *durab
 	}
 	k := sharePartKey{group: group, topicID: t.ID(), part: p}
 	st := &s.groups.share
-	if sp := st.parts[k]; sp != nil && sp.log == l {
+	if sp := st.parts[k]; sp != nil {
+		sp.log = l // the same topic id: keep the state even if the log object changed
 		return sp, 0
 	}
 	sp := &sharePart{log: l, name: t.Name()}
