@@ -9,7 +9,6 @@ import (
 	"io"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/stratalog/strata/record"
 	"github.com/stratalog/strata/remote/objstore"
@@ -49,10 +48,10 @@ func (m *Manager) Read(ctx context.Context, topicID [16]byte, partition int32, o
 	if seg == nil || offset < pm.LogStart {
 		return nil, ErrNotRemote
 	}
-	start := time.Now()
+	start := m.o.Now()
 	defer func() {
 		m.reads.Add(1)
-		m.readNanos.Add(int64(time.Since(start)))
+		m.readNanos.Add(int64(m.o.Now().Sub(start)))
 	}()
 	maxBytes = max(maxBytes, 0)
 	if seg.Size <= m.o.MaxCachedSegmentBytes {
