@@ -310,13 +310,22 @@ func (s *Server) loadShareState() error {
 					return nil
 				}
 				if err := json.Unmarshal(r.Value, &state); err != nil {
-					return fmt.Errorf("share: state of %s: %w", k.group, err)
+					// Not ours to refuse everything for: that
+					// share-partition starts over.
+					s.log.Error("share: unreadable share-partition state skipped", "group", k.group, "partition", k.part, "err", err)
+					delete(st.stored, k)
+					return nil
 				}
 				st.stored[k] = state
 			case shareKeyConfig:
 				cfgs := map[string]string{}
+				if r.Value == nil {
+					delete(st.configs, k.group)
+					return nil
+				}
 				if err := json.Unmarshal(r.Value, &cfgs); err != nil {
-					return fmt.Errorf("share: configs of %s: %w", k.group, err)
+					s.log.Error("share: unreadable group configs skipped", "group", k.group, "err", err)
+					return nil
 				}
 				st.configs[k.group] = cfgs
 			}
