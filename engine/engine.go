@@ -409,7 +409,7 @@ func (e *Engine) tidyDataDir(metas []loadedTopic) error {
 		switch {
 		case name == topicsDirName || name == recoveryPointFile || name == logStartFile ||
 			name == cleanShutdownFile || name == metaPropsFile || name == ControllerDirName || name == cleanerCheckpointFile ||
-			name == ProducerIDBlockFile || name == devFlushAnchor || name == journalDirName || name == ScramCredentialsFile || name == AclsFile || name == scrubPositionFile ||
+			name == ProducerIDBlockFile || name == devFlushAnchor || name == journalDirName || name == ScramCredentialsFile || name == AclsFile || name == QuotasFile || name == scrubPositionFile ||
 			name == RemoteMetadataDirName:
 			continue
 		case strings.HasSuffix(name, tmpSuffix):

@@ -133,6 +133,10 @@ const ScramCredentialsFile = "scram-credentials.json"
 // directory; Open leaves it alone.
 const AclsFile = "acls.json"
 
+// QuotasFile is where the broker keeps its client quotas (package auth)
+// in the data directory; Open leaves it alone.
+const QuotasFile = "quotas.json"
+
 const (
 	// DefaultProducerIDExpirationMs is Kafka's producer.id.expiration.ms.
 	DefaultProducerIDExpirationMs = 24 * 60 * 60 * 1000

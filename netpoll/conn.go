@@ -58,6 +58,9 @@ type Conn struct {
 
 	// preAuthMax caps frames until Authenticated (Listener.UnauthenticatedMaxFrameBytes; 0: no cap).
 	preAuthMax atomic.Int32
+	// muteUntil (unix nanos of the server's clock, 0 none) holds the next
+	// frame's read back: a throttled client's channel muted (MuteFor).
+	muteUntil atomic.Int64
 	// session is the handler's state for the connection (SetSession);
 	// only the reader's goroutine (Handler.Serve) touches it.
 	session any
@@ -171,7 +174,7 @@ func (c *Conn) readLoop() {
 	}
 	maxBytes := c.s.cfg.MaxFrameBytes
 	for {
-		if !c.waitFreeSlot() {
+		if !c.waitFreeSlot() || !c.waitMuted() {
 			return
 		}
 		size, err := c.readHeader()
@@ -230,6 +233,50 @@ func (c *Conn) readLoop() {
 			return
 		}
 		c.s.h.Serve(c, frame, r)
+	}
+}
+
+// MuteFor stops reading the connection's next requests for d (what is
+// already read is served): Kafka mutes a throttled client's channel for
+// its throttle time (KIP-219). A later call can only extend it.
+func (c *Conn) MuteFor(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	until := c.s.cfg.Now().Add(d).UnixNano()
+	for {
+		cur := c.muteUntil.Load()
+		if cur >= until || c.muteUntil.CompareAndSwap(cur, until) {
+			return
+		}
+	}
+}
+
+// muteRecheck bounds one sleep of waitMuted.
+const muteRecheck = 100 * time.Millisecond
+
+// waitMuted waits out a MuteFor; false when the connection closed
+// meanwhile.
+func (c *Conn) waitMuted() bool {
+	for {
+		until := c.muteUntil.Load()
+		if until == 0 {
+			return true
+		}
+		d := time.Duration(until - c.s.cfg.Now().UnixNano())
+		if d <= 0 {
+			c.muteUntil.CompareAndSwap(until, 0)
+			return true
+		}
+		// A bounded sleep, then the clock again: the clock is the
+		// server's (tests move it), the timer the runtime's.
+		t := time.NewTimer(min(d, muteRecheck))
+		select {
+		case <-t.C:
+		case <-c.done:
+			t.Stop()
+			return false
+		}
 	}
 }
 

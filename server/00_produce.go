@@ -132,6 +132,7 @@ func (s *Server) produceAppend(rc *reqCtx, req *kmsg.ProduceRequest, reqErr int1
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	var durable []produceDurable
 	failed := false
+	var recordBytes int
 	txnID := req.TransactionID != nil
 	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
 	for i := range req.Topics {
@@ -148,6 +149,7 @@ func (s *Server) produceAppend(rc *reqCtx, req *kmsg.ProduceRequest, reqErr int1
 		for j := range rt.Partitions {
 			rp := &rt.Partitions[j]
 			sp := &st.Partitions[j]
+			recordBytes += len(rp.Records)
 			sp.Default()
 			sp.Partition = rp.Partition
 			code, msg := topicErr, topicMsg
@@ -181,6 +183,7 @@ func (s *Server) produceAppend(rc *reqCtx, req *kmsg.ProduceRequest, reqErr int1
 		}
 	}
 
+	resp.ThrottleMillis = s.throttle(rc, auth.QuotaProducerByteRate, float64(recordBytes)) // quota.go
 	switch {
 	case req.Acks == 0 && failed:
 		rc.close(fmt.Errorf("acks=0 produce failed on at least one partition"))

@@ -56,6 +56,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/stratalog/strata/auth"
 	"log/slog"
 	"math"
 	"sync"
@@ -376,6 +377,9 @@ func (f *fetchState) release() {
 func (f *fetchState) send() {
 	if f.session != nil {
 		f.session.answer(&f.body, f.incremental, f.rc.version >= fetchFirstTopicIDVersion, f.order)
+	}
+	if f.consumer && f.s.cfg.Quotas != nil && f.s.cfg.Quotas.Active() {
+		f.body.throttleMs = f.s.throttle(f.rc, auth.QuotaConsumerByteRate, float64(fetchBodyBytes(&f.body))) // quota.go
 	}
 	buf := make([]byte, 0, 5+estimateFetchBodyBytes(&f.body))
 	buf = f.rc.appendResponseHeader(buf)

@@ -883,6 +883,46 @@ var decodeOps = map[int16][]dop{
 			}},
 		}},
 	},
+	48: { // DescribeClientQuotasRequest
+		{k: dArray, n: sizeOf[kmsg.DescribeClientQuotasRequestComponent](), body: []dop{
+			{k: dString},
+			{k: dFixed, n: 1},
+			{k: dNullString},
+			{k: dIf, min: 0, max: -1, flex: 1, body: []dop{
+				{k: dTags},
+			}},
+		}},
+		{k: dFixed, n: 1},
+		{k: dIf, min: 0, max: -1, flex: 1, body: []dop{
+			{k: dTags},
+		}},
+	},
+	49: { // AlterClientQuotasRequest
+		{k: dArray, n: sizeOf[kmsg.AlterClientQuotasRequestEntry](), body: []dop{
+			{k: dArray, n: sizeOf[kmsg.AlterClientQuotasRequestEntryEntity](), body: []dop{
+				{k: dString},
+				{k: dNullString},
+				{k: dIf, min: 0, max: -1, flex: 1, body: []dop{
+					{k: dTags},
+				}},
+			}},
+			{k: dArray, n: sizeOf[kmsg.AlterClientQuotasRequestEntryOp](), body: []dop{
+				{k: dString},
+				{k: dFixed, n: 8},
+				{k: dFixed, n: 1},
+				{k: dIf, min: 0, max: -1, flex: 1, body: []dop{
+					{k: dTags},
+				}},
+			}},
+			{k: dIf, min: 0, max: -1, flex: 1, body: []dop{
+				{k: dTags},
+			}},
+		}},
+		{k: dFixed, n: 1},
+		{k: dIf, min: 0, max: -1, flex: 1, body: []dop{
+			{k: dTags},
+		}},
+	},
 	50: { // DescribeUserSCRAMCredentialsRequest
 		{k: dArray, n: sizeOf[kmsg.DescribeUserSCRAMCredentialsRequestUser](), body: []dop{
 			{k: dString},

@@ -100,6 +100,21 @@ func estimateFetchBodyBytes(b *fetchBody) int {
 	return n
 }
 
+// fetchBodyBytes is the size of b's encoding: its non-record bytes
+// (estimated, an upper bound) plus every partition's record bytes (what
+// a consumer's quota counts).
+func fetchBodyBytes(b *fetchBody) int64 {
+	n := int64(estimateFetchBodyBytes(b))
+	for i := range b.topics {
+		for j := range b.topics[i].partitions {
+			for _, c := range b.topics[i].partitions[j].chunks {
+				n += max(c.Len, int64(len(c.Buf)))
+			}
+		}
+	}
+	return n
+}
+
 // appendFetchBody appends b's encoding to buf (which may already hold the
 // response header) and returns the parts to send: buf's bytes cut into runs
 // around each partition's records, and the file ranges of the record chunks,

@@ -145,6 +145,9 @@ type Config struct {
 	// (Describe/Create/DeleteAcls; authz.go); nil: no authorizer, every
 	// request is allowed.
 	Authorizer *auth.Authorizer
+	// Quotas are the client quotas (quotas.json; nil: none, and
+	// Describe/AlterClientQuotas answer that nothing is set).
+	Quotas *auth.Quotas
 
 	Groups  GroupsConfig  // consumer groups (groups.go)
 	Txn     TxnConfig     // producer ids, idempotence, transactions (producers.go)

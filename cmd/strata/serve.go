@@ -123,6 +123,10 @@ func serve(cfg config.Broker, remoteProps map[string]string, logger *slog.Logger
 	if err != nil {
 		return err
 	}
+	quotas, err := openQuotas(absDir, logger) // serve_acls.go
+	if err != nil {
+		return err
+	}
 	raiseFileLimit(logger) // serve_rlimit.go
 	setProcs(logger)       // serve_procs.go
 	// serve_metrics.go: started first, so /readyz answers during recovery.
@@ -207,6 +211,7 @@ func serve(cfg config.Broker, remoteProps map[string]string, logger *slog.Logger
 		Metrics:        met,
 		Scram:          scram, // SASL SCRAM users; Describe/AlterUserScramCredentials
 		Authorizer:     authz, // ACLs (nil: none)
+		Quotas:         quotas,
 	}, eng)
 	rm, err := openRemote(cfg, remoteProps, absDir, eng, srv, logger) // serve_remote.go
 	if err != nil {

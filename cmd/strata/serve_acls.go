@@ -34,3 +34,17 @@ func openAuthorizer(cfg config.Broker, dir string, logger *slog.Logger) (*auth.A
 	}
 	return a, nil
 }
+
+// openQuotas returns the broker's client quotas (issue 20), kept in the
+// data directory's quotas.json and managed with AlterClientQuotas; like
+// the ACLs, each broker of a cluster has its own.
+func openQuotas(dir string, logger *slog.Logger) (*auth.Quotas, error) {
+	q, err := auth.OpenQuotas(auth.QuotaConfig{}, filepath.Join(dir, engine.QuotasFile))
+	if err != nil {
+		return nil, err
+	}
+	if q.Active() {
+		logger.Info("client quotas on", "file", engine.QuotasFile)
+	}
+	return q, nil
+}
