@@ -47,6 +47,7 @@ type shareFetch struct {
 	req        *kmsg.ShareFetchRequest
 	resp       *kmsg.ShareFetchResponse
 	key        share.SessionKey
+	sess       *share.Session // the session the request used
 	maxRecords int
 	deadlineMs int64
 	durable    durable
@@ -119,6 +120,7 @@ func handleShareFetch(s *Server, rc *reqCtx) {
 	if sess != nil && !final {
 		st.conns[f.key] = rc.conn
 	}
+	f.sess = sess
 	for _, t := range req.Topics {
 		topic := s.eng.TopicByID(t.TopicID)
 		if topic != nil && topic.Deleted() {
@@ -305,8 +307,8 @@ func (f *shareFetch) hasErrors() bool {
 func (f *shareFetch) acquire(nowMs int64) bool {
 	s, st := f.s, &f.s.groups.share
 	sess := st.sessions.Get(f.key)
-	if sess == nil || !st.groups.IsMember(f.key.Group, f.key.Member) {
-		return false
+	if sess == nil || sess != f.sess || !st.groups.IsMember(f.key.Group, f.key.Member) {
+		return false // the session closed or was replaced: the client drops this answer's records
 	}
 	left := f.maxRecords
 	got := false
@@ -372,6 +374,9 @@ func (f *shareFetch) retry(nowMs int64) bool {
 	case <-f.rc.conn.Done():
 		return true
 	default:
+	}
+	if st := &f.s.groups.share; st.sessions.Get(f.key) != f.sess {
+		return true // answer now, empty: a newer session has taken over
 	}
 	return f.acquire(nowMs) || f.hasErrors() || nowMs >= f.deadlineMs
 }
