@@ -18,13 +18,17 @@ package server
 // released. With IsRenewAck (v2, KIP-1222: RENEW acknowledgements) the
 // request only acknowledges; RENEW before v2 is INVALID_REQUEST. A fetch
 // that acquires nothing waits up to MaxWaitMillis (the
-// share tick retries it). Records are read up to the high watermark
-// (read_uncommitted). See share.go for durability and limits.
+// share tick retries it). Records are read up to the high watermark, or
+// with the group's share.isolation.level=read_committed up to the last
+// stable offset, the records of aborted transactions archived by the
+// broker (archiveAborted). See share.go for durability and limits.
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/stratalog/strata/auth"
@@ -334,7 +338,12 @@ func (f *shareFetch) acquire(nowMs int64) bool {
 				s.log.Error("share: persisting a log start move", "err", err)
 			}
 		}
-		recs, e := sp.p.Acquire(nowMs, f.key.Member, left, sp.log.HighWatermark())
+		committed := s.readCommitted(f.key.Group)
+		end := sp.log.HighWatermark()
+		if committed {
+			end = sp.log.LastStableOffset()
+		}
+		recs, e := sp.p.Acquire(nowMs, f.key.Member, left, end)
 		if err := s.applyEffects(k, sp, e, &f.durable); err != nil {
 			s.log.Error("share: persisting a lock expiry", "err", err)
 		}
@@ -354,6 +363,12 @@ func (f *shareFetch) acquire(nowMs int64) bool {
 			f.part(tp).ErrorCode = errCode(err)
 			continue
 		}
+		if committed {
+			recs = s.archiveAborted(nowMs, f.key.Member, k, sp, recs, data, &f.durable)
+			if len(recs) == 0 {
+				continue
+			}
+		}
 		p := f.part(tp)
 		p.Records = append(p.Records, data...)
 		for _, r := range recs {
@@ -365,6 +380,81 @@ func (f *shareFetch) acquire(nowMs int64) bool {
 		got = true
 	}
 	return got
+}
+
+// archiveAborted is read_committed's step after an acquisition (st.mu
+// held): the acquired records of aborted transactions in data (the
+// batches read for recs) are archived on the member's behalf, as Kafka
+// archives them before answering, and the acquired ranges without them
+// are returned. A batch is aborted when it is transactional and its
+// producer has an aborted transaction (Log.AbortedTransactions) that began
+// at or before it and whose abort marker has not been passed yet: the
+// consumer's rule in Kafka.
+func (s *Server) archiveAborted(nowMs int64, member string, k sharePartKey, sp *sharePart, recs []share.AcquiredRecords, data []byte, d *durable) []share.AcquiredRecords {
+	first, last := recs[0].First, recs[len(recs)-1].Last
+	aborted := sp.log.AbortedTransactions(nil, first, last+1)
+	if len(aborted) == 0 {
+		return recs
+	}
+	slices.SortFunc(aborted, func(a, b engine.AbortedTxn) int { return cmp.Compare(a.FirstOffset, b.FirstOffset) })
+	open := map[int64]bool{} // producers inside an aborted transaction
+	var gone [][2]int64      // aborted offset ranges
+	for rest := data; len(rest) >= 61; {
+		n := 12 + int(int32(binary.BigEndian.Uint32(rest[8:12])))
+		if n < 61 || n > len(rest) {
+			break
+		}
+		base := int64(binary.BigEndian.Uint64(rest))
+		end := base + int64(int32(binary.BigEndian.Uint32(rest[23:27])))
+		attrs := binary.BigEndian.Uint16(rest[21:23])
+		pid := int64(binary.BigEndian.Uint64(rest[43:51]))
+		rest = rest[n:]
+		for len(aborted) > 0 && aborted[0].FirstOffset <= base {
+			open[aborted[0].ProducerID] = true
+			aborted = aborted[1:]
+		}
+		switch {
+		case attrs&0x20 != 0: // a control batch: an abort marker ends the producer's transaction
+			delete(open, pid)
+		case attrs&0x10 != 0 && open[pid]:
+			gone = append(gone, [2]int64{base, end})
+		}
+	}
+	if len(gone) == 0 {
+		return recs
+	}
+	isGone := func(o int64) bool {
+		for _, g := range gone {
+			if o >= g[0] && o <= g[1] {
+				return true
+			}
+		}
+		return false
+	}
+	var keep []share.AcquiredRecords
+	var gap []share.AckBatch
+	for _, r := range recs {
+		for o := r.First; o <= r.Last; o++ {
+			if isGone(o) {
+				gap = append(gap, share.AckBatch{First: o, Last: o, Types: []share.AckType{share.AckGap}})
+				continue
+			}
+			if n := len(keep); n > 0 && keep[n-1].Last == o-1 && keep[n-1].Count == r.Count {
+				keep[n-1].Last = o
+			} else {
+				keep = append(keep, share.AcquiredRecords{First: o, Last: o, Count: r.Count})
+			}
+		}
+	}
+	e, aerr := sp.p.Acknowledge(nowMs, member, gap)
+	if aerr != nil {
+		s.log.Error("share: archiving aborted records", "err", aerr.Msg)
+		return recs
+	}
+	if err := s.applyEffects(k, sp, e, d); err != nil {
+		s.log.Error("share: persisting archived aborted records", "err", err)
+	}
+	return keep
 }
 
 // retry is the share tick's look at a waiting fetch (st.mu held): true

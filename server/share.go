@@ -37,8 +37,7 @@ package server
 //
 // Limits: a single broker only. In cluster mode the share APIs answer
 // UNSUPPORTED_VERSION: the state is not owned by partition leaders nor
-// replicated with a share coordinator yet. share.isolation.level is
-// read_uncommitted only. No dead-letter topics yet. The broker keys
+// replicated with a share coordinator yet. No dead-letter topics yet. The broker keys
 // (group.share.*) reach Config.Groups.Share through strata serve
 // (cmd/strata/serve_share.go).
 
@@ -443,6 +442,12 @@ func (s *Server) partConfig(group string) share.Config {
 	return c
 }
 
+// readCommitted reports whether group reads with read_committed (st.mu
+// held): records up to the last stable offset, aborted ones archived.
+func (s *Server) readCommitted(group string) bool {
+	return s.groups.share.configs[group][cfgShareIsolation] == "read_committed"
+}
+
 // lockDurationMs is the effective lock duration of group (st.mu held).
 func (s *Server) lockDurationMs(group string) int32 {
 	ms := s.partConfig(group).LockDurationMs
@@ -604,8 +609,8 @@ var shareGroupConfigKeys = map[string]func(string) error{
 		return nil
 	},
 	cfgShareIsolation: func(v string) error {
-		if v != "read_uncommitted" {
-			return fmt.Errorf("%s: only read_uncommitted is supported", cfgShareIsolation)
+		if v != "read_uncommitted" && v != "read_committed" {
+			return fmt.Errorf("%s must be read_uncommitted or read_committed", cfgShareIsolation)
 		}
 		return nil
 	},
@@ -689,7 +694,7 @@ var shareGroupConfigDocs = []struct {
 	doc  string
 }{
 	{cfgShareAutoOffsetReset, kmsg.ConfigTypeString, "Where a share-partition without state starts: latest, earliest or by_duration:<ISO-8601 duration>."},
-	{cfgShareIsolation, kmsg.ConfigTypeString, "The isolation level of share fetches (read_uncommitted only here)."},
+	{cfgShareIsolation, kmsg.ConfigTypeString, "The isolation level of share fetches: read_uncommitted, or read_committed (records up to the last stable offset, aborted ones archived)."},
 	{cfgShareLockDuration, kmsg.ConfigTypeInt, "How long an acquired record stays locked to its member (ms)."},
 }
 

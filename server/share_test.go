@@ -904,7 +904,7 @@ func TestShareGroupConfigs(t *testing.T) {
 	for _, tc := range []struct{ name, value string }{
 		{"share.record.lock.duration.ms", "10"},
 		{"share.auto.offset.reset", "sometime"},
-		{"share.isolation.level", "read_committed"},
+		{"share.isolation.level", "serializable"},
 		{"no.such.key", "1"},
 	} {
 		if code := alter(tc.name, tc.value); code != kerr.InvalidConfig.Code {
@@ -931,4 +931,45 @@ func TestShareGroupConfigs(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("group configs %v, want %v", got, want)
 	}
+}
+
+// With share.isolation.level=read_committed the group gets committed and
+// plain records only: those of an aborted transaction are archived by the
+// broker, and records past an open transaction wait for its end.
+func TestShareGroupReadCommitted(t *testing.T) {
+	addr, s, _ := startBroker(t, withShare(0))
+	cl := newClient(t, addr)
+	createShareTopic(t, kadm.NewClient(cl), "txn", 1)
+	setGroupConfig(t, cl, "sg", "share.auto.offset.reset", "earliest", "share.isolation.level", "read_committed")
+	tx := newClient(t, addr, kgo.TransactionalID("share-tx"), kgo.DefaultProduceTopic("txn"))
+	ctx := testCtx(t)
+	txn := func(commit bool, values ...string) {
+		t.Helper()
+		if err := tx.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range values {
+			if err := tx.ProduceSync(ctx, &kgo.Record{Value: []byte(v)}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := tx.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	txn(false, "aborted-1", "aborted-2")
+	txn(true, "committed")
+	produceValues(t, cl, "txn", "plain")
+	got := receiveAll(t, addr, "sg", "txn", 2)
+	if _, ok := got["committed"]; !ok || got["plain"] != 1 || len(got) != 2 {
+		t.Fatalf("read_committed share consumer got %v", got)
+	}
+	topic := s.eng.Topic("txn")
+	eventually(t, "every record done", func() bool {
+		st := &s.groups.share
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		sp := st.parts[sharePartKey{"sg", topic.ID(), 0}]
+		return sp != nil && sp.p.StartOffset() == topic.Partition(0).HighWatermark()
+	})
 }

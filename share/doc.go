@@ -123,8 +123,7 @@
 //
 // Share groups in a cluster (the share-partition on the partition
 // leader, the state topic replicated and owned by a share coordinator,
-// leader moves), read_committed (the read of transaction aborts),
-// acquisitions aligned to batches, the dead-letter writer (KIP-1191
+// leader moves), acquisitions aligned to batches, the dead-letter writer (KIP-1191
 // configs and headers), and ShareUpdate records smaller than whole
 // snapshots.
 package share
