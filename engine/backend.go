@@ -145,10 +145,17 @@ const (
 // in flight and chunks the journal's spans hold (journalMaxPins).
 const poolSpareChunks = segment.DirectDepth
 
-// segmentBackgroundDepth, when > 0, is the most segment chunk writes in
-// the device at once (uring.Config.BackgroundDepth), and the journal holds
-// new ones back while it writes a group (journal.pauseBG); 0: unbounded.
-const segmentBackgroundDepth = 0
+// segmentBackgroundDepth, when > 0, is the most full-chunk segment writes
+// (write-behind: nothing waits for them soon) in the device at once
+// (uring.Config.BackgroundDepth), and the journal holds new ones back
+// while it writes a group (journal.pauseBG); 0: unbounded. The device
+// serves requests in order, so a journal group queued behind dozens of
+// 128 KiB chunk writes waited for them: keyed closed loop, 16 gave
+// 641,000-656,000 rec/s against 528,000-574,000 unbounded and 535,000-561,000
+// for the session's first build, journal writes p50 0.4 against 0.7 ms
+// (docs/performance.md, session 15). Partial writes (a sync, a checkpoint,
+// a read of the tail) are not held back: something waits for them.
+const segmentBackgroundDepth = 16
 
 // zeroFillBytes is the size of the zero-fill buffer (each zero-fill write
 // of a PreWrite segment writes at most this much; less where the device

@@ -401,7 +401,7 @@ func (w *ringWriter) onSync(*uring.Op) {
 
 // submit sends one write of buf at off carrying logical bytes [lo, lo+n);
 // put is returned to the pool when it completes. It waits for a free op.
-func (w *ringWriter) submit(buf []byte, off, lo, n int64, put []byte) error {
+func (w *ringWriter) submit(buf []byte, off, lo, n int64, put []byte, bg bool) error {
 	w.wmu.Lock()
 	for (len(w.free) == 0 || w.syncing) && w.failed.Load() == nil {
 		w.wcond.Wait()
@@ -419,7 +419,7 @@ func (w *ringWriter) submit(buf []byte, off, lo, n int64, put []byte) error {
 	w.wmu.Unlock()
 	wo.lo, wo.n, wo.putBuf = lo, n, put
 	wo.op.Code, wo.op.File, wo.op.Buf, wo.op.Off = uring.OpWrite, w.wf, buf, off
-	wo.op.Background = w.direct
+	wo.op.Background = bg
 	if err := w.ring.Submit(&wo.op); err != nil {
 		w.wmu.Lock()
 		wo.putBuf, wo.op.Buf = nil, nil
@@ -468,7 +468,7 @@ func (w *ringWriter) append(s *Segment, b []byte, pos int64) error {
 		w.mu.Lock()
 		w.appended = end
 		w.mu.Unlock()
-		if err := w.submit(b, pos, pos, int64(len(b)), nil); err != nil {
+		if err := w.submit(b, pos, pos, int64(len(b)), nil, false); err != nil {
 			return err
 		}
 		return w.waitWritten(end)
@@ -531,7 +531,7 @@ func (w *ringWriter) copyIn(s *Segment, b []byte, pos int64, dst []Span, align i
 		if off+n < c {
 			continue
 		}
-		if err := w.submitCur(c); err != nil {
+		if err := w.submitCur(c, true); err != nil {
 			for _, sp := range dst[first:] {
 				sp.Release()
 			}
@@ -584,7 +584,7 @@ func (w *ringWriter) writeBehind() {
 // instead of at the page: the bytes before it are on the file already (on
 // a 512-byte-sector disk a carried page costs 0-511 bytes again instead of
 // 0-4095, about 1.8 KiB less per partition and flush on average).
-func (w *ringWriter) submitCur(hi int64) error {
+func (w *ringWriter) submitCur(hi int64, bg bool) error {
 	skip := int64(0)
 	if w.curLo > w.curBase {
 		if err := w.waitWritten(w.curLo); err != nil {
@@ -596,7 +596,7 @@ func (w *ringWriter) submitCur(hi int64) error {
 	}
 	cur := w.cur
 	w.cur = nil
-	return w.submit(cur[skip:hi], w.curBase+skip, w.curLo, w.appended-w.curLo, cur)
+	return w.submit(cur[skip:hi], w.curBase+skip, w.curLo, w.appended-w.curLo, cur, bg)
 }
 
 // flushTail submits the appended bytes not yet submitted; the last partial
@@ -616,7 +616,7 @@ func (w *ringWriter) flushTailInto(next []byte) error {
 	clear(w.cur[fill:hi])
 	keep := alignDown(fill)
 	copy(next, w.cur[keep:fill])
-	if err := w.submitCur(hi); err != nil {
+	if err := w.submitCur(hi, false); err != nil {
 		w.pool.Put(next)
 		return err
 	}
