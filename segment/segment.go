@@ -1,9 +1,9 @@
 package segment
 
 import (
-	"github.com/stratalog/strata/internal/uring"
 	"errors"
 	"fmt"
+	"github.com/stratalog/strata/internal/uring"
 	"github.com/stratalog/strata/internal/vfs"
 	"io"
 	"os"
