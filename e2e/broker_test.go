@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -53,15 +54,26 @@ type broker struct {
 
 type syncBuffer = stratatest.LogBuffer
 
+// freeAddr returns a loopback address free now, for a process started
+// later to listen on. Its port is below Linux's ephemeral range
+// (net.ipv4.ip_local_port_range, 32768-60999 by default): a port the
+// kernel picks for :0 can be handed to another test's outgoing connection
+// or listener before the broker binds it (a controller failed to start
+// with "address already in use" in CI that way).
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for i := 0; i < 200; i++ {
+		port := 20000 + rand.IntN(12000)
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue // taken: try another
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		return addr
 	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
+	t.Fatal("no free loopback port in 20000-31999 after 200 tries")
+	return ""
 }
 
 // startBroker runs a broker on a free loopback port with its data in dataDir

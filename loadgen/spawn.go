@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -334,14 +335,23 @@ func (c *Cluster) Stop() error {
 	return errors.Join(errs...)
 }
 
+// freeLoopbackAddr returns a loopback address free now, for a spawned
+// broker to listen on. Its port is below Linux's default ephemeral range
+// (32768-60999): a port the kernel picks for :0 can be handed to an
+// outgoing connection before the broker binds it.
 func freeLoopbackAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
+	var err error
+	for i := 0; i < 200; i++ {
+		var ln net.Listener
+		ln, err = net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000)))
+		if err != nil {
+			continue // taken: try another
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		return addr, nil
 	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr, nil
+	return "", fmt.Errorf("no free loopback port in 20000-31999 after 200 tries: %w", err)
 }
 
 // tailFile is the last n bytes of a log file, for error messages.
