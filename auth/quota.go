@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"slices"
@@ -246,7 +247,7 @@ func (q *Quotas) Alter(changes []QuotaChange) error {
 	defer q.mu.Unlock()
 	next := make(map[QuotaEntity]map[string]float64, len(q.limits))
 	for e, vs := range q.limits {
-		next[e] = cloneValues(vs)
+		next[e] = maps.Clone(vs)
 	}
 	for _, c := range changes {
 		vs := next[c.Entity]
@@ -271,14 +272,6 @@ func (q *Quotas) Alter(changes []QuotaChange) error {
 	q.limits = next
 	q.active.Store(len(next) > 0)
 	return nil
-}
-
-func cloneValues(vs map[string]float64) map[string]float64 {
-	out := make(map[string]float64, len(vs))
-	for k, v := range vs {
-		out[k] = v
-	}
-	return out
 }
 
 func writeQuotas(path string, limits map[QuotaEntity]map[string]float64) error {
@@ -337,7 +330,7 @@ func (q *Quotas) Describe(parts []QuotaFilterPart, strict bool) ([]QuotaDescribe
 	var out []QuotaDescribed
 	for e, vs := range q.limits {
 		if matchEntity(e, parts, strict) {
-			out = append(out, QuotaDescribed{Entity: e, Values: cloneValues(vs)})
+			out = append(out, QuotaDescribed{Entity: e, Values: maps.Clone(vs)})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Entity.String() < out[j].Entity.String() })
@@ -368,10 +361,9 @@ func matchEntity(e QuotaEntity, parts []QuotaFilterPart, strict bool) bool {
 	return true
 }
 
-// Limit returns the quota of type typ for a request of user and clientID
-// (user "" for an unauthenticated principal's ANONYMOUS name is the
-// caller's choice) and the key its rate is measured under; ok false when
-// no quota applies.
+// limitLocked returns the quota of type typ for a request of user and
+// clientID and the key its rate is measured under; ok false when no quota
+// applies. Caller holds q.mu.
 func (q *Quotas) limitLocked(typ, user, clientID string) (float64, sensorKey, bool) {
 	named := func(n string) EntityName { return EntityName{Set: true, Name: n} }
 	def := EntityName{Set: true, Default: true}

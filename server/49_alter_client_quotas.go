@@ -31,13 +31,7 @@ func handleAlterClientQuotas(s *Server, rc *reqCtx) {
 				out.ErrorMessage = kmsg.StringPtr(msg)
 			}
 		}
-		ent, bad, ok := quotaEntity(func(yield func(string, *string) bool) {
-			for _, p := range en.Entity {
-				if !yield(p.Type, p.Name) {
-					return
-				}
-			}
-		})
+		ent, bad, ok := quotaEntity(en.Entity)
 		switch {
 		case !allowed:
 			fail(kerr.ClusterAuthorizationFailed.Code, "")

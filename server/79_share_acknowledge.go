@@ -29,16 +29,8 @@ func handleShareAcknowledge(s *Server, rc *reqCtx) {
 		}
 		rc.respond(resp)
 	}
-	if code, msg := s.shareErr(); code != 0 {
+	if code, msg := s.shareMemberErr(rc, req.GroupID, req.MemberID); code != 0 {
 		fail(code, msg)
-		return
-	}
-	if req.GroupID == nil || *req.GroupID == "" || req.MemberID == nil || *req.MemberID == "" {
-		fail(kerr.InvalidRequest.Code, "the group id and member id are required")
-		return
-	}
-	if code := s.groupAuthorized(rc, *req.GroupID, 0); code != 0 { // authz.go: Read on the group
-		fail(code, "")
 		return
 	}
 	if req.ShareSessionEpoch == share.SessionInitialEpoch {

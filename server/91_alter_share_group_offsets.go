@@ -28,12 +28,8 @@ func handleAlterShareGroupOffsets(s *Server, rc *reqCtx) {
 		}
 		rc.respond(resp)
 	}
-	if code, msg := s.shareErr(); code != 0 {
+	if code, msg := s.shareGroupErr(req.GroupID); code != 0 {
 		fail(code, msg)
-		return
-	}
-	if req.GroupID == "" {
-		fail(kerr.InvalidGroupID.Code, "")
 		return
 	}
 	if code := s.groupAuthorized(rc, req.GroupID, 0); code != 0 { // authz.go: Read on the group

@@ -26,12 +26,8 @@ func handleDeleteShareGroupOffsets(s *Server, rc *reqCtx) {
 		}
 		rc.respond(resp)
 	}
-	if code, msg := s.shareErr(); code != 0 {
+	if code, msg := s.shareGroupErr(req.GroupID); code != 0 {
 		fail(code, msg)
-		return
-	}
-	if req.GroupID == "" {
-		fail(kerr.InvalidGroupID.Code, "")
 		return
 	}
 	if !s.authorized(rc, auth.OpDelete, auth.ResourceGroup, req.GroupID) { // authz.go

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/stratalog/strata/auth"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Client quotas (issue 20; package auth's Quotas has the model): Produce
@@ -39,28 +40,24 @@ func (s *Server) throttle(rc *reqCtx, typ string, v float64) int32 {
 	return int32(min(ms, 1<<31-1))
 }
 
-// quotaEntity turns a request's entity (type, name; nil name: the
-// default) into auth's; ok false for an unknown or repeated type.
-func quotaEntity(parts func(yield func(typ string, name *string) bool)) (auth.QuotaEntity, string, bool) {
-	var e auth.QuotaEntity
-	ok, bad := true, ""
-	parts(func(typ string, name *string) bool {
-		n := auth.EntityName{Set: true, Default: name == nil}
-		if name != nil {
-			n.Name = *name
+// quotaEntity turns an AlterClientQuotas entity (nil name: the default)
+// into auth's; ok false for an unknown or repeated entity type (bad).
+func quotaEntity(parts []kmsg.AlterClientQuotasRequestEntryEntity) (e auth.QuotaEntity, bad string, ok bool) {
+	for _, p := range parts {
+		n := auth.EntityName{Set: true, Default: p.Name == nil}
+		if p.Name != nil {
+			n.Name = *p.Name
 		}
 		switch {
-		case typ == auth.EntityUser && !e.User.Set:
+		case p.Type == auth.EntityUser && !e.User.Set:
 			e.User = n
-		case typ == auth.EntityClientID && !e.ClientID.Set:
+		case p.Type == auth.EntityClientID && !e.ClientID.Set:
 			e.ClientID = n
 		default:
-			ok, bad = false, typ
-			return false
+			return e, p.Type, false
 		}
-		return true
-	})
-	return e, bad, ok
+	}
+	return e, "", true
 }
 
 // entityParts is an entity as the responses spell it.

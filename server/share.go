@@ -222,6 +222,31 @@ func (s *Server) closeShare() {
 
 // shareErr is the error code of a share API when share groups are not
 // served here.
+// shareMemberErr is the check ShareFetch and ShareAcknowledge start
+// with: share groups served, a group and member id given, Read on the
+// group (authz.go); 0 when it passes.
+func (s *Server) shareMemberErr(rc *reqCtx, group, member *string) (int16, string) {
+	if code, msg := s.shareErr(); code != 0 {
+		return code, msg
+	}
+	if group == nil || *group == "" || member == nil || *member == "" {
+		return kerr.InvalidRequest.Code, "the group id and member id are required"
+	}
+	return s.groupAuthorized(rc, *group, 0), ""
+}
+
+// shareGroupErr is the check the share-group offset APIs start with:
+// share groups served and a group id given; 0 when it passes.
+func (s *Server) shareGroupErr(group string) (int16, string) {
+	if code, msg := s.shareErr(); code != 0 {
+		return code, msg
+	}
+	if group == "" {
+		return kerr.InvalidGroupID.Code, ""
+	}
+	return 0, ""
+}
+
 func (s *Server) shareErr() (int16, string) {
 	if s.groups.share.err == nil {
 		return 0, ""

@@ -2,6 +2,7 @@ package sasl
 
 import (
 	"bytes"
+	"cmp"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -200,12 +201,12 @@ func (o *OAuth) Validate(jwt string) (sub string, scope []string, err error) {
 	if iat, ok := numericClaim(claims, "iat"); ok && t.Add(o.ClockSkew).Before(iat) {
 		return "", nil, errors.New("the token was issued in the future (iat)")
 	}
-	subClaim := cmpOr(o.SubClaim, "sub")
+	subClaim := cmp.Or(o.SubClaim, "sub")
 	sub, _ = claims[subClaim].(string)
 	if strings.TrimSpace(sub) == "" {
 		return "", nil, fmt.Errorf("the token has no %s claim (the principal)", subClaim)
 	}
-	scope = stringsClaim(claims[cmpOr(o.ScopeClaim, "scope")], true)
+	scope = stringsClaim(claims[cmp.Or(o.ScopeClaim, "scope")], true)
 	for _, s := range o.RequiredScope {
 		if !slices.Contains(scope, s) {
 			return "", scope, fmt.Errorf("the token's scope lacks %q", s)
@@ -336,13 +337,6 @@ func stringsClaim(v any, split bool) []string {
 		return out
 	}
 	return nil
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // ParseJWKS parses a JSON Web Key Set's RSA and EC (P-256/384/521)
