@@ -41,7 +41,11 @@ type Conn struct {
 	id     uint64
 	nc     net.Conn
 	remote net.Addr
+	ip     string        // remote's address, as the connection limits count it
 	done   chan struct{} // closed by Close
+	// active is when a frame last arrived (unix nanos, Config.Now): the
+	// least recently active connection is closed first (limits.go).
+	active atomic.Int64
 
 	// raw is the socket for sendfile; nil when nc is not a syscall.Conn
 	// (a TLS connection: file parts are copied through it).
@@ -128,6 +132,7 @@ func newConn(s *Server, nc net.Conn, l *Listener) *Conn {
 		}
 	}
 	c.sfStep = c.sendfileStep
+	c.active.Store(s.cfg.Now().UnixNano())
 	c.secure(nc)
 	return c
 }
@@ -182,6 +187,7 @@ func (c *Conn) readLoop() {
 			c.readFailed(err)
 			return
 		}
+		c.active.Store(c.s.cfg.Now().UnixNano())
 		if capped := c.preAuthMax.Load(); capped > 0 && size > capped {
 			if ok, held := c.s.refused.Allow(c.s.cfg.Now()); ok {
 				c.s.log.Warn("netpoll: frame larger than allowed before authentication; closing connection",

@@ -133,6 +133,20 @@
 // rate-limited log line naming the listener; a PLAINTEXT Kafka client on an
 // SSL listener is logged as exactly that.
 //
+// # Connection limits
+//
+// Config.Limits (SetConnLimits at runtime) applies Kafka's connection
+// limits as each connection is accepted (limits.go has the rules):
+// connection creation rates broker-wide and per listener hold the accept
+// loop for their throttle time; max.connections (broker and listener)
+// holds it until a connection closes, so clients past the limit wait in
+// the kernel's backlog, unread; max.connections.per.ip closes a
+// connection past its address's limit at once. The inter-broker listener
+// is exempt from the broker-wide limits while another listener is served
+// and, past max.connections, closes the least recently active connection
+// of another listener. Every accepted connection is counted per address
+// and listener (ConnsFrom, ListenerConns) until it closes.
+//
 // Authentication in the protocol (Kafka's SASL) is the handler's: it keeps
 // its per-connection state in Conn.SetSession (reader goroutine only), reads
 // its per-listener settings from Listener.Context (Conn.ListenerContext),

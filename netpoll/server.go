@@ -70,8 +70,12 @@ type Config struct {
 	// Refused frames log at most refusedLogBurst lines per
 	// refusedLogWindow, the next line counting those held back.
 	Logger *slog.Logger
-	// Now is the clock of those log limits; nil = time.Now.
+	// Now is the clock of those log limits and of the connection rates;
+	// nil = time.Now.
 	Now func() time.Time
+	// Limits are the connection limits (limits.go); nil:
+	// DefaultConnLimits, nothing limited. SetConnLimits changes them.
+	Limits *ConnLimits
 
 	// copyFiles makes file parts take the pread + write fallback instead of
 	// sendfile; tests and benchmarks compare the two.
@@ -110,6 +114,8 @@ type Server struct {
 	refused *ratelog.Shared
 	// budget is the broker-wide request budget; nil when unbounded.
 	budget *budget
+	// limits counts connections and applies the connection limits.
+	limits *limiter
 
 	// File bytes written by sendfile and by the copy fallback (tests check
 	// which path ran).
@@ -161,7 +167,12 @@ func NewServer(cfg Config, h Handler) *Server {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	lim := DefaultConnLimits()
+	if cfg.Limits != nil {
+		lim = *cfg.Limits
+	}
 	return &Server{
+		limits:    newLimiter(lim),
 		cfg:       cfg,
 		h:         h,
 		log:       cfg.Logger,
@@ -240,7 +251,9 @@ func (s *Server) serve(ln net.Listener, l *Listener) error {
 	s.listeners[ln] = struct{}{}
 	s.wg.Add(1)
 	s.mu.Unlock()
+	s.limits.serving(l.Name, 1)
 	defer func() {
+		s.limits.serving(l.Name, -1)
 		s.mu.Lock()
 		delete(s.listeners, ln)
 		s.mu.Unlock()
@@ -269,7 +282,11 @@ func (s *Server) serve(ln net.Listener, l *Listener) error {
 			continue
 		}
 		backoff = 0
-		s.startConn(nc, l)
+		ip := remoteIP(nc.RemoteAddr())
+		if !s.admit(nc, l, ip) { // limits.go
+			continue
+		}
+		s.startConn(nc, l, ip)
 	}
 }
 
@@ -297,14 +314,16 @@ func (s *Server) isClosed() bool {
 	return s.closed
 }
 
-// startConn registers nc and starts its reader and writer, or closes nc if
-// the Server is closed.
-func (s *Server) startConn(nc net.Conn, l *Listener) {
+// startConn registers nc (admitted: counted under ip) and starts its
+// reader and writer, or closes nc if the Server is closed.
+func (s *Server) startConn(nc net.Conn, l *Listener, ip string) {
 	c := newConn(s, nc, l)
+	c.ip = ip
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		nc.Close()
+		s.limits.release(l.Name, ip)
 		return
 	}
 	s.conns[c] = struct{}{}
@@ -319,6 +338,7 @@ func (s *Server) removeConn(c *Conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
+	s.limits.release(c.l.Name, c.ip)
 }
 
 // Close closes every listener and connection and waits for the Serve loops
