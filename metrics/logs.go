@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -23,6 +24,14 @@ const (
 	// before the group's next read is out of range. Per group (the
 	// smallest over its partitions) or per group, topic and partition.
 	GroupRetentionMargin = "strata_group_retention_margin_records"
+	// GroupLagSeconds is the age of a group's oldest unconsumed record:
+	// the scrape's time minus the timestamp of the record at the
+	// committed offset (0 when the group is caught up). Per group (the
+	// largest over its partitions, as kafka-lag-exporter's
+	// kafka_consumergroup_group_max_lag_seconds) or, with
+	// PartitionLabels, per group, topic and partition (its
+	// kafka_consumergroup_group_lag_seconds).
+	GroupLagSeconds = "strata_group_lag_seconds"
 )
 
 // LogSize is one partition's log on this broker.
@@ -50,6 +59,11 @@ type GroupOffset struct {
 	Partition    int32
 	Lag          int64 // high watermark - committed offset (0 if above it)
 	Margin       int64 // committed offset - log start offset (negative: fell off)
+	// Oldest is the timestamp of the oldest unconsumed record (the first
+	// record of the batch holding the committed offset) when Lag > 0;
+	// the zero Time when it could not be read (the partition then has no
+	// lag-seconds series). Ignored when Lag is 0: the age is 0.
+	Oldest time.Time
 }
 
 // SetGroups sets the source of the group offsets, called at each scrape.
@@ -78,7 +92,24 @@ var (
 		"The smallest, over the group's committed partitions, of committed offset minus log start offset: records retention may delete before the group's position is gone (negative: it is gone).", []string{"group"}, nil)
 	descMarginPart = prometheus.NewDesc(GroupRetentionMargin,
 		"The group's committed offset minus the partition's log start offset (negative: records it had not read were deleted).", groupPartLabels, nil)
+	descLagSecsGroup = prometheus.NewDesc(GroupLagSeconds,
+		"Age of the group's oldest unconsumed record, the largest over the partitions it committed (whose log is on this broker): now minus the timestamp of the record at the committed offset; 0 when caught up.", []string{"group"}, nil)
+	descLagSecsPart = prometheus.NewDesc(GroupLagSeconds,
+		"Age of the group's oldest unconsumed record of the partition: now minus the timestamp of the record at the committed offset; 0 when caught up.", groupPartLabels, nil)
 )
+
+// lagSeconds is the age of o's oldest unconsumed record at now: 0 when o
+// lags by no record, never negative (a producer's clock ahead of the
+// broker's); ok false when o lags but its record's time is unknown.
+func lagSeconds(o GroupOffset, now time.Time) (float64, bool) {
+	if o.Lag <= 0 {
+		return 0, true
+	}
+	if o.Oldest.IsZero() {
+		return 0, false
+	}
+	return max(now.Sub(o.Oldest).Seconds(), 0), true
+}
 
 func (b *Broker) collectLogs(ch chan<- prometheus.Metric) {
 	if f := b.tailCache.Load(); f != nil && *f != nil {
@@ -120,6 +151,7 @@ func (b *Broker) collectLogs(ch chan<- prometheus.Metric) {
 	}
 	if f := b.groups.Load(); f != nil && *f != nil {
 		offs := (*f)()
+		now := b.now()
 		if b.opts.PartitionLabels {
 			seen := make(map[GroupOffset]bool, len(offs))
 			for _, o := range offs {
@@ -131,10 +163,17 @@ func (b *Broker) collectLogs(ch chan<- prometheus.Metric) {
 				p := strconv.Itoa(int(o.Partition))
 				ch <- prometheus.MustNewConstMetric(descLagPart, prometheus.GaugeValue, float64(o.Lag), o.Group, o.Topic, p)
 				ch <- prometheus.MustNewConstMetric(descMarginPart, prometheus.GaugeValue, float64(o.Margin), o.Group, o.Topic, p)
+				if secs, ok := lagSeconds(o, now); ok {
+					ch <- prometheus.MustNewConstMetric(descLagSecsPart, prometheus.GaugeValue, secs, o.Group, o.Topic, p)
+				}
 			}
 			return
 		}
-		type agg struct{ lag, margin int64 }
+		type agg struct {
+			lag, margin int64
+			secs        float64
+			known       bool // secs holds at least one partition's age
+		}
 		by := map[string]*agg{}
 		var order []string
 		for _, o := range offs {
@@ -146,10 +185,18 @@ func (b *Broker) collectLogs(ch chan<- prometheus.Metric) {
 			}
 			a.lag += o.Lag
 			a.margin = min(a.margin, o.Margin)
+			if secs, ok := lagSeconds(o, now); ok {
+				a.secs = max(a.secs, secs)
+				a.known = true
+			}
 		}
 		for _, g := range order {
-			ch <- prometheus.MustNewConstMetric(descLagGroup, prometheus.GaugeValue, float64(by[g].lag), g)
-			ch <- prometheus.MustNewConstMetric(descMarginGroup, prometheus.GaugeValue, float64(by[g].margin), g)
+			a := by[g]
+			ch <- prometheus.MustNewConstMetric(descLagGroup, prometheus.GaugeValue, float64(a.lag), g)
+			ch <- prometheus.MustNewConstMetric(descMarginGroup, prometheus.GaugeValue, float64(a.margin), g)
+			if a.known {
+				ch <- prometheus.MustNewConstMetric(descLagSecsGroup, prometheus.GaugeValue, a.secs, g)
+			}
 		}
 	}
 }
@@ -163,11 +210,11 @@ func (c *brokerCollector) describeMore(ch chan<- *prometheus.Desc) {
 		ch <- d
 	}
 	if c.opts.PartitionLabels {
-		for _, d := range []*prometheus.Desc{descLogBytesPart, descLogSegsPart, descLagPart, descMarginPart} {
+		for _, d := range []*prometheus.Desc{descLogBytesPart, descLogSegsPart, descLagPart, descMarginPart, descLagSecsPart} {
 			ch <- d
 		}
 	} else {
-		for _, d := range []*prometheus.Desc{descLogBytesTopic, descLogSegsTopic, descLagGroup, descMarginGroup} {
+		for _, d := range []*prometheus.Desc{descLogBytesTopic, descLogSegsTopic, descLagGroup, descMarginGroup, descLagSecsGroup} {
 			ch <- d
 		}
 	}

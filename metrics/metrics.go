@@ -88,6 +88,17 @@ type Options struct {
 	// of per topic and per group: one series per partition (and per group
 	// and partition), so it is off by default.
 	PartitionLabels bool
+	// Now is the clock of the scrape-time figures that depend on it (the
+	// consumer groups' lag in seconds); nil is time.Now.
+	Now func() time.Time
+}
+
+// now reads b's clock (Options.Now).
+func (b *Broker) now() time.Time {
+	if b.opts.Now != nil {
+		return b.opts.Now()
+	}
+	return time.Now()
 }
 
 type observer struct{ prometheus.Observer }

@@ -201,3 +201,62 @@ func TestPhaseHooksDoNotAllocate(t *testing.T) {
 		t.Errorf("%v allocations per request's phase hooks, want 0", n)
 	}
 }
+
+// Lag in seconds is the scrape clock minus the oldest unconsumed record's
+// time: per group the largest over its partitions, 0 for a caught-up
+// group, never negative (a record stamped after now), and absent for a
+// lagging partition whose record time is unknown (a group with only such
+// partitions has no series).
+func TestGroupLagSeconds(t *testing.T) {
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	offs := []GroupOffset{
+		{Group: "g", Topic: "a", Partition: 0, Lag: 10, Oldest: now.Add(-90 * time.Second)},
+		{Group: "g", Topic: "a", Partition: 1, Lag: 5, Oldest: now.Add(-1500 * time.Millisecond)},
+		{Group: "g", Topic: "a", Partition: 2, Lag: 0},
+		{Group: "h", Topic: "b", Partition: 0, Lag: 0},
+		{Group: "skew", Topic: "b", Partition: 0, Lag: 3, Oldest: now.Add(time.Minute)},
+		{Group: "unknown", Topic: "b", Partition: 0, Lag: 3},
+		{Group: "mixed", Topic: "a", Partition: 0, Lag: 3},
+		{Group: "mixed", Topic: "a", Partition: 1, Lag: 1, Oldest: now.Add(-2 * time.Second)},
+	}
+	for _, perPartition := range []bool{false, true} {
+		b := NewWithOptions(Options{PartitionLabels: perPartition, Now: func() time.Time { return now }})
+		base, _ := serve(t, b)
+		b.SetGroups(func() []GroupOffset { return offs })
+		f := scrape(t, base)
+		type want struct {
+			labels []string
+			v      float64
+		}
+		var wants []want
+		var series int
+		if !perPartition {
+			wants = []want{{[]string{"group", "g"}, 90}, {[]string{"group", "h"}, 0},
+				{[]string{"group", "skew"}, 0}, {[]string{"group", "mixed"}, 2}}
+			series = 4
+		} else {
+			wants = []want{
+				{[]string{"group", "g", "topic", "a", "partition", "0"}, 90},
+				{[]string{"group", "g", "topic", "a", "partition", "1"}, 1.5},
+				{[]string{"group", "g", "topic", "a", "partition", "2"}, 0},
+				{[]string{"group", "h", "topic", "b", "partition", "0"}, 0},
+				{[]string{"group", "skew", "topic", "b", "partition", "0"}, 0},
+				{[]string{"group", "mixed", "topic", "a", "partition", "1"}, 2},
+			}
+			series = 6
+		}
+		for _, w := range wants {
+			if f.Find(GroupLagSeconds, w.labels...) == nil {
+				t.Errorf("partition labels %v: no %s%v", perPartition, GroupLagSeconds, w.labels)
+			} else if got := f.Gauge(GroupLagSeconds, w.labels...); got != w.v {
+				t.Errorf("partition labels %v: %s%v = %v, want %v", perPartition, GroupLagSeconds, w.labels, got, w.v)
+			}
+		}
+		if f.Find(GroupLagSeconds, "group", "unknown") != nil {
+			t.Errorf("partition labels %v: a series for a group whose record time is unknown", perPartition)
+		}
+		if n := len(f[GroupLagSeconds].GetMetric()); n != series {
+			t.Errorf("partition labels %v: %d %s series, want %d", perPartition, n, GroupLagSeconds, series)
+		}
+	}
+}

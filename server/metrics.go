@@ -26,8 +26,8 @@ package server
 // At scrape time the metrics package reads from here the topic names, the
 // partition counts, the readiness check, the journal's counters, the log
 // sizes, the tail cache's counters, the groups' committed offsets against
-// the local logs (lag and retention margin) and the controller's Raft
-// figures.
+// the local logs (lag in records and seconds, retention margin) and the
+// controller's Raft figures.
 
 import (
 	"errors"
@@ -111,11 +111,59 @@ func (s *Server) groupOffsets() []metrics.GroupOffset {
 				continue
 			}
 			committed := o.Offset.Offset
-			out = append(out, metrics.GroupOffset{Group: g.Group, Topic: o.TP.Topic, Partition: o.TP.Partition,
-				Lag: max(l.HighWatermark()-committed, 0), Margin: committed - l.LogStartOffset()})
+			row := metrics.GroupOffset{Group: g.Group, Topic: o.TP.Topic, Partition: o.TP.Partition,
+				Lag: max(l.HighWatermark()-committed, 0), Margin: committed - l.LogStartOffset()}
+			if row.Lag > 0 {
+				row.Oldest = oldestUnconsumed(l, committed)
+			}
+			out = append(out, row)
 		}
 	}
 	return out
+}
+
+// oldestUnconsumed is the time of the oldest record at or after offset in
+// l (from the log start if offset is below it): the first timestamp of the
+// batch holding it, read from that batch's header alone (one offset index
+// lookup and a header scan of at most one index interval, as any fetch
+// does, then 61 bytes); the batch's append time for a LogAppendTime topic.
+// A consumer commits the offset after the last record it polled, which
+// starts a batch, so this is the record's own time; inside a batch it is
+// the batch's first record's, up to the batch's span older. The zero Time
+// when nothing is readable there (a read error, an unreadable header).
+func oldestUnconsumed(l *engine.Log, offset int64) time.Time {
+	res, err := l.Read(max(offset, l.LogStartOffset()), 0, true)
+	if err != nil {
+		return time.Time{}
+	}
+	defer res.Release()
+	if len(res.Chunks) == 0 {
+		return time.Time{}
+	}
+	c := res.Chunks[0]
+	var hb [record.HeaderSize]byte
+	switch {
+	case len(c.Buf) >= record.HeaderSize:
+		copy(hb[:], c.Buf)
+	case c.Buf == nil && c.File != nil && c.Len >= record.HeaderSize:
+		if _, err := c.File.ReadAt(hb[:], c.Pos); err != nil {
+			return time.Time{}
+		}
+	default:
+		return time.Time{}
+	}
+	h, err := record.ParseHeader(hb[:])
+	if err != nil {
+		return time.Time{}
+	}
+	ts := h.BaseTimestamp
+	if h.LogAppendTime() {
+		ts = h.MaxTimestamp
+	}
+	if ts < 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ts)
 }
 
 func (s *Server) raftStats() (metrics.RaftStats, bool) {
