@@ -53,6 +53,18 @@ func (r Reason) String() string {
 	return "none"
 }
 
+// Message is Kafka's text of the reason: the dead letter's
+// __dlq.errors.message header (KIP-1191).
+func (r Reason) Message() string {
+	switch r {
+	case ReasonRejected:
+		return "Offset rejected by client."
+	case ReasonDeliveryLimit:
+		return "Offset delivery count exceeded the threshold."
+	}
+	return ""
+}
+
 // AckType is an acknowledgement type, with the wire ids of ShareFetch and
 // ShareAcknowledge AcknowledgeTypes.
 type AckType int8
@@ -166,8 +178,25 @@ func Restore(cfg Config, s State) (*Partition, error) {
 
 // SetConfig changes the configuration from now on (a group config
 // changed): records already acquired keep their lock's expiry, the next
-// acquisitions, releases and expiries follow cfg.
-func (p *Partition) SetConfig(cfg Config) { p.cfg = cfg.withDefaults() }
+// acquisitions, releases and expiries follow cfg. Without DeadLetter, the
+// records still ARCHIVING (their dead letters not written) are archived:
+// the group no longer has a dead-letter topic to write them to (the
+// operator's way out of a dead-letter topic that cannot be written). The
+// shell persists the Effects' Write.
+func (p *Partition) SetConfig(cfg Config) Effects {
+	p.cfg = cfg.withDefaults()
+	c := newChanges()
+	if !p.cfg.DeadLetter {
+		for i := range p.recs {
+			if r := &p.recs[i]; r.state == Archiving {
+				r.state, r.reason = Archived, ReasonNone
+				c.touch(p.start + int64(i))
+			}
+		}
+		c.startMoved = p.advance()
+	}
+	return p.effects(c, Effects{})
+}
 
 // StartOffset is the SPSO.
 func (p *Partition) StartOffset() int64 { return p.start }
