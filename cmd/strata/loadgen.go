@@ -30,7 +30,6 @@ Examples:
   strata loadgen --spawn 1 --find-max --max-p99 15ms --step-duration 10s
   strata loadgen --spawn 1 --engine native --find-max --compare-blackhole --profile broker.pprof
   strata loadgen --spawn 1 --rate 50000 --duration 30s --warmup 5s --compare-device
-  strata loadgen --device-probe-layout all --device-probe-dir /var/lib/strata
   strata loadgen --spawn 3 --replication-factor 3 --idempotent --rate 5000 --duration 5m --verify --faults kill,pause`}
 
 // runLoadgen is `strata loadgen`: parse flags, run, print the table and
@@ -46,13 +45,6 @@ func runLoadgen(args []string, stdout, stderr io.Writer, started time.Time) erro
 	cfg, out, err := parseLoadgenFlags(args, stdout)
 	if err != nil {
 		return err
-	}
-	if out.layouts != "" { // the device probe alone, no broker
-		out.probe.Log, out.probe.Now = stderr, timeNow
-		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-		defer stop()
-		rs, err := loadgen.RunLayoutProbe(ctx, out.probe)
-		return errors.Join(err, loadgen.WriteLayoutTable(stdout, rs))
 	}
 	cfg.Log = stderr
 	if out.progress || isTerminal(os.Stderr) && stderr == io.Writer(os.Stderr) {
@@ -93,8 +85,6 @@ func runLoadgen(args []string, stdout, stderr io.Writer, started time.Time) erro
 type loadgenOutputs struct {
 	json, report string
 	progress     bool
-	layouts      string // --device-probe-layout
-	probe        loadgen.LayoutProbeConfig
 }
 
 // parseLoadgenFlags maps the command line onto a loadgen.Config. --help
@@ -118,15 +108,6 @@ func parseLoadgenFlagSet(args []string, helpOut io.Writer) (loadgen.Config, load
 	fs.BoolVar(&cfg.CompareBlackhole, "compare-blackhole", false, "with --spawn: run the same workload again against a --blackhole broker (acks without storing) and report both and the ratio")
 	fs.BoolVar(&cfg.CompareDevice, "compare-device", false, "with --spawn: afterwards measure the durable sequential write ceiling of the data directory's filesystem (O_DIRECT 1 MiB writes, 16 in flight, fdatasync every 16 MiB) and report acked MB/s over it")
 	fs.Int64Var(&cfg.DeviceProbeBytes, "compare-device-bytes", cfg.DeviceProbeBytes, "--compare-device: bytes the probe writes (it stops after 30 s in any case)")
-	out.probe = loadgen.DefaultLayoutProbeConfig()
-	fs.StringVar(&out.layouts, "device-probe-layout", "", "alone, without a broker: measure durable write layouts under the keyed acks=all pattern (journal, zerofill, recycled, unwritten, unwritten-syncfs, comma-separated, or all): device bytes per data byte, writes and flushes per round, CPU")
-	fs.StringVar(&out.probe.Dir, "device-probe-dir", os.TempDir(), "--device-probe-layout: a temporary directory is made (and removed) in this one, on the filesystem to measure")
-	fs.IntVar(&out.probe.Files, "device-probe-files", out.probe.Files, "--device-probe-layout: files (partitions) appended to in each round")
-	fs.IntVar(&out.probe.AppendBytes, "device-probe-append", out.probe.AppendBytes, "--device-probe-layout: bytes appended to each file per round")
-	fs.IntVar(&out.probe.Align, "device-probe-align", out.probe.Align, "--device-probe-layout: O_DIRECT alignment: an unaligned append rewrites the block it starts in")
-	fs.BoolVar(&out.probe.Subdirs, "device-probe-subdirs", out.probe.Subdirs, "--device-probe-layout: each file in a directory of its own, as partitions are")
-	fs.DurationVar(&out.probe.Duration, "device-probe-duration", out.probe.Duration, "--device-probe-layout: rounds for this long per layout")
-	fs.Int64Var(&out.probe.MaxBytes, "device-probe-bytes", out.probe.MaxBytes, "--device-probe-layout: appended bytes at most per layout")
 	fs.StringVar(&cfg.Profile, "profile", "", "with --spawn: write the first broker's CPU profile (pprof) to this file")
 	fs.StringVar(&cfg.Topic, "topic", cfg.Topic, "topic to produce to (created if missing)")
 	partitions := fs.Int("partitions", int(cfg.Partitions), "partitions when the topic is created")
@@ -180,13 +161,6 @@ func parseLoadgenFlagSet(args []string, helpOut io.Writer) (loadgen.Config, load
 	}
 	if len(pos) > 0 {
 		return cfg, out, fmt.Errorf("unexpected arguments: %v", pos)
-	}
-	if out.layouts != "" {
-		if out.probe.Layouts, err = loadgen.ParseProbeLayouts(out.layouts); err != nil {
-			return cfg, out, fmt.Errorf("--device-probe-layout: %w", err)
-		}
-		out.probe.Now = timeNow
-		return cfg, out, out.probe.Validate()
 	}
 	if *brokers != "" {
 		for _, b := range strings.Split(*brokers, ",") {
