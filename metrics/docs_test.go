@@ -18,7 +18,7 @@ func TestDocsListEveryMetric(t *testing.T) {
 	}
 	exported := map[string]bool{}
 	for _, perPartition := range []bool{false, true} {
-		b := NewWithOptions(Options{PartitionLabels: perPartition})
+		b := NewWithOptions(Options{PartitionLabels: perPartition, Now: func() time.Time { return time.Unix(1_700_000_000, 0) }})
 		b.Request(0, 9, time.Millisecond)
 		b.RequestPhases(0, time.Millisecond, time.Millisecond)
 		b.ResponseSent(0, time.Millisecond)

@@ -102,6 +102,9 @@ var (
 // lags by no record, never negative (a producer's clock ahead of the
 // broker's); ok false when o lags but its record's time is unknown.
 func lagSeconds(o GroupOffset, now time.Time) (float64, bool) {
+	if now.IsZero() {
+		return 0, false // no clock (Options.Now)
+	}
 	if o.Lag <= 0 {
 		return 0, true
 	}

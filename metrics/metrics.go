@@ -89,7 +89,8 @@ type Options struct {
 	// and partition), so it is off by default.
 	PartitionLabels bool
 	// Now is the clock of the scrape-time figures that depend on it (the
-	// consumer groups' lag in seconds); nil is time.Now.
+	// consumer groups' lag in seconds); nil leaves those figures out
+	// (strata serve passes time.Now).
 	Now func() time.Time
 }
 
@@ -98,7 +99,7 @@ func (b *Broker) now() time.Time {
 	if b.opts.Now != nil {
 		return b.opts.Now()
 	}
-	return time.Now()
+	return time.Time{}
 }
 
 type observer struct{ prometheus.Observer }

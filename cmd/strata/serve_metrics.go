@@ -2,6 +2,7 @@ package main
 
 import (
 	"log/slog"
+	"time"
 
 	"github.com/stratalog/strata/internal/config"
 	"github.com/stratalog/strata/metrics"
@@ -17,7 +18,7 @@ func startMetrics(cfg config.Broker, logger *slog.Logger) (*metrics.Broker, func
 	if len(cfg.MetricsListeners) == 0 {
 		return nil, func() {}, nil
 	}
-	m := metrics.NewWithOptions(metrics.Options{PartitionLabels: cfg.MetricsPartitionLabels})
+	m := metrics.NewWithOptions(metrics.Options{PartitionLabels: cfg.MetricsPartitionLabels, Now: time.Now})
 	ep, err := metrics.Listen(cfg.MetricsListeners, m, logger)
 	if err != nil {
 		return nil, nil, err
