@@ -149,6 +149,11 @@ type Config struct {
 	// Describe/AlterClientQuotas answer that nothing is set).
 	Quotas *auth.Quotas
 
+	// ConnLimits are the connection limits (max.connections,
+	// max.connections.per.ip and overrides, max.connection.creation.rate,
+	// per listener; netpoll.ConnLimits); nil: none.
+	ConnLimits *netpoll.ConnLimits
+
 	Groups  GroupsConfig  // consumer groups (groups.go)
 	Txn     TxnConfig     // producer ids, idempotence, transactions (producers.go)
 	Cluster ClusterConfig // replication and the controller (cluster.go)
@@ -235,6 +240,7 @@ func New(cfg Config, eng *engine.Engine) *Server {
 
 		QueuedMaxRequestBytes: cfg.QueuedMaxRequestBytes,
 		MaxQueuedBytes:        cfg.MaxQueuedBytes,
+		Limits:                cfg.ConnLimits,
 	}, connHandler{s})
 	s.initCluster()
 	s.initTxn()

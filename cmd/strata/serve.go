@@ -127,6 +127,10 @@ func serve(cfg config.Broker, remoteProps map[string]string, logger *slog.Logger
 	if err != nil {
 		return err
 	}
+	limits, err := connLimits(cfg) // serve_listeners.go
+	if err != nil {
+		return err
+	}
 	raiseFileLimit(logger) // serve_rlimit.go
 	setProcs(logger)       // serve_procs.go
 	// serve_metrics.go: started first, so /readyz answers during recovery.
@@ -212,6 +216,7 @@ func serve(cfg config.Broker, remoteProps map[string]string, logger *slog.Logger
 		Scram:          scram, // SASL SCRAM users; Describe/AlterUserScramCredentials
 		Authorizer:     authz, // ACLs (nil: none)
 		Quotas:         quotas,
+		ConnLimits:     limits, // max.connections and the other connection limits
 	}, eng)
 	rm, err := openRemote(cfg, remoteProps, absDir, eng, srv, logger) // serve_remote.go
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/stratalog/strata/engine"
 	"github.com/stratalog/strata/internal/config"
 	"github.com/stratalog/strata/internal/sasl"
+	"github.com/stratalog/strata/netpoll"
 	"github.com/stratalog/strata/server"
 )
 
@@ -142,4 +143,36 @@ func openScramStore(cfg config.Broker, dir string) (*sasl.Store, error) {
 		return nil, fmt.Errorf("%s: %w", config.ScramCredentialsKey, err)
 	}
 	return store, nil
+}
+
+// connLimits are cfg's connection limits as netpoll applies them:
+// max.connections, max.connections.per.ip (its overrides' hosts resolved
+// now, as Kafka resolves them when it reads the key),
+// max.connection.creation.rate, and each listener's own.
+func connLimits(cfg config.Broker) (*netpoll.ConnLimits, error) {
+	l := netpoll.DefaultConnLimits()
+	l.MaxConnections = cfg.MaxConnections
+	l.MaxConnectionsPerIP = cfg.MaxConnectionsPerIP
+	l.MaxConnectionCreationRate = cfg.MaxConnectionCreationRate
+	l.InterBrokerListener = cfg.InterBrokerListener
+	l.MaxConnectionsPerIPByAddr = map[string]int{}
+	for host, n := range cfg.MaxConnectionsPerIPOvr {
+		addrs := []string{host}
+		if net.ParseIP(host) == nil {
+			var err error
+			if addrs, err = net.LookupHost(host); err != nil {
+				return nil, fmt.Errorf("max.connections.per.ip.overrides: %s: %w", host, err)
+			}
+		}
+		for _, a := range addrs {
+			l.MaxConnectionsPerIPByAddr[a] = n
+		}
+	}
+	l.Listeners = map[string]netpoll.ListenerLimits{}
+	for _, ln := range cfg.Listeners {
+		if ln.MaxConnections != netpoll.Unlimited || ln.MaxConnectionCreationRate != netpoll.Unlimited {
+			l.Listeners[ln.Name] = netpoll.ListenerLimits{MaxConnections: ln.MaxConnections, MaxConnectionCreationRate: ln.MaxConnectionCreationRate}
+		}
+	}
+	return &l, nil
 }

@@ -148,7 +148,16 @@ type Broker struct {
 	Authorizer           string
 	SuperUsers           string
 	AllowEveryoneIfNoACL bool
-	sec                  securityProps
+	// Connection limits (issue 20; KIP-402, KIP-612): max.connections,
+	// max.connections.per.ip, max.connections.per.ip.overrides (host →
+	// count, hosts as given) and max.connection.creation.rate, Kafka's
+	// values (2147483647: unlimited). Per listener: Listener.MaxConnections
+	// and Listener.MaxConnectionCreationRate.
+	MaxConnections            int
+	MaxConnectionsPerIP       int
+	MaxConnectionsPerIPOvr    map[string]int
+	MaxConnectionCreationRate int
+	sec                       securityProps
 }
 
 // Cleaner is the compaction cleaner's settings, as engine.CleanerOptions
@@ -211,6 +220,12 @@ var fields = map[string]setter{
 	"authorizer.class.name":          func(b *Broker, v configkeys.Value) { b.Authorizer = v.Text },
 	"super.users":                    func(b *Broker, v configkeys.Value) { b.SuperUsers = v.Text },
 	"allow.everyone.if.no.acl.found": func(b *Broker, v configkeys.Value) { b.AllowEveryoneIfNoACL = v.Bool },
+	"max.connections":                func(b *Broker, v configkeys.Value) { b.MaxConnections = int(v.Int) },
+	"max.connections.per.ip":         func(b *Broker, v configkeys.Value) { b.MaxConnectionsPerIP = int(v.Int) },
+	"max.connections.per.ip.overrides": func(b *Broker, v configkeys.Value) {
+		b.MaxConnectionsPerIPOvr, _ = configkeys.IPOverrides(v.Text)
+	},
+	"max.connection.creation.rate": func(b *Broker, v configkeys.Value) { b.MaxConnectionCreationRate = int(v.Int) },
 
 	"log.retention.check.interval.ms": func(b *Broker, v configkeys.Value) { b.RetentionCheckIntervalMs = v.Int },
 	"log.cleaner.enable":              func(b *Broker, v configkeys.Value) { b.Cleaner.Disabled = !v.Bool },
@@ -462,6 +477,9 @@ func (b *Broker) Finish() error {
 	}
 	if b.NodeID < 0 {
 		return fmt.Errorf("config: node id %d must be >= 0", b.NodeID)
+	}
+	if b.MaxConnectionsPerIP == 0 && len(b.MaxConnectionsPerIPOvr) == 0 {
+		return errors.New("config: max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides is set (as in Kafka)")
 	}
 	if b.DataDir == "" {
 		return errors.New("config: empty data directory")

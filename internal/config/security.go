@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"net"
 	"slices"
 	"strconv"
@@ -49,6 +50,9 @@ type Listener struct {
 	AdvertisedPort int32
 	SSL            *SSL  // the listener's ssl.* settings; nil unless Protocol is SSL or SASL_SSL
 	SASL           *SASL // the listener's SASL settings (sasl.go); nil unless Protocol is SASL_*
+	// listener.name.<listener>.max.connections and
+	// .max.connection.creation.rate; 2147483647 (unlimited) when not set.
+	MaxConnections, MaxConnectionCreationRate int
 }
 
 // Advertised returns the advertised host:port.
@@ -102,10 +106,13 @@ func (b *Broker) securityKey(key, value string) (bool, error) {
 		if !ok || name == "" {
 			return true, fmt.Errorf("config: %s: expected listener.name.<listener>.<key>", key)
 		}
-		if !strings.HasPrefix(sub, "ssl.") {
-			return true, fmt.Errorf("config: %s: only ssl.* and SASL keys can be set per listener; refusing to start rather than ignore it", key)
-		}
-		if err := checkSSLKey(key, sub, value); err != nil {
+		if listenerLimitKeys[sub] {
+			if _, _, _, err := configkeys.ParseBroker(sub, value); err != nil {
+				return true, fmt.Errorf("config: %s: %w", key, err)
+			}
+		} else if !strings.HasPrefix(sub, "ssl.") {
+			return true, fmt.Errorf("config: %s: only ssl.*, SASL keys, max.connections and max.connection.creation.rate can be set per listener; refusing to start rather than ignore it", key)
+		} else if err := checkSSLKey(key, sub, value); err != nil {
 			return true, err
 		}
 		if b.sec.perListener == nil {
@@ -311,9 +318,19 @@ func (b *Broker) finishListeners() error {
 		}
 		b.Listeners[i].AdvertisedHost, b.Listeners[i].AdvertisedPort = a.host, int32(p)
 	}
+	for i := range b.Listeners {
+		b.Listeners[i].MaxConnections = b.listenerLimit(b.Listeners[i].Name, "max.connections")
+		b.Listeners[i].MaxConnectionCreationRate = b.listenerLimit(b.Listeners[i].Name, "max.connection.creation.rate")
+	}
 	for k := range b.sec.perListener {
-		name, _, _ := strings.Cut(k, "\x00")
+		name, sub, _ := strings.Cut(k, "\x00")
 		i := slices.IndexFunc(b.Listeners, func(l Listener) bool { return l.Name == name })
+		if listenerLimitKeys[sub] {
+			if i < 0 {
+				return fmt.Errorf("config: listener.name.%s.%s: %s is not a listener in listeners", strings.ToLower(name), sub, name)
+			}
+			continue
+		}
 		if i < 0 || b.Listeners[i].SSL == nil {
 			return fmt.Errorf("config: listener.name.%s.ssl.*: %s is not an SSL or SASL_SSL listener in listeners", strings.ToLower(name), name)
 		}
@@ -373,6 +390,21 @@ func (b *Broker) InterBroker() *Listener {
 		}
 	}
 	return nil
+}
+
+// listenerLimitKeys are the connection limits a listener may set for
+// itself (listener.name.<listener>.<key>, KIP-402 and KIP-612).
+var listenerLimitKeys = map[string]bool{"max.connections": true, "max.connection.creation.rate": true}
+
+// listenerLimit is listener name's value of a listenerLimitKeys key;
+// 2147483647 (unlimited, Kafka's default) when not set.
+func (b *Broker) listenerLimit(name, key string) int {
+	v, ok := b.sec.perListener[name+"\x00"+key]
+	if !ok {
+		return math.MaxInt32
+	}
+	_, _, val, _ := configkeys.ParseBroker(key, v) // checked by securityKey
+	return int(val.Int)
 }
 
 // sslFor resolves the ssl.* settings of listener name: each key's

@@ -236,6 +236,14 @@ var keys = []Key{
 		Doc: "principals allowed everything, separated by semicolons (`User:admin;User:broker`)"},
 	{Broker: "allow.everyone.if.no.acl.found", Type: Boolean, Default: "false", Section: "security",
 		Doc: "with the authorizer on, a resource that has no ACL at all is open to every principal"},
+	{Broker: "max.connections", Type: Int, Min: 0, Max: math.MaxInt32, Default: "2147483647", Shown: "2147483647 (unlimited)", Section: "security",
+		Doc: "the most connections the broker holds; at the limit new connections wait unaccepted until one closes (the inter-broker listener excepted: it closes the least recently active connection of another listener); `listener.name.<listener>.max.connections` limits one listener (docs/security.md, \"Connection limits\")"},
+	{Broker: "max.connections.per.ip", Type: Int, Min: 0, Max: math.MaxInt32, Default: "2147483647", Shown: "2147483647 (unlimited)", Section: "security",
+		Doc: "the most connections from one IP address; a connection past it is closed at once (0 only with overrides)"},
+	{Broker: "max.connections.per.ip.overrides", Type: String, Shown: "none", Check: checkIPOverrides, Section: "security",
+		Doc: "`host:count,...` per-address exceptions to `max.connections.per.ip` (hosts resolved at start-up)"},
+	{Broker: "max.connection.creation.rate", Type: Int, Min: 0, Max: math.MaxInt32, Default: "2147483647", Shown: "2147483647 (unlimited)", Section: "security",
+		Doc: "new connections a second the broker accepts (the inter-broker listener excepted); past it the accept waits the throttle time; `listener.name.<listener>.max.connection.creation.rate` limits one listener"},
 
 	// Transactions.
 	{Broker: "transaction.max.timeout.ms", Type: Int, Min: 1, Max: math.MaxInt32, Default: "900000", Section: "transactions",
@@ -332,6 +340,38 @@ func checkAuthorizer(v string) error {
 		return errors.New("only " + StandardAuthorizer + " (Kafka's standard ACL authorizer) is served; refusing to start rather than ignore " + strconv.Quote(v))
 	}
 	return nil
+}
+
+// IPOverrides parses max.connections.per.ip.overrides: comma-separated
+// host:count (an IPv6 address without brackets is split at its last
+// colon); empty: none.
+func IPOverrides(v string) (map[string]int, error) {
+	out := map[string]int{}
+	for _, item := range strings.Split(v, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		i := strings.LastIndex(item, ":")
+		if i <= 0 {
+			return nil, errors.New(strconv.Quote(item) + " is not host:count")
+		}
+		host := strings.Trim(strings.TrimSpace(item[:i]), "[]")
+		n, err := strconv.ParseInt(strings.TrimSpace(item[i+1:]), 10, 32)
+		if err != nil || n < 0 || host == "" {
+			return nil, errors.New(strconv.Quote(item) + " is not host:count (count 0 to 2147483647)")
+		}
+		if _, dup := out[host]; dup {
+			return nil, errors.New("host " + strconv.Quote(host) + " appears twice")
+		}
+		out[host] = int(n)
+	}
+	return out, nil
+}
+
+func checkIPOverrides(v string) error {
+	_, err := IPOverrides(v)
+	return err
 }
 
 func checkQueuedBytes(v string) error {
