@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/binary"
 	"path/filepath"
 	"sort"
 
@@ -84,6 +85,10 @@ func handleDescribeLogDirs(s *Server, rc *reqCtx) {
 				continue // not a replica here (cluster), or not asked
 			}
 			lp := logDirPartition{topic: t.Name(), part: p, size: l.SizeBytes(), lag: max(l.HighWatermark()-l.LogEndOffset(), 0)}
+			if r, ok := s.remoteLog().(remoteSizer); ok && l.Config().RemoteStorageEnable {
+				lp.remote, _ = r.RemoteSize(l.TopicID(), p) // 0 before its first copy
+				lp.hasRemote = true
+			}
 			if c := l.Corruption(); c != nil {
 				lp.corruptDir, lp.lag = filepath.Dir(c.Segment), 0
 			}
@@ -106,6 +111,10 @@ type logDirPartition struct {
 	size       int64  // bytes of its segment files
 	lag        int64  // Kafka's offset lag
 	corruptDir string // its directory when its log is corrupt, else ""
+	// remote is the bytes of its remote segments (tiered storage),
+	// reported in the RemoteSizeTag tagged field when hasRemote.
+	remote    int64
+	hasRemote bool
 }
 
 // describeLogDirs builds the answer's directories from the data directory
@@ -155,6 +164,9 @@ func logDirTopics(parts []logDirPartition) []kmsg.DescribeLogDirsResponseDirTopi
 		}
 		rp := kmsg.NewDescribeLogDirsResponseDirTopicPartition()
 		rp.Partition, rp.Size, rp.OffsetLag = p.part, p.size, p.lag
+		if p.hasRemote {
+			rp.UnknownTags.Set(RemoteSizeTag, binary.BigEndian.AppendUint64(nil, uint64(p.remote)))
+		}
 		t := &out[len(out)-1]
 		t.Partitions = append(t.Partitions, rp)
 	}

@@ -77,6 +77,20 @@ func (s *Server) SetRemoteLog(r RemoteLog) {
 	remoteLogs.Store(s, r)
 }
 
+// RemoteSizeTag is the tagged field (flexible versions, v2+) of a
+// DescribeLogDirs partition in which Strata reports the bytes of the
+// partition's remote segments, as an int64 big-endian, for partitions
+// with remote.storage.enable: Kafka has no field for it (its
+// RemoteLogSizeBytes is a metric), and clients skip tags they do not
+// know. `strata topics describe` reads it.
+const RemoteSizeTag = 0x5354
+
+// remoteSizer is the optional part of a RemoteLog that reports remote
+// sizes (*rlm.Manager implements it).
+type remoteSizer interface {
+	RemoteSize(topicID [16]byte, partition int32) (int64, bool)
+}
+
 func (s *Server) remoteLog() RemoteLog {
 	if v, ok := remoteLogs.Load(s); ok {
 		return v.(RemoteLog)

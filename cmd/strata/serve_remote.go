@@ -59,6 +59,7 @@ func openRemote(cfg config.Broker, props map[string]string, dataDir string, eng 
 		CopyMaxBytesPerSecond: cfg.RemoteCopyMaxBytesPerSec,
 		CacheBytes:            cfg.RemoteReaderCacheBytes,
 		MaxCachedSegmentBytes: cfg.RemoteReaderCacheBytes / 4,
+		ReadAheadBytes:        readAheadBytes(cfg.RemoteReadAheadBytes),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("tiered storage: %w", err)
@@ -77,12 +78,21 @@ func openRemote(cfg config.Broker, props map[string]string, dataDir string, eng 
 	return m, nil
 }
 
+// readAheadBytes maps remote.log.reader.read.ahead.bytes to
+// rlm.Options.ReadAheadBytes (the key's 0, off, is the option's -1).
+func readAheadBytes(v int64) int64 {
+	if v <= 0 {
+		return -1
+	}
+	return v
+}
+
 // remoteCollector exports the remote log manager's counters and copy
 // backlog on /metrics.
 type remoteCollector struct{ m *rlm.Manager }
 
 var remoteDescs = struct {
-	copied, copiedBytes, retries, failures, deleted, fetched, hits, misses, reads, readSeconds, lagSegments, lagBytes *prometheus.Desc
+	copied, copiedBytes, retries, failures, deleted, fetched, hits, misses, readAheads, reads, readSeconds, lagSegments, lagBytes *prometheus.Desc
 }{
 	copied:      prometheus.NewDesc("strata_remote_segments_copied_total", "Segments copied to the object store (COPY_SEGMENT_FINISHED).", nil, nil),
 	copiedBytes: prometheus.NewDesc("strata_remote_copied_bytes_total", "Bytes of every object of the segments copied.", nil, nil),
@@ -92,6 +102,7 @@ var remoteDescs = struct {
 	fetched:     prometheus.NewDesc("strata_remote_fetched_bytes_total", "Bytes read from the object store for fetches.", nil, nil),
 	hits:        prometheus.NewDesc("strata_remote_cache_hits_total", "Remote reads answered from the cache.", nil, nil),
 	misses:      prometheus.NewDesc("strata_remote_cache_misses_total", "Remote reads that went to the object store.", nil, nil),
+	readAheads:  prometheus.NewDesc("strata_remote_read_ahead_fetches_total", "Chunks and segments fetched into the cache ahead of sequential remote readers (remote.log.reader.read.ahead.bytes).", nil, nil),
 	reads:       prometheus.NewDesc("strata_remote_reads_total", "Remote reads (fetches below the local log start).", nil, nil),
 	readSeconds: prometheus.NewDesc("strata_remote_read_seconds_total", "Total time of remote reads (divided by strata_remote_reads_total: the mean latency).", nil, nil),
 	lagSegments: prometheus.NewDesc("strata_remote_copy_lag_segments", "Rolled segments of tiered topics not copied yet.", nil, nil),
@@ -100,7 +111,7 @@ var remoteDescs = struct {
 
 func (c remoteCollector) Describe(ch chan<- *prometheus.Desc) {
 	d := remoteDescs
-	for _, x := range []*prometheus.Desc{d.copied, d.copiedBytes, d.retries, d.failures, d.deleted, d.fetched, d.hits, d.misses, d.reads, d.readSeconds, d.lagSegments, d.lagBytes} {
+	for _, x := range []*prometheus.Desc{d.copied, d.copiedBytes, d.retries, d.failures, d.deleted, d.fetched, d.hits, d.misses, d.readAheads, d.reads, d.readSeconds, d.lagSegments, d.lagBytes} {
 		ch <- x
 	}
 }
@@ -119,6 +130,7 @@ func (c remoteCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(d.fetched, float64(st.FetchedBytes))
 	counter(d.hits, float64(st.CacheHits))
 	counter(d.misses, float64(st.CacheMisses))
+	counter(d.readAheads, float64(st.ReadAheads))
 	counter(d.reads, float64(st.Reads))
 	counter(d.readSeconds, st.ReadTime.Seconds())
 	n, b := c.m.Lag()

@@ -52,12 +52,19 @@ func TestOpenRemote(t *testing.T) {
 	for _, f := range fams {
 		found[f.GetName()] = true
 	}
-	for _, name := range []string{"strata_remote_segments_copied_total", "strata_remote_read_seconds_total", "strata_remote_copy_lag_bytes"} {
+	for _, name := range []string{"strata_remote_segments_copied_total", "strata_remote_read_seconds_total", "strata_remote_copy_lag_bytes", "strata_remote_read_ahead_fetches_total"} {
 		if !found[name] {
 			t.Errorf("metric %s not exported", name)
 		}
 	}
 	closeRemote(m, srv)
+	// remote.log.reader.read.ahead.bytes: its default is on, 0 is off.
+	if d := config.Defaults().RemoteReadAheadBytes; readAheadBytes(d) != 16<<20 {
+		t.Fatalf("read-ahead default %d", d)
+	}
+	if readAheadBytes(0) >= 0 {
+		t.Fatal("remote.log.reader.read.ahead.bytes=0 does not turn read-ahead off")
+	}
 	props["strata.remote.storage.typo"] = "x"
 	if m, err := openRemote(config.Defaults(), props, filepath.Join(dir, "data"), eng, srv, logger); err == nil || m != nil {
 		t.Fatal("an unknown strata.remote.storage key was accepted")

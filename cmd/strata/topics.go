@@ -2,11 +2,12 @@ package main
 
 // `strata topics`: topic administration against any Kafka-compatible
 // cluster, built on franz-go's kadm (CreateTopics, Metadata, ListOffsets,
-// DescribeConfigs, IncrementalAlterConfigs, DeleteTopics).
+// DescribeConfigs, IncrementalAlterConfigs, DeleteTopics, DescribeLogDirs).
 
 import (
 	"context"
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/stratalog/strata/server"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -41,7 +43,10 @@ var topicsVerbs = []verbDoc{
 	{"describe", "partitions, leaders, replicas, offsets and overrides", cmdDoc{name: "topics describe", usage: "strata topics describe [NAME ...] [--format text|json]",
 		about: "Prints each topic (all of them when none is named): its id, partition count, replication\n" +
 			"factor and config overrides, then per partition the leader, replicas, ISR, log start\n" +
-			"offset and high watermark. --format json prints the same as an array of objects."}},
+			"offset and high watermark, and for tiered storage the earliest local offset\n" +
+			"(ListOffsets -4), the last tiered offset (-5) and the leader's local and remote bytes\n" +
+			"(DescribeLogDirs; remote bytes from Strata brokers only), -1 when none or unknown.\n" +
+			"--format json prints the same as an array of objects."}},
 	{"delete", "delete topics", cmdDoc{name: "topics delete", usage: "strata topics delete NAME ...",
 		about: "Deletes the named topics and their data."}},
 	{"add-partitions", "add partitions to topics", cmdDoc{name: "topics add-partitions",
@@ -163,7 +168,7 @@ func topicsMainEnv(args []string, stdout, stderr io.Writer, getenv func(string) 
 	case "list":
 		return topicsList(ctx, adm, f, stdout)
 	case "describe":
-		return topicsDescribe(ctx, adm, pos, f.format, stdout)
+		return topicsDescribe(ctx, adm, cl, pos, f.format, stdout)
 	case "delete":
 		return topicsDelete(ctx, adm, pos, stdout)
 	case "add-partitions":
@@ -307,10 +312,86 @@ type partitionJSON struct {
 	ISR            []int32 `json:"isr"`
 	LogStartOffset int64   `json:"log_start_offset"`
 	HighWatermark  int64   `json:"high_watermark"`
-	Error          string  `json:"error,omitempty"`
+	// Tiered storage (docs/tiered-storage.md), -1 when none or unknown:
+	// the earliest offset on the leader's disk (ListOffsets -4), the last
+	// offset copied to remote storage (-5), the leader's local bytes
+	// (DescribeLogDirs) and its remote bytes (Strata's DescribeLogDirs
+	// tag server.RemoteSizeTag; -1 on other brokers and untiered topics).
+	LocalLogStartOffset int64  `json:"local_log_start_offset"`
+	TieredOffset        int64  `json:"tiered_offset"`
+	LocalBytes          int64  `json:"local_bytes"`
+	RemoteBytes         int64  `json:"remote_bytes"`
+	Error               string `json:"error,omitempty"`
 }
 
-func topicsDescribe(ctx context.Context, adm *kadm.Client, names []string, format outputFormat, stdout io.Writer) error {
+// partitionSizes are a partition's bytes on its leader: local (-1:
+// unknown) and remote (-1: not reported).
+type partitionSizes struct{ local, remote int64 }
+
+// logDirSizes asks every broker for its log directories (DescribeLogDirs)
+// and returns each partition's sizes on its leader. A cluster that
+// refuses the request gives no sizes, not an error: the rest of describe
+// stands without them.
+func logDirSizes(ctx context.Context, cl *kgo.Client, td kadm.TopicDetails, names []string) map[string]map[int32]partitionSizes {
+	out := map[string]map[int32]partitionSizes{}
+	leader := map[string]map[int32]int32{}
+	req := kmsg.NewPtrDescribeLogDirsRequest()
+	for _, n := range names {
+		leader[n] = map[int32]int32{}
+		rt := kmsg.NewDescribeLogDirsRequestTopic()
+		rt.Topic = n
+		for _, p := range td[n].Partitions {
+			leader[n][p.Partition] = p.Leader
+			rt.Partitions = append(rt.Partitions, p.Partition)
+		}
+		req.Topics = append(req.Topics, rt)
+	}
+	for _, shard := range cl.RequestSharded(ctx, req) {
+		resp, ok := shard.Resp.(*kmsg.DescribeLogDirsResponse)
+		if shard.Err != nil || !ok {
+			continue
+		}
+		for _, d := range resp.Dirs {
+			if d.ErrorCode != 0 {
+				continue
+			}
+			for _, t := range d.Topics {
+				for _, p := range t.Partitions {
+					if l, ok := leader[t.Topic][p.Partition]; !ok || l != shard.Meta.NodeID || p.IsFuture {
+						continue
+					}
+					if out[t.Topic] == nil {
+						out[t.Topic] = map[int32]partitionSizes{}
+					}
+					sz, seen := out[t.Topic][p.Partition]
+					if !seen {
+						sz = partitionSizes{remote: -1}
+					}
+					sz.local += p.Size
+					p.UnknownTags.Each(func(tag uint32, v []byte) {
+						if tag == server.RemoteSizeTag && len(v) == 8 {
+							sz.remote = int64(binary.BigEndian.Uint64(v))
+						}
+					})
+					out[t.Topic][p.Partition] = sz
+				}
+			}
+		}
+	}
+	return out
+}
+
+// listedOffset is the offset listed for a partition, when listed
+// without error.
+func listedOffset(l kadm.ListedOffsets, topic string, p int32) (int64, bool) {
+	o, ok := l.Lookup(topic, p)
+	if !ok || o.Err != nil {
+		return -1, false
+	}
+	return o.Offset, true
+}
+
+func topicsDescribe(ctx context.Context, adm *kadm.Client, cl *kgo.Client, names []string, format outputFormat, stdout io.Writer) error {
 	td, err := adm.ListTopics(ctx, names...)
 	if err != nil {
 		return err
@@ -339,6 +420,25 @@ func topicsDescribe(ctx context.Context, adm *kadm.Client, names []string, forma
 	if err != nil {
 		return err
 	}
+	// Tiered storage: earliest local (-4) and latest tiered (-5) offsets,
+	// local and remote sizes. Clusters without them answer errors, which
+	// print as -1.
+	localStart0, _ := adm.ListLocalLogStartOffsets(ctx, names...)
+	tiered0, _ := adm.ListLatestRemoteOffsets(ctx, names...)
+	sizes := logDirSizes(ctx, cl, td, names)
+	tieredOf := func(n string, p int32) (localStart, tieredOff, local, remote int64) {
+		localStart, tieredOff, local, remote = -1, -1, -1, -1
+		if o, ok := listedOffset(localStart0, n, p); ok {
+			localStart = o
+		}
+		if o, ok := listedOffset(tiered0, n, p); ok {
+			tieredOff = o
+		}
+		if sz, ok := sizes[n][p]; ok {
+			local, remote = sz.local, sz.remote
+		}
+		return
+	}
 	overrides := func(n string) map[string]string {
 		over := map[string]string{}
 		if rc, err := cfgs.On(n, nil); err == nil {
@@ -361,6 +461,7 @@ func topicsDescribe(ctx context.Context, adm *kadm.Client, names []string, forma
 				eo, _ := end.Lookup(n, p.Partition)
 				pj := partitionJSON{Partition: p.Partition, Leader: p.Leader, Replicas: orEmpty(p.Replicas), ISR: orEmpty(p.ISR),
 					LogStartOffset: so.Offset, HighWatermark: eo.Offset}
+				pj.LocalLogStartOffset, pj.TieredOffset, pj.LocalBytes, pj.RemoteBytes = tieredOf(n, p.Partition)
 				if p.Err != nil {
 					pj.Error = p.Err.Error()
 				}
@@ -387,8 +488,9 @@ func topicsDescribe(ctx context.Context, adm *kadm.Client, names []string, forma
 			if p.Err != nil {
 				status = "\tError: " + p.Err.Error()
 			}
-			fmt.Fprintf(w, "\tTopic: %s\tPartition: %d\tLeader: %d\tReplicas: %s\tIsr: %s\tLogStartOffset: %d\tHighWatermark: %d%s\n",
-				n, p.Partition, p.Leader, joinInt32(p.Replicas), joinInt32(p.ISR), so.Offset, eo.Offset, status)
+			ls, to, lb, rb := tieredOf(n, p.Partition)
+			fmt.Fprintf(w, "\tTopic: %s\tPartition: %d\tLeader: %d\tReplicas: %s\tIsr: %s\tLogStartOffset: %d\tHighWatermark: %d\tLocalLogStartOffset: %d\tTieredOffset: %d\tLocalBytes: %d\tRemoteBytes: %d%s\n",
+				n, p.Partition, p.Leader, joinInt32(p.Replicas), joinInt32(p.ISR), so.Offset, eo.Offset, ls, to, lb, rb, status)
 		}
 	}
 	return w.Flush()

@@ -75,6 +75,7 @@ type Broker struct {
 	RemoteTaskIntervalMs     int64 // remote.log.manager.task.interval.ms (Strata default)
 	RemoteCopyMaxBytesPerSec int64 // remote.log.manager.copy.max.bytes.per.second
 	RemoteReaderCacheBytes   int64 // remote.log.reader.cache.bytes (Strata)
+	RemoteReadAheadBytes     int64 // remote.log.reader.read.ahead.bytes (Strata): 0 off
 
 	// The free-space floor (engine.Options.MinFreeBytes, MinFreePercent):
 	// -1 off.
@@ -246,6 +247,7 @@ var fields = map[string]setter{
 	"remote.log.manager.task.interval.ms":          func(b *Broker, v configkeys.Value) { b.RemoteTaskIntervalMs = v.Int },
 	"remote.log.manager.copy.max.bytes.per.second": func(b *Broker, v configkeys.Value) { b.RemoteCopyMaxBytesPerSec = v.Int },
 	"remote.log.reader.cache.bytes":                func(b *Broker, v configkeys.Value) { b.RemoteReaderCacheBytes = v.Int },
+	"remote.log.reader.read.ahead.bytes":           func(b *Broker, v configkeys.Value) { b.RemoteReadAheadBytes = v.Int },
 	"log.tail.cache.bytes": func(b *Broker, v configkeys.Value) {
 		b.TailCacheBytes = v.Int
 		if v.Int <= 0 {

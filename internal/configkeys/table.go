@@ -128,6 +128,8 @@ var keys = []Key{
 		Doc: "tiered storage: the most bytes a second the remote log manager copies to the object store"},
 	{Broker: "remote.log.reader.cache.bytes", Type: Long, Min: 1, Max: math.MaxInt64, Default: "134217728", Shown: "134217728 (128 MiB)", Strata: true, Section: "serve",
 		Doc: "tiered storage: memory for remote data fetched for consumers; segments up to a quarter of it are fetched whole, checked against their SHA-256 and cached, larger ones read by ranges"},
+	{Broker: "remote.log.reader.read.ahead.bytes", Type: Long, Min: 0, Max: math.MaxInt64, Default: "16777216", Shown: "16777216 (16 MiB)", Strata: true, Section: "serve",
+		Doc: "tiered storage: when a consumer reads remote data sequentially, the chunks and segments starting within this many bytes past what it read are fetched into the cache in the background (at most 4 fetches at once; never more than a quarter of `remote.log.reader.cache.bytes`); `0`: off"},
 	{Broker: "log.dir.min.free.bytes", Type: Long, Min: 0, Max: math.MaxInt64, Default: "4294967296", Shown: "4294967296 (4 GiB)", Strata: true, Section: "serve",
 		Doc: "the free-space floor: while the data directory's filesystem has less usable space than the smaller of this and `log.dir.min.free.percent`, produce and topic creation are refused with KAFKA_STORAGE_ERROR (retriable) and fetches, deletes and retention go on; produce resumes by itself when space returns (checked every 250 ms). Kafka has no floor; `0`: off (docs/reliability.md, \"Disk full\")"},
 	{Broker: "log.dir.min.free.percent", Type: Double, MinFloat: 0, MaxFloat: 100, Default: "5", Strata: true, Section: "serve",

@@ -68,9 +68,12 @@
 // from the one holding the offset, up to maxBytes (at least one batch).
 // Segments up to Options.MaxCachedSegmentBytes are fetched whole,
 // checked against the SHA-256 recorded at copy time, and kept in an LRU
-// cache bounded by Options.CacheBytes; larger ones are read by ranges
-// from the offset index's floor position and each batch returned is
-// CRC-checked. Read holds no engine lock: a slow store delays only its
+// cache bounded by Options.CacheBytes; larger ones are read in
+// Options.ChunkBytes chunks (cached too) from the offset index's floor
+// position and each batch returned is CRC-checked. A sequential reader
+// gets what follows fetched ahead into the cache (readahead.go,
+// Options.ReadAheadBytes); a fetch in flight is shared by every read
+// that needs it. Read holds no engine lock: a slow store delays only its
 // caller. LogStart (the earliest remote offset) and HighestTieredOffset
 // answer ListOffsets' earliest (-2) and latest-tiered (-5); earliest-local
 // (-4) is the engine's Log.LogStartOffset. OffsetForTimestamp searches
@@ -89,7 +92,7 @@
 // # Not yet
 //
 // Replicated metadata, followers and new replicas from remote metadata,
-// a fetch throttle, read-ahead and the describe output are the rest of
-// issue 23 (docs/tiered-storage.md). Stats and Lag feed the broker's
+// and a fetch throttle are the rest of issue 23 (the design of the
+// replicated metadata is in docs/tiered-storage.md). Stats and Lag feed the broker's
 // /metrics (cmd/strata/serve_remote.go).
 package rlm

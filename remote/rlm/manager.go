@@ -44,6 +44,15 @@ type Options struct {
 	// by ranges, each batch checked by its CRC (0: 32 MiB; never above
 	// CacheBytes).
 	MaxCachedSegmentBytes int64
+	// ChunkBytes: segments read by ranges are fetched and cached in
+	// chunks of this many bytes (0: 4 MiB; never above CacheBytes/4).
+	ChunkBytes int64
+	// ReadAheadBytes: after a sequential read, the chunks and segments
+	// starting within this many bytes past what it returned are fetched
+	// into the cache in the background (readahead.go; 0: 16 MiB; < 0:
+	// off; never above CacheBytes/4, so what is fetched ahead is not
+	// evicted before it is read).
+	ReadAheadBytes int64
 	// BackoffMin and BackoffMax bound the wait between retries of a
 	// failed store call, doubling from the one to the other (0: 100 ms
 	// and 30 s).
@@ -62,14 +71,15 @@ type Options struct {
 
 // Stats are the manager's counters since Open.
 type Stats struct {
-	SegmentsCopied  int64 // reached COPY_SEGMENT_FINISHED
-	BytesCopied     int64 // of every object of those segments
-	CopyFailures    int64 // copies given up (their objects cleaned up later)
-	Retries         int64 // store calls retried after a failure
-	SegmentsDeleted int64 // reached DELETE_SEGMENT_FINISHED
-	FetchedBytes    int64 // read from the store for fetches
-	CacheHits       int64
-	CacheMisses     int64
+	SegmentsCopied  int64         // reached COPY_SEGMENT_FINISHED
+	BytesCopied     int64         // of every object of those segments
+	CopyFailures    int64         // copies given up (their objects cleaned up later)
+	Retries         int64         // store calls retried after a failure
+	SegmentsDeleted int64         // reached DELETE_SEGMENT_FINISHED
+	FetchedBytes    int64         // read from the store for fetches
+	CacheHits       int64         // object and chunk loads served without a store call of their own (cache, or a read-ahead in flight)
+	CacheMisses     int64         // loads that called the store
+	ReadAheads      int64         // chunks and objects fetched ahead of a sequential reader
 	Reads           int64         // Read calls that returned data or an error
 	ReadTime        time.Duration // their total time
 }
@@ -100,8 +110,17 @@ type Manager struct {
 	// pass's own state, under run).
 	nextCopy time.Time
 
+	// fmu guards flights (store fetches of cache units in progress,
+	// foreground and read-ahead) and readAheadsRunning; readAheadWG
+	// counts the read-ahead goroutines (Close waits for them).
+	fmu               sync.Mutex
+	flights           map[string]*flight
+	readAheadsRunning int
+	readAheadWG       sync.WaitGroup
+	streams           streams
+
 	copied, bytesCopied, copyFailures, retries, deleted atomic.Int64
-	fetched, hits, misses, reads, readNanos             atomic.Int64
+	fetched, hits, misses, reads, readNanos, readAheads atomic.Int64
 }
 
 // Open loads the metadata in o.Dir, installs the manager as the engine's
@@ -130,6 +149,14 @@ func Open(o Options) (*Manager, error) {
 		o.MaxCachedSegmentBytes = 32 << 20
 	}
 	o.MaxCachedSegmentBytes = min(o.MaxCachedSegmentBytes, o.CacheBytes)
+	if o.ChunkBytes <= 0 {
+		o.ChunkBytes = 4 << 20
+	}
+	o.ChunkBytes = max(min(o.ChunkBytes, o.CacheBytes/4), 1)
+	if o.ReadAheadBytes == 0 {
+		o.ReadAheadBytes = 16 << 20
+	}
+	o.ReadAheadBytes = min(o.ReadAheadBytes, o.CacheBytes/4)
 	if o.BackoffMin <= 0 {
 		o.BackoffMin = 100 * time.Millisecond
 	}
@@ -154,7 +181,7 @@ func Open(o Options) (*Manager, error) {
 	}
 	m := &Manager{
 		o: o, log: o.Logger.With("component", "remote-log-manager"), cache: newSegCache(o.CacheBytes),
-		parts: parts, kick: make(chan struct{}, 1), done: make(chan struct{}),
+		parts: parts, kick: make(chan struct{}, 1), done: make(chan struct{}), flights: map[string]*flight{},
 	}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	o.Engine.SetRemoteHook(m)
@@ -164,11 +191,14 @@ func Open(o Options) (*Manager, error) {
 
 // Close stops the goroutine (an upload in flight is abandoned; its
 // COPY_SEGMENT_STARTED entry is cleaned up by the next Open's first pass)
-// and removes the engine's hook (local retention of remote-storage logs
+// and the read-ahead fetches, and removes the engine's hook (local retention of remote-storage logs
 // then stops). Close it before the engine.
 func (m *Manager) Close() error {
 	m.cancel()
 	<-m.done
+	m.fmu.Lock() // no read-ahead starts after this (prefetch checks ctx under fmu)
+	m.fmu.Unlock()
+	m.readAheadWG.Wait()
 	m.run.Lock() // a RunOnce of a test finishes first
 	m.run.Unlock()
 	m.o.Engine.SetRemoteHook(nil)
@@ -210,7 +240,7 @@ func (m *Manager) Stats() Stats {
 	return Stats{
 		SegmentsCopied: m.copied.Load(), BytesCopied: m.bytesCopied.Load(), CopyFailures: m.copyFailures.Load(),
 		Retries: m.retries.Load(), SegmentsDeleted: m.deleted.Load(), FetchedBytes: m.fetched.Load(),
-		CacheHits: m.hits.Load(), CacheMisses: m.misses.Load(),
+		CacheHits: m.hits.Load(), CacheMisses: m.misses.Load(), ReadAheads: m.readAheads.Load(),
 		Reads: m.reads.Load(), ReadTime: time.Duration(m.readNanos.Load()),
 	}
 }
@@ -285,6 +315,24 @@ func (m *Manager) DeleteRecords(topicID [16]byte, topic string, partition int32,
 	err := m.update(k, topic, func(pm *partitionMeta) { pm.LogStart = max(pm.LogStart, before) })
 	m.Kick()
 	return err
+}
+
+// RemoteSize is the bytes of the partition's remote log: the .log
+// objects of its COPY_SEGMENT_FINISHED segments not wholly below the
+// remote log start (Kafka's RemoteLogSizeBytes); ok false when the
+// manager has no metadata for the partition.
+func (m *Manager) RemoteSize(topicID [16]byte, partition int32) (int64, bool) {
+	pm := m.get(tp{topicID, partition})
+	if pm == nil {
+		return 0, false
+	}
+	var n int64
+	for _, s := range pm.Segments {
+		if s.State == CopyFinished && s.End > pm.LogStart {
+			n += s.Size
+		}
+	}
+	return n, true
 }
 
 // HighestTieredOffset is the last offset copied to remote storage
@@ -394,6 +442,7 @@ func (m *Manager) cleanup(ctx context.Context) error {
 			m.mu.Lock()
 			delete(m.parts, k)
 			m.mu.Unlock()
+			m.streams.forget(k)
 		}
 	}
 	return errors.Join(errs...)
@@ -563,7 +612,7 @@ func (m *Manager) deleteSegment(ctx context.Context, k tp, topic string, s Segme
 			return err
 		}
 	}
-	m.cache.drop(s.ID)
+	m.dropSegment(s.ID)
 	for _, kind := range allKinds {
 		key := ObjectKey(topic, k.p, s.Base, s.ID, kind)
 		if err := m.retry(ctx, "delete "+key, func(ctx context.Context) error { return m.o.Store.Delete(ctx, key) }); err != nil {

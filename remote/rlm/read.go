@@ -34,46 +34,65 @@ var (
 // Errors: ErrNotRemote for an offset no remote segment holds; a store
 // error (objstore.IsTransient: retry) or ErrCorrupt otherwise.
 func (m *Manager) Read(ctx context.Context, topicID [16]byte, partition int32, offset int64, maxBytes int) ([]byte, error) {
-	pm := m.get(tp{topicID, partition})
+	k := tp{topicID, partition}
+	pm := m.get(k)
 	if pm == nil {
 		return nil, ErrNotRemote
 	}
-	var seg *Segment
-	for i := range pm.Segments {
-		s := &pm.Segments[i]
+	i := -1
+	for j := range pm.Segments {
+		s := &pm.Segments[j]
 		if s.State == CopyFinished && s.Base <= offset && offset < s.End {
-			seg = s
+			i = j
 		}
 	}
-	if seg == nil || offset < pm.LogStart {
+	if i < 0 || offset < pm.LogStart {
 		return nil, ErrNotRemote
 	}
+	seg := &pm.Segments[i]
 	start := m.o.Now()
 	defer func() {
 		m.reads.Add(1)
 		m.readNanos.Add(int64(m.o.Now().Sub(start)))
 	}()
+	seq := m.streams.sequential(k, offset)
 	maxBytes = max(maxBytes, 0)
-	if seg.Size <= m.o.MaxCachedSegmentBytes {
+	var out []byte
+	var pos, next int64
+	if m.whole(seg) {
 		data, err := m.object(ctx, pm.Topic, partition, seg, KindLog)
 		if err != nil {
 			return nil, err
 		}
-		return sliceBatches(data, offset, maxBytes, false)
+		s, e, n, err := sliceBatches(data, offset, maxBytes, false)
+		if err != nil {
+			return nil, err
+		}
+		out, pos, next = data[s:e:e], int64(e), n
+	} else {
+		var err error
+		if out, pos, next, err = m.readRange(ctx, pm.Topic, partition, seg, offset, maxBytes); err != nil {
+			return nil, err
+		}
 	}
-	return m.readRange(ctx, pm.Topic, partition, seg, offset, maxBytes)
+	m.streams.record(k, offset, next)
+	if seq {
+		m.readAhead(pm, i, pos)
+	}
+	return out, nil
 }
 
-// object returns a whole object of seg, from the cache or the store; a
-// fetched object is checked against the SHA-256 recorded when it was
-// copied before it is cached.
+// object returns a whole object of seg, from the cache, a read-ahead in
+// flight or the store.
 func (m *Manager) object(ctx context.Context, topic string, partition int32, seg *Segment, kind string) ([]byte, error) {
-	ck := seg.ID + kind
-	if b, ok := m.cache.get(ck); ok {
-		m.hits.Add(1)
-		return b, nil
-	}
-	m.misses.Add(1)
+	return m.load(ctx, seg.ID+kind, func(ctx context.Context) ([]byte, error) {
+		return m.fetchObject(ctx, topic, partition, seg, kind)
+	})
+}
+
+// fetchObject gets a whole object of seg from the store and checks it
+// against the SHA-256 recorded when it was copied.
+func (m *Manager) fetchObject(ctx context.Context, topic string, partition int32, seg *Segment, kind string) ([]byte, error) {
 	fm, ok := seg.Files[kind]
 	if !ok {
 		return nil, fmt.Errorf("%w: segment %s has no %s object", ErrCorrupt, seg.ID, kind)
@@ -83,8 +102,6 @@ func (m *Manager) object(ctx context.Context, topic string, partition int32, seg
 		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
 	key := ObjectKey(topic, partition, seg.Base, seg.ID, kind)
-	ctx, cancel := context.WithTimeout(ctx, m.o.OpTimeout)
-	defer cancel()
 	r, info, err := m.o.Store.Get(ctx, key)
 	if err != nil {
 		return nil, err
@@ -104,30 +121,30 @@ func (m *Manager) object(ctx context.Context, topic string, partition int32, seg
 		return nil, fmt.Errorf("%w: %s does not match its sha256", ErrCorrupt, key)
 	}
 	m.fetched.Add(int64(len(b)))
-	m.cache.put(ck, b)
 	return b, nil
 }
 
 // readRange reads a segment too large to cache whole: the offset index
-// (cached) gives a position at or before offset, and ranges of the .log
-// from there are read until the batch holding offset and what follows it
-// within maxBytes are in hand; each batch returned is CRC-checked.
-func (m *Manager) readRange(ctx context.Context, topic string, partition int32, seg *Segment, offset int64, maxBytes int) ([]byte, error) {
+// (cached) gives a position at or before offset, and the .log's chunks
+// (ChunkBytes each, cached) from there are read until the batch holding
+// offset and what follows it within maxBytes are in hand; each batch
+// returned is CRC-checked. pos is the byte position in the segment of
+// the end of what it returns, next the offset after its last batch.
+func (m *Manager) readRange(ctx context.Context, topic string, partition int32, seg *Segment, offset int64, maxBytes int) (out []byte, end, next int64, err error) {
 	pos := int64(0)
 	if _, ok := seg.Files[KindOffsetIndex]; ok {
 		idx, err := m.object(ctx, topic, partition, seg, KindOffsetIndex)
 		if err != nil {
-			return nil, err
+			return nil, 0, 0, err
 		}
 		pos = indexFloor(idx, offset-seg.Base)
 	}
 	key := ObjectKey(topic, partition, seg.Base, seg.ID, KindLog)
-	want := int64(max(maxBytes, 64<<10))
+	want := int64(max(maxBytes, 1))
 	for pos < seg.Size {
-		n := min(want, seg.Size-pos)
-		b, err := m.getRange(ctx, key, pos, n)
+		b, err := m.span(ctx, topic, partition, seg, pos, want)
 		if err != nil {
-			return nil, err
+			return nil, 0, 0, err
 		}
 		// Skip whole batches below offset; then return what fits.
 		skip := 0
@@ -147,23 +164,71 @@ func (m *Manager) readRange(ctx context.Context, topic string, partition int32, 
 		}
 		h, err := record.ParseHeader(b)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %s at %d: %v", ErrCorrupt, key, pos, err)
+			return nil, 0, 0, fmt.Errorf("%w: %s at %d: %v", ErrCorrupt, key, pos, err)
 		}
 		if h.Size() > len(b) {
 			if int64(h.Size()) > seg.Size-pos {
-				return nil, fmt.Errorf("%w: %s at %d: batch of %d bytes past the end", ErrCorrupt, key, pos, h.Size())
+				return nil, 0, 0, fmt.Errorf("%w: %s at %d: batch of %d bytes past the end", ErrCorrupt, key, pos, h.Size())
 			}
 			want = int64(h.Size())
 			continue
 		}
-		return sliceBatches(b, offset, maxBytes, true)
+		s, e, n, err := sliceBatches(b, offset, maxBytes, true)
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		return b[s:e:e], pos + int64(e), n, nil
 	}
-	return nil, fmt.Errorf("%w: %s holds no batch with offset %d", ErrCorrupt, key, offset)
+	return nil, 0, 0, fmt.Errorf("%w: %s holds no batch with offset %d", ErrCorrupt, key, offset)
+}
+
+// span returns the bytes of seg's .log from pos to the end of the chunk
+// holding pos+n-1 (or the segment's end), from cached chunks.
+func (m *Manager) span(ctx context.Context, topic string, partition int32, seg *Segment, pos, n int64) ([]byte, error) {
+	cs := m.o.ChunkBytes
+	first, last := pos/cs, (min(pos+n, seg.Size)-1)/cs
+	if first == last {
+		b, err := m.chunk(ctx, topic, partition, seg, first)
+		if err != nil {
+			return nil, err
+		}
+		return b[pos-first*cs:], nil
+	}
+	buf := make([]byte, 0, min((last-first+1)*cs, seg.Size-first*cs))
+	for c := first; c <= last; c++ {
+		b, err := m.chunk(ctx, topic, partition, seg, c)
+		if err != nil {
+			return nil, err
+		}
+		buf = append(buf, b...)
+	}
+	return buf[pos-first*cs:], nil
+}
+
+// chunk returns chunk c of seg's .log (bytes [c*ChunkBytes,
+// (c+1)*ChunkBytes) cut at the segment's end).
+func (m *Manager) chunk(ctx context.Context, topic string, partition int32, seg *Segment, c int64) ([]byte, error) {
+	return m.load(ctx, chunkKey(seg, c), func(ctx context.Context) ([]byte, error) {
+		return m.fetchChunk(ctx, topic, partition, seg, c)
+	})
+}
+
+func (m *Manager) fetchChunk(ctx context.Context, topic string, partition int32, seg *Segment, c int64) ([]byte, error) {
+	cs := m.o.ChunkBytes
+	off := c * cs
+	n := min(cs, seg.Size-off)
+	key := ObjectKey(topic, partition, seg.Base, seg.ID, KindLog)
+	b, err := m.getRange(ctx, key, off, n)
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) != n {
+		return nil, fmt.Errorf("%w: %s: %d bytes at %d, want %d", ErrCorrupt, key, len(b), off, n)
+	}
+	return b, nil
 }
 
 func (m *Manager) getRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, m.o.OpTimeout)
-	defer cancel()
 	r, err := m.o.Store.GetRange(ctx, key, off, n)
 	if err != nil {
 		return nil, err
@@ -196,40 +261,40 @@ func indexFloor(idx []byte, rel int64) int64 {
 	return pos
 }
 
-// sliceBatches returns the batches of b from the one holding offset, at
-// most maxBytes of them but at least that first one whole. checkCRC
-// checks each returned batch (b came from a range read, not verified by
-// the object's SHA-256).
-func sliceBatches(b []byte, offset int64, maxBytes int, checkCRC bool) ([]byte, error) {
-	start, end := -1, 0
+// sliceBatches finds the batches of b from the one holding offset, at
+// most maxBytes of them but at least that first one whole: b[start:end],
+// and next, the offset after the last. checkCRC checks each of them (b
+// came from a range read, not verified by the object's SHA-256).
+func sliceBatches(b []byte, offset int64, maxBytes int, checkCRC bool) (start, end int, next int64, err error) {
+	start = -1
 	for p := 0; p < len(b); {
 		h, err := record.ParseHeader(b[p:])
 		if err != nil || p+h.Size() > len(b) {
 			if start < 0 && !checkCRC {
-				return nil, fmt.Errorf("%w: batch at %d: %v", ErrCorrupt, p, err)
+				return 0, 0, 0, fmt.Errorf("%w: batch at %d: %v", ErrCorrupt, p, err)
 			}
 			break // a range read cut the last batch
 		}
-		next := p + h.Size()
+		np := p + h.Size()
 		if start < 0 {
 			if h.LastOffset() < offset {
-				p = next
+				p = np
 				continue
 			}
 			start = p
-		} else if next-start > maxBytes {
+		} else if np-start > maxBytes {
 			break
 		}
-		if checkCRC && !record.CheckCRC(b[p:next]) {
-			return nil, fmt.Errorf("%w: batch at offset %d fails its CRC", ErrCorrupt, h.BaseOffset)
+		if checkCRC && !record.CheckCRC(b[p:np]) {
+			return 0, 0, 0, fmt.Errorf("%w: batch at offset %d fails its CRC", ErrCorrupt, h.BaseOffset)
 		}
-		end = next
-		p = next
+		end, next = np, h.LastOffset()+1
+		p = np
 	}
 	if start < 0 {
-		return nil, fmt.Errorf("%w: no batch with offset %d", ErrCorrupt, offset)
+		return 0, 0, 0, fmt.Errorf("%w: no batch with offset %d", ErrCorrupt, offset)
 	}
-	return b[start:end:end], nil
+	return start, end, next, nil
 }
 
 // segCache is an LRU of fetched objects bounded by their bytes.
@@ -258,6 +323,14 @@ func (c *segCache) get(key string) ([]byte, bool) {
 		return e.Value.(*cacheEntry).data, true
 	}
 	return nil, false
+}
+
+// has reports whether key is cached, without making it recent.
+func (c *segCache) has(key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.m[key]
+	return ok
 }
 
 func (c *segCache) put(key string, data []byte) {
