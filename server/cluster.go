@@ -7,17 +7,11 @@ package server
 // the engine directly. With a Controller the cluster metadata lives in the
 // controller's Raft quorum and this file wires the broker to it:
 //
-//   - registration and heartbeats (heartbeat goroutine): RegisterBroker with
-//     a fresh incarnation id once the advertised port is known, then a
-//     BrokerHeartbeat every HeartbeatInterval carrying the metadata offset
-//     this node has applied (the controller unfences the broker once it has
-//     caught up, and fences it when heartbeats stop for
-//     broker.session.timeout.ms). ControlledShutdown sets WantShutdown and
-//     waits until the controller has moved every leadership away.
-//   - catching up: the watch goroutine acts only after this node's
-//     controller has applied the metadata up to the broker's registration
-//     (a restarting node replays its Raft log from an old or empty state;
-//     reconciling against that would delete topics that still exist).
+//   - registration and heartbeats: broker/cluster's Membership (Join at
+//     initCluster; ControlledShutdown and BrokerEpoch ask it).
+//   - catching up: the watch goroutine acts only after the Membership
+//     reports CaughtUp (this node's controller has applied the metadata up
+//     to the broker's registration).
 //   - the metadata view (watch goroutine): on every controller change it
 //     builds an immutable clusterView (brokers, topics, partitions with
 //     leader, ISR, epochs, reassignment) and publishes it with one atomic
@@ -39,7 +33,9 @@ package server
 //     published after the reconcile, so a handler that finds a partition
 //     in it also finds its local log and role in place.
 //   - ISR changes: the replica manager's AlterPartition goes to the
-//     controller through alterISR with this broker's epoch.
+//     controller through alterISR (broker/cluster's AlterISR) with this
+//     broker's epoch; the replica manager is broker/cluster's
+//     NewReplicaManager unless ClusterConfig.Replication says otherwise.
 //   - request hooks: Produce and Fetch on a partition this broker does not
 //     lead answer NOT_LEADER_OR_FOLLOWER (clients refresh metadata); admin
 //     handlers propose controller commands and answer once this broker's
@@ -47,16 +43,16 @@ package server
 //
 // # Goroutines and locks
 //
-// clusterState owns three goroutines (heartbeat, watch, and one per admin
-// request waiting on a proposal, all tracked by wg and bounded by ctx, which
-// closeCluster cancels before waiting). The view is replaced whole, never
+// clusterState owns the watch goroutine and one per admin request waiting
+// on a proposal, all tracked by wg and bounded by ctx, which closeCluster
+// cancels before waiting; the Membership's heartbeat goroutine ends in its
+// Close, which closeCluster calls in between. The view is replaced whole, never
 // mutated. The roles map belongs to the watch goroutine alone. No lock of
 // this file is held across a controller or engine call.
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"maps"
 	"net"
 	"sort"
@@ -66,6 +62,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/stratalog/strata/broker/cluster"
 	"github.com/stratalog/strata/controller"
 	"github.com/stratalog/strata/engine"
 	"github.com/stratalog/strata/replica"
@@ -98,43 +95,13 @@ type ClusterConfig struct {
 	Dial func(ctx context.Context, addr string) (net.Conn, error)
 }
 
-// ReplicationEnv is what a replica manager gets from the broker.
-type ReplicationEnv struct {
-	BrokerID int32
-	// BrokerAddr returns a live broker's listener host:port.
-	BrokerAddr func(id int32) (string, bool)
-	// AlterISR proposes a partition's new ISR to the controller (Kafka's
-	// AlterPartition) with the epochs the leader knows; the result carries
-	// the partition's new state or the refusal code.
-	AlterISR func(ctx context.Context, topic string, partition, leaderEpoch, partitionEpoch int32, isr []int32) (controller.PartitionResult, error)
-}
-
-// PartitionRole is what the controller says about one partition this broker
-// is a replica of.
-type PartitionRole struct {
-	Log            *engine.Log
-	Topic          string
-	Partition      int32
-	Leader         int32
-	LeaderEpoch    int32
-	PartitionEpoch int32
-	Replicas       []int32
-	ISR            []int32
-	MinISR         int
-}
-
-// ReplicaManager runs leader and follower roles (package replica). The
-// watch goroutine calls BecomeLeader/BecomeFollower/Stop; Produce calls
-// CheckProduce before appending and WaitReplicated for acks=-1. Errors are
-// *kerr.Error values, possibly wrapped.
-type ReplicaManager interface {
-	BecomeLeader(PartitionRole) error
-	BecomeFollower(PartitionRole) error
-	Stop(topic string, partition int32)
-	CheckProduce(l *engine.Log, acks int16) error
-	WaitReplicated(l *engine.Log, lastOffset int64, fn func(error))
-	Close() error
-}
+// ReplicationEnv, PartitionRole and ReplicaManager are broker/cluster's:
+// the replica manager's interface and what it gets from the broker.
+type (
+	ReplicationEnv = cluster.ReplicationEnv
+	PartitionRole  = cluster.PartitionRole
+	ReplicaManager = cluster.ReplicaManager
+)
 
 // Cluster key names that are topic configs but not engine (log) configs.
 const (
@@ -143,21 +110,19 @@ const (
 )
 
 // DefaultHeartbeatInterval is Kafka's broker.heartbeat.interval.ms.
-const DefaultHeartbeatInterval = 2 * time.Second
+const DefaultHeartbeatInterval = cluster.DefaultHeartbeatInterval
 
 // clusterState is the Server's part for replication and the controller.
 type clusterState struct {
-	ctl   *controller.Controller // nil: single broker
-	repl  ReplicaManager         // nil: no replication
-	view  atomic.Pointer[clusterView]
-	epoch atomic.Int64 // broker epoch of the current registration (0: not registered)
+	ctl    *controller.Controller // nil: single broker
+	repl   ReplicaManager         // nil: no replication
+	view   atomic.Pointer[clusterView]
+	member *cluster.Membership // registration and heartbeats
 
-	incarnation  [16]byte
-	caughtUp     chan struct{} // closed once this node applied the metadata up to its registration
-	wantShutdown atomic.Bool
-	kick         chan struct{} // wakes the heartbeat loop (controlled shutdown)
-	shutdownOK   chan struct{} // closed when the controller allowed the shutdown
-	shutdownOnce sync.Once
+	// epoch and caughtUp are member's (broker/cluster.Membership: Epoch,
+	// CaughtUp), kept here for the metrics and producer-id readers.
+	epoch    epochReader
+	caughtUp <-chan struct{}
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -181,6 +146,12 @@ type appliedRole struct {
 	partitionEpoch int32
 	minISR         int
 }
+
+// epochReader is the broker epoch of the current registration (0: not
+// registered).
+type epochReader func() int64
+
+func (f epochReader) Load() int64 { return f() }
 
 // clusterView is an immutable snapshot of the controller state for request
 // handlers. changed is closed when a newer view replaces it.
@@ -228,16 +199,9 @@ func (s *Server) initCluster() {
 	if c.ctl == nil {
 		return
 	}
-	if s.cfg.Cluster.HeartbeatInterval <= 0 {
-		s.cfg.Cluster.HeartbeatInterval = DefaultHeartbeatInterval
-	}
 	if s.cfg.Cluster.MinInsyncReplicas <= 0 {
 		s.cfg.Cluster.MinInsyncReplicas = 1
 	}
-	c.incarnation = controller.NewIncarnationID()
-	c.kick = make(chan struct{}, 1)
-	c.caughtUp = make(chan struct{})
-	c.shutdownOK = make(chan struct{})
 	c.roles = make(map[rolesKey]appliedRole)
 	c.configs = make(map[string]map[string]string)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
@@ -246,25 +210,23 @@ func (s *Server) initCluster() {
 	if f := s.cfg.Cluster.Replication; f != nil {
 		c.repl = f(env)
 	} else {
-		c.repl = replicaManager{replica.New(replica.Config{
-			BrokerID:     s.cfg.NodeID,
-			BrokerAddr:   s.brokerAddr,
+		c.repl = cluster.NewReplicaManager(env, replica.Config{
 			Dial:         s.cfg.Cluster.Dial,
-			ISR:          isrUpdater{s},
 			LagTimeMaxMs: s.cfg.Cluster.ReplicaLagTimeMax.Milliseconds(),
 			Logger:       s.log,
-		})}
+		})
 	}
+	c.member = cluster.Join(cluster.MembershipConfig{
+		NodeID: s.cfg.NodeID, Controller: c.ctl, Rack: s.cfg.Cluster.Rack,
+		HeartbeatInterval: s.cfg.Cluster.HeartbeatInterval, Advertised: s.Advertised, Log: s.log,
+	})
+	c.epoch, c.caughtUp = c.member.Epoch, c.member.CaughtUp()
 	w := c.ctl.Watch()
-	c.wg.Add(2)
+	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
 		defer w.Close()
 		s.watchLoop(w)
-	}()
-	go func() {
-		defer c.wg.Done()
-		s.heartbeatLoop()
 	}()
 }
 
@@ -275,6 +237,7 @@ func (s *Server) closeCluster() {
 		return
 	}
 	c.cancel()
+	c.member.Close()
 	c.wg.Wait()
 	if c.repl != nil {
 		if err := c.repl.Close(); err != nil {
@@ -287,153 +250,19 @@ func (s *Server) closeCluster() {
 // away (Kafka's controlled shutdown) and waits until it has, or ctx ends.
 // Call it before Close; a single broker returns nil at once.
 func (s *Server) ControlledShutdown(ctx context.Context) error {
-	c := &s.cluster
-	if c.ctl == nil {
+	if s.cluster.ctl == nil {
 		return nil
 	}
-	c.wantShutdown.Store(true)
-	select {
-	case c.kick <- struct{}{}:
-	default:
-	}
-	// Without a quorum leader nobody can move the leaderships: give up
-	// after a few election timeouts instead of waiting for ctx.
-	t := time.NewTicker(100 * time.Millisecond)
-	defer t.Stop()
-	var leaderless time.Duration
-	for {
-		select {
-		case <-c.shutdownOK:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-		if _, ok := c.ctl.Leader(); ok {
-			leaderless = 0
-		} else if leaderless += 100 * time.Millisecond; leaderless >= controlledShutdownNoQuorum {
-			return errors.New("controlled shutdown: the metadata quorum has no leader")
-		}
-	}
+	return s.cluster.member.ControlledShutdown(ctx)
 }
-
-// controlledShutdownNoQuorum is how long ControlledShutdown waits for a
-// metadata quorum leader to appear before giving up.
-const controlledShutdownNoQuorum = 3 * time.Second
 
 // BrokerEpoch is the epoch of this broker's current registration (0 before
 // it registered or in single-broker mode).
-func (s *Server) BrokerEpoch() int64 { return s.cluster.epoch.Load() }
-
-// ---- heartbeats ----
-
-func (s *Server) heartbeatLoop() {
-	c := &s.cluster
-	// The advertised port is known once Serve has its listener.
-	for {
-		if _, port := s.Advertised(); port != 0 {
-			break
-		}
-		if !sleepCtx(c.ctx, 10*time.Millisecond) {
-			return
-		}
+func (s *Server) BrokerEpoch() int64 {
+	if s.cluster.ctl == nil {
+		return 0
 	}
-	off, ok := s.register()
-	if !ok {
-		return
-	}
-	// Act on the metadata only once it is current: a restarting node's
-	// controller starts from an empty or old state and replays the log, and
-	// reconciling against that would delete topics that still exist.
-	if err := c.ctl.WaitApplied(c.ctx, off); err != nil {
-		return
-	}
-	close(c.caughtUp)
-	interval := s.cfg.Cluster.HeartbeatInterval
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-c.ctx.Done():
-			return
-		case <-t.C:
-		case <-c.kick:
-		}
-		want := c.wantShutdown.Load()
-		ctx, cancel := context.WithTimeout(c.ctx, 2*interval)
-		r, err := c.ctl.Propose(ctx, controller.BrokerHeartbeat{
-			ID: s.cfg.NodeID, Epoch: c.epoch.Load(), MetadataOffset: c.ctl.Offset(), WantShutdown: want,
-		})
-		cancel()
-		switch {
-		case err != nil:
-			s.log.Debug("heartbeat not delivered", "err", err)
-			continue
-		case r.Code == kerr.StaleBrokerEpoch.Code || r.Code == kerr.BrokerIDNotRegistered.Code:
-			s.log.Error("broker registration replaced (another process with this node id?); registering again", "err", r.Err())
-			c.incarnation = controller.NewIncarnationID()
-			if _, ok := s.register(); !ok {
-				return
-			}
-			continue
-		case r.Code != 0:
-			s.log.Warn("heartbeat refused", "err", r.Err())
-			continue
-		}
-		if want && r.ShouldShutdown {
-			c.shutdownOnce.Do(func() { close(c.shutdownOK) })
-		}
-		if want {
-			// Poll quickly while leaderships move away.
-			select {
-			case c.kick <- struct{}{}:
-			default:
-			}
-			if !sleepCtx(c.ctx, 50*time.Millisecond) {
-				return
-			}
-		}
-	}
-}
-
-// register registers this broker until it succeeds or the Server closes; it
-// returns the metadata offset of the registration.
-func (s *Server) register() (int64, bool) {
-	c := &s.cluster
-	host, port := s.Advertised()
-	backoff := 50 * time.Millisecond
-	for {
-		ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
-		r, err := c.ctl.Propose(ctx, controller.RegisterBroker{
-			ID: s.cfg.NodeID, IncarnationID: c.incarnation, Host: host, Port: port, Rack: s.cfg.Cluster.Rack,
-		})
-		cancel()
-		if err == nil && r.Code == 0 {
-			c.epoch.Store(r.BrokerEpoch)
-			s.log.Info("registered with the controller", "node", s.cfg.NodeID, "broker_epoch", r.BrokerEpoch,
-				"endpoint", host+":"+strconv.Itoa(int(port)))
-			return r.Offset, true
-		}
-		if err == nil {
-			err = r.Err()
-		}
-		s.log.Warn("broker registration failed; retrying", "err", err)
-		if !sleepCtx(c.ctx, backoff) {
-			return 0, false
-		}
-		backoff = min(2*backoff, time.Second)
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	return s.cluster.epoch.Load()
 }
 
 // ---- the view ----
@@ -566,63 +395,7 @@ func (s *Server) controllerID() int32 {
 
 // alterISR is ReplicationEnv.AlterISR.
 func (s *Server) alterISR(ctx context.Context, topic string, partition, leaderEpoch, partitionEpoch int32, isr []int32) (controller.PartitionResult, error) {
-	members := make([]controller.ISRMember, len(isr))
-	for i, id := range isr {
-		members[i] = controller.ISRMember{ID: id, Epoch: -1}
-	}
-	r, err := s.cluster.ctl.Propose(ctx, controller.AlterPartition{
-		BrokerID: s.cfg.NodeID, BrokerEpoch: s.cluster.epoch.Load(),
-		Partitions: []controller.AlterPartitionItem{{Topic: topic, Partition: partition,
-			LeaderEpoch: leaderEpoch, PartitionEpoch: partitionEpoch, ISR: members}},
-	})
-	if err != nil {
-		return controller.PartitionResult{}, err
-	}
-	if r.Code != 0 {
-		return controller.PartitionResult{Topic: topic, Partition: partition, Code: r.Code, Message: r.Message}, nil
-	}
-	if len(r.Partitions) != 1 {
-		return controller.PartitionResult{}, fmt.Errorf("server: AlterPartition answered %d partitions", len(r.Partitions))
-	}
-	return r.Partitions[0], nil
-}
-
-// replicaManager is the replica package's Manager as a ReplicaManager.
-type replicaManager struct{ *replica.Manager }
-
-func (m replicaManager) BecomeLeader(r PartitionRole) error {
-	return m.Manager.BecomeLeader(replica.Partition(r))
-}
-
-func (m replicaManager) BecomeFollower(r PartitionRole) error {
-	return m.Manager.BecomeFollower(replica.Partition(r))
-}
-
-// isrUpdater carries a leader's ISR changes to the controller
-// (replica.ISRUpdater): a refusal is the controller's *kerr.Error, a failed
-// proposal an error of unknown outcome (the manager proposes again later).
-type isrUpdater struct{ s *Server }
-
-func (u isrUpdater) AlterPartition(ctx context.Context, req replica.AlterPartition) (replica.AlterPartitionResult, error) {
-	pr, err := u.s.alterISR(ctx, req.Topic, req.Partition, req.LeaderEpoch, req.PartitionEpoch, req.ISR)
-	if err != nil {
-		return replica.AlterPartitionResult{}, err
-	}
-	if pr.Code == kerr.IneligibleReplica.Code {
-		// A member that is not yet registered, unfenced or done shutting
-		// down may become eligible any moment (a restarting broker): like
-		// Kafka's leader, propose again on a later check rather than wait
-		// for the partition to change.
-		return replica.AlterPartitionResult{}, fmt.Errorf("server: ISR change not applied yet: %s", pr.Message)
-	}
-	if pr.Code != 0 {
-		ke, _ := kerr.ErrorForCode(pr.Code).(*kerr.Error)
-		if ke == nil {
-			ke = kerr.UnknownServerError
-		}
-		return replica.AlterPartitionResult{}, fmt.Errorf("%w: %s", ke, pr.Message)
-	}
-	return replica.AlterPartitionResult{LeaderEpoch: pr.LeaderEpoch, PartitionEpoch: pr.PartitionEpoch, ISR: pr.ISR}, nil
+	return cluster.AlterISR(ctx, s.cluster.ctl, s.cfg.NodeID, s.cluster.epoch.Load(), topic, partition, leaderEpoch, partitionEpoch, isr)
 }
 
 // ---- reconciling the engine and the roles with the view ----

@@ -114,6 +114,7 @@ func TestLayersImportDownward(t *testing.T) {
 		"metrics":             {},                                                                                        // Prometheus and Kafka's names only; server calls its hooks
 		"broker/coordhost":    {},                                                                                        // the coordinators' host sees the cluster through its own interfaces
 		"broker/txnhost":      {"broker/coordhost", "controller", "engine", "group", "internal/kframe", "record", "txn"}, // not server: the broker through its own interfaces
+		"broker/cluster":      {"controller", "engine", "replica"},                                                       // the cluster wiring: not server, which calls it
 	}
 	for _, f := range moduleFiles(t) {
 		allowed, checked := may[f.dir]

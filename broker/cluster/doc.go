@@ -1,0 +1,40 @@
+// Package cluster is the broker's part of a replicated cluster (issue 5),
+// moving out of the protocol layer (issue 19): package server decodes,
+// authorizes and encodes, and calls this package for what a broker does
+// as a member of the cluster. So far it holds:
+//
+//   - Membership (membership.go): registration with the controller and
+//     heartbeats. Join registers with a fresh incarnation id once the
+//     advertised port is known, waits until this node's controller has
+//     applied the metadata up to the registration (CaughtUp: a restarting
+//     node replays its Raft log from an old or empty state, and acting on
+//     that would delete topics that still exist), then heartbeats every
+//     broker.heartbeat.interval.ms with the metadata offset applied, and
+//     registers again when the controller no longer knows the
+//     registration. ControlledShutdown asks the controller to move this
+//     broker's leaderships away and waits until it has.
+//   - the replica manager's interface (replication.go): ReplicaManager,
+//     the PartitionRole the broker's metadata reconcile hands it,
+//     ReplicationEnv, NewReplicaManager (package replica's Manager), and
+//     AlterISR, a leader's ISR change proposed to the controller (Kafka's
+//     AlterPartition) with the broker's epoch.
+//
+// The metadata view (brokers, topics, partitions with leader, ISR and
+// epochs), the reconcile of the engine and the replica roles with it, and
+// the request hooks built on it are still in package server
+// (server/cluster.go).
+//
+// # Goroutines
+//
+// A Membership owns one goroutine, the heartbeat loop, which Close cancels
+// and waits for. The replica manager owns its fetchers and checks (package
+// replica) and ends them in its Close.
+//
+// # Files
+//
+//   - membership.go: MembershipConfig, Membership — Join, Epoch, CaughtUp,
+//     ControlledShutdown, Close; the registration and heartbeat loop.
+//   - replication.go: ReplicationEnv, PartitionRole, ReplicaManager,
+//     NewReplicaManager, AlterISR and the ISR updater the replica
+//     manager proposes through.
+package cluster
