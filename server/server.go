@@ -55,9 +55,13 @@
 // transaction coordinator's host — the coordinators per __transaction_state
 // partition, the tick, the marker writer and its Kafka client, KIP-890
 // verification, producer-id blocks from the controller — which the
-// transaction handlers call through txnCoordinator (txn_coord.go). The
-// group coordinator's host (groups.go) and the cluster wiring (cluster.go)
-// are still here.
+// transaction handlers call through txnCoordinator (txn_coord.go);
+// broker/grouphost is the group coordinator's host — the group.Log over
+// __consumer_offsets and the leader loop — built in groups.go;
+// broker/cluster holds the broker's membership (registration, heartbeats,
+// controlled shutdown) and the replica manager's interface. The metadata
+// view, its reconcile with the engine and the replica roles, and the
+// request hooks on it are still in cluster.go.
 package server
 
 import (
