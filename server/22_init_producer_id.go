@@ -95,13 +95,3 @@ func initTxnProducerID(s *Server, rc *reqCtx, req *kmsg.InitProducerIDRequest, r
 		rc.respond(resp)
 	})
 }
-
-// txnErrCode is the wire code of a coordinator error; oldVersion maps
-// PRODUCER_FENCED to INVALID_PRODUCER_EPOCH for request versions that
-// predate it (KIP-588), as Kafka's KafkaApis does.
-func txnErrCode(e txn.ErrorCode, oldVersion bool) int16 {
-	if e == txn.ProducerFenced && oldVersion {
-		return kerr.InvalidProducerEpoch.Code
-	}
-	return int16(e)
-}

@@ -101,7 +101,7 @@ func handleWriteTxnMarkers(s *Server, rc *reqCtx) {
 	}
 	w := newAckWait(len(waits), func(i int, err error) {
 		if err != nil {
-			waits[i].resp.ErrorCode = ackErrCode(err) // cluster.go
+			waits[i].resp.ErrorCode = ackErrCode(err) // errors.go
 		}
 	}, func(i int) {
 		// The coordinator retries; the marker stays appended, and a

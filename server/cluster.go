@@ -699,17 +699,6 @@ func (s *Server) whenAcked(l *engine.Log, last int64, fn func(error)) {
 	l.WhenDurable(last, fn)
 }
 
-// ackErrCode is the error code of a failed acks=-1 wait: the replica
-// manager's Kafka error (NOT_ENOUGH_REPLICAS_AFTER_APPEND, ...) as is, any
-// other failure (a failed fsync) KAFKA_STORAGE_ERROR.
-func ackErrCode(err error) int16 {
-	var ke *kerr.Error
-	if errors.As(err, &ke) {
-		return ke.Code
-	}
-	return kerr.KafkaStorageError.Code
-}
-
 // goAdmin runs an admin request's controller work on a goroutine owned by
 // the cluster state; ctx ends at timeout or when the Server closes.
 func (s *Server) goAdmin(timeoutMs int32, fn func(ctx context.Context)) {
@@ -725,25 +714,4 @@ func (s *Server) goAdmin(timeoutMs int32, fn func(ctx context.Context)) {
 		defer cancel()
 		fn(ctx)
 	}()
-}
-
-// proposeErr maps a failed proposal to the Kafka error a client should see.
-func proposeErr(err error) *apiError {
-	code := controller.ErrorCode(err)
-	if errors.Is(err, context.Canceled) {
-		code = kerr.NotController.Code
-	}
-	return resultErr(code, "controller: "+err.Error())
-}
-
-// resultErr maps a refused command (or partition) to an apiError.
-func resultErr(code int16, msg string) *apiError {
-	e, _ := kerr.ErrorForCode(code).(*kerr.Error)
-	if e == nil {
-		e = kerr.UnknownServerError
-	}
-	if msg == "" {
-		msg = e.Message
-	}
-	return &apiError{code: e, msg: msg}
 }
