@@ -117,12 +117,7 @@ type clusterState struct {
 	ctl    *controller.Controller // nil: single broker
 	repl   ReplicaManager         // nil: no replication
 	view   atomic.Pointer[clusterView]
-	member *cluster.Membership // registration and heartbeats
-
-	// epoch and caughtUp are member's (broker/cluster.Membership: Epoch,
-	// CaughtUp), kept here for the metrics and producer-id readers.
-	epoch    epochReader
-	caughtUp <-chan struct{}
+	member *cluster.Membership // registration and heartbeats: Epoch, CaughtUp
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -146,12 +141,6 @@ type appliedRole struct {
 	partitionEpoch int32
 	minISR         int
 }
-
-// epochReader is the broker epoch of the current registration (0: not
-// registered).
-type epochReader func() int64
-
-func (f epochReader) Load() int64 { return f() }
 
 // clusterView is an immutable snapshot of the controller state for request
 // handlers. changed is closed when a newer view replaces it.
@@ -220,7 +209,6 @@ func (s *Server) initCluster() {
 		NodeID: s.cfg.NodeID, Controller: c.ctl, Rack: s.cfg.Cluster.Rack,
 		HeartbeatInterval: s.cfg.Cluster.HeartbeatInterval, Advertised: s.Advertised, Log: s.log,
 	})
-	c.epoch, c.caughtUp = c.member.Epoch, c.member.CaughtUp()
 	w := c.ctl.Watch()
 	c.wg.Add(1)
 	go func() {
@@ -262,7 +250,7 @@ func (s *Server) BrokerEpoch() int64 {
 	if s.cluster.ctl == nil {
 		return 0
 	}
-	return s.cluster.epoch.Load()
+	return s.cluster.member.Epoch()
 }
 
 // ---- the view ----
@@ -270,7 +258,7 @@ func (s *Server) BrokerEpoch() int64 {
 func (s *Server) watchLoop(w *controller.Watcher) {
 	c := &s.cluster
 	select {
-	case <-c.caughtUp:
+	case <-c.member.CaughtUp():
 	case <-c.ctx.Done():
 		return
 	}
@@ -395,7 +383,7 @@ func (s *Server) controllerID() int32 {
 
 // alterISR is ReplicationEnv.AlterISR.
 func (s *Server) alterISR(ctx context.Context, topic string, partition, leaderEpoch, partitionEpoch int32, isr []int32) (controller.PartitionResult, error) {
-	return cluster.AlterISR(ctx, s.cluster.ctl, s.cfg.NodeID, s.cluster.epoch.Load(), topic, partition, leaderEpoch, partitionEpoch, isr)
+	return cluster.AlterISR(ctx, s.cluster.ctl, s.cfg.NodeID, s.cluster.member.Epoch(), topic, partition, leaderEpoch, partitionEpoch, isr)
 }
 
 // ---- reconciling the engine and the roles with the view ----

@@ -554,11 +554,11 @@ func (s *Server) ready() error {
 	if !s.clustered() {
 		return nil
 	}
-	if s.cluster.epoch.Load() == 0 {
+	if s.cluster.member.Epoch() == 0 {
 		return errNotRegistered
 	}
 	select {
-	case <-s.cluster.caughtUp:
+	case <-s.cluster.member.CaughtUp():
 		return nil
 	default:
 		return errCatchingUp

@@ -121,7 +121,7 @@ func (s *Server) producerIDSource() (txn.BlockSource, error) {
 	}
 	if s.clustered() {
 		cs := txnhost.NewControllerBlocks(s.cluster.ctx, txnhost.BlocksConfig{
-			NodeID: s.cfg.NodeID, Epoch: s.cluster.epoch.Load, Controller: s.cluster.ctl, Clock: hostClock{s}, Log: s.log})
+			NodeID: s.cfg.NodeID, Epoch: s.cluster.member.Epoch, Controller: s.cluster.ctl, Clock: hostClock{s}, Log: s.log})
 		s.cfg.Txn.ProducerIDs = cs
 		return cs, nil
 	}
