@@ -134,6 +134,61 @@ func TestLayersImportDownward(t *testing.T) {
 	}
 }
 
+// Edges issue 19 cut, checked through every path (what go list -deps
+// would show), so that widening a package's list in
+// TestLayersImportDownward cannot bring one back unnoticed.
+func TestCutEdgesStayCut(t *testing.T) {
+	cut := []struct{ from, to, why string }{
+		{"engine", "batcher", "KeyPartition lives in partitioner, below both"},
+		{"txn", "engine", "txn names its producer-id block file itself (TestBlockFileNameIsTheEngines)"},
+		{"internal/config", "engine", "cmd/strata fills the engine's settings"},
+		{"internal/config", "group", "cmd/strata fills the group coordinator's settings"},
+	}
+	deps := map[string]map[string]bool{}
+	for _, f := range moduleFiles(t) {
+		for _, p := range imports(f.file) {
+			if dep, ok := strings.CutPrefix(p, module); ok && dep != f.dir {
+				if deps[f.dir] == nil {
+					deps[f.dir] = map[string]bool{}
+				}
+				deps[f.dir][dep] = true
+			}
+		}
+	}
+	for _, c := range cut {
+		if _, ok := deps[c.from]; !ok {
+			t.Errorf("%s: no such package with module imports (renamed?)", c.from)
+			continue
+		}
+		// Breadth-first from c.from, remembering how each package was
+		// reached so the failure shows the path.
+		via := map[string]string{c.from: ""}
+		queue := []string{c.from}
+		for len(queue) > 0 {
+			p := queue[0]
+			queue = queue[1:]
+			var next []string
+			for d := range deps[p] {
+				next = append(next, d)
+			}
+			sort.Strings(next)
+			for _, d := range next {
+				if _, seen := via[d]; !seen {
+					via[d] = p
+					queue = append(queue, d)
+				}
+			}
+		}
+		if _, ok := via[c.to]; ok {
+			path := []string{c.to}
+			for p := via[c.to]; p != ""; p = via[p] {
+				path = append([]string{p}, path...)
+			}
+			t.Errorf("%s reaches %s (%s): %s", c.from, c.to, strings.Join(path, " -> "), c.why)
+		}
+	}
+}
+
 func contains(s []string, v string) bool {
 	for _, x := range s {
 		if x == v {
