@@ -38,6 +38,11 @@ type LogConfig struct {
 	MinCleanableDirtyRatio float64 // min.cleanable.dirty.ratio (broker: log.cleaner.min.cleanable.ratio)       0.5
 	MinCompactionLagMs     int64   // min.compaction.lag.ms     (broker: log.cleaner.min.compaction.lag.ms)     0
 	MaxCompactionLagMs     int64   // max.compaction.lag.ms     (broker: log.cleaner.max.compaction.lag.ms)     MaxInt64
+
+	// DLQGroupEnable is errors.deadletterqueue.group.enable (KIP-1191):
+	// the topic may be a share group's dead-letter topic. The engine only
+	// keeps it; the server's dead-letter writer checks it.
+	DLQGroupEnable bool
 }
 
 // Timestamp types (message.timestamp.type values).
@@ -117,6 +122,9 @@ var logFields = map[string]logField{
 		set: func(c *LogConfig, v configkeys.Value) { c.CleanupPolicy = normalCleanupPolicy(v.Items()) },
 		get: func(c *LogConfig) string { return c.CleanupPolicy },
 	},
+
+	// Dead-letter topics of share groups (KIP-1191).
+	"errors.deadletterqueue.group.enable": boolField(func(c *LogConfig) *bool { return &c.DLQGroupEnable }),
 }
 
 // normalCleanupPolicy writes a checked cleanup.policy list in one order.

@@ -36,6 +36,8 @@ func TestDefaultLogConfigIsKafkas(t *testing.T) {
 		"remote.storage.enable": "false",
 		"local.retention.ms":    "-2",
 		"local.retention.bytes": "-2",
+
+		"errors.deadletterqueue.group.enable": "false",
 	}
 	keys := TopicKeys()
 	if !sort.StringsAreSorted(keys) || len(keys) != len(want) {

@@ -37,7 +37,8 @@ package server
 //
 // Limits: a single broker only. In cluster mode the share APIs answer
 // UNSUPPORTED_VERSION: the state is not owned by partition leaders nor
-// replicated with a share coordinator yet. No dead-letter topics yet. The broker keys
+// replicated with a share coordinator yet. Dead-letter topics (KIP-1191)
+// are written by share_dlq.go. The broker keys
 // (group.share.*) reach Config.Groups.Share through strata serve
 // (cmd/strata/serve_share.go).
 
@@ -49,6 +50,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -76,6 +78,8 @@ const (
 	cfgShareAutoOffsetReset = "share.auto.offset.reset"
 	cfgShareLockDuration    = "share.record.lock.duration.ms"
 	cfgShareIsolation       = "share.isolation.level"
+	cfgDLQTopicName         = "errors.deadletterqueue.topic.name"         // KIP-1191
+	cfgDLQCopyRecord        = "errors.deadletterqueue.copy.record.enable" // KIP-1191
 )
 
 // ShareConfig configures share groups (issue 24).
@@ -93,6 +97,15 @@ type ShareConfig struct {
 	// Tick is how often lock expiries, session timeouts and waiting
 	// fetches are handled (0: DefaultShareTick).
 	Tick time.Duration
+	// DeadLetterTopicPrefix is errors.deadletterqueue.topic.name.prefix
+	// (KIP-1191): a group's dead-letter topic must start with it. Nil:
+	// DefaultDeadLetterTopicPrefix; empty: any name.
+	DeadLetterTopicPrefix *string
+	// DeadLetterAutoCreate is
+	// errors.deadletterqueue.auto.create.topics.enable: a group's
+	// dead-letter topic that does not exist is created (num.partitions
+	// partitions) instead of refused.
+	DeadLetterAutoCreate bool
 }
 
 type sharePartKey struct {
@@ -105,6 +118,16 @@ type sharePart struct {
 	p    *share.Partition
 	log  *engine.Log
 	name string // topic name
+
+	// Dead letters (share_dlq.go): dlqWant says records may be ARCHIVING,
+	// dlqBusy that a write of some of them is under way, dlqRetryAt when
+	// a failed write may be tried again (ms) and dlqBackoff how long the
+	// next failure waits; dlqErr is the last failure, logged once.
+	dlqWant    bool
+	dlqBusy    bool
+	dlqRetryAt int64
+	dlqBackoff time.Duration
+	dlqErr     string
 }
 
 // shareState is the Server's part for share groups.
@@ -122,6 +145,7 @@ type shareState struct {
 	waiting  map[*shareFetch]struct{}
 	topic    *engine.Topic // __share_group_state, nil until first written
 	nparts   int32
+	dlq      dlqState // the dead-letter writer (share_dlq.go)
 
 	// kick wakes the retry loop (a waiting fetch's partition got new
 	// records, or records became available again); stop and done end it.
@@ -165,6 +189,9 @@ func (s *Server) initShare() {
 	st.host.Every(tick, s.shareTick)
 	st.kick, st.stop, st.done = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
 	go s.shareRetryLoop(st.stop)
+	st.dlq.kick, st.dlq.done = make(chan struct{}, 1), make(chan struct{})
+	go s.shareDLQLoop(st.stop)
+	s.dlqKick() // stored share-partitions with ARCHIVING records: written at once
 }
 
 // shareRetryLoop retries the waiting fetches when kicked, until
@@ -210,6 +237,7 @@ func (s *Server) closeShare() {
 	if stop != nil {
 		close(stop)
 		<-st.done
+		<-st.dlq.done
 	}
 	// Waiting fetches are dropped: their connections are closed.
 	st.mu.Lock()
@@ -464,6 +492,7 @@ func (s *Server) partConfig(group string) share.Config {
 			c.LockDurationMs = n
 		}
 	}
+	c.DeadLetter = s.groups.share.configs[group][cfgDLQTopicName] != ""
 	return c
 }
 
@@ -507,6 +536,20 @@ func (s *Server) sharePartition(group string, t *engine.Topic, p int32, d *durab
 			sp.p = pp
 		}
 		delete(st.stored, k)
+		if sp.p != nil {
+			// ARCHIVING records: written to the dead-letter topic
+			// again, or archived if the group has none any more.
+			sp.dlqWant = len(sp.p.DeadLetters()) > 0
+			if e := sp.p.SetConfig(s.partConfig(group)); e.Write != nil {
+				st.parts[k] = sp
+				if err := s.applyEffects(k, sp, e, d); err != nil {
+					s.log.Error("share: persisting archived dead letters", "group", group, "err", err)
+				}
+			}
+			if sp.dlqWant {
+				s.dlqKick()
+			}
+		}
 	}
 	if sp.p == nil {
 		var start int64
@@ -538,6 +581,10 @@ func (s *Server) sharePartition(group string, t *engine.Topic, p int32, d *durab
 func (s *Server) applyEffects(k sharePartKey, sp *sharePart, e share.Effects, d *durable) error {
 	if e.Available && len(s.groups.share.waiting) > 0 {
 		s.shareKick()
+	}
+	if len(e.DeadLetters) > 0 {
+		sp.dlqWant = true
+		s.dlqKick()
 	}
 	if e.Write == nil {
 		return nil
@@ -593,6 +640,9 @@ func (s *Server) shareTick(now time.Time) {
 		}
 	}
 	for k, sp := range st.parts {
+		if sp.dlqWant && !sp.dlqBusy && sp.dlqRetryAt <= nowMs {
+			s.dlqKick() // a dead-letter write to retry
+		}
 		if dl := sp.p.NextDeadline(); dl >= 0 && dl <= nowMs {
 			if err := s.applyEffects(k, sp, sp.p.Tick(nowMs), nil); err != nil {
 				s.log.Error("share: persisting a lock expiry", "group", k.group, "err", err)
@@ -636,6 +686,18 @@ var shareGroupConfigKeys = map[string]func(string) error{
 	cfgShareIsolation: func(v string) error {
 		if v != "read_uncommitted" && v != "read_committed" {
 			return fmt.Errorf("%s must be read_uncommitted or read_committed", cfgShareIsolation)
+		}
+		return nil
+	},
+	cfgDLQTopicName: func(v string) error {
+		if strings.HasPrefix(v, "__") {
+			return fmt.Errorf("%s: DLQ topic name must not start with '__'", cfgDLQTopicName)
+		}
+		return nil
+	},
+	cfgDLQCopyRecord: func(v string) error {
+		if !strings.EqualFold(v, "true") && !strings.EqualFold(v, "false") {
+			return fmt.Errorf("%s must be true or false", cfgDLQCopyRecord)
 		}
 		return nil
 	},
@@ -691,20 +753,29 @@ func (s *Server) alterGroupConfigs(group string, ops []kmsg.IncrementalAlterConf
 	if err == nil {
 		w, err = s.appendShareRecord(shareConfigKey(group), v)
 	}
+	d := durable{}
 	if err == nil {
+		d = append(d, w)
 		st.configs[group] = cfgs
 		for k, sp := range st.parts {
-			if k.group == group {
-				sp.p.SetConfig(s.partConfig(group))
+			if k.group != group {
+				continue
 			}
+			if err = s.applyEffects(k, sp, sp.p.SetConfig(s.partConfig(group)), &d); err != nil {
+				break
+			}
+			// A changed dead-letter topic: the ARCHIVING records are
+			// tried again at once.
+			sp.dlqWant, sp.dlqRetryAt, sp.dlqBackoff = true, 0, 0
 		}
+		s.dlqKick()
 	}
 	st.mu.Unlock()
 	if err != nil {
 		return newAPIError(kerr.KafkaStorageError, "%v", err)
 	}
 	done := make(chan error, 1)
-	s.waitDurable(durable{w}, func(err error) { done <- err })
+	s.waitDurable(d, func(err error) { done <- err })
 	if err := <-done; err != nil {
 		return newAPIError(kerr.KafkaStorageError, "%v", err)
 	}
@@ -721,6 +792,8 @@ var shareGroupConfigDocs = []struct {
 	{cfgShareAutoOffsetReset, kmsg.ConfigTypeString, "Where a share-partition without state starts: latest, earliest or by_duration:<ISO-8601 duration>."},
 	{cfgShareIsolation, kmsg.ConfigTypeString, "The isolation level of share fetches: read_uncommitted, or read_committed (records up to the last stable offset, aborted ones archived)."},
 	{cfgShareLockDuration, kmsg.ConfigTypeInt, "How long an acquired record stays locked to its member (ms)."},
+	{cfgDLQTopicName, kmsg.ConfigTypeString, "The name of the topic to be used as the dead-letter queue (DLQ) topic for this share group. If blank (the default), the group does not have a DLQ topic."},
+	{cfgDLQCopyRecord, kmsg.ConfigTypeBoolean, "When writing onto the dead-letter queue topic, whether to copy the original record's key and value, or write a record holding only the context headers."},
 }
 
 // describeGroupConfigs answers DescribeConfigs for a GROUP resource: the
@@ -745,6 +818,8 @@ func (s *Server) describeGroupConfigs(rr *kmsg.DescribeConfigsRequestResource, s
 		cfgShareAutoOffsetReset: "latest",
 		cfgShareIsolation:       "read_uncommitted",
 		cfgShareLockDuration:    strconv.FormatInt(lockMs, 10),
+		cfgDLQTopicName:         "",
+		cfgDLQCopyRecord:        "false",
 	}
 	var out []kmsg.DescribeConfigsResponseResourceConfig
 	for _, k := range shareGroupConfigDocs {

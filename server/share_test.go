@@ -906,6 +906,8 @@ func TestShareGroupConfigs(t *testing.T) {
 		{"share.auto.offset.reset", "sometime"},
 		{"share.isolation.level", "serializable"},
 		{"no.such.key", "1"},
+		{"errors.deadletterqueue.topic.name", "__consumer_offsets"},
+		{"errors.deadletterqueue.copy.record.enable", "yes"},
 	} {
 		if code := alter(tc.name, tc.value); code != kerr.InvalidConfig.Code {
 			t.Errorf("%s=%s: %v, want INVALID_CONFIG", tc.name, tc.value, kerr.ErrorForCode(code))
@@ -927,6 +929,9 @@ func TestShareGroupConfigs(t *testing.T) {
 		"share.auto.offset.reset":       "earliest/GROUP_CONFIG",
 		"share.record.lock.duration.ms": "30000/DEFAULT_CONFIG",
 		"share.isolation.level":         "read_uncommitted/DEFAULT_CONFIG",
+		// KIP-1191: no dead-letter topic by default.
+		"errors.deadletterqueue.topic.name":         "/DEFAULT_CONFIG",
+		"errors.deadletterqueue.copy.record.enable": "false/DEFAULT_CONFIG",
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("group configs %v, want %v", got, want)

@@ -123,7 +123,7 @@
 //
 // Share groups in a cluster (the share-partition on the partition
 // leader, the state topic replicated and owned by a share coordinator,
-// leader moves), acquisitions aligned to batches, the dead-letter writer (KIP-1191
-// configs and headers), and ShareUpdate records smaller than whole
-// snapshots.
+// leader moves), acquisitions aligned to batches, and ShareUpdate records
+// smaller than whole snapshots. The dead-letter writer (KIP-1191 configs
+// and headers) is the server's (server/share_dlq.go).
 package share

@@ -22,5 +22,8 @@ func shareConfig(g config.Groups) server.ShareConfig {
 			MaxRecordLocks:     int(g.ShareMaxRecordLocks),
 		},
 		StatePartitions: g.ShareStatePartitions,
+		// Dead-letter topics (KIP-1191).
+		DeadLetterTopicPrefix: &g.DeadLetterTopicPrefix,
+		DeadLetterAutoCreate:  g.DeadLetterAutoCreate,
 	}
 }

@@ -18,6 +18,10 @@ func TestShareDefaultsAreThePackages(t *testing.T) {
 			MaxRecordLocks: share.DefaultMaxRecordLocks},
 		StatePartitions: server.DefaultShareStatePartitions,
 	}
+	if p := c.DeadLetterTopicPrefix; p == nil || *p != server.DefaultDeadLetterTopicPrefix {
+		t.Errorf("errors.deadletterqueue.topic.name.prefix from the defaults: %v, want %q", p, server.DefaultDeadLetterTopicPrefix)
+	}
+	c.DeadLetterTopicPrefix = nil
 	if c != want {
 		t.Fatalf("share config from the defaults %+v, want %+v", c, want)
 	}

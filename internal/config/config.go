@@ -187,6 +187,10 @@ type Groups struct {
 	ShareHeartbeatIntervalMs int32 // group.share.heartbeat.interval.ms
 	ShareMaxSize             int32 // group.share.max.size
 	ShareStatePartitions     int32 // share.coordinator.state.topic.num.partitions
+
+	// Dead-letter topics of share groups (KIP-1191).
+	DeadLetterTopicPrefix string // errors.deadletterqueue.topic.name.prefix
+	DeadLetterAutoCreate  bool   // errors.deadletterqueue.auto.create.topics.enable
 }
 
 type setter = func(b *Broker, v configkeys.Value)
@@ -288,6 +292,9 @@ var fields = map[string]setter{
 	"group.share.heartbeat.interval.ms":            func(b *Broker, v configkeys.Value) { b.Groups.ShareHeartbeatIntervalMs = int32(v.Int) },
 	"group.share.max.size":                         func(b *Broker, v configkeys.Value) { b.Groups.ShareMaxSize = int32(v.Int) },
 	"share.coordinator.state.topic.num.partitions": func(b *Broker, v configkeys.Value) { b.Groups.ShareStatePartitions = int32(v.Int) },
+
+	"errors.deadletterqueue.topic.name.prefix":         func(b *Broker, v configkeys.Value) { b.Groups.DeadLetterTopicPrefix = v.Text },
+	"errors.deadletterqueue.auto.create.topics.enable": func(b *Broker, v configkeys.Value) { b.Groups.DeadLetterAutoCreate = v.Bool },
 
 	"controller.quorum.voters":     func(b *Broker, v configkeys.Value) { b.ControllerQuorum = v.Text },
 	"broker.rack":                  func(b *Broker, v configkeys.Value) { b.Rack = v.Text },

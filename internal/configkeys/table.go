@@ -168,6 +168,12 @@ var keys = []Key{
 		Doc: "share groups: the most members of a share group"},
 	{Broker: "share.coordinator.state.topic.num.partitions", Type: Int, Min: 1, Max: math.MaxInt32, Default: "50", Section: "serve",
 		Doc: "share groups: partitions of `__share_group_state` (share-partition state) when it is created"},
+	{Broker: "errors.deadletterqueue.topic.name.prefix", Type: String, Default: "dlq.", Section: "serve",
+		Doc: "share groups (KIP-1191): a group's dead-letter topic (its `errors.deadletterqueue.topic.name`) must start with this prefix; empty: any name not starting with `__`"},
+	{Broker: "errors.deadletterqueue.auto.create.topics.enable", Type: Boolean, Default: "false", Section: "serve",
+		Doc: "share groups (KIP-1191): a group's dead-letter topic that does not exist is created (`num.partitions` partitions, `errors.deadletterqueue.group.enable=true`) instead of refused"},
+	{Topic: "errors.deadletterqueue.group.enable", Dynamic: Topic, Log: true, Type: Boolean, Default: "false", Section: "serve",
+		Doc: "share groups (KIP-1191): the topic may be a share group's dead-letter topic; the broker writes dead letters only to a topic with this set (docs/share-groups.md)"},
 
 	// A cluster.
 	{Broker: "controller.quorum.voters", Type: List, Shown: "none", Flag: "controller-quorum", Section: "cluster",

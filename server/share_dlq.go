@@ -1,0 +1,398 @@
+package server
+
+// Dead-letter topics for share groups (KIP-1191, issue 24).
+//
+// A group with errors.deadletterqueue.topic.name set has its
+// share-partitions run with share.Config.DeadLetter: a record a member
+// REJECTs, or whose delivery count reaches group.share.delivery.count.limit,
+// goes to ARCHIVING (persisted in __share_group_state like every state)
+// instead of ARCHIVED. This writer, one goroutine of the share state
+// (shareDLQLoop, stopped by closeShare), then appends one record per
+// ARCHIVING offset to the dead-letter topic's partition (source partition
+// modulo the topic's partitions, as Kafka routes them) with Kafka's context
+// headers:
+//
+//	__dlq.errors.topic           the source topic
+//	__dlq.errors.partition       the source partition
+//	__dlq.errors.offset          the source offset
+//	__dlq.errors.group           the share group
+//	__dlq.errors.delivery.count  the record's delivery count
+//	__dlq.errors.message         "Offset rejected by client." or
+//	                             "Offset delivery count exceeded the threshold."
+//
+// and the time it was dead-lettered as the record's timestamp; its key and
+// value are the source record's with errors.deadletterqueue.copy.record.enable
+// (the group config, default false), null otherwise. Only once that append
+// is durable does Partition.DeadLettered archive the records (and that
+// state is persisted after the ARCHIVING one): a record is never ARCHIVED
+// without its dead letter. A restarted broker restores the share-partitions
+// holding ARCHIVING records at once and writes them again, so a crash
+// between the two appends writes a dead letter twice (at least once, as in
+// Kafka).
+//
+// The write runs off the share state's lock: the share-partition's other
+// records are acquired and acknowledged meanwhile. A write that fails (the
+// topic is refused by the checks below, or the append fails) is retried
+// with a backoff from 100 ms to 10 s, logged once per distinct error, and
+// the records stay ARCHIVING: they hold the share-partition's start offset
+// and room in its window (group.share.partition.max.record.locks), so a
+// dead-letter topic that cannot be written stops new acquisitions
+// (back-pressure) instead of growing a backlog. Kafka archives records whose
+// dead-letter topic is misconfigured; Strata keeps them until the topic is
+// fixed, or the group's errors.deadletterqueue.topic.name is removed (then
+// they are archived without dead letters: the operator's decision).
+//
+// The topic checks are Kafka's, in its order and with its messages: the
+// name does not start with "__"; a topic that exists has the topic config
+// errors.deadletterqueue.group.enable=true; a topic that does not exist is
+// created only with the broker's errors.deadletterqueue.auto.create.topics.enable
+// (ShareConfig.DeadLetterAutoCreate); the name starts with
+// errors.deadletterqueue.topic.name.prefix (ShareConfig.DeadLetterTopicPrefix,
+// default "dlq."). A topic auto-created this way has
+// errors.deadletterqueue.group.enable=true and num.partitions partitions.
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/stratalog/strata/engine"
+	"github.com/stratalog/strata/record"
+	"github.com/stratalog/strata/share"
+)
+
+// DefaultDeadLetterTopicPrefix is errors.deadletterqueue.topic.name.prefix.
+const DefaultDeadLetterTopicPrefix = "dlq."
+
+// topicDLQEnable is the topic config that lets a topic be a dead-letter topic.
+const topicDLQEnable = "errors.deadletterqueue.group.enable"
+
+// Kafka's dead-letter context headers.
+const (
+	dlqHeaderTopic     = "__dlq.errors.topic"
+	dlqHeaderPartition = "__dlq.errors.partition"
+	dlqHeaderOffset    = "__dlq.errors.offset"
+	dlqHeaderGroup     = "__dlq.errors.group"
+	dlqHeaderCount     = "__dlq.errors.delivery.count"
+	dlqHeaderMessage   = "__dlq.errors.message"
+)
+
+const (
+	dlqJobMax     = 100 // records per dead-letter append
+	dlqBackoffMin = 100 * time.Millisecond
+	dlqBackoffMax = 10 * time.Second
+	// dlqRecordOverhead bounds a record's encoding beyond its key, value
+	// and header bytes (varint lengths, attributes, deltas).
+	dlqRecordOverhead = 128
+)
+
+// dlqState is the writer's part of shareState.
+type dlqState struct {
+	kick     chan struct{} // wakes shareDLQLoop
+	done     chan struct{} // closed when it returns
+	restored bool          // the stored states with ARCHIVING records were restored
+
+	mu      sync.Mutex // guards results (appended by durability callbacks)
+	results []dlqResult
+}
+
+// dlqJob is one write: ARCHIVING records of one share-partition.
+type dlqJob struct {
+	k       sharePartKey
+	sp      *sharePart
+	src     *engine.Log
+	srcName string
+	letters []share.DeadLetter
+	topic   string // the group's dead-letter topic
+	copy    bool
+}
+
+type dlqResult struct {
+	job *dlqJob
+	err error
+}
+
+// dlqKick wakes the dead-letter writer; it never blocks.
+func (s *Server) dlqKick() {
+	select {
+	case s.groups.share.dlq.kick <- struct{}{}:
+	default:
+	}
+}
+
+// shareDLQLoop is the dead-letter writer, until stop closes.
+func (s *Server) shareDLQLoop(stop <-chan struct{}) {
+	st := &s.groups.share
+	defer close(st.dlq.done)
+	for {
+		select {
+		case <-stop:
+			return
+		case <-st.dlq.kick:
+		}
+		nowMs := s.now().UnixMilli()
+		st.dlq.mu.Lock()
+		results := st.dlq.results
+		st.dlq.results = nil
+		st.dlq.mu.Unlock()
+		st.mu.Lock()
+		for _, r := range results {
+			s.dlqFinish(nowMs, r)
+		}
+		s.restoreArchiving()
+		jobs := s.dlqJobs(nowMs)
+		st.mu.Unlock()
+		for _, j := range jobs {
+			s.writeDeadLetters(j)
+		}
+	}
+}
+
+// restoreArchiving restores, once, the stored share-partitions that hold
+// ARCHIVING records, so their dead letters are written without waiting for
+// a consumer (st.mu held).
+func (s *Server) restoreArchiving() {
+	st := &s.groups.share
+	if st.dlq.restored {
+		return
+	}
+	st.dlq.restored = true
+	for k, state := range st.stored {
+		if !slices.ContainsFunc(state.Batches, func(b share.StateBatch) bool { return b.State == share.Archiving }) {
+			continue
+		}
+		t := s.eng.TopicByID(k.topicID)
+		if t == nil || t.Deleted() {
+			continue
+		}
+		var d durable
+		s.sharePartition(k.group, t, k.part, &d)
+	}
+}
+
+// dlqJobs takes the ARCHIVING records of the share-partitions that have
+// some and no write under way (st.mu held).
+func (s *Server) dlqJobs(nowMs int64) []*dlqJob {
+	st := &s.groups.share
+	var jobs []*dlqJob
+	for k, sp := range st.parts {
+		if !sp.dlqWant || sp.dlqBusy || sp.dlqRetryAt > nowMs {
+			continue
+		}
+		letters := sp.p.DeadLetters()
+		if len(letters) == 0 {
+			sp.dlqWant = false
+			continue
+		}
+		topic := st.configs[k.group][cfgDLQTopicName]
+		if topic == "" {
+			continue // SetConfig archives them
+		}
+		if len(letters) > dlqJobMax {
+			letters = letters[:dlqJobMax]
+		}
+		sp.dlqBusy = true
+		jobs = append(jobs, &dlqJob{
+			k: k, sp: sp, src: sp.log, srcName: sp.name, letters: letters, topic: topic,
+			copy: st.configs[k.group][cfgDLQCopyRecord] == "true",
+		})
+	}
+	return jobs
+}
+
+// dlqFinish applies a write's outcome (st.mu held): the records written
+// are archived and that persisted, or the write is retried later.
+func (s *Server) dlqFinish(nowMs int64, r dlqResult) {
+	j, sp := r.job, r.job.sp
+	sp.dlqBusy = false
+	if s.groups.share.parts[j.k] != sp {
+		return // the share-partition was dropped meanwhile
+	}
+	if r.err != nil {
+		sp.dlqBackoff = min(max(2*sp.dlqBackoff, dlqBackoffMin), dlqBackoffMax)
+		sp.dlqRetryAt = nowMs + sp.dlqBackoff.Milliseconds()
+		if msg := r.err.Error(); msg != sp.dlqErr {
+			sp.dlqErr = msg
+			s.log.Error("share: dead-letter write failed; the records stay ARCHIVING and are retried",
+				"group", j.k.group, "topic", j.srcName, "partition", j.k.part, "dlq", j.topic, "err", r.err)
+		}
+		return
+	}
+	sp.dlqBackoff, sp.dlqRetryAt, sp.dlqErr = 0, 0, ""
+	// Each written offset on its own: an offset between two of them
+	// that went ARCHIVING later has no dead letter yet. The state is
+	// persisted once (persistPart writes the whole snapshot).
+	var e share.Effects
+	for _, l := range j.letters {
+		_, el := sp.p.DeadLettered(l.Offset, l.Offset)
+		e.Write = cmp.Or(el.Write, e.Write)
+		e.Available = e.Available || el.Available
+	}
+	if err := s.applyEffects(j.k, sp, e, nil); err != nil {
+		s.log.Error("share: persisting dead-lettered records", "group", j.k.group, "err", err)
+	}
+	s.dlqKick() // more may be ARCHIVING
+}
+
+// dlqTopic returns the dead-letter topic of a job after Kafka's checks,
+// creating it when the broker allows that.
+func (s *Server) dlqTopic(j *dlqJob) (*engine.Topic, error) {
+	group, name := j.k.group, j.topic
+	if len(name) >= 2 && name[:2] == "__" {
+		return nil, fmt.Errorf("Configured DLQ topic name in share group: %s cannot start with __, topic: %s.", group, name)
+	}
+	t := s.eng.Topic(name)
+	if t != nil && t.Deleted() {
+		t = nil
+	}
+	if t != nil && !dlqEnabledOn(t) {
+		return nil, fmt.Errorf("DLQ is not enabled on configured DLQ topic for share group: %s, topic: %s.", group, name)
+	}
+	if t == nil && !s.cfg.Groups.Share.DeadLetterAutoCreate {
+		return nil, fmt.Errorf("DLQ topic does not exist and auto create is disabled on cluster for share group: %s, topic: %s.", group, name)
+	}
+	prefix := DefaultDeadLetterTopicPrefix
+	if p := s.cfg.Groups.Share.DeadLetterTopicPrefix; p != nil {
+		prefix = *p
+	}
+	if prefix != "" && (len(name) < len(prefix) || name[:len(prefix)] != prefix) {
+		return nil, fmt.Errorf("Configured DLQ topic name does not comply with the DLQ topic prefix in share group: %s, topic: %s, prefix: %s.", group, name, prefix)
+	}
+	if t != nil {
+		return t, nil
+	}
+	t, err := s.eng.CreateTopic(name, s.cfg.NumPartitions, map[string]string{topicDLQEnable: "true"})
+	if errors.Is(err, engine.ErrTopicExists) {
+		t, err = s.eng.Topic(name), nil
+	}
+	if err != nil || t == nil {
+		return nil, fmt.Errorf("creating DLQ topic %s for share group %s: %w", name, group, err)
+	}
+	s.log.Info("share: created dead-letter topic", "group", group, "topic", name, "partitions", t.Partitions())
+	return t, nil
+}
+
+// dlqEnabledOn reports whether topic t may be a dead-letter topic: its
+// errors.deadletterqueue.group.enable is true (default false).
+func dlqEnabledOn(t *engine.Topic) bool {
+	v, ok := t.Overrides()[topicDLQEnable]
+	return ok && strings.EqualFold(strings.TrimSpace(v), "true")
+}
+
+// writeDeadLetters appends a job's dead letters and reports the outcome to
+// the loop once the append is durable (or failed). It runs without st.mu.
+func (s *Server) writeDeadLetters(j *dlqJob) {
+	st := &s.groups.share
+	report := func(err error) {
+		st.dlq.mu.Lock()
+		st.dlq.results = append(st.dlq.results, dlqResult{job: j, err: err})
+		st.dlq.mu.Unlock()
+		s.dlqKick()
+	}
+	t, err := s.dlqTopic(j)
+	if err != nil {
+		report(err)
+		return
+	}
+	l := t.Partition(j.k.part % t.Partitions())
+	if l == nil {
+		report(fmt.Errorf("DLQ topic %s partition %d is not here", t.Name(), j.k.part%t.Partitions()))
+		return
+	}
+	var sources map[int64]*record.Record
+	if j.copy {
+		sources = readSources(j.src, j.letters)
+	}
+	// Batches within the dead-letter topic's max.message.bytes; a source
+	// record too large for it on its own is written without its key and
+	// value (the headers still say where it is).
+	maxBytes := int(l.Config().MaxMessageBytes)
+	nowMs := s.now().UnixMilli()
+	var (
+		b     record.Builder
+		batch []byte
+	)
+	b.Reset(record.CodecNone, nowMs)
+	for _, dl := range j.letters {
+		headers := []record.RecordHeader{
+			{Key: dlqHeaderTopic, Value: []byte(j.srcName)},
+			{Key: dlqHeaderPartition, Value: strconv.AppendInt(nil, int64(j.k.part), 10)},
+			{Key: dlqHeaderOffset, Value: strconv.AppendInt(nil, dl.Offset, 10)},
+			{Key: dlqHeaderGroup, Value: []byte(j.k.group)},
+			{Key: dlqHeaderCount, Value: strconv.AppendInt(nil, int64(dl.Count), 10)},
+			{Key: dlqHeaderMessage, Value: []byte(dl.Reason.Message())},
+		}
+		size := dlqRecordOverhead
+		for _, h := range headers {
+			size += len(h.Key) + len(h.Value)
+		}
+		var key, value []byte
+		if r := sources[dl.Offset]; r != nil && record.HeaderSize+size+len(r.Key)+len(r.Value) <= maxBytes {
+			key, value = r.Key, r.Value
+			size += len(key) + len(value)
+		}
+		if b.Len() > 0 && b.Size()+size > maxBytes {
+			if batch, err = b.AppendTo(batch); err != nil {
+				report(err)
+				return
+			}
+			b.Reset(record.CodecNone, nowMs)
+		}
+		b.Add(nowMs, key, value, headers)
+	}
+	batch, err = b.AppendTo(batch)
+	if err != nil {
+		report(err)
+		return
+	}
+	info, err := l.Append(batch, l.LeaderEpoch())
+	if err != nil {
+		report(fmt.Errorf("appending to DLQ topic %s: %w", t.Name(), err))
+		return
+	}
+	s.whenAcked(l, info.LastOffset, report)
+}
+
+// readSources returns the source records of the dead letters, by offset
+// (copy.record.enable). A record that cannot be read (deleted by
+// retention meanwhile) is left out: its dead letter has the headers only.
+func readSources(l *engine.Log, letters []share.DeadLetter) map[int64]*record.Record {
+	var ranges []share.AcquiredRecords
+	want := map[int64]bool{}
+	for _, dl := range letters {
+		want[dl.Offset] = true
+		if n := len(ranges); n > 0 && ranges[n-1].Last+1 == dl.Offset {
+			ranges[n-1].Last = dl.Offset
+			continue
+		}
+		ranges = append(ranges, share.AcquiredRecords{First: dl.Offset, Last: dl.Offset})
+	}
+	out := map[int64]*record.Record{}
+	data, err := readShareBatches(l, ranges)
+	if err != nil {
+		return out
+	}
+	for rest := data; len(rest) > 0; {
+		batch, r, _, err := record.Next(rest)
+		if err != nil {
+			break
+		}
+		rest = r
+		_ = record.Iterate(batch, func(h *record.Header, r *record.Record) error {
+			o := h.BaseOffset + int64(r.OffsetDelta)
+			if want[o] && h.Attributes&0x20 == 0 { // not a control batch
+				c := *r
+				c.Key, c.Value = slices.Clone(r.Key), slices.Clone(r.Value)
+				c.Headers = nil
+				out[o] = &c
+			}
+			return nil
+		})
+	}
+	return out
+}
