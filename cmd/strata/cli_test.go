@@ -44,7 +44,7 @@ func TestHelpEveryCommand(t *testing.T) {
 		{[]string{"topics", "add-partitions", "--help"}, []string{"(--num N | --total N)", "partitions each topic should have"}, []string{"-internal"}},
 		{[]string{"groups", "delete", "--help"}, []string{"strata groups delete GROUP ...", "NON_EMPTY_GROUP"}, []string{"-state"}},
 		{[]string{"topics", "alter-config", "--help"}, []string{"-validate-only", "override to remove"}, []string{"-partitions"}},
-		{[]string{"groups", "list", "--help"}, []string{"strata groups list [--state STATE ...]", "Reconciling", "only groups in this state"}, []string{"-topic"}},
+		{[]string{"groups", "list", "--help"}, []string{"strata groups list [--type TYPE ...] [--state STATE ...]", "Reconciling", "only groups in this state", "only groups of this type"}, []string{"-topic"}},
 		{[]string{"groups", "describe", "--help"}, []string{"strata groups describe GROUP", "retention cliff"}, []string{"-state"}},
 		{[]string{"groups", "reset-offsets", "--help"}, []string{"--to-datetime", "commit the new offsets"}, []string{"-state"}},
 		{[]string{"plan", "--help"}, []string{"strata plan (--preset reference", "Exit status", "-calibrate", "-strict"}, nil},

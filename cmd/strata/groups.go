@@ -2,7 +2,16 @@ package main
 
 // `strata groups`: consumer-group administration against any
 // Kafka-compatible cluster, built on franz-go's kadm (ListGroups,
-// DescribeGroups, OffsetFetch, ListOffsets, DescribeConfigs, OffsetCommit).
+// DescribeGroups, OffsetFetch, ListOffsets, DescribeConfigs, OffsetCommit;
+// for share groups, KIP-932, ShareGroupDescribe and
+// DescribeShareGroupOffsets).
+//
+// Share groups are listed with their type ("share") and described as
+// Kafka's kafka-share-groups.sh --describe shows them: per partition the
+// share-partition start offset (SPSO), the end offset and the lag (the
+// records from the start offset up to the end not yet acknowledged or
+// archived: DescribeShareGroupOffsets v1's Lag, KIP-1226), then the
+// members and their assignments (--members).
 //
 // describe shows, per partition, the committed offset, the log start and
 // end, the lag in records, the lag in time (age of the oldest record not
@@ -19,6 +28,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -35,15 +45,19 @@ and --timeout.`
 
 // groupsVerbs are the groups verbs and their help.
 var groupsVerbs = []verbDoc{
-	{"list", "list groups and their states", cmdDoc{name: "groups list", usage: "strata groups list [--state STATE ...] [--format text|json]",
-		about: "Prints each group's name, state and protocol type. --state keeps only groups in that\n" +
+	{"list", "list groups, their types and states", cmdDoc{name: "groups list", usage: "strata groups list [--type TYPE ...] [--state STATE ...] [--format text|json]",
+		about: "Prints each group's name, type (classic, consumer or share), state and protocol type.\n" +
+			"--type keeps only groups of that type (repeatable). --state keeps only groups in that\n" +
 			"state (repeatable; one of " + strings.Join(groupStates, ", ") + ",\n" +
 			"in any case, as Kafka's tools accept). --format json prints an array of objects."}},
 	{"describe", "per-partition offsets, lag and retention cliff", cmdDoc{name: "groups describe", usage: "strata groups describe GROUP ... [--format text|json]",
 		about: "Prints per partition the committed offset, log start, end, lag in records and time, and\n" +
 			"the retention cliff: the time until the oldest unconsumed record falls off retention.ms\n" +
-			"(LOST when the committed offset is below the log start already). --format json prints\n" +
-			"an array of groups, times in milliseconds (null where the text prints \"-\")."}},
+			"(LOST when the committed offset is below the log start already). A share group\n" +
+			"(KIP-932) prints per partition its share-partition start offset, end and lag (records\n" +
+			"not yet acknowledged or archived), then its members and their assignments.\n" +
+			"--format json prints an array of groups, times in milliseconds (null where the text\n" +
+			"prints \"-\")."}},
 	{"delete", "delete groups and their committed offsets", cmdDoc{name: "groups delete", usage: "strata groups delete GROUP ...",
 		about: "Deletes each named group with its committed offsets (DeleteGroups). A group with\n" +
 			"members is refused (NON_EMPTY_GROUP): stop its consumers first."}},
@@ -57,6 +71,10 @@ var groupsVerbs = []verbDoc{
 // groupStates are Kafka's group states (GroupState: the classic protocol's
 // and KIP-848's), as ListGroups' StatesFilter takes them.
 var groupStates = []string{"Empty", "Stable", "PreparingRebalance", "CompletingRebalance", "Dead", "Assigning", "Reconciling"}
+
+// groupTypes are Kafka's group types (ListGroups' TypesFilter, KIP-848 and
+// KIP-932).
+var groupTypes = []string{"classic", "consumer", "share", "streams"}
 
 // canonicalStates maps --state values, in any case, to Kafka's spelling.
 func canonicalStates(in []string) ([]string, error) {
@@ -84,6 +102,7 @@ type groupsFlags struct {
 	brokers    string
 	timeout    time.Duration
 	states     multiFlag
+	types      multiFlag
 	topic      string
 	partitions string
 	earliest   bool
@@ -101,6 +120,7 @@ func newGroupsFlags(v verbDoc) *groupsFlags {
 	switch v.verb {
 	case "list":
 		f.fs.Var(&f.states, "state", "only groups in this `state` (repeatable)")
+		f.fs.Var(&f.types, "type", "only groups of this `type`: classic, consumer, share or streams (repeatable)")
 		f.fs.Var(&f.format, "format", formatHelp)
 	case "describe":
 		f.fs.Var(&f.format, "format", formatHelp)
@@ -172,6 +192,13 @@ func groupsCheckArgs(f *groupsFlags, verb string, pos []string) error {
 			return err
 		}
 		f.states = states
+		for i, v := range f.types {
+			v = strings.ToLower(strings.TrimSpace(v))
+			if !slices.Contains(groupTypes, v) {
+				return fmt.Errorf("--type %q: not a group type (%s)", f.types[i], strings.Join(groupTypes, ", "))
+			}
+			f.types[i] = v
+		}
 	case "describe":
 		if len(pos) == 0 {
 			return errors.New("describe: name at least one group")
@@ -206,21 +233,21 @@ func groupsCheckArgs(f *groupsFlags, verb string, pos []string) error {
 }
 
 func groupsList(ctx context.Context, adm *kadm.Client, f *groupsFlags, w io.Writer) error {
-	listed, err := adm.ListGroups(ctx, f.states...)
+	listed, err := adm.ListGroupsByType(ctx, f.types, f.states...)
 	if err != nil {
 		return err
 	}
 	if f.format == formatJSON {
-		out := []groupListJSON{}
+		out := []groupListOut{}
 		for _, g := range listed.Sorted() {
-			out = append(out, groupListJSON{Group: g.Group, State: g.State, ProtocolType: g.ProtocolType})
+			out = append(out, groupListOut{groupListJSON{Group: g.Group, State: g.State, ProtocolType: g.ProtocolType}, g.GroupType})
 		}
 		return writeJSON(w, out)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "GROUP\tSTATE\tPROTOCOL-TYPE")
+	fmt.Fprintln(tw, "GROUP\tTYPE\tSTATE\tPROTOCOL-TYPE")
 	for _, g := range listed.Sorted() {
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", g.Group, g.State, g.ProtocolType)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", g.Group, orDash(g.GroupType), g.State, orDash(g.ProtocolType))
 	}
 	return tw.Flush()
 }
@@ -271,6 +298,13 @@ type groupListJSON struct {
 	Group        string `json:"group"`
 	State        string `json:"state"`
 	ProtocolType string `json:"protocol_type"`
+}
+
+// groupListOut is what `groups list --format json` prints: groupListJSON
+// and the group's type (empty from brokers before ListGroups v5).
+type groupListOut struct {
+	groupListJSON
+	Type string `json:"type"`
 }
 
 // groupJSON is one group of `groups describe --format json`.
@@ -326,12 +360,41 @@ func (p *partitionLag) json(now time.Time) groupPartitionJS {
 }
 
 func groupsDescribe(ctx context.Context, adm *kadm.Client, seeds []string, groups []string, format outputFormat, w io.Writer, now time.Time) error {
-	lags, err := adm.Lag(ctx, groups...)
+	shares, err := adm.ListGroupsByType(ctx, []string{"share"})
 	if err != nil {
 		return err
 	}
-	var out []groupJSON
+	var classic []string
+	for _, g := range groups {
+		if _, ok := shares[g]; !ok {
+			classic = append(classic, g)
+		}
+	}
+	lags := kadm.DescribedGroupLags{}
+	if len(classic) > 0 {
+		if lags, err = adm.Lag(ctx, classic...); err != nil {
+			return err
+		}
+	}
+	var out []any
 	for gi, g := range groups {
+		if _, ok := shares[g]; ok {
+			sg, err := describeShareGroup(ctx, adm, g)
+			if err != nil {
+				return err
+			}
+			if format == formatJSON {
+				out = append(out, sg)
+				continue
+			}
+			if gi > 0 {
+				fmt.Fprintln(w)
+			}
+			if err := sg.text(w); err != nil {
+				return err
+			}
+			continue
+		}
 		l, ok := lags[g]
 		if !ok {
 			return fmt.Errorf("group %s: no answer", g)
@@ -344,7 +407,7 @@ func groupsDescribe(ctx context.Context, adm *kadm.Client, seeds []string, group
 			return err
 		}
 		if format == formatJSON {
-			gj := groupJSON{Group: g, State: l.State, ProtocolType: l.ProtocolType, Protocol: l.Protocol,
+			gj := &groupJSON{Group: g, State: l.State, ProtocolType: l.ProtocolType, Protocol: l.Protocol,
 				Members: len(l.Members), Coordinator: l.Coordinator.NodeID, Partitions: []groupPartitionJS{}}
 			for i := range rows {
 				gj.Partitions = append(gj.Partitions, rows[i].json(now))
@@ -377,9 +440,157 @@ func groupsDescribe(ctx context.Context, adm *kadm.Client, seeds []string, group
 		}
 	}
 	if format == formatJSON {
+		if out == nil {
+			out = []any{}
+		}
 		return writeJSON(w, out)
 	}
 	return nil
+}
+
+// shareGroupJSON is a share group of `groups describe --format json`.
+type shareGroupJSON struct {
+	Group       string              `json:"group"`
+	Type        string              `json:"type"` // "share"
+	State       string              `json:"state"`
+	GroupEpoch  int32               `json:"group_epoch"`
+	Assignor    string              `json:"assignor"`
+	Coordinator int32               `json:"coordinator"`
+	Partitions  []sharePartitionJS  `json:"partitions"`
+	Members     []shareGroupMemberJ `json:"members"`
+}
+
+// sharePartitionJS is one share-partition of a share group.
+type sharePartitionJS struct {
+	Topic       string `json:"topic"`
+	Partition   int32  `json:"partition"`
+	StartOffset int64  `json:"start_offset"` // the SPSO; -1: no state
+	EndOffset   int64  `json:"end_offset"`
+	Lag         *int64 `json:"lag"` // null: the broker does not report it
+	Error       string `json:"error,omitempty"`
+}
+
+// shareGroupMemberJ is one member of a share group.
+type shareGroupMemberJ struct {
+	MemberID   string           `json:"member_id"`
+	ClientID   string           `json:"client_id"`
+	Host       string           `json:"host"`
+	Epoch      int32            `json:"member_epoch"`
+	Assignment map[string][]int `json:"assignment"`
+}
+
+// describeShareGroup describes share group g: ShareGroupDescribe for its
+// state and members, DescribeShareGroupOffsets for its share-partitions'
+// start offsets and lag, ListEndOffsets for their ends.
+func describeShareGroup(ctx context.Context, adm *kadm.Client, g string) (*shareGroupJSON, error) {
+	described, err := adm.DescribeShareGroups(ctx, g)
+	if err != nil {
+		return nil, err
+	}
+	d, ok := described[g]
+	if !ok {
+		return nil, fmt.Errorf("share group %s: no answer", g)
+	}
+	if d.Err != nil {
+		return nil, fmt.Errorf("share group %s: %w", g, d.Err)
+	}
+	offs, err := adm.DescribeShareGroupOffsets(ctx, g)
+	if err != nil {
+		return nil, err
+	}
+	o := offs[g]
+	if o.Err != nil {
+		return nil, fmt.Errorf("share group %s offsets: %w", g, o.Err)
+	}
+	out := &shareGroupJSON{Group: g, Type: "share", State: d.GroupState, GroupEpoch: d.GroupEpoch, Assignor: d.Assignor,
+		Coordinator: d.Coordinator.NodeID, Partitions: []sharePartitionJS{}, Members: []shareGroupMemberJ{}}
+	var topics []string
+	for t := range o.Offsets {
+		topics = append(topics, t)
+	}
+	ends := kadm.ListedOffsets{}
+	if len(topics) > 0 {
+		if ends, err = adm.ListEndOffsets(ctx, topics...); err != nil {
+			return nil, err
+		}
+	}
+	for _, so := range o.Offsets.Sorted() {
+		p := sharePartitionJS{Topic: so.Topic, Partition: so.Partition, StartOffset: so.StartOffset, EndOffset: -1}
+		if e, ok := ends.Lookup(so.Topic, so.Partition); ok && e.Err == nil {
+			p.EndOffset = e.Offset
+		}
+		if so.Lag >= 0 {
+			lag := so.Lag
+			p.Lag = &lag
+		}
+		if so.Err != nil {
+			p.Error = so.Err.Error()
+		}
+		out.Partitions = append(out.Partitions, p)
+	}
+	for _, m := range d.Members {
+		mj := shareGroupMemberJ{MemberID: m.MemberID, ClientID: m.ClientID, Host: m.ClientHost, Epoch: m.MemberEpoch, Assignment: map[string][]int{}}
+		for t, ps := range m.Assignment {
+			for p := range ps {
+				mj.Assignment[t] = append(mj.Assignment[t], int(p))
+			}
+			sort.Ints(mj.Assignment[t])
+		}
+		out.Members = append(out.Members, mj)
+	}
+	return out, nil
+}
+
+// text prints a share group as kafka-share-groups.sh --describe (and
+// --members) shows it.
+func (g *shareGroupJSON) text(w io.Writer) error {
+	fmt.Fprintf(w, "Share group %s: state %s, %d members, group epoch %d, coordinator %d\n",
+		g.Group, g.State, len(g.Members), g.GroupEpoch, g.Coordinator)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TOPIC\tPARTITION\tSTART-OFFSET\tEND\tLAG")
+	for _, p := range g.Partitions {
+		start, end, lag := "-", "-", "-"
+		if p.StartOffset >= 0 {
+			start = strconv.FormatInt(p.StartOffset, 10)
+		}
+		if p.EndOffset >= 0 {
+			end = strconv.FormatInt(p.EndOffset, 10)
+		}
+		if p.Lag != nil {
+			lag = strconv.FormatInt(*p.Lag, 10)
+		}
+		if p.Error != "" {
+			lag = "error: " + p.Error
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", p.Topic, p.Partition, start, end, lag)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(g.Members) == 0 {
+		return nil
+	}
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "MEMBER-ID\tCLIENT-ID\tHOST\t#PARTITIONS\tASSIGNMENT")
+	for _, m := range g.Members {
+		var parts []string
+		n := 0
+		topics := make([]string, 0, len(m.Assignment))
+		for t := range m.Assignment {
+			topics = append(topics, t)
+		}
+		sort.Strings(topics)
+		for _, t := range topics {
+			ps := make([]string, len(m.Assignment[t]))
+			for i, p := range m.Assignment[t] {
+				ps[i] = strconv.Itoa(p)
+			}
+			n += len(ps)
+			parts = append(parts, t+":"+strings.Join(ps, ","))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", m.MemberID, orDash(m.ClientID), orDash(m.Host), n, orDash(strings.Join(parts, " ")))
+	}
+	return tw.Flush()
 }
 
 func orDash(s string) string {

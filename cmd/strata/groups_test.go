@@ -6,6 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +19,7 @@ import (
 	"github.com/stratalog/strata/server"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 const groupsTestTimeout = 60 * time.Second // hang guard only
@@ -251,4 +256,146 @@ func decodeJSON[T any](t *testing.T, s string) T {
 		t.Fatalf("%v:\n%s", err, s)
 	}
 	return v
+}
+
+// Share groups (KIP-932) in list and describe: type, state, members, and
+// per share-partition the start offset, end and lag, read with the
+// share-group admin APIs.
+func TestGroupsShareGroup(t *testing.T) {
+	addr := startGroupsBroker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), groupsTestTimeout)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(ctx, 2, 1, nil, "q"); err != nil {
+		t.Fatal(err)
+	}
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	res := kmsg.NewIncrementalAlterConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, "sq"
+	c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	c.Name, c.Value = "share.auto.offset.reset", kmsg.StringPtr("earliest")
+	res.Configs = append(res.Configs, c)
+	req.Resources = append(req.Resources, res)
+	if resp, err := req.RequestWith(ctx, cl); err != nil || resp.Resources[0].ErrorCode != 0 {
+		t.Fatalf("group config: %v %+v", err, resp)
+	}
+	produce := func(n int) {
+		for i := 0; i < n; i++ {
+			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "q", Partition: 0, Value: []byte("v")}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	produce(5)
+	consumer, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ShareGroup("sq"), kgo.ConsumeTopics("q"), kgo.ClientID("cli-share"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for got := 0; got < 5; {
+		fs := consumer.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("consumed %d of 5", got)
+		}
+		fs.EachRecord(func(r *kgo.Record) { r.Ack(kgo.AckAccept); got++ })
+		if err := consumer.FlushAcks(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := time.Now()
+	out, err := runGroupsCLI(t, now, "list", "--brokers", addr)
+	if err != nil || !strings.Contains(out, "TYPE") {
+		t.Fatalf("list: %v\n%s", err, out)
+	}
+	if f := fieldsOf(out, "sq"); len(f) != 4 || f[1] != "share" || f[2] != "Stable" {
+		t.Errorf("list: row of sq %q, want type share, state Stable\n%s", f, out)
+	}
+	if out, err := runGroupsCLI(t, now, "list", "--brokers", addr, "--type", "consumer"); err != nil || strings.Contains(out, "sq") {
+		t.Errorf("list --type consumer shows the share group: %v\n%s", err, out)
+	}
+	if _, err := runGroupsCLI(t, now, "list", "--brokers", addr, "--type", "queue"); err == nil {
+		t.Error("list --type queue: no error")
+	}
+	out, err = runGroupsCLI(t, now, "describe", "sq", "--brokers", addr)
+	if err != nil || !strings.Contains(out, "Share group sq: state Stable, 1 members") {
+		t.Fatalf("describe: %v\n%s", err, out)
+	}
+	// The acknowledgements are flushed: the start offset passed them.
+	if r := fieldsOfPrefix(out, "q", "0"); len(r) != 5 || r[2] != "5" || r[3] != "5" || r[4] != "0" {
+		t.Errorf("describe: q/0 row %q, want start 5, end 5, lag 0\n%s", r, out)
+	}
+	if !strings.Contains(out, "cli-share") || !strings.Contains(out, "q:0,1") {
+		t.Errorf("describe: no member cli-share assigned q:0,1\n%s", out)
+	}
+	consumer.Close() // leaves the group
+	produce(3)
+	out, err = runGroupsCLI(t, now, "describe", "sq", "--brokers", addr, "--format", "json")
+	if err != nil {
+		t.Fatalf("describe --format json: %v\n%s", err, out)
+	}
+	d := decodeJSON[[]shareGroupJSON](t, out)
+	if len(d) != 1 || d[0].Type != "share" || d[0].State != "Empty" || len(d[0].Members) != 0 {
+		t.Fatalf("describe --format json: %s", out)
+	}
+	var p0 *sharePartitionJS
+	for i := range d[0].Partitions {
+		if d[0].Partitions[i].Topic == "q" && d[0].Partitions[i].Partition == 0 {
+			p0 = &d[0].Partitions[i]
+		}
+	}
+	if p0 == nil || p0.StartOffset != 5 || p0.EndOffset != 8 || p0.Lag == nil || *p0.Lag != 3 {
+		t.Errorf("describe --format json: q/0 %+v, want start 5, end 8, lag 3\n%s", p0, out)
+	}
+
+	// The same through the built binary.
+	bin := filepath.Join(t.TempDir(), "strata")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	runBin := func(args ...string) string {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, bin, args...)
+		cmd.Env = append(os.Environ(), "STRATA_BROKERS="+addr)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("strata %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	out = runBin("groups", "list", "--type", "share")
+	if f := fieldsOf(out, "sq"); len(f) != 4 || f[1] != "share" || f[2] != "Empty" || f[3] != "share" {
+		t.Errorf("binary groups list --type share: row of sq %q\n%s", f, out)
+	}
+	out = runBin("groups", "describe", "sq")
+	if !strings.Contains(out, "Share group sq: state Empty, 0 members") {
+		t.Errorf("binary groups describe sq:\n%s", out)
+	}
+	if r := fieldsOfPrefix(out, "q", "0"); len(r) != 5 || r[2] != "5" || r[3] != "8" || r[4] != "3" {
+		t.Errorf("binary groups describe sq: q/0 row %q, want start 5, end 8, lag 3\n%s", r, out)
+	}
+}
+
+// fieldsOfPrefix returns the fields of the line of out that starts with
+// the fields first.
+func fieldsOfPrefix(out string, first ...string) []string {
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) >= len(first) && slices.Equal(f[:len(first)], first) {
+			return f
+		}
+	}
+	return nil
+}
+
+// fieldsOf returns the fields of the line of out whose first field is first.
+func fieldsOf(out, first string) []string {
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) > 0 && f[0] == first {
+			return f
+		}
+	}
+	return nil
 }
