@@ -260,7 +260,7 @@ func waitDurable(s *Server, rc *reqCtx, resp *kmsg.ProduceResponse, waits []prod
 	w := newAckWait(len(waits), func(i int, err error) {
 		if err != nil {
 			p := waits[i].resp
-			p.ErrorCode = ackErrCode(err) // cluster.go
+			p.ErrorCode = ackErrCode(err) // errors.go
 			msg := err.Error()
 			p.ErrorMessage = &msg
 		}
