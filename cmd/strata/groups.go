@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -65,7 +66,8 @@ var groupsVerbs = []verbDoc{
 		usage: "strata groups reset-offsets GROUP --topic T [--partitions 0,1,...]\n" +
 			"    (--to-earliest | --to-latest | --to-datetime 2006-01-02T15:04:05Z | --to-offset N) [--execute]",
 		about: "Prints the new offsets, and commits them only with --execute. The group must have no\n" +
-			"members (stop its consumers first), as in Kafka."}},
+			"members (stop its consumers first), as in Kafka. For a share group the new offsets are\n" +
+			"its share-partitions' start offsets (AlterShareGroupOffsets)."}},
 }
 
 // groupStates are Kafka's group states (GroupState: the classic protocol's
@@ -491,7 +493,13 @@ func describeShareGroup(ctx context.Context, adm *kadm.Client, g string) (*share
 	if !ok {
 		return nil, fmt.Errorf("share group %s: no answer", g)
 	}
-	if d.Err != nil {
+	switch {
+	case errors.Is(d.Err, kerr.GroupIDNotFound):
+		// Listed as a share group but not described: a restarted broker
+		// knows it by its share-partitions' state only (members are not
+		// persisted) until a member joins. It has none: Empty.
+		d = kadm.DescribedShareGroup{GroupID: g, Coordinator: d.Coordinator, GroupState: "Empty"}
+	case d.Err != nil:
 		return nil, fmt.Errorf("share group %s: %w", g, d.Err)
 	}
 	offs, err := adm.DescribeShareGroupOffsets(ctx, g)
@@ -729,13 +737,32 @@ func groupsDelete(ctx context.Context, adm *kadm.Client, groups []string, w io.W
 }
 
 func groupsReset(ctx context.Context, adm *kadm.Client, f *groupsFlags, groupID string, w io.Writer) error {
-	ds, err := adm.DescribeGroups(ctx, groupID)
+	// A share group's offsets are its share-partitions' start offsets
+	// (AlterShareGroupOffsets, KIP-932); the group must have no members
+	// either.
+	shares, err := adm.ListGroupsByType(ctx, []string{"share"})
 	if err != nil {
 		return err
 	}
-	if d, ok := ds[groupID]; ok && d.Err == nil && d.State != "Empty" && d.State != "Dead" {
-		return fmt.Errorf("group %s is %s with %d members: stop its consumers first (offsets can only be reset for an inactive group)",
-			groupID, d.State, len(d.Members))
+	_, isShare := shares[groupID]
+	if isShare {
+		ds, err := adm.DescribeShareGroups(ctx, groupID)
+		if err != nil {
+			return err
+		}
+		if d, ok := ds[groupID]; ok && d.Err == nil && len(d.Members) > 0 {
+			return fmt.Errorf("share group %s is %s with %d members: stop its consumers first (offsets can only be reset for an inactive group)",
+				groupID, d.GroupState, len(d.Members))
+		}
+	} else {
+		ds, err := adm.DescribeGroups(ctx, groupID)
+		if err != nil {
+			return err
+		}
+		if d, ok := ds[groupID]; ok && d.Err == nil && d.State != "Empty" && d.State != "Dead" {
+			return fmt.Errorf("group %s is %s with %d members: stop its consumers first (offsets can only be reset for an inactive group)",
+				groupID, d.State, len(d.Members))
+		}
 	}
 	starts, err := adm.ListStartOffsets(ctx, f.topic)
 	if err != nil {
@@ -812,6 +839,17 @@ func groupsReset(ctx context.Context, adm *kadm.Client, f *groupsFlags, groupID 
 	}
 	if !f.execute {
 		fmt.Fprintln(w, "(dry run: add --execute to commit these offsets)")
+		return nil
+	}
+	if isShare {
+		resp, err := adm.AlterShareGroupOffsets(ctx, groupID, offs)
+		if err != nil {
+			return err
+		}
+		if err := resp.Error(); err != nil {
+			return fmt.Errorf("alter share group offsets: %w", err)
+		}
+		fmt.Fprintln(w, "altered the share-partitions' start offsets")
 		return nil
 	}
 	resp, err := adm.CommitOffsets(ctx, groupID, offs)

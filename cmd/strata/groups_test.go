@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,7 +28,15 @@ const groupsTestTimeout = 60 * time.Second // hang guard only
 // startGroupsBroker serves an engine in t.TempDir() on 127.0.0.1:0.
 func startGroupsBroker(t *testing.T) string {
 	t.Helper()
-	eng, err := engine.Open(engine.Options{Dir: t.TempDir(), Log: engine.DefaultLogConfig()})
+	addr, _ := startGroupsBrokerIn(t, t.TempDir())
+	return addr
+}
+
+// startGroupsBrokerIn starts a broker on dir; stop closes it (also done at
+// cleanup), so that another can be started on dir.
+func startGroupsBrokerIn(t *testing.T, dir string) (addr string, stop func()) {
+	t.Helper()
+	eng, err := engine.Open(engine.Options{Dir: dir, Log: engine.DefaultLogConfig()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,16 +48,20 @@ func startGroupsBroker(t *testing.T) string {
 		Groups: server.GroupsConfig{Coordinator: group.Config{MinSessionTimeoutMs: 500, InitialRebalanceDelayMs: -1, TickMs: 20}}}, eng)
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ln) }()
-	t.Cleanup(func() {
-		s.Close()
-		select {
-		case <-done:
-		case <-time.After(groupsTestTimeout):
-			t.Error("Serve did not return")
-		}
-		eng.Close()
-	})
-	return ln.Addr().String()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			s.Close()
+			select {
+			case <-done:
+			case <-time.After(groupsTestTimeout):
+				t.Error("Serve did not return")
+			}
+			eng.Close()
+		})
+	}
+	t.Cleanup(stop)
+	return ln.Addr().String(), stop
 }
 
 func runGroupsCLI(t *testing.T, now time.Time, args ...string) (string, error) {
@@ -331,6 +344,10 @@ func TestGroupsShareGroup(t *testing.T) {
 	if !strings.Contains(out, "cli-share") || !strings.Contains(out, "q:0,1") {
 		t.Errorf("describe: no member cli-share assigned q:0,1\n%s", out)
 	}
+	if _, err := runGroupsCLI(t, now, "reset-offsets", "sq", "--brokers", addr, "--topic", "q", "--to-earliest", "--execute"); err == nil ||
+		!strings.Contains(err.Error(), "stop its consumers first") {
+		t.Errorf("reset-offsets of a share group with a member: %v, want refused", err)
+	}
 	consumer.Close() // leaves the group
 	produce(3)
 	out, err = runGroupsCLI(t, now, "describe", "sq", "--brokers", addr, "--format", "json")
@@ -349,6 +366,28 @@ func TestGroupsShareGroup(t *testing.T) {
 	}
 	if p0 == nil || p0.StartOffset != 5 || p0.EndOffset != 8 || p0.Lag == nil || *p0.Lag != 3 {
 		t.Errorf("describe --format json: q/0 %+v, want start 5, end 8, lag 3\n%s", p0, out)
+	}
+
+	// reset-offsets moves the share-partition start offsets of the empty
+	// group: a dry run first, then --execute.
+	out, err = runGroupsCLI(t, now, "reset-offsets", "sq", "--brokers", addr, "--topic", "q", "--partitions", "0", "--to-offset", "2")
+	if err != nil || !strings.Contains(out, "dry run") {
+		t.Fatalf("reset-offsets dry run: %v\n%s", err, out)
+	}
+	if f := fieldsOfPrefix(out, "sq", "q", "0"); len(f) != 4 || f[3] != "2" {
+		t.Errorf("reset-offsets dry run: row %q, want new offset 2\n%s", f, out)
+	}
+	out, err = runGroupsCLI(t, now, "reset-offsets", "sq", "--brokers", addr, "--topic", "q", "--partitions", "0", "--to-offset", "2", "--execute")
+	if err != nil || !strings.Contains(out, "altered the share-partitions' start offsets") {
+		t.Fatalf("reset-offsets --execute: %v\n%s", err, out)
+	}
+	out, err = runGroupsCLI(t, now, "describe", "sq", "--brokers", addr)
+	if r := fieldsOfPrefix(out, "q", "0"); err != nil || len(r) != 5 || r[2] != "2" || r[3] != "8" || r[4] != "6" {
+		t.Errorf("describe after reset-offsets: %v: q/0 row %q, want start 2, end 8, lag 6\n%s", err, r, out)
+	}
+	// Back to 5 for what follows.
+	if out, err := runGroupsCLI(t, now, "reset-offsets", "sq", "--brokers", addr, "--topic", "q", "--partitions", "0", "--to-offset", "5", "--execute"); err != nil {
+		t.Fatalf("reset-offsets back to 5: %v\n%s", err, out)
 	}
 
 	// The same through the built binary.
@@ -398,4 +437,49 @@ func fieldsOf(out, first string) []string {
 		}
 	}
 	return nil
+}
+
+// A restarted broker knows a share group by its share-partitions' state
+// only (members are not persisted): list shows it, describe shows it Empty
+// with its start offsets.
+func TestGroupsShareGroupAfterRestart(t *testing.T) {
+	dir := t.TempDir()
+	addr, stop := startGroupsBrokerIn(t, dir)
+	ctx, cancel := context.WithTimeout(context.Background(), groupsTestTimeout)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "q"); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "q", Value: []byte("v")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A share group with a share-partition at start offset 1 (no members).
+	offs := kadm.Offsets{}
+	offs.AddOffset("q", 0, 1, -1)
+	if resp, err := adm.AlterShareGroupOffsets(ctx, "sq", offs); err != nil || resp.Error() != nil {
+		t.Fatalf("alter share group offsets: %v %v", err, resp.Error())
+	}
+	cl.Close()
+	stop()
+
+	addr, _ = startGroupsBrokerIn(t, dir)
+	now := time.Now()
+	out, err := runGroupsCLI(t, now, "list", "--brokers", addr, "--type", "share")
+	if f := fieldsOf(out, "sq"); err != nil || len(f) != 4 || f[1] != "share" || f[2] != "Empty" {
+		t.Fatalf("list after restart: %v: row of sq %q\n%s", err, f, out)
+	}
+	out, err = runGroupsCLI(t, now, "describe", "sq", "--brokers", addr)
+	if err != nil || !strings.Contains(out, "Share group sq: state Empty, 0 members") {
+		t.Fatalf("describe after restart: %v\n%s", err, out)
+	}
+	if r := fieldsOfPrefix(out, "q", "0"); len(r) != 5 || r[2] != "1" || r[3] != "3" || r[4] != "2" {
+		t.Errorf("describe after restart: q/0 row %q, want start 1, end 3, lag 2\n%s", r, out)
+	}
 }
