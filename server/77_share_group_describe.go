@@ -1,7 +1,8 @@
 package server
 
 // ShareGroupDescribe (API key 77), v1: the share groups' members, epochs
-// and assignments (share.Groups). An unknown group is GROUP_ID_NOT_FOUND;
+// and assignments (share.Groups). An unknown group is GROUP_ID_NOT_FOUND
+// (a group known only by its share-partitions' state is Empty);
 // the state is "Empty" without members, else "Stable" (share groups need
 // no rebalance: a member's new assignment takes effect at once).
 // Describe on the group is required (GROUP_AUTHORIZATION_FAILED); the
@@ -45,8 +46,16 @@ func handleShareGroupDescribe(s *Server, rc *reqCtx) {
 			g.ErrorCode = kerr.GroupAuthorizationFailed.Code
 		case id == "":
 			g.ErrorCode = kerr.InvalidGroupID.Code
-		case sg == nil:
+		case sg == nil && !s.shareGroupKnown(id):
 			g.ErrorCode, g.ErrorMessage = kerr.GroupIDNotFound.Code, kmsg.StringPtr("Group "+id+" not found.")
+		case sg == nil:
+			// Known by its share-partitions' state only (after a
+			// restart: members are not persisted), as ListGroups lists
+			// it: Empty, without members.
+			g.GroupState, g.Assignor = "Empty", share.AssignorSimple
+			if req.IncludeAuthorizedOperations {
+				g.AuthorizedOperations = s.authorizedOps(rc, auth.ResourceGroup, id, groupAuthorizedOps) // authz.go
+			}
 		default:
 			g.GroupState = sg.State()
 			g.GroupEpoch, g.AssignmentEpoch = sg.Epoch, sg.AssignmentEpoch

@@ -978,3 +978,37 @@ func TestShareGroupReadCommitted(t *testing.T) {
 		return sp != nil && sp.p.StartOffset() == topic.Partition(0).HighWatermark()
 	})
 }
+
+// A share group known only by its share-partitions' state (a restarted
+// broker: members are not persisted) is described Empty, as ListGroups
+// lists it, not GROUP_ID_NOT_FOUND; a group without state still is.
+func TestShareGroupDescribeAfterRestart(t *testing.T) {
+	dir := t.TempDir()
+	addr, _, stop := openBroker(t, dir)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	createShareTopic(t, kadm.NewClient(cl), "q", 1)
+	produceValues(t, cl, "q", "a", "b")
+	offs := kadm.Offsets{}
+	offs.AddOffset("q", 0, 1, -1)
+	if resp, err := kadm.NewClient(cl).AlterShareGroupOffsets(testCtx(t), "sg", offs); err != nil || resp.Error() != nil {
+		t.Fatalf("alter share group offsets: %v %v", err, resp.Error())
+	}
+	cl.Close()
+	stop()
+
+	addr, _, _ = openBroker(t, dir)
+	adm := kadm.NewClient(newClient(t, addr))
+	ds, err := adm.DescribeShareGroups(testCtx(t), "sg", "nope")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := ds["sg"]; d.Err != nil || d.GroupState != "Empty" || len(d.Members) != 0 {
+		t.Errorf("sg after restart: %+v, want Empty without members", d)
+	}
+	if d := ds["nope"]; !errors.Is(d.Err, kerr.GroupIDNotFound) {
+		t.Errorf("nope: %v, want GROUP_ID_NOT_FOUND", d.Err)
+	}
+}
