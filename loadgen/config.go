@@ -135,13 +135,15 @@ type Config struct {
 	beforeReadBack func(ctx context.Context, admin *kgo.Client) error
 
 	// Faults injected into the spawned brokers while producing
-	// (faults.go): FaultKill, FaultPause. One every FaultInterval, at most
-	// FaultCount (0: until the producers are done); a pause lasts
-	// FaultPause.
-	Faults        []string
-	FaultInterval time.Duration
-	FaultCount    int
-	FaultPause    time.Duration
+	// (faults.go): FaultKill, FaultPause, FaultPartition,
+	// FaultClientPartition. One every FaultInterval, at most FaultCount
+	// (0: until the producers are done); a pause lasts FaultPause, a
+	// partition FaultPartition.
+	Faults         []string
+	FaultInterval  time.Duration
+	FaultCount     int
+	FaultPause     time.Duration
+	FaultPartition time.Duration
 
 	// Output. Progress is where the one-line-per-second progress goes
 	// (nil = none); Log gets notes and warnings (nil = discard).
@@ -182,6 +184,7 @@ func DefaultConfig() Config {
 		VerifyTimeout:     2 * time.Minute,
 		FaultInterval:     5 * time.Second,
 		FaultPause:        2 * time.Second,
+		FaultPartition:    10 * time.Second,
 	}
 }
 
@@ -393,6 +396,12 @@ func (c *Config) validateVerify(bad func(format string, args ...any)) {
 		if c.FaultPause <= 0 || c.FaultPause > time.Hour {
 			bad("--fault-pause %v out of range (0, 1h]", c.FaultPause)
 		}
+		if c.FaultPartition <= 0 || c.FaultPartition > time.Hour {
+			bad("--fault-partition %v out of range (0, 1h]", c.FaultPartition)
+		}
+		if needsProxy(c.Faults) && c.Spawn < 2 {
+			bad("--faults partition and client-partition need --spawn 2 or more (brokers to cut apart)")
+		}
 	}
 }
 
@@ -447,6 +456,7 @@ type configJSON struct {
 	FaultIntervalS    float64  `json:"fault_interval_s,omitempty"`
 	FaultCount        int      `json:"fault_count,omitempty"`
 	FaultPauseS       float64  `json:"fault_pause_s,omitempty"`
+	FaultPartitionS   float64  `json:"fault_partition_s,omitempty"`
 }
 
 func (c *Config) json() configJSON {
@@ -471,6 +481,9 @@ func (c *Config) json() configJSON {
 		j.Faults, j.FaultIntervalS, j.FaultCount = c.Faults, c.FaultInterval.Seconds(), c.FaultCount
 		if slices.Contains(c.Faults, FaultPause) {
 			j.FaultPauseS = c.FaultPause.Seconds()
+		}
+		if needsProxy(c.Faults) {
+			j.FaultPartitionS = c.FaultPartition.Seconds()
 		}
 	}
 	if c.Consumers > 0 {

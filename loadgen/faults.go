@@ -6,11 +6,18 @@ package loadgen
 //   - kill: SIGKILL a random broker, wait for it to exit, start it again
 //     with the same arguments (same data directory, same ports, same node
 //     id), and wait until it listens;
-//   - pause: SIGSTOP a random broker for --fault-pause, then SIGCONT.
+//   - pause: SIGSTOP a random broker for --fault-pause, then SIGCONT;
+//   - partition: cut a random broker off from the other brokers for
+//     --fault-partition (its proxy blackholes their connections both ways,
+//     proxy.go), then heal: the leaders shrink the ISR, and the follower
+//     catches up and rejoins after the healing;
+//   - client-partition: cut a random broker off from the clients for
+//     --fault-partition, then heal.
 //
 // The broker is drawn in rounds: every broker once per round, in a random
-// order (the kind at random among --faults), so a campaign faults each
-// broker about as often.
+// order, and so is the kind (every kind of --faults once per round), so a
+// campaign faults each broker about as often, with each kind about as
+// often.
 //
 // After each fault the driver waits (at most faultRecoverTimeout) until
 // the cluster has recovered: every broker listed in Metadata and every
@@ -19,14 +26,20 @@ package loadgen
 // cluster has recovered if that took longer. --fault-count bounds the
 // faults (0: as many as the run's duration allows). When the producers
 // are done the driver is stopped: a pause in progress ends at once, a
-// killed broker is always started again, so the read-back of --verify
-// sees every broker.
+// killed broker is always started again and a partition healed, so the
+// read-back of --verify sees every broker.
+//
+// Meanwhile an ISR watcher reads every partition's ISR from Metadata
+// (isrWatchInterval) through a client that bypasses the proxies, and
+// counts shrinks (a partition's ISR lost a member) and expands (it gained
+// one).
 
 import (
 	"context"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -39,12 +52,31 @@ import (
 
 // Fault kinds.
 const (
-	FaultKill  = "kill"
-	FaultPause = "pause"
+	FaultKill            = "kill"
+	FaultPause           = "pause"
+	FaultPartition       = "partition"
+	FaultClientPartition = "client-partition"
 )
 
 // FaultKinds are the faults --faults knows.
-var FaultKinds = []string{FaultKill, FaultPause}
+var FaultKinds = []string{FaultKill, FaultPause, FaultPartition, FaultClientPartition}
+
+// needsProxy reports whether faults include a network partition, which
+// needs the spawned brokers behind loadgen's proxies.
+func needsProxy(faults []string) bool {
+	return slices.Contains(faults, FaultPartition) || slices.Contains(faults, FaultClientPartition)
+}
+
+// faultLagTime is the replica.lag.time.max.ms loadgen gives spawned
+// brokers for cfg's faults: with partition faults a quarter of
+// --fault-partition (500 ms to Kafka's default of 30 s), so a partition
+// shrinks the ISR; 0 (the broker's default) otherwise.
+func faultLagTime(cfg *Config) time.Duration {
+	if !slices.Contains(cfg.Faults, FaultPartition) {
+		return 0
+	}
+	return min(max(cfg.FaultPartition/4, 500*time.Millisecond), 30*time.Second)
+}
 
 const (
 	// faultRecoverTimeout bounds the wait for the cluster to recover after
@@ -57,7 +89,12 @@ const (
 	faultRestartAttempts = 3
 	// maxFaultEvents bounds the events the report keeps one by one.
 	maxFaultEvents = 10_000
-	// FaultsVersion is the version of the report's "faults" object.
+	// isrWatchInterval is how often the ISR watcher reads Metadata.
+	isrWatchInterval = 250 * time.Millisecond
+	// defaultLagTime is the broker's replica.lag.time.max.ms default.
+	defaultLagTime = 30 * time.Second
+	// FaultsVersion is the version of the report's "faults" object
+	// (fields are only added within a version).
 	FaultsVersion = 1
 )
 
@@ -70,7 +107,7 @@ func ParseFaults(s string) ([]string, error) {
 			continue
 		}
 		if !slices.Contains(FaultKinds, f) {
-			return nil, fmt.Errorf("fault %q: want %s (partition, disk-full and power-loss faults are not implemented yet)", f, strings.Join(FaultKinds, ", "))
+			return nil, fmt.Errorf("fault %q: want %s (disk-full and power-loss faults are not implemented yet)", f, strings.Join(FaultKinds, ", "))
 		}
 		if !slices.Contains(out, f) {
 			out = append(out, f)
@@ -84,9 +121,17 @@ type FaultEvent struct {
 	Kind   string  `json:"kind"`
 	Broker int     `json:"broker"` // node id
 	AtS    float64 `json:"at_s"`   // since the run's start
-	// DownS is how long the broker was dead or stopped (kill: SIGKILL to
-	// listening again; pause: SIGSTOP to SIGCONT).
+	// DownS is how long the broker was dead, stopped or cut off (kill:
+	// SIGKILL to listening again; pause: SIGSTOP to SIGCONT; partitions:
+	// cut to healed).
 	DownS float64 `json:"down_s"`
+	// Held is the most connections a partition held at once (its proxy
+	// forwarding nothing for them).
+	Held int `json:"held,omitempty"`
+	// ISRShrinks and ISRExpands are the ISR changes the watcher saw from
+	// this fault's start to the next one's (or the end of the faults).
+	ISRShrinks int `json:"isr_shrinks"`
+	ISRExpands int `json:"isr_expands"`
 	// RecoveredS is from the fault's start until the cluster listed every
 	// broker and every partition was fully in sync again; absent if it did
 	// not within the bound (or the run ended first).
@@ -94,7 +139,66 @@ type FaultEvent struct {
 	// CutShort: the run ended before the cluster had recovered.
 	CutShort bool   `json:"cut_short,omitempty"`
 	Error    string `json:"error,omitempty"`
+	// Window is what the producers saw from the fault's start until the
+	// cluster recovered (or the next fault, or the end of the run), from
+	// the per-second timeline; absent when no sample overlaps it.
+	Window *FaultWindow `json:"window,omitempty"`
 }
+
+// FaultWindow is the producers' view of one fault: the timeline's samples
+// (one a second) that overlap [FromS, ToS], in the run's seconds as AtS.
+type FaultWindow struct {
+	FromS   float64 `json:"from_s"`
+	ToS     float64 `json:"to_s"`
+	Samples int     `json:"samples"`
+	// Errors are the records that failed in those samples.
+	Errors int64 `json:"errors"`
+	// MinRecordsPerSec is the lowest acknowledged rate of a sample.
+	MinRecordsPerSec float64 `json:"min_records_per_sec"`
+	// MaxProduceP99Ms and MaxProduceMaxMs are the highest per-second
+	// produce (send→ack) p99 and maximum.
+	MaxProduceP99Ms float64 `json:"max_produce_p99_ms"`
+	MaxProduceMaxMs float64 `json:"max_produce_max_ms"`
+}
+
+// setWindows gives every event its FaultWindow from timeline, whose
+// sample times count from measureOff on the run's clock; a sample covers
+// the second (or less, the first and the last) before its time.
+func (r *FaultsResult) setWindows(timeline []Sample, measureOff time.Duration) {
+	off := measureOff.Seconds()
+	for i := range r.Events {
+		e := &r.Events[i]
+		end := e.AtS + e.DownS
+		if e.RecoveredS != nil {
+			end = max(end, e.AtS+*e.RecoveredS)
+		}
+		if i+1 < len(r.Events) {
+			end = min(end, r.Events[i+1].AtS)
+		}
+		w := FaultWindow{FromS: e.AtS, ToS: end}
+		prev := 0.0
+		for _, smp := range timeline {
+			from, to := off+prev, off+smp.TS
+			prev = smp.TS
+			if to <= w.FromS || from >= w.ToS {
+				continue
+			}
+			if w.Samples == 0 || smp.RecordsPerSec < w.MinRecordsPerSec {
+				w.MinRecordsPerSec = smp.RecordsPerSec
+			}
+			w.Samples++
+			w.Errors += smp.Errors
+			w.MaxProduceP99Ms = max(w.MaxProduceP99Ms, smp.ProduceP99Ms)
+			w.MaxProduceMaxMs = max(w.MaxProduceMaxMs, smp.ProduceMaxMs)
+		}
+		if w.Samples > 0 {
+			e.Window = &w
+		}
+	}
+}
+
+// maxFaultLines bounds the events the table prints one by one.
+const maxFaultLines = 20
 
 // FaultCount is how many faults of one kind ran.
 type FaultCount struct {
@@ -104,6 +208,23 @@ type FaultCount struct {
 	// NotRecovered counts faults after which the cluster did not recover
 	// within the bound (faults the end of the run cut short aside).
 	NotRecovered int `json:"not_recovered"`
+	// ISRShrunk counts faults during which the ISR shrank.
+	ISRShrunk int `json:"isr_shrunk"`
+}
+
+// ISRWatch is what the ISR watcher saw: the report's "faults"."isr".
+type ISRWatch struct {
+	IntervalS   float64 `json:"interval_s"`
+	Polls       int     `json:"polls"`
+	FailedPolls int     `json:"failed_polls"`
+	// Shrinks and Expands count a partition's ISR losing or gaining
+	// members between two polls.
+	Shrinks int `json:"shrinks"`
+	Expands int `json:"expands"`
+	// MinISR is the smallest ISR seen (-1: none read).
+	MinISR int `json:"min_isr"`
+	// LagTimeS is the brokers' replica.lag.time.max.ms.
+	LagTimeS float64 `json:"lag_time_s"`
 }
 
 // FaultsResult is what the fault driver did: the report's "faults" object.
@@ -112,6 +233,7 @@ type FaultsResult struct {
 	Kinds      []string     `json:"kinds"`
 	IntervalS  float64      `json:"interval_s"`
 	PauseS     float64      `json:"pause_s,omitempty"`
+	PartitionS float64      `json:"partition_s,omitempty"`
 	CountLimit int          `json:"count_limit"` // 0: bounded by the run's duration
 	Total      int          `json:"total"`
 	Ran        []FaultCount `json:"ran"`
@@ -120,7 +242,14 @@ type FaultsResult struct {
 	Events        []FaultEvent `json:"events"`
 	// ClientDataLoss counts the producer client's own data-loss
 	// detections (franz-go: a partition's sequence went backwards).
-	ClientDataLoss int64 `json:"client_data_loss"`
+	ClientDataLoss int64     `json:"client_data_loss"`
+	ISR            *ISRWatch `json:"isr"`
+	// Verdict is "ok" when every fault was injected and undone, the
+	// cluster recovered after each, and each partition longer than the
+	// lag time (plus a second) was seen to shrink the ISR; "failed"
+	// otherwise, with Problems saying why.
+	Verdict  string   `json:"verdict"`
+	Problems []string `json:"problems,omitempty"`
 }
 
 // faultDriver injects the faults of one run. run is its goroutine; stop
@@ -132,6 +261,7 @@ type faultDriver struct {
 	kinds    []string
 	interval time.Duration
 	pause    time.Duration
+	cutFor   time.Duration // a partition's length
 	count    int
 	rng      *rand.Rand
 	clock    func() time.Duration // run clock
@@ -143,12 +273,24 @@ type faultDriver struct {
 	events []FaultEvent
 	counts map[string]*FaultCount
 	maxRec float64
+	// open is the last fault, whose ISR changes are counted until the
+	// next one starts.
+	open struct {
+		kind             string
+		idx              int // in events; -1: not kept
+		shrinks, expands int // the watcher's counts at its start
+		set              bool
+	}
+	watch      *isrWatcher
+	watchStop  context.CancelFunc
+	watchDone  chan struct{}
+	watchClose func()
 }
 
 func newFaultDriver(cfg *Config, cluster *Cluster, admin *kgo.Client, clock func() time.Duration, logw io.Writer) *faultDriver {
 	return &faultDriver{
 		cluster: cluster, admin: admin, topic: cfg.Topic, kinds: cfg.Faults,
-		interval: cfg.FaultInterval, pause: cfg.FaultPause, count: cfg.FaultCount,
+		interval: cfg.FaultInterval, pause: cfg.FaultPause, cutFor: cfg.FaultPartition, count: cfg.FaultCount,
 		rng:   rand.New(rand.NewPCG(cfg.Seed, 0xfa017)),
 		clock: clock, logw: logw, counts: map[string]*FaultCount{},
 	}
@@ -158,9 +300,43 @@ func newFaultDriver(cfg *Config, cluster *Cluster, admin *kgo.Client, clock func
 func (d *faultDriver) start(ctx context.Context) {
 	ctx, d.cancel = context.WithCancel(ctx)
 	d.done = make(chan struct{})
+	d.startWatch(ctx)
 	go func() {
 		defer close(d.done)
 		d.run(ctx)
+	}()
+}
+
+// startWatch starts the ISR watcher with a client of its own, which
+// connects to the brokers' own listeners (the proxies' faults never cut
+// it).
+func (d *faultDriver) startWatch(ctx context.Context) {
+	d.watch = &isrWatcher{topic: d.topic, last: map[int32][]int32{}, minISR: -1}
+	var direct map[string]string
+	if d.cluster.proxies != nil {
+		direct = d.cluster.proxies.upstreams()
+	}
+	seeds := make([]string, 0, len(d.cluster.Brokers))
+	for _, b := range d.cluster.Brokers {
+		seeds = append(seeds, b.ListenAddr)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ClientID(loadgenClientID+"-isr"),
+		kgo.Dialer(func(ctx context.Context, network, host string) (net.Conn, error) {
+			if up, ok := direct[host]; ok {
+				host = up
+			}
+			var nd net.Dialer
+			return nd.DialContext(ctx, network, host)
+		}))
+	if err != nil {
+		fmt.Fprintf(d.logw, "faults: ISR watcher not started: %v\n", err)
+		return
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	d.watchStop, d.watchDone, d.watchClose = cancel, make(chan struct{}), cl.Close
+	go func() { // owned by the driver: stop ends it
+		defer close(d.watchDone)
+		d.watch.run(wctx, cl)
 	}()
 }
 
@@ -169,6 +345,12 @@ func (d *faultDriver) start(ctx context.Context) {
 func (d *faultDriver) stop() *FaultsResult {
 	d.cancel()
 	<-d.done
+	if d.watchDone != nil {
+		d.watchStop()
+		<-d.watchDone
+		d.watchClose()
+	}
+	d.closeOpen()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	r := &FaultsResult{Version: FaultsVersion, Kinds: d.kinds, IntervalS: d.interval.Seconds(), CountLimit: d.count,
@@ -176,6 +358,10 @@ func (d *faultDriver) stop() *FaultsResult {
 	if slices.Contains(d.kinds, FaultPause) {
 		r.PauseS = d.pause.Seconds()
 	}
+	if needsProxy(d.kinds) {
+		r.PartitionS = d.cutFor.Seconds()
+	}
+	r.ISR = d.watch.result(d.lagTime())
 	for _, k := range d.kinds {
 		c := FaultCount{Kind: k}
 		if fc := d.counts[k]; fc != nil {
@@ -187,12 +373,76 @@ func (d *faultDriver) stop() *FaultsResult {
 	if r.Events == nil {
 		r.Events = []FaultEvent{}
 	}
+	r.judge(d.lagTime())
 	return r
+}
+
+// lagTime is the brokers' replica.lag.time.max.ms.
+func (d *faultDriver) lagTime() time.Duration {
+	if d.cluster.lagTime > 0 {
+		return d.cluster.lagTime
+	}
+	return defaultLagTime
+}
+
+// judge sets the verdict.
+func (r *FaultsResult) judge(lag time.Duration) {
+	var problems []string
+	for _, c := range r.Ran {
+		if c.Failed > 0 {
+			problems = append(problems, fmt.Sprintf("%d %s faults failed", c.Failed, c.Kind))
+		}
+		if c.NotRecovered > 0 {
+			problems = append(problems, fmt.Sprintf("the cluster did not recover after %d %s faults", c.NotRecovered, c.Kind))
+		}
+	}
+	// A partition longer than the lag time (a second of slack for the
+	// leader's check and the watcher's polls) must shrink an ISR: the
+	// cut-off broker follows some partition, whose leader drops it.
+	missed := 0
+	for _, e := range r.Events {
+		if e.Kind == FaultPartition && e.Error == "" && !e.CutShort && e.DownS >= (lag+time.Second).Seconds() && e.ISRShrinks == 0 {
+			missed++
+		}
+	}
+	if missed > 0 {
+		problems = append(problems, fmt.Sprintf("%d partitions longer than the lag time (%v) shrank no ISR", missed, lag))
+	}
+	if r.ISR != nil && r.Total > 0 && r.ISR.Polls == 0 {
+		problems = append(problems, "the ISR watcher read no Metadata")
+	}
+	r.Verdict, r.Problems = "ok", problems
+	if len(problems) > 0 {
+		r.Verdict = "failed"
+	}
+}
+
+// closeOpen counts the ISR changes of the last fault (see open).
+func (d *faultDriver) closeOpen() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.open.set {
+		return
+	}
+	d.open.set = false
+	if d.watch == nil {
+		return
+	}
+	sh, ex := d.watch.counts()
+	sh -= d.open.shrinks
+	ex -= d.open.expands
+	if d.open.idx >= 0 {
+		d.events[d.open.idx].ISRShrinks, d.events[d.open.idx].ISRExpands = sh, ex
+	}
+	if c := d.counts[d.open.kind]; c != nil && sh > 0 {
+		c.ISRShrunk++
+	}
 }
 
 func (d *faultDriver) run(ctx context.Context) {
 	next := d.clock() + d.interval
 	var order []int // brokers still to fault in this round, in random order
+	var kinds []int // kinds still to inject in this round, in random order
 	for i := 0; d.count == 0 || i < d.count; i++ {
 		t := time.NewTimer(next - d.clock())
 		select {
@@ -202,7 +452,16 @@ func (d *faultDriver) run(ctx context.Context) {
 		case <-t.C:
 		}
 		next = d.clock() + d.interval
-		kind := d.kinds[d.rng.IntN(len(d.kinds))]
+		d.closeOpen()
+		var sh0, ex0 int
+		if d.watch != nil {
+			sh0, ex0 = d.watch.counts()
+		}
+		if len(kinds) == 0 {
+			kinds = d.rng.Perm(len(d.kinds))
+		}
+		kind := d.kinds[kinds[0]]
+		kinds = kinds[1:]
 		if len(order) == 0 {
 			order = d.rng.Perm(len(d.cluster.Brokers))
 		}
@@ -216,6 +475,8 @@ func (d *faultDriver) run(ctx context.Context) {
 			err = d.kill(b)
 		case FaultPause:
 			err = d.pauseBroker(ctx, b)
+		case FaultPartition, FaultClientPartition:
+			ev.Held, err = d.partition(ctx, b, kind == FaultClientPartition)
 		}
 		ev.DownS = (d.clock() - began).Seconds()
 		if err != nil {
@@ -227,17 +488,19 @@ func (d *faultDriver) run(ctx context.Context) {
 		} else if ctx.Err() != nil {
 			ev.CutShort = true
 		}
-		d.note(ev)
+		d.note(ev, sh0, ex0)
 		if err != nil && kind == FaultKill {
 			return // a broker that cannot be started again ends the campaign
 		}
 	}
 }
 
-// note records one event.
-func (d *faultDriver) note(ev FaultEvent) {
+// note records one event; shrinks and expands are the ISR watcher's counts
+// at its start.
+func (d *faultDriver) note(ev FaultEvent, shrinks, expands int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.open.kind, d.open.idx, d.open.shrinks, d.open.expands, d.open.set = ev.Kind, -1, shrinks, expands, true
 	c := d.counts[ev.Kind]
 	if c == nil {
 		c = &FaultCount{Kind: ev.Kind}
@@ -253,6 +516,7 @@ func (d *faultDriver) note(ev FaultEvent) {
 		c.NotRecovered++
 	}
 	if len(d.events) < maxFaultEvents {
+		d.open.idx = len(d.events)
 		d.events = append(d.events, ev)
 	}
 }
@@ -334,6 +598,27 @@ func (d *faultDriver) pauseBroker(ctx context.Context, b *SpawnedBroker) error {
 	return nil
 }
 
+// partition cuts b off from the other brokers (clients false) or from
+// the clients for d.cutFor (less if ctx ends first), then heals, and
+// returns the most connections it held at once.
+func (d *faultDriver) partition(ctx context.Context, b *SpawnedBroker, clients bool) (int, error) {
+	px := d.cluster.proxies
+	if px == nil {
+		return 0, fmt.Errorf("broker %d has no proxy", b.NodeID)
+	}
+	px.resetHeld()
+	px.cut(b.NodeID, clients)
+	t := time.NewTimer(d.cutFor)
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		t.Stop()
+	}
+	held := px.resetHeld()
+	px.heal(b.NodeID, clients)
+	return held, nil
+}
+
 // waitRecovered waits until Metadata, asked of any broker and of the
 // faulted one, lists every spawned broker and every partition of the topic
 // with all its replicas in sync, at most faultRecoverTimeout (or until ctx
@@ -386,18 +671,152 @@ func writeFaults(b *strings.Builder, r *FaultsResult) {
 	if r.PauseS > 0 {
 		pause = fmt.Sprintf(", pauses of %.1f s", r.PauseS)
 	}
+	if r.PartitionS > 0 {
+		pause += fmt.Sprintf(", partitions of %.1f s", r.PartitionS)
+	}
 	fmt.Fprintf(b, "\nfaults: %s, one every %.1f s (%s)%s\n", strings.Join(r.Kinds, ","), r.IntervalS, limit, pause)
+	width := 6
 	for _, c := range r.Ran {
-		fmt.Fprintf(b, "  %-6s %d ran, %d failed, %d without recovery", c.Kind, c.Count, c.Failed, c.NotRecovered)
-		fmt.Fprintln(b)
+		width = max(width, len(c.Kind))
+	}
+	for _, c := range r.Ran {
+		fmt.Fprintf(b, "  %-*s %d ran, %d failed, %d without recovery, %d shrank the ISR\n", width, c.Kind, c.Count, c.Failed, c.NotRecovered, c.ISRShrunk)
 	}
 	fmt.Fprintf(b, "  longest recovery (fault → every broker listed, every partition fully in sync) %.2f s\n", r.MaxRecoveredS)
+	if w := r.ISR; w != nil {
+		fmt.Fprintf(b, "  ISR (Metadata every %.2f s, %d reads, %d failed; replica.lag.time.max.ms %.1f s): %d shrinks, %d expands, smallest ISR %d\n",
+			w.IntervalS, w.Polls, w.FailedPolls, w.LagTimeS, w.Shrinks, w.Expands, w.MinISR)
+	}
+	if r.Verdict != "" {
+		fmt.Fprintf(b, "  faults %s", strings.ToUpper(r.Verdict))
+		if len(r.Problems) > 0 {
+			fmt.Fprintf(b, ": %s", strings.Join(r.Problems, "; "))
+		}
+		fmt.Fprintln(b)
+	}
 	if r.ClientDataLoss > 0 {
 		fmt.Fprintf(b, "  the producer client detected data loss %d times\n", r.ClientDataLoss)
 	}
-	for _, e := range r.Events {
+	for i, e := range r.Events {
+		if i == maxFaultLines {
+			fmt.Fprintf(b, "  … %d more faults in the JSON report\n", len(r.Events)-i)
+			break
+		}
+		fmt.Fprintf(b, "  %.1f s %s broker %d: down %.1f s", e.AtS, e.Kind, e.Broker, e.DownS)
+		if e.Held > 0 {
+			fmt.Fprintf(b, ", held %d connection(s)", e.Held)
+		}
+		fmt.Fprintf(b, ", ISR -%d/+%d", e.ISRShrinks, e.ISRExpands)
+		switch {
+		case e.RecoveredS != nil:
+			fmt.Fprintf(b, ", recovered after %.1f s", *e.RecoveredS)
+		case e.CutShort:
+			b.WriteString(", run ended before recovery")
+		case e.Error == "":
+			b.WriteString(", not recovered")
+		}
+		if w := e.Window; w != nil {
+			fmt.Fprintf(b, "; %.1f–%.1f s: %s errors, slowest second %s rec/s, produce p99 up to %s ms, max %s ms",
+				w.FromS, w.ToS, commas(float64(w.Errors), 0), commas(w.MinRecordsPerSec, 0), f2(w.MaxProduceP99Ms), f2(w.MaxProduceMaxMs))
+		}
 		if e.Error != "" {
-			fmt.Fprintf(b, "  %s broker %d at %.1f s failed: %s\n", e.Kind, e.Broker, e.AtS, e.Error)
+			fmt.Fprintf(b, "; failed: %s", e.Error)
+		}
+		b.WriteString("\n")
+	}
+}
+
+// isrWatcher counts the ISR changes of a topic's partitions.
+type isrWatcher struct {
+	topic string
+
+	mu               sync.Mutex
+	last             map[int32][]int32 // ISR by partition, as last read
+	shrinks, expands int
+	polls, failed    int
+	minISR           int
+}
+
+func (w *isrWatcher) run(ctx context.Context, cl *kgo.Client) {
+	t := time.NewTicker(isrWatchInterval)
+	defer t.Stop()
+	for {
+		w.poll(ctx, cl)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
 		}
 	}
+}
+
+func (w *isrWatcher) poll(ctx context.Context, cl *kgo.Client) {
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(w.topic)
+	req.Topics = append(req.Topics, rt)
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	resp, err := req.RequestWith(rctx, cl)
+	cancel()
+	if ctx.Err() != nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err != nil || len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != 0 {
+		w.failed++
+		return
+	}
+	w.polls++
+	for _, p := range resp.Topics[0].Partitions {
+		if p.ErrorCode != 0 {
+			continue
+		}
+		w.observe(p.Partition, p.ISR)
+	}
+}
+
+// observe accounts one partition's ISR as read. w.mu held.
+func (w *isrWatcher) observe(partition int32, isr []int32) {
+	if w.minISR < 0 || len(isr) < w.minISR {
+		w.minISR = len(isr)
+	}
+	prev, seen := w.last[partition]
+	w.last[partition] = slices.Clone(isr)
+	if !seen {
+		return
+	}
+	for _, id := range prev {
+		if !slices.Contains(isr, id) {
+			w.shrinks++
+			break
+		}
+	}
+	for _, id := range isr {
+		if !slices.Contains(prev, id) {
+			w.expands++
+			break
+		}
+	}
+}
+
+// counts are the shrinks and expands seen so far (0, 0 for a nil
+// watcher).
+func (w *isrWatcher) counts() (shrinks, expands int) {
+	if w == nil {
+		return 0, 0
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.shrinks, w.expands
+}
+
+func (w *isrWatcher) result(lag time.Duration) *ISRWatch {
+	if w == nil {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return &ISRWatch{IntervalS: isrWatchInterval.Seconds(), Polls: w.polls, FailedPolls: w.failed,
+		Shrinks: w.shrinks, Expands: w.expands, MinISR: w.minISR, LagTimeS: lag.Seconds()}
 }

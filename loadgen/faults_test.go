@@ -1,6 +1,8 @@
 package loadgen
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -67,5 +69,208 @@ func TestVerifyThroughKills(t *testing.T) {
 		if !strings.Contains(txt.String(), s) {
 			t.Errorf("table lacks %q:\n%s", s, txt.String())
 		}
+	}
+}
+
+// TestVerifyThroughPartitions is a short partition campaign against real
+// brokers behind loadgen's proxies: three brokers, replication factor 3,
+// an idempotent acks=all producer, a broker cut off from the others and a
+// broker cut off from the clients, 4 s each (replica.lag.time.max.ms 1 s),
+// then the read-back: every acknowledged record read back once, in order,
+// and the ISR shrank during the broker partition and grew back.
+func TestVerifyThroughPartitions(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Spawn = 3
+	cfg.StrataBin = strataBin
+	cfg.SpawnSegmentBytes = 4 << 20
+	cfg.ReplicationFactor = 3
+	cfg.Partitions = 4
+	cfg.RecordBytes = 100
+	cfg.Idempotent = true
+	cfg.Rate = 500
+	cfg.Duration = 16 * time.Second
+	cfg.Verify = true
+	cfg.VerifyTimeout = 30 * time.Second
+	cfg.Faults = []string{FaultPartition, FaultClientPartition}
+	cfg.FaultInterval = time.Second
+	cfg.FaultCount = 2
+	cfg.FaultPartition = 4 * time.Second
+	cfg.DrainTimeout = 20 * time.Second
+	var logw strings.Builder
+	cfg.Log = &logw
+	rep, err := Run(testCtx(t, 2*time.Minute), cfg)
+	if err != nil {
+		t.Fatalf("%v\nlog:\n%s", err, logw.String())
+	}
+	f := rep.Faults
+	if f == nil || f.Version != FaultsVersion || f.Total != 2 || len(f.Events) != 2 || f.PartitionS != 4 {
+		t.Fatalf("faults %+v", f)
+	}
+	if f.Verdict != "ok" || len(f.Problems) != 0 {
+		t.Fatalf("faults verdict %s %v: %+v", f.Verdict, f.Problems, f.Events)
+	}
+	kinds := map[string]FaultEvent{}
+	for _, e := range f.Events {
+		// With replication factor 3 on 3 brokers every broker fetches
+		// from or is fetched by the others, so a broker partition always
+		// holds connections; whether a client partition does depends on
+		// the client having a request for that broker during the cut.
+		if e.Error != "" || e.DownS < 4 || e.RecoveredS == nil || (e.Kind == FaultPartition && e.Held == 0) {
+			t.Fatalf("fault event %+v (every partition recovers, a broker partition holds connections)", e)
+		}
+		kinds[e.Kind] = e
+	}
+	part, ok := kinds[FaultPartition]
+	if !ok || len(kinds) != 2 {
+		t.Fatalf("events %+v: want one of each kind", f.Events)
+	}
+	// The cut-off broker follows some partition, whose leader drops it
+	// from the ISR after 1 s; healed, it catches up and rejoins.
+	if part.ISRShrinks == 0 || part.ISRExpands == 0 {
+		t.Fatalf("broker partition %+v: the ISR did not shrink and grow back", part)
+	}
+	if w := f.ISR; w == nil || w.LagTimeS != 1 || w.Polls == 0 || w.Shrinks < part.ISRShrinks || w.MinISR >= 3 {
+		t.Fatalf("isr %+v", w)
+	}
+	for _, c := range f.Ran {
+		if c.Count != 1 || c.Failed != 0 || c.NotRecovered != 0 || (c.Kind == FaultPartition && c.ISRShrunk != 1) {
+			t.Fatalf("ran %+v", f.Ran)
+		}
+	}
+	v := rep.Verify
+	if v == nil || v.Verdict != "ok" || v.Lost != 0 || v.Duplicated != 0 || v.Reordered != 0 || v.Incomplete != "" {
+		t.Fatalf("verify %s\n%+v", v.Summary(), v)
+	}
+	r := rep.Result
+	if v.Acked != r.RecordsAcked || r.RecordsAcked != 8000 || v.Read < v.Acked {
+		t.Fatalf("verify acked %d read %d, run acked %d of %d sent (failed %d: %+v)", v.Acked, v.Read, r.RecordsAcked, r.RecordsSent, r.RecordsFailed, r.Errors)
+	}
+	var txt strings.Builder
+	if err := rep.WriteTable(&txt); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range f.Events {
+		if w := e.Window; w == nil || w.Samples == 0 || w.FromS != e.AtS || w.ToS <= w.FromS {
+			t.Fatalf("fault event %+v: window %+v", e, e.Window)
+		}
+	}
+	for _, s := range []string{"partition        1 ran, 0 failed, 0 without recovery, 1 shrank the ISR", "faults OK",
+		" s partition broker ", " s client-partition broker ", " held ", "verify OK: 8,000 acknowledged"} {
+		if !strings.Contains(txt.String(), s) {
+			t.Errorf("table lacks %q:\n%s", s, txt.String())
+		}
+	}
+	t.Logf("faults %+v\nisr %+v\n%s", f.Events, f.ISR, txt.String())
+}
+
+// TestFaultWindows: each fault event gets the timeline's samples that
+// overlap it, from its start until the cluster recovered or the next
+// fault began, and the table prints them.
+func TestFaultWindows(t *testing.T) {
+	rec := 3.0
+	r := &FaultsResult{Version: FaultsVersion, Kinds: []string{FaultPartition}, IntervalS: 5, PartitionS: 2, Total: 3,
+		Ran: []FaultCount{{Kind: FaultPartition, Count: 3, ISRShrunk: 1}},
+		Events: []FaultEvent{
+			// Run seconds 12–15 (recovered after 3 s): samples ending at 13, 14, 15.
+			{Kind: FaultPartition, Broker: 1, AtS: 12, DownS: 2, RecoveredS: &rec, Held: 4, ISRShrinks: 2, ISRExpands: 2},
+			// Run seconds 20.5–22 (cut short at the next fault): samples ending at 21, 22.
+			{Kind: FaultPartition, Broker: 2, AtS: 20.5, DownS: 2, CutShort: true},
+			{Kind: FaultPartition, Broker: 0, AtS: 22, DownS: 1},
+			// After the last sample: no window.
+		},
+	}
+	// The measurement starts at run second 10; a sample every second,
+	// the last one (run seconds 22–23) in the third fault alone.
+	var tl []Sample
+	for i := 1; i <= 13; i++ {
+		s := Sample{TS: float64(i), RecordsPerSec: 100, ProduceP99Ms: 5, ProduceMaxMs: 6}
+		switch i {
+		case 4:
+			s.RecordsPerSec, s.Errors, s.ProduceP99Ms, s.ProduceMaxMs = 40, 3, 900, 1000
+		case 5:
+			s.Errors = 1
+		case 13:
+			s.Errors, s.ProduceMaxMs = 7, 2000
+		}
+		tl = append(tl, s)
+	}
+	r.Events = append(r.Events, FaultEvent{Kind: FaultPartition, Broker: 1, AtS: 30, DownS: 1})
+	r.setWindows(tl, 10*time.Second)
+	w := r.Events[0].Window
+	if w == nil || *w != (FaultWindow{FromS: 12, ToS: 15, Samples: 3, Errors: 4, MinRecordsPerSec: 40, MaxProduceP99Ms: 900, MaxProduceMaxMs: 1000}) {
+		t.Errorf("first window %+v", w)
+	}
+	w = r.Events[1].Window
+	if w == nil || *w != (FaultWindow{FromS: 20.5, ToS: 22, Samples: 2, Errors: 0, MinRecordsPerSec: 100, MaxProduceP99Ms: 5, MaxProduceMaxMs: 6}) {
+		t.Errorf("second window %+v", w)
+	}
+	w = r.Events[2].Window
+	if w == nil || w.Samples != 1 || w.Errors != 7 || w.MaxProduceMaxMs != 2000 {
+		t.Errorf("third window %+v", w)
+	}
+	if r.Events[3].Window != nil {
+		t.Errorf("window past the timeline %+v", r.Events[3].Window)
+	}
+	var b strings.Builder
+	writeFaults(&b, r)
+	for _, s := range []string{
+		"12.0 s partition broker 1: down 2.0 s, held 4 connection(s), ISR -2/+2, recovered after 3.0 s; 12.0–15.0 s: 4 errors, slowest second 40 rec/s, produce p99 up to 900.00 ms, max 1000.00 ms",
+		"20.5 s partition broker 2: down 2.0 s, ISR -0/+0, run ended before recovery; 20.5–22.0 s: 0 errors",
+		"30.0 s partition broker 1: down 1.0 s, ISR -0/+0, not recovered\n",
+	} {
+		if !strings.Contains(b.String(), s) {
+			t.Errorf("table lacks %q:\n%s", s, b.String())
+		}
+	}
+}
+
+// TestSpawnPropertiesForPartitions: with partition faults the spawned
+// brokers get loadgen's replica.lag.time.max.ms unless the user's
+// properties set theirs, and a user file that sets the listeners (which
+// the proxies need to own) is refused.
+func TestSpawnPropertiesForPartitions(t *testing.T) {
+	dir := t.TempDir()
+	user := filepath.Join(dir, "user.properties")
+	write := func(s string) {
+		if err := os.WriteFile(user, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path, _, lag, err := spawnProperties(dir, SpawnOptions{Proxy: true, ReplicaLagTimeMax: 750 * time.Millisecond})
+	if err != nil || lag != 750*time.Millisecond {
+		t.Fatalf("lag %v, %v", lag, err)
+	}
+	if b, _ := os.ReadFile(path); !strings.Contains(string(b), "\nreplica.lag.time.max.ms=750\n") {
+		t.Errorf("properties:\n%s", b)
+	}
+	write("num.partitions=3\n replica.lag.time.max.ms = 5000\n")
+	path, _, lag, err = spawnProperties(dir, SpawnOptions{ConfigFile: user, Proxy: true, ReplicaLagTimeMax: 750 * time.Millisecond})
+	if err != nil || lag != 5*time.Second {
+		t.Fatalf("user lag %v, %v", lag, err)
+	}
+	if b, _ := os.ReadFile(path); strings.Contains(string(b), "=750") {
+		t.Errorf("loadgen's lag time added to the user's:\n%s", b)
+	}
+	for _, k := range []string{"listeners=PLAINTEXT://127.0.0.1:9092", "advertised.listeners: PLAINTEXT://127.0.0.1:9092"} {
+		write(k + "\n")
+		if _, _, _, err := spawnProperties(dir, SpawnOptions{ConfigFile: user, Proxy: true}); err == nil {
+			t.Errorf("%q accepted with proxies", k)
+		}
+		if _, _, _, err := spawnProperties(dir, SpawnOptions{ConfigFile: user}); err != nil {
+			t.Errorf("%q without proxies: %v", k, err)
+		}
+	}
+	write("# listeners=x\n")
+	if _, _, _, err := spawnProperties(dir, SpawnOptions{ConfigFile: user, Proxy: true}); err != nil {
+		t.Errorf("a commented-out listeners refused: %v", err)
+	}
+	if d := faultLagTime(&Config{Faults: []string{FaultPartition}, FaultPartition: 10 * time.Second}); d != 2500*time.Millisecond {
+		t.Errorf("lag for 10 s partitions %v", d)
+	}
+	if d := faultLagTime(&Config{Faults: []string{FaultPartition}, FaultPartition: time.Second}); d != 500*time.Millisecond {
+		t.Errorf("lag for 1 s partitions %v", d)
+	}
+	if d := faultLagTime(&Config{Faults: []string{FaultClientPartition}, FaultPartition: time.Second}); d != 0 {
+		t.Errorf("lag for client partitions alone %v", d)
 	}
 }

@@ -107,6 +107,17 @@ func ensureTopic(ctx context.Context, admin *kgo.Client, cfg *Config, logw io.Wr
 	adm := kadm.NewClient(admin)
 	adm.SetTimeoutMillis(int32(timeout / time.Millisecond))
 	_, err := adm.CreateTopic(ctx, cfg.Partitions, cfg.ReplicationFactor, nil, cfg.Topic)
+	// Spawn returns once one broker's Metadata lists every broker; the
+	// broker answering CreateTopics may not count them all live yet and
+	// refuse the replication factor: with spawned brokers enough for it,
+	// ask again until the timeout.
+	for cfg.Spawn >= int(cfg.ReplicationFactor) && errors.Is(err, kerr.InvalidReplicationFactor) && ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+		_, err = adm.CreateTopic(ctx, cfg.Partitions, cfg.ReplicationFactor, nil, cfg.Topic)
+	}
 	switch {
 	case err == nil:
 		fmt.Fprintf(logw, "created topic %s with %d partitions, replication factor %d\n", cfg.Topic, cfg.Partitions, cfg.ReplicationFactor)
@@ -441,6 +452,9 @@ func runOnce(ctx context.Context, cfg *Config, admin *kgo.Client, ti *topicInfo,
 		}
 	}
 	smp.stop()
+	if faultsRes != nil {
+		faultsRes.setWindows(smp.timeline, env.measureOff)
+	}
 
 	out := &runOutcome{timeline: smp.timeline, produce: smp.produceTotal, e2e: smp.e2eTotal, faults: faultsRes}
 	if env.ver != nil {
@@ -634,7 +648,8 @@ func runTarget(ctx context.Context, cfg Config) (rep *Report, err error) {
 	if cfg.Spawn > 0 {
 		if cluster, err = Spawn(ctx, SpawnOptions{Bin: cfg.StrataBin, Brokers: cfg.Spawn,
 			SegmentBytes: cfg.SpawnSegmentBytes, ConfigFile: cfg.SpawnConfig,
-			Blackhole: cfg.SpawnBlackhole, CPUProfile: cfg.Profile}); err != nil {
+			Blackhole: cfg.SpawnBlackhole, CPUProfile: cfg.Profile,
+			Proxy: needsProxy(cfg.Faults), ReplicaLagTimeMax: faultLagTime(&cfg)}); err != nil {
 			return nil, err
 		}
 		defer func() {

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -26,6 +27,12 @@ type Cluster struct {
 	dir     string
 	Brokers []*SpawnedBroker
 	dev     *blockDevice // dir's block device; nil when it has none (runTarget)
+	// proxies stand in front of the brokers (SpawnOptions.Proxy; nil
+	// without): what the partition faults cut (proxy.go).
+	proxies *proxySet
+	// lagTime is the brokers' replica.lag.time.max.ms when loadgen or the
+	// user's properties set it; 0: the broker's default.
+	lagTime time.Duration
 
 	// Metrics scraping (brokermetrics.go), by runOnce's goroutine only.
 	log        io.Writer // where the first scrape failure is told (runTarget)
@@ -36,7 +43,11 @@ type Cluster struct {
 // SpawnedBroker is one child broker.
 type SpawnedBroker struct {
 	NodeID int
-	Addr   string
+	// Addr is where clients and the other brokers connect: the broker's
+	// advertised address, its proxy's when the cluster is proxied.
+	Addr string
+	// ListenAddr is the broker's own listener (Addr without a proxy).
+	ListenAddr string
 	// MetricsAddr is the broker's metrics listener (host:port, serving
 	// /metrics); "" when the user's properties set metrics.listeners.
 	MetricsAddr string
@@ -79,6 +90,14 @@ type SpawnOptions struct {
 	// CPUProfile, if set, is where the first broker writes its CPU profile
 	// (serve --cpuprofile) when it stops.
 	CPUProfile string
+	// Proxy puts a TCP proxy of loadgen's in front of each broker, which
+	// the broker advertises (advertised.listeners): the network-partition
+	// faults cut its connections (proxy.go). The user's properties must
+	// then leave listeners and advertised.listeners unset.
+	Proxy bool
+	// ReplicaLagTimeMax, if set, is the brokers' replica.lag.time.max.ms
+	// (unless the user's properties set it).
+	ReplicaLagTimeMax time.Duration
 }
 
 // Spawn starts the brokers and waits until each accepts TCP connections.
@@ -100,10 +119,14 @@ func Spawn(ctx context.Context, opts SpawnOptions) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{dir: dir}
-	props, userMetrics, err := spawnProperties(dir, opts)
+	props, userMetrics, lag, err := spawnProperties(dir, opts)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
+	}
+	c.lagTime = lag
+	if opts.Proxy {
+		c.proxies = newProxySet()
 	}
 	quorum, err := spawnQuorum(n) // cluster.go
 	if err != nil {
@@ -121,7 +144,7 @@ func Spawn(ctx context.Context, opts SpawnOptions) (*Cluster, error) {
 		if i == 0 && opts.CPUProfile != "" {
 			extra = append(extra, "--cpuprofile", opts.CPUProfile)
 		}
-		b, err := startBroker(ctx, bin, dir, props, !userMetrics, i, extra...)
+		b, err := startBroker(ctx, bin, dir, props, !userMetrics, c.proxies, i, extra...)
 		if b != nil {
 			c.Brokers = append(c.Brokers, b)
 		}
@@ -143,16 +166,25 @@ func Spawn(ctx context.Context, opts SpawnOptions) (*Cluster, error) {
 func spawnParentDir() string { return os.TempDir() }
 
 // spawnProperties writes the brokers' server.properties: the user's file,
-// then log.segment.bytes unless the user's file sets it. userMetrics says
-// the user's file sets metrics.listeners (startBroker then adds none).
-func spawnProperties(dir string, opts SpawnOptions) (path string, userMetrics bool, err error) {
+// then log.segment.bytes and replica.lag.time.max.ms unless the user's
+// file sets them. userMetrics says the user's file sets
+// metrics.listeners (startBroker then adds none); lag is the brokers'
+// replica.lag.time.max.ms when the file or opts sets it.
+func spawnProperties(dir string, opts SpawnOptions) (path string, userMetrics bool, lag time.Duration, err error) {
 	var user []byte
 	if opts.ConfigFile != "" {
 		if user, err = os.ReadFile(opts.ConfigFile); err != nil {
-			return "", false, fmt.Errorf("loadgen: spawn config: %w", err)
+			return "", false, 0, fmt.Errorf("loadgen: spawn config: %w", err)
 		}
 	}
 	userMetrics = bytes.Contains(user, []byte(metricsListenersKey))
+	if opts.Proxy {
+		for _, k := range []string{"listeners", "advertised.listeners"} {
+			if _, ok := propertyValue(user, k); ok {
+				return "", false, 0, fmt.Errorf("loadgen: spawn config sets %s: the partition faults need loadgen's own (a proxy in front of each broker)", k)
+			}
+		}
+	}
 	seg := opts.SegmentBytes
 	props := append([]byte(nil), user...)
 	if len(props) > 0 && props[len(props)-1] != '\n' {
@@ -161,8 +193,41 @@ func spawnProperties(dir string, opts SpawnOptions) (path string, userMetrics bo
 	if seg > 0 && !bytes.Contains(user, []byte("log.segment.bytes")) {
 		props = fmt.Appendf(props, "# written by strata loadgen --spawn\nlog.segment.bytes=%d\n", seg)
 	}
+	if v, ok := propertyValue(user, lagTimeKey); ok {
+		if ms, perr := strconv.ParseInt(v, 10, 64); perr == nil && ms > 0 {
+			lag = time.Duration(ms) * time.Millisecond
+		}
+	} else if opts.ReplicaLagTimeMax > 0 {
+		lag = opts.ReplicaLagTimeMax
+		props = fmt.Appendf(props, "# written by strata loadgen --spawn (partition faults)\n%s=%d\n", lagTimeKey, lag.Milliseconds())
+	}
 	path = filepath.Join(dir, "server.properties")
-	return path, userMetrics, os.WriteFile(path, props, 0o644)
+	return path, userMetrics, lag, os.WriteFile(path, props, 0o644)
+}
+
+// lagTimeKey is the broker setting after which a follower that has not
+// caught up leaves the ISR.
+const lagTimeKey = "replica.lag.time.max.ms"
+
+// propertyValue is the value of key in a properties file's text (the last
+// one set), and whether it is set.
+func propertyValue(props []byte, key string) (string, bool) {
+	var v string
+	var ok bool
+	for line := range strings.Lines(string(props)) {
+		line = strings.TrimSpace(line)
+		if line == "" || line[0] == '#' || line[0] == '!' {
+			continue
+		}
+		k, val, found := strings.Cut(line, "=")
+		if !found {
+			k, val, found = strings.Cut(line, ":")
+		}
+		if found && strings.TrimSpace(k) == key {
+			v, ok = strings.TrimSpace(val), true
+		}
+	}
+	return v, ok
 }
 
 // metricsListenersKey is the broker setting of its metrics endpoint.
@@ -170,27 +235,42 @@ const metricsListenersKey = "metrics.listeners"
 
 // startBroker starts broker id with the properties file props; with
 // metrics, on a properties file of its own that adds a metrics listener
-// on a free loopback port.
-func startBroker(ctx context.Context, bin, dir, props string, withMetrics bool, id int, extra ...string) (*SpawnedBroker, error) {
+// on a free loopback port; with proxies, behind a proxy of its own that
+// it advertises.
+func startBroker(ctx context.Context, bin, dir, props string, withMetrics bool, proxies *proxySet, id int, extra ...string) (*SpawnedBroker, error) {
 	addr, err := freeLoopbackAddr()
 	if err != nil {
 		return nil, err
 	}
 	b := &SpawnedBroker{
-		NodeID:  id,
-		Addr:    addr,
-		DataDir: filepath.Join(dir, "node-"+strconv.Itoa(id)),
-		LogPath: filepath.Join(dir, "node-"+strconv.Itoa(id)+".log"),
+		NodeID:     id,
+		Addr:       addr,
+		ListenAddr: addr,
+		DataDir:    filepath.Join(dir, "node-"+strconv.Itoa(id)),
+		LogPath:    filepath.Join(dir, "node-"+strconv.Itoa(id)+".log"),
 	}
-	if withMetrics {
-		if b.MetricsAddr, err = freeLoopbackAddr(); err != nil {
+	if proxies != nil {
+		if b.Addr, err = proxies.add(id, addr); err != nil {
 			return nil, err
 		}
+	}
+	if withMetrics || proxies != nil {
 		shared, err := os.ReadFile(props)
 		if err != nil {
 			return nil, err
 		}
-		own := fmt.Appendf(shared, "# written by strata loadgen --spawn for node %d\n%s=http://%s\n", id, metricsListenersKey, b.MetricsAddr)
+		own := fmt.Appendf(shared, "# written by strata loadgen --spawn for node %d\n", id)
+		if withMetrics {
+			if b.MetricsAddr, err = freeLoopbackAddr(); err != nil {
+				return nil, err
+			}
+			own = fmt.Appendf(own, "%s=http://%s\n", metricsListenersKey, b.MetricsAddr)
+		}
+		if proxies != nil {
+			// --listen names the PLAINTEXT listener; clients and the
+			// other brokers are told the proxy's address.
+			own = fmt.Appendf(own, "advertised.listeners=PLAINTEXT://%s\n", b.Addr)
+		}
 		props = filepath.Join(dir, "node-"+strconv.Itoa(id)+".properties")
 		if err := os.WriteFile(props, own, 0o644); err != nil {
 			return nil, err
@@ -242,7 +322,7 @@ func (b *SpawnedBroker) waitListening(ctx context.Context, timeout time.Duration
 	_, exited := b.proc()
 	deadline := time.Now().Add(timeout)
 	for {
-		conn, err := net.DialTimeout("tcp", b.Addr, time.Second)
+		conn, err := net.DialTimeout("tcp", b.ListenAddr, time.Second)
 		if err == nil {
 			conn.Close()
 			return nil
@@ -255,12 +335,12 @@ func (b *SpawnedBroker) waitListening(ctx context.Context, timeout time.Duration
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("loadgen: broker %d not listening on %s after %v:\n%s", b.NodeID, b.Addr, timeout, tailFile(b.LogPath, 2000))
+			return fmt.Errorf("loadgen: broker %d not listening on %s after %v:\n%s", b.NodeID, b.ListenAddr, timeout, tailFile(b.LogPath, 2000))
 		}
 	}
 }
 
-// Addrs are the brokers' listen addresses.
+// Addrs are the addresses clients connect to (the proxies' when proxied).
 func (c *Cluster) Addrs() []string {
 	out := make([]string, len(c.Brokers))
 	for i, b := range c.Brokers {
@@ -328,6 +408,9 @@ func (c *Cluster) Stop() error {
 			<-exited
 			errs = append(errs, fmt.Errorf("broker %d did not stop within %v of SIGTERM", b.NodeID, spawnStopTimeout))
 		}
+	}
+	if c.proxies != nil {
+		c.proxies.close()
 	}
 	if err := os.RemoveAll(c.dir); err != nil {
 		errs = append(errs, err)

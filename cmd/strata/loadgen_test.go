@@ -66,6 +66,11 @@ func TestParseLoadgenFlags(t *testing.T) {
 		strings.Join(cfg.Faults, ",") != "kill,pause" || cfg.FaultInterval != 2*time.Second || cfg.FaultCount != 7 || cfg.FaultPause != 500*time.Millisecond {
 		t.Fatalf("--verify --faults: %+v, %v", cfg, err)
 	}
+	cfg, _, err = parseLoadgenFlags(strings.Fields("--spawn 3 --replication-factor 3 --idempotent --rate 100 --duration 5s --verify "+
+		"--faults partition,client-partition --fault-partition 3s"), io.Discard)
+	if err != nil || strings.Join(cfg.Faults, ",") != "partition,client-partition" || cfg.FaultPartition != 3*time.Second {
+		t.Fatalf("--faults partition: %+v, %v", cfg, err)
+	}
 	if _, _, err := parseLoadgenFlags([]string{"--help"}, io.Discard); !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("--help: %v", err)
 	}
@@ -73,7 +78,8 @@ func TestParseLoadgenFlags(t *testing.T) {
 		"--spawn 1 --key-dist pareto", "--spawn 1 stray", "--spawn 1 --find-max --step-retries 9", "--spawn 1 --partitions 0",
 		"--brokers x:1 --compare-blackhole", "--brokers x:1 --profile p",
 		"--spawn 1 --verify", "--spawn 1 --rate 10 --verify --engine native", "--spawn 1 --faults flood", "--brokers x:1 --faults kill",
-		"--spawn 1 --rate 100 --duration 10s --verify --verify-max-records 10"} {
+		"--spawn 1 --rate 100 --duration 10s --verify --verify-max-records 10",
+		"--spawn 1 --faults partition", "--spawn 3 --faults client-partition --fault-partition 0s"} {
 		if _, _, err := parseLoadgenFlags(strings.Fields(bad), io.Discard); err == nil {
 			t.Errorf("%q accepted", bad)
 		} else if ue := (*usageError)(nil); !errors.As(err, &ue) {
