@@ -37,10 +37,10 @@ package server
 // the records stay ARCHIVING: they hold the share-partition's start offset
 // and room in its window (group.share.partition.max.record.locks), so a
 // dead-letter topic that cannot be written stops new acquisitions
-// (back-pressure) instead of growing a backlog. Kafka archives records whose
-// dead-letter topic is misconfigured; Strata keeps them until the topic is
-// fixed, or the group's errors.deadletterqueue.topic.name is removed (then
-// they are archived without dead letters: the operator's decision).
+// (back-pressure) instead of growing a backlog. They are kept until the
+// topic is fixed, or the group's errors.deadletterqueue.topic.name is
+// removed (then they are archived without dead letters: the operator's
+// decision).
 //
 // The topic checks are Kafka's, in its order and with its messages: the
 // name does not start with "__"; a topic that exists has the topic config
@@ -266,7 +266,7 @@ func (s *Server) dlqTopic(j *dlqJob) (*engine.Topic, error) {
 	if t != nil {
 		return t, nil
 	}
-	t, err := s.eng.CreateTopic(name, s.cfg.NumPartitions, map[string]string{topicDLQEnable: "true"})
+	t, err := s.eng.CreateTopic(name, max(s.cfg.NumPartitions, 1), map[string]string{topicDLQEnable: "true"})
 	if errors.Is(err, engine.ErrTopicExists) {
 		t, err = s.eng.Topic(name), nil
 	}
