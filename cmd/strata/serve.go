@@ -237,16 +237,17 @@ func serve(cfg config.Broker, remoteProps map[string]string, logger *slog.Logger
 			"inter_broker", l.Name == cfg.InterBrokerListener, "data_dir", absDir, "cluster_id", clusterID)
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
+	sigc := make(chan os.Signal, 1)
+	signal.Notify(sigc, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigc)
 	errc := make(chan error, len(lns))
 	for i, l := range serverListeners(cfg, logger, scram) {
 		go func() { errc <- srv.ServeListener(lns[i], l) }()
 	}
 
 	select {
-	case <-ctx.Done():
-		logger.Info("shutting down", "signal", "received")
+	case sig := <-sigc:
+		logger.Info("shutting down", "signal", sig.String())
 	case err := <-errc:
 		if err != nil {
 			logger.Error("listener failed", "err", err)

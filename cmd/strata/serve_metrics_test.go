@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -204,6 +205,20 @@ func TestServeMetricsEndpoint(t *testing.T) {
 	if c, err := net.Dial("tcp", metricsAddr); err == nil {
 		c.Close()
 		t.Fatalf("the metrics endpoint %s still accepts connections after the broker stopped", metricsAddr)
+	}
+	// The shutdown line names the signal (every log line is in logs now:
+	// the reader sent them all before the exit).
+	named := false
+	for len(logs) > 0 {
+		if line := <-logs; strings.Contains(line, `msg="shutting down"`) {
+			named = strings.Contains(line, "signal=terminated")
+			if !named {
+				t.Errorf("shutdown line does not name SIGTERM: %s", line)
+			}
+		}
+	}
+	if !named {
+		t.Error("no shutdown line naming the signal")
 	}
 }
 
