@@ -58,6 +58,11 @@ type Config struct {
 	// reports both (Report.Baseline). Both need Spawn.
 	SpawnBlackhole   bool
 	CompareBlackhole bool
+	// CompareRounds > 1 repeats the comparison that many times, fresh
+	// brokers each round, alternating which side runs first, and reports
+	// every pair and the median ratio (RunRounds, Report.Rounds). Needs
+	// CompareBlackhole.
+	CompareRounds int
 	// CompareDevice measures, after the run (and its blackhole baseline),
 	// the durable sequential write ceiling of the filesystem the spawned
 	// brokers' data directories are on, writing DeviceProbeBytes (at most
@@ -222,6 +227,9 @@ func (c *Config) Validate() error {
 	}
 	if (c.SpawnBlackhole || c.CompareBlackhole || c.CompareDevice || c.Profile != "") && c.Spawn == 0 {
 		bad("--compare-blackhole, --compare-device and --profile need --spawn")
+	}
+	if c.CompareRounds < 0 || c.CompareRounds > MaxCompareRounds || (c.CompareRounds > 1 && !c.CompareBlackhole) {
+		bad("--compare-rounds %d: 0..%d, and more than 1 needs --compare-blackhole", c.CompareRounds, MaxCompareRounds)
 	}
 	if c.CompareDevice && (c.DeviceProbeBytes < DeviceProbeChunk || c.DeviceProbeBytes > 1<<40) {
 		bad("--compare-device-bytes %d out of range %d..%d", c.DeviceProbeBytes, DeviceProbeChunk, int64(1)<<40)

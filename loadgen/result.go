@@ -130,6 +130,7 @@ type Report struct {
 	Distribution Distribution `json:"distribution"`
 	FindMax      *FindMax     `json:"find_max,omitempty"`
 	Baseline     *Baseline    `json:"baseline,omitempty"`
+	Rounds       *Rounds      `json:"rounds,omitempty"` // --compare-rounds (rounds.go)
 	Notes        []string     `json:"notes,omitempty"`
 
 	// Verify is --verify's read-back (verify.go), Faults what --faults
@@ -335,6 +336,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	if bl := r.Baseline; bl != nil {
 		writeBaseline(&b, r, bl)
+	}
+	if rs := r.Rounds; rs != nil {
+		writeRounds(&b, rs)
 	}
 	if db := r.DeviceBaseline; db != nil {
 		writeDeviceBaseline(&b, db)

@@ -581,35 +581,36 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		logw = io.Discard
 	}
 	if cfg.CompareBlackhole {
-		// The baseline: the same workload against a fresh broker that acks
-		// without storing. Its consumers would never see a record, so it
-		// runs without them.
 		fmt.Fprintln(logw, "baseline: the same workload against a --blackhole broker (no consumers)")
-		bcfg := cfg
-		bcfg.SpawnBlackhole, bcfg.CompareBlackhole, bcfg.CompareDevice, bcfg.Profile = true, false, false, ""
-		bcfg.Consumers, bcfg.Group, bcfg.ConsumerDelay = 0, "", 0
-		bcfg.Verify, bcfg.Faults = false, nil
-		bcfg.quietDevice = true
-		brep, berr := runTarget(ctx, bcfg)
+		brep, berr := runTarget(ctx, blackholeConfig(cfg))
 		if brep != nil {
 			rep.Baseline = newBaseline(rep, brep)
 		}
 		err = berr
 	}
 	if cfg.CompareDevice && ctx.Err() == nil {
-		dir := spawnParentDir()
-		fmt.Fprintf(logw, "device ceiling: writing %s MiB with O_DIRECT into a fresh file in %s (at most %v)\n",
-			commas(float64(cfg.DeviceProbeBytes)/(1<<20), 0), dir, DeviceProbeMaxTime)
-		db, derr := probeDevice(ctx, dir, cfg.DeviceProbeBytes, DeviceProbeMaxTime, logw)
-		if db != nil {
-			db.Ratio = ackedMBPerSec(rep) / max(db.MBPerSec, 1e-9)
-			rep.DeviceBaseline = db
-		}
-		if derr != nil {
-			err = errors.Join(err, fmt.Errorf("--compare-device: %w", derr))
-		}
+		var derr error
+		rep.DeviceBaseline, derr = compareDevice(ctx, cfg, rep, logw)
+		err = errors.Join(err, derr)
 	}
 	return rep, err
+}
+
+// compareDevice is --compare-device: the durable sequential ceiling of
+// the spawn directory's filesystem, compared with rep's acknowledged
+// bytes.
+func compareDevice(ctx context.Context, cfg Config, rep *Report, logw io.Writer) (*DeviceBaseline, error) {
+	dir := spawnParentDir()
+	fmt.Fprintf(logw, "device ceiling: writing %s MiB with O_DIRECT into a fresh file in %s (at most %v)\n",
+		commas(float64(cfg.DeviceProbeBytes)/(1<<20), 0), dir, DeviceProbeMaxTime)
+	db, err := probeDevice(ctx, dir, cfg.DeviceProbeBytes, DeviceProbeMaxTime, logw)
+	if db != nil {
+		db.Ratio = ackedMBPerSec(rep) / max(db.MBPerSec, 1e-9)
+	}
+	if err != nil {
+		err = fmt.Errorf("--compare-device: %w", err)
+	}
+	return db, err
 }
 
 // ackedMBPerSec is the acknowledged record MB/s the device ceiling is

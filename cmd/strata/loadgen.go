@@ -52,7 +52,7 @@ func runLoadgen(args []string, stdout, stderr io.Writer, started time.Time) erro
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	rep, runErr := loadgen.Run(ctx, cfg)
+	rep, runErr := loadgen.RunRounds(ctx, cfg)
 	if rep == nil {
 		return runErr
 	}
@@ -106,6 +106,7 @@ func parseLoadgenFlagSet(args []string, helpOut io.Writer) (loadgen.Config, load
 	fs.Int64Var(&cfg.SpawnSegmentBytes, "spawn-segment-bytes", 0, "log.segment.bytes of spawned brokers (0 = the broker default)")
 	fs.StringVar(&cfg.SpawnConfig, "spawn-config", "", "server.properties file for spawned brokers")
 	fs.BoolVar(&cfg.CompareBlackhole, "compare-blackhole", false, "with --spawn: run the same workload again against a --blackhole broker (acks without storing) and report both and the ratio")
+	fs.IntVar(&cfg.CompareRounds, "compare-rounds", 0, "with --compare-blackhole: repeat the comparison this many times (fresh brokers each, alternating which side runs first) and report every pair and the median ratio; the report's other figures are the median round's (at most 20)")
 	fs.BoolVar(&cfg.CompareDevice, "compare-device", false, "with --spawn: afterwards measure the durable sequential write ceiling of the data directory's filesystem (O_DIRECT 1 MiB writes, 16 in flight, fdatasync every 16 MiB) and report acked MB/s over it")
 	fs.Int64Var(&cfg.DeviceProbeBytes, "compare-device-bytes", cfg.DeviceProbeBytes, "--compare-device: bytes the probe writes (it stops after 30 s in any case)")
 	fs.StringVar(&cfg.Profile, "profile", "", "with --spawn: write the first broker's CPU profile (pprof) to this file")

@@ -1,0 +1,173 @@
+package loadgen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+)
+
+// Rounds is --compare-rounds: the --compare-blackhole comparison repeated,
+// each round with freshly spawned brokers, the side that runs first
+// alternating (strata first in odd rounds, the blackhole first in even
+// ones). On a shared virtual machine one workload's rate moves by 10-20 %
+// between minutes with nothing else running (docs/performance.md, session
+// 17), more than the changes a ratio is meant to judge; the median of
+// several interleaved pairs, with its spread, is the figure to compare.
+type Rounds struct {
+	Rounds      []Round `json:"rounds"`
+	MedianRatio float64 `json:"median_ratio"`
+	MinRatio    float64 `json:"min_ratio"`
+	MaxRatio    float64 `json:"max_ratio"`
+	// Report is the round the report's own figures come from: the one
+	// whose ratio is the median (the lower middle one for an even count).
+	Report int `json:"report_round"`
+}
+
+// MaxCompareRounds bounds --compare-rounds.
+const MaxCompareRounds = 20
+
+// Round is one strata/blackhole pair of --compare-rounds.
+type Round struct {
+	First                 string  `json:"first"` // "strata" or "blackhole"
+	RecordsPerSec         float64 `json:"records_per_sec"`
+	BaselineRecordsPerSec float64 `json:"baseline_records_per_sec"`
+	Ratio                 float64 `json:"ratio"`
+	ProduceP99Ms          float64 `json:"produce_p99_ms"`
+	BaselineProduceP99Ms  float64 `json:"baseline_produce_p99_ms"`
+	BrokerCPUUsPerRecord  float64 `json:"broker_cpu_us_per_record"`
+	BaselineBrokerCPUUs   float64 `json:"baseline_broker_cpu_us_per_record"`
+	ClientCPUUsPerRecord  float64 `json:"client_cpu_us_per_record"`
+	// DeviceBytesPerRecordByte is the strata run's (0 without a device).
+	DeviceBytesPerRecordByte float64 `json:"device_bytes_per_record_byte,omitempty"`
+}
+
+// RunRounds is Run with cfg.CompareRounds > 1: that many rounds of the run
+// and its blackhole baseline, alternating which goes first. The returned
+// report is the median round's (with its Baseline and, if asked, the
+// device ceiling measured after the last round) plus Rounds.
+func RunRounds(ctx context.Context, cfg Config) (*Report, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.CompareRounds <= 1 {
+		return Run(ctx, cfg)
+	}
+	logw := cfg.Log
+	if logw == nil {
+		logw = io.Discard
+	}
+	one := cfg
+	one.CompareRounds, one.CompareBlackhole, one.CompareDevice = 0, false, false
+	bcfg := blackholeConfig(one)
+	var reps []*Report
+	var rounds []Round
+	for i := range cfg.CompareRounds {
+		first := "strata"
+		if i%2 == 1 {
+			first = "blackhole"
+		}
+		fmt.Fprintf(logw, "round %d of %d (%s first)\n", i+1, cfg.CompareRounds, first)
+		var rep, brep *Report
+		var err error
+		if first == "strata" {
+			if rep, err = runTarget(ctx, one); err == nil && ctx.Err() == nil {
+				brep, err = runTarget(ctx, bcfg)
+			}
+		} else {
+			if brep, err = runTarget(ctx, bcfg); err == nil && ctx.Err() == nil {
+				rep, err = runTarget(ctx, one)
+			}
+		}
+		if err != nil || ctx.Err() != nil || rep == nil || brep == nil {
+			return roundsSoFar(rep, reps, rounds), errors.Join(err, ctx.Err(), fmt.Errorf("--compare-rounds: round %d of %d did not finish", i+1, cfg.CompareRounds))
+		}
+		rep.Baseline = newBaseline(rep, brep)
+		reps = append(reps, rep)
+		rounds = append(rounds, newRound(first, rep))
+	}
+	rep := roundsSoFar(nil, reps, rounds)
+	var err error
+	if cfg.CompareDevice && ctx.Err() == nil {
+		rep.DeviceBaseline, err = compareDevice(ctx, cfg, rep, logw)
+	}
+	return rep, err
+}
+
+// blackholeConfig is cfg turned into its blackhole baseline: a spawned
+// broker that acks without storing, no consumers (they would never see a
+// record), no verification, faults or profile.
+func blackholeConfig(cfg Config) Config {
+	b := cfg
+	b.SpawnBlackhole, b.CompareBlackhole, b.CompareDevice, b.Profile = true, false, false, ""
+	b.CompareRounds = 0
+	b.Consumers, b.Group, b.ConsumerDelay = 0, "", 0
+	b.Verify, b.Faults = false, nil
+	b.quietDevice = true
+	return b
+}
+
+func newRound(first string, rep *Report) Round {
+	bl := rep.Baseline
+	r := Round{First: first, RecordsPerSec: rep.Result.RecordsPerSec, BaselineRecordsPerSec: bl.Result.RecordsPerSec,
+		Ratio: bl.Ratio, ProduceP99Ms: rep.Result.ProduceP99Ms, BaselineProduceP99Ms: bl.Result.ProduceP99Ms,
+		BrokerCPUUsPerRecord: rep.Result.BrokerCPUUsPerRecord, BaselineBrokerCPUUs: bl.Result.BrokerCPUUsPerRecord,
+		ClientCPUUsPerRecord: rep.Result.ClientCPUUsPerRecord}
+	if d := rep.Result.Device; d != nil {
+		r.DeviceBytesPerRecordByte = d.BytesPerRecordByte
+	}
+	return r
+}
+
+// roundsSoFar is the report of the finished rounds (the median one's, or
+// partial when none finished) with Rounds filled in.
+func roundsSoFar(partial *Report, reps []*Report, rounds []Round) *Report {
+	if len(reps) == 0 {
+		return partial
+	}
+	order := make([]int, len(rounds))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		switch ra, rb := rounds[a].Ratio, rounds[b].Ratio; {
+		case ra < rb:
+			return -1
+		case ra > rb:
+			return 1
+		}
+		return 0
+	})
+	mid := order[(len(order)-1)/2]
+	rs := &Rounds{Rounds: rounds, MinRatio: rounds[order[0]].Ratio, MaxRatio: rounds[order[len(order)-1]].Ratio, Report: mid + 1}
+	if n := len(order); n%2 == 1 {
+		rs.MedianRatio = rounds[order[n/2]].Ratio
+	} else {
+		rs.MedianRatio = (rounds[order[n/2-1]].Ratio + rounds[order[n/2]].Ratio) / 2
+	}
+	rep := reps[mid]
+	rep.Rounds = rs
+	return rep
+}
+
+// writeRounds prints the --compare-rounds table.
+func writeRounds(b *strings.Builder, rs *Rounds) {
+	fmt.Fprintf(b, "\nrounds: strata and blackhole alternated, fresh brokers each (the figures above are round %d's)\n", rs.Report)
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "round\tfirst\tstrata rec/s\tblackhole rec/s\tratio\tp99 ms\tblackhole p99 ms\tbroker µs/rec\tblackhole µs/rec\tclient µs/rec\tdevice B/B\t")
+	for i, r := range rs.Rounds {
+		dev := "-"
+		if r.DeviceBytesPerRecordByte > 0 {
+			dev = fmt.Sprintf("%.2f", r.DeviceBytesPerRecordByte)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%.1f%%\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t\n", i+1, r.First,
+			commas(r.RecordsPerSec, 0), commas(r.BaselineRecordsPerSec, 0), 100*r.Ratio,
+			r.ProduceP99Ms, r.BaselineProduceP99Ms, r.BrokerCPUUsPerRecord, r.BaselineBrokerCPUUs, r.ClientCPUUsPerRecord, dev)
+	}
+	tw.Flush()
+	fmt.Fprintf(b, "ratio strata / blackhole over %d rounds: median %.1f%% (min %.1f%%, max %.1f%%)\n",
+		len(rs.Rounds), 100*rs.MedianRatio, 100*rs.MinRatio, 100*rs.MaxRatio)
+}

@@ -1,0 +1,69 @@
+package loadgen
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestCompareRounds: --compare-rounds 2 runs strata and the blackhole
+// twice, each side first once, with fresh brokers, and reports both pairs,
+// their median ratio and spread, in the table and the JSON.
+func TestCompareRounds(t *testing.T) {
+	cfg := smallRun(EngineNative)
+	cfg.Duration = time.Second
+	cfg.CompareBlackhole, cfg.CompareRounds = true, 2
+	rep, err := RunRounds(testCtx(t, 3*time.Minute), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkClean(t, rep, 2000)
+	rs := rep.Rounds
+	if rs == nil || len(rs.Rounds) != 2 {
+		t.Fatalf("rounds: %+v", rs)
+	}
+	if rs.Rounds[0].First != "strata" || rs.Rounds[1].First != "blackhole" {
+		t.Fatalf("first sides %q, %q: want strata, then blackhole", rs.Rounds[0].First, rs.Rounds[1].First)
+	}
+	for i, r := range rs.Rounds {
+		if r.RecordsPerSec <= 0 || r.BaselineRecordsPerSec <= 0 || r.Ratio <= 0 || r.BrokerCPUUsPerRecord <= 0 || r.BaselineBrokerCPUUs <= 0 {
+			t.Fatalf("round %d: %+v", i+1, r)
+		}
+		if want := r.RecordsPerSec / r.BaselineRecordsPerSec; r.Ratio < want*0.999 || r.Ratio > want*1.001 {
+			t.Fatalf("round %d: ratio %v, want %v", i+1, r.Ratio, want)
+		}
+	}
+	lo, hi := min(rs.Rounds[0].Ratio, rs.Rounds[1].Ratio), max(rs.Rounds[0].Ratio, rs.Rounds[1].Ratio)
+	if rs.MinRatio != lo || rs.MaxRatio != hi || rs.MedianRatio != (lo+hi)/2 {
+		t.Fatalf("min %v max %v median %v; rounds %v and %v", rs.MinRatio, rs.MaxRatio, rs.MedianRatio, lo, hi)
+	}
+	if rs.Report < 1 || rs.Report > 2 || rep.Baseline == nil || rep.Baseline.Ratio != rs.Rounds[rs.Report-1].Ratio {
+		t.Fatalf("report round %d, its baseline %+v", rs.Report, rep.Baseline)
+	}
+	var out bytes.Buffer
+	if err := rep.WriteTable(&out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "over 2 rounds: median") {
+		t.Fatalf("table without the rounds:\n%s", out.String())
+	}
+	b, err := json.Marshal(rep)
+	if err != nil || !strings.Contains(string(b), `"median_ratio"`) {
+		t.Fatalf("JSON without the rounds (%v)", err)
+	}
+	t.Logf("table:\n%s", out.String())
+}
+
+func TestCompareRoundsNeedsBlackhole(t *testing.T) {
+	cfg := smallRun(EngineNative)
+	cfg.CompareRounds = 3
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "--compare-rounds") {
+		t.Fatalf("--compare-rounds without --compare-blackhole: %v", err)
+	}
+	cfg.CompareBlackhole, cfg.CompareRounds = true, MaxCompareRounds+1
+	if err := cfg.Validate(); err == nil {
+		t.Fatal("--compare-rounds above the maximum accepted")
+	}
+}
