@@ -440,6 +440,57 @@ func TestShareGroupDeadLetterLargeRecords(t *testing.T) {
 	}
 }
 
+// Back-pressure: records waiting for their dead letters hold room in the
+// share-partition's window (group.share.partition.max.record.locks), so
+// an unwritable dead-letter topic stops new acquisitions instead of
+// growing a backlog; once the topic exists they are written, archived,
+// and the next records are acquired.
+func TestShareGroupDeadLetterBackPressure(t *testing.T) {
+	addr, s, _ := startBroker(t, withShare(0), func(c *Config, _ *engine.Options) {
+		c.Groups.Share.Partition.MaxRecordLocks = 3
+	})
+	cl := newClient(t, addr)
+	adm := kadm.NewClient(cl)
+	createShareTopic(t, adm, "work", 1)
+	setGroupConfig(t, cl, "sg", "share.auto.offset.reset", "earliest", "errors.deadletterqueue.topic.name", "dlq.later")
+	produceValues(t, cl, "work", "a", "b", "c", "d", "e")
+	rejectAll(t, s, cl, "work", 2) // the window's 3 records, ARCHIVING: dlq.later does not exist
+	topicID := s.eng.Topic("work").ID()
+	r := rawShareFetch(t, cl, "sg", "m", 2, topicID, nil)
+	if r.ErrorCode != 0 {
+		t.Fatalf("fetch: %+v", r)
+	}
+	for _, rt := range r.Topics { // none: nothing to answer after the wait
+		for _, rp := range rt.Partitions {
+			if len(rp.AcquiredRecords) != 0 {
+				t.Fatalf("acquired %+v with the window full of ARCHIVING records", rp.AcquiredRecords)
+			}
+		}
+	}
+	if n := archiving(s, "sg", "work", 0); n != 3 {
+		t.Fatalf("ARCHIVING records %d, want 3", n)
+	}
+	createDLQTopic(t, adm, "dlq.later", 1)
+	waitSPSO(t, s, "sg", "work", 0, 3)
+	r = rawShareFetch(t, cl, "sg", "m", 3, topicID, nil)
+	if r.ErrorCode != 0 || len(r.Topics) != 1 || r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("fetch: %+v", r)
+	}
+	n := int64(0)
+	for _, a := range r.Topics[0].Partitions[0].AcquiredRecords {
+		n += a.LastOffset - a.FirstOffset + 1
+		if a.FirstOffset < 3 {
+			t.Errorf("acquired %+v: offsets below 3 were dead-lettered", a)
+		}
+	}
+	if n != 2 {
+		t.Fatalf("acquired %d records after the dead letters were written, want 2", n)
+	}
+	if ends := endOffsets(t, adm, "dlq.later"); ends[0] != 3 {
+		t.Fatalf("dlq.later end offsets %v, want 3", ends)
+	}
+}
+
 // waitABit paces the polling loops of these tests (not a deadline: the
 // test's context is).
 func waitABit() <-chan time.Time { return time.After(10 * time.Millisecond) }
