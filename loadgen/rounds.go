@@ -41,6 +41,10 @@ type Round struct {
 	BrokerCPUUsPerRecord  float64 `json:"broker_cpu_us_per_record"`
 	BaselineBrokerCPUUs   float64 `json:"baseline_broker_cpu_us_per_record"`
 	ClientCPUUsPerRecord  float64 `json:"client_cpu_us_per_record"`
+	// BaselineClientCPUUs is the client's CPU per record against the
+	// blackhole: the same requests cost the client more next to a broker
+	// that stores (docs/performance.md, session 17).
+	BaselineClientCPUUs float64 `json:"baseline_client_cpu_us_per_record"`
 	// DeviceBytesPerRecordByte is the strata run's (0 without a device).
 	DeviceBytesPerRecordByte float64 `json:"device_bytes_per_record_byte,omitempty"`
 }
@@ -115,7 +119,7 @@ func newRound(first string, rep *Report) Round {
 	r := Round{First: first, RecordsPerSec: rep.Result.RecordsPerSec, BaselineRecordsPerSec: bl.Result.RecordsPerSec,
 		Ratio: bl.Ratio, ProduceP99Ms: rep.Result.ProduceP99Ms, BaselineProduceP99Ms: bl.Result.ProduceP99Ms,
 		BrokerCPUUsPerRecord: rep.Result.BrokerCPUUsPerRecord, BaselineBrokerCPUUs: bl.Result.BrokerCPUUsPerRecord,
-		ClientCPUUsPerRecord: rep.Result.ClientCPUUsPerRecord}
+		ClientCPUUsPerRecord: rep.Result.ClientCPUUsPerRecord, BaselineClientCPUUs: bl.Result.ClientCPUUsPerRecord}
 	if d := rep.Result.Device; d != nil {
 		r.DeviceBytesPerRecordByte = d.BytesPerRecordByte
 	}
@@ -157,15 +161,16 @@ func roundsSoFar(partial *Report, reps []*Report, rounds []Round) *Report {
 func writeRounds(b *strings.Builder, rs *Rounds) {
 	fmt.Fprintf(b, "\nrounds: strata and blackhole alternated, fresh brokers each (the figures above are round %d's)\n", rs.Report)
 	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "round\tfirst\tstrata rec/s\tblackhole rec/s\tratio\tp99 ms\tblackhole p99 ms\tbroker µs/rec\tblackhole µs/rec\tclient µs/rec\tdevice B/B\t")
+	fmt.Fprintln(tw, "round\tfirst\tstrata rec/s\tblackhole rec/s\tratio\tp99 ms\tblackhole p99 ms\tbroker µs/rec\tblackhole µs/rec\tclient µs/rec\tblackhole client µs/rec\tdevice B/B\t")
 	for i, r := range rs.Rounds {
 		dev := "-"
 		if r.DeviceBytesPerRecordByte > 0 {
 			dev = fmt.Sprintf("%.2f", r.DeviceBytesPerRecordByte)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%.1f%%\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t\n", i+1, r.First,
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%.1f%%\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t\n", i+1, r.First,
 			commas(r.RecordsPerSec, 0), commas(r.BaselineRecordsPerSec, 0), 100*r.Ratio,
-			r.ProduceP99Ms, r.BaselineProduceP99Ms, r.BrokerCPUUsPerRecord, r.BaselineBrokerCPUUs, r.ClientCPUUsPerRecord, dev)
+			r.ProduceP99Ms, r.BaselineProduceP99Ms, r.BrokerCPUUsPerRecord, r.BaselineBrokerCPUUs,
+			r.ClientCPUUsPerRecord, r.BaselineClientCPUUs, dev)
 	}
 	tw.Flush()
 	fmt.Fprintf(b, "ratio strata / blackhole over %d rounds: median %.1f%% (min %.1f%%, max %.1f%%)\n",

@@ -28,7 +28,7 @@ func TestCompareRounds(t *testing.T) {
 		t.Fatalf("first sides %q, %q: want strata, then blackhole", rs.Rounds[0].First, rs.Rounds[1].First)
 	}
 	for i, r := range rs.Rounds {
-		if r.RecordsPerSec <= 0 || r.BaselineRecordsPerSec <= 0 || r.Ratio <= 0 || r.BrokerCPUUsPerRecord <= 0 || r.BaselineBrokerCPUUs <= 0 {
+		if r.RecordsPerSec <= 0 || r.BaselineRecordsPerSec <= 0 || r.Ratio <= 0 || r.BrokerCPUUsPerRecord <= 0 || r.BaselineBrokerCPUUs <= 0 || r.ClientCPUUsPerRecord <= 0 || r.BaselineClientCPUUs <= 0 {
 			t.Fatalf("round %d: %+v", i+1, r)
 		}
 		if want := r.RecordsPerSec / r.BaselineRecordsPerSec; r.Ratio < want*0.999 || r.Ratio > want*1.001 {
