@@ -1,14 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"os/exec"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -50,48 +47,10 @@ func TestServeMetricsEndpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(cleanup)
-	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--data-dir", t.TempDir(),
+	srv := startServe(t, bin, hangGuard, true, "--listen", "127.0.0.1:0", "--data-dir", t.TempDir(),
 		"--metrics-listeners", "http://127.0.0.1:0")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	logs := make(chan string, 1024)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			select {
-			case logs <- sc.Text():
-			default: // nobody reads any more
-			}
-		}
-		exited <- cmd.Wait()
-	}()
-	t.Cleanup(func() { cmd.Process.Kill() }) // after a failure; a no-op once it exited
-
-	metricsRe := regexp.MustCompile(`msg="metrics endpoint listening" listen=(\S+)`)
-	kafkaRe := regexp.MustCompile(`msg="strata broker listening".* listen=(\S+)`)
-	var metricsAddr, kafkaAddr string
+	cmd, logs, exited, metricsAddr, kafkaAddr := srv.cmd, srv.logs, srv.exited, srv.metrics, srv.kafka
 	deadline := time.After(hangGuard)
-	for metricsAddr == "" || kafkaAddr == "" {
-		select {
-		case line := <-logs:
-			if m := metricsRe.FindStringSubmatch(line); m != nil {
-				metricsAddr = m[1]
-			}
-			if m := kafkaRe.FindStringSubmatch(line); m != nil {
-				kafkaAddr = m[1]
-			}
-		case err := <-exited:
-			t.Fatalf("strata serve exited: %v", err)
-		case <-deadline:
-			t.Fatal("strata serve did not log its listeners")
-		}
-	}
 	base := "http://" + metricsAddr
 	for ready := false; !ready; {
 		resp, err := http.Get(base + "/readyz")

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -53,47 +51,9 @@ func TestTopicsDescribeTieredBinary(t *testing.T) {
 	}, "\n")+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir, "--config", props,
+	srv := startServe(t, bin, hangGuard, true, "--listen", "127.0.0.1:0", "--data-dir", dataDir, "--config", props,
 		"--metrics-listeners", "http://127.0.0.1:0")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	logs := make(chan string, 1024)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			select {
-			case logs <- sc.Text():
-			default: // nobody reads any more
-			}
-		}
-		exited <- cmd.Wait()
-	}()
-	t.Cleanup(func() { cmd.Process.Kill() }) // after a failure; a no-op once it exited
-	metricsRe := regexp.MustCompile(`msg="metrics endpoint listening" listen=(\S+)`)
-	kafkaRe := regexp.MustCompile(`msg="strata broker listening".* listen=(\S+)`)
-	var metricsAddr, addr string
-	deadline := time.After(hangGuard)
-	for metricsAddr == "" || addr == "" {
-		select {
-		case line := <-logs:
-			if m := metricsRe.FindStringSubmatch(line); m != nil {
-				metricsAddr = m[1]
-			}
-			if m := kafkaRe.FindStringSubmatch(line); m != nil {
-				addr = m[1]
-			}
-		case err := <-exited:
-			t.Fatalf("strata serve exited: %v", err)
-		case <-deadline:
-			t.Fatal("strata serve did not log its listeners")
-		}
-	}
+	cmd, exited, metricsAddr, addr := srv.cmd, srv.exited, srv.metrics, srv.kafka
 
 	strata := func(args ...string) string {
 		t.Helper()
