@@ -17,7 +17,6 @@ import (
 
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // Errors returned by Controller methods.
@@ -837,20 +836,6 @@ func NewTopicID() TopicID {
 		if !id.IsZero() {
 			return id
 		}
-	}
-}
-
-// ErrorCode is a convenience for callers mapping a Propose error to the
-// Kafka error a client should see: NOT_CONTROLLER for anything but a
-// context deadline (REQUEST_TIMED_OUT).
-func ErrorCode(err error) int16 {
-	switch {
-	case err == nil:
-		return 0
-	case errors.Is(err, context.DeadlineExceeded):
-		return kerr.RequestTimedOut.Code
-	default:
-		return kerr.NotController.Code
 	}
 }
 
