@@ -227,6 +227,23 @@ func (gs *Groups) Group(id string) *Group { return gs.groups[id] }
 // Names returns the known groups' ids, sorted.
 func (gs *Groups) Names() []string { return sortedKeys(gs.groups) }
 
+// Delete forgets an empty group (DeleteGroups, KIP-932): 0 when it is
+// removed, NON_EMPTY_GROUP while it has members (nothing changes),
+// GROUP_ID_NOT_FOUND when the coordinator does not know it. The group's
+// share-partitions' state is the shell's to delete. A member joining the
+// same id afterwards starts a new group at epoch 1.
+func (gs *Groups) Delete(id string) int16 {
+	g := gs.groups[id]
+	switch {
+	case g == nil:
+		return kerr.GroupIDNotFound.Code
+	case len(g.Members) > 0:
+		return kerr.NonEmptyGroup.Code
+	}
+	delete(gs.groups, id)
+	return 0
+}
+
 func (gs *Groups) remove(g *Group, member string) {
 	delete(g.Members, member)
 	// The others keep their epochs until the next heartbeat reassigns

@@ -239,3 +239,40 @@ func checkAssignment(t *testing.T, g *Group, cat catalog, run, step int) bool {
 	}
 	return true
 }
+
+// Delete removes an empty group only; a new member of the same id starts
+// a new group.
+func TestGroupsDelete(t *testing.T) {
+	gs := NewGroups(GroupConfig{SessionTimeoutMs: 1000})
+	cat := catalog{"t": 2}
+	if code := gs.Delete("g"); code != kerr.GroupIDNotFound.Code {
+		t.Fatalf("delete of an unknown group: %v", kerr.ErrorForCode(code))
+	}
+	a := hb(t, gs, 0, "a", 0, []string{"t"}, cat)
+	if code := gs.Delete("g"); code != kerr.NonEmptyGroup.Code {
+		t.Fatalf("delete with a member: %v", kerr.ErrorForCode(code))
+	}
+	if !gs.IsMember("g", "a") || gs.Group("g") == nil {
+		t.Fatal("a refused delete changed the group")
+	}
+	hb(t, gs, 10, "a", a.MemberEpoch, nil, cat)
+	hb(t, gs, 20, "a", -1, nil, cat)
+	if g := gs.Group("g"); g == nil || g.State() != "Empty" {
+		t.Fatalf("after the leave: %+v, want an Empty group", g)
+	}
+	if code := gs.Delete("g"); code != 0 {
+		t.Fatalf("delete of the empty group: %v", kerr.ErrorForCode(code))
+	}
+	if gs.Group("g") != nil || slices.Contains(gs.Names(), "g") {
+		t.Fatal("the deleted group is still known")
+	}
+	if code := gs.Delete("g"); code != kerr.GroupIDNotFound.Code {
+		t.Fatalf("second delete: %v", kerr.ErrorForCode(code))
+	}
+	// A member of the same id starts a new group: its epoch is the one
+	// the first member of the old group got, not past the old group's.
+	b := hb(t, gs, 30, "b", 0, []string{"t"}, cat)
+	if g := gs.Group("g"); g == nil || b.MemberEpoch != a.MemberEpoch || g.Epoch != a.MemberEpoch || !slices.Equal(b.Assignment["t"], []int32{0, 1}) {
+		t.Fatalf("new group after delete: %+v, member %+v", g, b)
+	}
+}
