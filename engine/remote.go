@@ -53,8 +53,9 @@ var (
 	remoteHooks   atomic.Pointer[map[*Engine]RemoteHook]
 )
 
-// SetRemoteHook installs the remote log manager's hook (nil removes it;
-// the manager removes its hook when it stops).
+// SetRemoteHook installs the remote log manager's hook, replacing any
+// (nil removes it; a stopping manager removes only its own hook with
+// ClearRemoteHook).
 func (e *Engine) SetRemoteHook(h RemoteHook) {
 	remoteHooksMu.Lock()
 	defer remoteHooksMu.Unlock()
@@ -67,6 +68,21 @@ func (e *Engine) SetRemoteHook(h RemoteHook) {
 	} else {
 		next[e] = h
 	}
+	remoteHooks.Store(&next)
+}
+
+// ClearRemoteHook removes h if it is still e's hook: a manager stopping
+// after another one replaced it (tests open several on one engine) leaves
+// the newer hook in place.
+func (e *Engine) ClearRemoteHook(h RemoteHook) {
+	remoteHooksMu.Lock()
+	defer remoteHooksMu.Unlock()
+	old := remoteHooks.Load()
+	if old == nil || (*old)[e] != h {
+		return
+	}
+	next := maps.Clone(*old)
+	delete(next, e)
 	remoteHooks.Store(&next)
 }
 

@@ -104,3 +104,25 @@ func TestOpenSealedSegment(t *testing.T) {
 		t.Fatal("the active segment opened as sealed")
 	}
 }
+
+// ClearRemoteHook removes only the hook it is given: an older manager
+// stopping after a newer one took over leaves the newer hook in place.
+func TestClearRemoteHookOnlyOwn(t *testing.T) {
+	clk := newFakeClock(1_700_000_000_000)
+	e, l := retentionTopic(t, t.TempDir(), clk, map[string]string{"remote.storage.enable": "true"})
+	defer e.Close()
+	defer e.SetRemoteHook(nil)
+	older, newer := &copiedHook{}, &copiedHook{}
+	older.end.Store(1)
+	newer.end.Store(7)
+	e.SetRemoteHook(older)
+	e.SetRemoteHook(newer)
+	e.ClearRemoteHook(older)
+	if got := e.remoteCopiedEnd(l); got != 7 {
+		t.Fatalf("after clearing the replaced hook: copied end %d, want the newer hook's 7", got)
+	}
+	e.ClearRemoteHook(newer)
+	if got := e.remoteCopiedEnd(l); got != -1 {
+		t.Fatalf("after clearing the current hook: copied end %d, want -1 (no hook)", got)
+	}
+}

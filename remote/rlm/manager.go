@@ -201,7 +201,7 @@ func (m *Manager) Close() error {
 	m.readAheadWG.Wait()
 	m.run.Lock() // a RunOnce of a test finishes first
 	m.run.Unlock()
-	m.o.Engine.SetRemoteHook(nil)
+	m.o.Engine.ClearRemoteHook(m) // only ours: a newer manager may have replaced it
 	return nil
 }
 
