@@ -3,10 +3,17 @@ package server
 // DeleteGroups (API key 42), v0..v3.
 //
 // A group must exist (GROUP_ID_NOT_FOUND) and have no members
-// (NON_EMPTY_GROUP). Its offsets and metadata are removed by tombstones in
-// __consumer_offsets, written before the answer. v3 adds an error message.
+// (NON_EMPTY_GROUP). A classic or consumer group's offsets and metadata
+// are removed by tombstones in __consumer_offsets, written before the
+// answer. A share group (KIP-932: one the share coordinator knows by its
+// members or its share-partitions' state) is deleted with its
+// share-partitions' state by tombstones in __share_group_state, written
+// before the answer (share.go's deleteShareGroup); its group configs stay.
+// v3 adds an error message.
 
 import (
+	"sync"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -35,18 +42,69 @@ func handleDeleteGroups(s *Server, rc *reqCtx) {
 	// authz.go: Delete on each group; the others are answered
 	// GROUP_AUTHORIZATION_FAILED and not deleted.
 	groups, answer := s.deleteGroupsAllowed(rc, req.Groups, answer)
-	c, code := s.groupCoordinator()
-	if code != 0 {
-		codes := make([]int16, len(req.Groups))
-		for i := range codes {
-			codes[i] = code
-		}
-		answer(codes)
-		return
-	}
 	if len(groups) == 0 {
 		answer(nil)
 		return
 	}
-	c.DeleteGroups(groups, answer)
+
+	// Share groups first (share.go); the rest go to the group coordinator.
+	// codes is answered once every share group's tombstones are durable
+	// and the coordinator has answered.
+	codes := make([]int16, len(groups))
+	var (
+		mu      sync.Mutex
+		left    = 1
+		classic []string
+		at      []int // classic[k] is groups[at[k]]
+	)
+	finish := func() {
+		mu.Lock()
+		left--
+		last := left == 0
+		mu.Unlock()
+		if last {
+			answer(codes)
+		}
+	}
+	for i, id := range groups {
+		code, d, ok := s.deleteShareGroup(id)
+		if !ok {
+			classic, at = append(classic, id), append(at, i)
+			continue
+		}
+		codes[i] = code
+		mu.Lock()
+		left++
+		mu.Unlock()
+		s.waitDurable(d, func(err error) {
+			if err != nil {
+				mu.Lock()
+				codes[i] = kerr.KafkaStorageError.Code
+				mu.Unlock()
+			}
+			finish()
+		})
+	}
+	if len(classic) == 0 {
+		finish()
+		return
+	}
+	c, code := s.groupCoordinator()
+	if code != 0 {
+		for _, i := range at {
+			codes[i] = code
+		}
+		finish()
+		return
+	}
+	c.DeleteGroups(classic, func(cc []int16) {
+		mu.Lock()
+		for k, i := range at {
+			if k < len(cc) {
+				codes[i] = cc[k]
+			}
+		}
+		mu.Unlock()
+		finish()
+	})
 }

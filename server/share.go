@@ -11,7 +11,8 @@ package server
 // share groups (shareGroupListings). With an authorizer every share API
 // checks Kafka's ACLs (authz.go's helpers). Handlers: 76 (heartbeat),
 // 77 (describe), 78 (ShareFetch), 79 (ShareAcknowledge), 90-92 (describe,
-// alter and delete share-group offsets).
+// alter and delete share-group offsets); DeleteGroups (42) deletes an empty
+// share group with its state (deleteShareGroup).
 //
 // Durability: every change of a share-partition's persistent state (SPSO,
 // delivery states and counts; ACQUIRED is written as AVAILABLE with one
@@ -876,4 +877,63 @@ func (s *Server) shareGroupListings() []shareGroupListing {
 		out = append(out, shareGroupListing{id: id, state: state})
 	}
 	return out
+}
+
+// deleteShareGroup deletes share group id for DeleteGroups (KIP-932):
+// ok false when the share coordinator does not know id (then it is the
+// group coordinator's to answer). A group with members is NON_EMPTY_GROUP
+// and nothing changes. Otherwise a tombstone of each of its
+// share-partitions' state is appended to __share_group_state (so a
+// restart does not bring it back), the share-partitions (ARCHIVING
+// records included: their dead letters are not written) and the group
+// are forgotten, and stale share sessions of the group are closed; d holds
+// the appends to wait for before answering. The group's configs
+// (IncrementalAlterConfigs on the GROUP resource) are kept, as Kafka
+// keeps dynamic group configs: a new consumer of the id starts where its
+// share.auto.offset.reset says. A failed append is KAFKA_STORAGE_ERROR,
+// with the share-partitions tombstoned so far forgotten and the rest kept.
+func (s *Server) deleteShareGroup(id string) (code int16, d durable, ok bool) {
+	if c, _ := s.shareErr(); c != 0 || id == "" {
+		return 0, nil, false
+	}
+	st := &s.groups.share
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if !s.shareGroupKnown(id) {
+		return 0, nil, false
+	}
+	if g := st.groups.Group(id); g != nil && len(g.Members) > 0 {
+		return kerr.NonEmptyGroup.Code, nil, true
+	}
+	var keys []sharePartKey
+	for k := range st.parts {
+		if k.group == id {
+			keys = append(keys, k)
+		}
+	}
+	for k := range st.stored {
+		if k.group == id {
+			if _, live := st.parts[k]; !live {
+				keys = append(keys, k)
+			}
+		}
+	}
+	for _, k := range keys {
+		w, err := s.appendShareRecord(shareStateKey(k), nil)
+		if err != nil {
+			s.log.Error("share: deleting a share group's state", "group", id, "err", err)
+			return kerr.KafkaStorageError.Code, d, true
+		}
+		d = append(d, w)
+		delete(st.parts, k) // a dead-letter write under way is dropped by dlqFinish
+		delete(st.stored, k)
+	}
+	for _, sess := range st.sessions.All() {
+		if sess.Key.Group == id {
+			st.sessions.Remove(sess.Key)
+			delete(st.conns, sess.Key)
+		}
+	}
+	st.groups.Delete(id) // no members: removed if it was known
+	return 0, d, true
 }

@@ -2,9 +2,10 @@ package main
 
 // `strata groups`: consumer-group administration against any
 // Kafka-compatible cluster, built on franz-go's kadm (ListGroups,
-// DescribeGroups, OffsetFetch, ListOffsets, DescribeConfigs, OffsetCommit;
-// for share groups, KIP-932, ShareGroupDescribe and
-// DescribeShareGroupOffsets).
+// DescribeGroups, OffsetFetch, ListOffsets, DescribeConfigs, OffsetCommit,
+// DeleteGroups; for share groups, KIP-932, ShareGroupDescribe,
+// DescribeShareGroupOffsets and AlterShareGroupOffsets; DeleteGroups
+// deletes share groups too).
 //
 // Share groups are listed with their type ("share") and described as
 // Kafka's kafka-share-groups.sh --describe shows them: per partition the
@@ -60,8 +61,10 @@ var groupsVerbs = []verbDoc{
 			"--format json prints an array of groups, times in milliseconds (null where the text\n" +
 			"prints \"-\")."}},
 	{"delete", "delete groups and their committed offsets", cmdDoc{name: "groups delete", usage: "strata groups delete GROUP ...",
-		about: "Deletes each named group with its committed offsets (DeleteGroups). A group with\n" +
-			"members is refused (NON_EMPTY_GROUP): stop its consumers first."}},
+		about: "Deletes each named group with its committed offsets (DeleteGroups). A share group\n" +
+			"(KIP-932) is deleted with its share-partitions' state (start offsets, delivery states),\n" +
+			"so its next consumer starts where share.auto.offset.reset says; its group configs stay.\n" +
+			"A group with members is refused (NON_EMPTY_GROUP): stop its consumers first."}},
 	{"reset-offsets", "move a group's committed offsets", cmdDoc{name: "groups reset-offsets",
 		usage: "strata groups reset-offsets GROUP --topic T [--partitions 0,1,...]\n" +
 			"    (--to-earliest | --to-latest | --to-datetime 2006-01-02T15:04:05Z | --to-offset N) [--execute]",
@@ -727,6 +730,8 @@ func groupsDelete(ctx context.Context, adm *kadm.Client, groups []string, w io.W
 		switch {
 		case !ok:
 			errs = append(errs, fmt.Errorf("deleting %s: no answer", g))
+		case errors.Is(r.Err, kerr.NonEmptyGroup):
+			errs = append(errs, fmt.Errorf("deleting %s: %w%s (it has members: stop its consumers first)", g, r.Err, errDetail(r.Err, r.ErrMessage)))
 		case r.Err != nil:
 			errs = append(errs, fmt.Errorf("deleting %s: %w%s", g, r.Err, errDetail(r.Err, r.ErrMessage)))
 		default:

@@ -19,6 +19,7 @@ import (
 	"github.com/stratalog/strata/group"
 	"github.com/stratalog/strata/server"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -481,5 +482,98 @@ func TestGroupsShareGroupAfterRestart(t *testing.T) {
 	}
 	if r := fieldsOfPrefix(out, "q", "0"); len(r) != 5 || r[2] != "1" || r[3] != "3" || r[4] != "2" {
 		t.Errorf("describe after restart: q/0 row %q, want start 1, end 3, lag 2\n%s", r, out)
+	}
+}
+
+// strata groups delete on a share group (KIP-932), through the built
+// binary: refused while it has a member, then deleted with its
+// share-partitions' state, so that neither list nor a second delete find it,
+// also after the broker restarts on the same data directory; a classic
+// group in the same command is deleted as before.
+func TestGroupsDeleteShareGroup(t *testing.T) {
+	dir := t.TempDir()
+	addr, stop := startGroupsBrokerIn(t, dir)
+	ctx, cancel := context.WithTimeout(context.Background(), groupsTestTimeout)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "q"); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "q", Value: []byte("v")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// sq: a share-partition at start offset 1 and a member; cg: a classic
+	// group with a committed offset.
+	offs := kadm.Offsets{}
+	offs.AddOffset("q", 0, 1, -1)
+	if resp, err := adm.AlterShareGroupOffsets(ctx, "sq", offs); err != nil || resp.Error() != nil {
+		t.Fatalf("alter share group offsets: %v %v", err, resp.Error())
+	}
+	if resp, err := adm.CommitOffsets(ctx, "cg", offs); err != nil || resp.Error() != nil {
+		t.Fatalf("commit cg: %v %v", err, resp.Error())
+	}
+	hb := kmsg.NewPtrShareGroupHeartbeatRequest()
+	hb.GroupID, hb.MemberID, hb.SubscribedTopicNames = "sq", "m", []string{"q"}
+	if r, err := hb.RequestWith(ctx, cl); err != nil || r.ErrorCode != 0 {
+		t.Fatalf("heartbeat: %v %+v", err, r)
+	}
+
+	bin := filepath.Join(t.TempDir(), "strata")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	runBin := func(addr string, args ...string) (string, error) {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, bin, args...)
+		cmd.Env = append(os.Environ(), "STRATA_BROKERS="+addr)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	out, err := runBin(addr, "groups", "delete", "sq")
+	if err == nil || !strings.Contains(out, "NON_EMPTY_GROUP") || !strings.Contains(out, "stop its consumers first") {
+		t.Errorf("groups delete sq with a member: %v, want NON_EMPTY_GROUP\n%s", err, out)
+	}
+	if out, err := runBin(addr, "groups", "describe", "sq"); err != nil || !strings.Contains(out, "Share group sq: state Stable, 1 members") {
+		t.Errorf("describe sq after the refused delete: %v\n%s", err, out)
+	}
+	hb.MemberEpoch = -1
+	if r, err := hb.RequestWith(ctx, cl); err != nil || r.ErrorCode != 0 {
+		t.Fatalf("leave: %v %+v", err, r)
+	}
+	out, err = runBin(addr, "groups", "delete", "sq", "cg")
+	if err != nil || !strings.Contains(out, "Deleted group sq.") || !strings.Contains(out, "Deleted group cg.") {
+		t.Fatalf("groups delete sq cg: %v\n%s", err, out)
+	}
+	gone := func(addr, when string) {
+		t.Helper()
+		out, err := runBin(addr, "groups", "list")
+		if err != nil || fieldsOf(out, "sq") != nil || fieldsOf(out, "cg") != nil {
+			t.Errorf("groups list %s: %v\n%s", when, err, out)
+		}
+		out, err = runBin(addr, "groups", "delete", "sq")
+		if err == nil || !strings.Contains(out, "GROUP_ID_NOT_FOUND") {
+			t.Errorf("groups delete sq %s: %v, want GROUP_ID_NOT_FOUND\n%s", when, err, out)
+		}
+	}
+	gone(addr, "after the delete")
+	cl.Close()
+	stop()
+
+	addr, _ = startGroupsBrokerIn(t, dir)
+	gone(addr, "after a restart")
+	cl2, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl2.Close()
+	ds, err := kadm.NewClient(cl2).DescribeShareGroups(ctx, "sq")
+	if err != nil || !errors.Is(ds["sq"].Err, kerr.GroupIDNotFound) {
+		t.Errorf("DescribeShareGroups sq after a restart: %v %+v, want GROUP_ID_NOT_FOUND", err, ds["sq"])
 	}
 }
