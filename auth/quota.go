@@ -35,7 +35,12 @@ import (
 // of the last QuotaSamples windows of QuotaWindowMs each, over at least
 // QuotaSamples-1 windows (Kafka's Rate); a request that takes it past the
 // quota is throttled (observed - quota) / quota x window (QuotaUtils),
-// capped at the whole window. The clock is the caller's (nowMs).
+// capped at the whole window — for request_percentage at one sample
+// window (quota.window.size.seconds), as Kafka's request quota caps it.
+// request_percentage is recorded in percent-seconds of handler time
+// (Kafka's nanosToPercentage: 10 ms of handler time is 1), so its rate
+// is the percentage of one request-handler thread a client keeps busy.
+// The clock is the caller's (nowMs).
 
 // Quota types.
 const (
@@ -119,7 +124,8 @@ type Quotas struct {
 	cfg  QuotaConfig
 	path string
 
-	active atomic.Bool // any quota set (Active, without the lock)
+	active atomic.Bool   // any quota set (Active, without the lock)
+	types  atomic.Uint32 // bit i: some entity sets QuotaTypes[i] (Sets)
 
 	mu      sync.Mutex
 	limits  map[QuotaEntity]map[string]float64
@@ -180,7 +186,7 @@ func OpenQuotas(cfg QuotaConfig, path string) (*Quotas, error) {
 		}
 		q.limits[ent] = e.Values
 	}
-	q.active.Store(len(q.limits) > 0)
+	q.publish(q.limits)
 	return q, nil
 }
 
@@ -270,8 +276,29 @@ func (q *Quotas) Alter(changes []QuotaChange) error {
 		}
 	}
 	q.limits = next
-	q.active.Store(len(next) > 0)
+	q.publish(next)
 	return nil
+}
+
+// publish sets what Active and Sets report for limits.
+func (q *Quotas) publish(limits map[QuotaEntity]map[string]float64) {
+	var bits uint32
+	for _, vs := range limits {
+		for i, typ := range QuotaTypes {
+			if _, ok := vs[typ]; ok {
+				bits |= 1 << i
+			}
+		}
+	}
+	q.types.Store(bits)
+	q.active.Store(len(limits) > 0)
+}
+
+// Sets reports whether any entity sets quota type typ (one atomic load:
+// a caller may skip measuring what no quota limits).
+func (q *Quotas) Sets(typ string) bool {
+	i := slices.Index(QuotaTypes, typ)
+	return i >= 0 && q.types.Load()&(1<<i) != 0
 }
 
 func writeQuotas(path string, limits map[QuotaEntity]map[string]float64) error {
@@ -410,8 +437,8 @@ func (q *Quotas) Active() bool { return q.active.Load() }
 // sensor expiration), so rates of clients gone do not pile up.
 const sensorIdleMs = 3600_000
 
-// Record adds v (bytes; for request_percentage, milliseconds of handler
-// time x 100) to the rate of (user, clientID) for quota type typ at nowMs
+// Record adds v (bytes; for request_percentage, percent-seconds of
+// handler time: seconds x 100) to the rate of (user, clientID) for quota type typ at nowMs
 // and returns how long to throttle the client (0 when within quota or no
 // quota applies).
 func (q *Quotas) Record(typ, user, clientID string, v float64, nowMs int64) (throttleMs int64) {
@@ -444,7 +471,11 @@ func (q *Quotas) Record(typ, user, clientID string, v float64, nowMs int64) (thr
 		return 0
 	}
 	t := int64((rate - limit) / limit * float64(windowMs))
-	return min(max(t, 0), int64(q.cfg.Samples)*q.cfg.WindowMs)
+	bound := int64(q.cfg.Samples) * q.cfg.WindowMs
+	if typ == QuotaRequestPercentage {
+		bound = q.cfg.WindowMs // Kafka bounds the request quota's throttle by one window
+	}
+	return min(max(t, 0), bound)
 }
 
 // record adds v to the current sample, moving to a new one (the oldest's

@@ -101,6 +101,48 @@ func TestQuotaThrottle(t *testing.T) {
 	}
 }
 
+// request_percentage (KIP-124): a client id held to 50 % of one handler
+// thread, keeping one busy 40 % of the time, is not throttled; at 100 %
+// it is, by at most one window (Kafka's bound for the request quota);
+// Sets follows the quotas set.
+func TestQuotaRequestPercentage(t *testing.T) {
+	q := NewQuotas(QuotaConfig{Samples: 11, WindowMs: 1000})
+	if q.Sets(QuotaRequestPercentage) {
+		t.Fatal("Sets with no quota")
+	}
+	busy := QuotaEntity{ClientID: named("busy")}
+	if err := q.Alter([]QuotaChange{{Entity: busy, Type: QuotaRequestPercentage, Value: 50}}); err != nil {
+		t.Fatal(err)
+	}
+	if !q.Sets(QuotaRequestPercentage) || q.Sets(QuotaProducerByteRate) {
+		t.Fatal("Sets does not follow the quota set")
+	}
+	// 40 ms of handler time every 100 ms (4 percent-seconds each) for 20 s.
+	for ms := int64(0); ms < 20_000; ms += 100 {
+		if th := q.Record(QuotaRequestPercentage, "u", "busy", 4, ms); th != 0 {
+			t.Fatalf("at 40 %% of a 50 %% quota, %d ms: throttled %d ms", ms, th)
+		}
+	}
+	// A whole thread (10 percent-seconds per 100 ms) for 11 s more: over
+	// twice the quota, throttled one window, not (rate-quota)/quota x 10 s.
+	var th int64
+	for ms := int64(20_000); ms < 31_000; ms += 100 {
+		th = q.Record(QuotaRequestPercentage, "u", "busy", 10, ms)
+	}
+	if th != 1000 {
+		t.Fatalf("at 100 %% of a 50 %% quota: throttle %d ms, want the 1,000 ms bound", th)
+	}
+	if th := q.Record(QuotaRequestPercentage, "u", "other", 1000, 31_000); th != 0 {
+		t.Fatalf("a client id without the quota throttled %d ms", th)
+	}
+	if err := q.Alter([]QuotaChange{{Entity: busy, Type: QuotaRequestPercentage, Remove: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if q.Sets(QuotaRequestPercentage) || q.Active() {
+		t.Fatal("Sets or Active after the last quota was removed")
+	}
+}
+
 func TestQuotaDescribeAndPersist(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "quotas.json")
 	q, err := OpenQuotas(QuotaConfig{}, path)

@@ -11,7 +11,9 @@ import (
 // Needs AlterConfigs on the cluster (CLUSTER_AUTHORIZATION_FAILED); an
 // unknown entity type, a repeated one, an unknown quota type or a value
 // Kafka refuses is INVALID_REQUEST for that entry; ValidateOnly checks
-// without applying.
+// without applying. The quota types are auth.QuotaTypes: the byte rates
+// in whole bytes per second, request_percentage in percent of one
+// request-handler thread (any positive number: 200 is two threads).
 func init() { register(49, 0, 1, handleAlterClientQuotas) }
 
 func handleAlterClientQuotas(s *Server, rc *reqCtx) {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/stratalog/strata/auth"
@@ -15,8 +16,20 @@ import (
 // unauthenticated) and client id. A request past its quota is answered at
 // once with throttle_time_ms, and the connection is muted (not read) for
 // that long: KIP-219's order, so a client that ignores the throttle time
-// waits anyway. request_percentage and controller_mutation_rate are
-// stored and described, not enforced.
+// waits anyway.
+//
+// request_percentage (KIP-124) limits the time a client keeps the
+// broker's handlers busy: each request's time in its handler, on the
+// server's clock, is recorded for its user and client id as a percentage
+// of one thread (requestTimer), and a client past its quota gets the
+// throttle time in its response's throttle_time_ms (the larger of it and
+// a byte-rate throttle, for Produce and Fetch) and its connection muted
+// for that long, as for the byte rates. Exempt, as in Kafka: what a
+// broker sends another (WriteTxnMarkers, a follower's Fetch), a Produce
+// with acks=0 (no response to carry the throttle) and the requests of a
+// connection still authenticating (Kafka's authenticator serves those
+// before its request handlers). controller_mutation_rate is stored and
+// described, not enforced.
 
 // muter is what a throttled connection is (netpoll.Conn).
 type muter interface{ MuteFor(time.Duration) }
@@ -29,15 +42,111 @@ func (s *Server) throttle(rc *reqCtx, typ string, v float64) int32 {
 	if q == nil || !q.Active() {
 		return 0
 	}
-	user := strings.TrimPrefix(rc.principal(), "User:")
-	ms := q.Record(typ, user, rc.client, v, s.now().UnixMilli())
+	ms := q.Record(typ, quotaUser(rc), rc.client, v, s.now().UnixMilli())
+	ms = max(ms, rc.requestTime()) // Produce and Fetch: one throttle for both quotas, as Kafka
+	rc.mute(ms)
+	return int32(min(ms, 1<<31-1))
+}
+
+// quotaUser is the user rc's quotas are looked up for.
+func quotaUser(rc *reqCtx) string { return strings.TrimPrefix(rc.principal(), "User:") }
+
+// mute mutes rc's connection for ms (KIP-219).
+func (rc *reqCtx) mute(ms int64) {
 	if ms <= 0 {
-		return 0
+		return
 	}
 	if m, ok := rc.conn.(muter); ok {
 		m.MuteFor(time.Duration(ms) * time.Millisecond)
 	}
-	return int32(min(ms, 1<<31-1))
+}
+
+// requestTimer times one request in its handler for request_percentage:
+// from the handler's start to the request's response when the handler
+// answers before it returns, else to its return (a Produce waiting for
+// its replicas, a Fetch long poll: the handler's thread is free once it
+// returns, which is what Kafka counts). The zero requestTimer does not
+// time (no request_percentage quota set, or the request is exempt).
+type requestTimer struct {
+	s     *Server
+	start int64        // s.now() in UnixNano as the handler started
+	end   atomic.Int64 // as it returned; 0 while it runs
+	done  atomic.Bool  // recorded (each request once)
+}
+
+// serveTimed runs fn for rc, timing it when a request_percentage quota
+// is set and rc is not exempt (dispatch's call of the handler).
+func (s *Server) serveTimed(rc *reqCtx, fn handler) {
+	q := s.cfg.Quotas
+	if q == nil || !q.Sets(auth.QuotaRequestPercentage) || requestQuotaExempt(rc) {
+		fn(s, rc)
+		return
+	}
+	t := &rc.quota
+	t.s, t.start = s, s.now().UnixNano()
+	fn(s, rc)
+	if !t.done.Load() {
+		t.end.CompareAndSwap(0, s.now().UnixNano())
+	}
+}
+
+// requestQuotaExempt reports the requests Kafka does not charge to the
+// request quota (see the file comment); it runs in dispatch, before the
+// handler, so the SASL state it reads is the one saslGate just read.
+func requestQuotaExempt(rc *reqCtx) bool {
+	switch req := rc.req.(type) {
+	case *kmsg.WriteTxnMarkersRequest:
+		return true
+	case *kmsg.FetchRequest:
+		id := req.ReplicaID
+		if rc.version >= 15 {
+			id = req.ReplicaState.ID
+		}
+		return id >= 0
+	case *kmsg.ProduceRequest:
+		return req.Acks == 0
+	}
+	st, _ := saslStateOf(rc.conn)
+	return st != nil && st.phase != saslComplete
+}
+
+// requestTime records rc's handler time against request_percentage
+// (once: later calls return 0) and returns the throttle time, 0 when
+// within the quota or not timed. It does not mute.
+func (rc *reqCtx) requestTime() int64 {
+	t := &rc.quota
+	if t.s == nil || !t.done.CompareAndSwap(false, true) {
+		return 0
+	}
+	q := t.s.cfg.Quotas
+	now := t.s.now().UnixNano()
+	end := t.end.Load()
+	if end == 0 {
+		end = now // answered from within the handler
+	}
+	pct := float64(max(end-t.start, 0)) * 100 / float64(time.Second) // Kafka's nanosToPercentage
+	return q.Record(auth.QuotaRequestPercentage, quotaUser(rc), rc.client, pct, now/int64(time.Millisecond))
+}
+
+// throttleResponse records rc's handler time as its response resp is
+// encoded (respondEncoded) and, past the request_percentage quota, sets
+// resp's throttle_time_ms to the throttle (unless resp already carries a
+// longer one) and mutes the connection. Produce and Fetch have recorded
+// already (throttle), so this is a no-op for them.
+func (rc *reqCtx) throttleResponse(resp kmsg.Response) {
+	ms := rc.requestTime()
+	if ms <= 0 {
+		return
+	}
+	if tr, ok := resp.(interface {
+		kmsg.ThrottleResponse
+		kmsg.SetThrottleResponse
+	}); ok {
+		if cur, _ := tr.Throttle(); int64(cur) < ms {
+			tr.SetThrottle(int32(min(ms, 1<<31-1)))
+		}
+	}
+	rc.mute(ms)
 }
 
 // quotaEntity turns an AlterClientQuotas entity (nil name: the default)

@@ -161,6 +161,10 @@ type Config struct {
 	Groups  GroupsConfig  // consumer groups (groups.go)
 	Txn     TxnConfig     // producer ids, idempotence, transactions (producers.go)
 	Cluster ClusterConfig // replication and the controller (cluster.go)
+
+	// Now is the server's clock (nil: time.Now): a test drives the time
+	// the handlers see, such as a request's time in its handler (quota.go).
+	Now func() time.Time
 }
 
 // Default values of Config fields, Kafka's.
@@ -234,7 +238,10 @@ func New(cfg Config, eng *engine.Engine) *Server {
 			cfg.LogDefaults = eng.LogDefaults()
 		}
 	}
-	s := &Server{cfg: cfg, eng: eng, log: cfg.Logger, now: time.Now,
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	s := &Server{cfg: cfg, eng: eng, log: cfg.Logger, now: cfg.Now,
 		badFrames: ratelog.NewShared(badFrameLogWindow, badFrameLogBurst)}
 	s.advertised.Store(&endpoint{host: cfg.AdvertisedHost, port: cfg.AdvertisedPort})
 	s.np = netpoll.NewServer(netpoll.Config{
@@ -386,7 +393,7 @@ func (s *Server) dispatch(c peer, frame []byte, r replySink) {
 			}
 		}
 	}()
-	api.fn(s, rc)
+	s.serveTimed(rc, api.fn) // quota.go: api.fn(s, rc), timed for request_percentage
 }
 
 // Bad-request log lines: at most badFrameLogBurst per badFrameLogWindow,
@@ -466,6 +473,8 @@ type reqCtx struct {
 	metered *Server
 	start   time.Time
 	handler time.Time // when the handler started (metrics.go)
+
+	quota requestTimer // quota.go: the handler's time for request_percentage
 }
 
 // flexible reports whether the request (and so its response) uses the
@@ -512,6 +521,7 @@ func (rc *reqCtx) respondEncoded(resp kmsg.Response) {
 	if rc.key != apiVersionsKey && resp.IsFlexible() {
 		b = append(b, 0)
 	}
+	rc.throttleResponse(resp) // quota.go: request_percentage
 	b = resp.AppendTo(b)
 	ob.b = b
 	ob.parts[0] = netpoll.Part{Buf: b}
