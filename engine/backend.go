@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/stratalog/strata/internal/uring"
@@ -177,9 +178,23 @@ func zeroWriteBytes(buf, maxSegments int) int {
 	return min(buf, max(maxSegments, 16)*uring.Alignment)
 }
 
-// newGroupPool maps one shared chunk pool.
-func newGroupPool() (*uring.Pool, error) {
-	return uring.NewPool(poolChunkBytes, segsPerPool*chunksPerSeg+poolSpareChunks)
+// newGroupPool maps one shared chunk pool. An appender that finds it empty
+// first lets the journal write a group it holds open (b.starved): that
+// group's spans may pin the chunks the appender waits for.
+func (b *ioBackend) newGroupPool() (*uring.Pool, error) {
+	p, err := uring.NewPool(poolChunkBytes, segsPerPool*chunksPerSeg+poolSpareChunks)
+	if err == nil {
+		p.SetStarveHook(b.starved)
+	}
+	return p, err
+}
+
+// starved is the chunk pools' starve hook: it stops the journal holding
+// its next group open (journal.hold), if there is a journal.
+func (b *ioBackend) starved() {
+	if f := b.onStarve.Load(); f != nil {
+		(*f)()
+	}
 }
 
 // ParseIOBackend checks a log.io.backend value ("" means auto).
@@ -203,11 +218,13 @@ type fileLayer interface {
 
 // ioBackend makes the Engine's segments.
 type ioBackend struct {
-	name   string // what is active: "io_uring O_DIRECT", "pwrite" or "test files"
-	ring   *uring.Ring
-	cache  *segment.FileCache // descriptors of idle sealed segments (see sealedFilesOpen)
-	files  fileLayer
-	logger *slog.Logger
+	// onStarve is the journal's unhold, set once it is open (starved).
+	onStarve atomic.Pointer[func()]
+	name     string // what is active: "io_uring O_DIRECT", "pwrite" or "test files"
+	ring     *uring.Ring
+	cache    *segment.FileCache // descriptors of idle sealed segments (see sealedFilesOpen)
+	files    fileLayer
+	logger   *slog.Logger
 	// dev shares device cache flushes among PreWrite segments (nil: each
 	// segment fdatasyncs itself; see devflush.go).
 	dev *devFlush
@@ -325,7 +342,7 @@ func (b *ioBackend) segOptions(dir string, pool *uring.Pool) segment.Options {
 
 // startRing sets up the ring, the first chunk pool and the probe segment.
 func (b *ioBackend) startRing(dir string) error {
-	first, err := newGroupPool()
+	first, err := b.newGroupPool()
 	if err != nil {
 		return fmt.Errorf("chunk pool: %w", err)
 	}
@@ -431,7 +448,7 @@ func (b *ioBackend) acquireGroup() (*poolGroup, error) {
 		}
 	}
 	if g == nil {
-		p, err := newGroupPool()
+		p, err := b.newGroupPool()
 		if err != nil {
 			return nil, err
 		}

@@ -230,6 +230,8 @@ func Open(opts Options) (*Engine, error) {
 			return nil, err
 		}
 		e.jnl = j
+		unhold := j.unhold
+		e.io.onStarve.Store(&unhold)
 	}
 	if err := e.load(); err != nil {
 		for _, l := range e.allLogs() {

@@ -241,6 +241,12 @@ type journal struct {
 	stop     chan struct{}
 	wg       sync.WaitGroup
 
+	// holds counts HoldJournal calls not yet released: while any is held
+	// the writer leaves a small stage to grow (see hold). starved is set
+	// by unhold (a chunk pool ran dry) and cleared when a group is taken.
+	holds   int
+	starved bool
+
 	pauseBG  bool        // hold segment write-behind while a group is written
 	iov      [][]byte    // writer: a ref group's buffers
 	noPins   bool        // j.mu: stage copies, takes no spans (shedPins)
@@ -487,6 +493,9 @@ func (j *journal) durableWith(l *Log, end int64) {
 		g.logs = append(g.logs, journalDurable{l: l, end: end})
 	}
 	j.dirty[l] = struct{}{}
+	if j.holds > 0 && !j.held() {
+		j.cond.Broadcast() // the held stage outgrew the hold: the writer takes it
+	}
 }
 
 // putRef stages a ref record of l's batches, held by spans (rec is its
@@ -590,6 +599,9 @@ func (j *journal) barrier(l *Log, keep bool) error {
 	j.putRecord(l, journalRecBarrier, 0, 0, nil)
 	done := make(chan error, 1)
 	j.stage.waiters = append(j.stage.waiters, done)
+	if j.holds > 0 {
+		j.cond.Broadcast() // a held stage: the writer takes it now (held)
+	}
 	j.mu.Unlock()
 	return <-done
 }
@@ -600,7 +612,7 @@ func (j *journal) run() {
 	defer j.wg.Done()
 	for {
 		j.mu.Lock()
-		for j.stage.count == 0 && !j.closing && j.err == nil {
+		for (j.stage.count == 0 || j.held()) && !j.closing && j.err == nil {
 			j.cond.Wait()
 		}
 		if j.stage.count == 0 || j.err != nil {
@@ -609,6 +621,7 @@ func (j *journal) run() {
 		}
 		g := j.stage
 		j.stage, j.spare = j.spare, nil
+		j.starved = false
 		start := j.startSeq
 		j.cond.Broadcast() // stagers waiting for room
 		j.mu.Unlock()
@@ -634,6 +647,76 @@ func (j *journal) run() {
 		}
 		j.cond.Broadcast()
 		j.mu.Unlock()
+	}
+}
+
+// Holding the next group open (Engine.HoldJournal). A keyed produce
+// request appends to most partitions of a topic one after the other, and
+// the writer used to take the stage as soon as its first record was
+// staged: a request's acknowledgement then waited for two or more groups,
+// each a write and a device flush, although it needs all of its records
+// durable anyway. While an appender holds the journal the writer leaves a
+// stage smaller than journalHoldFrac of its buffer to grow; the hold ends
+// with the request's last append (ReleaseJournal), and never blocks
+// anything that waits for the writer: a barrier's waiter, a stager short of
+// room (the stage is then past the fraction), or an appender that finds its
+// chunk pool empty (the held group's spans may pin the chunks it waits
+// for: the pools' starve hook calls unhold).
+
+// journalHoldFrac is the share of a staging buffer a held stage may fill
+// before the writer takes it anyway (1/journalHoldFrac).
+const journalHoldFrac = 2
+
+// held reports whether the writer should leave the stage to grow. Caller
+// holds j.mu.
+func (j *journal) held() bool {
+	g := j.stage
+	return j.holds > 0 && !j.starved && len(g.waiters) == 0 &&
+		len(g.buf)+journalAlign+g.refBytes < cap(g.buf)/journalHoldFrac
+}
+
+// hold and release bracket an appender's appends (Engine.HoldJournal).
+func (j *journal) hold() {
+	j.mu.Lock()
+	j.holds++
+	j.mu.Unlock()
+}
+
+func (j *journal) release() {
+	j.mu.Lock()
+	j.holds--
+	if j.holds == 0 && j.stage.count > 0 {
+		j.cond.Broadcast() // the writer
+	}
+	j.mu.Unlock()
+}
+
+// unhold makes the writer take the stage now, holds or not: a chunk pool
+// ran dry (the pools' starve hook).
+func (j *journal) unhold() {
+	j.mu.Lock()
+	if j.holds > 0 && j.stage.count > 0 && !j.starved {
+		j.starved = true
+		j.cond.Broadcast()
+	}
+	j.mu.Unlock()
+}
+
+// HoldJournal keeps the journal's next group open for the caller's appends
+// until ReleaseJournal (see journal.go, "Holding the next group open"): a
+// request appending to many partitions gets them made durable by one group
+// write and one device flush. Every HoldJournal needs its ReleaseJournal;
+// without a journal both do nothing.
+func (e *Engine) HoldJournal() {
+	if e.jnl != nil {
+		e.jnl.hold()
+	}
+}
+
+// ReleaseJournal ends a HoldJournal.
+func (e *Engine) ReleaseJournal() {
+	if e.jnl != nil {
+		e.jnl.release()
 	}
 }
 

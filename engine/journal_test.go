@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stratalog/strata/internal/vfs"
 )
@@ -358,5 +359,63 @@ func TestJournalReadsFirstFormat(t *testing.T) {
 	}
 	if gs, _ := scanJournalFile(f, 0, int64(len(padded))); len(gs) != 0 {
 		t.Fatalf("a changed byte in a first-format group was accepted: %+v", gs)
+	}
+}
+
+// TestJournalHoldOneGroup: appends made while the journal is held
+// (Engine.HoldJournal) go out as one group when it is released; a barrier
+// and a starving chunk pool (unhold) do not wait for the release.
+func TestJournalHoldOneGroup(t *testing.T) {
+	e := openEngine(t, t.TempDir(), journalOpts)
+	defer e.Close()
+	tp := mustTopic(t, e, "h", 3, nil)
+	appendJournaled(t, tp, 3, 3, 2, 100, 1)
+	groups := func() uint64 { st, _ := e.JournalStats(); return st.Groups }
+
+	g0 := groups()
+	e.HoldJournal()
+	var last [3]int64
+	for p := range 3 {
+		last[p] = mustAppend(t, tp.Partition(int32(p)), batchOf(t, 2, 100, 1_700_000_000_000, 10+p)).LastOffset
+	}
+	time.Sleep(50 * time.Millisecond) // a writer that ignores the hold writes within microseconds
+	if g := groups(); g != g0 {
+		t.Fatalf("%d groups written while held", g-g0)
+	}
+	e.ReleaseJournal()
+	for p := range 3 {
+		if err := waitDurable(t, tp.Partition(int32(p)), last[p]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if g := groups(); g != g0+1 {
+		t.Fatalf("%d groups for three held appends, want 1", g-g0)
+	}
+
+	// A chunk pool running dry lets the writer go while held.
+	e.HoldJournal()
+	off := mustAppend(t, tp.Partition(0), batchOf(t, 2, 100, 1_700_000_000_000, 20)).LastOffset
+	e.jnl.unhold()
+	if err := waitDurable(t, tp.Partition(0), off); err != nil {
+		t.Fatal(err)
+	}
+	// A barrier (TruncateTo) while held: it waits for its own group only.
+	mustAppend(t, tp.Partition(1), batchOf(t, 2, 100, 1_700_000_000_000, 21))
+	done := make(chan error, 1)
+	go func() {
+		_, err := tp.Partition(2).TruncateTo(2)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute): // a hang detector, not a performance claim
+		t.Fatal("TruncateTo waited for the journal's hold")
+	}
+	e.ReleaseJournal()
+	if st, _ := e.JournalStats(); st.Groups < g0+3 {
+		t.Fatalf("groups %d after unhold and barrier, want at least %d", st.Groups, g0+3)
 	}
 }

@@ -135,6 +135,13 @@ func (s *Server) produceAppend(rc *reqCtx, req *kmsg.ProduceRequest, reqErr int1
 	var recordBytes int
 	txnID := req.TransactionID != nil
 	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
+	if req.Acks == -1 && !s.cfg.Blackhole && holdJournal(req) {
+		// One journal group for the request's partitions (engine/journal.go,
+		// "Holding the next group open"); released when the loop ends,
+		// panics included.
+		s.eng.HoldJournal()
+		defer s.eng.ReleaseJournal()
+	}
 	for i := range req.Topics {
 		rt := &req.Topics[i]
 		st := &resp.Topics[i]
@@ -194,6 +201,29 @@ func (s *Server) produceAppend(rc *reqCtx, req *kmsg.ProduceRequest, reqErr int1
 	default:
 		rc.respond(resp)
 	}
+}
+
+// produceHoldMaxBytes is the largest request whose appends hold the
+// journal's next group open (holdJournal). Keyed at 100,000 rec/s (~780 KB
+// requests over 96 partitions) holding cut the journal's groups and device
+// flushes by 60 % and the broker's CPU per record by 9 %; keyed closed loop
+// (~2.2 MB requests) it cost throughput, since the journal then wrote
+// nothing while the request's appends ran instead of writing its first
+// partitions meanwhile (docs/performance.md, session 17).
+const produceHoldMaxBytes = 1 << 20
+
+// holdJournal reports whether req's appends should share one journal
+// group: it touches more than one partition and carries at most
+// produceHoldMaxBytes of records.
+func holdJournal(req *kmsg.ProduceRequest) bool {
+	parts, bytes := 0, 0
+	for i := range req.Topics {
+		for j := range req.Topics[i].Partitions {
+			parts++
+			bytes += len(req.Topics[i].Partitions[j].Records)
+		}
+	}
+	return parts > 1 && bytes <= produceHoldMaxBytes
 }
 
 // produceTopic resolves a request topic (by name before v13, by id after);

@@ -487,3 +487,36 @@ func BenchmarkProduceHandler(b *testing.B) {
 		})
 	}
 }
+
+// holdJournal: a request's appends share one journal group when it touches
+// several partitions and is not larger than produceHoldMaxBytes.
+func TestHoldJournal(t *testing.T) {
+	req := func(sizes ...[]int) *kmsg.ProduceRequest {
+		r := kmsg.NewPtrProduceRequest()
+		for _, topic := range sizes {
+			rt := kmsg.NewProduceRequestTopic()
+			for _, n := range topic {
+				rp := kmsg.NewProduceRequestTopicPartition()
+				rp.Records = make([]byte, n)
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			r.Topics = append(r.Topics, rt)
+		}
+		return r
+	}
+	for _, tc := range []struct {
+		name string
+		req  *kmsg.ProduceRequest
+		want bool
+	}{
+		{"one partition", req([]int{1000}), false},
+		{"two partitions", req([]int{1000, 1000}), true},
+		{"two topics of one partition", req([]int{1000}, []int{1000}), true},
+		{"at the bound", req([]int{produceHoldMaxBytes / 2, produceHoldMaxBytes / 2}), true},
+		{"past the bound", req([]int{produceHoldMaxBytes / 2, produceHoldMaxBytes/2 + 1}), false},
+	} {
+		if got := holdJournal(tc.req); got != tc.want {
+			t.Errorf("%s: holdJournal = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

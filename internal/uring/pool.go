@@ -35,6 +35,9 @@ type Pool struct {
 	pins  atomic.Int32   // pins not yet released (TryPin's bound)
 	regs  atomic.Int32   // rings that registered the pool and are not closed
 	shut  atomic.Bool
+	// starve, if set (SetStarveHook, before the pool is used), runs when
+	// Get finds no free chunk, before it waits.
+	starve func()
 }
 
 // NewPool maps chunks chunks of chunkBytes each. chunkBytes must be a
@@ -72,8 +75,24 @@ func (p *Pool) Chunks() int { return len(p.out) }
 func (p *Pool) Free() int { return len(p.free) }
 
 // Get returns a chunk (len = cap = ChunkBytes), waiting for a Put when all
-// are handed out.
-func (p *Pool) Get() []byte { return p.take(<-p.free) }
+// are handed out (after calling the starve hook, if any).
+func (p *Pool) Get() []byte {
+	select {
+	case i := <-p.free:
+		return p.take(i)
+	default:
+	}
+	if p.starve != nil {
+		p.starve()
+	}
+	return p.take(<-p.free)
+}
+
+// SetStarveHook sets f to run whenever Get must wait for a chunk: its
+// owner's chance to release chunks it holds back (the engine's journal
+// writes a group it was holding open, releasing the chunks that group's
+// spans pin). Call it before the pool is used; f must not call Get.
+func (p *Pool) SetStarveHook(f func()) { p.starve = f }
 
 // TryGet returns a chunk, or ok == false when all are handed out.
 func (p *Pool) TryGet() (b []byte, ok bool) {
