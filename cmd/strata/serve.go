@@ -44,8 +44,6 @@ func runServe(args []string) error {
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		return fmt.Errorf("--log-level: %w", err)
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	slog.SetDefault(logger)
 
 	cfg := config.Defaults()
 	var remoteProps map[string]string // serve_remote.go: tiered storage's object store
@@ -63,15 +61,23 @@ func runServe(args []string) error {
 			return err
 		}
 		remoteProps = remotePropsOf(props)
-		for _, k := range cfg.Unknown {
-			if isRemoteKey(k) {
-				continue
-			}
-			logger.Warn("ignoring unknown config key", "key", k, "file", *configFile)
-		}
 	}
 	if err := applyKeyFlags(&cfg, keyFlags); err != nil { // flags win over the file
 		return err
+	}
+	// The logger once log.format is known (the file, then --log-format).
+	hopts := &slog.HandlerOptions{Level: level}
+	var handler slog.Handler = slog.NewTextHandler(os.Stderr, hopts)
+	if cfg.LogFormat == "json" {
+		handler = slog.NewJSONHandler(os.Stderr, hopts)
+	}
+	logger := slog.New(handler)
+	slog.SetDefault(logger)
+	for _, k := range cfg.Unknown {
+		if isRemoteKey(k) {
+			continue
+		}
+		logger.Warn("ignoring unknown config key", "key", k, "file", *configFile)
 	}
 	cfg.ControllerListen = *ctlListen
 	cfg.Blackhole = *blackhole
@@ -231,15 +237,17 @@ func serve(cfg config.Broker, remoteProps map[string]string, logger *slog.Logger
 	if cfg.Blackhole {
 		logger.Warn("blackhole mode: produce requests are acknowledged and NOT stored (benchmark baseline only)")
 	}
+	// Signals are caught before the listening line: a SIGTERM sent on
+	// reading it shuts down cleanly.
+	sigc := make(chan os.Signal, 1)
+	signal.Notify(sigc, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigc)
 	for i, l := range cfg.Listeners {
 		logger.Info("strata broker listening", "node", cfg.NodeID, "listener", l.Name, "protocol", l.Protocol,
 			"listen", lns[i].Addr().String(), "advertised", l.Advertised(),
 			"inter_broker", l.Name == cfg.InterBrokerListener, "data_dir", absDir, "cluster_id", clusterID)
 	}
 
-	sigc := make(chan os.Signal, 1)
-	signal.Notify(sigc, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigc)
 	errc := make(chan error, len(lns))
 	for i, l := range serverListeners(cfg, logger, scram) {
 		go func() { errc <- srv.ServeListener(lns[i], l) }()

@@ -88,6 +88,9 @@ type Broker struct {
 	// MetricsPartitionLabels is metrics.partition.labels (Strata): log
 	// sizes and group lag per partition (metrics.Options.PartitionLabels).
 	MetricsPartitionLabels bool
+	// LogFormat is log.format (Strata): "text" or "json", the handler of
+	// strata serve's log lines.
+	LogFormat string
 
 	// TopicDefaults are the topic keys set at the broker, by topic name in
 	// the key's unit (log.retention.hours=1 is retention.ms=3600000): the
@@ -221,6 +224,7 @@ var fields = map[string]setter{
 	"queued.max.request.bytes":   func(b *Broker, v configkeys.Value) { b.QueuedMaxBytes = max(v.Int, -1) },
 	"metrics.listeners":          func(b *Broker, v configkeys.Value) { b.MetricsListeners, _ = configkeys.HTTPListeners(v.Text) },
 	"metrics.partition.labels":   func(b *Broker, v configkeys.Value) { b.MetricsPartitionLabels = v.Bool },
+	"log.format":                 func(b *Broker, v configkeys.Value) { b.LogFormat = v.Text },
 
 	"authorizer.class.name":          func(b *Broker, v configkeys.Value) { b.Authorizer = v.Text },
 	"super.users":                    func(b *Broker, v configkeys.Value) { b.SuperUsers = v.Text },

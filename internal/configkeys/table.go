@@ -45,6 +45,8 @@ var keys = []Key{
 		Doc: "`http://host:port,...`: where the broker serves `/metrics` (Prometheus), `/healthz` and `/readyz`, on listeners of their own, never a Kafka listener (docs/operations.md, \"Metrics\")"},
 	{Broker: "metrics.partition.labels", Type: Boolean, Default: "false", Strata: true, Section: "serve",
 		Doc: "log sizes and consumer group lag per partition (labels `topic`, `partition`) instead of per topic and per group: one series per partition and per group and partition (docs/metrics.md)"},
+	{Broker: "log.format", Type: String, Values: []string{"text", "json"}, Default: "text", Strata: true, Flag: "log-format", Section: "serve",
+		Doc: "the broker's log lines on standard error: `text` (`time=... level=INFO msg=\"...\" key=value`) or `json` (one JSON object a line with `time`, `level`, `msg` and the line's attributes), Go's log/slog handlers (docs/operations.md, \"Logs\")"},
 
 	// Topic keys: the broker name sets every topic's default, the topic
 	// name a topic's override.
