@@ -79,12 +79,28 @@ func runLoadgen(args []string, stdout, stderr io.Writer, started time.Time) erro
 			fmt.Fprintf(stderr, "wrote %s\n", out.report)
 		}
 	}
+	if out.ombResult != "" {
+		name := out.ombWorkload
+		if name == "" {
+			name = rep.Workload
+		}
+		if err := rep.WriteOMBResultFile(out.ombResult, name, ombDriverName); err != nil {
+			errs = append(errs, fmt.Errorf("--omb-result: %w", err))
+		} else {
+			fmt.Fprintf(stderr, "wrote %s\n", out.ombResult)
+		}
+	}
 	return errors.Join(errs...)
 }
+
+// ombDriverName is --omb-result's driver: OMB names the driver file's.
+const ombDriverName = "Strata (strata loadgen)"
 
 type loadgenOutputs struct {
 	json, report string
 	progress     bool
+	// ombResult is --omb-result's file, ombWorkload the --workload's name.
+	ombResult, ombWorkload string
 }
 
 // parseLoadgenFlags maps the command line onto a loadgen.Config. --help
@@ -157,12 +173,29 @@ func parseLoadgenFlagSet(args []string, helpOut io.Writer) (loadgen.Config, load
 	fs.StringVar(&out.json, "json", "", "write the configuration, results and timeline as JSON to this file")
 	fs.StringVar(&out.report, "report", "", "write a self-contained HTML report with charts to this file")
 	fs.BoolVar(&out.progress, "progress", false, "print a progress line every second even when stderr is not a terminal")
+	workload := fs.String("workload", "", "read topic shape, record size, keys, producers, consumers, rate, warm-up and duration from this OpenMessaging Benchmark workload file (docs/omb.md); flags given explicitly override it")
+	fs.StringVar(&out.ombResult, "omb-result", "", "write the result as OpenMessaging Benchmark's result JSON to this file (docs/omb.md)")
 	pos, err := parseFlags(fs, args, loadgenDoc, false, helpOut)
 	if err != nil {
 		return cfg, out, err
 	}
 	if len(pos) > 0 {
 		return cfg, out, fmt.Errorf("unexpected arguments: %v", pos)
+	}
+	if *workload != "" {
+		w, err := loadgen.ReadOMBWorkload(*workload)
+		if err != nil {
+			return cfg, out, fmt.Errorf("--workload: %w", err)
+		}
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if err := w.Apply(&cfg, set); err != nil {
+			return cfg, out, fmt.Errorf("--workload %s: %w", *workload, err)
+		}
+		if !set["partitions"] {
+			*partitions = int(cfg.Partitions)
+		}
+		out.ombWorkload = w.Name
 	}
 	if *brokers != "" {
 		for _, b := range strings.Split(*brokers, ",") {
