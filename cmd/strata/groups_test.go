@@ -440,19 +440,17 @@ func fieldsOf(out, first string) []string {
 	return nil
 }
 
-// A restarted broker knows a share group by its share-partitions' state
-// only (members are not persisted): list shows it, describe shows it Empty
-// with its start offsets.
-func TestGroupsShareGroupAfterRestart(t *testing.T) {
-	dir := t.TempDir()
-	addr, stop := startGroupsBrokerIn(t, dir)
-	ctx, cancel := context.WithTimeout(context.Background(), groupsTestTimeout)
-	defer cancel()
+// shareGroupsFixture starts a broker on dir with topic q (one partition,
+// three records) and a client; the caller closes the client and stops the
+// broker (stop) when it restarts it.
+func shareGroupsFixture(ctx context.Context, t *testing.T, dir string) (addr string, stop func(), cl *kgo.Client, adm *kadm.Client) {
+	t.Helper()
+	addr, stop = startGroupsBrokerIn(t, dir)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
 	if err != nil {
 		t.Fatal(err)
 	}
-	adm := kadm.NewClient(cl)
+	adm = kadm.NewClient(cl)
 	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "q"); err != nil {
 		t.Fatal(err)
 	}
@@ -461,6 +459,17 @@ func TestGroupsShareGroupAfterRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	return addr, stop, cl, adm
+}
+
+// A restarted broker knows a share group by its share-partitions' state
+// only (members are not persisted): list shows it, describe shows it Empty
+// with its start offsets.
+func TestGroupsShareGroupAfterRestart(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), groupsTestTimeout)
+	defer cancel()
+	addr, stop, cl, adm := shareGroupsFixture(ctx, t, dir)
 	// A share group with a share-partition at start offset 1 (no members).
 	offs := kadm.Offsets{}
 	offs.AddOffset("q", 0, 1, -1)
@@ -492,22 +501,9 @@ func TestGroupsShareGroupAfterRestart(t *testing.T) {
 // group in the same command is deleted as before.
 func TestGroupsDeleteShareGroup(t *testing.T) {
 	dir := t.TempDir()
-	addr, stop := startGroupsBrokerIn(t, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), groupsTestTimeout)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	adm := kadm.NewClient(cl)
-	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "q"); err != nil {
-		t.Fatal(err)
-	}
-	for range 3 {
-		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "q", Value: []byte("v")}).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	addr, stop, cl, adm := shareGroupsFixture(ctx, t, dir)
 	// sq: a share-partition at start offset 1 and a member; cg: a classic
 	// group with a committed offset.
 	offs := kadm.Offsets{}
