@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -49,7 +48,7 @@ func TestServeMetricsEndpoint(t *testing.T) {
 	t.Cleanup(cleanup)
 	srv := startServe(t, bin, hangGuard, true, "--listen", "127.0.0.1:0", "--data-dir", t.TempDir(),
 		"--metrics-listeners", "http://127.0.0.1:0")
-	cmd, logs, exited, metricsAddr, kafkaAddr := srv.cmd, srv.logs, srv.exited, srv.metrics, srv.kafka
+	logs, metricsAddr, kafkaAddr := srv.logs, srv.metrics, srv.kafka
 	deadline := time.After(hangGuard)
 	base := "http://" + metricsAddr
 	for ready := false; !ready; {
@@ -150,17 +149,7 @@ func TestServeMetricsEndpoint(t *testing.T) {
 		t.Errorf("retention margin after committing the end: %v, want %d", got, n)
 	}
 
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("strata serve after SIGTERM: %v", err)
-		}
-	case <-time.After(hangGuard):
-		t.Fatal("strata serve did not stop after SIGTERM")
-	}
+	srv.stop(t, hangGuard)
 	if c, err := net.Dial("tcp", metricsAddr); err == nil {
 		c.Close()
 		t.Fatalf("the metrics endpoint %s still accepts connections after the broker stopped", metricsAddr)

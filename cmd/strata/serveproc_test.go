@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"os/exec"
 	"regexp"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -67,4 +68,20 @@ func startServe(t *testing.T, bin string, hangGuard time.Duration, withMetrics b
 		}
 	}
 	return p
+}
+
+// stop sends SIGTERM and waits (at most hangGuard) for a clean exit.
+func (p *serveProc) stop(t *testing.T, hangGuard time.Duration) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-p.exited:
+		if err != nil {
+			t.Fatalf("strata serve after SIGTERM: %v", err)
+		}
+	case <-time.After(hangGuard):
+		t.Fatal("strata serve did not stop after SIGTERM")
+	}
 }

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -53,7 +52,7 @@ func TestTopicsDescribeTieredBinary(t *testing.T) {
 	}
 	srv := startServe(t, bin, hangGuard, true, "--listen", "127.0.0.1:0", "--data-dir", dataDir, "--config", props,
 		"--metrics-listeners", "http://127.0.0.1:0")
-	cmd, exited, metricsAddr, addr := srv.cmd, srv.exited, srv.metrics, srv.kafka
+	metricsAddr, addr := srv.metrics, srv.kafka
 
 	strata := func(args ...string) string {
 		t.Helper()
@@ -169,15 +168,5 @@ func TestTopicsDescribeTieredBinary(t *testing.T) {
 	}
 	t.Logf("remote reads %v, read-ahead fetches %v, cache misses %v", reads, ahead, misses)
 
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("strata serve after SIGTERM: %v", err)
-		}
-	case <-time.After(hangGuard):
-		t.Fatal("strata serve did not exit after SIGTERM")
-	}
+	srv.stop(t, hangGuard)
 }
