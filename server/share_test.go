@@ -90,10 +90,14 @@ func shareConsumer(t *testing.T, ctx context.Context, cl *kgo.Client, id int, de
 		for ctx.Err() == nil {
 			fs := cl.PollFetches(ctx)
 			fs.EachRecord(func(r *kgo.Record) {
-				r.Ack(decide(r))
+				// Report first, then acknowledge: a record this consumer
+				// stops before reporting goes back for another to take,
+				// never accepted unseen.
 				select {
 				case out <- delivery{consumer: id, value: string(r.Value), offset: r.Offset, count: r.DeliveryCount()}:
+					r.Ack(decide(r))
 				case <-ctx.Done():
+					r.Ack(kgo.AckRelease)
 				}
 			})
 			if err := cl.FlushAcks(ctx); err != nil && ctx.Err() == nil {
