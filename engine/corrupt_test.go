@@ -296,6 +296,68 @@ func TestCorruptActiveSegmentNotTruncated(t *testing.T) {
 	sameFiles(t, "after open", logFiles(t, pdir), before)
 }
 
+// A batch past the recovery point whose bytes are all zero, with valid
+// batches after it, after a crash: a write that never reached the disk
+// while later ones did (a failed fdatasync drops the pages it covered; a
+// device persists unsynced writes in any order). It is cut with what
+// follows, like a torn tail, and the log serves. Zeroing only part of the
+// header is damage to written bytes: corruption, nothing cut.
+func TestLostWriteBeforeLaterWritesCut(t *testing.T) {
+	image, want0, _ := corruptImage(t, 60, 10, bigSegments())
+	pdir := filepath.Join(image, "cor-0")
+	bases := segmentBases(t, pdir)
+	active := segmentFileName(pdir, bases[len(bases)-1], logSuffix)
+	walk := naiveWalk(t, active)
+	if len(walk) < 4 {
+		t.Fatalf("active segment holds %d batches", len(walk))
+	}
+	lost := walk[len(walk)-3] // two valid batches after it
+	for _, zeroed := range []string{"whole-batch", "part-of-header"} {
+		t.Run(zeroed, func(t *testing.T) {
+			dir := t.TempDir()
+			copyDir(t, image, dir)
+			path := filepath.Join(dir, "cor-0", filepath.Base(active))
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := lost.size
+			if zeroed == "part-of-header" {
+				n = 8 // the base offset
+			}
+			clear(data[lost.pos : lost.pos+int64(n)])
+			if err := os.WriteFile(path, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var logs lockedBuf
+			e := openEngine(t, dir, func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
+			defer e.Close()
+			l := e.Topic("cor").Partition(0)
+			if zeroed == "part-of-header" {
+				checkCorrupt(t, e, l, path, lost.pos)
+				return
+			}
+			if c := l.Corruption(); c != nil {
+				t.Fatalf("lost write taken for corruption: %s", c)
+			}
+			if l.LogEndOffset() != lost.base {
+				t.Fatalf("log end %d, want %d (cut at the lost write)", l.LogEndOffset(), lost.base)
+			}
+			if fi, err := os.Stat(path); err != nil || fi.Size() != lost.pos {
+				t.Fatalf("active segment not cut at %d: %v %v", lost.pos, fi.Size(), err)
+			}
+			if !strings.Contains(logs.String(), "write lost in the crash") {
+				t.Fatalf("no WARN for the cut:\n%s", logs.String())
+			}
+			got, _ := readAll(t, l, 0, 1<<20)
+			if len(got) == 0 || len(got) >= len(want0) {
+				t.Fatalf("read %d batches of %d appended", len(got), len(want0))
+			}
+			checkServes(t, l, want0[:len(got)])
+		})
+	}
+}
+
 // A bad last batch past the recovery point is a torn tail: cut, the log
 // serves and takes appends, nothing is marked.
 func TestTornTailStillTruncated(t *testing.T) {

@@ -310,7 +310,7 @@ func (l *Log) recoverSegments(pf partitionFiles, rp int64, clean, verify bool) (
 		truncated := false
 		if !ok {
 			var bad *Corruption
-			end, truncated, bad, err = l.walkSegment(s, max(next, base), rp, last, verify)
+			end, truncated, bad, err = l.walkSegment(s, max(next, base), rp, last, clean, verify)
 			if err != nil {
 				return segs, 0, nil, err
 			}
@@ -458,11 +458,23 @@ func (l *Log) openTrusted(s *logSegment, last bool, pf partitionFiles, i int) (e
 // cut short below the recovery point keeps what it has (noteRecovery
 // marks the log damaged).
 //
+// One exception to the first rule: after a crash (not clean), a bad batch
+// at or past the recovery point whose header bytes are all zero is a
+// write that never reached the disk, and the valid batches after it are
+// later writes that did: unsynced writes are not persisted in order (a
+// device's volatile cache, page writeback), and a failed fdatasync drops
+// the pages it covered while a concurrent append's write can still land.
+// Nothing from the hole on was acknowledged (an acknowledgement waits for
+// a flush covering every earlier write of the log), so it is cut like a
+// torn tail, with a WARN saying how many bytes of valid batches went with
+// it. A byte flipped in place never zeroes a whole header, so damage to
+// written bytes stays corruption.
+//
 // When the recovery point rp lies inside s, the walk starts at the batch of
 // the last offset index entry below rp (resumePoint) instead of at 0: the
 // bytes before it were synced before rp was checkpointed, so only the
 // unflushed tail is read and CRC-checked, whatever the segment's size.
-func (l *Log) walkSegment(s *logSegment, minOffset, rp int64, last, verify bool) (end int64, truncated bool, bad *Corruption, err error) {
+func (l *Log) walkSegment(s *logSegment, minOffset, rp int64, last, clean, verify bool) (end int64, truncated bool, bad *Corruption, err error) {
 	if s.off == nil {
 		if rp > s.base {
 			// A crash leaves an active index at its preallocated size, its
@@ -535,8 +547,13 @@ func (l *Log) walkSegment(s *logSegment, minOffset, rp int64, last, verify bool)
 		if err != nil {
 			return 0, false, nil, err
 		}
-		if bad.NextValid >= 0 || (end < rp && (!last || wholeBatchAt(s, validEnd, size))) {
+		lostWrite := bad.NextValid >= 0 && !clean && end >= rp && zeroHeaderAt(s, validEnd, size)
+		if (bad.NextValid >= 0 && !lostWrite) || (end < rp && (!last || wholeBatchAt(s, validEnd, size))) {
 			return end, false, bad, nil
+		}
+		if lostWrite {
+			l.e.logger.Warn("a write lost in the crash left a zeroed batch header before later writes that reached the disk; cutting from it (none of it was acknowledged)",
+				"segment", s.logPath, "pos", validEnd, "offset", end, "bytes_cut", size-validEnd, "next_valid_offset", bad.NextValid)
 		}
 		// A torn tail: cut it (Recover from the bad batch finds nothing).
 		if validEnd, err = s.seg.Recover(validEnd, nil); err != nil {
@@ -548,6 +565,25 @@ func (l *Log) walkSegment(s *logSegment, minOffset, rp int64, last, verify bool)
 		end = max(minOffset, s.base)
 	}
 	return end, validEnd < size, nil, nil
+}
+
+// zeroHeaderAt reports whether the batch header's bytes at pos of s (as
+// many as lie below size) are all zero: nothing was ever written there.
+func zeroHeaderAt(s *logSegment, pos, size int64) bool {
+	var hb [record.HeaderSize]byte
+	n := min(int64(len(hb)), size-pos)
+	if n <= 0 {
+		return false
+	}
+	if _, err := s.seg.ReadAt(hb[:n], pos); err != nil {
+		return false
+	}
+	for _, c := range hb[:n] {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // wholeBatchAt reports whether the bytes at pos of s start with a header
