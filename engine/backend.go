@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
-	"syscall"
 
 	"github.com/stratalog/strata/internal/uring"
 	"github.com/stratalog/strata/internal/vfs"
@@ -422,11 +421,11 @@ func (b *ioBackend) probe(dir string) error {
 // than RLIMIT_NOFILE's soft limit (strata serve raises it to the hard
 // limit first); package uring caps it at 32,768.
 func fileSlots() int {
-	var rl syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil || rl.Cur < 64 {
+	n, err := vfs.OpenFileLimit()
+	if err != nil || n < 64 {
 		return 64
 	}
-	return int(min(rl.Cur, 1<<15))
+	return int(min(n, 1<<15))
 }
 
 // direct reports whether segments are written with O_DIRECT through the ring.

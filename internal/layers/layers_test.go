@@ -5,6 +5,7 @@ package layers
 
 import (
 	"go/ast"
+	"go/build"
 	"go/parser"
 	"go/token"
 	"io/fs"
@@ -76,16 +77,92 @@ func imports(f *ast.File) []string {
 }
 
 // System calls and unsafe stay in the packages that own the machine: the
-// ring, segment files, index mappings and sockets.
+// ring, segment files, index mappings, sockets and the file-system seam.
+// golang.org/x/sys/unix and unsafe are imported only there; package
+// syscall's functions (Getrlimit, Fdatasync, ...) are called only there
+// and in the processes (cmd/strata, loadgen: their rlimits, rusage);
+// anyone may name its constants and types (syscall.ENOSPC, syscall.SIGTERM).
 func TestSyscallsStayLow(t *testing.T) {
 	allowed := map[string]bool{"internal/uring": true, "segment": true, "index": true, "netpoll": true, "internal/vfs": true}
+	process := map[string]bool{"cmd/strata": true, "loadgen": true}
+	funcs := syscallFuncs(t)
 	for _, f := range moduleFiles(t) {
 		for _, p := range imports(f.file) {
 			if (p == "golang.org/x/sys/unix" || p == "unsafe") && !allowed[f.dir] {
-				t.Errorf("%s imports %s: system calls belong in internal/uring, segment, index or netpoll", f.path, p)
+				t.Errorf("%s imports %s: system calls belong in internal/uring, segment, index, netpoll or internal/vfs", f.path, p)
+			}
+		}
+		if allowed[f.dir] || process[f.dir] {
+			continue
+		}
+		name := importName(f.file, "syscall")
+		if name == "" {
+			continue
+		}
+		ast.Inspect(f.file, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok {
+				return true
+			}
+			if sel, ok := call.Fun.(*ast.SelectorExpr); ok && funcs[sel.Sel.Name] {
+				if id, ok := sel.X.(*ast.Ident); ok && id.Name == name {
+					t.Errorf("%s calls syscall.%s: system calls belong in internal/uring, segment, index, netpoll or internal/vfs", f.path, sel.Sel.Name)
+				}
+			}
+			return true
+		})
+	}
+}
+
+// importName is the name f refers to package path by ("" when f does not
+// import it).
+func importName(f *ast.File, path string) string {
+	for _, im := range f.Imports {
+		if p, _ := strconv.Unquote(im.Path.Value); p == path {
+			if im.Name != nil {
+				return im.Name.Name
+			}
+			return path[strings.LastIndex(path, "/")+1:]
+		}
+	}
+	return ""
+}
+
+// syscallFuncs is the set of package-level functions package syscall
+// declares for any system (not its types: syscall.Errno(n) is a
+// conversion).
+func syscallFuncs(t *testing.T) map[string]bool {
+	t.Helper()
+	pkg, err := build.Default.Import("syscall", "", build.FindOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob(filepath.Join(pkg.Dir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	fset := token.NewFileSet()
+	for _, path := range files {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			if fd, ok := d.(*ast.FuncDecl); ok && fd.Recv == nil && fd.Name.IsExported() {
+				out[fd.Name.Name] = true
 			}
 		}
 	}
+	for _, fn := range []string{"Getrlimit", "Fdatasync", "Syscall"} {
+		if !out[fn] {
+			t.Fatalf("package syscall in %s declares no %s: not the standard library?", pkg.Dir, fn)
+		}
+	}
+	return out
 }
 
 // The lower layers import only what is below them (uring <- segment <-

@@ -25,6 +25,7 @@
 //	mem.go        MemFS: the tree, its durable shadow, Crash
 //	fault.go      Op, Fault: error injection into a MemFS
 //	dirsync_*.go  whether the system's fsync of a directory is meaningful
+//	rlimit_*.go   OpenFileLimit: the soft RLIMIT_NOFILE
 //
 // # What is durable when (MemFS keeps exactly these rules)
 //
