@@ -123,8 +123,12 @@ type verbDoc struct {
 // verbsHelp lists a command's verbs with their usage lines.
 func verbsHelp(w io.Writer, cmd, about string, verbs []verbDoc) {
 	fmt.Fprintf(w, "Usage:\n  strata %s VERB [flags]\n\n%s\n\nVerbs:\n", cmd, strings.TrimSpace(about))
+	width := 0
 	for _, v := range verbs {
-		fmt.Fprintf(w, "  %-14s %s\n", v.verb, v.summary)
+		width = max(width, len(v.verb))
+	}
+	for _, v := range verbs {
+		fmt.Fprintf(w, "  %-*s  %s\n", width, v.verb, v.summary)
 	}
 	fmt.Fprintf(w, "\nRun \"strata %s VERB --help\" for a verb's flags.\n", cmd)
 }

@@ -152,6 +152,55 @@ func TestUsageErrors(t *testing.T) {
 	}
 }
 
+// strata --help names every verb of the commands that have verbs, and each
+// command's verb list keeps its summaries in one column (a verb longer than
+// the others does not push its summary out of line).
+func TestTopUsageNamesEveryVerb(t *testing.T) {
+	code, top, _ := runCLI("--help")
+	if code != 0 {
+		t.Fatalf("--help: exit %d", code)
+	}
+	for _, c := range []struct {
+		cmd   string
+		verbs []verbDoc
+	}{{"topics", topicsVerbs}, {"groups", groupsVerbs}, {"cluster", clusterVerbs}, {"acls", aclsVerbs}} {
+		names := make([]string, len(c.verbs))
+		for i, v := range c.verbs {
+			names[i] = v.verb
+		}
+		line := regexp.MustCompile(`(?m)^  strata ` + c.cmd + ` (\S+)`).FindStringSubmatch(top)
+		if line == nil {
+			t.Errorf("--help has no line for strata %s", c.cmd)
+			continue
+		}
+		listed := map[string]bool{}
+		for _, v := range strings.Split(line[1], "|") {
+			listed[v] = true
+		}
+		for _, v := range names {
+			if !listed[v] {
+				t.Errorf("--help: strata %s %s does not name the verb %s", c.cmd, line[1], v)
+			}
+		}
+		_, help, _ := runCLI(c.cmd, "--help")
+		col := -1
+		for _, v := range c.verbs {
+			i := strings.Index(help, "\n  "+v.verb+" ")
+			if i < 0 {
+				t.Errorf("strata %s --help does not list %s", c.cmd, v.verb)
+				continue
+			}
+			rest := help[i+1:]
+			rest = rest[:strings.IndexByte(rest, '\n')]
+			at := strings.Index(rest, v.summary)
+			if col >= 0 && at != col {
+				t.Errorf("strata %s --help: the summary of %s starts at column %d, the others at %d:\n%s", c.cmd, v.verb, at, col, help)
+			}
+			col = at
+		}
+	}
+}
+
 func TestResolveBrokers(t *testing.T) {
 	env := func(v string) func(string) string {
 		return func(k string) string {

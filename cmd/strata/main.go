@@ -14,9 +14,9 @@ const usage = `strata — a Kafka-compatible, replicated, partitioned commit log
 
 Usage:
   strata serve [--listen host:port] [--data-dir DIR] [--node-id N] [--config FILE] ...
-  strata topics create|list|describe|delete|alter-config ... [--brokers host:port,...]
-  strata groups list|describe|reset-offsets ... [--brokers host:port,...]
-  strata cluster describe|describe-config|alter-config ... [--brokers host:port,...]
+  strata topics create|list|describe|delete|add-partitions|alter-config ... [--brokers host:port,...]
+  strata groups list|describe|delete|reset-offsets ... [--brokers host:port,...]
+  strata cluster describe|describe-config|alter-config|log-dirs ... [--brokers host:port,...]
   strata acls add|list|remove ... [--brokers host:port,...] [--sasl-mechanism M --sasl-username U]
   strata produce TOPIC [-K DELIM] [-H key=value ...] [--acks all|1|0] [--compression CODEC] ...  < lines
   strata consume TOPIC ... [-o start|end|N|-N|@TIME] [-g GROUP] [-n N] [-e] [-f value|json|FORMAT] ...
