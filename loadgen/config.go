@@ -58,10 +58,17 @@ type Config struct {
 	// reports both (Report.Baseline). Both need Spawn.
 	SpawnBlackhole   bool
 	CompareBlackhole bool
+	// CompareBinary is another strata executable (an earlier build): the
+	// same workload, consumers included, runs a second time against
+	// brokers spawned from it, and the report compares the two builds
+	// (Report.Baseline, mode "binary"): a change judged against the build
+	// before it in the same minutes. Exclusive with CompareBlackhole; needs
+	// Spawn.
+	CompareBinary string
 	// CompareRounds > 1 repeats the comparison that many times, fresh
 	// brokers each round, alternating which side runs first, and reports
 	// every pair and the median ratio (RunRounds, Report.Rounds). Needs
-	// CompareBlackhole.
+	// CompareBlackhole or CompareBinary.
 	CompareRounds int
 	// CompareDevice measures, after the run (and its blackhole baseline),
 	// the durable sequential write ceiling of the filesystem the spawned
@@ -73,6 +80,10 @@ type Config struct {
 	// quietDevice: do not log why device traffic is not measured (the
 	// blackhole baseline's second spawn; the first said it).
 	quietDevice bool
+	// brokerBin, when set, is the executable the spawned brokers run
+	// (CompareBinary's baseline side); consumer processes still run
+	// StrataBin.
+	brokerBin string
 	// Profile is a file for the first spawned broker's CPU profile (pprof),
 	// written when the broker stops at the end of the run.
 	Profile string
@@ -225,11 +236,14 @@ func (c *Config) Validate() error {
 	case c.Spawn < 0 || c.Spawn > MaxSpawn:
 		bad("--spawn %d out of range 0..%d", c.Spawn, MaxSpawn)
 	}
-	if (c.SpawnBlackhole || c.CompareBlackhole || c.CompareDevice || c.Profile != "") && c.Spawn == 0 {
-		bad("--compare-blackhole, --compare-device and --profile need --spawn")
+	if (c.SpawnBlackhole || c.CompareBlackhole || c.CompareBinary != "" || c.CompareDevice || c.Profile != "") && c.Spawn == 0 {
+		bad("--compare-blackhole, --compare-binary, --compare-device and --profile need --spawn")
 	}
-	if c.CompareRounds < 0 || c.CompareRounds > MaxCompareRounds || (c.CompareRounds > 1 && !c.CompareBlackhole) {
-		bad("--compare-rounds %d: 0..%d, and more than 1 needs --compare-blackhole", c.CompareRounds, MaxCompareRounds)
+	if c.CompareBinary != "" && (c.CompareBlackhole || c.SpawnBlackhole) {
+		bad("--compare-binary and --compare-blackhole (or --spawn-blackhole) are exclusive: one baseline per run")
+	}
+	if c.CompareRounds < 0 || c.CompareRounds > MaxCompareRounds || (c.CompareRounds > 1 && !c.CompareBlackhole && c.CompareBinary == "") {
+		bad("--compare-rounds %d: 0..%d, and more than 1 needs --compare-blackhole or --compare-binary", c.CompareRounds, MaxCompareRounds)
 	}
 	if c.CompareDevice && (c.DeviceProbeBytes < DeviceProbeChunk || c.DeviceProbeBytes > 1<<40) {
 		bad("--compare-device-bytes %d out of range %d..%d", c.DeviceProbeBytes, DeviceProbeChunk, int64(1)<<40)

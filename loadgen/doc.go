@@ -151,6 +151,13 @@
 // requests without storing them, without consumers. Report.Baseline holds the
 // second result and the ratio of the two (max healthy rates, or achieved
 // records/s): what the log costs relative to the network and protocol alone.
+// CompareBinary is the same comparison against another build: the whole
+// workload, consumers, verification and faults included, runs a second time
+// against brokers spawned from the given strata executable (consumer
+// processes still run this one), Report.Baseline has mode "binary", and the
+// tables add the baseline's p99.9, max and end-to-end p99. With
+// CompareRounds the two builds alternate (RunRounds): a change is judged
+// against the build before it in the same minutes, as issue work asks.
 // Profile makes the first spawned broker write a pprof CPU profile when it
 // stops.
 //

@@ -142,15 +142,33 @@ type Report struct {
 	DeviceBaseline *DeviceBaseline `json:"device_baseline,omitempty"`
 }
 
-// Baseline is the same workload measured against a broker that acks
-// without storing (--compare-blackhole), in the same run.
+// Baseline is the same workload measured, in the same run, against a
+// broker that acks without storing (--compare-blackhole, mode "blackhole")
+// or against brokers spawned from another strata executable
+// (--compare-binary, mode "binary").
 type Baseline struct {
-	Mode    string   `json:"mode"` // "blackhole"
+	Mode    string   `json:"mode"`             // BaselineBlackhole or BaselineBinary
+	Binary  string   `json:"binary,omitempty"` // mode "binary": the baseline's executable
 	Result  Result   `json:"result"`
 	FindMax *FindMax `json:"find_max,omitempty"`
 	// Ratio is this run over the baseline: max healthy rates with
 	// --find-max, achieved records/s otherwise.
 	Ratio float64 `json:"ratio"`
+}
+
+// Baseline modes.
+const (
+	BaselineBlackhole = "blackhole"
+	BaselineBinary    = "binary"
+)
+
+// side names the baseline in tables: "blackhole", or "baseline" for
+// another build.
+func baselineSide(mode string) string {
+	if mode == BaselineBinary {
+		return "baseline"
+	}
+	return BaselineBlackhole
 }
 
 // Distribution is the latency percentile distribution of the result.
@@ -393,16 +411,29 @@ func commas(v float64, decimals int) string {
 	return out
 }
 
-// writeBaseline prints the --compare-blackhole comparison.
+// writeBaseline prints the --compare-blackhole or --compare-binary
+// comparison.
 func writeBaseline(b *strings.Builder, r *Report, bl *Baseline) {
-	fmt.Fprintf(b, "\nbaseline: the same workload against a %s broker (acks without storing), same run\n", bl.Mode)
+	side := baselineSide(bl.Mode)
+	if bl.Mode == BaselineBinary {
+		fmt.Fprintf(b, "\nbaseline: the same workload against brokers spawned from %s, same run\n", bl.Binary)
+	} else {
+		fmt.Fprintf(b, "\nbaseline: the same workload against a %s broker (acks without storing), same run\n", bl.Mode)
+	}
 	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "\tstrata\tblackhole\t")
+	fmt.Fprintf(tw, "\tstrata\t%s\t\n", side)
 	if r.FindMax != nil && bl.FindMax != nil {
 		fmt.Fprintf(tw, "max healthy rec/s\t%s\t%s\t\n", commas(r.FindMax.MaxHealthyRate, 0), commas(bl.FindMax.MaxHealthyRate, 0))
 	}
 	fmt.Fprintf(tw, "records/s (reported step)\t%s\t%s\t\n", commas(r.Result.RecordsPerSec, 0), commas(bl.Result.RecordsPerSec, 0))
 	fmt.Fprintf(tw, "produce p99 ms\t%.2f\t%.2f\t\n", r.Result.ProduceP99Ms, bl.Result.ProduceP99Ms)
+	if bl.Mode == BaselineBinary {
+		fmt.Fprintf(tw, "produce p99.9 ms\t%.2f\t%.2f\t\n", r.Result.ProduceP999Ms, bl.Result.ProduceP999Ms)
+		fmt.Fprintf(tw, "produce max ms\t%.2f\t%.2f\t\n", r.Result.ProduceMaxMs, bl.Result.ProduceMaxMs)
+		if r.Result.RecordsConsumed > 0 && bl.Result.RecordsConsumed > 0 {
+			fmt.Fprintf(tw, "end-to-end p99 ms\t%.2f\t%.2f\t\n", r.Result.E2EP99Ms, bl.Result.E2EP99Ms)
+		}
+	}
 	if r.Result.BrokerProduceRequests > 0 && bl.Result.BrokerProduceRequests > 0 {
 		fmt.Fprintf(tw, "broker produce p99 ms\t%.2f\t%.2f\t\n", r.Result.BrokerProduceP99Ms, bl.Result.BrokerProduceP99Ms)
 	}
@@ -415,7 +446,7 @@ func writeBaseline(b *strings.Builder, r *Report, bl *Baseline) {
 		fmt.Fprintf(tw, "device busy\t%.1f%%\t%.1f%%\t\n", 100*d.BusyShare, 100*bd.BusyShare)
 	}
 	tw.Flush()
-	fmt.Fprintf(b, "ratio strata / blackhole: %.1f%%\n", 100*bl.Ratio)
+	fmt.Fprintf(b, "ratio strata / %s: %.1f%%\n", side, 100*bl.Ratio)
 }
 
 // stepsHaveDevice reports whether any step measured device traffic.

@@ -10,14 +10,16 @@ import (
 	"text/tabwriter"
 )
 
-// Rounds is --compare-rounds: the --compare-blackhole comparison repeated,
-// each round with freshly spawned brokers, the side that runs first
-// alternating (strata first in odd rounds, the blackhole first in even
-// ones). On a shared virtual machine one workload's rate moves by 10-20 %
+// Rounds is --compare-rounds: the --compare-blackhole (or --compare-binary)
+// comparison repeated, each round with freshly spawned brokers, the side
+// that runs first alternating (strata first in odd rounds, the baseline
+// first in even ones). On a shared virtual machine one workload's rate moves by 10-20 %
 // between minutes with nothing else running (docs/performance.md, session
 // 17), more than the changes a ratio is meant to judge; the median of
 // several interleaved pairs, with its spread, is the figure to compare.
 type Rounds struct {
+	// Mode is the baseline's: BaselineBlackhole or BaselineBinary.
+	Mode        string  `json:"mode"`
 	Rounds      []Round `json:"rounds"`
 	MedianRatio float64 `json:"median_ratio"`
 	MinRatio    float64 `json:"min_ratio"`
@@ -32,7 +34,7 @@ const MaxCompareRounds = 20
 
 // Round is one strata/blackhole pair of --compare-rounds.
 type Round struct {
-	First                 string  `json:"first"` // "strata" or "blackhole"
+	First                 string  `json:"first"` // "strata", or "blackhole" / "baseline" (another build)
 	RecordsPerSec         float64 `json:"records_per_sec"`
 	BaselineRecordsPerSec float64 `json:"baseline_records_per_sec"`
 	Ratio                 float64 `json:"ratio"`
@@ -65,14 +67,15 @@ func RunRounds(ctx context.Context, cfg Config) (*Report, error) {
 		logw = io.Discard
 	}
 	one := cfg
-	one.CompareRounds, one.CompareBlackhole, one.CompareDevice = 0, false, false
-	bcfg := blackholeConfig(one)
+	one.CompareRounds, one.CompareDevice = 0, false
+	bcfg, mode, _ := baselineConfig(one)
+	one.CompareBlackhole, one.CompareBinary = false, ""
 	var reps []*Report
 	var rounds []Round
 	for i := range cfg.CompareRounds {
 		first := "strata"
 		if i%2 == 1 {
-			first = "blackhole"
+			first = baselineSide(mode)
 		}
 		fmt.Fprintf(logw, "round %d of %d (%s first)\n", i+1, cfg.CompareRounds, first)
 		var rep, brep *Report
@@ -87,18 +90,36 @@ func RunRounds(ctx context.Context, cfg Config) (*Report, error) {
 			}
 		}
 		if err != nil || ctx.Err() != nil || rep == nil || brep == nil {
-			return roundsSoFar(rep, reps, rounds), errors.Join(err, ctx.Err(), fmt.Errorf("--compare-rounds: round %d of %d did not finish", i+1, cfg.CompareRounds))
+			return roundsSoFar(mode, rep, reps, rounds), errors.Join(err, ctx.Err(), fmt.Errorf("--compare-rounds: round %d of %d did not finish", i+1, cfg.CompareRounds))
 		}
-		rep.Baseline = newBaseline(rep, brep)
+		rep.Baseline = newBaseline(rep, brep, mode, cfg.CompareBinary)
 		reps = append(reps, rep)
 		rounds = append(rounds, newRound(first, rep))
 	}
-	rep := roundsSoFar(nil, reps, rounds)
+	rep := roundsSoFar(mode, nil, reps, rounds)
 	var err error
 	if cfg.CompareDevice && ctx.Err() == nil {
 		rep.DeviceBaseline, err = compareDevice(ctx, cfg, rep, logw)
 	}
 	return rep, err
+}
+
+// baselineConfig is the run cfg's baseline side, if it has one: its
+// blackhole baseline (mode BaselineBlackhole) or the same workload against
+// brokers spawned from CompareBinary (BaselineBinary: consumers,
+// verification and faults kept, no profile and no device probe).
+func baselineConfig(cfg Config) (b Config, mode string, ok bool) {
+	switch {
+	case cfg.CompareBinary != "":
+		b = cfg
+		b.brokerBin, b.CompareBinary = cfg.CompareBinary, ""
+		b.CompareBlackhole, b.CompareDevice, b.Profile, b.CompareRounds = false, false, "", 0
+		b.quietDevice = true
+		return b, BaselineBinary, true
+	case cfg.CompareBlackhole:
+		return blackholeConfig(cfg), BaselineBlackhole, true
+	}
+	return cfg, "", false
 }
 
 // blackholeConfig is cfg turned into its blackhole baseline: a spawned
@@ -128,7 +149,7 @@ func newRound(first string, rep *Report) Round {
 
 // roundsSoFar is the report of the finished rounds (the median one's, or
 // partial when none finished) with Rounds filled in.
-func roundsSoFar(partial *Report, reps []*Report, rounds []Round) *Report {
+func roundsSoFar(mode string, partial *Report, reps []*Report, rounds []Round) *Report {
 	if len(reps) == 0 {
 		return partial
 	}
@@ -146,7 +167,7 @@ func roundsSoFar(partial *Report, reps []*Report, rounds []Round) *Report {
 		return 0
 	})
 	mid := order[(len(order)-1)/2]
-	rs := &Rounds{Rounds: rounds, MinRatio: rounds[order[0]].Ratio, MaxRatio: rounds[order[len(order)-1]].Ratio, Report: mid + 1}
+	rs := &Rounds{Mode: mode, Rounds: rounds, MinRatio: rounds[order[0]].Ratio, MaxRatio: rounds[order[len(order)-1]].Ratio, Report: mid + 1}
 	if n := len(order); n%2 == 1 {
 		rs.MedianRatio = rounds[order[n/2]].Ratio
 	} else {
@@ -159,9 +180,10 @@ func roundsSoFar(partial *Report, reps []*Report, rounds []Round) *Report {
 
 // writeRounds prints the --compare-rounds table.
 func writeRounds(b *strings.Builder, rs *Rounds) {
-	fmt.Fprintf(b, "\nrounds: strata and blackhole alternated, fresh brokers each (the figures above are round %d's)\n", rs.Report)
+	side := baselineSide(rs.Mode)
+	fmt.Fprintf(b, "\nrounds: strata and %s alternated, fresh brokers each (the figures above are round %d's)\n", side, rs.Report)
 	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "round\tfirst\tstrata rec/s\tblackhole rec/s\tratio\tp99 ms\tblackhole p99 ms\tbroker µs/rec\tblackhole µs/rec\tclient µs/rec\tblackhole client µs/rec\tdevice B/B\t")
+	fmt.Fprintf(tw, "round\tfirst\tstrata rec/s\t%[1]s rec/s\tratio\tp99 ms\t%[1]s p99 ms\tbroker µs/rec\t%[1]s µs/rec\tclient µs/rec\t%[1]s client µs/rec\tdevice B/B\t\n", side)
 	for i, r := range rs.Rounds {
 		dev := "-"
 		if r.DeviceBytesPerRecordByte > 0 {
@@ -173,6 +195,6 @@ func writeRounds(b *strings.Builder, rs *Rounds) {
 			r.ClientCPUUsPerRecord, r.BaselineClientCPUUs, dev)
 	}
 	tw.Flush()
-	fmt.Fprintf(b, "ratio strata / blackhole over %d rounds: median %.1f%% (min %.1f%%, max %.1f%%)\n",
-		len(rs.Rounds), 100*rs.MedianRatio, 100*rs.MinRatio, 100*rs.MaxRatio)
+	fmt.Fprintf(b, "ratio strata / %s over %d rounds: median %.1f%% (min %.1f%%, max %.1f%%)\n",
+		side, len(rs.Rounds), 100*rs.MedianRatio, 100*rs.MinRatio, 100*rs.MaxRatio)
 }

@@ -3,6 +3,9 @@ package loadgen
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -65,5 +68,67 @@ func TestCompareRoundsNeedsBlackhole(t *testing.T) {
 	cfg.CompareBlackhole, cfg.CompareRounds = true, MaxCompareRounds+1
 	if err := cfg.Validate(); err == nil {
 		t.Fatal("--compare-rounds above the maximum accepted")
+	}
+}
+
+// TestCompareBinary: --compare-binary with --compare-rounds 2 runs the
+// workload, consumers included, against brokers spawned from the other
+// executable on the baseline side only (a wrapper that logs its calls),
+// each side first once, and reports both builds.
+func TestCompareBinary(t *testing.T) {
+	dir := t.TempDir()
+	calls := filepath.Join(dir, "calls")
+	other := filepath.Join(dir, "strata-before")
+	script := fmt.Sprintf("#!/bin/sh\necho \"$1\" >> %q\nexec %q \"$@\"\n", calls, strataBin)
+	if err := os.WriteFile(other, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := smallRun(EngineNative)
+	cfg.Duration = time.Second
+	cfg.CompareBinary, cfg.CompareRounds = other, 2
+	rep, err := RunRounds(testCtx(t, 3*time.Minute), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkClean(t, rep, 2000)
+	bl := rep.Baseline
+	if bl == nil || bl.Mode != BaselineBinary || bl.Binary != other {
+		t.Fatalf("baseline %+v", bl)
+	}
+	if bl.Result.RecordsAcked != 2000 || bl.Result.RecordsConsumed != bl.Result.RecordsAcked {
+		t.Fatalf("baseline side acked %d, consumed %d: the workload (consumers too) must run there", bl.Result.RecordsAcked, bl.Result.RecordsConsumed)
+	}
+	rs := rep.Rounds
+	if rs == nil || rs.Mode != BaselineBinary || len(rs.Rounds) != 2 || rs.Rounds[0].First != "strata" || rs.Rounds[1].First != "baseline" {
+		t.Fatalf("rounds: %+v", rs)
+	}
+	got, err := os.ReadFile(calls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(got), "serve\n"); n != 2 {
+		t.Fatalf("the other executable served %d times, want once per round:\n%s", n, got)
+	}
+	var out bytes.Buffer
+	if err := rep.WriteTable(&out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"brokers spawned from " + other, "ratio strata / baseline over 2 rounds", "end-to-end p99 ms"} {
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("table without %q:\n%s", want, out.String())
+		}
+	}
+	t.Logf("table:\n%s", out.String())
+}
+
+func TestCompareBinaryExclusive(t *testing.T) {
+	cfg := smallRun(EngineNative)
+	cfg.CompareBinary, cfg.CompareBlackhole = "/bin/true", true
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "exclusive") {
+		t.Fatalf("--compare-binary with --compare-blackhole: %v", err)
+	}
+	cfg.CompareBlackhole, cfg.Spawn, cfg.Brokers = false, 0, []string{"127.0.0.1:1"}
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "--spawn") {
+		t.Fatalf("--compare-binary without --spawn: %v", err)
 	}
 }

@@ -580,11 +580,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if logw == nil {
 		logw = io.Discard
 	}
-	if cfg.CompareBlackhole {
-		fmt.Fprintln(logw, "baseline: the same workload against a --blackhole broker (no consumers)")
-		brep, berr := runTarget(ctx, blackholeConfig(cfg))
+	if bcfg, mode, ok := baselineConfig(cfg); ok {
+		if mode == BaselineBinary {
+			fmt.Fprintf(logw, "baseline: the same workload against brokers spawned from %s\n", cfg.CompareBinary)
+		} else {
+			fmt.Fprintln(logw, "baseline: the same workload against a --blackhole broker (no consumers)")
+		}
+		brep, berr := runTarget(ctx, bcfg)
 		if brep != nil {
-			rep.Baseline = newBaseline(rep, brep)
+			rep.Baseline = newBaseline(rep, brep, mode, cfg.CompareBinary)
 		}
 		err = berr
 	}
@@ -623,10 +627,14 @@ func ackedMBPerSec(rep *Report) float64 {
 	return rep.Result.MBPerSec
 }
 
-// newBaseline compares a run with its blackhole baseline: max healthy rates
-// for --find-max, achieved records/s otherwise.
-func newBaseline(rep, brep *Report) *Baseline {
-	b := &Baseline{Mode: "blackhole", Result: brep.Result, FindMax: brep.FindMax}
+// newBaseline compares a run with its baseline (mode BaselineBlackhole or
+// BaselineBinary, bin the latter's executable): max healthy rates for
+// --find-max, achieved records/s otherwise.
+func newBaseline(rep, brep *Report, mode, bin string) *Baseline {
+	b := &Baseline{Mode: mode, Result: brep.Result, FindMax: brep.FindMax}
+	if mode == BaselineBinary {
+		b.Binary = bin
+	}
 	ours, theirs := rep.Result.RecordsPerSec, brep.Result.RecordsPerSec
 	if rep.FindMax != nil && brep.FindMax != nil {
 		ours, theirs = rep.FindMax.MaxHealthyRate, brep.FindMax.MaxHealthyRate
@@ -647,7 +655,11 @@ func runTarget(ctx context.Context, cfg Config) (rep *Report, err error) {
 	seeds := cfg.Brokers
 	var cluster *Cluster
 	if cfg.Spawn > 0 {
-		if cluster, err = Spawn(ctx, SpawnOptions{Bin: cfg.StrataBin, Brokers: cfg.Spawn,
+		bin := cfg.StrataBin
+		if cfg.brokerBin != "" {
+			bin = cfg.brokerBin
+		}
+		if cluster, err = Spawn(ctx, SpawnOptions{Bin: bin, Brokers: cfg.Spawn,
 			SegmentBytes: cfg.SpawnSegmentBytes, ConfigFile: cfg.SpawnConfig,
 			Blackhole: cfg.SpawnBlackhole, CPUProfile: cfg.Profile,
 			Proxy: needsProxy(cfg.Faults), ReplicaLagTimeMax: faultLagTime(&cfg)}); err != nil {

@@ -30,6 +30,7 @@ Examples:
   strata loadgen --spawn 1 --find-max --max-p99 15ms --step-duration 10s
   strata loadgen --spawn 1 --engine native --find-max --compare-blackhole --profile broker.pprof
   strata loadgen --spawn 1 --rate 50000 --duration 30s --warmup 5s --compare-device
+  strata loadgen --spawn 1 --engine kgo --idempotent --keys 100000 --compare-binary ./strata-before --compare-rounds 4
   strata loadgen --spawn 3 --replication-factor 3 --idempotent --rate 5000 --duration 5m --verify --faults kill,pause`}
 
 // runLoadgen is `strata loadgen`: parse flags, run, print the table and
@@ -122,7 +123,8 @@ func parseLoadgenFlagSet(args []string, helpOut io.Writer) (loadgen.Config, load
 	fs.Int64Var(&cfg.SpawnSegmentBytes, "spawn-segment-bytes", 0, "log.segment.bytes of spawned brokers (0 = the broker default)")
 	fs.StringVar(&cfg.SpawnConfig, "spawn-config", "", "server.properties file for spawned brokers")
 	fs.BoolVar(&cfg.CompareBlackhole, "compare-blackhole", false, "with --spawn: run the same workload again against a --blackhole broker (acks without storing) and report both and the ratio")
-	fs.IntVar(&cfg.CompareRounds, "compare-rounds", 0, "with --compare-blackhole: repeat the comparison this many times (fresh brokers each, alternating which side runs first) and report every pair and the median ratio; the report's other figures are the median round's (at most 20)")
+	fs.StringVar(&cfg.CompareBinary, "compare-binary", "", "with --spawn: run the same workload again (consumers too) against brokers spawned from this strata executable, an earlier build, and report both and the ratio; exclusive with --compare-blackhole")
+	fs.IntVar(&cfg.CompareRounds, "compare-rounds", 0, "with --compare-blackhole or --compare-binary: repeat the comparison this many times (fresh brokers each, alternating which side runs first) and report every pair and the median ratio; the report's other figures are the median round's (at most 20)")
 	fs.BoolVar(&cfg.CompareDevice, "compare-device", false, "with --spawn: afterwards measure the durable sequential write ceiling of the data directory's filesystem (O_DIRECT 1 MiB writes, 16 in flight, fdatasync every 16 MiB) and report acked MB/s over it")
 	fs.Int64Var(&cfg.DeviceProbeBytes, "compare-device-bytes", cfg.DeviceProbeBytes, "--compare-device: bytes the probe writes (it stops after 30 s in any case)")
 	fs.StringVar(&cfg.Profile, "profile", "", "with --spawn: write the first broker's CPU profile (pprof) to this file")
