@@ -42,31 +42,49 @@ func spawnQuorum(n int) (string, error) {
 	return strings.Join(voters, ","), nil
 }
 
-// waitFormed waits until a broker's Metadata lists every spawned broker.
+// waitFormed waits until every spawned broker's own Metadata lists every
+// spawned broker as live. Each broker learns the others from its copy of
+// the metadata log, which lags the controller by its own amount: one
+// broker listing all of them says nothing of the next, and a CreateTopics
+// answered by a broker still behind would refuse a replication factor the
+// cluster can hold (INVALID_REPLICATION_FACTOR, as Kafka answers before
+// brokers are unfenced). So each broker is asked itself, by its address.
 func (c *Cluster) waitFormed(ctx context.Context) error {
 	if len(c.Brokers) <= 1 {
 		return nil
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...), kgo.ClientID(loadgenClientID+"-spawn"))
+	ctx, cancel := context.WithTimeout(ctx, spawnFormTimeout)
+	defer cancel()
+	for _, b := range c.Brokers {
+		if err := waitListsAll(ctx, b, len(c.Brokers)); err != nil {
+			return fmt.Errorf("loadgen: spawned cluster not formed after %v: %w:\n%s",
+				spawnFormTimeout, err, tailFile(b.LogPath, 2000))
+		}
+	}
+	return nil
+}
+
+// waitListsAll waits until broker b's Metadata answer, from b itself, lists
+// n brokers.
+func waitListsAll(ctx context.Context, b *SpawnedBroker, n int) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.ClientID(loadgenClientID+"-spawn"))
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, spawnFormTimeout)
-	defer cancel()
 	last := 0
 	for {
 		req := kmsg.NewPtrMetadataRequest()
-		resp, err := req.RequestWith(ctx, cl)
-		if err == nil {
-			if last = len(resp.Brokers); last == len(c.Brokers) {
-				return nil
+		if seeds := cl.SeedBrokers(); len(seeds) == 1 {
+			if resp, err := seeds[0].Request(ctx, req); err == nil {
+				if last = len(resp.(*kmsg.MetadataResponse).Brokers); last == n {
+					return nil
+				}
 			}
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("loadgen: spawned cluster lists %d of %d brokers after %v:\n%s",
-				last, len(c.Brokers), spawnFormTimeout, tailFile(c.Brokers[0].LogPath, 2000))
+			return fmt.Errorf("broker %d lists %d of %d brokers", b.NodeID, last, n)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

@@ -15,7 +15,9 @@ import (
 	"github.com/stratalog/strata/internal/stratatest"
 	"github.com/stratalog/strata/record"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 var strataBin string
@@ -353,5 +355,56 @@ func TestFindMaxCompleteSearch(t *testing.T) {
 	}
 	if rep.Host.CPUs < 1 || rep.Host.DataDir == "" {
 		t.Fatalf("host %+v", rep.Host)
+	}
+}
+
+// TestSpawnedClusterFormed: once Spawn returns, every broker's own
+// Metadata lists every broker (each learns the others from its copy of
+// the metadata log, at its own pace), so a topic with a replication
+// factor of all of them is created at the first attempt whichever broker
+// answers.
+func TestSpawnedClusterFormed(t *testing.T) {
+	for round := range 2 {
+		ctx := testCtx(t, time.Minute)
+		c, err := Spawn(ctx, SpawnOptions{Bin: strataBin, Brokers: 3, SegmentBytes: 4 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range c.Brokers {
+			cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := cl.SeedBrokers()[0].Request(ctx, kmsg.NewPtrMetadataRequest())
+			cl.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := len(resp.(*kmsg.MetadataResponse).Brokers); n != 3 {
+				t.Fatalf("round %d: broker %d lists %d brokers right after Spawn", round, b.NodeID, n)
+			}
+		}
+		for _, b := range c.Brokers {
+			cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := kmsg.NewPtrCreateTopicsRequest()
+			rt := kmsg.NewCreateTopicsRequestTopic()
+			rt.Topic, rt.NumPartitions, rt.ReplicationFactor = fmt.Sprintf("rf3-%d", b.NodeID), 3, 3
+			req.Topics = append(req.Topics, rt)
+			req.TimeoutMillis = 10000
+			resp, err := cl.SeedBrokers()[0].Request(ctx, req)
+			cl.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if code := resp.(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode; code != 0 {
+				t.Fatalf("round %d: CreateTopics RF 3 through broker %d: %v", round, b.NodeID, kerr.ErrorForCode(code))
+			}
+		}
+		if err := c.Stop(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

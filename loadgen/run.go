@@ -107,17 +107,6 @@ func ensureTopic(ctx context.Context, admin *kgo.Client, cfg *Config, logw io.Wr
 	adm := kadm.NewClient(admin)
 	adm.SetTimeoutMillis(int32(timeout / time.Millisecond))
 	_, err := adm.CreateTopic(ctx, cfg.Partitions, cfg.ReplicationFactor, nil, cfg.Topic)
-	// Spawn returns once one broker's Metadata lists every broker; the
-	// broker answering CreateTopics may not count them all live yet and
-	// refuse the replication factor: with spawned brokers enough for it,
-	// ask again until the timeout.
-	for cfg.Spawn >= int(cfg.ReplicationFactor) && errors.Is(err, kerr.InvalidReplicationFactor) && ctx.Err() == nil {
-		select {
-		case <-ctx.Done():
-		case <-time.After(100 * time.Millisecond):
-		}
-		_, err = adm.CreateTopic(ctx, cfg.Partitions, cfg.ReplicationFactor, nil, cfg.Topic)
-	}
 	switch {
 	case err == nil:
 		fmt.Fprintf(logw, "created topic %s with %d partitions, replication factor %d\n", cfg.Topic, cfg.Partitions, cfg.ReplicationFactor)
