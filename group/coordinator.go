@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stratalog/strata/internal/kcode"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
@@ -358,18 +359,9 @@ func (c *Coordinator) do(w *write) {
 }
 
 // storeErrCode maps a log write error to the code Kafka's coordinator sends
-// (it maps storage failures to COORDINATOR_NOT_AVAILABLE so clients retry
-// after rediscovering the coordinator).
-func storeErrCode(err error) int16 {
-	if err == nil {
-		return 0
-	}
-	var ke *kerr.Error
-	if errors.As(err, &ke) && ke == kerr.NotLeaderForPartition {
-		return kerr.NotCoordinator.Code
-	}
-	return kerr.CoordinatorNotAvailable.Code
-}
+// (kcode.Store: it maps storage failures to COORDINATOR_NOT_AVAILABLE so
+// clients retry after rediscovering the coordinator).
+func storeErrCode(err error) int16 { return kcode.Store.Code(err) }
 
 // Join handles JoinGroup; done is called exactly once, possibly later from
 // another goroutine, and must not block.

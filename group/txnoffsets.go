@@ -27,9 +27,9 @@ package group
 // it had prepared, and aborts the open ones after their timeout).
 
 import (
-	"errors"
 	"slices"
 
+	"github.com/stratalog/strata/internal/kcode"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
@@ -177,17 +177,8 @@ func (c *Coordinator) TxnCommit(req TxnCommitRequest, done func([]int16)) {
 }
 
 // txnStoreErrCode is storeErrCode, except that a producer's own errors
-// (a fenced epoch) reach the client as they are.
-func txnStoreErrCode(err error) int16 {
-	var ke *kerr.Error
-	if errors.As(err, &ke) {
-		switch ke {
-		case kerr.InvalidProducerEpoch, kerr.ProducerFenced, kerr.InvalidProducerIDMapping, kerr.InvalidTxnState:
-			return ke.Code
-		}
-	}
-	return storeErrCode(err)
-}
+// (a fenced epoch) reach the client as they are (kcode.TxnStore).
+func txnStoreErrCode(err error) int16 { return kcode.TxnStore.Code(err) }
 
 // CompleteTxn applies (commit) or drops (abort) the offsets producerID
 // staged in partition p once its marker is durable there: at once if the

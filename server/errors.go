@@ -6,129 +6,83 @@ import (
 	"fmt"
 
 	"github.com/stratalog/strata/engine"
+	"github.com/stratalog/strata/internal/kcode"
 	"github.com/stratalog/strata/record"
 	"github.com/stratalog/strata/txn"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // One table maps every Go error the broker answers with to its Kafka error
-// code. A row names an error (matched with errors.Is, so wrapped errors
-// work) and the code a request sends for it; each kind of answer is a
-// codeMap that says whether a *kerr.Error in the chain goes out as it is,
-// which rows it reads and what it sends for anything else:
+// code: package internal/kcode (its Row, its Map — one kind of answer's
+// reading of the table — and the maps whose errors it can name: Ack,
+// Propose, and the group coordinator's Store and TxnStore). This file adds
+// the rows that name the engine's and record's sentinels, which kcode
+// cannot import (group reads kcode and must not import engine):
 //
-//	requestCodes  a request's per-resource error (errCode, apiErrCode)
-//	ackCodes      a failed acks=-1 wait (Produce, WriteTxnMarkers)
-//	proposeCodes  a failed controller proposal (proposeErr)
+//	requestCodes   a request's per-resource error (errCode, apiErrCode)
+//	kcode.Ack      a failed acks=-1 wait (Produce, WriteTxnMarkers)
+//	kcode.Propose  a failed controller proposal (proposeErr)
 //
-// The group and transaction coordinators answer with codes they chose
-// themselves (group's storeErrCode, txn.ErrorCode); txnErrCode below only
-// renames one for old request versions.
-
-// codeRow is one row of the table: err, and the code sent for it.
-type codeRow struct {
-	err  error
-	code *kerr.Error
-}
+// The transaction coordinator answers with codes it chose itself
+// (txn.ErrorCode); txnErrCode below only renames one for old request
+// versions.
 
 // errRows are the engine's and record's sentinel errors with the code a
 // request sends for them. Order matters only where one error could wrap
 // two sentinels; the most specific comes first.
-var errRows = []codeRow{
-	{engine.ErrUnknownTopic, kerr.UnknownTopicOrPartition},
-	{engine.ErrTopicExists, kerr.TopicAlreadyExists},
-	{engine.ErrInvalidTopic, kerr.InvalidTopicException},
-	{engine.ErrInvalidPartitions, kerr.InvalidPartitions},
-	{engine.ErrInvalidConfig, kerr.InvalidConfig},
-	{engine.ErrMessageTooLarge, kerr.MessageTooLarge},
-	{engine.ErrOffsetOutOfRange, kerr.OffsetOutOfRange},
-	{engine.ErrCorruptMessage, kerr.CorruptMessage},
-	{engine.ErrInvalidRecord, kerr.InvalidRecord},
+var errRows = []kcode.Row{
+	{Err: engine.ErrUnknownTopic, Code: kerr.UnknownTopicOrPartition},
+	{Err: engine.ErrTopicExists, Code: kerr.TopicAlreadyExists},
+	{Err: engine.ErrInvalidTopic, Code: kerr.InvalidTopicException},
+	{Err: engine.ErrInvalidPartitions, Code: kerr.InvalidPartitions},
+	{Err: engine.ErrInvalidConfig, Code: kerr.InvalidConfig},
+	{Err: engine.ErrMessageTooLarge, Code: kerr.MessageTooLarge},
+	{Err: engine.ErrOffsetOutOfRange, Code: kerr.OffsetOutOfRange},
+	{Err: engine.ErrCorruptMessage, Code: kerr.CorruptMessage},
+	{Err: engine.ErrInvalidRecord, Code: kerr.InvalidRecord},
 	// Idempotence and transactions (Produce, WriteTxnMarkers).
-	{engine.ErrOutOfOrderSequence, kerr.OutOfOrderSequenceNumber},
-	{engine.ErrInvalidProducerEpoch, kerr.InvalidProducerEpoch},
-	{engine.ErrInvalidTxnState, kerr.InvalidTxnState},
-	{engine.ErrTransactionCoordinatorFenced, kerr.TransactionCoordinatorFenced},
-	{record.ErrCorrupt, kerr.CorruptMessage},
-	{record.ErrShort, kerr.CorruptMessage},
-	{record.ErrMagic, kerr.InvalidRecord},
-	{record.ErrInvalid, kerr.InvalidRecord},
+	{Err: engine.ErrOutOfOrderSequence, Code: kerr.OutOfOrderSequenceNumber},
+	{Err: engine.ErrInvalidProducerEpoch, Code: kerr.InvalidProducerEpoch},
+	{Err: engine.ErrInvalidTxnState, Code: kerr.InvalidTxnState},
+	{Err: engine.ErrTransactionCoordinatorFenced, Code: kerr.TransactionCoordinatorFenced},
+	{Err: record.ErrCorrupt, Code: kerr.CorruptMessage},
+	{Err: record.ErrShort, Code: kerr.CorruptMessage},
+	{Err: record.ErrMagic, Code: kerr.InvalidRecord},
+	{Err: record.ErrInvalid, Code: kerr.InvalidRecord},
 	// A failed fsync or a closing engine: the partition cannot be served
 	// here now. KAFKA_STORAGE_ERROR is retriable, so clients back off and
 	// refresh metadata rather than giving up.
-	{engine.ErrOffline, kerr.KafkaStorageError},
-	{engine.ErrClosed, kerr.KafkaStorageError},
+	{Err: engine.ErrOffline, Code: kerr.KafkaStorageError},
+	{Err: engine.ErrClosed, Code: kerr.KafkaStorageError},
 	// Out of descriptors, memory or space while creating a partition or a
 	// segment: that request fails (retriable), the directory stays online.
-	{engine.ErrResource, kerr.KafkaStorageError},
+	{Err: engine.ErrResource, Code: kerr.KafkaStorageError},
 	// Below the free-space floor (log.dir.min.free.bytes): produce and
 	// topic creation are refused until space returns; retriable, and the
 	// code Kafka uses for its log directory's disk (docs/reliability.md,
 	// "Disk full").
-	{engine.ErrNoSpace, kerr.KafkaStorageError},
-	{context.DeadlineExceeded, kerr.RequestTimedOut},
+	{Err: engine.ErrNoSpace, Code: kerr.KafkaStorageError},
+	{Err: context.DeadlineExceeded, Code: kerr.RequestTimedOut},
 }
 
-// proposeRows are a failed proposal's: a cancelled one (the Server or the
-// controller closing, leadership lost) is NOT_CONTROLLER even if a
-// deadline is in its chain too, so the client asks another broker.
-var proposeRows = []codeRow{
-	{context.Canceled, kerr.NotController},
-	{context.DeadlineExceeded, kerr.RequestTimedOut},
-}
-
-// codeMap is one kind of answer's reading of the table.
-type codeMap struct {
-	kafka bool        // a *kerr.Error in the chain is sent as it is, before rows
-	rows  []codeRow   // the first row whose err the error wraps gives the code
-	other *kerr.Error // anything else
-}
-
-var (
-	// requestCodes: 0 for nil, a *kerr.Error's own code, a sentinel's row,
-	// UNKNOWN_SERVER_ERROR (-1) for anything else.
-	requestCodes = codeMap{kafka: true, rows: errRows, other: kerr.UnknownServerError}
-	// ackCodes: the replica manager's Kafka error
-	// (NOT_ENOUGH_REPLICAS_AFTER_APPEND, ...) as is, any other failure (a
-	// failed fsync, a closing engine) KAFKA_STORAGE_ERROR.
-	ackCodes = codeMap{kafka: true, other: kerr.KafkaStorageError}
-	// proposeCodes: REQUEST_TIMED_OUT for a deadline, NOT_CONTROLLER for
-	// anything else, the controller's own errors included.
-	proposeCodes = codeMap{rows: proposeRows, other: kerr.NotController}
-)
-
-// code is err's Kafka error under m (for nil too: m.other).
-func (m codeMap) code(err error) *kerr.Error {
-	var ke *kerr.Error
-	if m.kafka && errors.As(err, &ke) {
-		return ke
-	}
-	for _, r := range m.rows {
-		if errors.Is(err, r.err) {
-			return r.code
-		}
-	}
-	return m.other
-}
+// requestCodes: 0 for nil, a *kerr.Error's own code, a sentinel's row,
+// UNKNOWN_SERVER_ERROR (-1) for anything else.
+var requestCodes = kcode.Map{Kafka: true, Rows: errRows, Other: kerr.UnknownServerError}
 
 // errCode maps an error to the Kafka error code of a request's answer
 // (requestCodes): 0 for nil, the code of a *kerr.Error, the code of a known
 // engine or record sentinel, and UNKNOWN_SERVER_ERROR (-1) for anything
 // else.
-func errCode(err error) int16 {
-	if err == nil {
-		return 0
-	}
-	return requestCodes.code(err).Code
-}
+func errCode(err error) int16 { return requestCodes.Code(err) }
 
-// ackErrCode is the error code of a failed acks=-1 wait (ackCodes).
-func ackErrCode(err error) int16 { return ackCodes.code(err).Code }
+// ackErrCode is the error code of a failed acks=-1 wait (kcode.Ack; nil
+// too is KAFKA_STORAGE_ERROR: a failed wait always has an error).
+func ackErrCode(err error) int16 { return kcode.Ack.Error(err).Code }
 
 // proposeErr maps a failed proposal to the Kafka error a client should see
-// (proposeCodes).
+// (kcode.Propose).
 func proposeErr(err error) *apiError {
-	return &apiError{code: proposeCodes.code(err), msg: "controller: " + err.Error()}
+	return &apiError{code: kcode.Propose.Error(err), msg: "controller: " + err.Error()}
 }
 
 // kafkaErr is the Kafka error of a code from elsewhere (a controller

@@ -181,12 +181,14 @@ func TestLayersImportDownward(t *testing.T) {
 		"internal/kframe":     {}, // Kafka's frames, for every reader and writer of them
 		"internal/ratelog":    {},
 		"internal/configkeys": {},
+		"internal/kcode":      {},                                                       // the one error-to-Kafka-code table, for server and the coordinators
 		"internal/config":     {"internal/configkeys", "internal/sasl", "internal/vfs"}, // not engine or group: cmd/strata fills their settings
 		"internal/sasl":       {"internal/kframe"},                                      // the inter-broker client's frames
 		"segment":             {"internal/uring", "internal/vfs", "record"},
 		"engine":              {"index", "internal/configkeys", "internal/uring", "internal/vfs", "partitioner", "record", "segment"},
 		"batcher":             {"partitioner", "record"},
 		"txn":                 {"internal/vfs", "record"},
+		"group":               {"group/assign", "internal/kcode"}, // the group coordinator: not engine or server, which host it
 		"replica":             {"engine", "internal/kframe", "record"},
 		"metrics":             {},                                                                                        // Prometheus and Kafka's names only; server calls its hooks
 		"broker/coordhost":    {},                                                                                        // the coordinators' host sees the cluster through its own interfaces
