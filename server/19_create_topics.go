@@ -54,7 +54,10 @@ func validTopicName(name string) error {
 // is INVALID_REQUEST for that name. With ValidateOnly everything is checked
 // and answered as if created, but nothing is. From v5 the answer carries the
 // partition count, replication factor and every topic config with its
-// source; from v7 the topic id.
+// source; from v7 the topic id. Each topic's partitions are taken from the
+// client's controller_mutation_rate quota as it is created; from v6 a topic
+// that finds it exhausted is THROTTLING_QUOTA_EXCEEDED and is not created
+// (mutation_quota.go).
 func handleCreateTopics(s *Server, rc *reqCtx) {
 	if s.clustered() {
 		s.clusterCreateTopics(rc)
@@ -63,6 +66,7 @@ func handleCreateTopics(s *Server, rc *reqCtx) {
 	req := rc.req.(*kmsg.CreateTopicsRequest)
 	resp := kmsg.NewPtrCreateTopicsResponse()
 	resp.Topics = make([]kmsg.CreateTopicsResponseTopic, 0, len(req.Topics))
+	mq := s.newMutationQuota(rc, 6) // mutation_quota.go
 
 	counts := make(map[string]int, len(req.Topics))
 	for i := range req.Topics {
@@ -83,7 +87,7 @@ func handleCreateTopics(s *Server, rc *reqCtx) {
 		} else if !s.mayCreateTopic(rc, rt.Topic) { // authz.go: Create on the cluster or the topic
 			err = newAPIError(kerr.TopicAuthorizationFailed, "not authorized to create topic %q", rt.Topic)
 		} else {
-			err = s.createTopic(rt, req.ValidateOnly, &out)
+			err = s.createTopic(rt, req.ValidateOnly, mq, &out)
 		}
 		if err != nil {
 			out.ErrorCode, out.ErrorMessage = apiErrCode(err), errMessage(err)
@@ -93,12 +97,14 @@ func handleCreateTopics(s *Server, rc *reqCtx) {
 		}
 		resp.Topics = append(resp.Topics, out)
 	}
+	rc.throttleMutations(mq, &resp.ThrottleMillis)
 	rc.respond(resp)
 }
 
 // createTopic validates (and unless validateOnly creates) one topic, filling
-// out's success fields.
-func (s *Server) createTopic(rt *kmsg.CreateTopicsRequestTopic, validateOnly bool, out *kmsg.CreateTopicsResponseTopic) error {
+// out's success fields; its partitions are taken from mq before it is
+// created (THROTTLING_QUOTA_EXCEEDED when mq refuses).
+func (s *Server) createTopic(rt *kmsg.CreateTopicsRequestTopic, validateOnly bool, mq *mutationQuota, out *kmsg.CreateTopicsResponseTopic) error {
 	if err := validTopicName(rt.Topic); err != nil {
 		return newAPIError(kerr.InvalidTopicException, "%v", err)
 	}
@@ -124,6 +130,9 @@ func (s *Server) createTopic(rt *kmsg.CreateTopicsRequestTopic, validateOnly boo
 		return err
 	}
 	if !validateOnly {
+		if err := mq.record(int(partitions)); err != nil {
+			return err
+		}
 		t, err := s.eng.CreateTopic(rt.Topic, partitions, overrides)
 		if err != nil {
 			return err
@@ -249,6 +258,7 @@ func (s *Server) brokerLogSource(topicKey string) kmsg.ConfigSource {
 // pending answer REQUEST_TIMED_OUT (their creation may still complete).
 func (s *Server) clusterCreateTopics(rc *reqCtx) {
 	req := rc.req.(*kmsg.CreateTopicsRequest)
+	mq := s.newMutationQuota(rc, 6)
 	s.goAdmin(req.TimeoutMillis, func(ctx context.Context) {
 		resp := kmsg.NewPtrCreateTopicsResponse()
 		resp.Topics = make([]kmsg.CreateTopicsResponseTopic, 0, len(req.Topics))
@@ -273,7 +283,7 @@ func (s *Server) clusterCreateTopics(rc *reqCtx) {
 				err = newAPIError(kerr.TopicAuthorizationFailed, "not authorized to create topic %q", rt.Topic)
 			} else {
 				var off int64
-				off, err = s.clusterCreateTopic(ctx, rt, req.ValidateOnly, &out)
+				off, err = s.clusterCreateTopicQuota(ctx, rt, req.ValidateOnly, mq, &out)
 				maxOff = max(maxOff, off)
 			}
 			if err != nil {
@@ -292,6 +302,7 @@ func (s *Server) clusterCreateTopics(rc *reqCtx) {
 				}
 			}
 		}
+		rc.throttleMutations(mq, &resp.ThrottleMillis)
 		rc.respond(resp)
 	})
 }
@@ -299,6 +310,12 @@ func (s *Server) clusterCreateTopics(rc *reqCtx) {
 // clusterCreateTopic validates one topic and, unless validateOnly, proposes
 // it; it returns the metadata offset of the creation.
 func (s *Server) clusterCreateTopic(ctx context.Context, rt *kmsg.CreateTopicsRequestTopic, validateOnly bool, out *kmsg.CreateTopicsResponseTopic) (int64, error) {
+	return s.clusterCreateTopicQuota(ctx, rt, validateOnly, nil, out)
+}
+
+// clusterCreateTopicQuota is clusterCreateTopic taking the topic's
+// partitions from mq before proposing it.
+func (s *Server) clusterCreateTopicQuota(ctx context.Context, rt *kmsg.CreateTopicsRequestTopic, validateOnly bool, mq *mutationQuota, out *kmsg.CreateTopicsResponseTopic) (int64, error) {
 	if err := validTopicName(rt.Topic); err != nil {
 		return 0, newAPIError(kerr.InvalidTopicException, "%v", err)
 	}
@@ -330,6 +347,9 @@ func (s *Server) clusterCreateTopic(ctx context.Context, rt *kmsg.CreateTopicsRe
 	}
 	var off int64
 	if !validateOnly {
+		if err := mq.record(int(partitions)); err != nil {
+			return 0, err
+		}
 		r, err := s.cluster.ctl.Propose(ctx, controller.CreateTopic{
 			Name: rt.Topic, ID: controller.NewTopicID(), Partitions: partitions,
 			ReplicationFactor: replication, Assignment: assignment, Configs: configs,

@@ -16,6 +16,10 @@ func init() { register(20, 0, 6, handleDeleteTopics) }
 // UNKNOWN_TOPIC_OR_PARTITION, unknown ids UNKNOWN_TOPIC_ID; an entry with both
 // a name and a non-zero id, or neither, is INVALID_REQUEST; a topic named
 // twice in one request is INVALID_REQUEST for that topic and is not deleted.
+// Each topic's partitions are taken from the client's
+// controller_mutation_rate quota as it is deleted; from v5 a topic that
+// finds it exhausted is THROTTLING_QUOTA_EXCEEDED and stays
+// (mutation_quota.go).
 func handleDeleteTopics(s *Server, rc *reqCtx) {
 	req := rc.req.(*kmsg.DeleteTopicsRequest)
 	if s.clustered() {
@@ -31,6 +35,7 @@ func handleDeleteTopics(s *Server, rc *reqCtx) {
 // each topic (authz.go).
 func (s *Server) deleteTopics(ctx context.Context, rc *reqCtx, req *kmsg.DeleteTopicsRequest) *kmsg.DeleteTopicsResponse {
 	resp := kmsg.NewPtrDeleteTopicsResponse()
+	mq := s.newMutationQuota(rc, 5) // mutation_quota.go
 
 	type target struct {
 		name *string
@@ -76,7 +81,7 @@ func (s *Server) deleteTopics(ctx context.Context, rc *reqCtx, req *kmsg.DeleteT
 		case !s.mayDeleteTopic(rc, t.name, t.id): // authz.go
 			code, msg = kerr.TopicAuthorizationFailed, "not authorized to delete the topic"
 		case ctx != nil:
-			off, err := s.clusterDeleteTopic(ctx, t.name, t.id, &out)
+			off, err := s.clusterDeleteTopic(ctx, t.name, t.id, mq, &out)
 			maxOff = max(maxOff, off)
 			if err != nil {
 				out.ErrorCode, out.ErrorMessage = apiErrCode(err), errMessage(err)
@@ -84,6 +89,10 @@ func (s *Server) deleteTopics(ctx context.Context, rc *reqCtx, req *kmsg.DeleteT
 		case t.name != nil:
 			if topic := s.eng.Topic(*t.name); topic != nil {
 				out.TopicID = topic.ID()
+				if err := mq.record(int(topic.Partitions())); err != nil {
+					out.ErrorCode, out.ErrorMessage = apiErrCode(err), errMessage(err)
+					break
+				}
 			}
 			if err := s.eng.DeleteTopic(*t.name); err != nil {
 				out.ErrorCode, out.ErrorMessage = errCode(err), errMessage(err)
@@ -98,6 +107,10 @@ func (s *Server) deleteTopics(ctx context.Context, rc *reqCtx, req *kmsg.DeleteT
 			}
 			name := topic.Name()
 			out.Topic = &name
+			if err := mq.record(int(topic.Partitions())); err != nil {
+				out.ErrorCode, out.ErrorMessage = apiErrCode(err), errMessage(err)
+				break
+			}
 			if err := s.eng.DeleteTopic(name); err != nil {
 				out.ErrorCode, out.ErrorMessage = errCode(err), errMessage(err)
 			} else {
@@ -118,21 +131,31 @@ func (s *Server) deleteTopics(ctx context.Context, rc *reqCtx, req *kmsg.DeleteT
 			}
 		}
 	}
+	rc.throttleMutations(mq, &resp.ThrottleMillis)
 	return resp
 }
 
-// clusterDeleteTopic proposes one deletion by name or id; it returns the
-// metadata offset of the deletion.
-func (s *Server) clusterDeleteTopic(ctx context.Context, name *string, id [16]byte, out *kmsg.DeleteTopicsResponseTopic) (int64, error) {
+// clusterDeleteTopic proposes one deletion by name or id, once the topic's
+// partitions are taken from mq; it returns the metadata offset of the
+// deletion.
+func (s *Server) clusterDeleteTopic(ctx context.Context, name *string, id [16]byte, mq *mutationQuota, out *kmsg.DeleteTopicsResponseTopic) (int64, error) {
 	cmd := controller.DeleteTopic{ID: id}
+	partitions := 0
 	if name != nil {
 		cmd.Name = *name
 		if vt := s.cluster.view.Load().topics[*name]; vt != nil {
 			out.TopicID = vt.id
+			partitions = len(vt.parts)
 		}
 	} else if vt := s.cluster.view.Load().byID[id]; vt != nil {
 		n := vt.name
 		out.Topic = &n
+		partitions = len(vt.parts)
+	}
+	if partitions > 0 {
+		if err := mq.record(partitions); err != nil {
+			return 0, err
+		}
 	}
 	r, err := s.cluster.ctl.Propose(ctx, cmd)
 	if err != nil {

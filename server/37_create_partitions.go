@@ -17,7 +17,10 @@ func init() { register(37, 0, 3, handleCreatePartitions) }
 // removed); an explicit Assignment must list exactly the new partitions, each
 // with this broker as its only replica (INVALID_REPLICA_ASSIGNMENT). A topic
 // named twice is INVALID_REQUEST; an unknown one UNKNOWN_TOPIC_OR_PARTITION.
-// ValidateOnly checks without growing.
+// ValidateOnly checks without growing. The partitions added are taken from
+// the client's controller_mutation_rate quota; from v3 a topic that finds it
+// exhausted is THROTTLING_QUOTA_EXCEEDED and does not grow
+// (mutation_quota.go).
 func handleCreatePartitions(s *Server, rc *reqCtx) {
 	req := rc.req.(*kmsg.CreatePartitionsRequest)
 	if s.clustered() {
@@ -34,6 +37,7 @@ func handleCreatePartitions(s *Server, rc *reqCtx) {
 // engine.
 func (s *Server) createPartitionsAll(ctx context.Context, rc *reqCtx, req *kmsg.CreatePartitionsRequest) *kmsg.CreatePartitionsResponse {
 	resp := kmsg.NewPtrCreatePartitionsResponse()
+	mq := s.newMutationQuota(rc, 3) // mutation_quota.go
 	var maxOff int64
 	counts := make(map[string]int, len(req.Topics))
 	for i := range req.Topics {
@@ -56,10 +60,10 @@ func (s *Server) createPartitionsAll(ctx context.Context, rc *reqCtx, req *kmsg.
 			err = newAPIError(kerr.TopicAuthorizationFailed, "not authorized to alter topic %q", rt.Topic)
 		} else if ctx != nil {
 			var off int64
-			off, err = s.clusterCreatePartitions(ctx, rt, req.ValidateOnly)
+			off, err = s.clusterCreatePartitions(ctx, rt, req.ValidateOnly, mq)
 			maxOff = max(maxOff, off)
 		} else {
-			err = s.createPartitions(rt, req.ValidateOnly)
+			err = s.createPartitions(rt, req.ValidateOnly, mq)
 		}
 		if err != nil {
 			out.ErrorCode, out.ErrorMessage = apiErrCode(err), errMessage(err)
@@ -75,10 +79,11 @@ func (s *Server) createPartitionsAll(ctx context.Context, rc *reqCtx, req *kmsg.
 			}
 		}
 	}
+	rc.throttleMutations(mq, &resp.ThrottleMillis)
 	return resp
 }
 
-func (s *Server) clusterCreatePartitions(ctx context.Context, rt *kmsg.CreatePartitionsRequestTopic, validateOnly bool) (int64, error) {
+func (s *Server) clusterCreatePartitions(ctx context.Context, rt *kmsg.CreatePartitionsRequestTopic, validateOnly bool, mq *mutationQuota) (int64, error) {
 	v := s.cluster.view.Load()
 	vt := v.topics[rt.Topic]
 	if vt == nil {
@@ -116,6 +121,9 @@ func (s *Server) clusterCreatePartitions(ctx context.Context, rt *kmsg.CreatePar
 	if validateOnly {
 		return 0, nil
 	}
+	if err := mq.record(int(rt.Count - have)); err != nil {
+		return 0, err
+	}
 	r, err := s.cluster.ctl.Propose(ctx, controller.CreatePartitions{Topic: rt.Topic, Count: rt.Count, Assignment: assignment})
 	if err != nil {
 		return 0, proposeErr(err)
@@ -127,7 +135,7 @@ func (s *Server) clusterCreatePartitions(ctx context.Context, rt *kmsg.CreatePar
 	return r.Offset, nil
 }
 
-func (s *Server) createPartitions(rt *kmsg.CreatePartitionsRequestTopic, validateOnly bool) error {
+func (s *Server) createPartitions(rt *kmsg.CreatePartitionsRequestTopic, validateOnly bool, mq *mutationQuota) error {
 	t := s.eng.Topic(rt.Topic)
 	if t == nil {
 		return newAPIError(kerr.UnknownTopicOrPartition, "topic %q does not exist", rt.Topic)
@@ -158,6 +166,9 @@ func (s *Server) createPartitions(rt *kmsg.CreatePartitionsRequestTopic, validat
 	}
 	if validateOnly {
 		return nil
+	}
+	if err := mq.record(int(rt.Count - have)); err != nil {
+		return err
 	}
 	if err := s.eng.CreatePartitions(rt.Topic, rt.Count); err != nil {
 		return err

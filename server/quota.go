@@ -28,8 +28,9 @@ import (
 // broker sends another (WriteTxnMarkers, a follower's Fetch), a Produce
 // with acks=0 (no response to carry the throttle) and the requests of a
 // connection still authenticating (Kafka's authenticator serves those
-// before its request handlers). controller_mutation_rate is stored and
-// described, not enforced.
+// before its request handlers). controller_mutation_rate (KIP-599) is
+// a token bucket of partition mutations that CreateTopics, DeleteTopics
+// and CreatePartitions take from, topic by topic (mutation_quota.go).
 
 // muter is what a throttled connection is (netpoll.Conn).
 type muter interface{ MuteFor(time.Duration) }
