@@ -11,14 +11,16 @@
 // closed, ISR changes and elections seen in the metadata), or register a
 // source read at scrape time (server: partition counts, readiness, the
 // journal, log sizes, the tail cache, group offsets, the controller's
-// Raft). A nil *Broker is valid for every hook and costs one comparison,
-// so a broker without a metrics listener pays nothing else.
+// Raft; strata serve: the data directory's block device). A nil *Broker
+// is valid for every hook and costs one comparison, so a broker without a
+// metrics listener pays nothing else.
 //
 // Files: metrics.go (the Broker, request counters and total time, topics,
 // partition gauges, readiness), requests.go (the request phases and
 // throttle time), cluster.go (ISR and election counters, the controller),
 // conns.go (connections per listener), logs.go (log sizes, tail cache,
-// group lag and retention margin), journal.go (the journal), endpoint.go
+// group lag and retention margin), journal.go (the journal), device.go
+// (the data directory's block device: queue depth, busy time), endpoint.go
 // (the HTTP endpoint).
 //
 // # Cardinality
@@ -42,7 +44,8 @@
 //
 // Every hook is safe for concurrent use and takes no lock but a
 // histogram child's first creation. The sources (SetPartitions, SetTopics,
-// SetReady, SetJournal, SetLogs, SetTailCache, SetGroups, SetController)
+// SetReady, SetJournal, SetLogs, SetTailCache, SetGroups, SetController,
+// SetDevice)
 // are functions called on the scraping goroutine; they must be safe to
 // call concurrently with the broker's work. An Endpoint owns one
 // goroutine per listener (http.Server.Serve), which Close stops and waits

@@ -31,6 +31,7 @@ func TestDocsListEveryMetric(t *testing.T) {
 		b.SetTailCache(func() (TailCacheStats, bool) { return TailCacheStats{}, true })
 		b.SetGroups(func() []GroupOffset { return []GroupOffset{{Group: "g", Topic: "t"}} })
 		b.SetController(func() (RaftStats, bool) { return RaftStats{Role: "leader"}, true })
+		b.SetDevice(func() (DeviceStats, bool) { return DeviceStats{Name: "vda"}, true })
 		fams, err := b.Registry().Gather()
 		if err != nil {
 			t.Fatal(err)

@@ -79,6 +79,7 @@ type Broker struct {
 	tailCache  atomic.Pointer[func() (TailCacheStats, bool)]
 	groups     atomic.Pointer[func() []GroupOffset]
 	controller atomic.Pointer[func() (RaftStats, bool)]
+	device     atomic.Pointer[func() (DeviceStats, bool)] // device.go
 }
 
 // Options are the choices of New that change which series exist.
@@ -285,7 +286,7 @@ func (c *brokerCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRequests, descErrors, descBytesIn, descRecordsIn, descBytesOut,
 		descPartitions, descLeaders, descUnderReplicated, descUnderMinISR, descOffline,
 		descJournalGroups, descJournalFlushes, descJournalRecords, descJournalBytes, descJournalCheckpoints, descJournalWrite, descJournalFlush, descJournalCommitWait,
-		descJournalCkptWait, descJournalRefGroups} {
+		descJournalCkptWait, descJournalRefGroups, descDeviceInFlight, descDeviceQueue, descDeviceBusy} {
 		ch <- d
 	}
 	c.describeMore(ch)
@@ -315,6 +316,7 @@ func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	b.collectTopics(ch)
 	b.collectJournal(ch)
+	b.collectDevice(ch)
 	b.collectMore(ch)
 	if f := b.partitions.Load(); f != nil && *f != nil {
 		p := (*f)()

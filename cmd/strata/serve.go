@@ -140,7 +140,7 @@ func serve(cfg config.Broker, remoteProps map[string]string, logger *slog.Logger
 	raiseFileLimit(logger) // serve_rlimit.go
 	setProcs(logger)       // serve_procs.go
 	// serve_metrics.go: started first, so /readyz answers during recovery.
-	met, stopMetrics, err := startMetrics(cfg, logger)
+	met, stopMetrics, err := startMetrics(cfg, absDir, logger)
 	if err != nil {
 		return err
 	}

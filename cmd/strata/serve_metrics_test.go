@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +19,7 @@ import (
 	"github.com/stratalog/strata/internal/stratatest"
 	"github.com/stratalog/strata/metrics"
 	"github.com/stratalog/strata/metrics/metricstest"
+	"github.com/stratalog/strata/segment"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -177,7 +181,7 @@ func TestStartMetricsPartitionLabels(t *testing.T) {
 		cfg := config.Defaults()
 		cfg.MetricsListeners = []string{"127.0.0.1:0"}
 		cfg.MetricsPartitionLabels = labels
-		m, stop, err := startMetrics(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		m, stop, err := startMetrics(cfg, t.TempDir(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -206,5 +210,72 @@ func TestStartMetricsPartitionLabels(t *testing.T) {
 		if !found {
 			t.Errorf("metrics.partition.labels=%v: no %s series", labels, metrics.LogSizeBytes)
 		}
+	}
+}
+
+// strata serve's metrics report the data directory's block device: with
+// a fake sysfs, the device of the directory's filesystem by its number;
+// on this machine, the real one when the directory's filesystem has a
+// block device in /sys/dev/block, else no series.
+func TestStartMetricsDataDevice(t *testing.T) {
+	dir := t.TempDir()
+	dev, err := segment.DeviceOf(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	major, minor := segment.DeviceNumbers(dev)
+	sys := t.TempDir()
+	num := filepath.Join(sys, fmt.Sprintf("%d:%d", major, minor))
+	if err := os.Mkdir(num, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(num, "stat"), []byte("1 2 3 4 5 6 7 8 4 2500 9000 0 0 0 0 0 0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if s, ok := dataDevice(dir, sys)(); !ok || s.InFlight != 4 || s.BusySeconds != 2.5 || s.QueueSeconds != 9 {
+		t.Errorf("fake sysfs: %+v %v", s, ok)
+	}
+	if s, ok := dataDevice(dir, t.TempDir())(); ok {
+		t.Errorf("a sysfs without the device: %+v", s)
+	}
+
+	cfg := config.Defaults()
+	cfg.MetricsListeners = []string{"127.0.0.1:0"}
+	m, stop, err := startMetrics(cfg, dir, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fams, err := m.Registry().Gather()
+	stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var devices []string
+	for _, f := range fams {
+		if f.GetName() != metrics.LogDeviceInFlight {
+			continue
+		}
+		for _, s := range f.GetMetric() {
+			for _, l := range s.GetLabel() {
+				if l.GetName() == "device" {
+					devices = append(devices, l.GetValue())
+				}
+			}
+		}
+	}
+	real := filepath.Join(sysDevBlock, fmt.Sprintf("%d:%d", major, minor))
+	if _, err := os.Stat(filepath.Join(real, "stat")); err != nil {
+		t.Logf("%s: %v: no block device to report", dir, err)
+		if len(devices) != 0 {
+			t.Errorf("%s series %v for a directory without a block device", metrics.LogDeviceInFlight, devices)
+		}
+		return
+	}
+	p, err := filepath.EvalSymlinks(real)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Base(p); len(devices) != 1 || devices[0] != want {
+		t.Errorf("%s devices %v, want [%s]", metrics.LogDeviceInFlight, devices, want)
 	}
 }
