@@ -152,14 +152,17 @@ type Config struct {
 
 	// Faults injected into the spawned brokers while producing
 	// (faults.go): FaultKill, FaultPause, FaultPartition,
-	// FaultClientPartition. One every FaultInterval, at most FaultCount
-	// (0: until the producers are done); a pause lasts FaultPause, a
-	// partition FaultPartition.
+	// FaultClientPartition, FaultDiskFull. One every FaultInterval, at
+	// most FaultCount (0: until the producers are done); a pause lasts
+	// FaultPause, a partition FaultPartition, a full disk FaultDiskFull
+	// (each broker's data directory then a filesystem of FaultDiskBytes).
 	Faults         []string
 	FaultInterval  time.Duration
 	FaultCount     int
 	FaultPause     time.Duration
 	FaultPartition time.Duration
+	FaultDiskFull  time.Duration
+	FaultDiskBytes int64
 
 	// Output. Progress is where the one-line-per-second progress goes
 	// (nil = none); Log gets notes and warnings (nil = discard).
@@ -201,6 +204,8 @@ func DefaultConfig() Config {
 		FaultInterval:     5 * time.Second,
 		FaultPause:        2 * time.Second,
 		FaultPartition:    10 * time.Second,
+		FaultDiskFull:     10 * time.Second,
+		FaultDiskBytes:    DefaultFaultDiskBytes,
 	}
 }
 
@@ -421,6 +426,12 @@ func (c *Config) validateVerify(bad func(format string, args ...any)) {
 		if c.FaultPartition <= 0 || c.FaultPartition > time.Hour {
 			bad("--fault-partition %v out of range (0, 1h]", c.FaultPartition)
 		}
+		if c.FaultDiskFull <= 0 || c.FaultDiskFull > time.Hour {
+			bad("--fault-disk-full %v out of range (0, 1h]", c.FaultDiskFull)
+		}
+		if c.FaultDiskBytes < minFaultDiskBytes || c.FaultDiskBytes > 1<<40 {
+			bad("--fault-disk-bytes %d out of range %d..%d", c.FaultDiskBytes, minFaultDiskBytes, int64(1)<<40)
+		}
 		if needsProxy(c.Faults) && c.Spawn < 2 {
 			bad("--faults partition and client-partition need --spawn 2 or more (brokers to cut apart)")
 		}
@@ -479,6 +490,8 @@ type configJSON struct {
 	FaultCount        int      `json:"fault_count,omitempty"`
 	FaultPauseS       float64  `json:"fault_pause_s,omitempty"`
 	FaultPartitionS   float64  `json:"fault_partition_s,omitempty"`
+	FaultDiskFullS    float64  `json:"fault_disk_full_s,omitempty"`
+	FaultDiskBytes    int64    `json:"fault_disk_bytes,omitempty"`
 }
 
 func (c *Config) json() configJSON {
@@ -506,6 +519,9 @@ func (c *Config) json() configJSON {
 		}
 		if needsProxy(c.Faults) {
 			j.FaultPartitionS = c.FaultPartition.Seconds()
+		}
+		if slices.Contains(c.Faults, FaultDiskFull) {
+			j.FaultDiskFullS, j.FaultDiskBytes = c.FaultDiskFull.Seconds(), c.FaultDiskBytes
 		}
 	}
 	if c.Consumers > 0 {

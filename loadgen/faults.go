@@ -12,7 +12,13 @@ package loadgen
 //     proxy.go), then heal: the leaders shrink the ISR, and the follower
 //     catches up and rejoins after the healing;
 //   - client-partition: cut a random broker off from the clients for
-//     --fault-partition, then heal.
+//     --fault-partition, then heal;
+//   - disk-full: fill a random broker's filesystem (each spawned broker's
+//     data directory is a small filesystem of its own, smallfs.go) until
+//     half its free-space floor is left, for --fault-disk-full, then free
+//     it: the broker refuses produce (KAFKA_STORAGE_ERROR, retriable)
+//     while below the floor and accepts it again by itself. The fault
+//     fails unless the broker logged crossing below its floor.
 //
 // The broker is drawn in rounds: every broker once per round, in a random
 // order, and so is the kind (every kind of --faults once per round), so a
@@ -56,10 +62,21 @@ const (
 	FaultPause           = "pause"
 	FaultPartition       = "partition"
 	FaultClientPartition = "client-partition"
+	FaultDiskFull        = "disk-full"
 )
 
 // FaultKinds are the faults --faults knows.
-var FaultKinds = []string{FaultKill, FaultPause, FaultPartition, FaultClientPartition}
+var FaultKinds = []string{FaultKill, FaultPause, FaultPartition, FaultClientPartition, FaultDiskFull}
+
+// faultDiskBytes is the size of the filesystem each spawned broker gets
+// for cfg's faults: FaultDiskBytes with disk-full, 0 (the machine's own)
+// otherwise.
+func faultDiskBytes(cfg *Config) int64 {
+	if !slices.Contains(cfg.Faults, FaultDiskFull) {
+		return 0
+	}
+	return cfg.FaultDiskBytes
+}
 
 // needsProxy reports whether faults include a network partition, which
 // needs the spawned brokers behind loadgen's proxies.
@@ -107,7 +124,7 @@ func ParseFaults(s string) ([]string, error) {
 			continue
 		}
 		if !slices.Contains(FaultKinds, f) {
-			return nil, fmt.Errorf("fault %q: want %s (disk-full and power-loss faults are not implemented yet)", f, strings.Join(FaultKinds, ", "))
+			return nil, fmt.Errorf("fault %q: want %s (power-loss faults are not implemented yet)", f, strings.Join(FaultKinds, ", "))
 		}
 		if !slices.Contains(out, f) {
 			out = append(out, f)
@@ -128,6 +145,9 @@ type FaultEvent struct {
 	// Held is the most connections a partition held at once (its proxy
 	// forwarding nothing for them).
 	Held int `json:"held,omitempty"`
+	// FilledBytes is what a disk-full fault reserved in the broker's
+	// filesystem.
+	FilledBytes int64 `json:"filled_bytes,omitempty"`
 	// ISRShrinks and ISRExpands are the ISR changes the watcher saw from
 	// this fault's start to the next one's (or the end of the faults).
 	ISRShrinks int `json:"isr_shrinks"`
@@ -234,6 +254,7 @@ type FaultsResult struct {
 	IntervalS  float64      `json:"interval_s"`
 	PauseS     float64      `json:"pause_s,omitempty"`
 	PartitionS float64      `json:"partition_s,omitempty"`
+	DiskFullS  float64      `json:"disk_full_s,omitempty"`
 	CountLimit int          `json:"count_limit"` // 0: bounded by the run's duration
 	Total      int          `json:"total"`
 	Ran        []FaultCount `json:"ran"`
@@ -262,6 +283,7 @@ type faultDriver struct {
 	interval time.Duration
 	pause    time.Duration
 	cutFor   time.Duration // a partition's length
+	fullFor  time.Duration // a full disk's length
 	count    int
 	rng      *rand.Rand
 	clock    func() time.Duration // run clock
@@ -290,7 +312,7 @@ type faultDriver struct {
 func newFaultDriver(cfg *Config, cluster *Cluster, admin *kgo.Client, clock func() time.Duration, logw io.Writer) *faultDriver {
 	return &faultDriver{
 		cluster: cluster, admin: admin, topic: cfg.Topic, kinds: cfg.Faults,
-		interval: cfg.FaultInterval, pause: cfg.FaultPause, cutFor: cfg.FaultPartition, count: cfg.FaultCount,
+		interval: cfg.FaultInterval, pause: cfg.FaultPause, cutFor: cfg.FaultPartition, fullFor: cfg.FaultDiskFull, count: cfg.FaultCount,
 		rng:   rand.New(rand.NewPCG(cfg.Seed, 0xfa017)),
 		clock: clock, logw: logw, counts: map[string]*FaultCount{},
 	}
@@ -360,6 +382,9 @@ func (d *faultDriver) stop() *FaultsResult {
 	}
 	if needsProxy(d.kinds) {
 		r.PartitionS = d.cutFor.Seconds()
+	}
+	if slices.Contains(d.kinds, FaultDiskFull) {
+		r.DiskFullS = d.fullFor.Seconds()
 	}
 	r.ISR = d.watch.result(d.lagTime())
 	for _, k := range d.kinds {
@@ -477,6 +502,8 @@ func (d *faultDriver) run(ctx context.Context) {
 			err = d.pauseBroker(ctx, b)
 		case FaultPartition, FaultClientPartition:
 			ev.Held, err = d.partition(ctx, b, kind == FaultClientPartition)
+		case FaultDiskFull:
+			ev.FilledBytes, err = d.diskFull(ctx, b)
 		}
 		ev.DownS = (d.clock() - began).Seconds()
 		if err != nil {
@@ -674,6 +701,9 @@ func writeFaults(b *strings.Builder, r *FaultsResult) {
 	if r.PartitionS > 0 {
 		pause += fmt.Sprintf(", partitions of %.1f s", r.PartitionS)
 	}
+	if r.DiskFullS > 0 {
+		pause += fmt.Sprintf(", full disks of %.1f s", r.DiskFullS)
+	}
 	fmt.Fprintf(b, "\nfaults: %s, one every %.1f s (%s)%s\n", strings.Join(r.Kinds, ","), r.IntervalS, limit, pause)
 	width := 6
 	for _, c := range r.Ran {
@@ -705,6 +735,9 @@ func writeFaults(b *strings.Builder, r *FaultsResult) {
 		fmt.Fprintf(b, "  %.1f s %s broker %d: down %.1f s", e.AtS, e.Kind, e.Broker, e.DownS)
 		if e.Held > 0 {
 			fmt.Fprintf(b, ", held %d connection(s)", e.Held)
+		}
+		if e.FilledBytes > 0 {
+			fmt.Fprintf(b, ", filled %s", bytesString(e.FilledBytes))
 		}
 		fmt.Fprintf(b, ", ISR -%d/+%d", e.ISRShrinks, e.ISRExpands)
 		switch {
@@ -819,4 +852,41 @@ func (w *isrWatcher) result(lag time.Duration) *ISRWatch {
 	defer w.mu.Unlock()
 	return &ISRWatch{IntervalS: isrWatchInterval.Seconds(), Polls: w.polls, FailedPolls: w.failed,
 		Shrinks: w.shrinks, Expands: w.expands, MinISR: w.minISR, LagTimeS: lag.Seconds()}
+}
+
+// floorCrossedLine is what a broker logs when its data directory drops
+// below the free-space floor (engine/diskfloor.go).
+const floorCrossedLine = "log directory below its free-space floor"
+
+// diskFull fills b's filesystem to half its free-space floor for
+// d.fullFor (less if ctx ends first), then frees it, and returns the bytes
+// it reserved. It fails when b did not log crossing below its floor
+// meanwhile (the fault would have tested nothing).
+func (d *faultDriver) diskFull(ctx context.Context, b *SpawnedBroker) (int64, error) {
+	if !b.smallFS {
+		return 0, fmt.Errorf("broker %d's data directory is not a filesystem of its own", b.NodeID)
+	}
+	_, total, err := fsSpace(b.DataDir)
+	if err != nil {
+		return 0, err
+	}
+	before := strings.Count(tailFile(b.LogPath, 1<<20), floorCrossedLine)
+	filled, err := fillDisk(b.DataDir, floorOf(total)/2)
+	if err != nil {
+		return 0, err
+	}
+	t := time.NewTimer(d.fullFor)
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		t.Stop()
+	}
+	if err := unfillDisk(b.DataDir); err != nil {
+		return filled, fmt.Errorf("freeing broker %d's filesystem: %w", b.NodeID, err)
+	}
+	if ctx.Err() == nil && strings.Count(tailFile(b.LogPath, 1<<20), floorCrossedLine) == before {
+		return filled, fmt.Errorf("broker %d never logged %q while %s of its %s filesystem were filled",
+			b.NodeID, floorCrossedLine, bytesString(filled), bytesString(total))
+	}
+	return filled, nil
 }

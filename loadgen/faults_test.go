@@ -274,3 +274,72 @@ func TestSpawnPropertiesForPartitions(t *testing.T) {
 		t.Errorf("lag for client partitions alone %v", d)
 	}
 }
+
+// TestVerifyThroughDiskFull: a spawned broker on a small filesystem of its
+// own, filled below its free-space floor twice while an idempotent
+// producer runs: the broker refuses produce while full (a second of the
+// timeline with nothing acknowledged), accepts it again by itself once the
+// space returns, and the read-back finds every acknowledged record once,
+// in order. Mounting the filesystem needs root (CI runs as root).
+func TestVerifyThroughDiskFull(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("--faults disk-full mounts a filesystem: needs root")
+	}
+	cfg := DefaultConfig()
+	cfg.Spawn = 1
+	cfg.StrataBin = strataBin
+	cfg.SpawnSegmentBytes = 4 << 20
+	cfg.Partitions = 4
+	cfg.RecordBytes = 100
+	cfg.Idempotent = true
+	cfg.Rate = 500
+	cfg.Duration = 12 * time.Second
+	cfg.Verify = true
+	cfg.VerifyTimeout = 30 * time.Second
+	cfg.Faults = []string{FaultDiskFull}
+	cfg.FaultInterval = 5 * time.Second
+	cfg.FaultCount = 2
+	cfg.FaultDiskFull = 2500 * time.Millisecond
+	cfg.FaultDiskBytes = minFaultDiskBytes
+	cfg.DrainTimeout = 20 * time.Second
+	// The journal's default 256 MiB would not fit a 256 MiB filesystem.
+	cfg.SpawnConfig = filepath.Join(t.TempDir(), "server.properties")
+	if err := os.WriteFile(cfg.SpawnConfig, []byte("log.io.journal.bytes=33554432\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var logw strings.Builder
+	cfg.Log = &logw
+	rep, err := Run(testCtx(t, 2*time.Minute), cfg)
+	if err != nil {
+		t.Fatalf("%v\nlog:\n%s", err, logw.String())
+	}
+	f := rep.Faults
+	if f == nil || len(f.Ran) != 1 || f.Ran[0].Kind != FaultDiskFull || f.Ran[0].Count != 2 || f.Ran[0].Failed != 0 ||
+		f.Ran[0].NotRecovered != 0 || f.Verdict != "ok" || f.DiskFullS != 2.5 {
+		t.Fatalf("faults %+v\nlog:\n%s", f, logw.String())
+	}
+	for _, e := range f.Events {
+		if e.Error != "" || e.FilledBytes <= 0 || e.RecoveredS == nil {
+			t.Fatalf("fault event %+v", e)
+		}
+		if e.Window == nil || e.Window.MinRecordsPerSec != 0 {
+			t.Fatalf("a second of the full disk acknowledged records (window %+v): produce was not refused", e.Window)
+		}
+	}
+	v := rep.Verify
+	if v == nil || v.Verdict != "ok" || v.Lost != 0 || v.Duplicated != 0 || v.Reordered != 0 {
+		t.Fatalf("verify %+v", v)
+	}
+	r := rep.Result
+	if r.RecordsAcked != r.RecordsSent || r.RecordsAcked < 5000 {
+		t.Fatalf("acked %d of %d sent", r.RecordsAcked, r.RecordsSent)
+	}
+	var out strings.Builder
+	if err := rep.WriteTable(&out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "full disks of 2.5 s") || !strings.Contains(out.String(), "filled ") {
+		t.Fatalf("table without the disk-full faults:\n%s", out.String())
+	}
+	t.Logf("table:\n%s", out.String())
+}

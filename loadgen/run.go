@@ -651,7 +651,7 @@ func runTarget(ctx context.Context, cfg Config) (rep *Report, err error) {
 		if cluster, err = Spawn(ctx, SpawnOptions{Bin: bin, Brokers: cfg.Spawn,
 			SegmentBytes: cfg.SpawnSegmentBytes, ConfigFile: cfg.SpawnConfig,
 			Blackhole: cfg.SpawnBlackhole, CPUProfile: cfg.Profile,
-			Proxy: needsProxy(cfg.Faults), ReplicaLagTimeMax: faultLagTime(&cfg)}); err != nil {
+			Proxy: needsProxy(cfg.Faults), ReplicaLagTimeMax: faultLagTime(&cfg), DiskBytes: faultDiskBytes(&cfg)}); err != nil {
 			return nil, err
 		}
 		defer func() {

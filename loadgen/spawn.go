@@ -53,6 +53,9 @@ type SpawnedBroker struct {
 	MetricsAddr string
 	DataDir     string
 	LogPath     string
+	// smallFS: DataDir is a filesystem of its own (SpawnOptions.DiskBytes),
+	// unmounted by Cluster.Stop.
+	smallFS bool
 	// bin and args start the broker again (restart: same data directory,
 	// same ports).
 	bin  string
@@ -98,6 +101,10 @@ type SpawnOptions struct {
 	// ReplicaLagTimeMax, if set, is the brokers' replica.lag.time.max.ms
 	// (unless the user's properties set it).
 	ReplicaLagTimeMax time.Duration
+	// DiskBytes, if set, gives each broker a data directory on a
+	// filesystem of its own of this size (smallfs.go: --faults disk-full;
+	// needs root).
+	DiskBytes int64
 }
 
 // Spawn starts the brokers and waits until each accepts TCP connections.
@@ -144,7 +151,7 @@ func Spawn(ctx context.Context, opts SpawnOptions) (*Cluster, error) {
 		if i == 0 && opts.CPUProfile != "" {
 			extra = append(extra, "--cpuprofile", opts.CPUProfile)
 		}
-		b, err := startBroker(ctx, bin, dir, props, !userMetrics, c.proxies, i, extra...)
+		b, err := startBroker(ctx, bin, dir, props, !userMetrics, c.proxies, opts.DiskBytes, i, extra...)
 		if b != nil {
 			c.Brokers = append(c.Brokers, b)
 		}
@@ -237,7 +244,7 @@ const metricsListenersKey = "metrics.listeners"
 // metrics, on a properties file of its own that adds a metrics listener
 // on a free loopback port; with proxies, behind a proxy of its own that
 // it advertises.
-func startBroker(ctx context.Context, bin, dir, props string, withMetrics bool, proxies *proxySet, id int, extra ...string) (*SpawnedBroker, error) {
+func startBroker(ctx context.Context, bin, dir, props string, withMetrics bool, proxies *proxySet, diskBytes int64, id int, extra ...string) (*SpawnedBroker, error) {
 	addr, err := freeLoopbackAddr()
 	if err != nil {
 		return nil, err
@@ -276,9 +283,18 @@ func startBroker(ctx context.Context, bin, dir, props string, withMetrics bool, 
 			return nil, err
 		}
 	}
+	if diskBytes > 0 {
+		if err := mountSmallFS(ctx, b.DataDir, b.DataDir+".img", diskBytes); err != nil {
+			return nil, fmt.Errorf("loadgen: broker %d's filesystem: %w", id, err)
+		}
+		b.smallFS = true
+	}
 	b.bin = bin
 	b.args = append([]string{"serve", "--listen", addr, "--data-dir", b.DataDir, "--node-id", strconv.Itoa(id), "--config", props}, extra...)
 	if err := b.launch(os.O_TRUNC); err != nil {
+		if b.smallFS {
+			err = errors.Join(err, unmountSmallFS(b.DataDir))
+		}
 		return nil, err
 	}
 	return b, b.waitListening(ctx, spawnStartTimeout)
@@ -411,6 +427,15 @@ func (c *Cluster) Stop() error {
 	}
 	if c.proxies != nil {
 		c.proxies.close()
+	}
+	for _, b := range c.Brokers {
+		if b.smallFS {
+			if err := unmountSmallFS(b.DataDir); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			b.smallFS = false
+		}
 	}
 	if err := os.RemoveAll(c.dir); err != nil {
 		errs = append(errs, err)
