@@ -327,6 +327,10 @@ func TestAdminCommands(t *testing.T) {
 	if out, err := topics("add-partitions", "ids", "--total", "2"); err == nil || !strings.Contains(err.Error(), "INVALID_PARTITIONS") {
 		t.Errorf("add-partitions --total 2 of 3: %v %q", err, out)
 	}
+	// --partitions is --total, as kafka-topics --alter --partitions means it.
+	if out, err := topics("add-partitions", "ids", "--partitions", "5", "--validate-only"); err != nil || out != "Topic ids would have 5 partitions (had 3).\n" {
+		t.Errorf("add-partitions --partitions 5 --validate-only: %v %q", err, out)
+	}
 	out, err = topics("list", "--format", "json")
 	if l := decodeJSON[[]topicListJSON](t, out); err != nil || len(l) != 1 || l[0].Partitions != 3 {
 		t.Errorf("after add-partitions: %v %+v", err, l)

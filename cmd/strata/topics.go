@@ -103,6 +103,7 @@ func newTopicsFlags(v verbDoc) *topicsFlags {
 	case "add-partitions":
 		f.fs.IntVar(&f.addNum, "num", 0, "partitions to add to each topic")
 		f.fs.IntVar(&f.total, "total", 0, "partitions each topic should have")
+		f.fs.IntVar(&f.total, "partitions", 0, "the same as --total (kafka-topics --alter's flag)")
 		f.fs.BoolVar(&f.validateOnly, "validate-only", false, "check the change without applying it")
 	case "alter-config":
 		f.fs.Var(&f.set, "set", "`key=value` to set (repeatable)")
