@@ -2,9 +2,7 @@ package server
 
 import (
 	"math"
-	"runtime"
 	"sync"
-	"weak"
 
 	"github.com/stratalog/strata/auth"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -64,21 +62,9 @@ type mutationBuckets struct {
 	swept   int64
 }
 
-// mutationStates holds each server's buckets (the Server struct is
-// shared with other work; the entry goes with its server).
-var mutationStates sync.Map // weak.Pointer[Server] -> *mutationBuckets
-
-func (s *Server) mutationBuckets() *mutationBuckets {
-	k := weak.Make(s)
-	if v, ok := mutationStates.Load(k); ok {
-		return v.(*mutationBuckets)
-	}
-	v, loaded := mutationStates.LoadOrStore(k, &mutationBuckets{buckets: map[mutationKey]*mutationBucket{}})
-	if !loaded {
-		runtime.AddCleanup(s, func(k weak.Pointer[Server]) { mutationStates.Delete(k) }, k)
-	}
-	return v.(*mutationBuckets)
-}
+// mutationBuckets is the server's buckets (Server.mutations; the map is
+// made at first use).
+func (s *Server) mutationBuckets() *mutationBuckets { return &s.mutations }
 
 // mutationQuota is one request's view of its controller_mutation_rate
 // quota (Kafka's ControllerMutationQuota); nil, or a zero limit, when no
@@ -173,6 +159,9 @@ func (m *mutationQuota) record(permits int) error {
 	burst := m.limit * mutationWindowNum * mutationWindowSec
 	b := bs.buckets[m.key]
 	if b == nil {
+		if bs.buckets == nil {
+			bs.buckets = map[mutationKey]*mutationBucket{}
+		}
 		b = &mutationBucket{tokens: burst, lastMs: nowMs}
 		bs.buckets[m.key] = b
 	}

@@ -205,6 +205,7 @@ type Server struct {
 	polls     fetchPolls     // 01_fetch.go: pending fetch long polls
 	sessions  fetchSessions  // fetch_session.go: open fetch sessions
 	blackhole blackholeState // 00_produce.go: --blackhole offsets
+	mutations mutationBuckets // mutation_quota.go: controller_mutation_rate buckets
 }
 
 type endpoint struct {
