@@ -50,8 +50,8 @@ const (
 	QuotaControllerMutationRate = "controller_mutation_rate"
 )
 
-// QuotaTypes are the types Strata accepts (controller_mutation_rate is
-// stored and described; not enforced).
+// QuotaTypes are the types Strata accepts and enforces
+// (controller_mutation_rate: server/mutation_quota.go).
 var QuotaTypes = []string{QuotaProducerByteRate, QuotaConsumerByteRate, QuotaRequestPercentage, QuotaControllerMutationRate}
 
 // Entity types.
