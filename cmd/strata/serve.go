@@ -244,7 +244,7 @@ func serve(cfg config.Broker, remoteProps map[string]string, logger *slog.Logger
 	defer signal.Stop(sigc)
 	for i, l := range cfg.Listeners {
 		logger.Info("strata broker listening", "node", cfg.NodeID, "listener", l.Name, "protocol", l.Protocol,
-			"listen", lns[i].Addr().String(), "advertised", l.Advertised(),
+			"listen", lns[i].Addr().String(), "advertised", advertisedAddr(l, lns[i].Addr()),
 			"inter_broker", l.Name == cfg.InterBrokerListener, "data_dir", absDir, "cluster_id", clusterID)
 	}
 

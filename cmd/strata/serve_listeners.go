@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -175,4 +176,20 @@ func connLimits(cfg config.Broker) (*netpoll.ConnLimits, error) {
 		}
 	}
 	return &l, nil
+}
+
+// advertisedAddr is what listener l advertises once bound to bound, as the
+// server resolves it (server.ServeListener): the configured advertised
+// port, or the bound one when that is 0 (a listener on port 0 advertises
+// the port it got, and the listening line should say so).
+func advertisedAddr(l config.Listener, bound net.Addr) string {
+	if l.AdvertisedPort != 0 {
+		return l.Advertised()
+	}
+	if _, port, err := net.SplitHostPort(bound.String()); err == nil {
+		if p, err := strconv.Atoi(port); err == nil {
+			return net.JoinHostPort(l.AdvertisedHost, strconv.Itoa(p))
+		}
+	}
+	return l.Advertised()
 }

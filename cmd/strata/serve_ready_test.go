@@ -258,6 +258,10 @@ func TestServeMetricsAgreeWithClientAndReadyAfterRecovery(t *testing.T) {
 			}
 			if m := serveKafkaRe.FindStringSubmatch(line); m != nil {
 				kafkaAddr = m[1]
+				// On port 0 the line advertises the port the listener got.
+				if !strings.Contains(line, " advertised="+kafkaAddr+" ") {
+					t.Errorf("the listening line does not advertise %s: %s", kafkaAddr, line)
+				}
 			}
 		case <-deadline:
 			t.Fatal("no Kafka listener line after recovery")

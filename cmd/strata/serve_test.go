@@ -4,6 +4,7 @@ import (
 	"flag"
 	"io"
 	"maps"
+	"net"
 	"strings"
 	"testing"
 
@@ -71,5 +72,23 @@ func TestTableDefaultsAreThePackages(t *testing.T) {
 		d.MaxRequestBytes != server.DefaultMaxRequestBytes || d.FetchMaxBytes != server.DefaultFetchMaxBytes ||
 		d.QueuedMaxBytes != netpoll.DefaultMaxQueuedBytes || d.IOBackend != engine.IOBackendAuto {
 		t.Fatalf("broker defaults %+v", d)
+	}
+}
+
+// The listening line's advertised address: the configured one, or, for a
+// port left 0, the port the listener was bound to.
+func TestAdvertisedAddr(t *testing.T) {
+	bound := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 41234}
+	for _, c := range []struct {
+		l    config.Listener
+		want string
+	}{
+		{config.Listener{AdvertisedHost: "127.0.0.1", AdvertisedPort: 0}, "127.0.0.1:41234"},
+		{config.Listener{AdvertisedHost: "kafka1.example", AdvertisedPort: 9092}, "kafka1.example:9092"},
+		{config.Listener{AdvertisedHost: "kafka1.example", AdvertisedPort: 0}, "kafka1.example:41234"},
+	} {
+		if got := advertisedAddr(c.l, bound); got != c.want {
+			t.Errorf("%+v: %s, want %s", c.l, got, c.want)
+		}
 	}
 }
