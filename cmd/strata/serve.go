@@ -405,7 +405,11 @@ func addKeyFlags(fs *flag.FlagSet) []*keyFlag {
 		}
 		// The flag package shows the first `quoted` word as the value's name.
 		doc := strings.ReplaceAll(k.Doc, "`", "")
-		fs.Var(f, k.Flag, fmt.Sprintf("sets %s, a `%s`: %s (default %s)", k.Broker, k.Type, doc, def))
+		article := "a"
+		if t := k.Type.String(); t != "" && strings.ContainsRune("aeiou", rune(t[0])) {
+			article = "an" // an int
+		}
+		fs.Var(f, k.Flag, fmt.Sprintf("sets %s, %s `%s`: %s (default %s)", k.Broker, article, k.Type, doc, def))
 		out = append(out, f)
 	}
 	return out

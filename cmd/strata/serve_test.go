@@ -92,3 +92,22 @@ func TestAdvertisedAddr(t *testing.T) {
 		}
 	}
 }
+
+// The key flags' help names each key's type with its article: "an int",
+// "a long", "a string".
+func TestKeyFlagsHelpArticle(t *testing.T) {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	addKeyFlags(fs)
+	var out strings.Builder
+	fs.SetOutput(&out)
+	fs.PrintDefaults()
+	help := out.String()
+	for _, want := range []string{"sets node.id, an int: ", "sets listeners, a string: "} {
+		if !strings.Contains(help, want) {
+			t.Errorf("serve flags' help lacks %q:\n%s", want, help)
+		}
+	}
+	if strings.Contains(help, ", a int") {
+		t.Errorf("serve flags' help says \"a int\":\n%s", help)
+	}
+}
