@@ -18,7 +18,15 @@ package loadgen
 //     half its free-space floor is left, for --fault-disk-full, then free
 //     it: the broker refuses produce (KAFKA_STORAGE_ERROR, retriable)
 //     while below the floor and accepts it again by itself. The fault
-//     fails unless the broker logged crossing below its floor.
+//     fails unless the broker logged crossing below its floor;
+//   - powerloss: cut the power of every broker at once. Each broker's
+//     small filesystem is shut down as a power cut leaves it
+//     (vfs.ShutdownFS: what was not on its device, dirty pages and the
+//     uncommitted metadata journal, is lost; xfstests' "godown"), the
+//     brokers are SIGKILLed, the filesystems mounted again (ext4 replays
+//     its journal) and the brokers started on them. Only what a broker
+//     made durable survives, on every replica at once: the test of
+//     acks=all's fsync before the acknowledgement.
 //
 // The broker is drawn in rounds: every broker once per round, in a random
 // order, and so is the kind (every kind of --faults once per round), so a
@@ -42,6 +50,7 @@ package loadgen
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -52,6 +61,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/stratalog/strata/internal/vfs"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -63,16 +73,20 @@ const (
 	FaultPartition       = "partition"
 	FaultClientPartition = "client-partition"
 	FaultDiskFull        = "disk-full"
+	FaultPowerLoss       = "powerloss"
 )
 
 // FaultKinds are the faults --faults knows.
-var FaultKinds = []string{FaultKill, FaultPause, FaultPartition, FaultClientPartition, FaultDiskFull}
+var FaultKinds = []string{FaultKill, FaultPause, FaultPartition, FaultClientPartition, FaultDiskFull, FaultPowerLoss}
+
+// AllBrokers is FaultEvent.Broker for a fault of every broker at once.
+const AllBrokers = -1
 
 // faultDiskBytes is the size of the filesystem each spawned broker gets
-// for cfg's faults: FaultDiskBytes with disk-full, 0 (the machine's own)
-// otherwise.
+// for cfg's faults: FaultDiskBytes with disk-full or powerloss, 0 (the
+// machine's own) otherwise.
 func faultDiskBytes(cfg *Config) int64 {
-	if !slices.Contains(cfg.Faults, FaultDiskFull) {
+	if !slices.Contains(cfg.Faults, FaultDiskFull) && !slices.Contains(cfg.Faults, FaultPowerLoss) {
 		return 0
 	}
 	return cfg.FaultDiskBytes
@@ -124,7 +138,7 @@ func ParseFaults(s string) ([]string, error) {
 			continue
 		}
 		if !slices.Contains(FaultKinds, f) {
-			return nil, fmt.Errorf("fault %q: want %s (power-loss faults are not implemented yet)", f, strings.Join(FaultKinds, ", "))
+			return nil, fmt.Errorf("fault %q: want %s", f, strings.Join(FaultKinds, ", "))
 		}
 		if !slices.Contains(out, f) {
 			out = append(out, f)
@@ -136,7 +150,7 @@ func ParseFaults(s string) ([]string, error) {
 // FaultEvent is one injected fault.
 type FaultEvent struct {
 	Kind   string  `json:"kind"`
-	Broker int     `json:"broker"` // node id
+	Broker int     `json:"broker"` // node id; AllBrokers (-1) for powerloss
 	AtS    float64 `json:"at_s"`   // since the run's start
 	// DownS is how long the broker was dead, stopped or cut off (kill:
 	// SIGKILL to listening again; pause: SIGSTOP to SIGCONT; partitions:
@@ -504,6 +518,9 @@ func (d *faultDriver) run(ctx context.Context) {
 			ev.Held, err = d.partition(ctx, b, kind == FaultClientPartition)
 		case FaultDiskFull:
 			ev.FilledBytes, err = d.diskFull(ctx, b)
+		case FaultPowerLoss:
+			ev.Broker = AllBrokers
+			err = d.powerLoss()
 		}
 		ev.DownS = (d.clock() - began).Seconds()
 		if err != nil {
@@ -516,7 +533,7 @@ func (d *faultDriver) run(ctx context.Context) {
 			ev.CutShort = true
 		}
 		d.note(ev, sh0, ex0)
-		if err != nil && kind == FaultKill {
+		if err != nil && (kind == FaultKill || kind == FaultPowerLoss) {
 			return // a broker that cannot be started again ends the campaign
 		}
 	}
@@ -566,6 +583,12 @@ func (d *faultDriver) kill(b *SpawnedBroker) error {
 	case <-time.After(faultExitTimeout):
 		return fmt.Errorf("broker %d did not exit within %v of SIGKILL", b.NodeID, faultExitTimeout)
 	}
+	return d.restart(b)
+}
+
+// restart starts the exited broker b again with its arguments and waits
+// until it listens.
+func (d *faultDriver) restart(b *SpawnedBroker) error {
 	// A restart can fail for a moment (a port of the broker's taken as
 	// the local port of some outgoing connection meanwhile): try again a
 	// few times before the campaign gives up.
@@ -732,7 +755,11 @@ func writeFaults(b *strings.Builder, r *FaultsResult) {
 			fmt.Fprintf(b, "  … %d more faults in the JSON report\n", len(r.Events)-i)
 			break
 		}
-		fmt.Fprintf(b, "  %.1f s %s broker %d: down %.1f s", e.AtS, e.Kind, e.Broker, e.DownS)
+		if e.Broker == AllBrokers {
+			fmt.Fprintf(b, "  %.1f s %s of every broker: down %.1f s", e.AtS, e.Kind, e.DownS)
+		} else {
+			fmt.Fprintf(b, "  %.1f s %s broker %d: down %.1f s", e.AtS, e.Kind, e.Broker, e.DownS)
+		}
 		if e.Held > 0 {
 			fmt.Fprintf(b, ", held %d connection(s)", e.Held)
 		}
@@ -889,4 +916,57 @@ func (d *faultDriver) diskFull(ctx context.Context, b *SpawnedBroker) (int64, er
 			b.NodeID, floorCrossedLine, bytesString(filled), bytesString(total))
 	}
 	return filled, nil
+}
+
+// powerLoss cuts every broker's power at once (see the package comment
+// above): their filesystems shut down without writing anything back, the
+// processes SIGKILLed, the filesystems mounted again and the brokers
+// started on them. Like kill, it runs to its end even when the run stops
+// meanwhile: the brokers must be back for the read-back.
+func (d *faultDriver) powerLoss() error {
+	bs := d.cluster.Brokers
+	for _, b := range bs {
+		if !b.smallFS {
+			return fmt.Errorf("broker %d's data directory is not a filesystem of its own", b.NodeID)
+		}
+		if _, exited := b.proc(); isClosed(exited) {
+			return fmt.Errorf("broker %d had exited before the fault", b.NodeID)
+		}
+	}
+	// The power goes everywhere at once: every filesystem first, so no
+	// broker writes anything more than the others had.
+	var errs []error
+	for _, b := range bs {
+		if err := vfs.ShutdownFS(b.DataDir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, b := range bs {
+		cmd, _ := b.proc()
+		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			errs = append(errs, fmt.Errorf("SIGKILL broker %d: %w", b.NodeID, err))
+		}
+	}
+	for _, b := range bs {
+		_, exited := b.proc()
+		select {
+		case <-exited:
+		case <-time.After(faultExitTimeout):
+			return errors.Join(append(errs, fmt.Errorf("broker %d did not exit within %v of SIGKILL", b.NodeID, faultExitTimeout))...)
+		}
+	}
+	if len(errs) > 0 { // a filesystem not shut down: the fault is not what it says
+		return errors.Join(errs...)
+	}
+	for _, b := range bs {
+		if err := remountSmallFS(b.DataDir); err != nil {
+			return fmt.Errorf("broker %d's filesystem after the power loss: %w", b.NodeID, err)
+		}
+	}
+	for _, b := range bs {
+		if err := d.restart(b); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -343,3 +343,67 @@ func TestVerifyThroughDiskFull(t *testing.T) {
 	}
 	t.Logf("table:\n%s", out.String())
 }
+
+// TestVerifyThroughPowerLoss: three spawned brokers, replication factor 3,
+// an idempotent acks=all producer, and twice the power of every broker
+// cut at once (their filesystems shut down losing whatever was not on
+// their devices, the processes killed, the filesystems mounted again):
+// every acknowledged record is read back once, in order. Needs root (CI
+// runs as root).
+func TestVerifyThroughPowerLoss(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("--faults powerloss mounts filesystems: needs root")
+	}
+	cfg := DefaultConfig()
+	cfg.Spawn = 3
+	cfg.StrataBin = strataBin
+	cfg.SpawnSegmentBytes = 4 << 20
+	cfg.ReplicationFactor = 3
+	cfg.Partitions = 4
+	cfg.RecordBytes = 100
+	cfg.Idempotent = true
+	cfg.Rate = 500
+	cfg.Duration = 12 * time.Second
+	cfg.Verify = true
+	cfg.VerifyTimeout = 30 * time.Second
+	cfg.Faults = []string{FaultPowerLoss}
+	cfg.FaultInterval = 4 * time.Second
+	cfg.FaultCount = 2
+	cfg.FaultDiskBytes = minFaultDiskBytes
+	cfg.DrainTimeout = 30 * time.Second
+	cfg.SpawnConfig = filepath.Join(t.TempDir(), "server.properties")
+	if err := os.WriteFile(cfg.SpawnConfig, []byte("log.io.journal.bytes=33554432\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var logw strings.Builder
+	cfg.Log = &logw
+	rep, err := Run(testCtx(t, 3*time.Minute), cfg)
+	if err != nil {
+		t.Fatalf("%v\nlog:\n%s", err, logw.String())
+	}
+	f := rep.Faults
+	if f == nil || len(f.Ran) != 1 || f.Ran[0].Kind != FaultPowerLoss || f.Ran[0].Count != 2 || f.Ran[0].Failed != 0 ||
+		f.Verdict != "ok" || len(f.Events) != 2 {
+		t.Fatalf("faults %+v\nlog:\n%s", f, logw.String())
+	}
+	for _, e := range f.Events {
+		if e.Error != "" || e.Broker != AllBrokers || e.DownS <= 0 || e.RecoveredS == nil {
+			t.Fatalf("fault event %+v", e)
+		}
+	}
+	v := rep.Verify
+	if v == nil || v.Verdict != "ok" || v.Lost != 0 || v.Duplicated != 0 || v.Reordered != 0 {
+		t.Fatalf("verify %+v", v)
+	}
+	if r := rep.Result; r.RecordsAcked < 3000 {
+		t.Fatalf("acked %d of %d sent", r.RecordsAcked, r.RecordsSent)
+	}
+	var out strings.Builder
+	if err := rep.WriteTable(&out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "powerloss of every broker") {
+		t.Fatalf("table without the power losses:\n%s", out.String())
+	}
+	t.Logf("table:\n%s", out.String())
+}

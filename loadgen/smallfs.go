@@ -122,3 +122,30 @@ func floorOf(total int64) int64 { return min(4<<30, total/20) }
 
 // bytesString prints n in MiB.
 func bytesString(n int64) string { return strconv.FormatInt(n>>20, 10) + " MiB" }
+
+// remountSmallFS unmounts dir's filesystem (after a power loss: shut
+// down, its brokers gone) and mounts its image again, which runs ext4's
+// journal recovery. A broker that has exited can keep the filesystem busy
+// for a moment (the kernel tears an io_uring instance down after the
+// process, holding its files until then), so the unmount is tried again
+// for up to umountWait; never lazily, which would let the image be
+// mounted twice.
+func remountSmallFS(dir string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), umountWait+30*time.Second)
+	defer cancel()
+	deadline := time.Now().Add(umountWait)
+	for {
+		err := runTool(ctx, "umount", dir)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return runTool(ctx, "mount", "-o", "loop", dir+".img", dir)
+}
+
+// umountWait bounds the retries of an unmount kept busy by exited brokers.
+const umountWait = 15 * time.Second
