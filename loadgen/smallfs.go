@@ -133,19 +133,22 @@ func bytesString(n int64) string { return strconv.FormatInt(n>>20, 10) + " MiB" 
 func remountSmallFS(dir string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), umountWait+30*time.Second)
 	defer cancel()
-	deadline := time.Now().Add(umountWait)
-	for {
+	for try := 0; ; try++ {
 		err := runTool(ctx, "umount", dir)
 		if err == nil {
 			break
 		}
-		if time.Now().After(deadline) {
+		if time.Duration(try)*umountRetry >= umountWait {
 			return err
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(umountRetry)
 	}
 	return runTool(ctx, "mount", "-o", "loop", dir+".img", dir)
 }
 
-// umountWait bounds the retries of an unmount kept busy by exited brokers.
-const umountWait = 15 * time.Second
+// umountWait bounds the retries of an unmount kept busy by exited
+// brokers, one every umountRetry.
+const (
+	umountWait  = 15 * time.Second
+	umountRetry = 50 * time.Millisecond
+)
