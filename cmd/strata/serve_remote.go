@@ -92,7 +92,7 @@ func readAheadBytes(v int64) int64 {
 type remoteCollector struct{ m *rlm.Manager }
 
 var remoteDescs = struct {
-	copied, copiedBytes, retries, failures, deleted, fetched, hits, misses, readAheads, reads, readSeconds, lagSegments, lagBytes *prometheus.Desc
+	copied, copiedBytes, retries, failures, deleted, fetched, hits, misses, readAheads, reads, readSeconds, readTime, lagSegments, lagBytes *prometheus.Desc
 }{
 	copied:      prometheus.NewDesc("strata_remote_segments_copied_total", "Segments copied to the object store (COPY_SEGMENT_FINISHED).", nil, nil),
 	copiedBytes: prometheus.NewDesc("strata_remote_copied_bytes_total", "Bytes of every object of the segments copied.", nil, nil),
@@ -105,13 +105,14 @@ var remoteDescs = struct {
 	readAheads:  prometheus.NewDesc("strata_remote_read_ahead_fetches_total", "Chunks and segments fetched into the cache ahead of sequential remote readers (remote.log.reader.read.ahead.bytes).", nil, nil),
 	reads:       prometheus.NewDesc("strata_remote_reads_total", "Remote reads (fetches below the local log start).", nil, nil),
 	readSeconds: prometheus.NewDesc("strata_remote_read_seconds_total", "Total time of remote reads (divided by strata_remote_reads_total: the mean latency).", nil, nil),
+	readTime:    prometheus.NewDesc("strata_remote_read_time_seconds", "Time of each remote read, cache hits included (Kafka's RemoteLogReaderFetchRateAndTimeMs).", nil, nil),
 	lagSegments: prometheus.NewDesc("strata_remote_copy_lag_segments", "Rolled segments of tiered topics not copied yet.", nil, nil),
 	lagBytes:    prometheus.NewDesc("strata_remote_copy_lag_bytes", "Bytes of the rolled segments of tiered topics not copied yet.", nil, nil),
 }
 
 func (c remoteCollector) Describe(ch chan<- *prometheus.Desc) {
 	d := remoteDescs
-	for _, x := range []*prometheus.Desc{d.copied, d.copiedBytes, d.retries, d.failures, d.deleted, d.fetched, d.hits, d.misses, d.readAheads, d.reads, d.readSeconds, d.lagSegments, d.lagBytes} {
+	for _, x := range []*prometheus.Desc{d.copied, d.copiedBytes, d.retries, d.failures, d.deleted, d.fetched, d.hits, d.misses, d.readAheads, d.reads, d.readSeconds, d.readTime, d.lagSegments, d.lagBytes} {
 		ch <- x
 	}
 }
@@ -133,9 +134,24 @@ func (c remoteCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(d.readAheads, float64(st.ReadAheads))
 	counter(d.reads, float64(st.Reads))
 	counter(d.readSeconds, st.ReadTime.Seconds())
+	ch <- constHistogram(d.readTime, st.ReadLatency)
 	n, b := c.m.Lag()
 	ch <- prometheus.MustNewConstMetric(d.lagSegments, prometheus.GaugeValue, float64(n))
 	ch <- prometheus.MustNewConstMetric(d.lagBytes, prometheus.GaugeValue, float64(b))
+}
+
+// constHistogram is h (per-bucket counts, the last past every bound) in
+// Prometheus's cumulative form.
+func constHistogram(d *prometheus.Desc, h engine.Histogram) prometheus.Metric {
+	buckets := make(map[float64]uint64, len(h.Bounds))
+	var cum uint64
+	for i, ub := range h.Bounds {
+		if i < len(h.Counts) {
+			cum += h.Counts[i]
+		}
+		buckets[ub] = cum
+	}
+	return prometheus.MustNewConstHistogram(d, h.Count, h.Sum, buckets)
 }
 
 // closeRemote stops the remote log manager (before the engine closes).

@@ -52,7 +52,7 @@ func TestOpenRemote(t *testing.T) {
 	for _, f := range fams {
 		found[f.GetName()] = true
 	}
-	for _, name := range []string{"strata_remote_segments_copied_total", "strata_remote_read_seconds_total", "strata_remote_copy_lag_bytes", "strata_remote_read_ahead_fetches_total"} {
+	for _, name := range []string{"strata_remote_segments_copied_total", "strata_remote_read_seconds_total", "strata_remote_read_time_seconds", "strata_remote_copy_lag_bytes", "strata_remote_read_ahead_fetches_total"} {
 		if !found[name] {
 			t.Errorf("metric %s not exported", name)
 		}

@@ -82,6 +82,9 @@ type Stats struct {
 	ReadAheads      int64         // chunks and objects fetched ahead of a sequential reader
 	Reads           int64         // Read calls that returned data or an error
 	ReadTime        time.Duration // their total time
+	// ReadLatency is the histogram of those Reads' times (Kafka's
+	// RemoteLogReaderFetchRateAndTimeMs), in seconds.
+	ReadLatency engine.Histogram
 }
 
 // Manager is the remote log manager of one broker (see the package doc).
@@ -121,6 +124,7 @@ type Manager struct {
 
 	copied, bytesCopied, copyFailures, retries, deleted atomic.Int64
 	fetched, hits, misses, reads, readNanos, readAheads atomic.Int64
+	readLatency                                         latencyHist
 }
 
 // Open loads the metadata in o.Dir, installs the manager as the engine's
@@ -241,7 +245,7 @@ func (m *Manager) Stats() Stats {
 		SegmentsCopied: m.copied.Load(), BytesCopied: m.bytesCopied.Load(), CopyFailures: m.copyFailures.Load(),
 		Retries: m.retries.Load(), SegmentsDeleted: m.deleted.Load(), FetchedBytes: m.fetched.Load(),
 		CacheHits: m.hits.Load(), CacheMisses: m.misses.Load(), ReadAheads: m.readAheads.Load(),
-		Reads: m.reads.Load(), ReadTime: time.Duration(m.readNanos.Load()),
+		Reads: m.reads.Load(), ReadTime: time.Duration(m.readNanos.Load()), ReadLatency: m.readLatency.snapshot(),
 	}
 }
 

@@ -52,8 +52,10 @@ func (m *Manager) Read(ctx context.Context, topicID [16]byte, partition int32, o
 	seg := &pm.Segments[i]
 	start := m.o.Now()
 	defer func() {
+		d := m.o.Now().Sub(start)
 		m.reads.Add(1)
-		m.readNanos.Add(int64(m.o.Now().Sub(start)))
+		m.readNanos.Add(int64(d))
+		m.readLatency.observe(d)
 	}()
 	seq := m.streams.sequential(k, offset)
 	maxBytes = max(maxBytes, 0)
