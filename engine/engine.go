@@ -224,7 +224,7 @@ func Open(opts Options) (*Engine, error) {
 	if opts.JournalBytes > 0 {
 		// Before any log opens: replay puts the journal's records into
 		// their segment files, and the recovery below finds them.
-		j, err := openJournal(e, opts.JournalBytes)
+		j, err := openJournal(e, e.journalBytes(opts.JournalBytes))
 		if err != nil {
 			e.io.close()
 			return nil, err

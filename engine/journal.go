@@ -255,6 +255,28 @@ type journal struct {
 	stats    journalStats
 }
 
+// journalFSShare is the largest share of the data directory's filesystem
+// the journal takes: log.io.journal.bytes beyond it is cut down to it (at
+// least JournalMinBytes), so a broker on a small volume starts and leaves
+// the rest to the logs instead of failing with ENOSPC while zero-filling.
+const journalFSShare = 8 // one eighth
+
+// journalBytes is want (log.io.journal.bytes) within journalFSShare of the
+// data directory's filesystem, logged when cut; want when the filesystem's
+// size is unknown (statfs failed, a memory file system).
+func (e *Engine) journalBytes(want int64) int64 {
+	_, total, err := vfs.FreeSpace(e.dir)
+	if err != nil || total <= 0 || want <= total/journalFSShare {
+		return want
+	}
+	got := max((total/journalFSShare)&^(journalFiles<<20-1), journalMinBytes) // whole MiB per file
+	if got < want {
+		e.logger.Info("journal cut to an eighth of the data directory's filesystem", "log.io.journal.bytes", want, "bytes", got, "filesystem_bytes", total)
+		return got
+	}
+	return want
+}
+
 // openJournal replays what the files hold into the segments
 // (journal_replay.go), then makes the journal ready for appends: files
 // created and zero-filled when missing, writing resumes in the file after
@@ -263,7 +285,7 @@ func openJournal(e *Engine, total int64) (*journal, error) {
 	if total < journalMinBytes {
 		return nil, fmt.Errorf("engine: log.io.journal.bytes %d is below the minimum %d", total, journalMinBytes)
 	}
-	j := &journal{e: e, dir: filepath.Join(e.dir, journalDirName), fileBytes: (total / journalFiles) &^ (journalAlign - 1),
+	j := &journal{e: e, dir: filepath.Join(e.dir, journalDirName), fileBytes: (total / journalFiles) &^ (2*journalAlign - 1), // a stage is half a file, block-aligned
 		dirty: make(map[*Log]struct{}), ckptKick: make(chan struct{}, 1), stop: make(chan struct{})}
 	j.cond.L = &j.mu
 	j.pauseBG = segmentBackgroundDepth > 0

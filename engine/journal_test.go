@@ -271,6 +271,27 @@ func TestJournalResizedAfterCrash(t *testing.T) {
 	}
 }
 
+// TestJournalAnyByteCount: log.io.journal.bytes that is no multiple of
+// the files' alignment still opens (a stage is half a file and must stay
+// block-aligned: 30,000,000 bytes once made a 3,749,888-byte stage and
+// Open failed), takes appends and stays within what was asked.
+func TestJournalAnyByteCount(t *testing.T) {
+	for _, n := range []int64{30_000_000, JournalMinBytes + 12_345} {
+		e := openEngine(t, t.TempDir(), func(o *Options) { o.JournalBytes = n })
+		if e.jnl == nil || e.jnl.fileBytes*journalFiles > n || e.jnl.fileBytes%(2*journalAlign) != 0 {
+			t.Fatalf("journal.bytes %d: %+v", n, e.jnl)
+		}
+		l := mustTopic(t, e, "a", 1, nil).Partition(0)
+		info := mustAppend(t, l, batchOf(t, 3, 100, 1, 0))
+		if err := waitDurable(t, l, info.LastOffset); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // testGroup builds a group as the writer does: a group header, then one
 // write record per payload and a barrier, with the header filled and the
 // checksum computed by groupChecksum.
