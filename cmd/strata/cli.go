@@ -31,7 +31,7 @@ type cmdDoc struct {
 }
 
 // usageError is a mistake on the command line: run prints it with the
-// command's usage line and exits 2.
+// command's usage line and exits 1.
 type usageError struct {
 	doc cmdDoc
 	err error
@@ -173,7 +173,7 @@ func exitCode(cmd string, err error, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stderr, "strata %s: %v\nUsage: %s\nRun \"strata %s --help\" for its flags.\n",
 			name, ue.err, strings.ReplaceAll(strings.TrimSpace(ue.doc.usage), "\n", "\n       "), name)
-		return 2
+		return 1
 	default:
 		fmt.Fprintf(stderr, "strata %s: %v\n", cmd, err)
 		return 1

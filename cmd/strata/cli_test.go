@@ -84,7 +84,7 @@ func TestHelpEveryCommand(t *testing.T) {
 }
 
 // A mistake on the command line is one line naming it, the usage line, and
-// a pointer to --help on stderr, exit 2: never the whole flag list.
+// a pointer to --help on stderr, exit 1: never the whole flag list.
 func TestUsageErrors(t *testing.T) {
 	cases := []struct {
 		args  []string
@@ -141,13 +141,13 @@ func TestUsageErrors(t *testing.T) {
 	for _, c := range cases {
 		code, out, errOut := runCLI(c.args...)
 		lines := strings.Split(strings.TrimRight(errOut, "\n"), "\n")
-		if code != 2 || out != "" || len(lines) < 3 || len(lines) > 4 || !strings.HasPrefix(lines[0], c.first) ||
+		if code != 1 || out != "" || len(lines) < 3 || len(lines) > 4 || !strings.HasPrefix(lines[0], c.first) ||
 			!strings.HasPrefix(lines[1], "Usage: "+c.usage) || !strings.HasPrefix(lines[len(lines)-1], "Run \"strata ") {
-			t.Errorf("%q: exit %d (want 2), stdout %q, stderr:\n%s", c.args, code, out, errOut)
+			t.Errorf("%q: exit %d (want 1), stdout %q, stderr:\n%s", c.args, code, out, errOut)
 		}
 	}
-	// No arguments at all: the command list, exit 2.
-	if code, _, errOut := runCLI(); code != 2 || !strings.Contains(errOut, "strata plan") {
+	// No arguments at all: the command list, exit 1.
+	if code, _, errOut := runCLI(); code != 1 || !strings.Contains(errOut, "strata plan") {
 		t.Errorf("no arguments: exit %d, %q", code, errOut)
 	}
 }
@@ -370,7 +370,7 @@ func TestAdminCommands(t *testing.T) {
 }
 
 // The built binary: --help exits 0 for serve, version carries the VCS
-// revision go build stamps, flag errors exit 2 and runtime failures 1.
+// revision go build stamps, flag errors and runtime failures exit 1.
 func TestBinaryExitCodes(t *testing.T) {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "strata")
@@ -396,7 +396,7 @@ func TestBinaryExitCodes(t *testing.T) {
 		strings.Contains(out, "(default 0) (default") {
 		t.Errorf("serve --help: exit %d, stderr %q\n%s", code, errOut, out)
 	}
-	if code, _, errOut := runBin(nil, "serve", "--no-such-flag"); code != 2 || strings.Count(errOut, "\n") != 3 {
+	if code, _, errOut := runBin(nil, "serve", "--no-such-flag"); code != 1 || strings.Count(errOut, "\n") != 3 {
 		t.Errorf("serve --no-such-flag: exit %d\n%s", code, errOut)
 	}
 	code, out, _ = runBin(nil, "--version")

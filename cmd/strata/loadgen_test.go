@@ -83,7 +83,7 @@ func TestParseLoadgenFlags(t *testing.T) {
 		if _, _, err := parseLoadgenFlags(strings.Fields(bad), io.Discard); err == nil {
 			t.Errorf("%q accepted", bad)
 		} else if ue := (*usageError)(nil); !errors.As(err, &ue) {
-			t.Errorf("%q: %v is not a usage error (exit 2)", bad, err)
+			t.Errorf("%q: %v is not a usage error (exit 1)", bad, err)
 		}
 	}
 }

@@ -53,7 +53,7 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		return 2
+		return 1
 	}
 	cmd, rest := args[0], args[1:]
 	if cmd == "help" && len(rest) > 0 { // strata help COMMAND [VERB]
@@ -89,7 +89,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	default:
 		fmt.Fprintf(stderr, "strata: unknown command %q\nUsage: strata %s ...\nRun \"strata --help\" for the commands.\n",
 			cmd, strings.Join([]string{"serve", "topics", "groups", "cluster", "acls", "produce", "consume", "loadgen", "plan", "version", "completion"}, "|"))
-		return 2
+		return 1
 	}
 	return exitCode(cmd, err, stderr)
 }
