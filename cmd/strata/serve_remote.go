@@ -55,11 +55,12 @@ func openRemote(cfg config.Broker, props map[string]string, dataDir string, eng 
 	}
 	m, err := rlm.Open(rlm.Options{
 		Engine: eng, Store: store, Dir: filepath.Join(dataDir, remoteMetadataDir), Logger: logger,
-		Interval:              time.Duration(cfg.RemoteTaskIntervalMs) * time.Millisecond,
-		CopyMaxBytesPerSecond: cfg.RemoteCopyMaxBytesPerSec,
-		CacheBytes:            cfg.RemoteReaderCacheBytes,
-		MaxCachedSegmentBytes: cfg.RemoteReaderCacheBytes / 4,
-		ReadAheadBytes:        readAheadBytes(cfg.RemoteReadAheadBytes),
+		Interval:               time.Duration(cfg.RemoteTaskIntervalMs) * time.Millisecond,
+		CopyMaxBytesPerSecond:  cfg.RemoteCopyMaxBytesPerSec,
+		FetchMaxBytesPerSecond: cfg.RemoteFetchMaxBytesPerSec,
+		CacheBytes:             cfg.RemoteReaderCacheBytes,
+		MaxCachedSegmentBytes:  cfg.RemoteReaderCacheBytes / 4,
+		ReadAheadBytes:         readAheadBytes(cfg.RemoteReadAheadBytes),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("tiered storage: %w", err)
@@ -92,27 +93,29 @@ func readAheadBytes(v int64) int64 {
 type remoteCollector struct{ m *rlm.Manager }
 
 var remoteDescs = struct {
-	copied, copiedBytes, retries, failures, deleted, fetched, hits, misses, readAheads, reads, readSeconds, readTime, lagSegments, lagBytes *prometheus.Desc
+	copied, copiedBytes, retries, failures, deleted, fetched, hits, misses, readAheads, reads, readSeconds, readTime, copyThrottle, fetchThrottle, lagSegments, lagBytes *prometheus.Desc
 }{
-	copied:      prometheus.NewDesc("strata_remote_segments_copied_total", "Segments copied to the object store (COPY_SEGMENT_FINISHED).", nil, nil),
-	copiedBytes: prometheus.NewDesc("strata_remote_copied_bytes_total", "Bytes of every object of the segments copied.", nil, nil),
-	retries:     prometheus.NewDesc("strata_remote_store_retries_total", "Object store calls retried after a failure.", nil, nil),
-	failures:    prometheus.NewDesc("strata_remote_copy_failures_total", "Segment copies given up (cleaned up and retried at a later pass).", nil, nil),
-	deleted:     prometheus.NewDesc("strata_remote_segments_deleted_total", "Remote segments deleted (retention, DeleteRecords, topic deletion, cleanup).", nil, nil),
-	fetched:     prometheus.NewDesc("strata_remote_fetched_bytes_total", "Bytes read from the object store for fetches.", nil, nil),
-	hits:        prometheus.NewDesc("strata_remote_cache_hits_total", "Remote reads answered from the cache.", nil, nil),
-	misses:      prometheus.NewDesc("strata_remote_cache_misses_total", "Remote reads that went to the object store.", nil, nil),
-	readAheads:  prometheus.NewDesc("strata_remote_read_ahead_fetches_total", "Chunks and segments fetched into the cache ahead of sequential remote readers (remote.log.reader.read.ahead.bytes).", nil, nil),
-	reads:       prometheus.NewDesc("strata_remote_reads_total", "Remote reads (fetches below the local log start).", nil, nil),
-	readSeconds: prometheus.NewDesc("strata_remote_read_seconds_total", "Total time of remote reads (divided by strata_remote_reads_total: the mean latency).", nil, nil),
-	readTime:    prometheus.NewDesc("strata_remote_read_time_seconds", "Time of each remote read, cache hits included (Kafka's RemoteLogReaderFetchRateAndTimeMs).", nil, nil),
-	lagSegments: prometheus.NewDesc("strata_remote_copy_lag_segments", "Rolled segments of tiered topics not copied yet.", nil, nil),
-	lagBytes:    prometheus.NewDesc("strata_remote_copy_lag_bytes", "Bytes of the rolled segments of tiered topics not copied yet.", nil, nil),
+	copied:        prometheus.NewDesc("strata_remote_segments_copied_total", "Segments copied to the object store (COPY_SEGMENT_FINISHED).", nil, nil),
+	copiedBytes:   prometheus.NewDesc("strata_remote_copied_bytes_total", "Bytes of every object of the segments copied.", nil, nil),
+	retries:       prometheus.NewDesc("strata_remote_store_retries_total", "Object store calls retried after a failure.", nil, nil),
+	failures:      prometheus.NewDesc("strata_remote_copy_failures_total", "Segment copies given up (cleaned up and retried at a later pass).", nil, nil),
+	deleted:       prometheus.NewDesc("strata_remote_segments_deleted_total", "Remote segments deleted (retention, DeleteRecords, topic deletion, cleanup).", nil, nil),
+	fetched:       prometheus.NewDesc("strata_remote_fetched_bytes_total", "Bytes read from the object store for fetches.", nil, nil),
+	hits:          prometheus.NewDesc("strata_remote_cache_hits_total", "Remote reads answered from the cache.", nil, nil),
+	misses:        prometheus.NewDesc("strata_remote_cache_misses_total", "Remote reads that went to the object store.", nil, nil),
+	readAheads:    prometheus.NewDesc("strata_remote_read_ahead_fetches_total", "Chunks and segments fetched into the cache ahead of sequential remote readers (remote.log.reader.read.ahead.bytes).", nil, nil),
+	reads:         prometheus.NewDesc("strata_remote_reads_total", "Remote reads (fetches below the local log start).", nil, nil),
+	readSeconds:   prometheus.NewDesc("strata_remote_read_seconds_total", "Total time of remote reads (divided by strata_remote_reads_total: the mean latency).", nil, nil),
+	readTime:      prometheus.NewDesc("strata_remote_read_time_seconds", "Time of each remote read, cache hits included (Kafka's RemoteLogReaderFetchRateAndTimeMs).", nil, nil),
+	copyThrottle:  prometheus.NewDesc("strata_remote_copy_throttle_seconds_total", "Time copies waited for remote.log.manager.copy.max.bytes.per.second (Kafka's remote-copy-throttle-time).", nil, nil),
+	fetchThrottle: prometheus.NewDesc("strata_remote_fetch_throttle_seconds_total", "Time remote reads waited for remote.log.manager.fetch.max.bytes.per.second (Kafka's remote-fetch-throttle-time).", nil, nil),
+	lagSegments:   prometheus.NewDesc("strata_remote_copy_lag_segments", "Rolled segments of tiered topics not copied yet.", nil, nil),
+	lagBytes:      prometheus.NewDesc("strata_remote_copy_lag_bytes", "Bytes of the rolled segments of tiered topics not copied yet.", nil, nil),
 }
 
 func (c remoteCollector) Describe(ch chan<- *prometheus.Desc) {
 	d := remoteDescs
-	for _, x := range []*prometheus.Desc{d.copied, d.copiedBytes, d.retries, d.failures, d.deleted, d.fetched, d.hits, d.misses, d.readAheads, d.reads, d.readSeconds, d.readTime, d.lagSegments, d.lagBytes} {
+	for _, x := range []*prometheus.Desc{d.copied, d.copiedBytes, d.retries, d.failures, d.deleted, d.fetched, d.hits, d.misses, d.readAheads, d.reads, d.readSeconds, d.readTime, d.copyThrottle, d.fetchThrottle, d.lagSegments, d.lagBytes} {
 		ch <- x
 	}
 }
@@ -135,6 +138,8 @@ func (c remoteCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(d.reads, float64(st.Reads))
 	counter(d.readSeconds, st.ReadTime.Seconds())
 	ch <- constHistogram(d.readTime, st.ReadLatency)
+	counter(d.copyThrottle, st.CopyThrottleTime.Seconds())
+	counter(d.fetchThrottle, st.FetchThrottleTime.Seconds())
 	n, b := c.m.Lag()
 	ch <- prometheus.MustNewConstMetric(d.lagSegments, prometheus.GaugeValue, float64(n))
 	ch <- prometheus.MustNewConstMetric(d.lagBytes, prometheus.GaugeValue, float64(b))

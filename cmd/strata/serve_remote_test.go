@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -52,7 +53,7 @@ func TestOpenRemote(t *testing.T) {
 	for _, f := range fams {
 		found[f.GetName()] = true
 	}
-	for _, name := range []string{"strata_remote_segments_copied_total", "strata_remote_read_seconds_total", "strata_remote_read_time_seconds", "strata_remote_copy_lag_bytes", "strata_remote_read_ahead_fetches_total"} {
+	for _, name := range []string{"strata_remote_segments_copied_total", "strata_remote_read_seconds_total", "strata_remote_read_time_seconds", "strata_remote_fetch_throttle_seconds_total", "strata_remote_copy_throttle_seconds_total", "strata_remote_copy_lag_bytes", "strata_remote_read_ahead_fetches_total"} {
 		if !found[name] {
 			t.Errorf("metric %s not exported", name)
 		}
@@ -65,6 +66,20 @@ func TestOpenRemote(t *testing.T) {
 	if readAheadBytes(0) >= 0 {
 		t.Fatal("remote.log.reader.read.ahead.bytes=0 does not turn read-ahead off")
 	}
+	// The throttle keys parse to the fields openRemote passes to rlm.Options.
+	thr := config.Defaults()
+	if thr.RemoteCopyMaxBytesPerSec != math.MaxInt64 || thr.RemoteFetchMaxBytesPerSec != math.MaxInt64 {
+		t.Fatalf("throttle defaults %d %d, want unbounded", thr.RemoteCopyMaxBytesPerSec, thr.RemoteFetchMaxBytesPerSec)
+	}
+	if err := thr.Apply(map[string]string{"remote.log.manager.copy.max.bytes.per.second": "1000", "remote.log.manager.fetch.max.bytes.per.second": "2000"}); err != nil ||
+		thr.RemoteCopyMaxBytesPerSec != 1000 || thr.RemoteFetchMaxBytesPerSec != 2000 {
+		t.Fatalf("throttles %d %d: %v", thr.RemoteCopyMaxBytesPerSec, thr.RemoteFetchMaxBytesPerSec, err)
+	}
+	m, err = openRemote(thr, props, filepath.Join(dir, "data"), eng, srv, logger)
+	if err != nil || m == nil {
+		t.Fatalf("openRemote with throttles: %v", err)
+	}
+	closeRemote(m, srv)
 	props["strata.remote.storage.typo"] = "x"
 	if m, err := openRemote(config.Defaults(), props, filepath.Join(dir, "data"), eng, srv, logger); err == nil || m != nil {
 		t.Fatal("an unknown strata.remote.storage key was accepted")

@@ -72,10 +72,11 @@ type Broker struct {
 	TailCacheBytes   int64  // log.tail.cache.bytes (Strata; engine.Options.TailCacheBytes): -1 off
 
 	// Tiered storage's remote log manager (remote/rlm.Options).
-	RemoteTaskIntervalMs     int64 // remote.log.manager.task.interval.ms (Strata default)
-	RemoteCopyMaxBytesPerSec int64 // remote.log.manager.copy.max.bytes.per.second
-	RemoteReaderCacheBytes   int64 // remote.log.reader.cache.bytes (Strata)
-	RemoteReadAheadBytes     int64 // remote.log.reader.read.ahead.bytes (Strata): 0 off
+	RemoteTaskIntervalMs      int64 // remote.log.manager.task.interval.ms (Strata default)
+	RemoteCopyMaxBytesPerSec  int64 // remote.log.manager.copy.max.bytes.per.second
+	RemoteFetchMaxBytesPerSec int64 // remote.log.manager.fetch.max.bytes.per.second
+	RemoteReaderCacheBytes    int64 // remote.log.reader.cache.bytes (Strata)
+	RemoteReadAheadBytes      int64 // remote.log.reader.read.ahead.bytes (Strata): 0 off
 
 	// The free-space floor (engine.Options.MinFreeBytes, MinFreePercent):
 	// -1 off.
@@ -252,10 +253,11 @@ var fields = map[string]setter{
 	"log.recovery.verify":        func(b *Broker, v configkeys.Value) { b.VerifyRecovery = v.Bool },
 	"log.scrub.bytes.per.second": func(b *Broker, v configkeys.Value) { b.ScrubBytesPerSec = v.Int },
 	// Tiered storage (cmd/strata/serve_remote.go).
-	"remote.log.manager.task.interval.ms":          func(b *Broker, v configkeys.Value) { b.RemoteTaskIntervalMs = v.Int },
-	"remote.log.manager.copy.max.bytes.per.second": func(b *Broker, v configkeys.Value) { b.RemoteCopyMaxBytesPerSec = v.Int },
-	"remote.log.reader.cache.bytes":                func(b *Broker, v configkeys.Value) { b.RemoteReaderCacheBytes = v.Int },
-	"remote.log.reader.read.ahead.bytes":           func(b *Broker, v configkeys.Value) { b.RemoteReadAheadBytes = v.Int },
+	"remote.log.manager.task.interval.ms":           func(b *Broker, v configkeys.Value) { b.RemoteTaskIntervalMs = v.Int },
+	"remote.log.manager.copy.max.bytes.per.second":  func(b *Broker, v configkeys.Value) { b.RemoteCopyMaxBytesPerSec = v.Int },
+	"remote.log.manager.fetch.max.bytes.per.second": func(b *Broker, v configkeys.Value) { b.RemoteFetchMaxBytesPerSec = v.Int },
+	"remote.log.reader.cache.bytes":                 func(b *Broker, v configkeys.Value) { b.RemoteReaderCacheBytes = v.Int },
+	"remote.log.reader.read.ahead.bytes":            func(b *Broker, v configkeys.Value) { b.RemoteReadAheadBytes = v.Int },
 	"log.tail.cache.bytes": func(b *Broker, v configkeys.Value) {
 		b.TailCacheBytes = v.Int
 		if v.Int <= 0 {

@@ -128,6 +128,8 @@ var keys = []Key{
 		Doc: "tiered storage: how often the remote log manager looks for rolled segments to copy and remote segments to delete (Kafka: 30000; the object store is named by `strata.remote.storage.*`, docs/tiered-storage.md)"},
 	{Broker: "remote.log.manager.copy.max.bytes.per.second", Type: Long, Min: 1, Max: math.MaxInt64, Default: "9223372036854775807", Shown: "unbounded", Section: "serve",
 		Doc: "tiered storage: the most bytes a second the remote log manager copies to the object store"},
+	{Broker: "remote.log.manager.fetch.max.bytes.per.second", Type: Long, Min: 1, Max: math.MaxInt64, Default: "9223372036854775807", Shown: "unbounded", Section: "serve",
+		Doc: "tiered storage: the most bytes a second consumers' fetches read from remote data (a read waits until what earlier reads returned fits the rate)"},
 	{Broker: "remote.log.reader.cache.bytes", Type: Long, Min: 1, Max: math.MaxInt64, Default: "134217728", Shown: "134217728 (128 MiB)", Strata: true, Section: "serve",
 		Doc: "tiered storage: memory for remote data fetched for consumers; segments up to a quarter of it are fetched whole, checked against their SHA-256 and cached, larger ones read by ranges"},
 	{Broker: "remote.log.reader.read.ahead.bytes", Type: Long, Min: 0, Max: math.MaxInt64, Default: "16777216", Shown: "16777216 (16 MiB)", Strata: true, Section: "serve",

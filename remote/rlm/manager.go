@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -63,6 +62,11 @@ type Options struct {
 	// manager waits until the bytes copied fit the rate (0 or
 	// math.MaxInt64: unbounded). The wait is measured with Now.
 	CopyMaxBytesPerSecond int64
+	// FetchMaxBytesPerSecond throttles remote reads: a Read first waits
+	// until the bytes earlier Reads returned fit the rate (0 or
+	// math.MaxInt64: unbounded). The wait is measured with Now and
+	// bounded by the Read's context.
+	FetchMaxBytesPerSecond int64
 	// Sleep waits d or until ctx is done (nil: a timer). Tests pass one
 	// that does not wait.
 	Sleep  func(ctx context.Context, d time.Duration) error
@@ -81,7 +85,11 @@ type Stats struct {
 	CacheMisses     int64         // loads that called the store
 	ReadAheads      int64         // chunks and objects fetched ahead of a sequential reader
 	Reads           int64         // Read calls that returned data or an error
-	ReadTime        time.Duration // their total time
+	ReadTime        time.Duration // their total time (throttle waits excluded)
+	// CopyThrottleTime and FetchThrottleTime are the waits of the copy
+	// and fetch throttles (Kafka's remote-copy-throttle-time and
+	// remote-fetch-throttle-time).
+	CopyThrottleTime, FetchThrottleTime time.Duration
 	// ReadLatency is the histogram of those Reads' times (Kafka's
 	// RemoteLogReaderFetchRateAndTimeMs), in seconds.
 	ReadLatency engine.Histogram
@@ -109,9 +117,8 @@ type Manager struct {
 	kick   chan struct{}
 	done   chan struct{}
 
-	// nextCopy is when the copy throttle lets the next object go (the
-	// pass's own state, under run).
-	nextCopy time.Time
+	// copyPace and fetchPace are the throttles (pace.go; nil: none).
+	copyPace, fetchPace *pacer
 
 	// fmu guards flights (store fetches of cache units in progress,
 	// foreground and read-ahead) and readAheadsRunning; readAheadWG
@@ -124,6 +131,7 @@ type Manager struct {
 
 	copied, bytesCopied, copyFailures, retries, deleted atomic.Int64
 	fetched, hits, misses, reads, readNanos, readAheads atomic.Int64
+	copyThrottleNanos, fetchThrottleNanos               atomic.Int64
 	readLatency                                         latencyHist
 }
 
@@ -186,6 +194,7 @@ func Open(o Options) (*Manager, error) {
 	m := &Manager{
 		o: o, log: o.Logger.With("component", "remote-log-manager"), cache: newSegCache(o.CacheBytes),
 		parts: parts, kick: make(chan struct{}, 1), done: make(chan struct{}), flights: map[string]*flight{},
+		copyPace: newPacer(o.CopyMaxBytesPerSecond), fetchPace: newPacer(o.FetchMaxBytesPerSecond),
 	}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	o.Engine.SetRemoteHook(m)
@@ -246,6 +255,7 @@ func (m *Manager) Stats() Stats {
 		Retries: m.retries.Load(), SegmentsDeleted: m.deleted.Load(), FetchedBytes: m.fetched.Load(),
 		CacheHits: m.hits.Load(), CacheMisses: m.misses.Load(), ReadAheads: m.readAheads.Load(),
 		Reads: m.reads.Load(), ReadTime: time.Duration(m.readNanos.Load()), ReadLatency: m.readLatency.snapshot(),
+		CopyThrottleTime: time.Duration(m.copyThrottleNanos.Load()), FetchThrottleTime: time.Duration(m.fetchThrottleNanos.Load()),
 	}
 }
 
@@ -663,18 +673,10 @@ func (m *Manager) retry(ctx context.Context, op string, fn func(context.Context)
 
 // throttle waits, after n bytes were copied, until the copies fit
 // CopyMaxBytesPerSecond: each byte takes 1/rate of a second from the
-// later of the previous deadline and now.
+// later of the previous deadline and now (pace.go).
 func (m *Manager) throttle(ctx context.Context, n int64) error {
-	rate := m.o.CopyMaxBytesPerSecond
-	if rate <= 0 || rate == math.MaxInt64 {
-		return nil
-	}
-	now := m.o.Now()
-	if m.nextCopy.Before(now) {
-		m.nextCopy = now
-	}
-	m.nextCopy = m.nextCopy.Add(time.Duration(float64(n) / float64(rate) * float64(time.Second)))
-	if d := m.nextCopy.Sub(now); d > 0 {
+	if d := m.copyPace.charge(m.o.Now(), n); d > 0 {
+		m.copyThrottleNanos.Add(int64(d))
 		return m.o.Sleep(ctx, d)
 	}
 	return nil

@@ -31,8 +31,13 @@ var (
 // modify them. Read takes no engine lock, so a slow store delays only its
 // caller, never produce or reads of local data.
 //
+// With FetchMaxBytesPerSecond, Read first waits until the bytes earlier
+// Reads returned fit that rate (read-ahead is not counted: it stays
+// within ReadAheadBytes of what Reads returned).
+//
 // Errors: ErrNotRemote for an offset no remote segment holds; a store
-// error (objstore.IsTransient: retry) or ErrCorrupt otherwise.
+// error (objstore.IsTransient: retry; also a throttle wait cut by ctx)
+// or ErrCorrupt otherwise.
 func (m *Manager) Read(ctx context.Context, topicID [16]byte, partition int32, offset int64, maxBytes int) ([]byte, error) {
 	k := tp{topicID, partition}
 	pm := m.get(k)
@@ -50,6 +55,16 @@ func (m *Manager) Read(ctx context.Context, topicID [16]byte, partition int32, o
 		return nil, ErrNotRemote
 	}
 	seg := &pm.Segments[i]
+	// The fetch throttle: wait until what earlier reads returned fits
+	// FetchMaxBytesPerSecond; past ctx's deadline the read fails as a
+	// slow store's would (transient).
+	if d := m.fetchPace.delay(m.o.Now()); d > 0 {
+		m.fetchThrottleNanos.Add(int64(d))
+		if err := m.o.Sleep(ctx, d); err != nil {
+			return nil, &objstore.Error{Op: "get", Key: ObjectKey(pm.Topic, partition, seg.Base, seg.ID, KindLog), Kind: objstore.Transient,
+				Err: fmt.Errorf("remote fetch throttle (%v to wait): %w", d, err)}
+		}
+	}
 	start := m.o.Now()
 	defer func() {
 		d := m.o.Now().Sub(start)
@@ -78,6 +93,7 @@ func (m *Manager) Read(ctx context.Context, topicID [16]byte, partition int32, o
 		}
 	}
 	m.streams.record(k, offset, next)
+	m.fetchPace.charge(m.o.Now(), int64(len(out)))
 	if seq {
 		m.readAhead(pm, i, pos)
 	}
