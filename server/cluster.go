@@ -118,6 +118,9 @@ type clusterState struct {
 	repl   ReplicaManager         // nil: no replication
 	view   atomic.Pointer[clusterView]
 	member *cluster.Membership // registration and heartbeats: Epoch, CaughtUp
+	// ready is closed once the first view after catching up on the
+	// metadata is published; until then requests wait (awaitReady).
+	ready chan struct{}
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -193,6 +196,7 @@ func (s *Server) initCluster() {
 	}
 	c.roles = make(map[rolesKey]appliedRole)
 	c.configs = make(map[string]map[string]string)
+	c.ready = make(chan struct{})
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.view.Store(&clusterView{topics: map[string]*viewTopic{}, byID: map[[16]byte]*viewTopic{}, changed: make(chan struct{})})
 	env := ReplicationEnv{BrokerID: s.cfg.NodeID, BrokerAddr: s.brokerAddr, AlterISR: s.alterISR}
@@ -263,12 +267,15 @@ func (s *Server) watchLoop(w *controller.Watcher) {
 		return
 	}
 	var retry <-chan time.Time
+	first := true // build at once: the metadata caught up with may not signal w
 	for {
-		select {
-		case <-c.ctx.Done():
-			return
-		case <-w.C():
-		case <-retry:
+		if !first {
+			select {
+			case <-c.ctx.Done():
+				return
+			case <-w.C():
+			case <-retry:
+			}
 		}
 		// Reconcile first, then publish: a handler that sees a partition in
 		// the view finds its local log and its role already in place.
@@ -280,6 +287,35 @@ func (s *Server) watchLoop(w *controller.Watcher) {
 		old := c.view.Swap(v)
 		close(old.changed)
 		s.meterView(old, v) // metrics.go: ISR changes and elections
+		if first {
+			first = false
+			close(c.ready)
+		}
+	}
+}
+
+// awaitReady holds a request until this broker has caught up on the
+// metadata and published its first view (cluster mode; at once on a
+// single broker), as Kafka enables request processing only after the
+// broker's initial metadata catch-up: a restarted broker answering from an
+// empty view would tell clients its topics do not exist
+// (UNKNOWN_TOPIC_OR_PARTITION, which franz-go fails records on after four
+// tries). False when the server stops first.
+func (s *Server) awaitReady() bool {
+	ready := s.cluster.ready
+	if ready == nil {
+		return true
+	}
+	select {
+	case <-ready:
+		return true
+	default:
+	}
+	select {
+	case <-ready:
+		return true
+	case <-s.cluster.ctx.Done():
+		return false
 	}
 }
 

@@ -866,3 +866,41 @@ func TestClusterAutoLeaderRebalance(t *testing.T) {
 	}
 	t.Logf("%d acknowledged records, all read back", want)
 }
+
+// TestClusterRequestsWaitForMetadata: a restarted broker answers no request
+// until it has caught up on the metadata (Kafka enables request processing
+// only after the initial catch-up). Restarted alone, without a quorum to
+// catch up with, broker 0 leaves a Metadata request unanswered, where it
+// once answered from an empty view that its topic did not exist
+// (UNKNOWN_TOPIC_OR_PARTITION to producers, which franz-go fails records
+// on); once a second voter is back it answers with the topic.
+func TestClusterRequestsWaitForMetadata(t *testing.T) {
+	brokers, voters := startInCluster(t, 3)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers[0].addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	waitRegistered(t, brokers)
+	const topic = "waits"
+	if ct, err := kadm.NewClient(cl).CreateTopic(testCtx(t), 2, 3, nil, topic); err != nil || ct.Err != nil {
+		t.Fatalf("create: %v %v", err, ct.Err)
+	}
+	hasTopic := func(r *kmsg.MetadataResponse) string {
+		if mt := clusterTopic(r, topic); mt == nil || len(mt.Partitions) != 2 || mt.ErrorCode != 0 {
+			return "topic missing"
+		}
+		return ""
+	}
+	waitMetadata(t, cl, brokers[0], hasTopic)
+	for _, b := range brokers {
+		b.stop(t)
+	}
+	brokers[0].restart(t, voters)
+	if resp, err := metadataOf(brokers[0].addr, 1); err == nil {
+		t.Fatalf("broker 0 answered Metadata before catching up: %d brokers, topic %q: %v",
+			len(resp.Brokers), topic, clusterTopic(resp, topic))
+	}
+	brokers[1].restart(t, voters)
+	waitMetadata(t, cl, brokers[0], hasTopic)
+}

@@ -358,6 +358,10 @@ type replySink interface {
 // or in a handler is a bug; it is recovered as a last resort so one bad
 // request costs its connection, never the broker.
 func (s *Server) dispatch(c peer, frame []byte, r replySink) {
+	if !s.awaitReady() { // cluster.go: not before the metadata caught up
+		r.Close()
+		return
+	}
 	// metrics.go: the frame was read just now.
 	read := s.meterRead()
 	if s.saslGate(c, frame, r) { // 17_sasl_handshake.go: SASL listeners authenticate first
