@@ -576,7 +576,7 @@ func (e *Engine) throttle(n int64) bool {
 	if rate <= 0 {
 		return true
 	}
-	now := time.Now()
+	now := e.now() // the engine's clock (Options.Now)
 	if c.lastRef.IsZero() {
 		c.lastRef, c.tokens = now, rate/10
 	}
