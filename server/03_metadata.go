@@ -55,11 +55,13 @@ const (
 // null), resolved with engine.TopicByID. Duplicates are answered once.
 //
 // Unknown topics are created (num.partitions, broker defaults) when
-// auto.create.topics.enable is set and, from v4, the request allows it; the
-// new topic is returned at once with no error, as it is immediately
-// servable on a single broker (clients would otherwise retry on
-// LEADER_NOT_AVAILABLE). Invalid names get INVALID_TOPIC_EXCEPTION, names
-// that stay unknown UNKNOWN_TOPIC_OR_PARTITION, ids UNKNOWN_TOPIC_ID.
+// auto.create.topics.enable is set and, from v4, the request allows it. As
+// in Kafka, the answer that creates a topic says LEADER_NOT_AVAILABLE with
+// no partitions (clients retry, and the next request describes the topic):
+// a client that just deleted the topic (kafka-go's Conn.ReadPartitions after
+// DeleteTopics) must not take the new topic's partitions for the old one's.
+// Invalid names get INVALID_TOPIC_EXCEPTION, names that stay unknown
+// UNKNOWN_TOPIC_OR_PARTITION, ids UNKNOWN_TOPIC_ID.
 func handleMetadata(s *Server, rc *reqCtx) {
 	if s.clustered() {
 		s.clusterMetadata(rc)
@@ -161,19 +163,23 @@ func (md *metadataBuilder) named(name string, autoCreate bool) kmsg.MetadataResp
 	}
 	t, err := s.eng.CreateTopic(name, s.cfg.NumPartitions, nil)
 	if errors.Is(err, engine.ErrTopicExists) { // lost a race with another creator
-		t, err = s.eng.Topic(name), nil
-	}
-	if err != nil || t == nil {
-		code := errCode(err)
-		if t == nil && err == nil { // created and deleted again in between
-			code = kerr.UnknownTopicOrPartition.Code
+		if t := s.eng.Topic(name); t != nil {
+			return md.topic(t)
 		}
+		mt.ErrorCode = kerr.UnknownTopicOrPartition.Code // created and deleted again in between
+		return mt
+	}
+	if err != nil {
 		s.log.Warn("metadata: auto-creating topic failed", "topic", name, "err", err)
-		mt.ErrorCode = code
+		mt.ErrorCode = errCode(err)
 		return mt
 	}
 	s.log.Info("auto-created topic", "topic", name, "partitions", t.Partitions())
-	return md.topic(t)
+	// Kafka's answer while it creates the topic (AutoTopicCreationManager):
+	// no partitions yet, LEADER_NOT_AVAILABLE.
+	mt.ErrorCode = kerr.LeaderNotAvailable.Code
+	mt.IsInternal = internalTopics[name]
+	return mt
 }
 
 // topic describes an existing topic and its partitions: this broker leads
@@ -214,9 +220,10 @@ func (md *metadataBuilder) topic(t *engine.Topic) kmsg.MetadataResponseTopic {
 // mode): every unfenced broker, each partition's leader, leader epoch,
 // replicas, ISR and offline replicas. A partition without a leader is
 // LEADER_NOT_AVAILABLE. Unknown topics are auto-created through the
-// controller (num.partitions, default.replication.factor), and the answer
-// waits until this broker's view has the new topic, so the client sees
-// leaders at once. Internal topics that only exist locally (a coordinator's)
+// controller (num.partitions, default.replication.factor); as in Kafka, the
+// answer that creates a topic says LEADER_NOT_AVAILABLE with no partitions,
+// and it waits until this broker's view has the new topic, so the client's
+// next request sees its leaders. Internal topics that only exist locally (a coordinator's)
 // are described as in single-broker mode.
 func (s *Server) clusterMetadata(rc *reqCtx) {
 	req := rc.req.(*kmsg.MetadataRequest)
@@ -268,6 +275,7 @@ func (s *Server) clusterMetadata(rc *reqCtx) {
 				s.log.Info("auto-created topic", "topic", name, "partitions", s.cfg.NumPartitions,
 					"replication_factor", s.cfg.DefaultReplication)
 				maxOff = max(maxOff, r.Offset)
+				failed[name] = kerr.LeaderNotAvailable.Code // Kafka's first answer: being created
 			}
 		}
 		if err := s.waitView(ctx, maxOff); err != nil {
@@ -282,7 +290,8 @@ func (s *Server) clusterMetadata(rc *reqCtx) {
 }
 
 // clusterMetadataResponse builds the answer from the current view; failed
-// holds the error codes of topics whose auto-creation failed.
+// holds the error codes of topics whose auto-creation failed, and
+// LEADER_NOT_AVAILABLE for those this request created.
 func (s *Server) clusterMetadataResponse(req *kmsg.MetadataRequest, md *metadataBuilder, all bool, failed map[string]int16) *kmsg.MetadataResponse {
 	v := s.cluster.view.Load()
 	resp := kmsg.NewPtrMetadataResponse()
@@ -358,7 +367,7 @@ func (s *Server) clusterMetadataResponse(req *kmsg.MetadataRequest, md *metadata
 			resp.Topics = append(resp.Topics, topicAuthFailed(&name, [16]byte{}))
 			continue
 		}
-		if vt := v.topics[name]; vt != nil {
+		if vt := v.topics[name]; vt != nil && failed[name] != kerr.LeaderNotAvailable.Code {
 			resp.Topics = append(resp.Topics, md.clusterTopic(vt))
 			continue
 		}

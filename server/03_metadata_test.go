@@ -162,8 +162,9 @@ func TestMetadataAuthorizedOperations(t *testing.T) {
 }
 
 // TestMetadataAutoCreate: v4+ creates only when the request allows it,
-// v0..v3 whenever the broker does; the new topic gets num.partitions and is
-// returned ready, with no error.
+// v0..v3 whenever the broker does; the new topic gets num.partitions. The
+// answer that creates it says LEADER_NOT_AVAILABLE with no partitions, as
+// Kafka's does; the next request describes it, ready, with no error.
 func TestMetadataAutoCreate(t *testing.T) {
 	addr, _, eng := startBroker(t, func(c *Config, _ *engine.Options) { c.NumPartitions = 3 })
 	c := dialRaw(t, addr)
@@ -179,11 +180,33 @@ func TestMetadataAutoCreate(t *testing.T) {
 		if tp == nil || tp.Partitions() != 3 {
 			t.Fatalf("v%d: topic not auto-created with 3 partitions", v)
 		}
+		if mt := resp.Topics[0]; len(resp.Topics) != 1 || mt.ErrorCode != kerr.LeaderNotAvailable.Code ||
+			len(mt.Partitions) != 0 || mt.Topic == nil || *mt.Topic != name {
+			t.Fatalf("v%d: the creating answer is %+v, want LEADER_NOT_AVAILABLE without partitions", v, resp.Topics)
+		}
+		resp = metadata(t, c, v, names(name), true)
 		checkTopic(t, resp.Topics[0], tp, 0, v)
 	}
 	resp = metadata(t, c, 12, names("bad name"), true)
 	if resp.Topics[0].ErrorCode != kerr.InvalidTopicException.Code {
 		t.Fatalf("invalid name: %+v", resp.Topics[0])
+	}
+}
+
+// TestClusterMetadataAutoCreate: in cluster mode too, the answer that
+// creates a topic through the controller says LEADER_NOT_AVAILABLE with no
+// partitions (Kafka's), and the next request shows its leader.
+func TestClusterMetadataAutoCreate(t *testing.T) {
+	brokers, _ := startInCluster(t, 1)
+	waitRegistered(t, brokers)
+	c := dialRaw(t, brokers[0].addr)
+	resp := metadata(t, c, 12, names("auto-cluster"), true)
+	if mt := resp.Topics[0]; len(resp.Topics) != 1 || mt.ErrorCode != kerr.LeaderNotAvailable.Code || len(mt.Partitions) != 0 {
+		t.Fatalf("the creating answer is %+v, want LEADER_NOT_AVAILABLE without partitions", resp.Topics)
+	}
+	resp = metadata(t, c, 12, names("auto-cluster"), true)
+	if mt := resp.Topics[0]; mt.ErrorCode != 0 || len(mt.Partitions) != 1 || mt.Partitions[0].Leader != 0 {
+		t.Fatalf("after creation %+v, want one partition led by broker 0", resp.Topics)
 	}
 }
 
