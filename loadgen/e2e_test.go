@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -406,5 +408,34 @@ func TestSpawnedClusterFormed(t *testing.T) {
 		if err := c.Stop(); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestStuckStopKeepsTheLog: a broker that ignores SIGTERM gets SIGQUIT
+// (the Go runtime's goroutine dump) and, if need be, SIGKILL; its log is
+// copied out of the run's directory and the error names the copy.
+func TestStuckStopKeepsTheLog(t *testing.T) {
+	dir := t.TempDir()
+	b := &SpawnedBroker{NodeID: 7, LogPath: filepath.Join(dir, "node-7.log"),
+		bin: "/bin/sh", args: []string{"-c", "trap '' TERM; echo up; exec sleep 30"}}
+	if err := b.launch(os.O_TRUNC); err != nil {
+		t.Fatal(err)
+	}
+	cmd, exited := b.proc()
+	for i := 0; i < 200 && !strings.Contains(tailFile(b.LogPath, 100), "up"); i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGTERM) // ignored
+	err := b.stuckStop(cmd, exited)
+	if !isClosed(exited) {
+		t.Fatal("the process outlived stuckStop")
+	}
+	_, kept, ok := strings.Cut(fmt.Sprint(err), "is kept in ")
+	if !ok {
+		t.Fatalf("error does not name the kept log: %v", err)
+	}
+	defer os.Remove(kept)
+	if data, rerr := os.ReadFile(kept); rerr != nil || !strings.Contains(string(data), "up") {
+		t.Fatalf("kept log %s: %q %v", kept, data, rerr)
 	}
 }

@@ -72,7 +72,9 @@ type SpawnedBroker struct {
 
 const (
 	spawnStartTimeout = 30 * time.Second
-	spawnStopTimeout  = 30 * time.Second
+	// spawnStopTimeout is more than a broker's own bound on its controlled
+	// shutdown (30 s: serve's controlledShutdownTimeout) plus closing.
+	spawnStopTimeout = 45 * time.Second
 )
 
 // SpawnOptions configures Spawn.
@@ -420,9 +422,7 @@ func (c *Cluster) Stop() error {
 		select {
 		case <-exited:
 		case <-time.After(spawnStopTimeout):
-			cmd.Process.Kill()
-			<-exited
-			errs = append(errs, fmt.Errorf("broker %d did not stop within %v of SIGTERM", b.NodeID, spawnStopTimeout))
+			errs = append(errs, b.stuckStop(cmd, exited))
 		}
 	}
 	if c.proxies != nil {
@@ -476,4 +476,25 @@ func tailFile(path string, n int64) string {
 	off := max(st.Size()-n, 0)
 	b, _ := io.ReadAll(io.NewSectionReader(f, off, n))
 	return string(b)
+}
+
+// stuckStop handles a broker that did not exit within spawnStopTimeout of
+// SIGTERM: SIGQUIT makes the Go runtime write every goroutine's stack to
+// the broker's log (and exit), SIGKILL follows if even that does not end
+// it, and the log is copied out of the run's directory (removed next) so
+// the hang can be read. The returned error names the copy.
+func (b *SpawnedBroker) stuckStop(cmd *exec.Cmd, exited chan struct{}) error {
+	cmd.Process.Signal(syscall.SIGQUIT)
+	select {
+	case <-exited:
+	case <-time.After(5 * time.Second):
+		cmd.Process.Kill()
+		<-exited
+	}
+	err := fmt.Errorf("broker %d did not stop within %v of SIGTERM", b.NodeID, spawnStopTimeout)
+	kept := filepath.Join(os.TempDir(), fmt.Sprintf("strata-loadgen-stuck-node-%d-%d.log", b.NodeID, cmd.Process.Pid))
+	if data, rerr := os.ReadFile(b.LogPath); rerr == nil && os.WriteFile(kept, data, 0o644) == nil {
+		return fmt.Errorf("%w: its log with every goroutine's stack (SIGQUIT) is kept in %s", err, kept)
+	}
+	return err
 }
