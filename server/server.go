@@ -202,9 +202,9 @@ type Server struct {
 	txn     txnState     // producers.go
 	cluster clusterState // cluster.go
 
-	polls     fetchPolls     // 01_fetch.go: pending fetch long polls
-	sessions  fetchSessions  // fetch_session.go: open fetch sessions
-	blackhole blackholeState // 00_produce.go: --blackhole offsets
+	polls     fetchPolls      // 01_fetch.go: pending fetch long polls
+	sessions  fetchSessions   // fetch_session.go: open fetch sessions
+	blackhole blackholeState  // 00_produce.go: --blackhole offsets
 	mutations mutationBuckets // mutation_quota.go: controller_mutation_rate buckets
 }
 
