@@ -13,28 +13,11 @@ import (
 // producer, three SIGKILL-and-restart cycles while producing, then the
 // read-back: every acknowledged record read back once, in order.
 func TestVerifyThroughKills(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.Spawn = 3
-	cfg.StrataBin = strataBin
-	cfg.SpawnSegmentBytes = 4 << 20
-	cfg.ReplicationFactor = 3
-	cfg.Partitions = 4
-	cfg.RecordBytes = 100
-	cfg.Idempotent = true
-	cfg.Rate = 500
+	cfg := campaignConfig(3, FaultKill)
 	cfg.Duration = 8 * time.Second
-	cfg.Verify = true
-	cfg.VerifyTimeout = 30 * time.Second
-	cfg.Faults = []string{FaultKill}
 	cfg.FaultInterval = time.Second
 	cfg.FaultCount = 3
-	cfg.DrainTimeout = 20 * time.Second
-	var logw strings.Builder
-	cfg.Log = &logw
-	rep, err := Run(testCtx(t, 2*time.Minute), cfg)
-	if err != nil {
-		t.Fatalf("%v\nlog:\n%s", err, logw.String())
-	}
+	rep, _ := runCampaign(t, cfg, 2*time.Minute)
 	f := rep.Faults
 	if f == nil || f.Version != FaultsVersion || len(f.Ran) != 1 || f.Ran[0].Kind != FaultKill || f.Ran[0].Count != 3 ||
 		f.Ran[0].Failed != 0 || f.Total != 3 || len(f.Events) != 3 {
@@ -79,29 +62,12 @@ func TestVerifyThroughKills(t *testing.T) {
 // then the read-back: every acknowledged record read back once, in order,
 // and the ISR shrank during the broker partition and grew back.
 func TestVerifyThroughPartitions(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.Spawn = 3
-	cfg.StrataBin = strataBin
-	cfg.SpawnSegmentBytes = 4 << 20
-	cfg.ReplicationFactor = 3
-	cfg.Partitions = 4
-	cfg.RecordBytes = 100
-	cfg.Idempotent = true
-	cfg.Rate = 500
+	cfg := campaignConfig(3, FaultPartition, FaultClientPartition)
 	cfg.Duration = 16 * time.Second
-	cfg.Verify = true
-	cfg.VerifyTimeout = 30 * time.Second
-	cfg.Faults = []string{FaultPartition, FaultClientPartition}
 	cfg.FaultInterval = time.Second
 	cfg.FaultCount = 2
 	cfg.FaultPartition = 4 * time.Second
-	cfg.DrainTimeout = 20 * time.Second
-	var logw strings.Builder
-	cfg.Log = &logw
-	rep, err := Run(testCtx(t, 2*time.Minute), cfg)
-	if err != nil {
-		t.Fatalf("%v\nlog:\n%s", err, logw.String())
-	}
+	rep, _ := runCampaign(t, cfg, 2*time.Minute)
 	f := rep.Faults
 	if f == nil || f.Version != FaultsVersion || f.Total != 2 || len(f.Events) != 2 || f.PartitionS != 4 {
 		t.Fatalf("faults %+v", f)
@@ -282,38 +248,20 @@ func TestSpawnPropertiesForPartitions(t *testing.T) {
 // space returns, and the read-back finds every acknowledged record once,
 // in order. Mounting the filesystem needs root (CI runs as root).
 func TestVerifyThroughDiskFull(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("--faults disk-full mounts a filesystem: needs root")
-	}
-	cfg := DefaultConfig()
-	cfg.Spawn = 1
-	cfg.StrataBin = strataBin
-	cfg.SpawnSegmentBytes = 4 << 20
-	cfg.Partitions = 4
-	cfg.RecordBytes = 100
-	cfg.Idempotent = true
-	cfg.Rate = 500
+	needRoot(t, FaultDiskFull)
+	cfg := campaignConfig(1, FaultDiskFull)
 	cfg.Duration = 12 * time.Second
-	cfg.Verify = true
-	cfg.VerifyTimeout = 30 * time.Second
-	cfg.Faults = []string{FaultDiskFull}
 	cfg.FaultInterval = 5 * time.Second
 	cfg.FaultCount = 2
 	cfg.FaultDiskFull = 2500 * time.Millisecond
-	cfg.FaultDiskBytes = minFaultDiskBytes
-	cfg.DrainTimeout = 20 * time.Second
 	// The journal's default 256 MiB is cut to 32 MiB on this 256 MiB
 	// filesystem (engine.journalBytes): the broker starts.
-	var logw strings.Builder
-	cfg.Log = &logw
-	rep, err := Run(testCtx(t, 2*time.Minute), cfg)
-	if err != nil {
-		t.Fatalf("%v\nlog:\n%s", err, logw.String())
-	}
+	cfg.FaultDiskBytes = minFaultDiskBytes
+	rep, log := runCampaign(t, cfg, 2*time.Minute)
 	f := rep.Faults
 	if f == nil || len(f.Ran) != 1 || f.Ran[0].Kind != FaultDiskFull || f.Ran[0].Count != 2 || f.Ran[0].Failed != 0 ||
 		f.Ran[0].NotRecovered != 0 || f.Verdict != "ok" || f.DiskFullS != 2.5 {
-		t.Fatalf("faults %+v\nlog:\n%s", f, logw.String())
+		t.Fatalf("faults %+v\nlog:\n%s", f, log)
 	}
 	for _, e := range f.Events {
 		if e.Error != "" || e.FilledBytes <= 0 || e.RecoveredS == nil {
@@ -348,36 +296,18 @@ func TestVerifyThroughDiskFull(t *testing.T) {
 // every acknowledged record is read back once, in order. Needs root (CI
 // runs as root).
 func TestVerifyThroughPowerLoss(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("--faults powerloss mounts filesystems: needs root")
-	}
-	cfg := DefaultConfig()
-	cfg.Spawn = 3
-	cfg.StrataBin = strataBin
-	cfg.SpawnSegmentBytes = 4 << 20
-	cfg.ReplicationFactor = 3
-	cfg.Partitions = 4
-	cfg.RecordBytes = 100
-	cfg.Idempotent = true
-	cfg.Rate = 500
+	needRoot(t, FaultPowerLoss)
+	cfg := campaignConfig(3, FaultPowerLoss)
 	cfg.Duration = 12 * time.Second
-	cfg.Verify = true
-	cfg.VerifyTimeout = 30 * time.Second
-	cfg.Faults = []string{FaultPowerLoss}
 	cfg.FaultInterval = 4 * time.Second
 	cfg.FaultCount = 2
 	cfg.FaultDiskBytes = minFaultDiskBytes
 	cfg.DrainTimeout = 30 * time.Second
-	var logw strings.Builder
-	cfg.Log = &logw
-	rep, err := Run(testCtx(t, 3*time.Minute), cfg)
-	if err != nil {
-		t.Fatalf("%v\nlog:\n%s", err, logw.String())
-	}
+	rep, log := runCampaign(t, cfg, 3*time.Minute)
 	f := rep.Faults
 	if f == nil || len(f.Ran) != 1 || f.Ran[0].Kind != FaultPowerLoss || f.Ran[0].Count != 2 || f.Ran[0].Failed != 0 ||
 		f.Verdict != "ok" || len(f.Events) != 2 {
-		t.Fatalf("faults %+v\nlog:\n%s", f, logw.String())
+		t.Fatalf("faults %+v\nlog:\n%s", f, log)
 	}
 	for _, e := range f.Events {
 		if e.Error != "" || e.Broker != AllBrokers || e.DownS <= 0 || e.RecoveredS == nil {
@@ -399,4 +329,46 @@ func TestVerifyThroughPowerLoss(t *testing.T) {
 		t.Fatalf("table without the power losses:\n%s", out.String())
 	}
 	t.Logf("table:\n%s", out.String())
+}
+
+// campaignConfig is the short fault campaigns' run: spawn brokers
+// (replication factor spawn), 4 partitions of 100-byte records, an
+// idempotent producer at 500 rec/s, verified, with faults; each test sets
+// its duration and the faults' pace.
+func campaignConfig(spawn int, faults ...string) Config {
+	cfg := DefaultConfig()
+	cfg.Spawn = spawn
+	cfg.StrataBin = strataBin
+	cfg.SpawnSegmentBytes = 4 << 20
+	cfg.ReplicationFactor = int16(spawn)
+	cfg.Partitions = 4
+	cfg.RecordBytes = 100
+	cfg.Idempotent = true
+	cfg.Rate = 500
+	cfg.Verify = true
+	cfg.VerifyTimeout = 30 * time.Second
+	cfg.Faults = faults
+	cfg.DrainTimeout = 20 * time.Second
+	return cfg
+}
+
+// runCampaign runs cfg within bound and returns its report and log.
+func runCampaign(t *testing.T, cfg Config, bound time.Duration) (*Report, string) {
+	t.Helper()
+	var logw strings.Builder
+	cfg.Log = &logw
+	rep, err := Run(testCtx(t, bound), cfg)
+	if err != nil {
+		t.Fatalf("%v\nlog:\n%s", err, logw.String())
+	}
+	return rep, logw.String()
+}
+
+// needRoot fails a test whose faults mount filesystems when it does not
+// run as root (CI does; the tests are not skipped: the faults are claimed).
+func needRoot(t *testing.T, fault string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatalf("--faults %s mounts a filesystem per broker: run the tests as root (./scripts/test in CI runs as root)", fault)
+	}
 }
