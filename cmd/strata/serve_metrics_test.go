@@ -132,17 +132,7 @@ func TestServeMetricsEndpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for got := 0; got < n; {
-		fs := cons.PollFetches(ctx)
-		if err := fs.Err0(); err != nil {
-			t.Fatal(err)
-		}
-		got += fs.NumRecords()
-	}
-	if err := cons.CommitUncommittedOffsets(ctx); err != nil {
-		t.Fatal(err)
-	}
-	cons.Close()
+	consumeAndCommit(t, ctx, cons, n)
 	if f, err = metricstest.Scrape(base + "/metrics"); err != nil {
 		t.Fatal(err)
 	}
@@ -278,4 +268,21 @@ func TestStartMetricsDataDevice(t *testing.T) {
 	if want := filepath.Base(p); len(devices) != 1 || devices[0] != want {
 		t.Errorf("%s devices %v, want [%s]", metrics.LogDeviceInFlight, devices, want)
 	}
+}
+
+// consumeAndCommit polls cons (a group member) until it has n records,
+// commits them and closes it.
+func consumeAndCommit(t *testing.T, ctx context.Context, cons *kgo.Client, n int) {
+	t.Helper()
+	for got := 0; got < n; {
+		fs := cons.PollFetches(ctx)
+		if err := fs.Err0(); err != nil {
+			t.Fatal(err)
+		}
+		got += fs.NumRecords()
+	}
+	if err := cons.CommitUncommittedOffsets(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cons.Close()
 }

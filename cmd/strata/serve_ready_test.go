@@ -129,17 +129,7 @@ func TestServeMetricsAgreeWithClientAndReadyAfterRecovery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for got := 0; got < n; {
-		fs := cons.PollFetches(ctx)
-		if err := fs.Err0(); err != nil {
-			t.Fatal(err)
-		}
-		got += fs.NumRecords()
-	}
-	if err := cons.CommitUncommittedOffsets(ctx); err != nil {
-		t.Fatal(err)
-	}
-	cons.Close()
+	consumeAndCommit(t, ctx, cons, n)
 
 	if f, err = metricstest.Scrape(base + "/metrics"); err != nil {
 		t.Fatal(err)
