@@ -653,7 +653,7 @@ func (j *journal) run() {
 			err = j.e.ioFailure("writing the journal", err)
 		}
 		if err == nil {
-			j.stats.commitWait.observe(j.e.now().Sub(g.staged))
+			j.stats.commitWait.Observe(latencyBounds, j.e.now().Sub(g.staged))
 			for _, d := range g.logs {
 				d.l.journaled(d.end)
 			}
@@ -780,7 +780,7 @@ func (j *journal) writeGroup(g *journalStage, start uint64) error {
 		}
 		j.takePins()
 		if waited {
-			j.stats.ckptWait.observe(j.e.now().Sub(began))
+			j.stats.ckptWait.Observe(latencyBounds, j.e.now().Sub(began))
 		}
 		j.cur, j.off = next, 0
 		j.fileLast[next] = 0
@@ -847,8 +847,8 @@ func (j *journal) writeGroup(g *journalStage, start uint64) error {
 	j.stats.groups.Add(1)
 	j.stats.records.Add(uint64(g.count))
 	j.stats.bytes.Add(uint64(padded))
-	j.stats.write.observe(written.Sub(began))
-	j.stats.flush.observe(j.e.now().Sub(written))
+	j.stats.write.Observe(latencyBounds, written.Sub(began))
+	j.stats.flush.Observe(latencyBounds, j.e.now().Sub(written))
 	j.off += int64(padded)
 	if g.count > 0 {
 		j.fileLast[j.cur] = g.firstSeq + uint64(g.count) - 1

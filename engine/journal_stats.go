@@ -37,38 +37,51 @@ type Histogram struct {
 }
 
 // latencyBounds are 50 us doubling up to ~1.6 s (16 buckets and one past).
-var latencyBounds = func() []float64 {
-	b := make([]float64, 16)
+var latencyBounds = DoublingBounds(50e-6, 16)
+
+// DoublingBounds are n histogram bounds in seconds from first, each twice
+// the one before (at most MaxLatencyBuckets).
+func DoublingBounds(first float64, n int) []float64 {
+	b := make([]float64, min(n, MaxLatencyBuckets))
 	for i := range b {
-		b[i] = 50e-6 * math.Exp2(float64(i))
+		b[i] = first * math.Exp2(float64(i))
 	}
 	return b
-}()
-
-// latencyHist is a fixed-bucket histogram updated with atomics (no lock,
-// no allocation per observation).
-type latencyHist struct {
-	counts [17]atomic.Uint64
-	sumNs  atomic.Uint64
 }
 
-func (h *latencyHist) observe(d time.Duration) {
+// MaxLatencyBuckets bounds a LatencyHist's bounds.
+const MaxLatencyBuckets = 24
+
+// LatencyHist is a fixed-bucket histogram of durations updated with
+// atomics (no lock, no allocation per observation); its zero value is
+// empty. Its bounds (seconds, ascending, at most MaxLatencyBuckets) are
+// the caller's, the same slice at every Observe and Snapshot: the journal's
+// here, the remote log manager's remote reads.
+type LatencyHist struct {
+	counts [MaxLatencyBuckets + 1]atomic.Uint64
+	sumNs  atomic.Int64
+}
+
+// Observe counts d in the first bucket whose bound it does not pass.
+func (h *LatencyHist) Observe(bounds []float64, d time.Duration) {
+	d = max(d, 0)
 	s := d.Seconds()
 	i := 0
-	for i < len(latencyBounds) && s > latencyBounds[i] {
+	for i < len(bounds) && s > bounds[i] {
 		i++
 	}
 	h.counts[i].Add(1)
-	h.sumNs.Add(uint64(max(d, 0)))
+	h.sumNs.Add(int64(d))
 }
 
-func (h *latencyHist) snapshot() Histogram {
-	out := Histogram{Bounds: latencyBounds, Counts: make([]uint64, len(h.counts))}
-	for i := range h.counts {
+// Snapshot is the histogram with bounds as a Histogram.
+func (h *LatencyHist) Snapshot(bounds []float64) Histogram {
+	out := Histogram{Bounds: bounds, Counts: make([]uint64, len(bounds)+1)}
+	for i := range out.Counts {
 		out.Counts[i] = h.counts[i].Load()
 		out.Count += out.Counts[i]
 	}
-	out.Sum = float64(h.sumNs.Load()) / 1e9
+	out.Sum = time.Duration(h.sumNs.Load()).Seconds()
 	return out
 }
 
@@ -76,7 +89,7 @@ func (h *latencyHist) snapshot() Histogram {
 // checkpoints, read by JournalStats).
 type journalStats struct {
 	groups, records, bytes, checkpoints, refGroups atomic.Uint64
-	write, flush, commitWait, ckptWait             latencyHist
+	write, flush, commitWait, ckptWait             LatencyHist // latencyBounds
 }
 
 // JournalStats reports the journal's counters; ok is false when the engine
@@ -87,8 +100,8 @@ func (e *Engine) JournalStats() (s JournalStats, ok bool) {
 		return s, false
 	}
 	st := &j.stats
-	flush := st.flush.snapshot()
+	flush := st.flush.Snapshot(latencyBounds)
 	return JournalStats{Groups: st.groups.Load(), Flushes: flush.Count, Records: st.records.Load(), Bytes: st.bytes.Load(),
-		RefGroups: st.refGroups.Load(), Checkpoints: st.checkpoints.Load(), Write: st.write.snapshot(), Flush: flush, CommitWait: st.commitWait.snapshot(),
-		CheckpointWait: st.ckptWait.snapshot()}, true
+		RefGroups: st.refGroups.Load(), Checkpoints: st.checkpoints.Load(), Write: st.write.Snapshot(latencyBounds), Flush: flush, CommitWait: st.commitWait.Snapshot(latencyBounds),
+		CheckpointWait: st.ckptWait.Snapshot(latencyBounds)}, true
 }

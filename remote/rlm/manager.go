@@ -132,7 +132,7 @@ type Manager struct {
 	copied, bytesCopied, copyFailures, retries, deleted atomic.Int64
 	fetched, hits, misses, reads, readNanos, readAheads atomic.Int64
 	copyThrottleNanos, fetchThrottleNanos               atomic.Int64
-	readLatency                                         latencyHist
+	readLatency                                         engine.LatencyHist // readLatencyBounds
 }
 
 // Open loads the metadata in o.Dir, installs the manager as the engine's
@@ -254,7 +254,7 @@ func (m *Manager) Stats() Stats {
 		SegmentsCopied: m.copied.Load(), BytesCopied: m.bytesCopied.Load(), CopyFailures: m.copyFailures.Load(),
 		Retries: m.retries.Load(), SegmentsDeleted: m.deleted.Load(), FetchedBytes: m.fetched.Load(),
 		CacheHits: m.hits.Load(), CacheMisses: m.misses.Load(), ReadAheads: m.readAheads.Load(),
-		Reads: m.reads.Load(), ReadTime: time.Duration(m.readNanos.Load()), ReadLatency: m.readLatency.snapshot(),
+		Reads: m.reads.Load(), ReadTime: time.Duration(m.readNanos.Load()), ReadLatency: m.readLatency.Snapshot(readLatencyBounds),
 		CopyThrottleTime: time.Duration(m.copyThrottleNanos.Load()), FetchThrottleTime: time.Duration(m.fetchThrottleNanos.Load()),
 	}
 }

@@ -70,7 +70,7 @@ func (m *Manager) Read(ctx context.Context, topicID [16]byte, partition int32, o
 		d := m.o.Now().Sub(start)
 		m.reads.Add(1)
 		m.readNanos.Add(int64(d))
-		m.readLatency.observe(d)
+		m.readLatency.Observe(readLatencyBounds, d)
 	}()
 	seq := m.streams.sequential(k, offset)
 	maxBytes = max(maxBytes, 0)
