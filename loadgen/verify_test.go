@@ -249,7 +249,7 @@ func TestVerifyValidate(t *testing.T) {
 		"short":       {func(c *Config) { c.RecordBytes = 16 }, "at least 24"},
 		"acks 0":      {func(c *Config) { c.Acks = 0 }, "--acks 1 or all"},
 		"faults":      {func(c *Config) { c.Spawn, c.Brokers, c.Faults = 0, []string{"127.0.0.1:1"}, []string{FaultKill} }, "--faults needs --spawn"},
-		"bad fault":   {func(c *Config) { c.Faults = []string{"flood"} }, "not implemented"},
+		"bad fault":   {func(c *Config) { c.Faults = []string{"flood"} }, `fault "flood"`},
 		"interval":    {func(c *Config) { c.Faults, c.FaultInterval = []string{FaultPause}, time.Millisecond }, "--fault-interval"},
 	} {
 		c := base()
@@ -264,8 +264,11 @@ func TestVerifyValidate(t *testing.T) {
 	if _, err := ParseFaults("kill, pause,kill"); err != nil {
 		t.Error(err)
 	}
-	if _, err := ParseFaults("kill,powerloss"); err == nil {
-		t.Error("powerloss accepted")
+	if fs, err := ParseFaults("kill,powerloss,disk-full"); err != nil || len(fs) != 3 {
+		t.Errorf("kill,powerloss,disk-full: %v %v", fs, err)
+	}
+	if _, err := ParseFaults("kill,flood"); err == nil {
+		t.Error("flood accepted")
 	}
 }
 
