@@ -75,15 +75,16 @@ func (b *Broker) collectJournal(ch chan<- prometheus.Metric) {
 	}{{descJournalGroups, s.Groups}, {descJournalFlushes, s.Flushes}, {descJournalRecords, s.Records}, {descJournalBytes, s.Bytes}, {descJournalCheckpoints, s.Checkpoints}, {descJournalRefGroups, s.RefGroups}} {
 		ch <- prometheus.MustNewConstMetric(c.d, prometheus.CounterValue, float64(c.v))
 	}
-	ch <- constHistogram(descJournalWrite, s.Write)
-	ch <- constHistogram(descJournalFlush, s.Flush)
-	ch <- constHistogram(descJournalCommitWait, s.CommitWait)
-	ch <- constHistogram(descJournalCkptWait, s.CheckpointWait)
+	ch <- ConstHistogram(descJournalWrite, s.Write)
+	ch <- ConstHistogram(descJournalFlush, s.Flush)
+	ch <- ConstHistogram(descJournalCommitWait, s.CommitWait)
+	ch <- ConstHistogram(descJournalCkptWait, s.CheckpointWait)
 }
 
-// constHistogram turns h (per-bucket counts) into Prometheus's cumulative
-// form.
-func constHistogram(d *prometheus.Desc, h Histogram) prometheus.Metric {
+// ConstHistogram turns h (per-bucket counts, the last past every bound)
+// into Prometheus's cumulative form: the journal's histograms here, the
+// remote log manager's read latency in cmd/strata.
+func ConstHistogram(d *prometheus.Desc, h Histogram) prometheus.Metric {
 	buckets := make(map[float64]uint64, len(h.Bounds))
 	var cum uint64
 	for i, ub := range h.Bounds {

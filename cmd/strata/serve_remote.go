@@ -11,6 +11,7 @@ import (
 	"github.com/stratalog/strata/engine"
 	"github.com/stratalog/strata/internal/config"
 	"github.com/stratalog/strata/internal/vfs"
+	"github.com/stratalog/strata/metrics"
 	"github.com/stratalog/strata/remote/objstore"
 	"github.com/stratalog/strata/remote/rlm"
 	"github.com/stratalog/strata/server"
@@ -137,26 +138,12 @@ func (c remoteCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(d.readAheads, float64(st.ReadAheads))
 	counter(d.reads, float64(st.Reads))
 	counter(d.readSeconds, st.ReadTime.Seconds())
-	ch <- constHistogram(d.readTime, st.ReadLatency)
+	ch <- metrics.ConstHistogram(d.readTime, metrics.Histogram(st.ReadLatency))
 	counter(d.copyThrottle, st.CopyThrottleTime.Seconds())
 	counter(d.fetchThrottle, st.FetchThrottleTime.Seconds())
 	n, b := c.m.Lag()
 	ch <- prometheus.MustNewConstMetric(d.lagSegments, prometheus.GaugeValue, float64(n))
 	ch <- prometheus.MustNewConstMetric(d.lagBytes, prometheus.GaugeValue, float64(b))
-}
-
-// constHistogram is h (per-bucket counts, the last past every bound) in
-// Prometheus's cumulative form.
-func constHistogram(d *prometheus.Desc, h engine.Histogram) prometheus.Metric {
-	buckets := make(map[float64]uint64, len(h.Bounds))
-	var cum uint64
-	for i, ub := range h.Bounds {
-		if i < len(h.Counts) {
-			cum += h.Counts[i]
-		}
-		buckets[ub] = cum
-	}
-	return prometheus.MustNewConstHistogram(d, h.Count, h.Sum, buckets)
 }
 
 // closeRemote stops the remote log manager (before the engine closes).
