@@ -43,11 +43,16 @@
 //
 // # Timing
 //
-// Session timeouts, rebalance timeouts, KIP-394 pending members, and the
-// initial rebalance delay (group.initial.rebalance.delay.ms) are deadlines
-// checked by Group.Tick; the Coordinator's one goroutine calls it every
-// Config.TickMs for groups with a due deadline, so a deadline fires at most
-// TickMs late. No goroutine waits per member or per request.
+// Session timeouts, rebalance timeouts, KIP-394 pending members, pending
+// syncs, and the initial rebalance delay (group.initial.rebalance.delay.ms)
+// are deadlines checked by Group.Tick. A pending sync is Kafka's
+// pendingSyncMembers: when a rebalance's join phase completes, every member
+// has the group's rebalance timeout to send SyncGroup; those that have not
+// by then are removed (their late SyncGroup or Heartbeat gets
+// UNKNOWN_MEMBER_ID) and the group rebalances again (the others' heartbeats
+// get REBALANCE_IN_PROGRESS). The Coordinator's one goroutine calls Tick
+// every Config.TickMs for groups with a due deadline, so a deadline fires
+// at most TickMs late. No goroutine waits per member or per request.
 //
 // # Retention
 //

@@ -225,6 +225,14 @@ type Group struct {
 	instances map[string]string // instance id -> member id
 	pending   map[string]int64  // member id handed out with MEMBER_ID_REQUIRED -> expiry
 
+	// Pending syncs (Kafka's pendingSyncMembers): the members of the
+	// current generation that got their JoinGroup answer and have not sent
+	// SyncGroup yet. Those still pending at syncDeadlineMs (the rebalance
+	// timeout after the join completed) are removed and the group
+	// rebalances; empty outside CompletingRebalance and Stable.
+	pendingSync    map[string]struct{}
+	syncDeadlineMs int64
+
 	// Rebalance bookkeeping (PreparingRebalance).
 	rebalanceDeadlineMs int64
 	initialDelay        bool  // the delayed first rebalance of an Empty group
@@ -251,6 +259,7 @@ func NewGroup(id string, cfg *Config, nowMs int64) *Group {
 		ID: id, cfg: cfg, state: Empty, stateTimestampMs: nowMs,
 		members: map[string]*Member{}, instances: map[string]string{},
 		pending: map[string]int64{}, offsets: map[TopicPartition]Offset{},
+		pendingSync: map[string]struct{}{},
 	}
 }
 
@@ -505,6 +514,10 @@ func (g *Group) replaceStatic(nowMs int64, oldID string, req JoinRequest, done f
 	if g.leader == oldID {
 		g.leader = newID
 	}
+	if _, ok := g.pendingSync[oldID]; ok {
+		delete(g.pendingSync, oldID)
+		g.pendingSync[newID] = struct{}{}
+	}
 	switch g.state {
 	case Stable:
 		if sameProtocols(old.Protocols, req.Protocols) {
@@ -560,6 +573,7 @@ func (g *Group) prepareRebalance(nowMs int64) Effects {
 		}
 	}
 	g.syncPersistSeq = 0
+	g.clearPendingSync()
 	if g.state == Empty {
 		g.initialDelay = true
 		var maxRebalance int32
@@ -621,6 +635,7 @@ func (g *Group) completeJoin(nowMs int64) Effects {
 	}
 	g.initialDelay = false
 	g.generation++
+	g.clearPendingSync()
 	if len(g.members) == 0 {
 		g.protocol, g.leader = "", ""
 		g.protocolType = ""
@@ -639,8 +654,35 @@ func (g *Group) completeJoin(nowMs int64) Effects {
 		done := m.joinDone
 		m.joinDone = nil
 		done(g.joinResult(m))
+		g.pendingSync[id] = struct{}{}
 	}
+	// Every member now has the rebalance timeout to send its SyncGroup
+	// (Kafka's schedulePendingSync).
+	g.syncDeadlineMs = nowMs + int64(g.maxRebalanceTimeout())
 	return Effects{}
+}
+
+func (g *Group) clearPendingSync() {
+	clear(g.pendingSync)
+	g.syncDeadlineMs = 0
+}
+
+// expirePendingSync is Kafka's expirePendingSync: members of the current
+// generation that have not sent SyncGroup within the rebalance timeout
+// after the join completed are removed, and the group rebalances without
+// them. Their late SyncGroup or Heartbeat gets UNKNOWN_MEMBER_ID; the
+// others are told REBALANCE_IN_PROGRESS and rejoin.
+func (g *Group) expirePendingSync(nowMs int64) Effects {
+	if len(g.pendingSync) == 0 || nowMs < g.syncDeadlineMs ||
+		(g.state != CompletingRebalance && g.state != Stable) {
+		return Effects{}
+	}
+	for _, id := range slices.Clone(g.order) {
+		if _, ok := g.pendingSync[id]; ok {
+			g.removeMember(id)
+		}
+	}
+	return g.prepareRebalance(nowMs)
 }
 
 // selectProtocol is Kafka's vote: among the protocols every member
@@ -688,6 +730,7 @@ func (g *Group) removeMember(id string) {
 		return
 	}
 	delete(g.members, id)
+	delete(g.pendingSync, id)
 	g.order = slices.DeleteFunc(g.order, func(s string) bool { return s == id })
 	if m.InstanceID != "" && g.instances[m.InstanceID] == id {
 		delete(g.instances, m.InstanceID)
@@ -731,6 +774,7 @@ func (g *Group) Sync(nowMs int64, req SyncRequest, done func(SyncResult)) Effect
 		done(SyncResult{Err: kerr.RebalanceInProgress.Code})
 		return Effects{}
 	case Stable:
+		g.syncReceived(m.ID)
 		m.deadlineMs = nowMs + int64(m.SessionTimeoutMs)
 		done(SyncResult{ProtocolType: g.protocolType, Protocol: g.protocol, Assignment: m.Assignment})
 		return Effects{}
@@ -739,6 +783,7 @@ func (g *Group) Sync(nowMs int64, req SyncRequest, done func(SyncResult)) Effect
 			m.syncDone(SyncResult{Err: kerr.UnknownMemberID.Code})
 		}
 		m.syncDone = done
+		g.syncReceived(m.ID)
 		m.deadlineMs = nowMs + int64(m.SessionTimeoutMs)
 		if m.ID != g.leader || g.syncPersistSeq != 0 {
 			return Effects{}
@@ -752,6 +797,15 @@ func (g *Group) Sync(nowMs int64, req SyncRequest, done func(SyncResult)) Effect
 	}
 	done(SyncResult{Err: kerr.UnknownMemberID.Code})
 	return Effects{}
+}
+
+// syncReceived takes a member off the pending-sync list; the timer stops
+// once the list is empty.
+func (g *Group) syncReceived(id string) {
+	delete(g.pendingSync, id)
+	if len(g.pendingSync) == 0 {
+		g.syncDeadlineMs = 0
+	}
 }
 
 // Persisted reports that the metadata write with sequence seq finished
@@ -846,8 +900,9 @@ func (g *Group) memberGone(nowMs int64, id string) Effects {
 }
 
 // Tick runs the group's timers at nowMs: expired sessions and KIP-394
-// pending members are removed, and a rebalance whose deadline passed
-// completes.
+// pending members are removed, a rebalance whose deadline passed
+// completes, and members that joined but did not sync within the
+// rebalance timeout are removed (expirePendingSync).
 func (g *Group) Tick(nowMs int64) Effects {
 	if g.kind == kindConsumer {
 		g.consumerTick(nowMs)
@@ -875,6 +930,7 @@ func (g *Group) Tick(nowMs int64) Effects {
 	if g.state == PreparingRebalance {
 		eff.merge(g.maybeCompleteJoin(nowMs))
 	}
+	eff.merge(g.expirePendingSync(nowMs))
 	return eff
 }
 
@@ -893,6 +949,9 @@ func (g *Group) NextDeadline() int64 {
 	}
 	if g.state == PreparingRebalance {
 		next = min(next, g.rebalanceDeadlineMs)
+	}
+	if len(g.pendingSync) > 0 {
+		next = min(next, g.syncDeadlineMs)
 	}
 	return next
 }
@@ -1006,5 +1065,6 @@ func (g *Group) MarkDead(nowMs int64, code int16) {
 			m.syncDone = nil
 		}
 	}
+	g.clearPendingSync()
 	g.transition(Dead, nowMs)
 }
