@@ -156,6 +156,19 @@ func (o *OffsetIndex) Last() (offset int64, pos int64, ok bool) {
 	return 0, 0, false
 }
 
+// Entry returns entry i: the offset and the position it maps; ok is
+// false when i is not below Entries() or the index is closed. It takes
+// the writer's mutex: it is for inspection (tools, tests), not lookups.
+func (o *OffsetIndex) Entry(i int) (offset int64, pos int64, ok bool) {
+	x := o.x
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.closed || i < 0 || i >= x.entries() {
+		return 0, 0, false
+	}
+	return x.base + int64(o.rel(i)), int64(o.pos(i)), true
+}
+
 // Check verifies that offsets and positions strictly increase, fit the
 // signed 32-bit range Kafka reads them in, and that positions lie inside a
 // log of logSize bytes. It returns an error wrapping ErrCorrupt.

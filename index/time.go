@@ -156,6 +156,19 @@ func (t *TimeIndex) Last() (timestamp int64, offset int64, ok bool) {
 	return 0, 0, false
 }
 
+// Entry returns entry i: its timestamp and offset; ok is false when i is
+// not below Entries() or the index is closed. It takes the writer's
+// mutex: it is for inspection (tools, tests), not lookups.
+func (t *TimeIndex) Entry(i int) (timestamp int64, offset int64, ok bool) {
+	x := t.x
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.closed || i < 0 || i >= x.entries() {
+		return 0, 0, false
+	}
+	return t.ts(i), x.base + int64(t.rel(i)), true
+}
+
 // Check verifies that timestamps strictly increase, offsets never decrease
 // and fit Kafka's signed 32-bit range. It returns an error wrapping ErrCorrupt.
 func (t *TimeIndex) Check() error {
