@@ -225,6 +225,25 @@ func (a *Authorizer) Delete(fs []Filter) ([][]Binding, error) {
 	return out, nil
 }
 
+// Replace makes bs (each must Validate) the whole set of ACLs and writes
+// the file: in a cluster the replicated metadata's ACLs, applied by every
+// broker (the file is then this broker's copy of them, read at start-up
+// until it catches up). Nothing changes on an error.
+func (a *Authorizer) Replace(bs []Binding) error {
+	for _, b := range bs {
+		if err := b.Validate(); err != nil {
+			return err
+		}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	next := dedup(slices.Clone(bs))
+	if slices.Equal(next, a.snap.Load().all) {
+		return nil
+	}
+	return a.commitLocked(next)
+}
+
 func (a *Authorizer) commitLocked(next []Binding) error {
 	if a.path != "" {
 		f := aclFile{ACLs: next}

@@ -280,6 +280,52 @@ func (q *Quotas) Alter(changes []QuotaChange) error {
 	return nil
 }
 
+// Replace makes limits the whole set of quotas (each entity and value
+// checked as Alter checks them) and writes the file: in a cluster the
+// replicated metadata's quotas, applied by every broker. The rates
+// measured so far are kept. Nothing changes on an error.
+func (q *Quotas) Replace(limits map[QuotaEntity]map[string]float64) error {
+	next := make(map[QuotaEntity]map[string]float64, len(limits))
+	for e, vs := range limits {
+		if err := e.Validate(); err != nil {
+			return err
+		}
+		if len(vs) == 0 {
+			continue
+		}
+		for typ, v := range vs {
+			if err := ValidQuota(typ, v); err != nil {
+				return fmt.Errorf("%s: %v", e, err)
+			}
+		}
+		next[e] = maps.Clone(vs)
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if maps.EqualFunc(q.limits, next, func(a, b map[string]float64) bool { return maps.Equal(a, b) }) {
+		return nil
+	}
+	if q.path != "" {
+		if err := writeQuotas(q.path, next); err != nil {
+			return err
+		}
+	}
+	q.limits = next
+	q.publish(next)
+	return nil
+}
+
+// All returns every entity's quotas (copies).
+func (q *Quotas) All() map[QuotaEntity]map[string]float64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	out := make(map[QuotaEntity]map[string]float64, len(q.limits))
+	for e, vs := range q.limits {
+		out[e] = maps.Clone(vs)
+	}
+	return out
+}
+
 // publish sets what Active and Sets report for limits.
 func (q *Quotas) publish(limits map[QuotaEntity]map[string]float64) {
 	var bits uint32

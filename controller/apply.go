@@ -55,6 +55,16 @@ func (s *State) Apply(c Command) Result {
 		r = s.tick(c)
 	case AllocateProducerIDs:
 		r = s.allocateProducerIDs(c)
+	case CreateACLs:
+		r = s.createACLs(c)
+	case DeleteACLs:
+		r = s.deleteACLs(c)
+	case AlterScram:
+		r = s.alterScram(c)
+	case AlterClientQuotas:
+		r = s.alterClientQuotas(c)
+	case SeedSecurity:
+		r = s.seedSecurity(c)
 	default:
 		r = failed(kerr.InvalidRequest, "unknown command %T", c)
 	}
@@ -89,6 +99,16 @@ func deref(c Command) Command {
 	case *Tick:
 		return *p
 	case *AllocateProducerIDs:
+		return *p
+	case *CreateACLs:
+		return *p
+	case *DeleteACLs:
+		return *p
+	case *AlterScram:
+		return *p
+	case *AlterClientQuotas:
+		return *p
+	case *SeedSecurity:
 		return *p
 	}
 	return c

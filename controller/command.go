@@ -58,6 +58,16 @@ func (t CommandType) String() string {
 		return "Tick"
 	case TypeAllocateProducerIDs:
 		return "AllocateProducerIDs"
+	case TypeCreateACLs:
+		return "CreateACLs"
+	case TypeDeleteACLs:
+		return "DeleteACLs"
+	case TypeAlterScram:
+		return "AlterScram"
+	case TypeAlterClientQuotas:
+		return "AlterClientQuotas"
+	case TypeSeedSecurity:
+		return "SeedSecurity"
 	}
 	return fmt.Sprintf("CommandType(%d)", uint8(t))
 }
@@ -119,7 +129,10 @@ func DecodeCommand(b []byte) (Command, error) {
 	case TypeAllocateProducerIDs:
 		c = AllocateProducerIDs{BrokerID: r.int32(), BrokerEpoch: r.int64()}
 	default:
-		return nil, fmt.Errorf("%w: command type %d", ErrCorrupt, b[1])
+		var ok bool
+		if c, ok = decodeSecurityCommand(CommandType(b[1]), r); !ok {
+			return nil, fmt.Errorf("%w: command type %d", ErrCorrupt, b[1])
+		}
 	}
 	if err := r.done(); err != nil {
 		return nil, fmt.Errorf("%v: %w", CommandType(b[1]), err)

@@ -24,6 +24,8 @@
 //	  brokers  id → Broker           id, incarnation, host, port, rack, epoch (offset of its
 //	                                 registration), fenced, shuttingDown, lastHeartbeatMs
 //	  nextProducerID int64           first producer id not yet in a block (producerids.go)
+//	  sec                            ACLs, SCRAM credentials (salted, never a password),
+//	                                 client quotas, seeded kinds (security.go)
 //	  topics   name → Topic, id → Topic
 //	           Topic: name, 16-byte id, configs, partitions[i]
 //	           Partition: replicas (preference order), isr (replica order), leader (-1: offline),
@@ -69,8 +71,10 @@
 //	           ReassignPartitions(11): [topic, partition, replicas (nullable: cancel)]
 //	           Tick(12): nowMs, sessionTimeoutMs, resetSessions
 //	           AllocateProducerIDs(13): broker, brokerEpoch
-//	State    = "SMDS" | version (2) | offset | brokers (ascending id) | topics (ascending
-//	           name) | nextProducerID (version 2 only; version 1 still decodes) |
+//	           CreateACLs(14) .. SeedSecurity(18): security.go
+//	State    = "SMDS" | version (3) | offset | brokers (ascending id) | topics (ascending
+//	           name) | nextProducerID (since version 2) | security (since version 3:
+//	           seeded, offset, ACLs, SCRAM credentials, client quotas; security.go) |
 //	           crc32c (u32 BE) of everything before it   (Raft snapshot contents)
 //
 // # Proposals and forwarding

@@ -121,7 +121,7 @@ func TestProducerIDsSnapshotRoundTrip(t *testing.T) {
 		}
 	}
 	enc := s.AppendTo(nil)
-	if enc[4] != StateVersion || StateVersion != 2 {
+	if enc[4] != StateVersion || StateVersion != 3 {
 		t.Fatalf("state version %d", enc[4])
 	}
 	d, err := DecodeState(enc)
@@ -159,7 +159,14 @@ func withCRC(b []byte) []byte {
 // existed decodes with nextProducerID = FirstProducerID.
 func TestDecodeStateVersion1(t *testing.T) {
 	s := fuzzBase()
-	v2 := s.AppendTo(nil)
+	v3 := s.AppendTo(nil)
+	k := len(s.appendSecurity(nil)) // version 3's security part, empty here
+	v2 := append(bytes.Clone(v3[:len(v3)-4-k]), 0, 0, 0, 0)
+	v2[4] = 2
+	v2 = withCRC(v2)
+	if d, err := DecodeState(v2); err != nil || !bytes.Equal(d.AppendTo(nil), v3) {
+		t.Fatalf("version 2 (no security part): %v", err)
+	}
 	n := len(binary.AppendVarint(nil, s.NextProducerID()))
 	v1 := append(bytes.Clone(v2[:len(v2)-4-n]), 0, 0, 0, 0)
 	v1[4] = 1
@@ -167,10 +174,11 @@ func TestDecodeStateVersion1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.NextProducerID() != FirstProducerID || !bytes.Equal(d.AppendTo(nil), v2) {
+	if d.NextProducerID() != FirstProducerID || !bytes.Equal(d.AppendTo(nil), v3) {
 		t.Fatalf("version 1 decoded to next %d", d.NextProducerID())
 	}
-	// Version 1 with a trailing nextProducerID, or version 3: refused.
+	// Version 1 with a trailing nextProducerID, or version 3 without its
+	// security part: refused.
 	bad := bytes.Clone(v2)
 	bad[4] = 1
 	if _, err := DecodeState(withCRC(bad)); !errors.Is(err, ErrCorrupt) {
@@ -178,7 +186,7 @@ func TestDecodeStateVersion1(t *testing.T) {
 	}
 	bad[4] = 3
 	if _, err := DecodeState(withCRC(bad)); !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("version 3: %v", err)
+		t.Fatalf("version 3 without its security part: %v", err)
 	}
 	// Version 2 with a next id below FirstProducerID breaks an invariant.
 	low := append(bytes.Clone(v2[:len(v2)-4-n]), binary.AppendVarint(nil, 5)...)

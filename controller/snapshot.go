@@ -12,7 +12,9 @@ var stateMagic = [4]byte{'S', 'M', 'D', 'S'}
 // StateVersion is the layout version AppendTo writes. Version 1 (no
 // nextProducerID) still decodes, with nextProducerID = FirstProducerID: no
 // block can have been allocated by a version that did not know them.
-const StateVersion byte = 2
+// Version 2 (no security part) decodes with no ACLs, credentials or
+// quotas, nothing seeded.
+const StateVersion byte = 3
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -58,6 +60,7 @@ func (s *State) AppendTo(dst []byte) []byte {
 		}
 	}
 	dst = appendInt(dst, s.nextProducerID) // version 2
+	dst = s.appendSecurity(dst)            // version 3
 	return binary.BigEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
 }
 
@@ -114,6 +117,9 @@ func DecodeState(b []byte) (*State, error) {
 	}
 	if body[4] >= 2 {
 		s.nextProducerID = r.int64()
+	}
+	if body[4] >= 3 {
+		s.readSecurity(r)
 	}
 	if err := r.done(); err != nil {
 		return nil, err

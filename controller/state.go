@@ -79,6 +79,8 @@ type State struct {
 	// nextProducerID is the first producer id not yet in a block
 	// (producerids.go); FirstProducerID in a new State.
 	nextProducerID int64
+	// sec: ACLs, SCRAM credentials, client quotas (security.go).
+	sec securityState
 }
 
 // NewState returns the empty state at metadata offset 0.
@@ -89,6 +91,7 @@ func NewState() *State {
 		byID:    make(map[TopicID]*Topic),
 
 		nextProducerID: FirstProducerID,
+		sec:            newSecurityState(),
 	}
 }
 
@@ -188,6 +191,7 @@ func (s *State) Clone() *State {
 	c := NewState()
 	c.offset = s.offset
 	c.nextProducerID = s.nextProducerID
+	c.sec = s.sec.clone()
 	for id, b := range s.brokers {
 		cb := *b
 		c.brokers[id] = &cb
@@ -253,6 +257,9 @@ func (s *State) Check() error {
 		if b.Epoch < 1 || b.Epoch > s.offset {
 			return bad("broker %d epoch %d outside [1,%d]", id, b.Epoch, s.offset)
 		}
+	}
+	if msg := s.checkSecurity(); msg != "" {
+		return bad("%s", msg)
 	}
 	if len(s.byID) != len(s.topics) {
 		return bad("%d topic ids for %d topics", len(s.byID), len(s.topics))
