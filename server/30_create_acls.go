@@ -13,9 +13,9 @@ import (
 // CLUSTER_AUTHORIZATION_FAILED without Alter on the cluster,
 // INVALID_REQUEST for a binding Kafka's controller refuses
 // (auth.Binding.Validate); the valid ones are created together and kept
-// in the data directory's acls.json before the answer. The ACLs are this
-// broker's: in a cluster each broker keeps its own (not yet in the
-// replicated metadata).
+// in the data directory's acls.json before the answer. In a cluster they
+// go to the replicated metadata (cluster_security.go) and every broker
+// applies them; the answer comes once this broker has.
 func init() { register(30, 0, 3, handleCreateAcls) }
 
 func handleCreateAcls(s *Server, rc *reqCtx) {
@@ -55,6 +55,10 @@ func handleCreateAcls(s *Server, rc *reqCtx) {
 		}
 		if len(valid) == 0 {
 			break
+		}
+		if s.clustered() {
+			s.clusterCreateAcls(rc, resp, valid, at)
+			return
 		}
 		if err := a.Create(valid); err != nil {
 			code := kerr.UnknownServerError.Code

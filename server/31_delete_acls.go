@@ -11,7 +11,8 @@ import (
 // removed. Kafka's answers: SECURITY_DISABLED without an authorizer,
 // CLUSTER_AUTHORIZATION_FAILED without Alter on the cluster,
 // INVALID_REQUEST for a filter with an unknown code. The removal is
-// written to acls.json before the answer.
+// written to acls.json before the answer; in a cluster it goes to the
+// replicated metadata (cluster_security.go).
 func init() { register(31, 0, 3, handleDeleteAcls) }
 
 func handleDeleteAcls(s *Server, rc *reqCtx) {
@@ -53,6 +54,10 @@ func handleDeleteAcls(s *Server, rc *reqCtx) {
 		if len(filters) == 0 {
 			break
 		}
+		if s.clustered() {
+			s.clusterDeleteAcls(rc, resp, filters, at)
+			return
+		}
 		deleted, err := a.Delete(filters)
 		if err != nil {
 			s.log.Warn("delete ACLs failed", "err", err)
@@ -61,19 +66,7 @@ func handleDeleteAcls(s *Server, rc *reqCtx) {
 			}
 			break
 		}
-		for k, i := range at {
-			for _, b := range deleted[k] {
-				m := kmsg.NewDeleteACLsResponseResultMatchingACL()
-				m.ResourceType = kmsg.ACLResourceType(b.ResourceType)
-				m.ResourceName = b.ResourceName
-				m.ResourcePatternType = kmsg.ACLResourcePatternType(b.PatternType)
-				m.Principal, m.Host = b.Principal, b.Host
-				m.Operation = kmsg.ACLOperation(b.Operation)
-				m.PermissionType = kmsg.ACLPermissionType(b.Permission)
-				resp.Results[i].MatchingACLs = append(resp.Results[i].MatchingACLs, m)
-				s.log.Info("ACL deleted", "acl", b.String(), "by", rc.principal())
-			}
-		}
+		fillDeleteAcls(s, rc, resp, deleted, at)
 	}
 	rc.respond(resp)
 }

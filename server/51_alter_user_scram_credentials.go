@@ -20,11 +20,10 @@ import (
 // valid. New SASL connections use the new credentials at once; open ones
 // stay authenticated.
 //
-// In a cluster the store is each broker's own (the replicated metadata
-// does not carry credentials yet), so the request is refused there with
-// INVALID_REQUEST: give every broker the same strata.scram.credentials.
-// There are no ACLs yet: any client that may send requests may alter
-// (Kafka asks for ALTER on the cluster).
+// In a cluster each user's changes go to the replicated metadata, one
+// controller command per user (cluster_security.go), and every broker
+// applies them to its store; the answer comes once this broker has.
+// Needs Alter on the cluster (CLUSTER_AUTHORIZATION_FAILED).
 func init() { register(51, 0, 0, handleAlterUserScramCredentials) }
 
 func handleAlterUserScramCredentials(s *Server, rc *reqCtx) {
@@ -36,11 +35,7 @@ func handleAlterUserScramCredentials(s *Server, rc *reqCtx) {
 		return
 	}
 
-	type change struct {
-		del  bool
-		mech string
-		cred sasl.ScramCredential
-	}
+	type change = scramChange
 	var order []string
 	errs := map[string]*kmsg.AlterUserSCRAMCredentialsResponseResult{}
 	changes := map[string][]change{}
@@ -103,13 +98,40 @@ func handleAlterUserScramCredentials(s *Server, rc *reqCtx) {
 		add(u.Name, u.Mechanism, change{cred: cred})
 	}
 
+	finish := func() {
+		for _, user := range order {
+			if r := errs[user]; r != nil {
+				resp.Results = append(resp.Results, *r)
+				continue
+			}
+			r := kmsg.NewAlterUserSCRAMCredentialsResponseResult()
+			r.User = user
+			resp.Results = append(resp.Results, r)
+		}
+		rc.respond(resp)
+	}
+	if s.clustered() {
+		todo := map[string][]scramChange{}
+		for _, user := range order {
+			if errs[user] == nil {
+				todo[user] = changes[user]
+			}
+		}
+		s.clusterAlterScram(order, todo, func(perr map[string]error) {
+			for user, err := range perr {
+				fail(user, apiErrCode(err), *errMessage(err))
+			}
+			finish()
+		})
+		return
+	}
 	store := s.cfg.Scram
 	for _, user := range order {
 		if errs[user] != nil {
 			continue
 		}
-		if store == nil || s.cfg.Cluster.Controller != nil {
-			fail(user, kerr.InvalidRequest.Code, "SCRAM credentials cannot be altered on this broker: in a cluster set strata.scram.credentials on every broker")
+		if store == nil {
+			fail(user, kerr.InvalidRequest.Code, "this broker keeps no SCRAM credentials")
 			continue
 		}
 		err := store.Update(func(tx *sasl.StoreTx) error {
@@ -132,16 +154,7 @@ func handleAlterUserScramCredentials(s *Server, rc *reqCtx) {
 			fail(user, kerr.UnknownServerError.Code, "storing the credentials failed")
 		}
 	}
-	for _, user := range order {
-		if r := errs[user]; r != nil {
-			resp.Results = append(resp.Results, *r)
-			continue
-		}
-		r := kmsg.NewAlterUserSCRAMCredentialsResponseResult()
-		r.User = user
-		resp.Results = append(resp.Results, r)
-	}
-	rc.respond(resp)
+	finish()
 }
 
 type scramError string

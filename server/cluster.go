@@ -130,6 +130,8 @@ type clusterState struct {
 	configs map[string]map[string]string // watch goroutine only: controller configs applied per topic
 
 	listeners listenerSet // listeners.go: every listener's advertised address (single broker or cluster)
+
+	sec securitySync // cluster_security.go: the replicated ACLs, credentials and quotas applied
 }
 
 type rolesKey struct {
@@ -220,6 +222,7 @@ func (s *Server) initCluster() {
 		defer w.Close()
 		s.watchLoop(w)
 	}()
+	s.startSecuritySync() // cluster_security.go
 }
 
 // closeCluster is called by Close after connections are closed.
