@@ -12,9 +12,9 @@ import (
 // their salts or keys; what `kafka-configs --describe --entity-type users`
 // and kadm's DescribeUserSCRAMs show. No users (null or empty) describes
 // every user; a user without credentials is RESOURCE_NOT_FOUND, a user
-// named twice DUPLICATE_RESOURCE, as in Kafka. There are no ACLs yet:
-// any client that may send requests may describe (Kafka asks for
-// DESCRIBE on the cluster).
+// named twice DUPLICATE_RESOURCE, as in Kafka. Needs Describe on the
+// cluster (CLUSTER_AUTHORIZATION_FAILED). In a cluster the store holds
+// the replicated credentials (cluster_security.go).
 func init() { register(50, 0, 0, handleDescribeUserScramCredentials) }
 
 // scramMechanisms are Kafka's ScramMechanism codes.
