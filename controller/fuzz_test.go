@@ -28,6 +28,9 @@ func seedCommands(f *testing.F) {
 		s.Apply(c)
 		f.Add(EncodeCommand(c))
 	}
+	for _, c := range securityCommands() {
+		f.Add(EncodeCommand(c))
+	}
 }
 
 // FuzzDecodeCommand: decoding never panics; a decoded command re-encodes to
@@ -80,6 +83,11 @@ func FuzzDecodeState(f *testing.F) {
 		}
 	}
 	f.Add(fuzzBase().AppendTo(nil))
+	sec := fuzzBase()
+	for _, c := range securityCommands() {
+		sec.Apply(c)
+	}
+	f.Add(sec.AppendTo(nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if len(b) >= 9 {
 			b = bytes.Clone(b)

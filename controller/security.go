@@ -607,12 +607,19 @@ func appendFloat(b []byte, v float64) []byte {
 	return binary.BigEndian.AppendUint64(b, math.Float64bits(v))
 }
 
+// float reads appendFloat's encoding; a NaN is refused (no quota is one,
+// and it would not equal itself after a round trip).
 func (r *reader) float() float64 {
 	v := r.bytes(8)
 	if len(v) != 8 {
 		return 0
 	}
-	return math.Float64frombits(binary.BigEndian.Uint64(v))
+	f := math.Float64frombits(binary.BigEndian.Uint64(v))
+	if math.IsNaN(f) {
+		r.fail("NaN")
+		return 0
+	}
+	return f
 }
 
 func appendQuotaOps(b []byte, ops []QuotaOp) []byte {
