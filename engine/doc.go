@@ -1,8 +1,9 @@
 // Package engine is a broker's set of partition logs in one data directory:
 // offsets, high watermarks, log start offsets, segment rolling, crash
 // recovery, group commit, leader-epoch bookkeeping, topic metadata and the
-// embedded Go API (Topic.Produce / Consume). It knows nothing of the Kafka
-// wire protocol.
+// embedded Go API (Topic.Produce / Consume, Engine.Commit / Committed, and
+// in-process consumer groups: Engine.ConsumerGroup, consumergroup.go). It
+// knows nothing of the Kafka wire protocol.
 //
 // # On disk
 //

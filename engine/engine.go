@@ -139,6 +139,8 @@ type Engine struct {
 	offline atomic.Pointer[error]
 	floor   diskFloor // the free-space floor (diskfloor.go)
 
+	groups sync.Map // embedded consumer groups by id (consumergroup.go)
+
 	fl flushPipeline // the flush workers and the coordinator (flusher.go)
 
 	io    *ioBackend // segment writes: io_uring O_DIRECT or pwrite (backend.go)

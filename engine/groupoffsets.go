@@ -25,9 +25,11 @@ package engine
 // are seen too (they are records of the same partition).
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"unicode/utf16"
 
 	"github.com/stratalog/strata/record"
@@ -57,16 +59,34 @@ func (e *Engine) Commit(group, topic string, partition int32, offset int64) erro
 	if t == nil || t.Partition(partition) == nil {
 		return fmt.Errorf("%w: %s-%d", ErrUnknownTopic, topic, partition)
 	}
+	return e.commitOffsets(group, map[TopicPartition]int64{{Topic: topic, Partition: partition}: offset})
+}
+
+// commitOffsets writes group's offsets as one batch and returns once it is
+// durable (the embedded consumer group's Commit).
+func (e *Engine) commitOffsets(group string, offsets map[TopicPartition]int64) error {
 	ot, err := e.offsetsTopic(true)
 	if err != nil {
 		return err
 	}
 	l := ot.Partition(offsetsPartitionFor(group, ot.Partitions()))
+	if l == nil {
+		return fmt.Errorf("%w: %s-%d", ErrNotHosted, OffsetsTopic, offsetsPartitionFor(group, ot.Partitions()))
+	}
+	tps := make([]TopicPartition, 0, len(offsets))
+	for tp := range offsets {
+		tps = append(tps, tp)
+	}
+	slices.SortFunc(tps, func(a, b TopicPartition) int {
+		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+	})
 	b := builderPool.Get().(*record.Builder)
 	defer builderPool.Put(b)
 	now := e.nowMs()
 	b.Reset(record.CodecNone, now)
-	b.Add(now, appendOffsetKey(nil, group, topic, partition), appendOffsetValue(nil, offset, now), nil)
+	for _, tp := range tps {
+		b.Add(now, appendOffsetKey(nil, group, tp.Topic, tp.Partition), appendOffsetValue(nil, offsets[tp], now), nil)
+	}
 	batch, err := b.AppendTo(nil)
 	if err != nil {
 		return fmt.Errorf("engine: encoding commit: %w", err)
@@ -125,6 +145,78 @@ func (e *Engine) Committed(group, topic string, partition int32) (int64, error) 
 		from = recs[len(recs)-1].Offset + 1
 	}
 	return result, nil
+}
+
+// committedAll returns every offset group has committed (one scan of its
+// __consumer_offsets partition).
+func (e *Engine) committedAll(group string) (map[TopicPartition]int64, error) {
+	out := map[TopicPartition]int64{}
+	ot, err := e.offsetsTopic(false)
+	if err != nil || ot == nil {
+		return out, err
+	}
+	p := offsetsPartitionFor(group, ot.Partitions())
+	l := ot.Partition(p)
+	if l == nil {
+		return out, nil
+	}
+	for from := l.LogStartOffset(); from < l.HighWatermark(); {
+		recs, err := ot.Consume(p, from, 4096)
+		if errors.Is(err, ErrOffsetOutOfRange) {
+			from, out = l.LogStartOffset(), map[TopicPartition]int64{}
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(recs) == 0 {
+			break
+		}
+		for _, r := range recs {
+			g, tp, ok := decodeOffsetKey(r.Key)
+			if !ok || g != group {
+				continue
+			}
+			if r.Value == nil {
+				delete(out, tp)
+				continue
+			}
+			off, err := decodeOffsetValue(r.Value)
+			if err != nil {
+				return nil, fmt.Errorf("%s-%d at %d: %w", OffsetsTopic, p, r.Offset, err)
+			}
+			out[tp] = off
+		}
+		from = recs[len(recs)-1].Offset + 1
+	}
+	return out, nil
+}
+
+// decodeOffsetKey decodes an offset commit key of version 0 or 1; ok is
+// false for other records (group metadata, KIP-848 records) and bad keys.
+func decodeOffsetKey(k []byte) (group string, tp TopicPartition, ok bool) {
+	if len(k) < 2 || binary.BigEndian.Uint16(k) > 1 {
+		return "", tp, false
+	}
+	rest := k[2:]
+	str := func() (string, bool) {
+		if len(rest) < 2 {
+			return "", false
+		}
+		n := int(binary.BigEndian.Uint16(rest))
+		if len(rest) < 2+n {
+			return "", false
+		}
+		s := string(rest[2 : 2+n])
+		rest = rest[2+n:]
+		return s, true
+	}
+	g, ok1 := str()
+	t, ok2 := str()
+	if !ok1 || !ok2 || len(rest) != 4 {
+		return "", tp, false
+	}
+	return g, TopicPartition{Topic: t, Partition: int32(binary.BigEndian.Uint32(rest))}, true
 }
 
 // offsetsTopic returns __consumer_offsets, creating it if asked.
