@@ -134,6 +134,18 @@ func TestConsumerGroupAssignsAndRebalances(t *testing.T) {
 				t.Fatal(err)
 			}
 			wantAssignment(t, tc.fn, assign.Topics{"a": 6, "b": 3, "c": 2}, m1, m3, m4)
+			// A deleted topic's partitions are withdrawn at the next Poll.
+			gen := g.Generation()
+			if err := e.DeleteTopic("c"); err != nil {
+				t.Fatal(err)
+			}
+			if rs, err := m4.Poll(10); err != nil || len(rs) != 0 {
+				t.Fatalf("Poll after the topic was deleted: %v %v", rs, err)
+			}
+			if own, g4 := m4.Assignment(); len(own) != 0 || g4 != gen+1 {
+				t.Fatalf("after deleting c: m4 owns %v at generation %d (was %d)", own, g4, gen)
+			}
+			wantAssignment(t, tc.fn, assign.Topics{"a": 6, "b": 3}, m1, m3)
 		})
 	}
 }
