@@ -5,7 +5,10 @@ package server
 // Followers wait (the reqCtx is completed later) until the leader's
 // assignment is written to __consumer_offsets; the leader's request is
 // answered at the same time. v5 checks the protocol type and name against
-// the group's (INCONSISTENT_GROUP_PROTOCOL) and echoes them.
+// the group's (INCONSISTENT_GROUP_PROTOCOL) and echoes them. A member that
+// joined and sends no SyncGroup within the rebalance timeout is removed by
+// the coordinator (group.Group's pending syncs, as Kafka's
+// expirePendingSync): its late SyncGroup gets UNKNOWN_MEMBER_ID.
 
 import (
 	"github.com/stratalog/strata/group"
