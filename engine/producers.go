@@ -76,7 +76,10 @@ package engine
 // offset check and the rule below make a torn or lost snapshot harmless.
 // Open loads the newest snapshot that decodes and whose offset is at or below
 // the recovered log end (newer ones describe records a crash took away and
-// are deleted), then replays the batch headers from that offset to the log
+// are deleted) and at or above the first segment's base (an older one
+// misses the batches of the segments deleted since, which a crash that
+// lost the newer snapshots would otherwise leave out: it is deleted too,
+// as Kafka deletes the snapshots below the log start), then replays the batch headers from that offset to the log
 // end (header reads only, sequential 1 MiB reads), so a SIGKILL loses no
 // producer state. With no usable snapshot the whole log is replayed. After a
 // clean Close the newest snapshot is at the log end and nothing is replayed;
@@ -780,9 +783,12 @@ func (l *Log) syncProducers(nowMs int64) {
 
 // loadNewestSnapshot returns the state of the newest snapshot at or below
 // end that reads back whole and its offset (nil, -1: none), and lists in
-// ps.snapshots that one and the older files. Snapshots above end, and the
-// newer ones that do not decode (a crash can leave a snapshot missing,
-// empty or torn: it was never synced), are deleted. Caller holds mu.
+// ps.snapshots that one and the older files. Snapshots above end, below
+// the first segment's base (the batches between it and the first segment
+// were deleted: replaying from it would leave the state of those batches
+// out, a stale sequence or an open transaction long ended), and the newer
+// ones that do not decode (a crash can leave a snapshot missing, empty or
+// torn: it was never synced), are deleted. Caller holds mu.
 func (l *Log) loadNewestSnapshot(end int64) (map[int64]*producerEntry, int64) {
 	ps := &l.producers
 	ps.snapshots = nil
@@ -790,11 +796,15 @@ func (l *Log) loadNewestSnapshot(end int64) (map[int64]*producerEntry, int64) {
 	if err != nil {
 		l.e.logger.Warn("listing producer snapshots", "log", l.String(), "err", err)
 	}
+	first := int64(0)
+	if segs := *l.segs.Load(); len(segs) > 0 {
+		first = segs[0].base
+	}
 	var entries map[int64]*producerEntry
 	from := int64(-1)
 	for i := len(offs) - 1; i >= 0; i-- {
 		off := offs[i]
-		if off > end {
+		if off > end || off < first {
 			l.removeSnapshot(off)
 			continue
 		}
