@@ -510,15 +510,38 @@ func (e *Engine) writeBackIndexes() {
 	}
 }
 
-// writeRecoveryCheckpoint writes every log's durable offset.
+// writeRecoveryCheckpoint writes every log's recovery point.
 func (e *Engine) writeRecoveryCheckpoint() error {
 	e.ckptMu.Lock()
 	defer e.ckptMu.Unlock()
 	m := make(map[topicPartition]int64)
 	for _, l := range e.allLogs() {
-		m[topicPartition{l.topic, l.part}] = l.durable.Load()
+		m[topicPartition{l.topic, l.part}] = l.recoveryPoint()
 	}
 	return e.writeCheckpoint(recoveryPointFile, m)
+}
+
+// recoveryPoint is what the recovery-point checkpoint says of l: its
+// durable offset, but no further than the end of the first segment sealed
+// since the last flush, whose index files are not synced yet. Recovery
+// trusts the bytes and the indexes of the segments that end below the
+// recovery point (recoverSegments); a flush makes a segment's bytes
+// durable as the active one, and its indexes only once it is sealed, at
+// the next flush. The durable offset is read before the segments: a
+// segment sealed after that read ends at or past it.
+func (l *Log) recoveryPoint() int64 {
+	rp := l.durable.Load()
+	p := l.segs.Load()
+	if p == nil {
+		return rp
+	}
+	segs := *p
+	for i, s := range segs[:max(len(segs)-1, 0)] {
+		if s.idxUnsynced.Load() {
+			return min(rp, segs[i+1].base)
+		}
+	}
+	return rp
 }
 
 // writeLogStartCheckpoint writes every log's start offset. Running out of

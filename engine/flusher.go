@@ -676,6 +676,7 @@ func (e *Engine) syncSegment(s *logSegment, sealed bool) error {
 			return err
 		}
 	}
+	s.idxUnsynced.Store(false)
 	return nil
 }
 

@@ -51,8 +51,14 @@ type logSegment struct {
 	bytesSince    int64 // bytes appended since the last index entry
 	firstAppendMs int64 // clock time of the first append, -1 if none yet
 
-	end  atomic.Int64 // bytes written and visible to readers
-	refs atomic.Int32 // see type comment; 0 = closed
+	end atomic.Int64 // bytes written and visible to readers
+
+	// idxUnsynced: sealed (seal) and its index files not yet synced by a
+	// flush (syncSegment); the recovery-point checkpoint stays at or below
+	// its end until they are (Log.recoveryPoint), since recovery trusts
+	// the indexes of the segments that end below it.
+	idxUnsynced atomic.Bool
+	refs        atomic.Int32 // see type comment; 0 = closed
 
 	// The bytes [0, trustEnd) were trusted by Open's recovery without a
 	// CRC check; reads check them before sending them, and checked (a
@@ -355,6 +361,7 @@ func (s *logSegment) seal() error {
 		return err
 	}
 	s.sealed = true
+	s.idxUnsynced.Store(true) // before the roll publishes the next segment
 	if err := s.seg.Seal(); err != nil {
 		return err
 	}

@@ -275,7 +275,10 @@ func (l *Log) recoverSegments(pf partitionFiles, rp int64, clean, verify bool) (
 		}
 		s.seg, s.io, s.grp, s.grpOut = seg, l.e.io, grp, grp != nil
 		segs = append(segs, s)
-		trusted := clean || (!last && pf.bases[i+1] <= rp)
+		// Trusted: wholly below the recovery point (not up to it: a
+		// segment ending there may have been sealed after the checkpoint
+		// was taken, its indexes unsynced; recoveryPoint).
+		trusted := clean || (!last && pf.bases[i+1] < rp)
 		var end int64
 		var ok bool
 		cut := false // a corrupt batch cut off (Options.RefetchCorrupt): s is the last segment now
@@ -680,6 +683,15 @@ func (l *Log) resumePoint(s *logSegment, rp int64) (pos, firstBase int64, ok boo
 	}
 	s.off.TruncateTo(eo + 1)
 	s.tim.TruncateTo(eo + 1)
+	// The time index names this batch too (the writer appends both
+	// entries at once while timestamps grow): its last entry is the
+	// segment's largest timestamp so far, which a lost or torn tail of it
+	// (an active segment's indexes are never synced) would understate, so
+	// that timestamp lookups skipped the segment. Else walk it whole.
+	if ts, to, ok := s.tim.Last(); !ok || to != eo || ts < h.MaxTimestamp {
+		l.e.logger.Warn("time index below the recovery point behind the offset index; walking the whole segment", "segment", s.logPath)
+		return 0, 0, false
+	}
 	return p, h.BaseOffset, true
 }
 
