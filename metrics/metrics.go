@@ -21,6 +21,7 @@ const (
 	TopicBytesIn      = "strata_topic_bytes_in_total"
 	TopicBytesOut     = "strata_topic_bytes_out_total"
 	TopicRecordsIn    = "strata_topic_records_in_total"
+	TopicRecordsOut   = "strata_topic_records_out_total"
 	Partitions        = "strata_partitions"
 	PartitionLeaders  = "strata_partition_leaders"
 	UnderReplicated   = "strata_under_replicated_partitions"
@@ -188,7 +189,7 @@ func (b *Broker) Error(key, code int16) {
 // TopicCounters are one topic's traffic counters. The methods are safe for
 // concurrent use and allocate nothing.
 type TopicCounters struct {
-	bytesIn, recordsIn, bytesOut atomic.Uint64
+	bytesIn, recordsIn, bytesOut, recordsOut atomic.Uint64
 }
 
 // In counts a record batch appended to the topic: its bytes as the
@@ -200,6 +201,10 @@ func (t *TopicCounters) In(bytes, records int) {
 
 // Out counts record bytes sent to consumers of the topic.
 func (t *TopicCounters) Out(bytes int64) { t.bytesOut.Add(uint64(bytes)) }
+
+// OutRecords counts records sent to consumers of the topic (the record
+// counts of the batches sent).
+func (t *TopicCounters) OutRecords(records int64) { t.recordsOut.Add(uint64(records)) }
 
 // Topic returns the counters of the named topic, created on first use;
 // nil for a nil b. Look it up once per topic of a request, not per batch.
@@ -269,6 +274,8 @@ var (
 		"Records appended to the topic's partitions by Produce.", []string{"topic"}, nil)
 	descBytesOut = prometheus.NewDesc(TopicBytesOut,
 		"Record batch bytes of the topic sent to consumers by Fetch (follower fetches excluded).", []string{"topic"}, nil)
+	descRecordsOut = prometheus.NewDesc(TopicRecordsOut,
+		"Records of the topic sent to consumers by Fetch: the record counts of the batches sent, whole batches as sent (records before the fetch offset in the first batch, and control records, included; follower fetches excluded).", []string{"topic"}, nil)
 	descPartitions = prometheus.NewDesc(Partitions,
 		"Partitions with a replica (a log) on this broker.", nil, nil)
 	descLeaders = prometheus.NewDesc(PartitionLeaders,
@@ -284,7 +291,7 @@ var (
 // Describe implements prometheus.Collector.
 func (c *brokerCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRequests, descErrors, descBytesIn, descRecordsIn, descBytesOut,
-		descPartitions, descLeaders, descUnderReplicated, descUnderMinISR, descOffline,
+		descRecordsOut, descPartitions, descLeaders, descUnderReplicated, descUnderMinISR, descOffline,
 		descJournalGroups, descJournalFlushes, descJournalRecords, descJournalBytes, descJournalCheckpoints, descJournalWrite, descJournalFlush, descJournalCommitWait,
 		descJournalCkptWait, descJournalRefGroups, descDeviceInFlight, descDeviceQueue, descDeviceBusy} {
 		ch <- d
@@ -335,6 +342,7 @@ func (b *Broker) collectTopics(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descBytesIn, prometheus.CounterValue, float64(t.bytesIn.Load()), name)
 		ch <- prometheus.MustNewConstMetric(descRecordsIn, prometheus.CounterValue, float64(t.recordsIn.Load()), name)
 		ch <- prometheus.MustNewConstMetric(descBytesOut, prometheus.CounterValue, float64(t.bytesOut.Load()), name)
+		ch <- prometheus.MustNewConstMetric(descRecordsOut, prometheus.CounterValue, float64(t.recordsOut.Load()), name)
 	}
 	f := b.topicNames.Load()
 	if f == nil || *f == nil {

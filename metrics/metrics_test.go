@@ -146,8 +146,13 @@ func TestTopicMetrics(t *testing.T) {
 	b.Topic("a").In(1000, 10)
 	b.Topic("a").In(500, 1)
 	b.Topic("a").Out(700)
+	b.Topic("a").OutRecords(9)
 	b.Topic("b").Out(3)
 	f := scrape(t, base)
+	if f.Counter(TopicRecordsOut, "topic", "a") != 9 || f.Find(TopicRecordsOut, "topic", "b") == nil ||
+		f.Counter(TopicRecordsOut, "topic", "b") != 0 {
+		t.Fatalf("records out: a %v, b %v", f.Counter(TopicRecordsOut, "topic", "a"), f.Find(TopicRecordsOut, "topic", "b"))
+	}
 	if f.Counter(TopicBytesIn, "topic", "a") != 1500 || f.Counter(TopicRecordsIn, "topic", "a") != 11 ||
 		f.Counter(TopicBytesOut, "topic", "a") != 700 || f.Counter(TopicBytesOut, "topic", "b") != 3 {
 		t.Fatalf("topic counters: a in %v/%v out %v, b out %v", f.Counter(TopicBytesIn, "topic", "a"),
@@ -166,6 +171,25 @@ func TestTopicMetrics(t *testing.T) {
 	f = scrape(t, base)
 	if m := f.Find(TopicBytesOut, "topic", "b"); m == nil || m.GetCounter().GetValue() != 0 {
 		t.Errorf("recreated b: %v", m)
+	}
+}
+
+// The per-batch hooks of the produce and fetch paths allocate nothing once
+// a topic's counters exist.
+func TestTopicCountersAllocateNothing(t *testing.T) {
+	b := New()
+	b.Topic("t")
+	allocs := testing.AllocsPerRun(100, func() {
+		c := b.Topic("t")
+		c.In(100, 2)
+		c.Out(100)
+		c.OutRecords(2)
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per lookup and count", allocs)
+	}
+	if c := b.Topic("t"); c.recordsOut.Load() != 2*101 { // AllocsPerRun runs f once more to warm up
+		t.Fatalf("records out %d after the runs", c.recordsOut.Load())
 	}
 }
 

@@ -395,6 +395,7 @@ func (f *fetchState) send() {
 		}
 	}
 	f.s.meterFetch(&f.body, f.consumer) // metrics.go
+	f.s.meterRecordsOut(&f.body, f.consumer)
 	f.rc.sendParts(parts[0].Buf, parts[1:], done)
 }
 

@@ -149,6 +149,9 @@ func TestServeMetricsAgreeWithClientAndReadyAfterRecovery(t *testing.T) {
 	if got := f.Counter(metrics.TopicBytesOut, "topic", topic); got != float64(c.fetchedBytes) {
 		t.Errorf("bytes out %v, the client read %d in %d batches", got, c.fetchedBytes, c.fetchedBatches)
 	}
+	if got := f.Counter(metrics.TopicRecordsOut, "topic", topic); got != float64(c.fetchedRecords) {
+		t.Errorf("records out %v, the client read %d", got, c.fetchedRecords)
+	}
 	if got := f.Gauge(metrics.GroupLag, "group", group); got != 0 {
 		t.Errorf("lag after consuming and committing: %v", got)
 	}

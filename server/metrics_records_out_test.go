@@ -1,0 +1,201 @@
+package server
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stratalog/strata/engine"
+	"github.com/stratalog/strata/metrics"
+	"github.com/stratalog/strata/metrics/metricstest"
+	"github.com/stratalog/strata/record"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// chunkRecords adds up the record counts of a chunk's whole batches, in
+// memory and in a file at an offset, and stops at a batch the chunk cuts.
+func TestChunkRecords(t *testing.T) {
+	var log []byte
+	sizes := []int{1, 5, 17}
+	var ends []int
+	for i, n := range sizes {
+		codec := record.CodecNone
+		if i == 1 {
+			codec = record.CodecSnappy
+		}
+		log = append(log, prodBatch(t, n, codec, "r"+strconv.Itoa(i))...)
+		ends = append(ends, len(log))
+	}
+	path := filepath.Join(t.TempDir(), "seg")
+	const at = 100
+	if err := os.WriteFile(path, append(make([]byte, at), log...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var hdr [record.HeaderSize]byte
+	for _, tc := range []struct {
+		name      string
+		from, len int
+		want      int64
+	}{
+		{"all", 0, len(log), 23},
+		{"first two", 0, ends[1], 6},
+		{"last two", ends[0], len(log) - ends[0], 22},
+		{"the last one cut", 0, len(log) - 1, 6},
+		{"less than a header", 0, record.HeaderSize - 1, 0},
+	} {
+		mem := engine.Chunk{Buf: log[tc.from : tc.from+tc.len], Len: int64(tc.len)}
+		file := engine.Chunk{File: f, Pos: int64(at + tc.from), Len: int64(tc.len)}
+		if got := chunkRecords(mem, &hdr); got != tc.want {
+			t.Errorf("%s in memory: %d records, want %d", tc.name, got, tc.want)
+		}
+		if got := chunkRecords(file, &hdr); got != tc.want {
+			t.Errorf("%s in a file: %d records, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+// Counting a Fetch response's records allocates nothing: memory and file
+// chunks, topics by name (v12) and by id (v13+); and counts them all.
+func TestMeterRecordsOutAllocatesNothing(t *testing.T) {
+	addr, _, s := startMeteredBroker(t)
+	ctx := testCtx(t)
+	if _, err := newAdmin(t, addr).CreateTopic(ctx, 1, 1, nil, "counted"); err != nil {
+		t.Fatal(err)
+	}
+	topic := s.eng.Topic("counted")
+	if topic == nil {
+		t.Fatal("topic not created")
+	}
+	batches := append(prodBatch(t, 3, record.CodecNone, "a"), prodBatch(t, 4, record.CodecNone, "b")...)
+	path := filepath.Join(t.TempDir(), "seg")
+	if err := os.WriteFile(path, batches, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	chunks := []engine.Chunk{{Buf: batches, Len: int64(len(batches))}, {File: f, Len: int64(len(batches))}}
+	bodies := []fetchBody{
+		{version: 12, topics: []fetchTopic{{name: "counted", partitions: []fetchPartition{{chunks: chunks}}}}},
+		{version: 16, topics: []fetchTopic{{id: topic.ID(), partitions: []fetchPartition{{chunks: chunks}}}}},
+	}
+	s.meterRecordsOut(&bodies[0], true) // the topic's counters exist from here on
+	allocs := testing.AllocsPerRun(50, func() {
+		for i := range bodies {
+			s.meterRecordsOut(&bodies[i], true)
+		}
+		s.meterRecordsOut(&bodies[0], false) // a follower's: not counted
+	})
+	// The race detector's build moves the header buffer to the heap
+	// (race_on_test.go): the bound holds in plain builds.
+	if allocs != 0 && !raceDetector {
+		t.Fatalf("%v allocations per Fetch response counted", allocs)
+	}
+	// 1 + 51*2 responses of 14 records each (AllocsPerRun runs once more).
+	want := float64(14 * (1 + 51*2))
+	fams, err := s.cfg.Metrics.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f2 := metricstest.Families{}
+	for _, fam := range fams {
+		f2[fam.GetName()] = fam
+	}
+	if got := f2.Counter(metrics.TopicRecordsOut, "topic", "counted"); got != want {
+		t.Fatalf("records out %v, want %v", got, want)
+	}
+}
+
+// A real franz-go consume of batches of several records each: the records
+// and bytes out scraped from /metrics are what the consumer read, served
+// from the tail cache (memory chunks) and from the segment files (file
+// chunks, the tail cache off).
+func TestMetricsRecordsOutAgreeWithConsumer(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		tailBytes int64
+	}{{"tail cache", 64 << 20}, {"segment files", -1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			addr, url, _ := startMeteredBroker(t, func(_ *Config, o *engine.Options) { o.TailCacheBytes = tc.tailBytes })
+			ctx := testCtx(t)
+			if _, err := newAdmin(t, addr).CreateTopic(ctx, 3, 1, nil, "out"); err != nil {
+				t.Fatal(err)
+			}
+			counts := newClientCounts()
+			// The consumer waits at the head first (its first Fetch seen by
+			// the broker): the tail cache keeps a partition's new batches
+			// while a consumer reads there.
+			cons := newClient(t, addr, kgo.WithHooks(counts), kgo.ConsumeTopics("out"),
+				kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxPartitionBytes(3000),
+				kgo.FetchMaxWait(100*time.Millisecond))
+			const n = 600
+			polled := make(chan error, 1)
+			var got int
+			go func() {
+				for polls := 0; got < n; polls++ {
+					if polls > 10*n {
+						polled <- fmt.Errorf("%d polls, %d of %d records", polls, got, n)
+						return
+					}
+					fs := cons.PollFetches(ctx)
+					if err := fs.Err0(); err != nil {
+						polled <- err
+						return
+					}
+					got += fs.NumRecords()
+				}
+				polled <- nil
+			}()
+			for i := 0; scrapeMetrics(t, url).Find(metrics.RequestsTotal, "request", "Fetch") == nil; i++ {
+				if i == 3000 {
+					t.Fatal("the consumer sent no Fetch")
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			prod := newClient(t, addr, kgo.WithHooks(counts), kgo.DefaultProduceTopic("out"),
+				kgo.ProducerBatchMaxBytes(1500), kgo.ProducerLinger(0))
+			rs := make([]*kgo.Record, n)
+			for i := range rs {
+				rs[i] = &kgo.Record{Key: []byte(strconv.Itoa(i % 5)), Value: []byte(strings.Repeat("v", 20+i%40))}
+			}
+			if err := prod.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-polled; err != nil {
+				t.Fatal(err)
+			}
+			cons.Close() // no fetch after the records counted
+			after := scrapeMetrics(t, url)
+			counts.mu.Lock()
+			recordsIn, recordsOut, bytesOut := counts.recordsIn["out"], counts.recordsOut["out"], counts.bytesOut["out"]
+			counts.mu.Unlock()
+			if recordsIn != n || recordsOut != n || got != n {
+				t.Fatalf("client: produced %d, read %d in batches, polled %d; want %d each", recordsIn, recordsOut, got, n)
+			}
+			if got := after.Counter(metrics.TopicRecordsOut, "topic", "out"); got != float64(recordsOut) {
+				t.Errorf("records out %v, the consumer read %d", got, recordsOut)
+			}
+			if got := after.Counter(metrics.TopicBytesOut, "topic", "out"); got != float64(bytesOut) {
+				t.Errorf("bytes out %v, the consumer read %d", got, bytesOut)
+			}
+			hits := after.Counter(metrics.TailCacheHits)
+			if tc.tailBytes > 0 && hits == 0 {
+				t.Errorf("tail cache on but no hits: the memory chunks were not exercised")
+			}
+			if tc.tailBytes < 0 && hits != 0 {
+				t.Errorf("tail cache off but %v hits", hits)
+			}
+		})
+	}
+}
