@@ -327,9 +327,13 @@
 // The whole-engine crash tests run the engine wholly over a vfs.MemFS
 // (Options.fs, no file layer) and lose its power (dropping unsynced
 // writes, keeping a seeded part of them in order or not, tearing the
-// last): crash_test.go's rounds of appends, journaled appends and
-// transactions check acknowledged records, indexes, checkpoints, producer
-// state and aborted transactions after the restart; compact_crash_test.go
+// last): crash_test.go's rounds of appends and journaled appends check
+// acknowledged records, indexes and checkpoints after the restart;
+// txn_crash_test.go's rounds of idempotent and transactional appends,
+// markers, DeleteRecords and checkpoints check the recovered log against
+// what was appended, every offset and time index entry, lookups by offset
+// and timestamp, the log start, producer state (a retry is a duplicate)
+// and the aborted transactions; compact_crash_test.go
 // cuts the cleaner mid-clean and mid-swap on a compacted topic and checks
 // every key's latest acknowledged value and the offsets;
 // metadata_crash_test.go cuts after topic, partition and damaged-mark
@@ -340,7 +344,9 @@
 //
 // The recovery point of a log is its durable offset, written to
 // recovery-point-offset-checkpoint by the flush coordinator at most every
-// five seconds and by Close. Open trusts every segment that lies wholly below the recovery
+// second and by Close, but held at the end of a segment sealed since the
+// last flush until that flush syncs its index files (Log.recoveryPoint).
+// Open trusts every segment that lies wholly below the recovery
 // point (its indexes are checked and rebuilt only if the check fails) and
 // walks the rest with segment.Verify, which checks every CRC. Recovery
 // therefore reads the segment holding the recovery point and what follows
