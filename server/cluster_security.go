@@ -141,6 +141,12 @@ func (s *Server) seedSecurity() bool {
 	}
 	s.log.Info("cluster: security metadata", "seed", r.Message, "acls", len(cmd.ACLs), "credentials", len(cmd.Scram),
 		"quotas", len(cmd.Quotas), "offset", r.Offset)
+	// The seed (this one or an earlier one) is applied here before any
+	// of it replaces a store (applySecurity also skips unseeded kinds).
+	if err := s.cluster.ctl.WaitApplied(ctx, r.Offset); err != nil {
+		s.log.Warn("cluster: waiting for the security seed", "err", err)
+		return false
+	}
 	return true
 }
 
@@ -150,19 +156,22 @@ func (s *Server) seedSecurity() bool {
 func (s *Server) applySecurity(applied int64) (ok bool, secOff int64) {
 	var (
 		off    int64
+		seeded uint8
 		acls   []controller.ACL
 		creds  []controller.ScramCredential
 		quotas []controller.ClientQuota
 	)
 	s.cluster.ctl.Read(func(st *controller.State) {
-		off, secOff = st.Offset(), st.SecurityOffset()
+		off, secOff, seeded = st.Offset(), st.SecurityOffset(), st.SecuritySeeded()
 		if secOff != applied {
 			acls, creds, quotas = st.ACLs(), st.ScramCredentials(), st.ClientQuotas()
 		}
 	})
 	ok = true
 	if secOff != applied {
-		if a := s.cfg.Authorizer; a != nil {
+		// A kind the metadata has not taken over yet (not seeded: this
+		// node's controller has not applied the seed) keeps the local state.
+		if a := s.cfg.Authorizer; a != nil && seeded&controller.SecurityACLs != 0 {
 			bs := make([]auth.Binding, 0, len(acls))
 			for _, x := range acls {
 				if b := bindingOf(x); b.Validate() == nil {
@@ -174,7 +183,7 @@ func (s *Server) applySecurity(applied int64) (ok bool, secOff int64) {
 				ok = false
 			}
 		}
-		if st := s.cfg.Scram; st != nil {
+		if st := s.cfg.Scram; st != nil && seeded&controller.SecurityScram != 0 {
 			have := map[[2]string]bool{}
 			for _, u := range st.Users() {
 				for _, m := range st.Mechanisms(u) {
@@ -196,7 +205,7 @@ func (s *Server) applySecurity(applied int64) (ok bool, secOff int64) {
 				ok = false
 			}
 		}
-		if q := s.cfg.Quotas; q != nil {
+		if q := s.cfg.Quotas; q != nil && seeded&controller.SecurityQuotas != 0 {
 			limits := make(map[auth.QuotaEntity]map[string]float64, len(quotas))
 			for _, cq := range quotas {
 				vs := map[string]float64{}
@@ -280,6 +289,11 @@ func quotaEntityOf(e controller.QuotaEntity) auth.QuotaEntity {
 // proposeSecurity proposes cmd and waits until this broker has applied
 // it; a refusal is the controller's Kafka error.
 func (s *Server) proposeSecurity(ctx context.Context, cmd controller.Command) (controller.Result, error) {
+	// Not before this broker's seed: a change would mark its kind seeded
+	// and the broker's local state of that kind would never be seeded.
+	if err := s.waitSecurity(ctx, 1); err != nil {
+		return controller.Result{}, newAPIError(kerr.RequestTimedOut, "this broker has not caught up with the security metadata: %v", err)
+	}
 	r, err := s.cluster.ctl.Propose(ctx, cmd)
 	if err != nil {
 		return r, proposeErr(err)
