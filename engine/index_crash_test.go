@@ -2,7 +2,10 @@ package engine
 
 import (
 	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stratalog/strata/internal/vfs"
 )
@@ -108,5 +111,58 @@ func TestCrashLostTimeIndexTailWalksTheSegment(t *testing.T) {
 	}
 	if off, ts := l2.MaxTimestamp(); off != n-1 || ts != 1000+n-1 {
 		t.Errorf("MaxTimestamp = (%d, %d), want (%d, %d)", off, ts, n-1, 1000+n-1)
+	}
+}
+
+// TestRecoveryPointStopsAtUnsyncedSealedSegment: with the journal, an
+// append is durable once its group commit is, so the durable offset
+// passes the end of a segment sealed by a roll while the flush that
+// syncs its index files is still to come; the recovery point stays at
+// that segment's end until the flush is done.
+func TestRecoveryPointStopsAtUnsyncedSealedSegment(t *testing.T) {
+	defer func(v int64) { journalMinBytes = v }(journalMinBytes)
+	journalMinBytes = journalFiles * (16 << 10)
+	dir := "/data"
+	mfs := newDataFS(t, dir)
+	var blocking atomic.Bool
+	release := make(chan struct{})
+	e := openEngine(t, dir, func(o *Options) {
+		o.fs, o.JournalBytes, o.journalFS = mfs, journalMinBytes, mfs
+		o.syncHook = func(path string) error {
+			if blocking.Load() && (strings.HasSuffix(path, indexSuffix) || strings.HasSuffix(path, timeIndexSuffix)) {
+				<-release
+			}
+			return nil
+		}
+	})
+	defer e.Close()
+	l := mustTopic(t, e, "rp", 1, map[string]string{"index.interval.bytes": "1"}).Partition(0)
+	for i := range 3 {
+		mustAppend(t, l, batchOf(t, 1, 10, 1000+int64(i), i))
+	}
+	durable(t, l)
+	blocking.Store(true)
+	l.mu.Lock()
+	err := l.roll() // segment 0 sealed at 3; its index syncs wait for release
+	l.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		mustAppend(t, l, batchOf(t, 1, 10, 1003+int64(i), 3+i))
+	}
+	durable(t, l)
+	if d, rp := l.durable.Load(), l.recoveryPoint(); d != 6 || rp != 3 {
+		t.Errorf("durable offset %d, recovery point %d; want 6 and 3 (segment 0's indexes not synced)", d, rp)
+	}
+	blocking.Store(false)
+	close(release)
+	durable(t, l)
+	for i := 0; l.recoveryPoint() != 6; i++ { // the flush syncing segment 0's indexes finishes
+		if i > 30000 {
+			t.Fatalf("recovery point stuck at %d", l.recoveryPoint())
+		}
+		e.kickFlusher()
+		time.Sleep(time.Millisecond)
 	}
 }
