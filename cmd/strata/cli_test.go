@@ -116,8 +116,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"groups", "describe", "g", "--format", "xml"}, `strata groups describe: invalid value "xml" for flag -format: want text or json`, "strata groups describe"},
 		{[]string{"produce"}, "strata produce: name one topic, got []", "strata produce TOPIC"},
 		{[]string{"cluster"}, "strata cluster: missing verb", "strata cluster VERB"},
-		{[]string{"completion"}, "strata completion: name one shell (bash or zsh), got []", "strata completion bash|zsh"},
-		{[]string{"completion", "fish"}, `strata completion: shell "fish": want bash or zsh`, "strata completion"},
+		{[]string{"completion"}, "strata completion: name one shell (bash, zsh or fish), got []", "strata completion bash|zsh|fish"},
+		{[]string{"completion", "tcsh"}, `strata completion: shell "tcsh": want bash, zsh or fish`, "strata completion"},
 		{[]string{"cluster", "describe", "x"}, `strata cluster describe: unexpected arguments ["x"]`, "strata cluster describe"},
 		{[]string{"cluster", "alter-config"}, "strata cluster alter-config: alter-config needs --set key=value or --delete key", "strata cluster alter-config"},
 		{[]string{"cluster", "describe-config", "--broker", "-2"}, "strata cluster describe-config: --broker -2: want a broker id or -1", "strata cluster describe-config"},
@@ -509,7 +509,7 @@ consume -e b|bin
 groups describe |bg
 groups reset-offsets g --topic |bin
 serve --data|--data-dir
-completion |bash zsh
+completion |bash zsh fish
 cluster describe-c|describe-config
 `
 	if err != nil || string(got) != want {

@@ -23,7 +23,7 @@ Usage:
   strata loadgen (--brokers host:port,... | --spawn N) [--rate R] [--duration D] [--json F] [--report F.html] ...
   strata plan [--preset reference] [--rate N --peak-rate N ...] [--calibrate result.json] [--json FILE]
   strata version
-  strata completion bash|zsh
+  strata completion bash|zsh|fish
 
 The client commands (topics, groups, cluster, acls, produce, consume) take their brokers from --brokers, else
 $STRATA_BROKERS, else 127.0.0.1:9092.
