@@ -167,7 +167,12 @@ func (t *Topic) Consume(partition int32, from int64, maxRecords int) ([]Record, 
 		}
 		c := res.Chunks[0]
 		buf := make([]byte, c.Len)
-		_, rerr := c.File.ReadAt(buf, c.Pos)
+		var rerr error
+		if c.File != nil {
+			_, rerr = c.File.ReadAt(buf, c.Pos)
+		} else { // a segment on another file system (Options.fs): no *os.File
+			_, rerr = res.seg.seg.ReadAt(buf, c.Pos)
+		}
 		res.Release()
 		if rerr != nil {
 			return out, fmt.Errorf("engine: reading %s: %w", l, rerr)
