@@ -23,8 +23,9 @@ import (
 // transaction indexes alike) taking plain batches, idempotent batches of
 // producer 1, transactional batches of producers 2 and 3 with their commit
 // and abort markers, DeleteRecords up to the last stable offset (the log
-// start moves; its checkpoint is written) and recovery-point checkpoints
-// (the flush coordinator's: indexes written back, then the checkpoint).
+// start moves; its checkpoint is written), recovery-point checkpoints
+// (the flush coordinator's: indexes written back, then the checkpoint)
+// and group offsets (Engine.Commit, to a compacted __consumer_offsets).
 // Segments are small, so rolls write producer snapshots, seal and sync
 // indexes; abort markers write transaction indexes. Every record carries
 // its own timestamp, increasing through the log (markers take the
@@ -43,7 +44,8 @@ import (
 //     contiguous, every CRC holds, the end passes every acknowledged batch
 //     and the HW is the end;
 //   - the log start is at least the last acknowledged DeleteRecords and at
-//     most the largest one tried;
+//     most the largest one tried, the committed offset (Engine.Committed)
+//     at least the last acknowledged Commit and at most the largest tried;
 //   - every offset index entry points at the start of a batch of its
 //     segment whose last offset is the entry's; every time index entry
 //     points into a batch of its segment with no earlier batch reaching
@@ -59,7 +61,8 @@ import (
 //   - each producer goes on: the idempotent one with its next sequence,
 //     an open transaction is aborted and the LSO reaches the HW;
 //   - after a clean close and reopen the indexes still match the log and
-//     the aborted transactions and producers are unchanged.
+//     the aborted transactions, producers and committed offset are
+//     unchanged.
 func TestCrashKeepsTransactionState(t *testing.T) {
 	seeds := stratatest.CrashSeeds(t)
 	if testing.Short() {
@@ -74,11 +77,11 @@ func TestCrashKeepsTransactionState(t *testing.T) {
 		}
 	}
 	t.Logf("%d rounds (%d with a fault, %d cut mid-sequence): %d acknowledged batches checked; "+
-		"%d DeleteRecords and %d checkpoints acknowledged, %d restarts with the log start moved past a segment; "+
+		"%d DeleteRecords, %d checkpoints and %d group commits acknowledged, %d restarts with the log start moved past a segment; "+
 		"after the crash the MemFS held %d snapshots, %d transaction-index entries, %d offset and %d time index entries; "+
 		"after the restart %d offset and %d time index entries checked, %d aborted transactions and %d open ones recovered, "+
 		"%d retries answered as duplicates; %d producers whose batches were all deleted known only by a retained marker",
-		seeds, st.faulted, st.cut, st.acked, st.deletes, st.checkpoints, st.startMoved,
+		seeds, st.faulted, st.cut, st.acked, st.deletes, st.checkpoints, st.commits, st.startMoved,
 		st.snapshots, st.txnEntries, st.indexEntries, st.timeEntries,
 		st.offChecked, st.timChecked, st.aborted, st.open, st.duplicates, st.markerOnly)
 	for _, c := range []struct {
@@ -89,7 +92,7 @@ func TestCrashKeepsTransactionState(t *testing.T) {
 		{"offset index entries", st.indexEntries}, {"time index entries", st.timeEntries},
 		{"aborted transactions", int64(st.aborted)}, {"open transactions", int64(st.open)}, {"cut rounds", int64(st.cut)},
 		{"acknowledged DeleteRecords", int64(st.deletes)}, {"restarts past a deleted segment", int64(st.startMoved)},
-		{"checkpoints", int64(st.checkpoints)}, {"duplicates", int64(st.duplicates)},
+		{"checkpoints", int64(st.checkpoints)}, {"duplicates", int64(st.duplicates)}, {"group commits", int64(st.commits)},
 		{"offset entries checked", int64(st.offChecked)}, {"time entries checked", int64(st.timChecked)},
 	} {
 		if c.n == 0 {
@@ -100,6 +103,7 @@ func TestCrashKeepsTransactionState(t *testing.T) {
 
 type txnCrashStats struct {
 	cut, acked, faulted, deletes, checkpoints, startMoved int
+	commits                                               int
 	snapshots, txnEntries, indexEntries, timeEntries      int64
 	aborted, open, duplicates, offChecked, timChecked     int
 	markerOnly                                            int
@@ -155,9 +159,10 @@ func tsBatch(t testing.TB, pid int64, seq int32, n, valueLen int, firstTs int64,
 
 // txnRoundState is what a round's appends left to check.
 type txnRoundState struct {
-	sent                   []txnSent
-	ackedEnd               int64 // every offset below it was acknowledged
-	ackedStart, triedStart int64 // DeleteRecords: last acknowledged, largest tried
+	sent                     []txnSent
+	ackedEnd                 int64 // every offset below it was acknowledged
+	ackedStart, triedStart   int64 // DeleteRecords: last acknowledged, largest tried
+	ackedCommit, triedCommit int64 // group offsets: last acknowledged, largest tried (-1: none)
 }
 
 func txnCrashRound(t *testing.T, dir string, seed uint64, st *txnCrashStats) {
@@ -175,6 +180,10 @@ func txnCrashRound(t *testing.T, dir string, seed uint64, st *txnCrashStats) {
 		"preallocate":          "false",
 	}
 	l := mustTopic(t, e, "txc", 1, cfg).Partition(0)
+	// Group offsets (Engine.Commit) go to a one-partition __consumer_offsets.
+	offCfg := maps.Clone(cfg)
+	offCfg["cleanup.policy"] = "compact"
+	mustTopic(t, e, OffsetsTopic, 1, offCfg)
 	if rng.IntN(4) == 0 {
 		// A failed write, sync, rename... of a file behind the seam: the
 		// engine reports it or goes offline, never acknowledges what it
@@ -218,6 +227,10 @@ func txnCrashRound(t *testing.T, dir string, seed uint64, st *txnCrashStats) {
 		}
 	}
 	checkIndexes(t, seed, l2, got, st)
+	committed, err := e2.Committed("g", "txc", 0)
+	if err != nil || committed < rs.ackedCommit || committed > rs.triedCommit {
+		t.Errorf("seed %d: committed offset %d (%v); commits acknowledged to %d, tried to %d", seed, committed, err, rs.ackedCommit, rs.triedCommit)
+	}
 	checkLookups(t, seed, l2, logSent)
 	m := modelTxns(logSent, first)
 	checkTxnState(t, seed, l2, m, first, st)
@@ -257,13 +270,16 @@ func txnCrashRound(t *testing.T, dir string, seed uint64, st *txnCrashStats) {
 	if p := l3.Producers(); !slices.Equal(p, producers) {
 		t.Errorf("seed %d: reopened with producers %+v, closed with %+v", seed, p, producers)
 	}
+	if c, err := e3.Committed("g", "txc", 0); c != committed || err != nil {
+		t.Errorf("seed %d: reopened with committed offset %d (%v), closed with %d", seed, c, err, committed)
+	}
 }
 
 // txnAppendRound appends up to 80 batches, markers, DeleteRecords and
 // checkpoints to l until the MemFS loses its power or the engine goes
 // offline, and returns what it sent.
 func txnAppendRound(t *testing.T, rng *rand.Rand, seed uint64, e *Engine, l *Log, mfs *vfs.MemFS, st *txnCrashStats) txnRoundState {
-	var rs txnRoundState
+	rs := txnRoundState{ackedCommit: -1, triedCommit: -1}
 	prods := map[int64]*txnProducer{1: {}, 2: {isTxn: true}, 3: {isTxn: true}}
 	ts := int64(txnCrashFirstTs)
 	for range 80 {
@@ -277,7 +293,14 @@ func txnAppendRound(t *testing.T, rng *rand.Rand, seed uint64, e *Engine, l *Log
 		var info AppendInfo
 		var err error
 		prev := l.LogEndOffset()
-		switch k := rng.IntN(12); {
+		switch k := rng.IntN(13); {
+		case k == 12:
+			off := l.LogEndOffset()
+			rs.triedCommit = max(rs.triedCommit, off)
+			if err = e.Commit("g", "txc", 0, off); err == nil {
+				rs.ackedCommit = max(rs.ackedCommit, off)
+				st.commits++
+			}
 		case k == 10:
 			var acked bool
 			acked, err = txnDeleteRecords(rng, l, &rs)
