@@ -332,8 +332,9 @@
 // txn_crash_test.go's rounds of idempotent and transactional appends,
 // markers, DeleteRecords and checkpoints check the recovered log against
 // what was appended, every offset and time index entry, lookups by offset
-// and timestamp, the log start, producer state (a retry is a duplicate)
-// and the aborted transactions; compact_crash_test.go
+// and timestamp, the log start, the committed group offset, producer
+// state (a retry is a duplicate) and the aborted transactions;
+// compact_crash_test.go
 // cuts the cleaner mid-clean and mid-swap on a compacted topic and checks
 // every key's latest acknowledged value and the offsets;
 // metadata_crash_test.go cuts after topic, partition and damaged-mark
