@@ -17,18 +17,44 @@ import (
 )
 
 // chunkRecords adds up the record counts of a chunk's whole batches, in
-// memory and in a file at an offset, and stops at a batch the chunk cuts.
+// memory and in a file at an offset, and stops at a batch the chunk cuts:
+// small batches that share the 4 KiB header window, batches larger than
+// it, and the two mixed, over chunks starting and ending at every kind of
+// batch boundary.
 func TestChunkRecords(t *testing.T) {
 	var log []byte
-	sizes := []int{1, 5, 17}
-	var ends []int
-	for i, n := range sizes {
-		codec := record.CodecNone
-		if i == 1 {
-			codec = record.CodecSnappy
-		}
-		log = append(log, prodBatch(t, n, codec, "r"+strconv.Itoa(i))...)
+	var ends, counts []int // per batch: its end in log, its records
+	add := func(batch []byte, n int) {
+		log = append(log, batch...)
 		ends = append(ends, len(log))
+		counts = append(counts, n)
+	}
+	big := func(n, valueBytes int) []byte {
+		var b record.Builder
+		b.Reset(record.CodecNone, 1_700_000_000_000)
+		for range n {
+			b.Add(1_700_000_000_000, nil, make([]byte, valueBytes), nil)
+		}
+		batch, err := b.AppendTo(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return batch
+	}
+	add(prodBatch(t, 1, record.CodecNone, "a"), 1)
+	add(prodBatch(t, 5, record.CodecSnappy, "b"), 5)
+	add(prodBatch(t, 17, record.CodecNone, "c"), 17)
+	for i := range 150 { // about 11 KiB of small batches: several windows
+		add(prodBatch(t, 1+i%3, record.CodecNone, "s"+strconv.Itoa(i)), 1+i%3)
+	}
+	add(big(2, 6000), 2) // larger than the window
+	add(big(1, 5000), 1)
+	for i := range 10 {
+		add(prodBatch(t, 2, record.CodecNone, "t"+strconv.Itoa(i)), 2)
+	}
+	add(big(3, 3000), 3)
+	if len(log) < 4*headerWindow {
+		t.Fatalf("the log is only %d bytes", len(log))
 	}
 	path := filepath.Join(t.TempDir(), "seg")
 	const at = 100
@@ -40,27 +66,79 @@ func TestChunkRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var hdr [record.HeaderSize]byte
-	for _, tc := range []struct {
+	start := func(i int) int { // where batch i starts
+		if i == 0 {
+			return 0
+		}
+		return ends[i-1]
+	}
+	sum := func(i, j int) int64 { // records of batches [i, j)
+		var n int64
+		for _, c := range counts[i:j] {
+			n += int64(c)
+		}
+		return n
+	}
+	last := len(counts)
+	type span struct {
 		name      string
 		from, len int
 		want      int64
-	}{
-		{"all", 0, len(log), 23},
+	}
+	spans := []span{
+		{"all", 0, len(log), sum(0, last)},
 		{"first two", 0, ends[1], 6},
-		{"last two", ends[0], len(log) - ends[0], 22},
-		{"the last one cut", 0, len(log) - 1, 6},
+		{"the last one cut", 0, len(log) - 1, sum(0, last-1)},
 		{"less than a header", 0, record.HeaderSize - 1, 0},
-	} {
+		{"a big batch's header only", start(153), record.HeaderSize, 0},
+	}
+	for i := 0; i < last; i += 7 { // from every 7th batch to every 5th after it
+		for j := i + 1; j <= last; j += 5 {
+			spans = append(spans, span{"batches " + strconv.Itoa(i) + "-" + strconv.Itoa(j), start(i), ends[j-1] - start(i), sum(i, j)})
+		}
+	}
+	var buf [headerWindow]byte
+	// The whole log's headers take a few reads, not one per batch: a
+	// window per 4 KiB of small batches, one per big batch (the read
+	// syscalls of the process, /proc/self/io's syscr).
+	before := readSyscalls(t)
+	if got := chunkRecords(engine.Chunk{File: f, Pos: at, Len: int64(len(log))}, &buf); got != sum(0, last) {
+		t.Fatalf("the whole log in a file: %d records, want %d", got, sum(0, last))
+	}
+	if reads := readSyscalls(t) - before; reads > int64(last)/4 {
+		t.Errorf("%d reads for the headers of %d batches in %d bytes", reads, last, len(log))
+	}
+	for _, tc := range spans {
 		mem := engine.Chunk{Buf: log[tc.from : tc.from+tc.len], Len: int64(tc.len)}
 		file := engine.Chunk{File: f, Pos: int64(at + tc.from), Len: int64(tc.len)}
-		if got := chunkRecords(mem, &hdr); got != tc.want {
+		if got := chunkRecords(mem, &buf); got != tc.want {
 			t.Errorf("%s in memory: %d records, want %d", tc.name, got, tc.want)
 		}
-		if got := chunkRecords(file, &hdr); got != tc.want {
+		if got := chunkRecords(file, &buf); got != tc.want {
 			t.Errorf("%s in a file: %d records, want %d", tc.name, got, tc.want)
 		}
 	}
+}
+
+// readSyscalls is the number of read system calls (read, pread) this
+// process made (/proc/self/io).
+func readSyscalls(t *testing.T) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "syscr: "); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no syscr in /proc/self/io:\n%s", b)
+	return 0
 }
 
 // Counting a Fetch response's records allocates nothing: memory and file
