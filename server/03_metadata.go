@@ -245,7 +245,7 @@ func (s *Server) clusterMetadata(rc *reqCtx) {
 			}
 			name := *rt.Topic
 			seen[name] = true
-			if v.topics[name] == nil && validTopicName(name) == nil && !(internalTopics[name] && s.eng.Topic(name) != nil) &&
+			if v.Topics[name] == nil && validTopicName(name) == nil && !(internalTopics[name] && s.eng.Topic(name) != nil) &&
 				!md.deniedNamed(name, true) { // authz.go: Describe and Create
 				create = append(create, name)
 			}
@@ -295,14 +295,14 @@ func (s *Server) clusterMetadata(rc *reqCtx) {
 func (s *Server) clusterMetadataResponse(req *kmsg.MetadataRequest, md *metadataBuilder, all bool, failed map[string]int16) *kmsg.MetadataResponse {
 	v := s.cluster.view.Load()
 	resp := kmsg.NewPtrMetadataResponse()
-	for _, b := range v.brokers {
-		if b.fenced {
+	for _, b := range v.Brokers {
+		if b.Fenced {
 			continue
 		}
 		mb := kmsg.NewMetadataResponseBroker()
-		mb.NodeID, mb.Host, mb.Port = b.id, b.host, b.port
-		if b.rack != "" {
-			mb.Rack = kmsg.StringPtr(b.rack)
+		mb.NodeID, mb.Host, mb.Port = b.ID, b.Host, b.Port
+		if b.Rack != "" {
+			mb.Rack = kmsg.StringPtr(b.Rack)
 		}
 		resp.Brokers = append(resp.Brokers, mb)
 	}
@@ -315,19 +315,19 @@ func (s *Server) clusterMetadataResponse(req *kmsg.MetadataRequest, md *metadata
 		}
 	}
 	if all {
-		names := make([]string, 0, len(v.topics))
-		for n := range v.topics {
+		names := make([]string, 0, len(v.Topics))
+		for n := range v.Topics {
 			names = append(names, n)
 		}
 		sort.Strings(names)
 		resp.Topics = make([]kmsg.MetadataResponseTopic, 0, len(names))
 		for _, n := range names {
 			if md.describable(n) { // authz.go: unauthorized topics are left out
-				resp.Topics = append(resp.Topics, md.clusterTopic(v.topics[n]))
+				resp.Topics = append(resp.Topics, md.clusterTopic(v.Topics[n]))
 			}
 		}
 		for _, t := range s.eng.Topics() {
-			if v.topics[t.Name()] == nil && strings.HasPrefix(t.Name(), "__") && md.describable(t.Name()) {
+			if v.Topics[t.Name()] == nil && strings.HasPrefix(t.Name(), "__") && md.describable(t.Name()) {
 				resp.Topics = append(resp.Topics, md.topic(t))
 			}
 		}
@@ -343,8 +343,8 @@ func (s *Server) clusterMetadataResponse(req *kmsg.MetadataRequest, md *metadata
 				continue
 			}
 			seenIDs[rt.TopicID] = struct{}{}
-			if vt := v.byID[rt.TopicID]; vt != nil {
-				if !md.describable(vt.name) {
+			if vt := v.ByID[rt.TopicID]; vt != nil {
+				if !md.describable(vt.Name) {
 					resp.Topics = append(resp.Topics, topicAuthFailed(nil, rt.TopicID))
 					continue
 				}
@@ -363,11 +363,11 @@ func (s *Server) clusterMetadataResponse(req *kmsg.MetadataRequest, md *metadata
 		}
 		seenNames[name] = struct{}{}
 		autoCreate := md.s.cfg.AutoCreateTopics && (req.Version < 4 || req.AllowAutoTopicCreation)
-		if md.deniedNamed(name, autoCreate && v.topics[name] == nil && s.eng.Topic(name) == nil) { // authz.go
+		if md.deniedNamed(name, autoCreate && v.Topics[name] == nil && s.eng.Topic(name) == nil) { // authz.go
 			resp.Topics = append(resp.Topics, topicAuthFailed(&name, [16]byte{}))
 			continue
 		}
-		if vt := v.topics[name]; vt != nil && failed[name] != kerr.LeaderNotAvailable.Code {
+		if vt := v.Topics[name]; vt != nil && failed[name] != kerr.LeaderNotAvailable.Code {
 			resp.Topics = append(resp.Topics, md.clusterTopic(vt))
 			continue
 		}
@@ -395,7 +395,7 @@ func (s *Server) clusterMetadataResponse(req *kmsg.MetadataRequest, md *metadata
 // broker forwards controller requests to the quorum leader).
 func (s *Server) metadataControllerID(v *clusterView) int32 {
 	if id := s.controllerID(); id >= 0 {
-		if b, ok := v.broker(id); ok && !b.fenced {
+		if b, ok := v.Broker(id); ok && !b.Fenced {
 			return id
 		}
 	}
@@ -405,27 +405,27 @@ func (s *Server) metadataControllerID(v *clusterView) int32 {
 // clusterTopic describes a topic of the controller's view.
 func (md *metadataBuilder) clusterTopic(vt *viewTopic) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
-	mt.Topic = kmsg.StringPtr(vt.name)
-	mt.TopicID = vt.id
-	mt.IsInternal = internalTopics[vt.name]
-	mt.AuthorizedOperations = md.opsFor(vt.name) // authz.go
+	mt.Topic = kmsg.StringPtr(vt.Name)
+	mt.TopicID = vt.ID
+	mt.IsInternal = internalTopics[vt.Name]
+	mt.AuthorizedOperations = md.opsFor(vt.Name) // authz.go
 	withEpochs := md.s.cluster.repl != nil
-	mt.Partitions = make([]kmsg.MetadataResponseTopicPartition, len(vt.parts))
-	for i := range vt.parts {
-		vp := &vt.parts[i]
+	mt.Partitions = make([]kmsg.MetadataResponseTopicPartition, len(vt.Parts))
+	for i := range vt.Parts {
+		vp := &vt.Parts[i]
 		mp := &mt.Partitions[i]
 		mp.Default()
 		mp.Partition = int32(i)
-		mp.Replicas, mp.ISR, mp.OfflineReplicas = vp.replicas, vp.isr, vp.offline
-		mp.Leader = vp.leader
+		mp.Replicas, mp.ISR, mp.OfflineReplicas = vp.Replicas, vp.ISR, vp.Offline
+		mp.Leader = vp.Leader
 		// Without a replica manager the logs do not carry the controller's
 		// leader epochs, so none is advertised (clients then skip the
 		// epoch checks rather than fail them).
 		mp.LeaderEpoch = -1
 		if withEpochs {
-			mp.LeaderEpoch = vp.leaderEpoch
+			mp.LeaderEpoch = vp.LeaderEpoch
 		}
-		if vp.leader < 0 || md.offline {
+		if vp.Leader < 0 || md.offline {
 			mp.ErrorCode = kerr.LeaderNotAvailable.Code
 			mp.Leader = -1
 		}

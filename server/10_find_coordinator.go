@@ -56,7 +56,7 @@ func handleFindCoordinator(s *Server, rc *reqCtx) {
 				c.ErrorCode, c.ErrorMessage = code, kmsg.StringPtr("the group coordinator is not available yet")
 				continue
 			}
-			c.NodeID, c.Host, c.Port = b.id, b.host, b.port
+			c.NodeID, c.Host, c.Port = b.ID, b.Host, b.Port
 		}
 		if req.CoordinatorType == coordinatorKeyTransaction && s.clustered() {
 			b, code := s.txnCoordinatorNode(k) // txn_coord.go
@@ -65,7 +65,7 @@ func handleFindCoordinator(s *Server, rc *reqCtx) {
 				c.ErrorCode, c.ErrorMessage = code, kmsg.StringPtr("the transaction coordinator is not available yet")
 				continue
 			}
-			c.NodeID, c.Host, c.Port = b.id, b.host, b.port
+			c.NodeID, c.Host, c.Port = b.ID, b.Host, b.Port
 		}
 	}
 	if req.Version < 4 {

@@ -320,7 +320,7 @@ func (s *Server) clusterCreateTopicQuota(ctx context.Context, rt *kmsg.CreateTop
 		return 0, newAPIError(kerr.InvalidTopicException, "%v", err)
 	}
 	v := s.cluster.view.Load()
-	if v.topics[rt.Topic] != nil {
+	if v.Topics[rt.Topic] != nil {
 		return 0, newAPIError(kerr.TopicAlreadyExists, "topic %q already exists", rt.Topic)
 	}
 	partitions, replication, assignment, err := s.clusterLayout(v, rt)
@@ -424,7 +424,7 @@ func (s *Server) clusterLayout(v *clusterView, rt *kmsg.CreateTopicsRequestTopic
 	if replication <= 0 {
 		return 0, 0, nil, newAPIError(kerr.InvalidReplicationFactor, "replication factor must be positive or -1 (broker default), got %d", rt.ReplicationFactor)
 	}
-	if live := v.liveBrokers(); int(replication) > live {
+	if live := v.LiveBrokers(); int(replication) > live {
 		return 0, 0, nil, newAPIError(kerr.InvalidReplicationFactor,
 			"replication factor %d is larger than the number of available brokers (%d)", replication, live)
 	}
@@ -438,7 +438,7 @@ func checkReplicaList(v *clusterView, replicas []int32, want int) error {
 		return fmt.Errorf("%d replicas, but every partition must have %d", len(replicas), want)
 	}
 	for i, r := range replicas {
-		if _, ok := v.broker(r); !ok {
+		if _, ok := v.Broker(r); !ok {
 			return fmt.Errorf("broker %d is not registered", r)
 		}
 		for _, o := range replicas[:i] {

@@ -143,14 +143,14 @@ func (s *Server) clusterDeleteTopic(ctx context.Context, name *string, id [16]by
 	partitions := 0
 	if name != nil {
 		cmd.Name = *name
-		if vt := s.cluster.view.Load().topics[*name]; vt != nil {
-			out.TopicID = vt.id
-			partitions = len(vt.parts)
+		if vt := s.cluster.view.Load().Topics[*name]; vt != nil {
+			out.TopicID = vt.ID
+			partitions = len(vt.Parts)
 		}
-	} else if vt := s.cluster.view.Load().byID[id]; vt != nil {
-		n := vt.name
+	} else if vt := s.cluster.view.Load().ByID[id]; vt != nil {
+		n := vt.Name
 		out.Topic = &n
-		partitions = len(vt.parts)
+		partitions = len(vt.Parts)
 	}
 	if partitions > 0 {
 		if err := mq.record(partitions); err != nil {

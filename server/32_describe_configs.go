@@ -239,11 +239,11 @@ func (s *Server) describeTopicConfigs(rr *kmsg.DescribeConfigsRequestResource, o
 	if s.clustered() {
 		// The controller's record is the truth in a cluster (AlterConfigs
 		// persists there); this broker's engine may lag it.
-		vt := s.cluster.view.Load().topics[rr.ResourceName]
+		vt := s.cluster.view.Load().Topics[rr.ResourceName]
 		if vt == nil {
 			return nil, newAPIError(kerr.UnknownTopicOrPartition, "topic %q does not exist", rr.ResourceName)
 		}
-		overrides = engineConfigs(vt.configs)
+		overrides = engineConfigs(vt.Configs)
 		c, err := s.cfg.LogDefaults.Apply(overrides)
 		if err != nil {
 			return nil, newAPIError(kerr.InvalidConfig, "topic %q: %v", rr.ResourceName, err)

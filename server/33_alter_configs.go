@@ -174,10 +174,10 @@ func (s *Server) clusterAlterTopicConfigs(ctx context.Context, name string, vali
 		return newAPIError(kerr.UnknownTopicOrPartition, "topic %q does not exist", name)
 	}
 	cur := s.cfg.LogDefaults
-	if c, err := s.cfg.LogDefaults.Apply(engineConfigs(vt.configs)); err == nil {
+	if c, err := s.cfg.LogDefaults.Apply(engineConfigs(vt.Configs)); err == nil {
 		cur = c
 	}
-	next, err := edit(maps.Clone(vt.configs), cur)
+	next, err := edit(maps.Clone(vt.Configs), cur)
 	if err != nil {
 		return err
 	}
@@ -220,11 +220,11 @@ func (s *Server) topicInView(ctx context.Context, name string) *viewTopic {
 	defer timer.Stop()
 	for {
 		v := s.cluster.view.Load()
-		if vt := v.topics[name]; vt != nil {
+		if vt := v.Topics[name]; vt != nil {
 			return vt
 		}
 		select {
-		case <-v.changed:
+		case <-v.Changed:
 		case <-timer.C:
 			return nil
 		case <-ctx.Done():

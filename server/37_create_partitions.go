@@ -85,11 +85,11 @@ func (s *Server) createPartitionsAll(ctx context.Context, rc *reqCtx, req *kmsg.
 
 func (s *Server) clusterCreatePartitions(ctx context.Context, rt *kmsg.CreatePartitionsRequestTopic, validateOnly bool, mq *mutationQuota) (int64, error) {
 	v := s.cluster.view.Load()
-	vt := v.topics[rt.Topic]
+	vt := v.Topics[rt.Topic]
 	if vt == nil {
 		return 0, newAPIError(kerr.UnknownTopicOrPartition, "topic %q does not exist", rt.Topic)
 	}
-	have := int32(len(vt.parts))
+	have := int32(len(vt.Parts))
 	switch {
 	case rt.Count == have:
 		return 0, newAPIError(kerr.InvalidPartitions, "topic %q already has %d partitions", rt.Topic, have)
@@ -99,8 +99,8 @@ func (s *Server) clusterCreatePartitions(ctx context.Context, rt *kmsg.CreatePar
 	case rt.Count > maxPartitionsPerTopic:
 		return 0, newAPIError(kerr.InvalidPartitions, "%d partitions is more than the limit of %d per topic", rt.Count, maxPartitionsPerTopic)
 	}
-	p0 := &vt.parts[0]
-	rf := len(p0.replicas) - len(p0.removing)
+	p0 := &vt.Parts[0]
+	rf := len(p0.Replicas) - len(p0.Removing)
 	var assignment [][]int32
 	if rt.Assignment != nil {
 		if want := int(rt.Count - have); len(rt.Assignment) != want {
@@ -114,7 +114,7 @@ func (s *Server) clusterCreatePartitions(ctx context.Context, rt *kmsg.CreatePar
 			}
 			assignment[i] = append([]int32(nil), a.Replicas...)
 		}
-	} else if live := v.liveBrokers(); rf > live {
+	} else if live := v.LiveBrokers(); rf > live {
 		return 0, newAPIError(kerr.InvalidReplicationFactor,
 			"topic %q has replication factor %d, more than the %d available brokers", rt.Topic, rf, live)
 	}

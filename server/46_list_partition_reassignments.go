@@ -33,32 +33,32 @@ func handleListPartitionReassignments(s *Server, rc *reqCtx) {
 	add := func(vt *viewTopic, parts []int32) {
 		var out []kmsg.ListPartitionReassignmentsResponseTopicPartition
 		for _, p := range parts {
-			if p < 0 || int(p) >= len(vt.parts) {
+			if p < 0 || int(p) >= len(vt.Parts) {
 				continue
 			}
-			vp := &vt.parts[p]
-			if len(vp.adding) == 0 && len(vp.removing) == 0 {
+			vp := &vt.Parts[p]
+			if len(vp.Adding) == 0 && len(vp.Removing) == 0 {
 				continue
 			}
 			rp := kmsg.NewListPartitionReassignmentsResponseTopicPartition()
-			rp.Partition, rp.Replicas, rp.AddingReplicas, rp.RemovingReplicas = p, vp.replicas, vp.adding, vp.removing
+			rp.Partition, rp.Replicas, rp.AddingReplicas, rp.RemovingReplicas = p, vp.Replicas, vp.Adding, vp.Removing
 			out = append(out, rp)
 		}
 		if len(out) > 0 {
 			t := kmsg.NewListPartitionReassignmentsResponseTopic()
-			t.Topic, t.Partitions = vt.name, out
+			t.Topic, t.Partitions = vt.Name, out
 			resp.Topics = append(resp.Topics, t)
 		}
 	}
 	if req.Topics == nil {
-		names := make([]string, 0, len(v.topics))
-		for n := range v.topics {
+		names := make([]string, 0, len(v.Topics))
+		for n := range v.Topics {
 			names = append(names, n)
 		}
 		sort.Strings(names)
 		for _, n := range names {
-			vt := v.topics[n]
-			parts := make([]int32, len(vt.parts))
+			vt := v.Topics[n]
+			parts := make([]int32, len(vt.Parts))
 			for i := range parts {
 				parts[i] = int32(i)
 			}
@@ -66,7 +66,7 @@ func handleListPartitionReassignments(s *Server, rc *reqCtx) {
 		}
 	} else {
 		for _, t := range req.Topics {
-			if vt := v.topics[t.Topic]; vt != nil {
+			if vt := v.Topics[t.Topic]; vt != nil {
 				add(vt, t.Partitions)
 			}
 		}

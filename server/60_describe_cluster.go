@@ -51,14 +51,14 @@ func handleDescribeCluster(s *Server, rc *reqCtx) {
 		v := s.cluster.view.Load()
 		resp.ControllerID = s.metadataControllerID(v)
 		resp.Brokers = resp.Brokers[:0]
-		for _, b := range v.brokers {
-			if b.fenced {
+		for _, b := range v.Brokers {
+			if b.Fenced {
 				continue
 			}
 			db := kmsg.NewDescribeClusterResponseBroker()
-			db.NodeID, db.Host, db.Port = b.id, b.host, b.port
-			if b.rack != "" {
-				db.Rack = kmsg.StringPtr(b.rack)
+			db.NodeID, db.Host, db.Port = b.ID, b.Host, b.Port
+			if b.Rack != "" {
+				db.Rack = kmsg.StringPtr(b.Rack)
 			}
 			resp.Brokers = append(resp.Brokers, db)
 		}

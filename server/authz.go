@@ -170,8 +170,8 @@ func (s *Server) mayDeleteTopic(rc *reqCtx, name *string, id [16]byte) bool {
 	case name != nil:
 		n = *name
 	case s.clustered():
-		if vt := s.cluster.view.Load().byID[id]; vt != nil {
-			n = vt.name
+		if vt := s.cluster.view.Load().ByID[id]; vt != nil {
+			n = vt.Name
 		}
 	default:
 		if t := s.eng.TopicByID(id); t != nil {

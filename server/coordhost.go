@@ -39,41 +39,41 @@ type hostView struct {
 // Led returns the partitions of topic this broker leads in the view and
 // holds locally as the same topic (its id), with their leader epochs.
 func (h hostView) Led(topic string) coordhost.Leadership {
-	vt := h.v.topics[topic]
+	vt := h.v.Topics[topic]
 	if vt == nil || h.s.eng == nil {
 		return nil
 	}
 	local := h.s.eng.Topic(topic)
-	if local == nil || local.ID() != vt.id {
+	if local == nil || local.ID() != vt.ID {
 		return nil
 	}
 	led := coordhost.Leadership{}
-	for p, vp := range vt.parts {
-		if vp.leader == h.s.cfg.NodeID && local.Partition(int32(p)) != nil {
-			led[int32(p)] = vp.leaderEpoch
+	for p, vp := range vt.Parts {
+		if vp.Leader == h.s.cfg.NodeID && local.Partition(int32(p)) != nil {
+			led[int32(p)] = vp.LeaderEpoch
 		}
 	}
 	return led
 }
 
 func (h hostView) Partitions(topic string) (int32, bool) {
-	vt := h.v.topics[topic]
+	vt := h.v.Topics[topic]
 	if vt == nil {
 		return 0, false
 	}
-	return int32(len(vt.parts)), true
+	return int32(len(vt.Parts)), true
 }
 
 func (h hostView) Leader(topic string, p int32) int32 {
-	vt := h.v.topics[topic]
-	if vt == nil || p < 0 || int(p) >= len(vt.parts) {
+	vt := h.v.Topics[topic]
+	if vt == nil || p < 0 || int(p) >= len(vt.Parts) {
 		return -1
 	}
-	return vt.parts[p].leader
+	return vt.Parts[p].Leader
 }
 
-func (h hostView) LiveBrokers() int         { return h.v.liveBrokers() }
-func (h hostView) Changed() <-chan struct{} { return h.v.changed }
+func (h hostView) LiveBrokers() int         { return h.v.LiveBrokers() }
+func (h hostView) Changed() <-chan struct{} { return h.v.Changed }
 
 // hostClock is coordhost.Clock over the Server's clock.
 type hostClock struct{ s *Server }
@@ -136,8 +136,8 @@ func (s *Server) coordinatorBroker(h *coordhost.Host, key string) (viewBroker, i
 	if !ok {
 		return viewBroker{}, kerr.CoordinatorNotAvailable.Code
 	}
-	b, ok := v.broker(leader)
-	if !ok || b.fenced {
+	b, ok := v.Broker(leader)
+	if !ok || b.Fenced {
 		return viewBroker{}, kerr.CoordinatorNotAvailable.Code
 	}
 	return b, 0

@@ -24,16 +24,16 @@ func TestHostViewLed(t *testing.T) {
 	}
 	s := &Server{eng: eng, cfg: Config{NodeID: 1}}
 	parts := []viewPartition{
-		{leader: 1, leaderEpoch: 4},
-		{leader: 2, leaderEpoch: 7},
-		{leader: 1, leaderEpoch: 2},
-		{leader: 1, leaderEpoch: 9}, // not held locally: the local topic has 3 partitions
+		{Leader: 1, LeaderEpoch: 4},
+		{Leader: 2, LeaderEpoch: 7},
+		{Leader: 1, LeaderEpoch: 2},
+		{Leader: 1, LeaderEpoch: 9}, // not held locally: the local topic has 3 partitions
 	}
 	view := func(id [16]byte) hostView {
 		return hostView{s: s, v: &clusterView{
-			topics:  map[string]*viewTopic{"__t": {name: "__t", id: id, parts: parts}},
-			brokers: []viewBroker{{id: 1}, {id: 2, fenced: true}, {id: 3}},
-			changed: make(chan struct{}),
+			Topics:  map[string]*viewTopic{"__t": {Name: "__t", ID: id, Parts: parts}},
+			Brokers: []viewBroker{{ID: 1}, {ID: 2, Fenced: true}, {ID: 3}},
+			Changed: make(chan struct{}),
 		}}
 	}
 	v := view(local.ID())
@@ -80,8 +80,8 @@ func TestHostViewLed(t *testing.T) {
 		{"4", 0, kerr.CoordinatorNotAvailable.Code}, // outside the topic
 	} {
 		b, code := s.coordinatorBroker(h, c.key)
-		if code != c.code || (code == 0 && b.id != c.id) {
-			t.Errorf("coordinatorBroker(%q) = broker %d, code %d; want %d, %d", c.key, b.id, code, c.id, c.code)
+		if code != c.code || (code == 0 && b.ID != c.id) {
+			t.Errorf("coordinatorBroker(%q) = broker %d, code %d; want %d, %d", c.key, b.ID, code, c.id, c.code)
 		}
 	}
 	if _, code := s.coordinatorBroker(nil, "0"); code != kerr.CoordinatorNotAvailable.Code {

@@ -33,6 +33,7 @@ import (
 	"errors"
 	"net"
 	"reflect"
+	"slices"
 	"sync"
 	"time"
 
@@ -223,26 +224,26 @@ func (s *Server) meterView(old, v *clusterView) {
 	}
 	id := s.cfg.NodeID
 	var shrinks, expands, elections int
-	for tid, vt := range v.byID {
-		ot := old.byID[tid]
+	for tid, vt := range v.ByID {
+		ot := old.ByID[tid]
 		if ot == nil {
 			continue
 		}
-		for i := range vt.parts {
-			if i >= len(ot.parts) {
+		for i := range vt.Parts {
+			if i >= len(ot.Parts) {
 				break
 			}
-			p, op := &vt.parts[i], &ot.parts[i]
-			if p.leader != id {
+			p, op := &vt.Parts[i], &ot.Parts[i]
+			if p.Leader != id {
 				continue
 			}
-			if p.leaderEpoch != op.leaderEpoch && op.leader != id {
+			if p.LeaderEpoch != op.LeaderEpoch && op.Leader != id {
 				elections++
 			}
 			switch {
-			case len(p.isr) < len(op.isr):
+			case len(p.ISR) < len(op.ISR):
 				shrinks++
-			case len(p.isr) > len(op.isr):
+			case len(p.ISR) > len(op.ISR):
 				expands++
 			}
 		}
@@ -519,24 +520,24 @@ func (s *Server) partitionCounts() metrics.PartitionCounts {
 	}
 	v := s.cluster.view.Load()
 	id := s.cfg.NodeID
-	for _, vt := range v.topics {
+	for _, vt := range v.Topics {
 		minISR := s.minInsync(vt)
-		for i := range vt.parts {
-			p := &vt.parts[i]
-			if p.leader < 0 {
+		for i := range vt.Parts {
+			p := &vt.Parts[i]
+			if p.Leader < 0 {
 				c.Offline++
 			}
-			if containsID(p.replicas, id) {
+			if slices.Contains(p.Replicas, id) {
 				c.Replicas++
 			}
-			if p.leader != id {
+			if p.Leader != id {
 				continue
 			}
 			c.Leaders++
-			if len(p.isr) < len(p.replicas) {
+			if len(p.ISR) < len(p.Replicas) {
 				c.UnderReplicated++
 			}
-			if len(p.isr) < minISR {
+			if len(p.ISR) < minISR {
 				c.UnderMinISR++
 			}
 		}

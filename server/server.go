@@ -59,9 +59,9 @@
 // broker/grouphost is the group coordinator's host — the group.Log over
 // __consumer_offsets and the leader loop — built in groups.go;
 // broker/cluster holds the broker's membership (registration, heartbeats,
-// controlled shutdown) and the replica manager's interface. The metadata
-// view, its reconcile with the engine and the replica roles, and the
-// request hooks on it are still in cluster.go.
+// controlled shutdown), the replica manager's interface, the metadata view
+// and its reconcile with the engine and the replica roles; cluster.go
+// wires them to the Server and keeps the request hooks on the view.
 package server
 
 import (

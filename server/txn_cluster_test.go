@@ -106,8 +106,8 @@ func TestTxnClusterCoordinatorFailover(t *testing.T) {
 	if st == nil || !st.IsInternal || len(st.Partitions) != DefaultTxnStatePartitions {
 		t.Fatalf("%s in metadata: %+v", txnStateTopic, st)
 	}
-	if vt := brokers[0].s.cluster.view.Load().topics[txnStateTopic]; vt == nil || vt.configs["min.insync.replicas"] != "2" ||
-		vt.configs["cleanup.policy"] != "compact" {
+	if vt := brokers[0].s.cluster.view.Load().Topics[txnStateTopic]; vt == nil || vt.Configs["min.insync.replicas"] != "2" ||
+		vt.Configs["cleanup.policy"] != "compact" {
 		t.Fatalf("%s configs: %+v", txnStateTopic, vt)
 	}
 	part := st.Partitions[brokers[0].s.txn.coord.PartitionFor(id)]

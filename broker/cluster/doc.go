@@ -1,7 +1,7 @@
 // Package cluster is the broker's part of a replicated cluster (issue 5),
 // moving out of the protocol layer (issue 19): package server decodes,
 // authorizes and encodes, and calls this package for what a broker does
-// as a member of the cluster. So far it holds:
+// as a member of the cluster:
 //
 //   - Membership (membership.go): registration with the controller and
 //     heartbeats. Join registers with a fresh incarnation id once the
@@ -13,22 +13,30 @@
 //     registers again when the controller no longer knows the
 //     registration. ControlledShutdown asks the controller to move this
 //     broker's leaderships away and waits until it has.
+//
 //   - the replica manager's interface (replication.go): ReplicaManager,
 //     the PartitionRole the broker's metadata reconcile hands it,
 //     ReplicationEnv, NewReplicaManager (package replica's Manager), and
 //     AlterISR, a leader's ISR change proposed to the controller (Kafka's
 //     AlterPartition) with the broker's epoch.
 //
-// The metadata view (brokers, topics, partitions with leader, ISR and
-// epochs), the reconcile of the engine and the replica roles with it, and
-// the request hooks built on it are still in package server
-// (server/cluster.go).
+//   - the metadata view (view.go): View, an immutable snapshot of the
+//     controller's state (brokers; topics with their partitions' leader,
+//     ISR, epochs, offline replicas and reassignment) that request handlers
+//     read without locks; BuildView makes one.
+//
+//   - the reconcile (reconcile.go): Reconciler makes the engine's topics
+//     and logs and the replica manager's roles match each new View.
+//
+// The request hooks built on the view (leadership checks, admin requests'
+// proposals) stay in package server (server/cluster.go).
 //
 // # Goroutines
 //
 // A Membership owns one goroutine, the heartbeat loop, which Close cancels
-// and waits for. The replica manager owns its fetchers and checks (package
-// replica) and ends them in its Close.
+// and waits for. A Reconciler starts none: its owner (the broker's
+// metadata watcher) calls it from one goroutine. The replica manager owns
+// its fetchers and checks (package replica) and ends them in its Close.
 //
 // # Files
 //
@@ -37,4 +45,7 @@
 //   - replication.go: ReplicationEnv, PartitionRole, ReplicaManager,
 //     NewReplicaManager, AlterISR and the ISR updater the replica
 //     manager proposes through.
+//   - view.go: View, Broker, Topic, Partition, BuildView, EmptyView.
+//   - reconcile.go: Reconciler, EngineConfigs, MinInsync and the
+//     cluster-level topic config keys.
 package cluster
