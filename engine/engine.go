@@ -213,6 +213,9 @@ func Open(opts Options) (*Engine, error) {
 	}
 	e.io = io
 	io.fs = e.fs // indexes (logsegment.go)
+	if io.dev != nil {
+		io.dev.now = e.now // times the shared device flushes (devflush.go)
+	}
 	tailBytes := opts.TailCacheBytes
 	if tailBytes == 0 && !io.direct() {
 		// pwrite leaves every batch in the page cache, where sendfile
