@@ -86,6 +86,13 @@ type Config struct {
 	LeaderImbalancePerBrokerPercentage int
 }
 
+// wallClock is the package's one read of the wall clock: Config.Now's
+// default, and the clock of socket deadlines (serveRPC, mux.classify),
+// which stays the wall clock whatever Now a test injects, since a
+// deadline is an instant on the wall clock (a manual clock's 1970 would
+// time every connection out at once).
+var wallClock = time.Now
+
 func (c *Config) setDefaults() error {
 	if c.NodeID < 0 {
 		return fmt.Errorf("controller: node id %d", c.NodeID)
@@ -124,7 +131,7 @@ func (c *Config) setDefaults() error {
 		c.TrailingLogs = 10240
 	}
 	if c.Now == nil {
-		c.Now = time.Now
+		c.Now = wallClock
 	}
 	def(&c.LeaderImbalanceCheckInterval, DefaultLeaderImbalanceCheckIntervalMs*time.Millisecond)
 	switch {
@@ -605,7 +612,7 @@ func (c *Controller) forward(ctx context.Context, addr string, data []byte) (Res
 // serveRPC answers one controller RPC connection (one request).
 func (c *Controller) serveRPC(conn net.Conn) {
 	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(firstByteTimeout))
+	_ = conn.SetDeadline(wallClock().Add(firstByteTimeout))
 	br := bufio.NewReader(conn)
 	ver, err := br.ReadByte()
 	if err != nil || ver != rpcVersion {
@@ -617,7 +624,7 @@ func (c *Controller) serveRPC(conn net.Conn) {
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, 30*time.Second)
 	defer cancel()
-	_ = conn.SetDeadline(time.Now().Add(35 * time.Second))
+	_ = conn.SetDeadline(wallClock().Add(35 * time.Second))
 	var status byte
 	var out []byte
 	switch kind {

@@ -109,7 +109,7 @@ func (m *mux) acceptLoop() {
 // classify reads a connection's first byte and routes it.
 func (m *mux) classify(conn net.Conn) {
 	defer m.wg.Done()
-	_ = conn.SetReadDeadline(time.Now().Add(firstByteTimeout))
+	_ = conn.SetReadDeadline(wallClock().Add(firstByteTimeout)) // the wall clock: controller.go wallClock
 	var first [1]byte
 	if _, err := io.ReadFull(conn, first[:]); err != nil {
 		conn.Close()
