@@ -43,7 +43,13 @@ func Authenticate(ctx context.Context, conn net.Conn, cc ClientCredentials) erro
 	}
 	deadline, ok := ctx.Deadline()
 	if !ok {
-		deadline = time.Now().Add(30 * time.Second)
+		// The caller's context is the clock here: a socket deadline is
+		// a wall-clock instant, and context.WithTimeout gives the one 30
+		// seconds from now without a time.Now in this package.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		deadline, _ = ctx.Deadline()
 	}
 	conn.SetDeadline(deadline)
 	defer conn.SetDeadline(time.Time{})
