@@ -373,7 +373,7 @@ func (c *Conn) armRead() {
 	if idle <= 0 {
 		return
 	}
-	now := time.Now()
+	now := c.s.cfg.Now() // the wall clock unless a test injects one: a deadline is a wall-clock instant
 	if now.Sub(c.rArmed) < idle/16 {
 		return
 	}
@@ -544,7 +544,7 @@ func (c *Conn) armWrite() {
 	if idle <= 0 {
 		return
 	}
-	now := time.Now()
+	now := c.s.cfg.Now() // the wall clock unless a test injects one: a deadline is a wall-clock instant
 	if now.Sub(c.wArmed) < idle/16 {
 		return
 	}

@@ -70,8 +70,11 @@ type Config struct {
 	// Refused frames log at most refusedLogBurst lines per
 	// refusedLogWindow, the next line counting those held back.
 	Logger *slog.Logger
-	// Now is the clock of those log limits and of the connection rates;
-	// nil = time.Now.
+	// Now is the clock of those log limits, of the connection rates and
+	// of the connections' deadlines (TLS handshake, IdleTimeout; a
+	// deadline is a wall-clock instant, so a clock injected together with
+	// IdleTimeout must keep near the wall clock); nil = time.Now, the
+	// package's one read of the wall clock.
 	Now func() time.Time
 	// Limits are the connection limits (limits.go); nil:
 	// DefaultConnLimits, nothing limited. SetConnLimits changes them.
