@@ -5,10 +5,10 @@ package main
 // kafka-acls.sh's: --allow-principal / --deny-principal, --allow-host /
 // --deny-host, --operation, --topic, --group, --cluster,
 // --transactional-id, --resource-pattern-type. list is kadm's
-// DescribeACLs; add and remove send CreateAcls / DeleteAcls to every
-// broker of the cluster, because a Strata broker keeps its own ACLs (they
-// are not in the replicated metadata yet; against Kafka the second
-// broker's answer finds them already there). A secured listener is
+// DescribeACLs; add and remove send one CreateAcls / DeleteAcls to any
+// broker: a Strata cluster keeps its ACLs in the replicated metadata
+// (the broker that takes the request has the controller commit it and
+// every broker applies it), as Kafka does. A secured listener is
 // reached with --sasl-* (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) and --tls /
 // --tls-ca.
 
@@ -41,8 +41,10 @@ docs/security.md, "Authorization"). Every verb takes --brokers (default:
 $STRATA_BROKERS, else 127.0.0.1:9092), --timeout, and for a secured listener
 --sasl-mechanism, --sasl-username, --sasl-password (default:
 $STRATA_SASL_PASSWORD), --tls and --tls-ca. Managing ACLs needs Alter on the
-cluster (a super user), listing them Describe. add and remove go to every
-broker of the cluster (each Strata broker keeps its own ACLs); list asks one.`
+cluster (a super user), listing them Describe. Each verb sends one request to
+any broker: in a cluster the ACLs are replicated metadata, and the broker that
+takes a change answers once it applies it (the others follow within their
+metadata lag).`
 
 var aclsVerbs = []verbDoc{
 	{"add", "create ACLs", cmdDoc{name: "acls add",
@@ -67,30 +69,48 @@ var aclsVerbs = []verbDoc{
 }
 
 type aclsFlags struct {
-	fs                       *flag.FlagSet
-	brokers                  string
-	timeout                  time.Duration
-	allow, deny, principal   multiFlag
-	allowHosts, denyHosts    multiFlag
-	topics, groups, txnIDs   multiFlag
-	ops                      multiFlag
-	cluster                  bool
-	pattern                  string
-	format                   outputFormat
+	fs                     *flag.FlagSet
+	brokers                string
+	timeout                time.Duration
+	allow, deny, principal multiFlag
+	allowHosts, denyHosts  multiFlag
+	topics, groups, txnIDs multiFlag
+	ops                    multiFlag
+	cluster                bool
+	pattern                string
+	format                 outputFormat
+	sec                    secFlags
+}
+
+// secFlags are the flags that reach a secured listener, shared by the
+// admin commands that speak SASL and TLS (acls, users).
+type secFlags struct {
 	saslMech, saslUser, pass string
 	tlsOn                    bool
 	tlsCA                    string
+}
+
+// register adds the flags to fs.
+func (s *secFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&s.saslMech, "sasl-mechanism", "", "SASL `mechanism`: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (default: none)")
+	fs.StringVar(&s.saslUser, "sasl-username", "", "SASL user name")
+	fs.StringVar(&s.pass, "sasl-password", "", "SASL password (default: $STRATA_SASL_PASSWORD)")
+	fs.BoolVar(&s.tlsOn, "tls", false, "connect with TLS (system roots unless --tls-ca)")
+	fs.StringVar(&s.tlsCA, "tls-ca", "", "PEM `file` of the CA certificates to trust (implies --tls)")
+}
+
+// resolve fills the password from $STRATA_SASL_PASSWORD when not given.
+func (s *secFlags) resolve(getenv func(string) string) {
+	if s.pass == "" {
+		s.pass = getenv("STRATA_SASL_PASSWORD")
+	}
 }
 
 func newACLsFlags(v verbDoc) *aclsFlags {
 	f := &aclsFlags{fs: flag.NewFlagSet("strata acls "+v.verb, flag.ContinueOnError), format: formatText}
 	f.fs.StringVar(&f.brokers, "brokers", "", brokersHelp)
 	f.fs.DurationVar(&f.timeout, "timeout", 30*time.Second, "how long to wait for the cluster")
-	f.fs.StringVar(&f.saslMech, "sasl-mechanism", "", "SASL `mechanism`: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (default: none)")
-	f.fs.StringVar(&f.saslUser, "sasl-username", "", "SASL user name")
-	f.fs.StringVar(&f.pass, "sasl-password", "", "SASL password (default: $STRATA_SASL_PASSWORD)")
-	f.fs.BoolVar(&f.tlsOn, "tls", false, "connect with TLS (system roots unless --tls-ca)")
-	f.fs.StringVar(&f.tlsCA, "tls-ca", "", "PEM `file` of the CA certificates to trust (implies --tls)")
+	f.sec.register(f.fs)
 	f.fs.Var(&f.topics, "topic", "topic `name` (repeatable)")
 	f.fs.Var(&f.groups, "group", "consumer group `id` (repeatable)")
 	f.fs.Var(&f.txnIDs, "transactional-id", "transactional `id` (repeatable)")
@@ -130,9 +150,7 @@ func aclsMainEnv(args []string, stdout, stderr io.Writer, getenv func(string) st
 		return err
 	}
 	f.brokers = resolveBrokers(f.brokers, getenv)
-	if f.pass == "" {
-		f.pass = getenv("STRATA_SASL_PASSWORD")
-	}
+	f.sec.resolve(getenv)
 	if len(pos) != 0 {
 		return asUsage(v.doc, fmt.Errorf("%s takes no arguments, got %q", v.verb, pos))
 	}
@@ -140,7 +158,7 @@ func aclsMainEnv(args []string, stdout, stderr io.Writer, getenv func(string) st
 	if err != nil {
 		return asUsage(v.doc, err)
 	}
-	opts, err := f.clientOpts()
+	opts, err := f.sec.clientOpts()
 	if err != nil {
 		return asUsage(v.doc, err)
 	}
@@ -155,18 +173,13 @@ func aclsMainEnv(args []string, stdout, stderr io.Writer, getenv func(string) st
 	if v.verb == "list" {
 		return aclsList(ctx, adm, b, f.format, stdout)
 	}
-	// Each broker keeps its own ACLs (not in the replicated metadata
-	// yet): add and remove go to every broker of the cluster.
-	md, err := adm.BrokerMetadata(ctx)
-	if err != nil {
-		return err
-	}
-	ids := md.Brokers.NodeIDs()
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	// One request to any broker: a single broker applies it, and in a
+	// cluster the broker that takes it has the controller replicate it
+	// to every broker before it answers.
 	if v.verb == "add" {
-		return aclsAdd(ctx, cl, ids, f.creations(), stdout)
+		return aclsAdd(ctx, cl, f.creations(), stdout)
 	}
-	return aclsRemove(ctx, cl, ids, f.filters(), stdout)
+	return aclsRemove(ctx, cl, f.filters(), stdout)
 }
 
 // creations are the ACLs add creates: principal × host × resource ×
@@ -256,7 +269,7 @@ func (f *aclsFlags) resources() []aclResource {
 }
 
 // clientOpts are the SASL and TLS options of the flags.
-func (f *aclsFlags) clientOpts() ([]kgo.Opt, error) {
+func (f *secFlags) clientOpts() ([]kgo.Opt, error) {
 	var opts []kgo.Opt
 	switch strings.ToUpper(f.saslMech) {
 	case "":
@@ -370,36 +383,29 @@ func (f *aclsFlags) builder(verb string) (*kadm.ACLBuilder, error) {
 	return b.MaybeAllow(f.principal...).AllowHosts().MaybeDeny(f.principal...).DenyHosts(), nil
 }
 
-// aclsAdd creates the ACLs on every broker and prints each once, with
-// the brokers that refused it.
-func aclsAdd(ctx context.Context, cl *kgo.Client, brokers []int32, creations []kmsg.CreateACLsRequestCreation, w io.Writer) error {
-	failed := make([][]string, len(creations))
-	var errs error
-	for _, id := range brokers {
-		req := kmsg.NewPtrCreateACLsRequest()
-		req.Creations = creations
-		resp, err := req.RequestWith(ctx, cl.Broker(int(id)))
-		if err == nil && len(resp.Results) != len(creations) {
-			err = fmt.Errorf("%d results to %d creations", len(resp.Results), len(creations))
-		}
-		if err != nil {
-			return fmt.Errorf("broker %d: %w", id, err)
-		}
-		for i, r := range resp.Results {
-			if e := kerr.ErrorForCode(r.ErrorCode); e != nil {
-				msg := e.Error()
-				if r.ErrorMessage != nil {
-					msg += " " + *r.ErrorMessage
-				}
-				failed[i] = append(failed[i], fmt.Sprintf("broker %d: %s", id, msg))
-				errs = errors.Join(errs, e)
-			}
-		}
+// aclsAdd sends one CreateAcls (to whichever broker the client reaches)
+// and prints each ACL as created or failed.
+func aclsAdd(ctx context.Context, cl kmsg.Requestor, creations []kmsg.CreateACLsRequestCreation, w io.Writer) error {
+	req := kmsg.NewPtrCreateACLsRequest()
+	req.Creations = creations
+	resp, err := req.RequestWith(ctx, cl)
+	if err == nil && len(resp.Results) != len(creations) {
+		err = fmt.Errorf("%d results to %d creations", len(resp.Results), len(creations))
 	}
+	if err != nil {
+		return err
+	}
+	var errs error
 	for i, c := range creations {
 		line := aclLine(c.Principal, c.Host, c.PermissionType, c.Operation, c.ResourceType, c.ResourcePatternType, c.ResourceName)
-		if len(failed[i]) > 0 {
-			fmt.Fprintf(w, "failed  %s: %s\n", line, strings.Join(failed[i], "; "))
+		r := resp.Results[i]
+		if e := kerr.ErrorForCode(r.ErrorCode); e != nil {
+			msg := e.Error()
+			if r.ErrorMessage != nil {
+				msg += " " + *r.ErrorMessage
+			}
+			fmt.Fprintf(w, "failed  %s: %s\n", line, msg)
+			errs = errors.Join(errs, e)
 			continue
 		}
 		fmt.Fprintf(w, "created %s\n", line)
@@ -473,29 +479,27 @@ func aclsList(ctx context.Context, adm *kadm.Client, b *kadm.ACLBuilder, format 
 	return tw.Flush()
 }
 
-// aclsRemove deletes the ACLs the filters match on every broker and
-// prints each deleted ACL once.
-func aclsRemove(ctx context.Context, cl *kgo.Client, brokers []int32, filters []kmsg.DeleteACLsRequestFilter, w io.Writer) error {
+// aclsRemove sends one DeleteAcls (to whichever broker the client
+// reaches) and prints each deleted ACL once.
+func aclsRemove(ctx context.Context, cl kmsg.Requestor, filters []kmsg.DeleteACLsRequestFilter, w io.Writer) error {
+	req := kmsg.NewPtrDeleteACLsRequest()
+	req.Filters = filters
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return err
+	}
 	var errs error
 	seen := map[string]bool{}
-	for _, id := range brokers {
-		req := kmsg.NewPtrDeleteACLsRequest()
-		req.Filters = filters
-		resp, err := req.RequestWith(ctx, cl.Broker(int(id)))
-		if err != nil {
-			return fmt.Errorf("broker %d: %w", id, err)
+	for _, r := range resp.Results {
+		if e := kerr.ErrorForCode(r.ErrorCode); e != nil {
+			errs = errors.Join(errs, e)
+			continue
 		}
-		for _, r := range resp.Results {
-			if e := kerr.ErrorForCode(r.ErrorCode); e != nil {
-				errs = errors.Join(errs, fmt.Errorf("broker %d: %w", id, e))
-				continue
-			}
-			for _, d := range r.MatchingACLs {
-				line := aclLine(d.Principal, d.Host, d.PermissionType, d.Operation, d.ResourceType, d.ResourcePatternType, d.ResourceName)
-				if !seen[line] {
-					seen[line] = true
-					fmt.Fprintf(w, "deleted %s\n", line)
-				}
+		for _, d := range r.MatchingACLs {
+			line := aclLine(d.Principal, d.Host, d.PermissionType, d.Operation, d.ResourceType, d.ResourcePatternType, d.ResourceName)
+			if !seen[line] {
+				seen[line] = true
+				fmt.Fprintf(w, "deleted %s\n", line)
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"net"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"github.com/stratalog/strata/internal/sasl"
 	"github.com/stratalog/strata/server"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // startACLsBroker serves an engine with an authorizer (super user
@@ -126,5 +128,53 @@ func TestACLsCLIUsage(t *testing.T) {
 		if !errors.As(err, &ue) {
 			t.Errorf("%q: %v, want a usage error", args, err)
 		}
+	}
+}
+
+// countingRequestor answers CreateAcls and DeleteAcls and counts them.
+type countingRequestor struct{ n int }
+
+func (c *countingRequestor) Request(_ context.Context, req kmsg.Request) (kmsg.Response, error) {
+	c.n++
+	switch r := req.(type) {
+	case *kmsg.CreateACLsRequest:
+		resp := r.ResponseKind().(*kmsg.CreateACLsResponse)
+		for range r.Creations {
+			resp.Results = append(resp.Results, kmsg.NewCreateACLsResponseResult())
+		}
+		return resp, nil
+	case *kmsg.DeleteACLsRequest:
+		resp := r.ResponseKind().(*kmsg.DeleteACLsResponse)
+		for _, f := range r.Filters {
+			res := kmsg.NewDeleteACLsResponseResult()
+			m := kmsg.NewDeleteACLsResponseResultMatchingACL()
+			m.ResourceType, m.ResourceName, m.Principal, m.Host = f.ResourceType, *f.ResourceName, "User:alice", "*"
+			res.MatchingACLs = append(res.MatchingACLs, m)
+			resp.Results = append(resp.Results, res)
+		}
+		return resp, nil
+	}
+	return nil, errors.New("unexpected request")
+}
+
+// acls add and remove send one request, whatever the number of brokers:
+// in a cluster the ACLs are replicated metadata.
+func TestACLsSendOneRequest(t *testing.T) {
+	f := newACLsFlags(aclsVerbs[0])
+	if _, err := parseFlags(f.fs, []string{"--allow-principal", "User:alice", "--topic", "a", "--topic", "b", "--operation", "read"}, aclsVerbs[0].doc, true, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	var c countingRequestor
+	var out bytes.Buffer
+	if err := aclsAdd(context.Background(), &c, f.creations(), &out); err != nil || c.n != 1 || strings.Count(out.String(), "created ") != 2 {
+		t.Fatalf("add: %v, %d requests\n%s", err, c.n, out.String())
+	}
+	f = newACLsFlags(aclsVerbs[2])
+	if _, err := parseFlags(f.fs, []string{"--topic", "a"}, aclsVerbs[2].doc, true, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	c, out = countingRequestor{}, bytes.Buffer{}
+	if err := aclsRemove(context.Background(), &c, f.filters(), &out); err != nil || c.n != 1 || !strings.Contains(out.String(), "1 ACL(s) deleted") {
+		t.Fatalf("remove: %v, %d requests\n%s", err, c.n, out.String())
 	}
 }
