@@ -17,7 +17,11 @@ import (
 )
 
 // commandNames are the commands, as completion offers them.
-var commandNames = []string{"serve", "topics", "groups", "cluster", "acls", "produce", "consume", "loadgen", "plan", "version", "completion", "help"}
+var commandNames = []string{"serve", "topics", "groups", "cluster", "acls", "users", "produce", "consume", "loadgen", "plan", "version", "completion", "help"}
+
+// verbCommands are the commands whose first argument is a verb (listed
+// by "strata CMD --help").
+var verbCommands = []string{"topics", "groups", "cluster", "acls", "users"}
 
 // completionShells are the shells `strata completion` writes for.
 var completionShells = []string{"bash", "zsh", "fish"}
@@ -65,7 +69,7 @@ _strata() {
 		return
 	fi
 	case $cmd in
-	topics | groups | cluster | acls)
+	VERB_COMMANDS)
 		if ((COMP_CWORD == 2)); then
 			COMPREPLY=($(compgen -W "$("$_strata_bin" "$cmd" --help 2>/dev/null | VERBS_SED)" -- "$cur"))
 			return
@@ -127,7 +131,7 @@ function __strata_complete
 	set -l cmd $words[2]
 	set -l verb
 	switch $cmd
-		case topics groups cluster acls
+		case VERB_COMMANDS
 			if test $n -eq 2
 				$bin $cmd --help 2>/dev/null | VERBS_SED
 				return
@@ -187,7 +191,7 @@ func quoteAll(words []string, sep string) string {
 // completionScript is the script for shell.
 func completionScript(shell string) (string, error) {
 	fill := func(script, alt string) string {
-		return strings.NewReplacer("COMMANDS", strings.Join(commandNames, " "), "SHELLS", strings.Join(completionShells, " "),
+		return strings.NewReplacer("COMMANDS", strings.Join(commandNames, " "), "VERB_COMMANDS", strings.Join(verbCommands, alt), "SHELLS", strings.Join(completionShells, " "),
 			"VALUE_FLAGS_SED", valueFlagsSed, "FLAGS_SED", flagsSed, "VERBS_SED", verbsSed,
 			"TOPIC_ARGS", quoteAll(topicArgs, alt), "GROUP_ARGS", quoteAll(groupArgs, alt)).Replace(script)
 	}

@@ -72,6 +72,8 @@ func TestCompletionBashAndFish(t *testing.T) {
 		{"strata completion ", "bash fish zsh"},
 		{"strata help pr", "produce"},
 		{"strata cluster describe-c", "describe-config"},
+		{"strata users ", "create delete list"},
+		{"strata users create --iter", "--iterations"},
 		{"strata topics list --f", "--format"},
 		{"strata topics describe --brokers 127.0.0.1:1 c", ""}, // the typed --brokers wins: nothing listens there
 		{"strata topics describe --brokers " + addr + " c", "cmp"},

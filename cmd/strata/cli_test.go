@@ -50,6 +50,10 @@ func TestHelpEveryCommand(t *testing.T) {
 		{[]string{"plan", "--help"}, []string{"strata plan (--preset reference", "Exit status", "-calibrate", "-strict"}, nil},
 		{[]string{"loadgen", "--help"}, []string{"strata loadgen (--brokers", "Examples:", "-find-max", "-max-steps"}, nil},
 		{[]string{"version", "--help"}, []string{"strata version"}, nil},
+		{[]string{"users", "--help"}, []string{"Verbs:", "create", "sends only the salt", "salts the password"}, nil},
+		{[]string{"users", "create", "--help"}, []string{"strata users create NAME", "-iterations", "-mechanism", "STRATA_USER_PASSWORD", "-sasl-username", "-tls-ca"}, []string{"-format"}},
+		{[]string{"users", "list", "--help"}, []string{"strata users list [NAME...]", "-format"}, []string{"-iterations"}},
+		{[]string{"acls", "--help"}, []string{"one request to", "replicated metadata"}, []string{"every broker", "keeps its own"}},
 		{[]string{"completion", "--help"}, []string{"strata completion bash|zsh", "bashcompinit"}, nil},
 		{[]string{"completion", "zsh"}, []string{"bashcompinit", "complete -F _strata strata", "consume"}, nil},
 		{[]string{"help", "topics", "create"}, []string{"strata topics create NAME", "-if-not-exists"}, nil},
@@ -111,7 +115,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"loadgen", "--rate", "x", "--spawn", "1"}, `strata loadgen: invalid value "x" for flag -rate`, "strata loadgen"},
 		{[]string{"loadgen"}, "strata loadgen: no target", "strata loadgen"},
 		{[]string{"version", "x"}, `strata version: unexpected arguments ["x"]`, "strata version"},
-		{[]string{"frobnicate"}, `strata: unknown command "frobnicate"`, "strata serve|topics|groups|cluster|acls|produce|consume|loadgen|plan|version|completion"},
+		{[]string{"frobnicate"}, `strata: unknown command "frobnicate"`, "strata serve|topics|groups|cluster|acls|users|produce|consume|loadgen|plan|version|completion"},
 		{[]string{"topics", "list", "--format", "yaml"}, `strata topics list: invalid value "yaml" for flag -format: want text or json`, "strata topics list"},
 		{[]string{"groups", "describe", "g", "--format", "xml"}, `strata groups describe: invalid value "xml" for flag -format: want text or json`, "strata groups describe"},
 		{[]string{"produce"}, "strata produce: name one topic, got []", "strata produce TOPIC"},
@@ -163,7 +167,7 @@ func TestTopUsageNamesEveryVerb(t *testing.T) {
 	for _, c := range []struct {
 		cmd   string
 		verbs []verbDoc
-	}{{"topics", topicsVerbs}, {"groups", groupsVerbs}, {"cluster", clusterVerbs}, {"acls", aclsVerbs}} {
+	}{{"topics", topicsVerbs}, {"groups", groupsVerbs}, {"cluster", clusterVerbs}, {"acls", aclsVerbs}, {"users", usersVerbs}} {
 		names := make([]string, len(c.verbs))
 		for i, v := range c.verbs {
 			names[i] = v.verb

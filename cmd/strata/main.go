@@ -18,6 +18,7 @@ Usage:
   strata groups list|describe|delete|reset-offsets ... [--brokers host:port,...]
   strata cluster describe|describe-config|alter-config|log-dirs ... [--brokers host:port,...]
   strata acls add|list|remove ... [--brokers host:port,...] [--sasl-mechanism M --sasl-username U]
+  strata users create|delete|list ... [--brokers host:port,...] [--sasl-mechanism M --sasl-username U]
   strata produce TOPIC [-K DELIM] [-H key=value ...] [--acks all|1|0] [--compression CODEC] ...  < lines
   strata consume TOPIC ... [-o start|end|N|-N|@TIME] [-g GROUP] [-n N] [-e] [-f value|json|FORMAT] ...
   strata loadgen (--brokers host:port,... | --spawn N) [--rate R] [--duration D] [--json F] [--report F.html] ...
@@ -25,7 +26,7 @@ Usage:
   strata version
   strata completion bash|zsh|fish
 
-The client commands (topics, groups, cluster, acls, produce, consume) take their brokers from --brokers, else
+The client commands (topics, groups, cluster, acls, users, produce, consume) take their brokers from --brokers, else
 $STRATA_BROKERS, else 127.0.0.1:9092.
 
 Run "strata COMMAND --help" for a command's flags ("strata help COMMAND"
@@ -75,6 +76,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = clusterMain(rest, stdout, stderr)
 	case "acls":
 		err = aclsMain(rest, stdout, stderr) // acls.go
+	case "users":
+		err = usersMain(rest, stdout, stderr) // users.go
 	case "produce":
 		err = produceMain(rest, os.Stdin, stdout, stderr)
 	case "consume":
@@ -88,7 +91,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	default:
 		fmt.Fprintf(stderr, "strata: unknown command %q\nUsage: strata %s ...\nRun \"strata --help\" for the commands.\n",
-			cmd, strings.Join([]string{"serve", "topics", "groups", "cluster", "acls", "produce", "consume", "loadgen", "plan", "version", "completion"}, "|"))
+			cmd, strings.Join([]string{"serve", "topics", "groups", "cluster", "acls", "users", "produce", "consume", "loadgen", "plan", "version", "completion"}, "|"))
 		return 1
 	}
 	return exitCode(cmd, err, stderr)
