@@ -7,6 +7,7 @@ import (
 	"math"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 var (
@@ -76,6 +77,11 @@ type Config struct {
 	// Logger receives the backend choice and fallbacks; nil means
 	// slog.Default().
 	Logger *slog.Logger
+	// Now is the clock of the io_uring owner's yield (yieldEvery); nil
+	// means time.Now, the package's one read of the wall clock. The yield
+	// paces a real goroutine against the runtime's sysmon, so it wants
+	// the wall clock: only a test has reason to set this.
+	Now func() time.Time
 }
 
 const (
@@ -248,6 +254,9 @@ func (c Config) normalize() (Config, error) {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 	return c, nil
 }

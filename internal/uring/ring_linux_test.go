@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -314,5 +315,37 @@ func TestBusyOwnerYields(t *testing.T) {
 			t.Fatal(op.Err)
 		}
 		n++
+	}
+}
+
+// TestOwnerYieldsByConfigNow: the owner's yield reads Config.Now. With a
+// clock that stands still a busy owner never yields; with one that moves
+// yieldEvery per read it yields on its next pass.
+func TestOwnerYieldsByConfigNow(t *testing.T) {
+	nops := func(r *Ring, n int) {
+		done := make(chan struct{}, 1)
+		op := &Op{Code: OpNop, Done: func(*Op) { done <- struct{}{} }}
+		for range n {
+			if err := r.Submit(op); err != nil {
+				t.Fatal(err)
+			}
+			<-done
+			if op.Err != nil {
+				t.Fatal(op.Err)
+			}
+		}
+	}
+	still := newTestRing(t, BackendUring, func(c *Config) { c.Now = func() time.Time { return time.Unix(1000, 0) } })
+	nops(still, 200)
+	if y := still.Stats().Yields; y != 0 {
+		t.Fatalf("%d yields with a clock that stands still", y)
+	}
+	var ns atomic.Int64
+	moving := newTestRing(t, BackendUring, func(c *Config) {
+		c.Now = func() time.Time { return time.Unix(0, ns.Add(int64(yieldEvery))) }
+	})
+	nops(moving, 20)
+	if y := moving.Stats().Yields; y == 0 {
+		t.Fatal("no yield with a clock that moves yieldEvery per read")
 	}
 }

@@ -506,9 +506,9 @@ func (u *uringEngine) close() {
 // and run callbacks. It returns once closing is set and nothing accepted is
 // left.
 func (u *uringEngine) loop() {
-	u.lastYield = time.Now()
+	u.lastYield = u.cfg.Now()
 	for {
-		if now := time.Now(); now.Sub(u.lastYield) >= yieldEvery {
+		if now := u.cfg.Now(); now.Sub(u.lastYield) >= yieldEvery {
 			u.lastYield = now
 			runtime.Gosched()
 			u.r.st.yields.Add(1)
