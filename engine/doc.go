@@ -2,7 +2,9 @@
 // offsets, high watermarks, log start offsets, segment rolling, crash
 // recovery, group commit, leader-epoch bookkeeping, topic metadata and the
 // embedded Go API (Topic.Produce / Consume, Engine.Commit / Committed, and
-// in-process consumer groups: Engine.ConsumerGroup, consumergroup.go). It
+// in-process consumer groups: Engine.ConsumerGroup, consumergroup.go; and
+// in-process share groups, queues with per-record acknowledgement, over
+// package share's state machine: Engine.ShareGroup, sharegroup.go). It
 // knows nothing of the Kafka wire protocol.
 //
 // # On disk

@@ -149,6 +149,12 @@ const consumeReadBytes = 1 << 20
 // from == HW returns none; from outside [logStart, logEnd] is
 // ErrOffsetOutOfRange. Keys, values and headers are copies.
 func (t *Topic) Consume(partition int32, from int64, maxRecords int) ([]Record, error) {
+	return t.consume(partition, from, maxRecords, false)
+}
+
+// consume is Consume; dataOnly leaves out control records (transaction
+// markers), as the embedded share groups need.
+func (t *Topic) consume(partition int32, from int64, maxRecords int, dataOnly bool) ([]Record, error) {
 	l, err := t.partition(partition)
 	if err != nil {
 		return nil, err
@@ -186,7 +192,7 @@ func (t *Topic) Consume(partition int32, from int64, maxRecords int) ([]Record, 
 			rest = r
 			err = record.Iterate(batch, func(h *record.Header, r *record.Record) error {
 				off := h.BaseOffset + int64(r.OffsetDelta)
-				if off < from || off >= res.HighWatermark || len(out) >= maxRecords {
+				if off < from || off >= res.HighWatermark || len(out) >= maxRecords || (dataOnly && h.Control()) {
 					return nil
 				}
 				ts := h.BaseTimestamp + r.TimestampDelta

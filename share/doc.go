@@ -26,6 +26,8 @@
 //	session.go    Sessions: share sessions and their epochs (0 opens, -1
 //	              closes, otherwise the next epoch), partitions added and
 //	              forgotten
+//	record.go     the __share_group_state record a shell writes: StateKey,
+//	              StatePartition, EncodeState/DecodeState
 //	config.go     Config (group.share.record.lock.duration.ms,
 //	              group.share.delivery.count.limit,
 //	              group.share.partition.max.record.locks, dead letters) and
@@ -118,6 +120,15 @@
 // internal topic __share_group_state, the request is answered once that
 // append is durable, and a restarted broker Restores each share-partition
 // from its last snapshot. Membership is not persisted (members rejoin).
+//
+// # Embedded shell (package engine, sharegroup.go)
+//
+// Engine.ShareGroup runs the same Partition for in-process members
+// (Acquire, Accept/Release/Reject/Renew, Leave) under one mutex per group,
+// with the engine's clock, and persists snapshots to __share_group_state
+// with the same keys and values as the server (record.go), so either shell
+// restores the other's share-partitions. It has no dead-letter writer: its
+// partitions run without Config.DeadLetter.
 //
 // # Not here yet (issue 24)
 //

@@ -185,7 +185,7 @@ func TestLayersImportDownward(t *testing.T) {
 		"internal/config":     {"internal/configkeys", "internal/sasl", "internal/vfs"}, // not engine or group: cmd/strata fills their settings
 		"internal/sasl":       {"internal/kframe"},                                      // the inter-broker client's frames
 		"segment":             {"internal/uring", "internal/vfs", "record"},
-		"engine":              {"group/assign", "index", "internal/configkeys", "internal/uring", "internal/vfs", "partitioner", "record", "segment"}, // group/assign: the embedded consumer groups
+		"engine":              {"group/assign", "index", "internal/configkeys", "internal/uring", "internal/vfs", "partitioner", "record", "segment", "share"}, // group/assign: the embedded consumer groups; share: the embedded share groups
 		"batcher":             {"partitioner", "record"},
 		"txn":                 {"internal/vfs", "record"},
 		"group":               {"group/assign", "internal/kcode"}, // the group coordinator: not engine or server, which host it
