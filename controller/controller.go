@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -51,6 +52,17 @@ type Config struct {
 	// Listener, if set, is used instead of listening on RaftAddr (tests,
 	// socket activation). The Controller closes it.
 	Listener net.Listener
+	// ServerTLS and ClientTLS, both set or both nil, put the node's port
+	// (Raft and the controller RPC) under mutual TLS: the listener
+	// handshakes with ServerTLS and requires a client certificate that its
+	// trust store verifies (tls.RequireAndVerifyClientCert whatever
+	// ServerTLS says), and the node dials its peers with
+	// ClientTLS(host of the peer's address), which presents this node's
+	// certificate. A connection whose handshake fails is closed with one
+	// log line and never reaches Raft or the RPC handler. nil: plain TCP,
+	// to be kept on a network only the brokers reach.
+	ServerTLS *tls.Config
+	ClientTLS func(serverName string) *tls.Config
 
 	HeartbeatTimeout   time.Duration // default 500ms
 	ElectionTimeout    time.Duration // default 500ms
@@ -99,6 +111,9 @@ func (c *Config) setDefaults() error {
 	}
 	if len(c.Voters) == 0 {
 		return fmt.Errorf("controller: no voters")
+	}
+	if (c.ServerTLS == nil) != (c.ClientTLS == nil) {
+		return fmt.Errorf("controller: ServerTLS and ClientTLS go together (mutual TLS)")
 	}
 	if c.RaftAddr == "" {
 		c.RaftAddr = c.Voters[c.NodeID]
@@ -206,6 +221,9 @@ func New(cfg Config) (*Controller, error) {
 			return nil, fmt.Errorf("controller: %w", err)
 		}
 	}
+	if cfg.ServerTLS != nil {
+		ln = tls.NewListener(ln, requireClientCert(cfg.ServerTLS))
+	}
 	c.selfAddr = cfg.Voters[cfg.NodeID]
 	if !voter {
 		c.selfAddr = cfg.RaftAddr
@@ -220,7 +238,7 @@ func New(cfg Config) (*Controller, error) {
 	}
 	c.raftReady = make(chan struct{})
 	defer closeOnce(c.raftReady)
-	c.mux = newMux(ln, adv, c.serveRPC)
+	c.mux = newMux(ln, adv, c.serveRPC, cfg.ClientTLS, c.log)
 	hl := newHclog(cfg.Logger, "raft")
 	c.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: c.mux, MaxPool: 3, Timeout: 10 * time.Second, Logger: hl,
@@ -586,7 +604,7 @@ func (c *Controller) proposeLocal(ctx context.Context, data []byte) (Result, err
 
 // forward sends encoded command data to the leader at addr.
 func (c *Controller) forward(ctx context.Context, addr string, data []byte) (Result, error) {
-	status, body, err := rpcCall(ctx, addr, rpcPropose, data)
+	status, body, err := rpcCall(ctx, c.cfg.ClientTLS, addr, rpcPropose, data)
 	if err != nil {
 		if errors.Is(err, errNotSent) {
 			return Result{}, fmt.Errorf("%w: %v", ErrNotLeader, err) // retry: not applied
@@ -815,7 +833,7 @@ func (c *Controller) tryJoin() bool {
 	payload := appendString(appendInt(nil, int64(c.cfg.NodeID)), c.selfAddr)
 	for _, id := range sortedIDs(c.cfg.Voters) {
 		ctx, cancel := context.WithTimeout(c.ctx, 5*time.Second)
-		status, body, err := rpcCall(ctx, c.cfg.Voters[id], rpcJoin, payload)
+		status, body, err := rpcCall(ctx, c.cfg.ClientTLS, c.cfg.Voters[id], rpcJoin, payload)
 		cancel()
 		if err == nil && status == statusOK {
 			c.log.Info("joined the metadata quorum as an observer", "via", id)

@@ -53,6 +53,7 @@ type cluster struct {
 	dirs   map[int32]string
 	nodes  map[int32]*Controller
 	clock  *manualClock
+	tweak  func(id int32, cfg *Config) // set by newClusterWith: applied before each New
 }
 
 func testConfig(id int32, voters map[int32]string, dir string, ln net.Listener, clock *manualClock) Config {
@@ -64,8 +65,11 @@ func testConfig(id int32, voters map[int32]string, dir string, ln net.Listener, 
 	}
 }
 
-func newCluster(t *testing.T, n int) *cluster {
-	c := &cluster{t: t, voters: map[int32]string{}, dirs: map[int32]string{}, nodes: map[int32]*Controller{}, clock: &manualClock{}}
+func newCluster(t *testing.T, n int) *cluster { return newClusterWith(t, n, nil) }
+
+// newClusterWith is newCluster with tweak applied to each node's Config.
+func newClusterWith(t *testing.T, n int, tweak func(id int32, cfg *Config)) *cluster {
+	c := &cluster{t: t, voters: map[int32]string{}, dirs: map[int32]string{}, nodes: map[int32]*Controller{}, clock: &manualClock{}, tweak: tweak}
 	c.clock.ms.Store(1_000_000)
 	lns := map[int32]net.Listener{}
 	for i := int32(0); i < int32(n); i++ {
@@ -102,7 +106,11 @@ func (c *cluster) start(id int32, ln net.Listener) {
 			c.t.Fatal(err)
 		}
 	}
-	nd, err := New(testConfig(id, c.voters, c.dirs[id], ln, c.clock))
+	cfg := testConfig(id, c.voters, c.dirs[id], ln, c.clock)
+	if c.tweak != nil {
+		c.tweak(id, &cfg)
+	}
+	nd, err := New(cfg)
 	if err != nil {
 		c.t.Fatal(err)
 	}

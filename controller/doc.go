@@ -84,6 +84,10 @@
 // the Raft port: Raft's connections open with an RPC type byte 0..4, the
 // controller RPC's with 0xC7, and a mux in front of the transport routes
 // each accepted connection by that byte (see transport.go for the frames).
+// With Config.ServerTLS and ClientTLS the port is mutual TLS: the mux
+// completes each accepted connection's handshake (a client certificate the
+// trust store verifies is required) before it reads that byte, and Raft's
+// dials and the RPC's use ClientTLS.
 // One request per connection, so a failure to connect or to send means "not
 // applied" and is retried; a missing answer after sending is
 // ErrUnknownOutcome. A follower never forwards further (no loops); a node

@@ -3,10 +3,12 @@ package controller
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"sync"
 	"time"
@@ -55,7 +57,9 @@ const (
 
 // mux is the raft.StreamLayer over the node's listener.
 type mux struct {
-	ln        net.Listener
+	ln        net.Listener                        // a tls.Listener under mutual TLS
+	clientTLS func(serverName string) *tls.Config // nil: plain TCP (Config.ClientTLS)
+	log       *slog.Logger
 	advertise net.Addr
 	raftConns chan net.Conn
 	serve     func(net.Conn) // controller RPC handler; owns and closes the conn
@@ -67,8 +71,8 @@ type mux struct {
 	conns map[net.Conn]struct{} // controller RPC conns being served, closed on Close
 }
 
-func newMux(ln net.Listener, advertise net.Addr, serve func(net.Conn)) *mux {
-	m := &mux{ln: ln, advertise: advertise, raftConns: make(chan net.Conn), serve: serve,
+func newMux(ln net.Listener, advertise net.Addr, serve func(net.Conn), clientTLS func(string) *tls.Config, log *slog.Logger) *mux {
+	m := &mux{ln: ln, clientTLS: clientTLS, log: log, advertise: advertise, raftConns: make(chan net.Conn), serve: serve,
 		closed: make(chan struct{}), conns: make(map[net.Conn]struct{})}
 	m.wg.Add(1)
 	go m.acceptLoop()
@@ -110,6 +114,15 @@ func (m *mux) acceptLoop() {
 func (m *mux) classify(conn net.Conn) {
 	defer m.wg.Done()
 	_ = conn.SetReadDeadline(wallClock().Add(firstByteTimeout)) // the wall clock: controller.go wallClock
+	if tc, ok := conn.(*tls.Conn); ok {
+		// The handshake under the same deadline; a peer without a
+		// certificate the trust store verifies never gets further.
+		if err := tc.Handshake(); err != nil {
+			m.log.Warn("controller port: TLS handshake failed, connection closed", "remote", conn.RemoteAddr().String(), "err", err)
+			conn.Close()
+			return
+		}
+	}
 	var first [1]byte
 	if _, err := io.ReadFull(conn, first[:]); err != nil {
 		conn.Close()
@@ -181,7 +194,50 @@ func (m *mux) Addr() net.Addr { return m.advertise }
 
 // Dial connects to a Raft peer (raft.StreamLayer).
 func (m *mux) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	return net.DialTimeout("tcp", string(address), timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return dialPeer(ctx, m.clientTLS, string(address))
+}
+
+// dialPeer connects to the node at addr: plain TCP, or mutual TLS when
+// clientTLS is set (the handshake done before it returns, the peer's name
+// checked against addr's host as the configuration says).
+func dialPeer(ctx context.Context, clientTLS func(string) *tls.Config, addr string) (net.Conn, error) {
+	var d net.Dialer
+	if clientTLS == nil {
+		return d.DialContext(ctx, "tcp", addr)
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	td := tls.Dialer{NetDialer: &d, Config: clientTLS(host)}
+	return td.DialContext(ctx, "tcp", addr)
+}
+
+// requireClientCert returns cfg, or the configurations it hands out per
+// connection (GetConfigForClient), with client certificates required and
+// verified: the controller port is mutual TLS whatever the listener it
+// borrows its files from asks of clients.
+func requireClientCert(cfg *tls.Config) *tls.Config {
+	if cfg.GetConfigForClient == nil {
+		c := cfg.Clone()
+		c.ClientAuth = tls.RequireAndVerifyClientCert
+		return c
+	}
+	inner := cfg.GetConfigForClient
+	c := cfg.Clone()
+	c.ClientAuth = tls.RequireAndVerifyClientCert
+	c.GetConfigForClient = func(h *tls.ClientHelloInfo) (*tls.Config, error) {
+		got, err := inner(h)
+		if err != nil || got == nil {
+			return got, err
+		}
+		got = got.Clone()
+		got.ClientAuth = tls.RequireAndVerifyClientCert
+		return got, nil
+	}
+	return c
 }
 
 // prefixConn replays the byte the mux consumed.
@@ -206,9 +262,8 @@ var errNotSent = errors.New("controller: request not sent")
 
 // rpcCall dials addr, sends one request and returns the response status and
 // payload. Errors wrap errNotSent when the request was not fully written.
-func rpcCall(ctx context.Context, addr string, kind byte, payload []byte) (byte, []byte, error) {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
+func rpcCall(ctx context.Context, clientTLS func(string) *tls.Config, addr string, kind byte, payload []byte) (byte, []byte, error) {
+	conn, err := dialPeer(ctx, clientTLS, addr)
 	if err != nil {
 		return 0, nil, fmt.Errorf("%w: %v", errNotSent, err)
 	}

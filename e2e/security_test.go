@@ -402,6 +402,29 @@ func TestSSLClusterReplicates(t *testing.T) {
 			t.Errorf("broker %d refused a handshake:\n%s", i, b.logs)
 		}
 	}
+
+	// The controller port (Raft and the controller RPC) is mutual TLS too:
+	// the quorum above formed over it, and a plain TCP peer sending a
+	// controller request is closed unanswered with one log line.
+	ctlAddr := strings.TrimPrefix(voters[0], "0@")
+	conn, err := net.DialTimeout("tcp", ctlAddr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(15 * time.Second))
+	// magic 0xC7, version 1, a 1-byte frame: propose with no command
+	if _, err := conn.Write([]byte{0xC7, 1, 0, 0, 0, 1, 1}); err == nil {
+		if n, err := conn.Read(make([]byte, 64)); err == nil {
+			t.Errorf("a plain TCP peer of the controller port got %d bytes back", n)
+		}
+	}
+	waitFor(t, 15*time.Second, func() string {
+		if !strings.Contains(brokers[0].logs.String(), "controller port: TLS handshake failed") {
+			return "no log line for the refused controller connection"
+		}
+		return ""
+	})
 }
 
 // waitReplicatedTopic creates topic (one partition, replication factor 2,

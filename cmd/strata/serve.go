@@ -316,6 +316,7 @@ func startController(cfg config.Broker, dataDir string, logger *slog.Logger) (*c
 		SessionTimeout: time.Duration(cfg.SessionTimeoutMs) * time.Millisecond,
 	}
 	applyRebalance(cfg, &ccfg) // serve_rebalance.go
+	controllerTLS(cfg, &ccfg, logger)
 	if _, voter := voters[cfg.NodeID]; !voter {
 		addr := cfg.ControllerListen
 		if addr == "" {
@@ -338,6 +339,29 @@ func startController(cfg config.Broker, dataDir string, logger *slog.Logger) (*c
 	logger.Info("controller started", "node", cfg.NodeID, "voters", controller.FormatQuorum(voters),
 		"voter", ccfg.Listener == nil, "dir", ccfg.DataDir)
 	return ctl, nil
+}
+
+// controllerTLS puts the controller's port (Raft and the controller RPC)
+// under mutual TLS when the inter-broker listener is SSL or SASL_SSL: the
+// same key, certificate chain and trust store (reloaded when the files
+// change), a client certificate required of every peer, the peers' names
+// checked as ssl.endpoint.identification.algorithm says. With security
+// configured on some listener but a plaintext inter-broker listener the
+// port stays plain TCP, and a WARN says so: keep it on a network only the
+// brokers reach (docs/security.md).
+func controllerTLS(cfg config.Broker, ccfg *controller.Config, logger *slog.Logger) {
+	if l := cfg.InterBroker(); l != nil && l.SSL != nil {
+		ccfg.ServerTLS = l.SSL.ServerTLS(logger)
+		ccfg.ClientTLS = l.SSL.ClientTLS(logger)
+		return
+	}
+	for _, l := range cfg.Listeners {
+		if l.SSL != nil || l.SASL != nil {
+			logger.Warn("the controller port is not authenticated (plain TCP): make the inter-broker listener SSL or SASL_SSL to put it under mutual TLS",
+				"inter_broker_listener", cfg.InterBrokerListener, "controller_quorum", cfg.ControllerQuorum)
+			return
+		}
+	}
 }
 
 // quorumClusterID is the cluster id every broker of a cluster reports: it
