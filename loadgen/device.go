@@ -94,7 +94,7 @@ func (d *blockDevice) sample() (devSample, error) {
 	if err != nil {
 		return devSample{}, err
 	}
-	at := time.Now()
+	at := wallClock()
 	_, s, ok, err := findDiskstats(text, d.major, d.minor)
 	if err == nil && !ok {
 		err = fmt.Errorf("device %s (%d:%d) is no longer in %s", d.name, d.major, d.minor, diskstatsPath)

@@ -165,7 +165,7 @@ func probeDevice(ctx context.Context, dir string, total int64, maxTime time.Dura
 			dev = nil
 		}
 	}
-	t0 := time.Now()
+	t0 := wallClock()
 	for {
 		for len(idle) > 0 && off < total && !stop && firstErr == nil {
 			op := idle[len(idle)-1]

@@ -213,7 +213,7 @@ func (f *fetcher) fetch() (*kmsg.FetchResponse, error) {
 	f.build()
 	f.corr++
 	f.out = f.fmt.AppendRequest(f.out[:0], &f.req, f.corr)
-	f.conn.SetDeadline(time.Now().Add(nativeFetchResponseTimeout))
+	f.conn.SetDeadline(wallClock().Add(nativeFetchResponseTimeout))
 	if _, err := f.conn.Write(f.out); err != nil {
 		return nil, fmt.Errorf("fetching from %s: %w", f.addr, err)
 	}

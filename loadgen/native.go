@@ -249,7 +249,7 @@ func (p *nativeProducer) sendAll(c *nativeConn, batches []*batcher.Batch) {
 // closeConns ends every connection, waiting for all of them together at
 // most timeout.
 func (p *nativeProducer) closeConns(timeout time.Duration) {
-	deadline := time.Now().Add(timeout)
+	deadline := wallClock().Add(timeout)
 	for _, c := range p.conns {
 		c.close(max(time.Until(deadline), time.Millisecond))
 	}

@@ -169,7 +169,7 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		"R":               r,
 		"Target":          target,
 		"HostLine":        r.Host.describe(),
-		"When":            time.Now().Format(time.RFC1123),
+		"When":            wallClock().Format(time.RFC1123),
 		"Summary":         summary,
 		"Lat":             lat,
 		"Config":          cfgRows,

@@ -46,6 +46,13 @@ type runEnv struct {
 	dataLoss atomic.Int64
 }
 
+// wallClock is the load generator's one read of the wall clock, and it
+// must be the wall clock: the load generator measures real latency and
+// throughput against a real broker, and its socket deadlines are
+// wall-clock instants. Run times are time.Since the run's base, its
+// monotonic reading (runEnv.now).
+var wallClock = time.Now
+
 func (e *runEnv) now() time.Duration { return time.Since(e.base) }
 
 // measured reports whether a record scheduled at t (run clock) counts.
@@ -245,7 +252,7 @@ func waitConsumerDelay(ctx context.Context, env *runEnv) bool {
 func runOnce(ctx context.Context, cfg *Config, admin *kgo.Client, ti *topicInfo, seeds []string, cluster *Cluster,
 	rate float64, duration time.Duration, records int64, lead time.Duration) (*runOutcome, error) {
 	st := newRunStats()
-	base := time.Now()
+	base := wallClock()
 	env := &runEnv{
 		cfg: cfg, rate: rate, duration: duration, records: records,
 		base: base, baseUnix: base.UnixNano(), st: st, seeds: seeds, admin: admin, topic: ti,
@@ -424,8 +431,8 @@ func runOnce(ctx context.Context, cfg *Config, admin *kgo.Client, ti *topicInfo,
 	j1 := cluster.brokerJournalSample(ctx)
 
 	if cfg.Consumers > 0 {
-		deadline := time.Now().Add(cfg.DrainTimeout)
-		for ctx.Err() == nil && st.consumed.Load() < st.acked.Load() && time.Now().Before(deadline) &&
+		deadline := wallClock().Add(cfg.DrainTimeout)
+		for ctx.Err() == nil && st.consumed.Load() < st.acked.Load() && wallClock().Before(deadline) &&
 			(cproc == nil || cproc.running()) {
 			time.Sleep(consumerCatchUpPoll)
 		}

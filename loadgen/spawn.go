@@ -338,7 +338,7 @@ func (b *SpawnedBroker) proc() (*exec.Cmd, chan struct{}) {
 // waitListening waits until the broker accepts TCP connections.
 func (b *SpawnedBroker) waitListening(ctx context.Context, timeout time.Duration) error {
 	_, exited := b.proc()
-	deadline := time.Now().Add(timeout)
+	deadline := wallClock().Add(timeout)
 	for {
 		conn, err := net.DialTimeout("tcp", b.ListenAddr, time.Second)
 		if err == nil {
@@ -352,7 +352,7 @@ func (b *SpawnedBroker) waitListening(ctx context.Context, timeout time.Duration
 			return ctx.Err()
 		case <-time.After(20 * time.Millisecond):
 		}
-		if time.Now().After(deadline) {
+		if wallClock().After(deadline) {
 			return fmt.Errorf("loadgen: broker %d not listening on %s after %v:\n%s", b.NodeID, b.ListenAddr, timeout, tailFile(b.LogPath, 2000))
 		}
 	}

@@ -337,7 +337,7 @@ func (c *nativeConn) readLoop() {
 
 // readFrame reads one size-prefixed frame into buf (reused).
 func (c *nativeConn) readFrame(buf []byte) ([]byte, error) {
-	c.conn.SetReadDeadline(time.Now().Add(produceTimeoutMs*time.Millisecond + responseGrace))
+	c.conn.SetReadDeadline(wallClock().Add(produceTimeoutMs*time.Millisecond + responseGrace))
 	buf, err := kframe.ReadFrame(c.conn, maxResponseBytes, buf)
 	if err != nil {
 		return buf, fmt.Errorf("reading a produce response from %s: %w", c.addr, err)
