@@ -273,9 +273,9 @@ var (
 	descRecordsIn = prometheus.NewDesc(TopicRecordsIn,
 		"Records appended to the topic's partitions by Produce.", []string{"topic"}, nil)
 	descBytesOut = prometheus.NewDesc(TopicBytesOut,
-		"Record batch bytes of the topic sent to consumers by Fetch (follower fetches excluded).", []string{"topic"}, nil)
+		"Record batch bytes of the topic sent to consumers by Fetch and ShareFetch (follower fetches excluded).", []string{"topic"}, nil)
 	descRecordsOut = prometheus.NewDesc(TopicRecordsOut,
-		"Records of the topic sent to consumers by Fetch: the record counts of the batches sent, whole batches as sent (records before the fetch offset in the first batch, and control records, included; follower fetches excluded).", []string{"topic"}, nil)
+		"Records of the topic sent to consumers by Fetch and ShareFetch: the record counts of the batches sent, whole batches as sent (records before the fetch offset in the first batch, and control records, included; follower fetches excluded).", []string{"topic"}, nil)
 	descPartitions = prometheus.NewDesc(Partitions,
 		"Partitions with a replica (a log) on this broker.", nil, nil)
 	descLeaders = prometheus.NewDesc(PartitionLeaders,

@@ -474,8 +474,36 @@ func (f *shareFetch) send() {
 			}
 		}
 		f.build()
+		f.s.meterShareFetch(f.resp)
 		f.rc.respond(f.resp)
 	})
+}
+
+// meterShareFetch counts the record batches a ShareFetch response sends
+// in strata_topic_bytes_out_total and strata_topic_records_out_total, as
+// Fetch's are counted (meterFetch, meterRecordsOut): their bytes, and the
+// record counts of their headers (a batch's records the member did not
+// acquire included, as Fetch counts whole batches).
+func (s *Server) meterShareFetch(resp *kmsg.ShareFetchResponse) {
+	m := s.cfg.Metrics
+	if m == nil {
+		return
+	}
+	for i := range resp.Topics {
+		rt := &resp.Topics[i]
+		var bytes, recs int64
+		for j := range rt.Partitions {
+			b := rt.Partitions[j].Records
+			n, _, _, _ := headerRecords(b, int64(len(b)))
+			bytes, recs = bytes+int64(len(b)), recs+n
+		}
+		if bytes == 0 {
+			continue
+		}
+		tc := m.Topic(s.topicName(rt.TopicID))
+		tc.Out(bytes)
+		tc.OutRecords(recs)
+	}
 }
 
 // readShareBatches returns the record batches of l that hold the offsets

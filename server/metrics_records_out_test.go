@@ -13,7 +13,10 @@ import (
 	"github.com/stratalog/strata/metrics"
 	"github.com/stratalog/strata/metrics/metricstest"
 	"github.com/stratalog/strata/record"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // chunkRecords adds up the record counts of a chunk's whole batches, in
@@ -275,5 +278,55 @@ func TestMetricsRecordsOutAgreeWithConsumer(t *testing.T) {
 				t.Errorf("tail cache off but %v hits", hits)
 			}
 		})
+	}
+}
+
+// TestMetricsRecordsOutShareFetch: a ShareFetch response's batches count
+// in the topic's bytes and records out, as a Fetch's do.
+func TestMetricsRecordsOutShareFetch(t *testing.T) {
+	addr, url, s := startMeteredBroker(t, withShare(0))
+	cl := newClient(t, addr)
+	createShareTopic(t, kadm.NewClient(cl), "sq", 1)
+	setGroupConfig(t, cl, "sg", "share.auto.offset.reset", "earliest")
+	for b := range 3 { // three batches of 10
+		vs := make([]string, 10)
+		for i := range vs {
+			vs[i] = fmt.Sprintf("v%d-%d", b, i)
+		}
+		produceValues(t, cl, "sq", vs...)
+	}
+	if got := scrapeMetrics(t, url).Counter(metrics.TopicRecordsOut, "topic", "sq"); got != 0 {
+		t.Fatalf("records out %v before any fetch", got)
+	}
+	hb := kmsg.NewPtrShareGroupHeartbeatRequest()
+	hb.GroupID, hb.MemberID, hb.SubscribedTopicNames = "sg", "raw-member", []string{"sq"}
+	if hbr := issue[*kmsg.ShareGroupHeartbeatResponse](t, cl, hb); hbr.ErrorCode != 0 {
+		t.Fatalf("heartbeat: %v", kerr.ErrorForCode(hbr.ErrorCode))
+	}
+	r := rawShareFetch(t, cl, "sg", "raw-member", 0, s.eng.Topic("sq").ID(), nil)
+	if r.ErrorCode != 0 || len(r.Topics) != 1 || len(r.Topics[0].Partitions) != 1 {
+		t.Fatalf("share fetch: %+v", r)
+	}
+	data := r.Topics[0].Partitions[0].Records
+	var recs int
+	for rest := data; len(rest) > 0; {
+		batch, next, _, err := record.Next(rest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rest = next
+		if err := record.Iterate(batch, func(*record.Header, *record.Record) error { recs++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if recs != 30 {
+		t.Fatalf("the response holds %d records, want 30", recs)
+	}
+	after := scrapeMetrics(t, url)
+	if got := after.Counter(metrics.TopicRecordsOut, "topic", "sq"); got != float64(recs) {
+		t.Errorf("records out %v, the share fetch sent %d", got, recs)
+	}
+	if got := after.Counter(metrics.TopicBytesOut, "topic", "sq"); got != float64(len(data)) {
+		t.Errorf("bytes out %v, the share fetch sent %d", got, len(data))
 	}
 }
