@@ -568,7 +568,7 @@ func (c *Controller) proposeLocal(ctx context.Context, data []byte) (Result, err
 	}
 	timeout := 10 * time.Second
 	if dl, ok := ctx.Deadline(); ok {
-		timeout = max(time.Until(dl), time.Millisecond)
+		timeout = max(dl.Sub(wallClock()), time.Millisecond) // a context deadline is a wall-clock instant
 	}
 	f := c.raft.Apply(c.stamp(data), timeout)
 	done := make(chan struct{})
