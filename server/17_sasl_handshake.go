@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/binary"
+	"time"
 
 	"github.com/stratalog/strata/internal/sasl"
 	"github.com/stratalog/strata/netpoll"
@@ -30,9 +31,21 @@ import (
 //     (User:<name>) replaces the connection's (netpoll.Conn.Authenticated),
 //     as the TLS client certificate's does on an SSL listener.
 //
-// On a listener without SASL, or once authenticated (re-authentication,
-// KIP-368, is not built), SaslHandshake and SaslAuthenticate answer
-// ILLEGAL_SASL_STATE, as Kafka's request handler does.
+// Re-authentication (KIP-368): with connections.max.reauth.ms > 0
+// (sasl.Config.ReauthMs) a session lasts that long from its last
+// authentication, and SaslAuthenticate v1+ tells the client
+// (session_lifetime_ms). A connection authenticated through
+// SaslAuthenticate may send SaslHandshake v1 again, with the same
+// mechanism, then SaslAuthenticate: the same principal starts a new
+// session (another mechanism, or another principal, fails
+// authentication and closes the connection, as in Kafka). Any other
+// request read after the session ended closes the connection, with one
+// log line (Kafka's "expired channel"); a handshake still begins
+// re-authentication then, as in Kafka. The time is the server's clock.
+//
+// On a listener without SASL, or once authenticated when sessions do not
+// expire, SaslHandshake and SaslAuthenticate answer ILLEGAL_SASL_STATE,
+// as Kafka's request handler does.
 func init() { register(17, 0, 1, handleSaslHandshake) }
 
 // SASL phases of a connection on a SASL listener.
@@ -52,6 +65,12 @@ type saslState struct {
 	phase uint8
 	mech  string
 	ex    sasl.Exchange
+
+	principal string    // once authenticated: re-authentication must keep it
+	expiry    time.Time // the session's end (zero: it does not end)
+	v1        bool      // authenticated through SaslAuthenticate: may re-authenticate
+	reauth    bool      // the exchange in progress re-authenticates
+	badMech   string    // re-authentication asked for another mechanism: why it fails
 }
 
 // saslPeer is what the gate needs of a connection (*netpoll.Conn).
@@ -94,7 +113,14 @@ func (s *Server) saslGate(c peer, frame []byte, r replySink) bool {
 	}
 	switch st.phase {
 	case saslComplete:
-		return false
+		if st.expiry.IsZero() || len(frame) < 2 || binary.BigEndian.Uint16(frame) == 17 || !s.now().After(st.expiry) {
+			return false // in session, or a handshake beginning re-authentication
+		}
+		st.phase = saslFailed
+		s.saslLog(sp, "SASL session expired without re-authentication (connections.max.reauth.ms); closing connection",
+			"principal", st.principal, "mechanism", st.mech, "api", kmsg.NameForKey(int16(binary.BigEndian.Uint16(frame))))
+		r.Close()
+		return true
 	case saslFailed:
 		r.Close()
 		return true
@@ -130,18 +156,33 @@ func (s *Server) saslRawToken(sp saslPeer, st *saslState, frame []byte, r replyS
 		return
 	}
 	if done {
-		s.saslAuthenticated(sp, st)
+		s.saslAuthenticated(sp, st) // never a re-authentication: v0 cannot
 	}
 	r.Send(append([]byte(nil), out...))
 }
 
 // saslAuthenticated ends st's exchange: the connection's principal is
-// the one it authenticated.
-func (s *Server) saslAuthenticated(sp saslPeer, st *saslState) {
+// the one it authenticated, and its session starts now. A
+// re-authentication as another principal fails: the message to answer
+// with (the connection is to be closed).
+func (s *Server) saslAuthenticated(sp saslPeer, st *saslState) (failed string) {
 	p := st.ex.Principal()
-	st.phase, st.ex = saslComplete, nil
+	if st.reauth && p != st.principal {
+		st.phase, st.ex = saslFailed, nil
+		return "Cannot change principals during re-authentication from " + st.principal + ": " + p
+	}
+	st.phase, st.ex, st.principal = saslComplete, nil, p
+	if ms := st.cfg.ReauthMs; ms > 0 {
+		st.expiry = s.now().Add(time.Duration(ms) * time.Millisecond)
+	}
+	if st.reauth {
+		st.reauth = false
+		s.log.Debug("SASL re-authenticated", "remote", remoteAddr(sp), "listener", sp.Listener(), "mechanism", st.mech, "principal", p)
+		return ""
+	}
 	sp.Authenticated(p)
 	s.log.Debug("SASL authenticated", "remote", remoteAddr(sp), "listener", sp.Listener(), "mechanism", st.mech, "principal", p)
+	return ""
 }
 
 // saslLog logs a refused or failed authentication, rate-limited with the
@@ -159,6 +200,20 @@ func handleSaslHandshake(s *Server, rc *reqCtx) {
 	req := rc.req.(*kmsg.SASLHandshakeRequest)
 	resp := req.ResponseKind().(*kmsg.SASLHandshakeResponse)
 	st, sp := saslStateOf(rc.conn)
+	if st != nil && st.phase == saslComplete && !st.expiry.IsZero() && st.v1 && rc.version >= 1 {
+		// KIP-368: re-authentication of a session, with its mechanism.
+		resp.SupportedMechanisms = st.cfg.Mechanisms
+		st.reauth, st.phase, st.ex, st.badMech = true, saslAuthenticating, nil, ""
+		if req.Mechanism != st.mech {
+			st.badMech = "SASL mechanism '" + req.Mechanism + "' requested by client is not supported for re-authentication of mechanism '" + st.mech + "'"
+		} else if ex, err := st.cfg.Start(st.mech); err != nil {
+			st.badMech = err.Error()
+		} else {
+			st.ex = ex
+		}
+		rc.respond(resp)
+		return
+	}
 	if st == nil || st.phase != saslStart {
 		resp.ErrorCode = kerr.IllegalSaslState.Code
 		rc.respond(resp)

@@ -8,9 +8,11 @@ import (
 // SaslAuthenticate v0..v2 (KIP-152): one SASL token each way, after a v1
 // SaslHandshake (17_sasl_handshake.go describes the exchange). A failure
 // answers SASL_AUTHENTICATION_FAILED with Kafka's message and closes the
-// connection; success sets the connection's principal. Session lifetimes
-// (v1's SessionLifetimeMillis, KIP-368 re-authentication) are 0: the
-// session does not expire.
+// connection; success sets the connection's principal. With
+// connections.max.reauth.ms > 0, v1+ answers the session's lifetime
+// (session_lifetime_ms) with the last token, and a re-authentication
+// (17_sasl_handshake.go) that changes the mechanism or the principal
+// fails and closes the connection.
 func init() { register(36, 0, 2, handleSaslAuthenticate) }
 
 func handleSaslAuthenticate(s *Server, rc *reqCtx) {
@@ -27,19 +29,32 @@ func handleSaslAuthenticate(s *Server, rc *reqCtx) {
 		rc.respond(resp)
 		return
 	}
-	out, done, err := st.ex.Step(req.SASLAuthBytes)
-	if err != nil {
+	fail := func(msg string) {
 		st.phase, st.ex = saslFailed, nil
-		msg := err.Error()
 		resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
 		resp.ErrorMessage = &msg
-		s.saslLog(sp, "SASL authentication failed; closing connection", "mechanism", st.mech, "reason", msg)
+		s.saslLog(sp, "SASL authentication failed; closing connection", "mechanism", st.mech, "reason", msg, "reauthentication", st.reauth)
 		rc.respondThenClose(resp)
+	}
+	if st.badMech != "" {
+		fail(st.badMech)
+		return
+	}
+	out, done, err := st.ex.Step(req.SASLAuthBytes)
+	if err != nil {
+		fail(err.Error())
 		return
 	}
 	resp.SASLAuthBytes = out
 	if done {
-		s.saslAuthenticated(sp, st)
+		if msg := s.saslAuthenticated(sp, st); msg != "" {
+			fail(msg)
+			return
+		}
+		st.v1 = true
+		if ms := st.cfg.ReauthMs; ms > 0 && rc.version >= 1 {
+			resp.SessionLifetimeMillis = ms
+		}
 	}
 	rc.respond(resp)
 }

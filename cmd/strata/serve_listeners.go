@@ -53,7 +53,8 @@ func serverListeners(cfg config.Broker, logger *slog.Logger, scram *sasl.Store) 
 			sl.Principal = l.SSL.Principal
 		}
 		if l.SASL != nil {
-			sl.SASL = &sasl.Config{Mechanisms: l.SASL.Mechanisms, PlainUsers: l.SASL.PlainUsers, Scram: scram, OAuth: l.SASL.OAuth}
+			sl.SASL = &sasl.Config{Mechanisms: l.SASL.Mechanisms, PlainUsers: l.SASL.PlainUsers, Scram: scram, OAuth: l.SASL.OAuth,
+				ReauthMs: cfg.MaxReauthMs}
 			if o := l.SASL.OAuth; o != nil {
 				o.Now = time.Now
 				if o.Unsecured {

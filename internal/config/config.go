@@ -61,6 +61,7 @@ type Broker struct {
 	MaxRequestBytes  int32
 	FetchMaxBytes    int32
 	MaxIdleMs        int64  // connections.max.idle.ms
+	MaxReauthMs      int64  // connections.max.reauth.ms (SASL sessions, KIP-368; 0: no end)
 	QueuedMaxBytes   int64  // queued.max.request.bytes, the broker-wide request budget (-1 = unbounded; server.Config.MaxQueuedBytes)
 	Blackhole        bool   // strata serve --blackhole: ack produce without storing (no properties key)
 	IOBackend        string // log.io.backend (Strata): auto | uring | pwrite (engine.Options.IOBackend)
@@ -222,6 +223,7 @@ var fields = map[string]setter{
 	"socket.request.max.bytes":   func(b *Broker, v configkeys.Value) { b.MaxRequestBytes = int32(v.Int) },
 	"fetch.max.bytes":            func(b *Broker, v configkeys.Value) { b.FetchMaxBytes = int32(v.Int) },
 	"connections.max.idle.ms":    func(b *Broker, v configkeys.Value) { b.MaxIdleMs = v.Int },
+	"connections.max.reauth.ms":  func(b *Broker, v configkeys.Value) { b.MaxReauthMs = v.Int },
 	"queued.max.request.bytes":   func(b *Broker, v configkeys.Value) { b.QueuedMaxBytes = max(v.Int, -1) },
 	"metrics.listeners":          func(b *Broker, v configkeys.Value) { b.MetricsListeners, _ = configkeys.HTTPListeners(v.Text) },
 	"metrics.partition.labels":   func(b *Broker, v configkeys.Value) { b.MetricsPartitionLabels = v.Bool },

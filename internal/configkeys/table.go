@@ -248,6 +248,8 @@ var keys = []Key{
 		Doc: "principals allowed everything, separated by semicolons (`User:admin;User:broker`)"},
 	{Broker: "allow.everyone.if.no.acl.found", Type: Boolean, Default: "false", Section: "security",
 		Doc: "with the authorizer on, a resource that has no ACL at all is open to every principal"},
+	{Broker: "connections.max.reauth.ms", Type: Long, Min: 0, Max: math.MaxInt64 / 1_000_000, Default: "0", Section: "security",
+		Doc: "on SASL listeners, how long a session lasts (KIP-368): SaslAuthenticate tells the client, which re-authenticates on its connection before the end; a request after it closes the connection; 0: sessions do not end"},
 	{Broker: "max.connections", Type: Int, Min: 0, Max: math.MaxInt32, Default: "2147483647", Shown: "2147483647 (unlimited)", Section: "security",
 		Doc: "the most connections the broker holds; at the limit new connections wait unaccepted until one closes (the inter-broker listener excepted: it closes the least recently active connection of another listener); `listener.name.<listener>.max.connections` limits one listener (docs/security.md, \"Connection limits\")"},
 	{Broker: "max.connections.per.ip", Type: Int, Min: 0, Max: math.MaxInt32, Default: "2147483647", Shown: "2147483647 (unlimited)", Section: "security",

@@ -39,6 +39,11 @@ type Config struct {
 	Scram *Store
 	// OAuth validates OAUTHBEARER tokens (nil: every token fails).
 	OAuth *OAuth
+	// ReauthMs is connections.max.reauth.ms (KIP-368): when > 0 a session
+	// lasts that long (SaslAuthenticate v1+ tells the client), the client
+	// re-authenticates on its connection before it ends, and a request
+	// after the end closes the connection. 0: sessions never expire.
+	ReauthMs int64
 }
 
 // Enabled reports whether mech is enabled (case-sensitive, as Kafka).
