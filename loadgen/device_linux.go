@@ -212,7 +212,7 @@ func probeDevice(ctx context.Context, dir string, total int64, maxTime time.Dura
 			fail(ctx.Err())
 		}
 	}
-	elapsed := time.Since(t0)
+	elapsed := wallClock().Sub(t0)
 	if firstErr != nil {
 		return nil, fmt.Errorf("O_DIRECT writes to %s: %w", name, firstErr)
 	}

@@ -251,7 +251,7 @@ func (p *nativeProducer) sendAll(c *nativeConn, batches []*batcher.Batch) {
 func (p *nativeProducer) closeConns(timeout time.Duration) {
 	deadline := wallClock().Add(timeout)
 	for _, c := range p.conns {
-		c.close(max(time.Until(deadline), time.Millisecond))
+		c.close(max(deadline.Sub(wallClock()), time.Millisecond))
 	}
 	p.conns = nil
 }

@@ -49,10 +49,13 @@ type runEnv struct {
 // wallClock is the load generator's one read of the wall clock, and it
 // must be the wall clock: the load generator measures real latency and
 // throughput against a real broker, and its socket deadlines are
-// wall-clock instants. Run times are time.Since the run's base, its
-// monotonic reading (runEnv.now).
+// wall-clock instants.
 var wallClock = time.Now
 
+// now is the run clock: the time since the run's base, by its monotonic
+// reading. It stays time.Since, the package's second read of the wall
+// clock, because it runs for every record and time.Since reads only the
+// monotonic clock, where wallClock().Sub would read both.
 func (e *runEnv) now() time.Duration { return time.Since(e.base) }
 
 // measured reports whether a record scheduled at t (run clock) counts.
@@ -496,7 +499,7 @@ func verifyRun(ctx context.Context, cfg *Config, env *runEnv, logw io.Writer) *V
 		}
 	}
 	fmt.Fprintf(logw, "verify: reading topic %s back from its first offsets\n", cfg.Topic)
-	if err := readBack(ctx, func() time.Time { return env.base.Add(time.Since(env.base)) }, env.seeds, env.admin, cfg.Topic, env.topic.partitions, c, cfg.VerifyTimeout, logw); err != nil {
+	if err := readBack(ctx, func() time.Time { return env.base.Add(env.now()) }, env.seeds, env.admin, cfg.Topic, env.topic.partitions, c, cfg.VerifyTimeout, logw); err != nil {
 		r := c.res
 		r.Verdict, r.Error = "error", err.Error()
 		return &r
