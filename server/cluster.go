@@ -127,7 +127,7 @@ type clusterState struct {
 
 	listeners listenerSet // listeners.go: every listener's advertised address (single broker or cluster)
 
-	sec securitySync // cluster_security.go: the replicated ACLs, credentials and quotas applied
+	sec *cluster.SecuritySync // cluster_security.go: the replicated ACLs, credentials and quotas applied
 }
 
 // clustered reports whether the Server runs with a controller.

@@ -28,6 +28,12 @@
 //   - the reconcile (reconcile.go): Reconciler makes the engine's topics
 //     and logs and the replica manager's roles match each new View.
 //
+//   - the security state (security.go): SecuritySync seeds the cluster's
+//     replicated ACLs, SCRAM credentials and client quotas from this
+//     broker's stores once, then applies the controller's to them whenever
+//     they change; ACLOf, BindingOf, QuotaEntityOf and AuthQuotaEntityOf
+//     convert between package auth's types and the controller's.
+//
 // The request hooks built on the view (leadership checks, admin requests'
 // proposals) stay in package server (server/cluster.go).
 //
@@ -35,7 +41,8 @@
 //
 // A Membership owns one goroutine, the heartbeat loop, which Close cancels
 // and waits for. A Reconciler starts none: its owner (the broker's
-// metadata watcher) calls it from one goroutine. The replica manager owns
+// metadata watcher) calls it from one goroutine. SecuritySync.Run runs on
+// its caller's goroutine until the caller's context ends. The replica manager owns
 // its fetchers and checks (package replica) and ends them in its Close.
 //
 // # Files
@@ -48,4 +55,6 @@
 //   - view.go: View, Broker, Topic, Partition, BuildView, EmptyView.
 //   - reconcile.go: Reconciler, EngineConfigs, MinInsync and the
 //     cluster-level topic config keys.
+//   - security.go: SecurityStores, SecuritySync, the auth/controller
+//     conversions.
 package cluster

@@ -193,7 +193,7 @@ func TestLayersImportDownward(t *testing.T) {
 		"metrics":             {},                                                                                        // Prometheus and Kafka's names only; server calls its hooks
 		"broker/coordhost":    {},                                                                                        // the coordinators' host sees the cluster through its own interfaces
 		"broker/txnhost":      {"broker/coordhost", "controller", "engine", "group", "internal/kframe", "record", "txn"}, // not server: the broker through its own interfaces
-		"broker/cluster":      {"controller", "engine", "replica"},                                                       // the cluster wiring: not server, which calls it
+		"broker/cluster":      {"auth", "controller", "engine", "internal/sasl", "replica"},                              // the cluster wiring: not server, which calls it
 		"broker/grouphost":    {"broker/coordhost", "broker/txnhost", "engine", "group", "record", "txn"},                // not server: the broker through its own interfaces; txnhost for ScanLog
 	}
 	for _, f := range moduleFiles(t) {
