@@ -178,8 +178,17 @@ func (e *Engine) ShareGroup(id string, opts ShareGroupOptions) (*ShareGroup, err
 	}
 	cfg := share.Config{LockDurationMs: opts.LockDuration.Milliseconds(), DeliveryCountLimit: opts.DeliveryCountLimit,
 		MaxRecordLocks: opts.MaxRecordLocks}
-	if opts.LockDuration > 0 && cfg.LockDurationMs == 0 {
+	switch {
+	case opts.LockDuration == 0:
+		cfg.LockDurationMs = share.DefaultLockDurationMs
+	case cfg.LockDurationMs == 0:
 		cfg.LockDurationMs = 1
+	}
+	if cfg.DeliveryCountLimit == 0 {
+		cfg.DeliveryCountLimit = share.DefaultDeliveryCountLimit
+	}
+	if cfg.MaxRecordLocks == 0 {
+		cfg.MaxRecordLocks = share.DefaultMaxRecordLocks
 	}
 	v, _ := e.groups.LoadOrStore(shareGroupKey{id}, &ShareGroup{e: e, id: id, cfg: cfg, reset: reset,
 		parts: map[shareGroupPart]*embeddedSharePart{}, members: map[string]*ShareMember{}})

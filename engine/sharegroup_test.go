@@ -324,6 +324,9 @@ func TestShareGroupOptions(t *testing.T) {
 	if g2 := mustShareGroup(t, e, "g", ShareGroupOptions{}); g2 != g {
 		t.Fatal("a second ShareGroup call returned another group")
 	}
+	if g2 := mustShareGroup(t, e, "g", ShareGroupOptions{DeliveryCountLimit: 3, LockDuration: 30 * time.Second, Reset: ResetLatest}); g2 != g {
+		t.Fatal("the same options spelt out (Kafka's defaults) returned another group")
+	}
 	if _, err := e.ShareGroup("g", ShareGroupOptions{DeliveryCountLimit: 4}); !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("other options: %v", err)
 	}
