@@ -392,7 +392,9 @@ func (m *GroupMember) consume(tp TopicPartition, max int) ([]Record, error) {
 		return nil, nil // deleted since the assignment: the next Poll rebalances
 	}
 	for attempt := 0; ; attempt++ {
-		recs, err := t.Consume(tp.Partition, m.pos[tp], max)
+		// Transaction markers are never handed to the application, and
+		// the position moves past them (a Kafka consumer's does).
+		recs, next, err := t.consumeAt(tp.Partition, m.pos[tp], max, true)
 		if errors.Is(err, ErrOffsetOutOfRange) && attempt == 0 {
 			off, rerr := m.resetPosition(tp, err)
 			if rerr != nil {
@@ -401,8 +403,8 @@ func (m *GroupMember) consume(tp TopicPartition, max int) ([]Record, error) {
 			m.pos[tp] = off
 			continue
 		}
-		if n := len(recs); n > 0 {
-			m.pos[tp] = recs[n-1].Offset + 1
+		if next > m.pos[tp] {
+			m.pos[tp] = next
 		}
 		return recs, err
 	}

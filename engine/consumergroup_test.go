@@ -439,3 +439,41 @@ func TestConsumerGroupConcurrentMembers(t *testing.T) {
 		t.Fatalf("%d of %d records polled", len(seen), total)
 	}
 }
+
+// TestConsumerGroupSkipsTransactionMarkers: Poll never hands a transaction
+// marker to the application, and the member's position (and so its
+// commit) moves past a marker at the end of the log, as a Kafka
+// consumer's does.
+func TestConsumerGroupSkipsTransactionMarkers(t *testing.T) {
+	e := openGroupEngine(t, t.TempDir())
+	tp := mustTopic(t, e, "tx", 1, smallConfig())
+	l := tp.Partition(0)
+	mustAppend(t, l, txnBatch(t, 7, 0, 0, 3)) // offsets 0-2
+	mustMarker(t, l, 7, 0, 0, true)            // offset 3: the commit marker
+	durable(t, l)
+	g, err := e.ConsumerGroup("g", GroupOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := mustJoin(t, g, ResetEarliest, "tx")
+	recs, err := m.Poll(10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var offs []int64
+	for _, r := range recs {
+		offs = append(offs, r.Offset)
+	}
+	if !slices.Equal(offs, []int64{0, 1, 2}) {
+		t.Fatalf("polled offsets %v, want the data records 0-2 only", offs)
+	}
+	q := TopicPartition{"tx", 0}
+	if pos, _ := m.Position(q); pos != 4 {
+		t.Fatalf("position %d after the marker at 3, want 4", pos)
+	}
+	produceN(t, tp, 1) // offset 4
+	recs, err = m.Poll(10)
+	if err != nil || len(recs) != 1 || recs[0].Offset != 4 {
+		t.Fatalf("second poll: %v %v, want offset 4", recs, err)
+	}
+}

@@ -155,9 +155,20 @@ func (t *Topic) Consume(partition int32, from int64, maxRecords int) ([]Record, 
 // consume is Consume; dataOnly leaves out control records (transaction
 // markers), as the embedded share groups need.
 func (t *Topic) consume(partition int32, from int64, maxRecords int, dataOnly bool) ([]Record, error) {
+	out, _, err := t.consumeAt(partition, from, maxRecords, dataOnly)
+	return out, err
+}
+
+// consumeAt is consume that also returns the position after what it took:
+// past the last record returned, and past the control records it left out
+// behind it (dataOnly), as a Kafka consumer's position moves past
+// transaction markers it never hands to the application. from when it
+// took nothing.
+func (t *Topic) consumeAt(partition int32, from int64, maxRecords int, dataOnly bool) ([]Record, int64, error) {
+	pos := from
 	l, err := t.partition(partition)
 	if err != nil {
-		return nil, err
+		return nil, pos, err
 	}
 	var out []Record
 	// Each round consumes at least one batch, so rounds are bounded by maxRecords
@@ -165,11 +176,11 @@ func (t *Topic) consume(partition int32, from int64, maxRecords int, dataOnly bo
 	for len(out) < maxRecords {
 		res, err := l.Read(from, consumeReadBytes, true)
 		if err != nil {
-			return out, err
+			return out, pos, err
 		}
 		if len(res.Chunks) == 0 {
 			res.Release()
-			return out, nil
+			return out, pos, nil
 		}
 		c := res.Chunks[0]
 		buf := make([]byte, c.Len)
@@ -181,20 +192,25 @@ func (t *Topic) consume(partition int32, from int64, maxRecords int, dataOnly bo
 		}
 		res.Release()
 		if rerr != nil {
-			return out, fmt.Errorf("engine: reading %s: %w", l, rerr)
+			return out, pos, fmt.Errorf("engine: reading %s: %w", l, rerr)
 		}
 		next := from
 		for rest := buf; len(rest) > 0 && len(out) < maxRecords; {
 			batch, r, h, err := record.Next(rest)
 			if err != nil {
-				return out, fmt.Errorf("engine: %s at %d: %w", l, from, err)
+				return out, pos, fmt.Errorf("engine: %s at %d: %w", l, from, err)
 			}
 			rest = r
 			err = record.Iterate(batch, func(h *record.Header, r *record.Record) error {
 				off := h.BaseOffset + int64(r.OffsetDelta)
-				if off < from || off >= res.HighWatermark || len(out) >= maxRecords || (dataOnly && h.Control()) {
+				if off < from || off >= res.HighWatermark || len(out) >= maxRecords {
 					return nil
 				}
+				if dataOnly && h.Control() {
+					pos = off + 1 // a marker: passed, not returned
+					return nil
+				}
+				pos = off + 1
 				ts := h.BaseTimestamp + r.TimestampDelta
 				if h.LogAppendTime() {
 					ts = h.MaxTimestamp
@@ -211,16 +227,16 @@ func (t *Topic) consume(partition int32, from int64, maxRecords int, dataOnly bo
 				return nil
 			})
 			if err != nil {
-				return out, fmt.Errorf("engine: decoding %s at %d: %w", l, h.BaseOffset, err)
+				return out, pos, fmt.Errorf("engine: decoding %s at %d: %w", l, h.BaseOffset, err)
 			}
 			next = max(next, h.LastOffset()+1)
 		}
 		if next <= from || next >= res.HighWatermark {
-			return out, nil
+			return out, pos, nil
 		}
 		from = next
 	}
-	return out, nil
+	return out, pos, nil
 }
 
 func cloneBytes(b []byte) []byte {
