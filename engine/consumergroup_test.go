@@ -449,7 +449,7 @@ func TestConsumerGroupSkipsTransactionMarkers(t *testing.T) {
 	tp := mustTopic(t, e, "tx", 1, smallConfig())
 	l := tp.Partition(0)
 	mustAppend(t, l, txnBatch(t, 7, 0, 0, 3)) // offsets 0-2
-	mustMarker(t, l, 7, 0, 0, true)            // offset 3: the commit marker
+	mustMarker(t, l, 7, 0, 0, true)           // offset 3: the commit marker
 	durable(t, l)
 	g, err := e.ConsumerGroup("g", GroupOptions{})
 	if err != nil {
