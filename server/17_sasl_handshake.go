@@ -33,8 +33,8 @@ import (
 //
 // Re-authentication (KIP-368): with connections.max.reauth.ms > 0
 // (sasl.Config.ReauthMs) a session lasts that long from its last
-// authentication, and SaslAuthenticate v1+ tells the client
-// (session_lifetime_ms). A connection authenticated through
+// authentication (no later than an OAUTHBEARER token's expiry), and
+// SaslAuthenticate v1+ tells the client (session_lifetime_ms). A connection authenticated through
 // SaslAuthenticate may send SaslHandshake v1 again, with the same
 // mechanism, then SaslAuthenticate: the same principal starts a new
 // session (another mechanism, or another principal, fails
@@ -68,6 +68,7 @@ type saslState struct {
 
 	principal string    // once authenticated: re-authentication must keep it
 	expiry    time.Time // the session's end (zero: it does not end)
+	lifetime  int64     // ms from the last authentication to expiry (SaslAuthenticate v1+ says it)
 	v1        bool      // authenticated through SaslAuthenticate: may re-authenticate
 	reauth    bool      // the exchange in progress re-authenticates
 	badMech   string    // re-authentication asked for another mechanism: why it fails
@@ -167,13 +168,21 @@ func (s *Server) saslRawToken(sp saslPeer, st *saslState, frame []byte, r replyS
 // with (the connection is to be closed).
 func (s *Server) saslAuthenticated(sp saslPeer, st *saslState) (failed string) {
 	p := st.ex.Principal()
+	var tokenExpiry time.Time // an OAUTHBEARER token's exp
+	if e, ok := st.ex.(interface{ Expiry() time.Time }); ok {
+		tokenExpiry = e.Expiry()
+	}
 	if st.reauth && p != st.principal {
 		st.phase, st.ex = saslFailed, nil
 		return "Cannot change principals during re-authentication from " + st.principal + ": " + p
 	}
 	st.phase, st.ex, st.principal = saslComplete, nil, p
 	if ms := st.cfg.ReauthMs; ms > 0 {
-		st.expiry = s.now().Add(time.Duration(ms) * time.Millisecond)
+		now, life := s.now(), time.Duration(ms)*time.Millisecond
+		if !tokenExpiry.IsZero() { // no later than the token, as Kafka
+			life = min(life, max(tokenExpiry.Sub(now), 0))
+		}
+		st.expiry, st.lifetime = now.Add(life), life.Milliseconds()
 	}
 	if st.reauth {
 		st.reauth = false

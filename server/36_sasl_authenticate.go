@@ -52,8 +52,8 @@ func handleSaslAuthenticate(s *Server, rc *reqCtx) {
 			return
 		}
 		st.v1 = true
-		if ms := st.cfg.ReauthMs; ms > 0 && rc.version >= 1 {
-			resp.SessionLifetimeMillis = ms
+		if rc.version >= 1 {
+			resp.SessionLifetimeMillis = st.lifetime
 		}
 	}
 	rc.respond(resp)

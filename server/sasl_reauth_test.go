@@ -37,7 +37,7 @@ func (c *manualClock) advance(d time.Duration) {
 
 // startReauthBroker serves a SASL listener with connections.max.reauth.ms
 // = reauthMs on a broker whose clock is clk: PLAIN users alice and carol,
-// SCRAM user bob.
+// SCRAM user bob, OAUTHBEARER with unsecured tokens on clk.
 func startReauthBroker(t *testing.T, clk *manualClock, reauthMs int64) (string, *Server) {
 	t.Helper()
 	store := sasl.NewStore()
@@ -52,9 +52,10 @@ func startReauthBroker(t *testing.T, clk *manualClock, reauthMs int64) (string, 
 		}
 	}
 	l := Listener{Name: "SASL", SASL: &sasl.Config{
-		Mechanisms: []string{sasl.Plain, sasl.ScramSHA256, sasl.ScramSHA512},
+		Mechanisms: []string{sasl.Plain, sasl.ScramSHA256, sasl.ScramSHA512, sasl.OAuthBearer},
 		PlainUsers: map[string]string{"alice": "alice-secret", "carol": "carol-secret"},
 		Scram:      store,
+		OAuth:      &sasl.OAuth{Unsecured: true, Now: clk.now},
 		ReauthMs:   reauthMs,
 	}}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -262,4 +263,39 @@ func TestSaslReauthFranzGoKeepsProducing(t *testing.T) {
 	if strings.Contains(logs, "SASL session expired") {
 		t.Fatalf("a session expired:\n%s", logs)
 	}
+}
+
+// An OAUTHBEARER session ends no later than its token (Kafka's rule): with
+// connections.max.reauth.ms = 60 s, a token expiring in 30 s gets a 30 s
+// lifetime and its connection is closed at the first request after it;
+// a token valid for an hour gets the 60 s.
+func TestSaslReauthOAuthBearerTokenExpiry(t *testing.T) {
+	clk := &manualClock{t: time.Unix(1_700_000_000, 0)}
+	addr, s := startReauthBroker(t, clk, 60_000)
+	for _, c := range []struct {
+		expIn time.Duration
+		want  int64
+	}{{30 * time.Second, 30_000}, {time.Hour, 60_000}} {
+		conn := dialRaw(t, addr)
+		hs := kmsg.NewPtrSASLHandshakeRequest()
+		hs.Version, hs.Mechanism = 1, sasl.OAuthBearer
+		hr := kmsg.NewPtrSASLHandshakeResponse()
+		conn.roundTrip(hs, 1, hr)
+		tok := jwtPart(map[string]string{"alg": "none"}) + "." + jwtPart(map[string]any{"sub": "erin", "exp": clk.now().Add(c.expIn).Unix()}) + "."
+		au := kmsg.NewPtrSASLAuthenticateRequest()
+		au.Version, au.SASLAuthBytes = 2, []byte("n,,\x01auth=Bearer "+tok+"\x01\x01")
+		ar := kmsg.NewPtrSASLAuthenticateResponse()
+		conn.roundTrip(au, 2, ar)
+		if ar.ErrorCode != 0 || ar.SessionLifetimeMillis != c.want {
+			t.Fatalf("token expiring in %v: error %d %v, lifetime %d, want %d", c.expIn, ar.ErrorCode, ar.ErrorMessage, ar.SessionLifetimeMillis, c.want)
+		}
+		clk.advance(time.Duration(c.want) * time.Millisecond)
+		metadataServed(conn, 3)
+		clk.advance(time.Millisecond)
+		md := kmsg.NewPtrMetadataRequest()
+		md.Version = 4
+		conn.writeFrame(encodeRequest(md, 4, "raw"))
+		conn.expectClosed()
+	}
+	waitLogCount(t, s, "SASL session expired without re-authentication", 2)
 }

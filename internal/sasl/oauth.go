@@ -65,7 +65,8 @@ type OAuth struct {
 type oauthServer struct {
 	cfg       *OAuth
 	principal string
-	failed    string // the validation failure already sent as a challenge
+	expiry    time.Time // the token's exp, once done
+	failed    string    // the validation failure already sent as a challenge
 	done      bool
 }
 
@@ -89,7 +90,7 @@ func (s *oauthServer) Step(token []byte) ([]byte, bool, error) {
 		s.done = true
 		return nil, false, &AuthError{Msg: "Authentication failed: OAUTHBEARER has no token validation configured"}
 	}
-	sub, scope, err := s.cfg.Validate(bearer)
+	sub, scope, exp, err := s.cfg.validate(bearer)
 	if err != nil {
 		s.failed = "Authentication failed: " + err.Error()
 		challenge, _ := json.Marshal(map[string]string{"status": "invalid_token", "scope": strings.Join(scope, " ")})
@@ -100,11 +101,16 @@ func (s *oauthServer) Step(token []byte) ([]byte, bool, error) {
 		return nil, false, &AuthError{Msg: "Authentication failed: Authorization ID (" + authz + ") is not the token's principal"}
 	}
 	s.done = true
-	s.principal = "User:" + sub
+	s.principal, s.expiry = "User:"+sub, exp
 	return []byte{}, true, nil
 }
 
 func (s *oauthServer) Principal() string { return s.principal }
+
+// Expiry is when the authenticated token expires (its exp claim): a
+// session that ends (connections.max.reauth.ms) ends no later, as in
+// Kafka.
+func (s *oauthServer) Expiry() time.Time { return s.expiry }
 
 // parseOAuthInitial parses RFC 7628's initial client response:
 // gs2-header %x01 *(kvpair %x01) %x01, one pair being auth=Bearer <token>.
@@ -159,71 +165,77 @@ func parseOAuthInitial(b []byte) (authz, token string, err error) {
 // principal (the subject claim) and scope. A failure's error says why
 // (never the token).
 func (o *OAuth) Validate(jwt string) (sub string, scope []string, err error) {
+	sub, scope, _, err = o.validate(jwt)
+	return sub, scope, err
+}
+
+// validate is Validate that also returns the token's expiry.
+func (o *OAuth) validate(jwt string) (sub string, scope []string, expiry time.Time, err error) {
 	parts := strings.Split(jwt, ".")
 	if len(parts) != 3 {
-		return "", nil, errors.New("the token is not a compact JWS (three dot-separated parts)")
+		return "", nil, time.Time{}, errors.New("the token is not a compact JWS (three dot-separated parts)")
 	}
 	var hdr struct {
 		Alg string `json:"alg"`
 		Kid string `json:"kid"`
 	}
 	if err := decodeSegment(parts[0], &hdr); err != nil {
-		return "", nil, fmt.Errorf("the token's header: %w", err)
+		return "", nil, time.Time{}, fmt.Errorf("the token's header: %w", err)
 	}
 	var claims map[string]any
 	if err := decodeSegment(parts[1], &claims); err != nil {
-		return "", nil, fmt.Errorf("the token's claims: %w", err)
+		return "", nil, time.Time{}, fmt.Errorf("the token's claims: %w", err)
 	}
 	if o.Unsecured {
 		if hdr.Alg != "none" {
-			return "", nil, fmt.Errorf("the unsecured validator takes only alg none, not %q", hdr.Alg)
+			return "", nil, time.Time{}, fmt.Errorf("the unsecured validator takes only alg none, not %q", hdr.Alg)
 		}
 		if parts[2] != "" {
-			return "", nil, errors.New("an unsecured token carries no signature")
+			return "", nil, time.Time{}, errors.New("an unsecured token carries no signature")
 		}
 	} else if err := o.verify(hdr.Alg, hdr.Kid, parts[0]+"."+parts[1], parts[2]); err != nil {
-		return "", nil, err
+		return "", nil, time.Time{}, err
 	}
 	if o.Now == nil {
-		return "", nil, errors.New("the validator has no clock")
+		return "", nil, time.Time{}, errors.New("the validator has no clock")
 	}
 	t := o.Now()
 	exp, ok := numericClaim(claims, "exp")
 	if !ok {
-		return "", nil, errors.New("the token has no exp claim")
+		return "", nil, time.Time{}, errors.New("the token has no exp claim")
 	}
 	if !t.Before(exp.Add(o.ClockSkew)) {
-		return "", nil, errors.New("the token expired")
+		return "", nil, time.Time{}, errors.New("the token expired")
 	}
 	if nbf, ok := numericClaim(claims, "nbf"); ok && t.Add(o.ClockSkew).Before(nbf) {
-		return "", nil, errors.New("the token is not valid yet (nbf)")
+		return "", nil, time.Time{}, errors.New("the token is not valid yet (nbf)")
 	}
 	if iat, ok := numericClaim(claims, "iat"); ok && t.Add(o.ClockSkew).Before(iat) {
-		return "", nil, errors.New("the token was issued in the future (iat)")
+		return "", nil, time.Time{}, errors.New("the token was issued in the future (iat)")
 	}
 	subClaim := cmp.Or(o.SubClaim, "sub")
 	sub, _ = claims[subClaim].(string)
 	if strings.TrimSpace(sub) == "" {
-		return "", nil, fmt.Errorf("the token has no %s claim (the principal)", subClaim)
+		return "", nil, time.Time{}, fmt.Errorf("the token has no %s claim (the principal)", subClaim)
 	}
 	scope = stringsClaim(claims[cmp.Or(o.ScopeClaim, "scope")], true)
 	for _, s := range o.RequiredScope {
 		if !slices.Contains(scope, s) {
-			return "", scope, fmt.Errorf("the token's scope lacks %q", s)
+			return "", scope, time.Time{}, fmt.Errorf("the token's scope lacks %q", s)
 		}
 	}
 	if len(o.Audience) > 0 {
 		aud := stringsClaim(claims["aud"], false)
 		if !slices.ContainsFunc(aud, func(a string) bool { return slices.Contains(o.Audience, a) }) {
-			return "", scope, errors.New("the token's audience is not an expected one")
+			return "", scope, time.Time{}, errors.New("the token's audience is not an expected one")
 		}
 	}
 	if o.Issuer != "" {
 		if iss, _ := claims["iss"].(string); iss != o.Issuer {
-			return "", scope, errors.New("the token's issuer is not the expected one")
+			return "", scope, time.Time{}, errors.New("the token's issuer is not the expected one")
 		}
 	}
-	return sub, scope, nil
+	return sub, scope, exp, nil
 }
 
 // verify checks a JWS signature (RS*, PS*, ES* at 256/384/512).
