@@ -59,8 +59,8 @@ type cluster struct {
 func testConfig(id int32, voters map[int32]string, dir string, ln net.Listener, clock *manualClock) Config {
 	return Config{
 		NodeID: id, Voters: voters, DataDir: dir, Listener: ln, Logger: quietLogger(),
-		HeartbeatTimeout: 200 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond,
-		LeaderLeaseTimeout: 100 * time.Millisecond, CommitTimeout: 5 * time.Millisecond,
+		HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond,
+		LeaderLeaseTimeout: 250 * time.Millisecond, CommitTimeout: 5 * time.Millisecond,
 		SessionTimeout: time.Hour, TickInterval: 20 * time.Millisecond, Now: clock.now,
 	}
 }
