@@ -454,8 +454,8 @@ func (g *Group) addMember(nowMs int64, id string, req JoinRequest, done func(Joi
 	if req.InstanceID != "" {
 		g.instances[req.InstanceID] = id
 	}
-	if len(g.members) == 1 && g.protocolType == "" {
-		g.protocolType = req.ProtocolType
+	if len(g.members) == 1 {
+		g.protocolType = req.ProtocolType // the first member's, as in Kafka (an Empty group takes any)
 	}
 	g.updateMember(nowMs, m, req, done)
 	// A new member that never completes its join is dropped after this
@@ -637,8 +637,9 @@ func (g *Group) completeJoin(nowMs int64) Effects {
 	g.generation++
 	g.clearPendingSync()
 	if len(g.members) == 0 {
+		// The protocol type stays (Kafka's initNextGeneration): an Empty
+		// group that was a consumer group is described as one.
 		g.protocol, g.leader = "", ""
-		g.protocolType = ""
 		g.transition(Empty, nowMs)
 		return g.nextPersist()
 	}

@@ -255,8 +255,20 @@ func TestGroupLeaveAndEmpty(t *testing.T) {
 	if h.g.Generation() != 4 {
 		t.Fatalf("generation %d, want 4", h.g.Generation())
 	}
+	// Kafka keeps the protocol type of an Empty group: DescribeGroups
+	// shows a consumer group that everyone left as "consumer".
+	if pt := h.g.ProtocolType(); pt != "consumer" {
+		t.Fatalf("Empty group's protocol type %q, want consumer", pt)
+	}
 	if code, _ := h.g.Leave(h.now, b, ""); code != kerr.UnknownMemberID.Code {
 		t.Fatalf("second leave: %d", code)
+	}
+	// An Empty group takes any protocol type: the first member's.
+	req := JoinRequest{Group: "g", ClientID: "c", ProtocolType: "connect", SessionTimeoutMs: 1000, RebalanceTimeoutMs: 5000,
+		Protocols: []Protocol{{Name: "sessioned", Metadata: []byte("w")}}}
+	h.eff(h.g.Join(h.now, req, func(JoinResult) {}))
+	if pt := h.g.ProtocolType(); pt != "connect" {
+		t.Fatalf("protocol type %q after a connect worker joined the Empty group, want connect", pt)
 	}
 }
 
