@@ -63,6 +63,13 @@ type Config struct {
 	// to be kept on a network only the brokers reach.
 	ServerTLS *tls.Config
 	ClientTLS func(serverName string) *tls.Config
+	// AuthorizePeer, with ServerTLS, is asked about every accepted
+	// connection once its handshake verified the peer's certificate: an
+	// error closes the connection (one WARN line with the error) before
+	// Raft or the RPC sees a byte. The broker passes the authorizer's
+	// ClusterAction check of the certificate's principal, as Kafka checks
+	// controller requests. nil: every verified certificate is a peer.
+	AuthorizePeer func(remote net.Addr, state tls.ConnectionState) error
 
 	HeartbeatTimeout   time.Duration // default 500ms
 	ElectionTimeout    time.Duration // default 500ms
@@ -238,7 +245,7 @@ func New(cfg Config) (*Controller, error) {
 	}
 	c.raftReady = make(chan struct{})
 	defer closeOnce(c.raftReady)
-	c.mux = newMux(ln, adv, c.serveRPC, cfg.ClientTLS, c.log)
+	c.mux = newMux(ln, adv, c.serveRPC, cfg.ClientTLS, cfg.AuthorizePeer, c.log)
 	hl := newHclog(cfg.Logger, "raft")
 	c.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: c.mux, MaxPool: 3, Timeout: 10 * time.Second, Logger: hl,

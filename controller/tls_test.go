@@ -5,8 +5,10 @@ import (
 	"crypto/tls"
 	"crypto/x509/pkix"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -113,5 +115,39 @@ func TestNewRefusesHalfTLS(t *testing.T) {
 	if c, err := New(cfg); err == nil {
 		c.Close()
 		t.Fatal("New accepted ServerTLS without ClientTLS")
+	}
+}
+
+// TestMutualTLSAuthorizePeer: with AuthorizePeer, a certificate the trust
+// store verifies is not enough: a client of the same CA whose certificate
+// names no broker is closed, and its proposal never applied, while the
+// brokers' own certificates form the quorum.
+func TestMutualTLSAuthorizePeer(t *testing.T) {
+	ca := tlstest.NewCA(t, t.TempDir(), "cluster")
+	base := mutualTLS(t, ca)
+	c := newClusterWith(t, 3, func(id int32, cfg *Config) {
+		base(id, cfg)
+		cfg.AuthorizePeer = func(_ net.Addr, st tls.ConnectionState) error {
+			if len(st.PeerCertificates) == 0 || !strings.HasPrefix(st.PeerCertificates[0].Subject.CommonName, "node-") {
+				return errors.New("not a broker")
+			}
+			return nil
+		}
+	})
+	leader := c.leader()
+	registerAll(t, c.follower(), 3)
+
+	app := ca.Client(t, t.TempDir(), pkix.Name{CommonName: "app"}) // same CA, not a broker
+	conn, err := tls.Dial("tcp", c.voters[leader.NodeID()], tlstest.ClientConfig(ca, app))
+	if err == nil && !refused(t, conn, proposeFrame(CreateTopic{Name: "intruder", ID: NewTopicID(), Partitions: 1, ReplicationFactor: 1})) {
+		t.Error("a client certificate that names no broker was answered")
+	}
+	r := mustPropose(t, leader, CreateTopic{Name: "u", ID: NewTopicID(), Partitions: 1, ReplicationFactor: 3})
+	s, err := DecodeState(c.converged(r.Offset))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Topic("intruder") != nil || s.Topic("u") == nil {
+		t.Fatal("the unauthorized peer's proposal was applied, or the quorum's own is missing")
 	}
 }

@@ -57,8 +57,9 @@ const (
 
 // mux is the raft.StreamLayer over the node's listener.
 type mux struct {
-	ln        net.Listener                        // a tls.Listener under mutual TLS
-	clientTLS func(serverName string) *tls.Config // nil: plain TCP (Config.ClientTLS)
+	ln        net.Listener                              // a tls.Listener under mutual TLS
+	clientTLS func(serverName string) *tls.Config       // nil: plain TCP (Config.ClientTLS)
+	authorize func(net.Addr, tls.ConnectionState) error // Config.AuthorizePeer
 	log       *slog.Logger
 	advertise net.Addr
 	raftConns chan net.Conn
@@ -71,8 +72,9 @@ type mux struct {
 	conns map[net.Conn]struct{} // controller RPC conns being served, closed on Close
 }
 
-func newMux(ln net.Listener, advertise net.Addr, serve func(net.Conn), clientTLS func(string) *tls.Config, log *slog.Logger) *mux {
-	m := &mux{ln: ln, clientTLS: clientTLS, log: log, advertise: advertise, raftConns: make(chan net.Conn), serve: serve,
+func newMux(ln net.Listener, advertise net.Addr, serve func(net.Conn), clientTLS func(string) *tls.Config,
+	authorize func(net.Addr, tls.ConnectionState) error, log *slog.Logger) *mux {
+	m := &mux{ln: ln, clientTLS: clientTLS, authorize: authorize, log: log, advertise: advertise, raftConns: make(chan net.Conn), serve: serve,
 		closed: make(chan struct{}), conns: make(map[net.Conn]struct{})}
 	m.wg.Add(1)
 	go m.acceptLoop()
@@ -121,6 +123,13 @@ func (m *mux) classify(conn net.Conn) {
 			m.log.Warn("controller port: TLS handshake failed, connection closed", "remote", conn.RemoteAddr().String(), "err", err)
 			conn.Close()
 			return
+		}
+		if m.authorize != nil {
+			if err := m.authorize(conn.RemoteAddr(), tc.ConnectionState()); err != nil {
+				m.log.Warn("controller port: peer not authorized, connection closed", "remote", conn.RemoteAddr().String(), "err", err)
+				conn.Close()
+				return
+			}
 		}
 	}
 	var first [1]byte

@@ -427,6 +427,52 @@ func TestSSLClusterReplicates(t *testing.T) {
 	})
 }
 
+// TestSSLClusterControllerPortAuthorized: with an authorizer, the
+// controller port's mutual TLS also asks the authorizer: the brokers
+// (super.users) form the quorum, and a client certificate of the same CA
+// without ClusterAction is closed with one log line.
+func TestSSLClusterControllerPortAuthorized(t *testing.T) {
+	dir := t.TempDir()
+	ca := tlstest.NewCA(t, dir, "ca")
+	srv := ca.Server(t, dir, "broker")
+	app := ca.Client(t, dir, pkix.Name{CommonName: "app"})
+	voters := []string{"0@" + freeAddr(t), "1@" + freeAddr(t)}
+	var brokers []*broker
+	for i := range voters {
+		addr := freeAddr(t)
+		props := fmt.Sprintf("listeners=SSL://%s\nssl.keystore.location=%s\nssl.truststore.location=%s\nssl.client.auth=required\n"+
+			"authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer\nsuper.users=User:CN=broker\n%s",
+			addr, srv.Path, ca.Path, clusterProps)
+		brokers = append(brokers, startBrokerProps(t, addr, props, "--node-id", strconv.Itoa(i),
+			"--controller-quorum", strings.Join(voters, ",")))
+	}
+	ctx := testCtx(t, 2*time.Minute)
+	admin, err := kgo.NewClient(kgo.SeedBrokers(brokers[0].addr, brokers[1].addr),
+		kgo.DialTLSConfig(tlstest.ClientConfig(ca, srv))) // a super user
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	waitReplicatedTopic(t, ctx, admin, "formed") // the quorum formed over the authorized port
+
+	conn, err := tls.Dial("tcp", strings.TrimPrefix(voters[0], "0@"), tlstest.ClientConfig(ca, app))
+	if err == nil {
+		defer conn.Close()
+		_ = conn.SetDeadline(time.Now().Add(15 * time.Second))
+		if _, err := conn.Write([]byte{0xC7, 1, 0, 0, 0, 1, 1}); err == nil {
+			if n, err := conn.Read(make([]byte, 64)); err == nil {
+				t.Errorf("a certificate without ClusterAction got %d bytes back from the controller port", n)
+			}
+		}
+	}
+	waitFor(t, 15*time.Second, func() string {
+		if !strings.Contains(brokers[0].logs.String(), "controller port: peer not authorized") {
+			return "no log line for the unauthorized controller peer"
+		}
+		return ""
+	})
+}
+
 // waitReplicatedTopic creates topic (one partition, replication factor 2,
 // min.insync.replicas 2) through cl, retrying until the cluster's metadata
 // shows it with both brokers in sync.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/base64"
 	"errors"
 	"flag"
@@ -17,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/stratalog/strata/auth"
 	"github.com/stratalog/strata/controller"
 	"github.com/stratalog/strata/engine"
 	"github.com/stratalog/strata/group"
@@ -182,7 +184,7 @@ func serve(cfg config.Broker, remoteProps map[string]string, logger *slog.Logger
 		eng.Close()
 		return err
 	}
-	ctl, err := startController(cfg, absDir, logger)
+	ctl, err := startController(cfg, absDir, authz, logger)
 	if err != nil {
 		closeListeners(lns)
 		eng.Close()
@@ -300,7 +302,7 @@ const controlledShutdownTimeout = 30 * time.Second
 // Raft on its own quorum entry; any other node is an observer listening on
 // cfg.ControllerListen (default: the broker's listen host, any free port).
 // Raft state lives in <data dir>/controller.
-func startController(cfg config.Broker, dataDir string, logger *slog.Logger) (*controller.Controller, error) {
+func startController(cfg config.Broker, dataDir string, authz *auth.Authorizer, logger *slog.Logger) (*controller.Controller, error) {
 	if cfg.ControllerQuorum == "" {
 		return nil, nil
 	}
@@ -316,7 +318,7 @@ func startController(cfg config.Broker, dataDir string, logger *slog.Logger) (*c
 		SessionTimeout: time.Duration(cfg.SessionTimeoutMs) * time.Millisecond,
 	}
 	applyRebalance(cfg, &ccfg) // serve_rebalance.go
-	controllerTLS(cfg, &ccfg, logger)
+	controllerTLS(cfg, &ccfg, authz, logger)
 	if _, voter := voters[cfg.NodeID]; !voter {
 		addr := cfg.ControllerListen
 		if addr == "" {
@@ -348,11 +350,31 @@ func startController(cfg config.Broker, dataDir string, logger *slog.Logger) (*c
 // checked as ssl.endpoint.identification.algorithm says. With security
 // configured on some listener but a plaintext inter-broker listener the
 // port stays plain TCP, and a WARN says so: keep it on a network only the
-// brokers reach (docs/security.md).
-func controllerTLS(cfg config.Broker, ccfg *controller.Config, logger *slog.Logger) {
+// brokers reach (docs/security.md). With an authorizer, a peer's
+// certificate principal (ssl.principal.mapping.rules) also needs
+// ClusterAction on the cluster, as Kafka asks of controller requests: the
+// brokers are normally super.users.
+func controllerTLS(cfg config.Broker, ccfg *controller.Config, authz *auth.Authorizer, logger *slog.Logger) {
 	if l := cfg.InterBroker(); l != nil && l.SSL != nil {
 		ccfg.ServerTLS = l.SSL.ServerTLS(logger)
 		ccfg.ClientTLS = l.SSL.ClientTLS(logger)
+		if authz != nil {
+			ssl := l.SSL
+			ccfg.AuthorizePeer = func(remote net.Addr, st tls.ConnectionState) error {
+				if len(st.PeerCertificates) == 0 {
+					return errors.New("no client certificate")
+				}
+				p, err := ssl.Principal(st.PeerCertificates[0])
+				if err != nil {
+					return err
+				}
+				host, _, _ := net.SplitHostPort(remote.String())
+				if !authz.Authorize(p, host, auth.OpClusterAction, auth.ResourceCluster, auth.ClusterName) {
+					return fmt.Errorf("%s has no ClusterAction on the cluster", p)
+				}
+				return nil
+			}
+		}
 		return
 	}
 	for _, l := range cfg.Listeners {

@@ -13,9 +13,9 @@ import (
 // authorizer.class.name (every request allowed, as Kafka without one),
 // else Kafka's StandardAuthorizer rules (package auth) with super.users
 // and allow.everyone.if.no.acl.found, its ACLs kept in the data
-// directory's acls.json. The ACLs are this broker's own: in a cluster
-// each broker has its own file (they are not in the replicated metadata
-// yet), so an ACL is created on every broker (docs/security.md).
+// directory's acls.json. In a cluster the ACLs are replicated metadata
+// (broker/cluster's SecuritySync applies them here) and acls.json is this
+// broker's copy of them (docs/security.md).
 func openAuthorizer(cfg config.Broker, dir string, logger *slog.Logger) (*auth.Authorizer, error) {
 	if cfg.Authorizer == "" {
 		return nil, nil
@@ -37,7 +37,7 @@ func openAuthorizer(cfg config.Broker, dir string, logger *slog.Logger) (*auth.A
 
 // openQuotas returns the broker's client quotas (issue 20), kept in the
 // data directory's quotas.json and managed with AlterClientQuotas; like
-// the ACLs, each broker of a cluster has its own.
+// the ACLs, replicated metadata in a cluster.
 func openQuotas(dir string, logger *slog.Logger) (*auth.Quotas, error) {
 	q, err := auth.OpenQuotas(auth.QuotaConfig{}, filepath.Join(dir, engine.QuotasFile))
 	if err != nil {
