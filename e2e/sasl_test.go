@@ -272,3 +272,37 @@ func TestSASLClusterReplicates(t *testing.T) {
 		}
 	}
 }
+
+// TestSASLClusterReauthenticates: with connections.max.reauth.ms on a
+// SASL_PLAINTEXT cluster, the brokers' own connections (the replica
+// fetcher, the marker client) re-authenticate before their sessions end:
+// acks=all produces keep succeeding over several lifetimes and no broker
+// closes an inter-broker connection for an expired session.
+func TestSASLClusterReauthenticates(t *testing.T) {
+	voters := []string{"0@" + freeAddr(t), "1@" + freeAddr(t)}
+	var brokers []*broker
+	for i := range voters {
+		addr := freeAddr(t)
+		brokers = append(brokers, startBrokerProps(t, addr, saslProps("SASL_PLAINTEXT", addr)+clusterProps+"connections.max.reauth.ms=1000\n",
+			"--node-id", strconv.Itoa(i), "--controller-quorum", strings.Join(voters, ",")))
+	}
+	ctx := testCtx(t, 2*time.Minute)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers[0].addr, brokers[1].addr), kgo.SASL(saslMechanisms()[1].mech),
+		kgo.RequiredAcks(kgo.AllISRAcks()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	waitReplicatedTopic(t, ctx, cl, "reauth")
+	for i := 0; i < 20; i++ { // 20 x 200 ms: four session lifetimes
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "reauth", Value: []byte(strconv.Itoa(i))}).FirstErr(); err != nil {
+			t.Fatalf("acks=all produce %d: %v\n%s\n%s", i, err, brokers[0].logs, brokers[1].logs)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	for i, b := range brokers {
+		if strings.Contains(b.logs.String(), "SASL session expired") {
+			t.Errorf("broker %d closed a connection whose session expired:\n%s", i, b.logs)
+		}
+	}
+}

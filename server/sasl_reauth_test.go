@@ -299,3 +299,51 @@ func TestSaslReauthOAuthBearerTokenExpiry(t *testing.T) {
 	}
 	waitLogCount(t, s, "SASL session expired without re-authentication", 2)
 }
+
+// TestSaslAuthenticateSessionReauthenticates: the broker-side client's
+// connection (sasl.AuthenticateSession, the inter-broker dial) keeps its
+// session alive by re-authenticating before the request that follows 85 %
+// of the lifetime, so the broker serves it across several lifetimes
+// instead of closing it; a plain Authenticate connection is closed at the
+// first expiry.
+func TestSaslAuthenticateSessionReauthenticates(t *testing.T) {
+	clk := &manualClock{t: time.Unix(1_700_000_000, 0)}
+	addr, s := startReauthBroker(t, clk, 1000)
+	creds := sasl.ClientCredentials{Mechanism: sasl.ScramSHA512, User: "bob", Password: "bob-secret"}
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+
+	raw := dialRaw(t, addr)
+	conn, err := sasl.AuthenticateSession(ctx, raw.Conn, creds, clk.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &rawConn{t: t, Conn: conn}
+	corr := int32(100)
+	for i := 0; i < 8; i++ { // 8 x 400 ms: over three lifetimes
+		metadataServed(c, corr)
+		corr++
+		clk.advance(400 * time.Millisecond)
+	}
+	metadataServed(c, corr)
+	// Requests at 0, 400, ... 3,200 ms: the ones at 1,200 (due at 850)
+	// and 2,400 (due at 2,050) re-authenticate first.
+	if n := sasl.Reauthentications(conn); n != 2 {
+		t.Fatalf("%d re-authentications over 3.2 lifetimes, want 2", n)
+	}
+	if strings.Contains(logsOf(s), "SASL session expired") {
+		t.Fatalf("the broker saw an expired session:\n%s", logsOf(s))
+	}
+
+	// The same without the session wrapper: closed once the lifetime ends.
+	plain := dialRaw(t, addr)
+	if err := sasl.Authenticate(ctx, plain.Conn, creds); err != nil {
+		t.Fatal(err)
+	}
+	metadataServed(plain, 1)
+	clk.advance(1001 * time.Millisecond)
+	md := kmsg.NewPtrMetadataRequest()
+	md.Version = 4
+	plain.writeFrame(encodeRequest(md, 2, "raw"))
+	plain.expectClosed()
+}

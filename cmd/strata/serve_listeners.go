@@ -81,7 +81,8 @@ const interBrokerDialTimeout = 30 * time.Second
 // connection authenticates first (SaslHandshake and SaslAuthenticate with
 // sasl.mechanism.inter.broker.protocol and its login module's username and
 // password) before it is handed to the replica fetcher or the marker
-// client.
+// client, and re-authenticates on the same connection before its session
+// ends when the other broker sets connections.max.reauth.ms.
 func interBrokerDial(cfg config.Broker, logger *slog.Logger) func(ctx context.Context, addr string) (net.Conn, error) {
 	l := cfg.InterBroker()
 	if l == nil || (l.SSL == nil && l.SASL == nil) {
@@ -111,11 +112,15 @@ func interBrokerDial(cfg config.Broker, logger *slog.Logger) func(ctx context.Co
 		if err != nil {
 			return nil, err
 		}
-		if err := sasl.Authenticate(ctx, c, creds); err != nil {
+		// With connections.max.reauth.ms on the other broker, the
+		// connection re-authenticates before its session ends (KIP-368)
+		// instead of being closed and redialled at every expiry.
+		sc, err := sasl.AuthenticateSession(ctx, c, creds, time.Now)
+		if err != nil {
 			c.Close()
 			return nil, fmt.Errorf("authenticating to broker %s: %w", addr, err)
 		}
-		return c, nil
+		return sc, nil
 	}
 }
 

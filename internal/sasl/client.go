@@ -3,8 +3,10 @@ package sasl
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/stratalog/strata/internal/kframe"
@@ -30,6 +32,13 @@ const clientID = "strata-broker"
 // fresh connection to a SASL listener, with the deadline of ctx (or 30
 // seconds); afterwards conn carries Kafka requests as that principal.
 func Authenticate(ctx context.Context, conn net.Conn, cc ClientCredentials) error {
+	_, err := authenticate(ctx, conn, cc)
+	return err
+}
+
+// authenticate is Authenticate; it also returns the session lifetime the
+// broker answered (KIP-368's session_lifetime_ms, 0: none).
+func authenticate(ctx context.Context, conn net.Conn, cc ClientCredentials) (int64, error) {
 	var mech kgosasl.Mechanism
 	switch cc.Mechanism {
 	case Plain:
@@ -39,7 +48,7 @@ func Authenticate(ctx context.Context, conn net.Conn, cc ClientCredentials) erro
 	case ScramSHA512:
 		mech = scram.Auth{User: cc.User, Pass: cc.Password}.AsSha512Mechanism()
 	default:
-		return errors.New("sasl: cannot authenticate with mechanism " + cc.Mechanism)
+		return 0, errors.New("sasl: cannot authenticate with mechanism " + cc.Mechanism)
 	}
 	deadline, ok := ctx.Deadline()
 	if !ok {
@@ -60,14 +69,14 @@ func Authenticate(ctx context.Context, conn net.Conn, cc ClientCredentials) erro
 	hresp := kmsg.NewPtrSASLHandshakeResponse()
 	hresp.Version = 1
 	if err := roundTrip(conn, 1, hs, hresp); err != nil {
-		return err
+		return 0, err
 	}
 	if err := kerrOf(hresp.ErrorCode, nil); err != nil {
-		return errors.New("sasl: handshake for " + cc.Mechanism + ": " + err.Error())
+		return 0, errors.New("sasl: handshake for " + cc.Mechanism + ": " + err.Error())
 	}
 	sess, msg, err := mech.Authenticate(ctx, conn.RemoteAddr().String())
 	if err != nil {
-		return err
+		return 0, err
 	}
 	for corr := int32(2); ; corr++ {
 		req := kmsg.NewPtrSASLAuthenticateRequest()
@@ -76,23 +85,113 @@ func Authenticate(ctx context.Context, conn net.Conn, cc ClientCredentials) erro
 		resp := kmsg.NewPtrSASLAuthenticateResponse()
 		resp.Version = 1
 		if err := roundTrip(conn, corr, req, resp); err != nil {
-			return err
+			return 0, err
 		}
 		if err := kerrOf(resp.ErrorCode, resp.ErrorMessage); err != nil {
-			return errors.New("sasl: " + cc.Mechanism + " as " + cc.User + ": " + err.Error())
+			return 0, errors.New("sasl: " + cc.Mechanism + " as " + cc.User + ": " + err.Error())
 		}
 		done, next, err := sess.Challenge(resp.SASLAuthBytes)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if done {
-			return nil
+			return resp.SessionLifetimeMillis, nil
 		}
 		msg = next
 		if corr > 10 {
-			return errors.New("sasl: " + cc.Mechanism + ": exchange did not end")
+			return 0, errors.New("sasl: " + cc.Mechanism + ": exchange did not end")
 		}
 	}
+}
+
+// AuthenticateSession is Authenticate for a connection that lives longer
+// than its session: when the broker answers with a session lifetime
+// (KIP-368, connections.max.reauth.ms), the connection it returns
+// re-authenticates on the same socket (SaslHandshake and SaslAuthenticate
+// again, as Kafka's clients do) before the first request written once
+// reauthShare of the lifetime has passed by now, so the broker never
+// closes it for an expired session. Without a lifetime it returns conn.
+// The returned connection must carry one request at a time, each frame in
+// one Write, its response read before the next Write (the replica
+// fetcher's and the marker client's use): the re-authentication's
+// responses are read in between.
+func AuthenticateSession(ctx context.Context, conn net.Conn, cc ClientCredentials, now func() time.Time) (net.Conn, error) {
+	life, err := authenticate(ctx, conn, cc)
+	if err != nil || life <= 0 {
+		return conn, err
+	}
+	return &sessionConn{Conn: conn, cc: cc, now: now, due: dueAfter(now(), life)}, nil
+}
+
+// reauthShare is the share of a session's lifetime after which the next
+// request re-authenticates first (Kafka's clients pick 85-95 %).
+const reauthShare = 0.85
+
+func dueAfter(t time.Time, lifeMs int64) time.Time {
+	return t.Add(time.Duration(float64(lifeMs)*reauthShare) * time.Millisecond)
+}
+
+// sessionConn re-authenticates before a Write once its session is due.
+type sessionConn struct {
+	net.Conn
+	cc  ClientCredentials
+	now func() time.Time
+
+	mu      sync.Mutex
+	due     time.Time
+	rd, wd  time.Time // the caller's deadlines, put back after a re-authentication
+	reauths int
+}
+
+func (c *sessionConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if now := c.now(); !c.due.IsZero() && !now.Before(c.due) {
+		life, err := authenticate(context.Background(), c.Conn, c.cc)
+		c.Conn.SetReadDeadline(c.rd)
+		c.Conn.SetWriteDeadline(c.wd)
+		if err != nil {
+			return 0, fmt.Errorf("sasl: re-authenticating: %w", err)
+		}
+		c.reauths++
+		c.due = time.Time{} // no lifetime any more: never again
+		if life > 0 {
+			c.due = dueAfter(now, life)
+		}
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *sessionConn) SetDeadline(t time.Time) error {
+	c.mu.Lock()
+	c.rd, c.wd = t, t
+	c.mu.Unlock()
+	return c.Conn.SetDeadline(t)
+}
+
+func (c *sessionConn) SetReadDeadline(t time.Time) error {
+	c.mu.Lock()
+	c.rd = t
+	c.mu.Unlock()
+	return c.Conn.SetReadDeadline(t)
+}
+
+func (c *sessionConn) SetWriteDeadline(t time.Time) error {
+	c.mu.Lock()
+	c.wd = t
+	c.mu.Unlock()
+	return c.Conn.SetWriteDeadline(t)
+}
+
+// Reauthentications is how many times conn, returned by
+// AuthenticateSession, re-authenticated (0 for any other connection).
+func Reauthentications(conn net.Conn) int {
+	if c, ok := conn.(*sessionConn); ok {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.reauths
+	}
+	return 0
 }
 
 func kerrOf(code int16, msg *string) error {
