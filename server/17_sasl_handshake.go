@@ -153,6 +153,10 @@ func (s *Server) saslRawToken(sp saslPeer, st *saslState, frame []byte, r replyS
 	if err != nil {
 		st.phase, st.ex = saslFailed, nil
 		s.saslLog(sp, "SASL authentication failed; closing connection", "mechanism", st.mech, "reason", err.Error())
+		if d := st.cfg.FailedAuthDelayMs; d > 0 {
+			s.cfg.AfterFunc(time.Duration(d)*time.Millisecond, r.Close) // KIP-306
+			return
+		}
 		r.Close()
 		return
 	}

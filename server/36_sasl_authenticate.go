@@ -1,6 +1,8 @@
 package server
 
 import (
+	"time"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -12,7 +14,9 @@ import (
 // connections.max.reauth.ms > 0, v1+ answers the session's lifetime
 // (session_lifetime_ms) with the last token, and a re-authentication
 // (17_sasl_handshake.go) that changes the mechanism or the principal
-// fails and closes the connection.
+// fails and closes the connection. With
+// connection.failed.authentication.delay.ms (KIP-306, Kafka's default 100)
+// the failure's answer and the close wait that long.
 func init() { register(36, 0, 2, handleSaslAuthenticate) }
 
 func handleSaslAuthenticate(s *Server, rc *reqCtx) {
@@ -34,6 +38,12 @@ func handleSaslAuthenticate(s *Server, rc *reqCtx) {
 		resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
 		resp.ErrorMessage = &msg
 		s.saslLog(sp, "SASL authentication failed; closing connection", "mechanism", st.mech, "reason", msg, "reauthentication", st.reauth)
+		if d := st.cfg.FailedAuthDelayMs; d > 0 {
+			// KIP-306: the answer waits, and frames the client sends
+			// meanwhile are refused behind it (the session failed).
+			s.cfg.AfterFunc(time.Duration(d)*time.Millisecond, func() { rc.respondThenClose(resp) })
+			return
+		}
 		rc.respondThenClose(resp)
 	}
 	if st.badMech != "" {

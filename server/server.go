@@ -165,6 +165,10 @@ type Config struct {
 	// Now is the server's clock (nil: time.Now): a test drives the time
 	// the handlers see, such as a request's time in its handler (quota.go).
 	Now func() time.Time
+	// AfterFunc runs f once d has passed (nil: time.AfterFunc, the timer
+	// of the clock Now reads): a failed SASL authentication's delayed
+	// answer (36_sasl_authenticate.go). Tests take the call over.
+	AfterFunc func(d time.Duration, f func())
 }
 
 // Default values of Config fields, Kafka's.
@@ -238,6 +242,9 @@ func New(cfg Config, eng *engine.Engine) *Server {
 		if eng != nil {
 			cfg.LogDefaults = eng.LogDefaults()
 		}
+	}
+	if cfg.AfterFunc == nil {
+		cfg.AfterFunc = func(d time.Duration, f func()) { time.AfterFunc(d, f) }
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

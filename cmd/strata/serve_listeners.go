@@ -54,7 +54,7 @@ func serverListeners(cfg config.Broker, logger *slog.Logger, scram *sasl.Store) 
 		}
 		if l.SASL != nil {
 			sl.SASL = &sasl.Config{Mechanisms: l.SASL.Mechanisms, PlainUsers: l.SASL.PlainUsers, Scram: scram, OAuth: l.SASL.OAuth,
-				ReauthMs: cfg.MaxReauthMs}
+				ReauthMs: cfg.MaxReauthMs, FailedAuthDelayMs: cfg.FailedAuthDelayMs}
 			if o := l.SASL.OAuth; o != nil {
 				o.Now = time.Now
 				if o.Unsecured {

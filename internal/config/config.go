@@ -50,27 +50,28 @@ import (
 // fills the engine's, the server's, the groups' and the controller's
 // settings from it.
 type Broker struct {
-	NodeID           int32
-	Listen           string // host:port the broker listens on
-	AdvertisedHost   string
-	AdvertisedPort   int32
-	DataDir          string
-	NumPartitions    int32
-	DefaultRepl      int16
-	AutoCreateTopics bool
-	MaxRequestBytes  int32
-	FetchMaxBytes    int32
-	MaxIdleMs        int64  // connections.max.idle.ms
-	MaxReauthMs      int64  // connections.max.reauth.ms (SASL sessions, KIP-368; 0: no end)
-	QueuedMaxBytes   int64  // queued.max.request.bytes, the broker-wide request budget (-1 = unbounded; server.Config.MaxQueuedBytes)
-	Blackhole        bool   // strata serve --blackhole: ack produce without storing (no properties key)
-	IOBackend        string // log.io.backend (Strata): auto | uring | pwrite (engine.Options.IOBackend)
-	NoSharedFlush    bool   // log.io.flush.shared=false (Strata; engine.Options.DisableSharedFlush)
-	NoZeroFill       bool   // log.io.zero.fill=false (Strata; engine.Options.NoZeroFill)
-	JournalBytes     int64  // log.io.journal.bytes (Strata; engine.Options.JournalBytes)
-	VerifyRecovery   bool   // log.recovery.verify (Strata; engine.Options.VerifyRecovery)
-	ScrubBytesPerSec int64  // log.scrub.bytes.per.second (Strata; engine.Options.ScrubBytesPerSecond): 0 off
-	TailCacheBytes   int64  // log.tail.cache.bytes (Strata; engine.Options.TailCacheBytes): -1 off
+	NodeID            int32
+	Listen            string // host:port the broker listens on
+	AdvertisedHost    string
+	AdvertisedPort    int32
+	DataDir           string
+	NumPartitions     int32
+	DefaultRepl       int16
+	AutoCreateTopics  bool
+	MaxRequestBytes   int32
+	FetchMaxBytes     int32
+	MaxIdleMs         int64  // connections.max.idle.ms
+	MaxReauthMs       int64  // connections.max.reauth.ms (SASL sessions, KIP-368; 0: no end)
+	FailedAuthDelayMs int64  // connection.failed.authentication.delay.ms (KIP-306)
+	QueuedMaxBytes    int64  // queued.max.request.bytes, the broker-wide request budget (-1 = unbounded; server.Config.MaxQueuedBytes)
+	Blackhole         bool   // strata serve --blackhole: ack produce without storing (no properties key)
+	IOBackend         string // log.io.backend (Strata): auto | uring | pwrite (engine.Options.IOBackend)
+	NoSharedFlush     bool   // log.io.flush.shared=false (Strata; engine.Options.DisableSharedFlush)
+	NoZeroFill        bool   // log.io.zero.fill=false (Strata; engine.Options.NoZeroFill)
+	JournalBytes      int64  // log.io.journal.bytes (Strata; engine.Options.JournalBytes)
+	VerifyRecovery    bool   // log.recovery.verify (Strata; engine.Options.VerifyRecovery)
+	ScrubBytesPerSec  int64  // log.scrub.bytes.per.second (Strata; engine.Options.ScrubBytesPerSecond): 0 off
+	TailCacheBytes    int64  // log.tail.cache.bytes (Strata; engine.Options.TailCacheBytes): -1 off
 
 	// Tiered storage's remote log manager (remote/rlm.Options).
 	RemoteTaskIntervalMs      int64 // remote.log.manager.task.interval.ms (Strata default)
@@ -216,18 +217,19 @@ var fields = map[string]setter{
 		p, _ := strconv.ParseUint(port, 10, 16)
 		b.AdvertisedHost, b.AdvertisedPort = host, int32(p)
 	},
-	"log.dirs":                   func(b *Broker, v configkeys.Value) { b.DataDir = configkeys.FirstLogDir(v.Text) },
-	"num.partitions":             func(b *Broker, v configkeys.Value) { b.NumPartitions = int32(v.Int) },
-	"default.replication.factor": func(b *Broker, v configkeys.Value) { b.DefaultRepl = int16(v.Int) },
-	"auto.create.topics.enable":  func(b *Broker, v configkeys.Value) { b.AutoCreateTopics = v.Bool },
-	"socket.request.max.bytes":   func(b *Broker, v configkeys.Value) { b.MaxRequestBytes = int32(v.Int) },
-	"fetch.max.bytes":            func(b *Broker, v configkeys.Value) { b.FetchMaxBytes = int32(v.Int) },
-	"connections.max.idle.ms":    func(b *Broker, v configkeys.Value) { b.MaxIdleMs = v.Int },
-	"connections.max.reauth.ms":  func(b *Broker, v configkeys.Value) { b.MaxReauthMs = v.Int },
-	"queued.max.request.bytes":   func(b *Broker, v configkeys.Value) { b.QueuedMaxBytes = max(v.Int, -1) },
-	"metrics.listeners":          func(b *Broker, v configkeys.Value) { b.MetricsListeners, _ = configkeys.HTTPListeners(v.Text) },
-	"metrics.partition.labels":   func(b *Broker, v configkeys.Value) { b.MetricsPartitionLabels = v.Bool },
-	"log.format":                 func(b *Broker, v configkeys.Value) { b.LogFormat = v.Text },
+	"log.dirs":                                  func(b *Broker, v configkeys.Value) { b.DataDir = configkeys.FirstLogDir(v.Text) },
+	"num.partitions":                            func(b *Broker, v configkeys.Value) { b.NumPartitions = int32(v.Int) },
+	"default.replication.factor":                func(b *Broker, v configkeys.Value) { b.DefaultRepl = int16(v.Int) },
+	"auto.create.topics.enable":                 func(b *Broker, v configkeys.Value) { b.AutoCreateTopics = v.Bool },
+	"socket.request.max.bytes":                  func(b *Broker, v configkeys.Value) { b.MaxRequestBytes = int32(v.Int) },
+	"fetch.max.bytes":                           func(b *Broker, v configkeys.Value) { b.FetchMaxBytes = int32(v.Int) },
+	"connections.max.idle.ms":                   func(b *Broker, v configkeys.Value) { b.MaxIdleMs = v.Int },
+	"connections.max.reauth.ms":                 func(b *Broker, v configkeys.Value) { b.MaxReauthMs = v.Int },
+	"connection.failed.authentication.delay.ms": func(b *Broker, v configkeys.Value) { b.FailedAuthDelayMs = v.Int },
+	"queued.max.request.bytes":                  func(b *Broker, v configkeys.Value) { b.QueuedMaxBytes = max(v.Int, -1) },
+	"metrics.listeners":                         func(b *Broker, v configkeys.Value) { b.MetricsListeners, _ = configkeys.HTTPListeners(v.Text) },
+	"metrics.partition.labels":                  func(b *Broker, v configkeys.Value) { b.MetricsPartitionLabels = v.Bool },
+	"log.format":                                func(b *Broker, v configkeys.Value) { b.LogFormat = v.Text },
 
 	"authorizer.class.name":          func(b *Broker, v configkeys.Value) { b.Authorizer = v.Text },
 	"super.users":                    func(b *Broker, v configkeys.Value) { b.SuperUsers = v.Text },

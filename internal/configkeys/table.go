@@ -250,6 +250,8 @@ var keys = []Key{
 		Doc: "with the authorizer on, a resource that has no ACL at all is open to every principal"},
 	{Broker: "connections.max.reauth.ms", Type: Long, Min: 0, Max: math.MaxInt64 / 1_000_000, Default: "0", Section: "security",
 		Doc: "on SASL listeners, how long a session lasts (KIP-368): SaslAuthenticate tells the client, which re-authenticates on its connection before the end; a request after it closes the connection; 0: sessions do not end"},
+	{Broker: "connection.failed.authentication.delay.ms", Type: Long, Min: 0, Max: math.MaxInt64 / 1_000_000, Default: "100", Section: "security",
+		Doc: "on SASL listeners, how long the answer to a failed authentication (and the close after it) is held back (KIP-306), which slows password guessing; keep it below connections.max.idle.ms; 0: at once"},
 	{Broker: "max.connections", Type: Int, Min: 0, Max: math.MaxInt32, Default: "2147483647", Shown: "2147483647 (unlimited)", Section: "security",
 		Doc: "the most connections the broker holds; at the limit new connections wait unaccepted until one closes (the inter-broker listener excepted: it closes the least recently active connection of another listener); `listener.name.<listener>.max.connections` limits one listener (docs/security.md, \"Connection limits\")"},
 	{Broker: "max.connections.per.ip", Type: Int, Min: 0, Max: math.MaxInt32, Default: "2147483647", Shown: "2147483647 (unlimited)", Section: "security",

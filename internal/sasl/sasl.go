@@ -44,6 +44,10 @@ type Config struct {
 	// re-authenticates on its connection before it ends, and a request
 	// after the end closes the connection. 0: sessions never expire.
 	ReauthMs int64
+	// FailedAuthDelayMs is connection.failed.authentication.delay.ms
+	// (KIP-306): the answer to a failed authentication, and the close
+	// after it, wait this long. 0: at once.
+	FailedAuthDelayMs int64
 }
 
 // Enabled reports whether mech is enabled (case-sensitive, as Kafka).
