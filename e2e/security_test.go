@@ -406,22 +406,29 @@ func TestSSLClusterReplicates(t *testing.T) {
 	// The controller port (Raft and the controller RPC) is mutual TLS too:
 	// the quorum above formed over it, and a plain TCP peer sending a
 	// controller request is closed unanswered with one log line.
-	ctlAddr := strings.TrimPrefix(voters[0], "0@")
-	conn, err := net.DialTimeout("tcp", ctlAddr, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(15 * time.Second))
-	// magic 0xC7, version 1, a 1-byte frame: propose with no command
-	if _, err := conn.Write([]byte{0xC7, 1, 0, 0, 0, 1, 1}); err == nil {
-		if n, err := conn.Read(make([]byte, 64)); err == nil {
-			t.Errorf("a plain TCP peer of the controller port got %d bytes back", n)
+	conn, err := net.DialTimeout("tcp", strings.TrimPrefix(voters[0], "0@"), 5*time.Second)
+	controllerPortRefuses(t, conn, err, brokers[0], "controller port: TLS handshake failed")
+}
+
+// controllerPortRefuses sends a controller request (magic 0xC7, version 1,
+// a 1-byte frame: propose with no command) on conn, a connection to b's
+// controller port (dialErr: its dial's error; a refused TLS handshake may
+// fail the dial itself), and fails unless nothing comes back and b logs
+// logLine.
+func controllerPortRefuses(t *testing.T, conn net.Conn, dialErr error, b *broker, logLine string) {
+	t.Helper()
+	if dialErr == nil {
+		defer conn.Close()
+		_ = conn.SetDeadline(time.Now().Add(15 * time.Second))
+		if _, err := conn.Write([]byte{0xC7, 1, 0, 0, 0, 1, 1}); err == nil {
+			if n, err := conn.Read(make([]byte, 64)); err == nil {
+				t.Errorf("the controller port answered a refused peer (%d bytes)", n)
+			}
 		}
 	}
 	waitFor(t, 15*time.Second, func() string {
-		if !strings.Contains(brokers[0].logs.String(), "controller port: TLS handshake failed") {
-			return "no log line for the refused controller connection"
+		if !strings.Contains(b.logs.String(), logLine) {
+			return "no log line " + strconv.Quote(logLine)
 		}
 		return ""
 	})
@@ -456,21 +463,7 @@ func TestSSLClusterControllerPortAuthorized(t *testing.T) {
 	waitReplicatedTopic(t, ctx, admin, "formed") // the quorum formed over the authorized port
 
 	conn, err := tls.Dial("tcp", strings.TrimPrefix(voters[0], "0@"), tlstest.ClientConfig(ca, app))
-	if err == nil {
-		defer conn.Close()
-		_ = conn.SetDeadline(time.Now().Add(15 * time.Second))
-		if _, err := conn.Write([]byte{0xC7, 1, 0, 0, 0, 1, 1}); err == nil {
-			if n, err := conn.Read(make([]byte, 64)); err == nil {
-				t.Errorf("a certificate without ClusterAction got %d bytes back from the controller port", n)
-			}
-		}
-	}
-	waitFor(t, 15*time.Second, func() string {
-		if !strings.Contains(brokers[0].logs.String(), "controller port: peer not authorized") {
-			return "no log line for the unauthorized controller peer"
-		}
-		return ""
-	})
+	controllerPortRefuses(t, conn, err, brokers[0], "controller port: peer not authorized")
 }
 
 // waitReplicatedTopic creates topic (one partition, replication factor 2,
