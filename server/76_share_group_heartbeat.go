@@ -55,25 +55,25 @@ func handleShareGroupHeartbeat(s *Server, rc *reqCtx) {
 			return
 		}
 	}
-	st := &s.groups.share
+	st := s.groups.share
 	nowMs := s.now().UnixMilli()
-	st.mu.Lock()
-	if req.MemberEpoch == 0 && st.groups.Group(req.GroupID) == nil && s.isClassicOrConsumerGroup(req.GroupID) {
-		st.mu.Unlock()
+	st.Lock()
+	if req.MemberEpoch == 0 && st.Groups().Group(req.GroupID) == nil && s.isClassicOrConsumerGroup(req.GroupID) {
+		st.Unlock()
 		resp.ErrorCode, resp.ErrorMessage = kerr.GroupIDNotFound.Code, kmsg.StringPtr("Group "+req.GroupID+" is not a share group.")
 		rc.respond(resp)
 		return
 	}
-	r := st.groups.Heartbeat(nowMs, share.HeartbeatRequest{
+	r := st.Groups().Heartbeat(nowMs, share.HeartbeatRequest{
 		Group: req.GroupID, MemberID: req.MemberID, MemberEpoch: req.MemberEpoch,
 		RackID: req.RackID, Topics: req.SubscribedTopicNames,
 		ClientID: rc.client, ClientHost: clientHost(rc),
 	}, engineCatalog{s.eng})
 	if r.Left != nil {
-		s.closeSession(nowMs, share.SessionKey{Group: r.Left.Group, Member: r.Left.Member})
-		s.releaseMember(nowMs, r.Left.Group, r.Left.Member)
+		st.CloseSession(nowMs, share.SessionKey{Group: r.Left.Group, Member: r.Left.Member})
+		st.ReleaseMember(nowMs, r.Left.Group, r.Left.Member)
 	}
-	st.mu.Unlock()
+	st.Unlock()
 	if r.Err != 0 {
 		resp.ErrorCode = r.Err
 		if r.Msg != "" {

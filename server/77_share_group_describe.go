@@ -27,17 +27,17 @@ func handleShareGroupDescribe(s *Server, rc *reqCtx) {
 	req := rc.req.(*kmsg.ShareGroupDescribeRequest)
 	resp := req.ResponseKind().(*kmsg.ShareGroupDescribeResponse)
 	code, msg := s.shareErr()
-	st := &s.groups.share
+	st := s.groups.share
 	if code == 0 {
-		st.mu.Lock()
-		defer st.mu.Unlock()
+		st.Lock()
+		defer st.Unlock()
 	}
 	for _, id := range req.GroupIDs {
 		g := kmsg.NewShareGroupDescribeResponseGroup()
 		g.GroupID = id
 		var sg *share.Group
 		if code == 0 {
-			sg = st.groups.Group(id)
+			sg = st.Groups().Group(id)
 		}
 		switch {
 		case code != 0:
@@ -46,7 +46,7 @@ func handleShareGroupDescribe(s *Server, rc *reqCtx) {
 			g.ErrorCode = kerr.GroupAuthorizationFailed.Code
 		case id == "":
 			g.ErrorCode = kerr.InvalidGroupID.Code
-		case sg == nil && !s.shareGroupKnown(id):
+		case sg == nil && !st.Known(id):
 			g.ErrorCode, g.ErrorMessage = kerr.GroupIDNotFound.Code, kmsg.StringPtr("Group "+id+" not found.")
 		case sg == nil:
 			// Known by its share-partitions' state only (after a

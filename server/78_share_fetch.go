@@ -24,14 +24,10 @@ package server
 // broker (archiveAborted). See share.go for durability and limits.
 
 import (
-	"cmp"
-	"encoding/binary"
-	"errors"
-	"fmt"
-	"slices"
 	"time"
 
 	"github.com/stratalog/strata/auth"
+	"github.com/stratalog/strata/broker/sharehost"
 	"github.com/stratalog/strata/engine"
 	"github.com/stratalog/strata/share"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -95,26 +91,26 @@ func handleShareFetch(s *Server, rc *reqCtx) {
 	if req.Version >= 1 && req.MaxRecords > 0 {
 		f.maxRecords = int(req.MaxRecords)
 	}
-	st := &s.groups.share
+	st := s.groups.share
 	nowMs := s.now().UnixMilli()
 	f.deadlineMs = nowMs + int64(max(req.MaxWaitMillis, 0))
 
-	st.mu.Lock()
-	resp.AcquisitionLockTimeoutMillis = s.lockDurationMs(f.key.Group)
+	st.Lock()
+	resp.AcquisitionLockTimeoutMillis = st.LockDurationMs(f.key.Group)
 	final := req.ShareSessionEpoch == share.SessionFinalEpoch
-	if !final && !st.groups.IsMember(f.key.Group, f.key.Member) {
-		st.mu.Unlock()
+	if !final && !st.Groups().IsMember(f.key.Group, f.key.Member) {
+		st.Unlock()
 		fail(kerr.UnknownMemberID.Code, "")
 		return
 	}
-	sess, _, code := st.sessions.Use(f.key, req.ShareSessionEpoch, rc.conn.ID())
+	sess, _, code := st.Sessions().Use(f.key, req.ShareSessionEpoch, rc.conn.ID())
 	if code != 0 {
-		st.mu.Unlock()
+		st.Unlock()
 		fail(code, "")
 		return
 	}
 	if sess != nil && !final {
-		st.conns[f.key] = rc.conn
+		st.SetConn(f.key, rc.conn)
 	}
 	f.sess = sess
 	for _, t := range req.Topics {
@@ -166,53 +162,53 @@ func handleShareFetch(s *Server, rc *reqCtx) {
 		}
 	}
 	if final {
-		s.closeSession(nowMs, f.key)
-		st.mu.Unlock()
-		f.send()
+		st.CloseSession(nowMs, f.key)
+		st.Unlock()
+		f.Send()
 		return
 	}
 	if req.Version >= 2 && req.IsRenewAck {
 		// KIP-1222: a fetch carrying RENEW acknowledgements only
 		// acknowledges; it acquires nothing.
-		st.mu.Unlock()
-		f.send()
+		st.Unlock()
+		f.Send()
 		return
 	}
 	got := f.acquire(nowMs)
 	if got || req.MaxWaitMillis <= 0 || f.hasErrors() {
-		st.mu.Unlock()
-		f.send()
+		st.Unlock()
+		f.Send()
 		return
 	}
-	f.arm()
-	f.timer = time.AfterFunc(time.Duration(req.MaxWaitMillis)*time.Millisecond, s.shareKick)
-	st.waiting[f] = struct{}{}
-	st.mu.Unlock()
+	f.Arm()
+	f.timer = time.AfterFunc(time.Duration(req.MaxWaitMillis)*time.Millisecond, st.Kick)
+	st.Wait(f)
+	st.Unlock()
 }
 
-// stopWaiting ends a waiting fetch's registrations (st.mu held).
-func (f *shareFetch) stopWaiting() {
+// Stop ends a waiting fetch's registrations (st.mu held).
+func (f *shareFetch) Stop() {
 	f.waiter.Cancel()
 	f.timer.Stop()
 }
 
-// arm registers the waiting fetch on the high watermarks of its session's
+// Arm registers the waiting fetch on the high watermarks of its session's
 // partitions (st.mu held): new records kick the retry loop.
-func (f *shareFetch) arm() {
-	st := &f.s.groups.share
+func (f *shareFetch) Arm() {
+	st := f.s.groups.share
 	if f.waiter == nil {
-		f.waiter = engine.NewHWWaiter(f.s.shareKick)
+		f.waiter = engine.NewHWWaiter(st.Kick)
 	}
 	f.waiter.Cancel()
-	sess := st.sessions.Get(f.key)
+	sess := st.Sessions().Get(f.key)
 	if sess == nil {
 		f.waiter.Arm(0)
 		return
 	}
 	f.waiter.Arm(len(sess.Order))
 	for _, tp := range sess.Order {
-		if sp := st.parts[sharePartKey{f.key.Group, tp.TopicID, tp.Partition}]; sp != nil {
-			f.waiter.Add(sp.log, sp.log.HighWatermark())
+		if sp := st.PartOf(sharehost.Key{Group: f.key.Group, TopicID: tp.TopicID, Part: tp.Partition}); sp != nil {
+			f.waiter.Add(sp.Log, sp.Log.HighWatermark())
 		}
 	}
 }
@@ -244,15 +240,15 @@ func renewCheck(version int16, batches []share.AckBatch) (int16, string) {
 // shareAck applies acknowledgements of key's member to one partition
 // (st.mu held): 0 or the error code and message.
 func (s *Server) shareAck(nowMs int64, key share.SessionKey, topic *engine.Topic, p int32, batches []share.AckBatch, d *durable) (int16, string) {
-	sp, code := s.sharePartition(key.Group, topic, p, d)
+	sp, code := s.groups.share.Partition(key.Group, topic, p, d)
 	if code != 0 {
 		return code, ""
 	}
-	e, aerr := sp.p.Acknowledge(nowMs, key.Member, batches)
+	e, aerr := sp.P.Acknowledge(nowMs, key.Member, batches)
 	if aerr != nil {
 		return aerr.Code, aerr.Msg
 	}
-	if err := s.applyEffects(sharePartKey{key.Group, topic.ID(), p}, sp, e, d); err != nil {
+	if err := s.groups.share.Apply(sharehost.Key{Group: key.Group, TopicID: topic.ID(), Part: p}, sp, e, d); err != nil {
 		return kerr.KafkaStorageError.Code, err.Error()
 	}
 	return 0, ""
@@ -301,9 +297,9 @@ func (f *shareFetch) hasErrors() bool {
 // and reads their batches (st.mu held). It reports whether any record was
 // acquired.
 func (f *shareFetch) acquire(nowMs int64) bool {
-	s, st := f.s, &f.s.groups.share
-	sess := st.sessions.Get(f.key)
-	if sess == nil || sess != f.sess || !st.groups.IsMember(f.key.Group, f.key.Member) {
+	s, st := f.s, f.s.groups.share
+	sess := st.Sessions().Get(f.key)
+	if sess == nil || sess != f.sess || !st.Groups().IsMember(f.key.Group, f.key.Member) {
 		return false // the session closed or was replaced: the client drops this answer's records
 	}
 	left := f.maxRecords
@@ -319,47 +315,19 @@ func (f *shareFetch) acquire(nowMs int64) bool {
 			f.part(tp).ErrorCode = kerr.UnknownTopicID.Code
 			continue
 		}
-		sp, code := s.sharePartition(f.key.Group, topic, tp.Partition, &f.durable)
+		sp, code := st.Partition(f.key.Group, topic, tp.Partition, &f.durable)
 		if code != 0 {
 			f.part(tp).ErrorCode = code
 			continue
 		}
-		k := sharePartKey{f.key.Group, tp.TopicID, tp.Partition}
-		if start := sp.log.LogStartOffset(); start > sp.p.StartOffset() {
-			if err := s.applyEffects(k, sp, sp.p.AdvanceLogStart(start), &f.durable); err != nil {
-				s.log.Error("share: persisting a log start move", "err", err)
-			}
-		}
-		committed := s.readCommitted(f.key.Group)
-		end := sp.log.HighWatermark()
-		if committed {
-			end = sp.log.LastStableOffset()
-		}
-		recs, e := sp.p.Acquire(nowMs, f.key.Member, left, end)
-		if err := s.applyEffects(k, sp, e, &f.durable); err != nil {
-			s.log.Error("share: persisting a lock expiry", "err", err)
-		}
-		if len(recs) == 0 {
-			continue
-		}
-		data, err := readShareBatches(sp.log, recs)
+		k := sharehost.Key{Group: f.key.Group, TopicID: tp.TopicID, Part: tp.Partition}
+		recs, data, err := st.Acquire(nowMs, k, sp, f.key.Member, left, &f.durable)
 		if err != nil {
-			// Give the records back: the member never saw them.
-			var bs []share.AckBatch
-			for _, r := range recs {
-				bs = append(bs, share.AckBatch{First: r.First, Last: r.Last, Types: []share.AckType{share.AckRelease}})
-			}
-			if e, aerr := sp.p.Acknowledge(nowMs, f.key.Member, bs); aerr == nil {
-				_ = s.applyEffects(k, sp, e, &f.durable)
-			}
 			f.part(tp).ErrorCode = errCode(err)
 			continue
 		}
-		if committed {
-			recs = s.archiveAborted(nowMs, f.key.Member, k, sp, recs, data, &f.durable)
-			if len(recs) == 0 {
-				continue
-			}
+		if len(recs) == 0 {
+			continue
 		}
 		p := f.part(tp)
 		p.Records = append(p.Records, data...)
@@ -374,97 +342,22 @@ func (f *shareFetch) acquire(nowMs int64) bool {
 	return got
 }
 
-// archiveAborted is read_committed's step after an acquisition (st.mu
-// held): the acquired records of aborted transactions in data (the
-// batches read for recs) are archived on the member's behalf, as Kafka
-// archives them before answering, and the acquired ranges without them
-// are returned. A batch is aborted when it is transactional and its
-// producer has an aborted transaction (Log.AbortedTransactions) that began
-// at or before it and whose abort marker has not been passed yet: the
-// consumer's rule in Kafka.
-func (s *Server) archiveAborted(nowMs int64, member string, k sharePartKey, sp *sharePart, recs []share.AcquiredRecords, data []byte, d *durable) []share.AcquiredRecords {
-	first, last := recs[0].First, recs[len(recs)-1].Last
-	aborted := sp.log.AbortedTransactions(nil, first, last+1)
-	if len(aborted) == 0 {
-		return recs
-	}
-	slices.SortFunc(aborted, func(a, b engine.AbortedTxn) int { return cmp.Compare(a.FirstOffset, b.FirstOffset) })
-	open := map[int64]bool{} // producers inside an aborted transaction
-	var gone [][2]int64      // aborted offset ranges
-	for rest := data; len(rest) >= 61; {
-		n := 12 + int(int32(binary.BigEndian.Uint32(rest[8:12])))
-		if n < 61 || n > len(rest) {
-			break
-		}
-		base := int64(binary.BigEndian.Uint64(rest))
-		end := base + int64(int32(binary.BigEndian.Uint32(rest[23:27])))
-		attrs := binary.BigEndian.Uint16(rest[21:23])
-		pid := int64(binary.BigEndian.Uint64(rest[43:51]))
-		rest = rest[n:]
-		for len(aborted) > 0 && aborted[0].FirstOffset <= base {
-			open[aborted[0].ProducerID] = true
-			aborted = aborted[1:]
-		}
-		switch {
-		case attrs&0x20 != 0: // a control batch: an abort marker ends the producer's transaction
-			delete(open, pid)
-		case attrs&0x10 != 0 && open[pid]:
-			gone = append(gone, [2]int64{base, end})
-		}
-	}
-	if len(gone) == 0 {
-		return recs
-	}
-	isGone := func(o int64) bool {
-		for _, g := range gone {
-			if o >= g[0] && o <= g[1] {
-				return true
-			}
-		}
-		return false
-	}
-	var keep []share.AcquiredRecords
-	var gap []share.AckBatch
-	for _, r := range recs {
-		for o := r.First; o <= r.Last; o++ {
-			if isGone(o) {
-				gap = append(gap, share.AckBatch{First: o, Last: o, Types: []share.AckType{share.AckGap}})
-				continue
-			}
-			if n := len(keep); n > 0 && keep[n-1].Last == o-1 && keep[n-1].Count == r.Count {
-				keep[n-1].Last = o
-			} else {
-				keep = append(keep, share.AcquiredRecords{First: o, Last: o, Count: r.Count})
-			}
-		}
-	}
-	e, aerr := sp.p.Acknowledge(nowMs, member, gap)
-	if aerr != nil {
-		s.log.Error("share: archiving aborted records", "err", aerr.Msg)
-		return recs
-	}
-	if err := s.applyEffects(k, sp, e, d); err != nil {
-		s.log.Error("share: persisting archived aborted records", "err", err)
-	}
-	return keep
-}
-
-// retry is the share tick's look at a waiting fetch (st.mu held): true
+// Retry is the share tick's look at a waiting fetch (st.mu held): true
 // when it is to be answered.
-func (f *shareFetch) retry(nowMs int64) bool {
+func (f *shareFetch) Retry(nowMs int64) bool {
 	select {
 	case <-f.rc.conn.Done():
 		return true
 	default:
 	}
-	if st := &f.s.groups.share; st.sessions.Get(f.key) != f.sess {
+	if st := f.s.groups.share; st.Sessions().Get(f.key) != f.sess {
 		return true // answer now, empty: a newer session has taken over
 	}
 	return f.acquire(nowMs) || f.hasErrors() || nowMs >= f.deadlineMs
 }
 
-// send answers once the fetch's writes are durable.
-func (f *shareFetch) send() {
+// Send answers once the fetch's writes are durable.
+func (f *shareFetch) Send() {
 	f.s.waitDurable(f.durable, func(err error) {
 		if err != nil {
 			for _, p := range f.parts {
@@ -504,71 +397,4 @@ func (s *Server) meterShareFetch(resp *kmsg.ShareFetchResponse) {
 		tc.Out(bytes)
 		tc.OutRecords(recs)
 	}
-}
-
-// readShareBatches returns the record batches of l that hold the offsets
-// of recs, each batch once, in offset order.
-func readShareBatches(l *engine.Log, recs []share.AcquiredRecords) ([]byte, error) {
-	var out []byte
-	next := int64(-1) // first offset not yet covered by out
-	for _, r := range recs {
-		off := max(r.First, next)
-		for off <= r.Last {
-			res, err := l.ReadMem(off, 1<<20, true)
-			if err != nil {
-				return nil, err
-			}
-			buf, err := shareChunkBytes(res)
-			res.Release()
-			if err != nil {
-				return nil, err
-			}
-			if len(buf) == 0 {
-				return out, nil // below the HW nothing more: gaps
-			}
-			progressed := false
-			for rest := buf; len(rest) >= 61; {
-				n := 12 + int(int32(binary.BigEndian.Uint32(rest[8:12])))
-				if n < 61 || n > len(rest) {
-					break
-				}
-				base := int64(binary.BigEndian.Uint64(rest))
-				last := base + int64(int32(binary.BigEndian.Uint32(rest[23:27])))
-				batch := rest[:n]
-				rest = rest[n:]
-				if last < off {
-					continue
-				}
-				if base > r.Last {
-					break
-				}
-				out = append(out, batch...)
-				off, next, progressed = last+1, last+1, true
-			}
-			if !progressed {
-				return out, nil
-			}
-		}
-	}
-	return out, nil
-}
-
-// shareChunkBytes copies a read's chunks into memory.
-func shareChunkBytes(res engine.ReadResult) ([]byte, error) {
-	buf := make([]byte, 0, res.Bytes)
-	for _, c := range res.Chunks {
-		if c.Buf != nil {
-			buf = append(buf, c.Buf...)
-			continue
-		}
-		if c.Len < 0 || c.Len > 1<<30 {
-			return nil, fmt.Errorf("share: chunk of %d bytes", c.Len)
-		}
-		n := len(buf)
-		buf = append(buf, make([]byte, c.Len)...)
-		if _, err := c.File.ReadAt(buf[n:], c.Pos); err != nil {
-			return nil, errors.Join(errors.New("share: reading a record batch"), err)
-		}
-	}
-	return buf, nil
 }

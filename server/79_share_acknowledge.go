@@ -38,13 +38,13 @@ func handleShareAcknowledge(s *Server, rc *reqCtx) {
 		return
 	}
 	key := share.SessionKey{Group: *req.GroupID, Member: *req.MemberID}
-	st := &s.groups.share
+	st := s.groups.share
 	nowMs := s.now().UnixMilli()
-	st.mu.Lock()
-	resp.AcquisitionLockTimeoutMillis = s.lockDurationMs(key.Group)
-	_, _, code := st.sessions.Use(key, req.ShareSessionEpoch, rc.conn.ID())
+	st.Lock()
+	resp.AcquisitionLockTimeoutMillis = st.LockDurationMs(key.Group)
+	_, _, code := st.Sessions().Use(key, req.ShareSessionEpoch, rc.conn.ID())
 	if code != 0 {
-		st.mu.Unlock()
+		st.Unlock()
 		fail(code, "")
 		return
 	}
@@ -83,9 +83,9 @@ func handleShareAcknowledge(s *Server, rc *reqCtx) {
 		resp.Topics = append(resp.Topics, rt)
 	}
 	if req.ShareSessionEpoch == share.SessionFinalEpoch {
-		s.closeSession(nowMs, key)
+		st.CloseSession(nowMs, key)
 	}
-	st.mu.Unlock()
+	st.Unlock()
 	s.waitDurable(d, func(err error) {
 		if err != nil {
 			resp.ErrorCode, resp.ErrorMessage = kerr.KafkaStorageError.Code, kmsg.StringPtr(err.Error())

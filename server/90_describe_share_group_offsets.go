@@ -9,11 +9,10 @@ package server
 // coordinator and without state is GROUP_ID_NOT_FOUND.
 
 import (
+	"github.com/stratalog/strata/broker/sharehost"
 	"slices"
 
 	"github.com/stratalog/strata/auth"
-	"github.com/stratalog/strata/engine"
-	"github.com/stratalog/strata/share"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -24,10 +23,10 @@ func handleDescribeShareGroupOffsets(s *Server, rc *reqCtx) {
 	req := rc.req.(*kmsg.DescribeShareGroupOffsetsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeShareGroupOffsetsResponse)
 	code, msg := s.shareErr()
-	st := &s.groups.share
+	st := s.groups.share
 	var d durable
 	if code == 0 {
-		st.mu.Lock()
+		st.Lock()
 	}
 	for _, rg := range req.Groups {
 		g := kmsg.NewDescribeShareGroupOffsetsResponseGroup()
@@ -39,7 +38,7 @@ func handleDescribeShareGroupOffsets(s *Server, rc *reqCtx) {
 			g.ErrorCode = kerr.InvalidGroupID.Code
 		case !s.authorized(rc, auth.OpDescribe, auth.ResourceGroup, rg.GroupID): // authz.go
 			g.ErrorCode = kerr.GroupAuthorizationFailed.Code
-		case !s.shareGroupKnown(rg.GroupID):
+		case !st.Known(rg.GroupID):
 			g.ErrorCode, g.ErrorMessage = kerr.GroupIDNotFound.Code, kmsg.StringPtr("Group "+rg.GroupID+" not found.")
 		default:
 			g.Topics = s.describeShareOffsets(rg.GroupID, rg.Topics, &d)
@@ -55,49 +54,19 @@ func handleDescribeShareGroupOffsets(s *Server, rc *reqCtx) {
 		resp.Groups = append(resp.Groups, g)
 	}
 	if code == 0 {
-		st.mu.Unlock()
+		st.Unlock()
 	}
 	s.waitDurable(d, func(error) { rc.respond(resp) })
 }
 
-// shareGroupKnown reports whether group has members or share-partition
-// state (st.mu held).
-func (s *Server) shareGroupKnown(group string) bool {
-	st := &s.groups.share
-	if st.groups.Group(group) != nil {
-		return true
-	}
-	for k := range st.parts {
-		if k.group == group {
-			return true
-		}
-	}
-	for k := range st.stored {
-		if k.group == group {
-			return true
-		}
-	}
-	return false
-}
-
 // describeShareOffsets answers one group (st.mu held).
 func (s *Server) describeShareOffsets(group string, topics []kmsg.DescribeShareGroupOffsetsRequestGroupTopic, d *durable) []kmsg.DescribeShareGroupOffsetsResponseGroupTopic {
-	st := &s.groups.share
+	st := s.groups.share
 	if topics == nil { // every share-partition with state
 		byName := map[string][]int32{}
-		add := func(k sharePartKey) {
-			if t := s.eng.TopicByID(k.topicID); t != nil && !t.Deleted() && !slices.Contains(byName[t.Name()], k.part) {
-				byName[t.Name()] = append(byName[t.Name()], k.part)
-			}
-		}
-		for k := range st.parts {
-			if k.group == group {
-				add(k)
-			}
-		}
-		for k := range st.stored {
-			if k.group == group {
-				add(k)
+		for _, k := range st.GroupKeys(group) {
+			if t := s.eng.TopicByID(k.TopicID); t != nil && !t.Deleted() && !slices.Contains(byName[t.Name()], k.Part) {
+				byName[t.Name()] = append(byName[t.Name()], k.Part)
 			}
 		}
 		for _, name := range slices.Sorted(mapsKeys(byName)) {
@@ -126,9 +95,9 @@ func (s *Server) describeShareOffsets(group string, topics []kmsg.DescribeShareG
 				op.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			default:
 				op.LeaderEpoch = t.Partition(p).LeaderEpoch()
-				if sp := s.existingSharePart(group, t, p, d); sp != nil {
-					op.StartOffset = sp.p.StartOffset()
-					op.Lag = shareLag(sp.p, sp.log)
+				if sp := st.Existing(group, t, p, d); sp != nil {
+					op.StartOffset = sp.P.StartOffset()
+					op.Lag = sharehost.Lag(sp)
 				}
 			}
 			ot.Partitions = append(ot.Partitions, op)
@@ -136,38 +105,4 @@ func (s *Server) describeShareOffsets(group string, topics []kmsg.DescribeShareG
 		out = append(out, ot)
 	}
 	return out
-}
-
-// existingSharePart returns the share-partition if the group has state
-// for it (restoring it from storage), nil otherwise (st.mu held).
-func (s *Server) existingSharePart(group string, t *engine.Topic, p int32, d *durable) *sharePart {
-	st := &s.groups.share
-	k := sharePartKey{group: group, topicID: t.ID(), part: p}
-	if _, ok := st.parts[k]; !ok {
-		if _, ok := st.stored[k]; !ok {
-			return nil
-		}
-	}
-	sp, code := s.sharePartition(group, t, p, d)
-	if code != 0 {
-		return nil
-	}
-	return sp
-}
-
-// shareLag counts the records of a share-partition not done yet: those
-// in its window that are not acknowledged or archived, and those past it
-// below the high watermark.
-func shareLag(p *share.Partition, l *engine.Log) int64 {
-	hw := l.HighWatermark()
-	var lag int64
-	for o := p.StartOffset(); o < min(p.EndOffset(), hw); o++ {
-		if st, _, _ := p.Record(o); st != share.Acknowledged && st != share.Archived {
-			lag++
-		}
-	}
-	if hw > p.EndOffset() {
-		lag += hw - max(p.EndOffset(), p.StartOffset())
-	}
-	return lag
 }

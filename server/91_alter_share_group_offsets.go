@@ -10,8 +10,6 @@ package server
 
 import (
 	"github.com/stratalog/strata/auth"
-	"github.com/stratalog/strata/engine"
-	"github.com/stratalog/strata/share"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -36,15 +34,15 @@ func handleAlterShareGroupOffsets(s *Server, rc *reqCtx) {
 		fail(code, "")
 		return
 	}
-	st := &s.groups.share
-	st.mu.Lock()
-	if g := st.groups.Group(req.GroupID); g != nil && len(g.Members) > 0 {
-		st.mu.Unlock()
+	st := s.groups.share
+	st.Lock()
+	if g := st.Groups().Group(req.GroupID); g != nil && len(g.Members) > 0 {
+		st.Unlock()
 		fail(kerr.NonEmptyGroup.Code, "The group has active members.")
 		return
 	}
-	if st.groups.Group(req.GroupID) == nil && s.isClassicOrConsumerGroup(req.GroupID) {
-		st.mu.Unlock()
+	if st.Groups().Group(req.GroupID) == nil && s.isClassicOrConsumerGroup(req.GroupID) {
+		st.Unlock()
 		fail(kerr.GroupIDNotFound.Code, "Group "+req.GroupID+" is not a share group.")
 		return
 	}
@@ -64,7 +62,7 @@ func handleAlterShareGroupOffsets(s *Server, rc *reqCtx) {
 			op.Partition = rp.Partition
 			code, msg := kerr.TopicAuthorizationFailed.Code, ""
 			if s.authorized(rc, auth.OpRead, auth.ResourceTopic, rt.Topic) {
-				code, msg = s.resetSharePartition(req.GroupID, t, rp.Partition, rp.StartOffset, &d)
+				code, msg = st.Reset(req.GroupID, t, rp.Partition, rp.StartOffset, &d)
 			}
 			if code != 0 {
 				op.ErrorCode = code
@@ -76,42 +74,11 @@ func handleAlterShareGroupOffsets(s *Server, rc *reqCtx) {
 		}
 		resp.Topics = append(resp.Topics, ot)
 	}
-	st.mu.Unlock()
+	st.Unlock()
 	s.waitDurable(d, func(err error) {
 		if err != nil {
 			resp.ErrorCode, resp.ErrorMessage = kerr.KafkaStorageError.Code, kmsg.StringPtr(err.Error())
 		}
 		rc.respond(resp)
 	})
-}
-
-// resetSharePartition sets one share-partition's start offset (st.mu
-// held).
-func (s *Server) resetSharePartition(group string, t *engine.Topic, p int32, offset int64, d *durable) (int16, string) {
-	switch {
-	case t == nil || t.Partition(p) == nil:
-		return kerr.UnknownTopicOrPartition.Code, ""
-	case offset < 0:
-		return kerr.InvalidRequest.Code, "the start offset is negative"
-	}
-	k := sharePartKey{group: group, topicID: t.ID(), part: p}
-	sp := s.existingSharePart(group, t, p, d)
-	if sp == nil {
-		sp = &sharePart{log: t.Partition(p), name: t.Name(), p: share.New(s.partConfig(group), offset)}
-		s.groups.share.parts[k] = sp
-		w, err := s.persistPart(k, sp)
-		if err != nil {
-			return kerr.KafkaStorageError.Code, err.Error()
-		}
-		*d = append(*d, w)
-		return 0, ""
-	}
-	ok, e := sp.p.ResetStart(offset)
-	if !ok {
-		return kerr.NonEmptyGroup.Code, "records of the share-partition are still acquired"
-	}
-	if err := s.applyEffects(k, sp, e, d); err != nil {
-		return kerr.KafkaStorageError.Code, err.Error()
-	}
-	return 0, ""
 }

@@ -10,6 +10,7 @@ package server
 
 import (
 	"github.com/stratalog/strata/auth"
+	"github.com/stratalog/strata/broker/sharehost"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -34,15 +35,15 @@ func handleDeleteShareGroupOffsets(s *Server, rc *reqCtx) {
 		fail(kerr.GroupAuthorizationFailed.Code, "")
 		return
 	}
-	st := &s.groups.share
-	st.mu.Lock()
-	switch g := st.groups.Group(req.GroupID); {
+	st := s.groups.share
+	st.Lock()
+	switch g := st.Groups().Group(req.GroupID); {
 	case g != nil && len(g.Members) > 0:
-		st.mu.Unlock()
+		st.Unlock()
 		fail(kerr.NonEmptyGroup.Code, "The group has active members.")
 		return
-	case !s.shareGroupKnown(req.GroupID):
-		st.mu.Unlock()
+	case !st.Known(req.GroupID):
+		st.Unlock()
 		fail(kerr.GroupIDNotFound.Code, "Group "+req.GroupID+" not found.")
 		return
 	}
@@ -63,24 +64,15 @@ func handleDeleteShareGroupOffsets(s *Server, rc *reqCtx) {
 		}
 		ot.TopicID = t.ID()
 		for p := range t.Partitions() {
-			k := sharePartKey{group: req.GroupID, topicID: t.ID(), part: p}
-			_, live := st.parts[k]
-			_, stored := st.stored[k]
-			if !live && !stored {
-				continue
-			}
-			w, err := s.appendShareRecord(shareStateKey(k), nil)
-			if err != nil {
+			k := sharehost.Key{Group: req.GroupID, TopicID: t.ID(), Part: p}
+			if err := st.Forget(k, &d); err != nil {
 				ot.ErrorCode, ot.ErrorMessage = kerr.KafkaStorageError.Code, kmsg.StringPtr(err.Error())
 				break
 			}
-			d = append(d, w)
-			delete(st.parts, k)
-			delete(st.stored, k)
 		}
 		resp.Topics = append(resp.Topics, ot)
 	}
-	st.mu.Unlock()
+	st.Unlock()
 	s.waitDurable(d, func(err error) {
 		if err != nil {
 			resp.ErrorCode, resp.ErrorMessage = kerr.KafkaStorageError.Code, kmsg.StringPtr(err.Error())

@@ -7,6 +7,7 @@ package server
 
 import (
 	"context"
+	"github.com/stratalog/strata/broker/sharehost"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,15 +50,15 @@ func waitSPSO(t *testing.T, s *Server, group, topic string, part int32, want int
 	t.Helper()
 	ctx := testCtx(t)
 	for {
-		st := &s.groups.share
-		st.mu.Lock()
+		st := s.groups.share
+		st.Lock()
 		got := int64(-1)
 		if tp := s.eng.Topic(topic); tp != nil {
-			if sp := st.parts[sharePartKey{group, tp.ID(), part}]; sp != nil {
-				got = sp.p.StartOffset()
+			if sp := st.PartOf(sharehost.Key{Group: group, TopicID: tp.ID(), Part: part}); sp != nil {
+				got = sp.P.StartOffset()
 			}
 		}
-		st.mu.Unlock()
+		st.Unlock()
 		if got >= want {
 			return
 		}
@@ -71,18 +72,18 @@ func waitSPSO(t *testing.T, s *Server, group, topic string, part int32, want int
 
 // archiving returns how many records of the share-partition are ARCHIVING.
 func archiving(s *Server, group, topic string, part int32) int {
-	st := &s.groups.share
-	st.mu.Lock()
-	defer st.mu.Unlock()
+	st := s.groups.share
+	st.Lock()
+	defer st.Unlock()
 	tp := s.eng.Topic(topic)
 	if tp == nil {
 		return -1
 	}
-	sp := st.parts[sharePartKey{group, tp.ID(), part}]
+	sp := st.PartOf(sharehost.Key{Group: group, TopicID: tp.ID(), Part: part})
 	if sp == nil {
 		return -1
 	}
-	return len(sp.p.DeadLetters())
+	return len(sp.P.DeadLetters())
 }
 
 // createDLQTopic creates a topic that may be a dead-letter topic
@@ -267,10 +268,10 @@ func TestShareGroupDeadLetterSurvivesRestart(t *testing.T) {
 	if srv.eng.Topic("dlq.jobs") != nil {
 		t.Fatal("the dead-letter topic was created without errors.deadletterqueue.auto.create.topics.enable")
 	}
-	st := &srv.groups.share
-	st.mu.Lock()
-	spso := st.parts[sharePartKey{"sg", srv.eng.Topic("jobs").ID(), 0}].p.StartOffset()
-	st.mu.Unlock()
+	st := srv.groups.share
+	st.Lock()
+	spso := st.PartOf(sharehost.Key{Group: "sg", TopicID: srv.eng.Topic("jobs").ID(), Part: 0}).P.StartOffset()
+	st.Unlock()
 	if spso != 0 {
 		t.Fatalf("start offset %d with the dead letters unwritten, want 0", spso)
 	}
@@ -347,10 +348,10 @@ func TestShareGroupDeadLetterTopicChecks(t *testing.T) {
 		if n := archiving(s, "sg", "work", 0); n != 2 {
 			t.Fatalf("DLQ topic %s refused: ARCHIVING records %d, want 2", step.topic, n)
 		}
-		st := &s.groups.share
-		st.mu.Lock()
-		spso := st.parts[sharePartKey{"sg", s.eng.Topic("work").ID(), 0}].p.StartOffset()
-		st.mu.Unlock()
+		st := s.groups.share
+		st.Lock()
+		spso := st.PartOf(sharehost.Key{Group: "sg", TopicID: s.eng.Topic("work").ID(), Part: 0}).P.StartOffset()
+		st.Unlock()
 		if spso != 0 {
 			t.Fatalf("DLQ topic %s refused: start offset %d, want 0 (nothing archived)", step.topic, spso)
 		}

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/stratalog/strata/broker/sharehost"
 	"log/slog"
 	"net"
 	"slices"
@@ -272,10 +273,10 @@ func TestShareGroupReleaseRejectAndDeliveryLimit(t *testing.T) {
 	// acknowledged), so the share-partition start offset moved past them
 	// (the sentinel's acknowledgement may not have been sent yet).
 	topic := s.eng.Topic("acks")
-	st := &s.groups.share
-	st.mu.Lock()
-	spso := st.parts[sharePartKey{"sg", topic.ID(), 0}].p.StartOffset()
-	st.mu.Unlock()
+	st := s.groups.share
+	st.Lock()
+	spso := st.PartOf(sharehost.Key{Group: "sg", TopicID: topic.ID(), Part: 0}).P.StartOffset()
+	st.Unlock()
 	if spso < 3 {
 		t.Errorf("share-partition start offset %d, want at least 3 (every record done)", spso)
 	}
@@ -612,10 +613,10 @@ func TestShareAcknowledgeRenewVersions(t *testing.T) {
 	if code := ack(2, 2); code != 0 {
 		t.Fatalf("RENEW at v2: %v", kerr.ErrorForCode(code))
 	}
-	st := &s.groups.share
-	st.mu.Lock()
-	rs, n, member := st.parts[sharePartKey{"sg", topicID, 0}].p.Record(0)
-	st.mu.Unlock()
+	st := s.groups.share
+	st.Lock()
+	rs, n, member := st.PartOf(sharehost.Key{Group: "sg", TopicID: topicID, Part: 0}).P.Record(0)
+	st.Unlock()
 	if rs != share.Acquired || n != 1 || member != "m" {
 		t.Fatalf("after RENEW: %v count %d member %q", rs, n, member)
 	}
@@ -652,10 +653,10 @@ func TestShareFetchWaitWokenByNewRecords(t *testing.T) {
 	// Produce once the fetch waits (or before: then it acquires at once).
 	deadline := time.Now().Add(testTimeout)
 	for {
-		st := &s.groups.share
-		st.mu.Lock()
-		n := len(st.waiting)
-		st.mu.Unlock()
+		st := s.groups.share
+		st.Lock()
+		n := st.Waiting()
+		st.Unlock()
 		if n == 1 || time.Now().After(deadline) {
 			break
 		}
@@ -775,13 +776,13 @@ func TestShareGroupSixConsumersThreePartitions(t *testing.T) {
 	// acquired or available (the records the leavers held were
 	// acknowledged or released to the others when they closed).
 	eventually(t, "every share-partition done", func() bool {
-		st := &s.groups.share
-		st.mu.Lock()
-		defer st.mu.Unlock()
+		st := s.groups.share
+		st.Lock()
+		defer st.Unlock()
 		topic := s.eng.Topic("wide")
 		for p := range int32(3) {
-			sp := st.parts[sharePartKey{"sg", topic.ID(), p}]
-			if sp == nil || sp.p.StartOffset() != topic.Partition(p).HighWatermark() {
+			sp := st.PartOf(sharehost.Key{Group: "sg", TopicID: topic.ID(), Part: p})
+			if sp == nil || sp.P.StartOffset() != topic.Partition(p).HighWatermark() {
 				return false
 			}
 		}
@@ -871,10 +872,10 @@ func TestShareGroupDefaultResetIsLatest(t *testing.T) {
 	shareConsumer(t, ctx, c, 0, accept, out, &wg)
 	topicID := s.eng.Topic("latest").ID()
 	eventually(t, "share-partition initialized", func() bool {
-		st := &s.groups.share
-		st.mu.Lock()
-		defer st.mu.Unlock()
-		return st.parts[sharePartKey{"sg", topicID, 0}] != nil
+		st := s.groups.share
+		st.Lock()
+		defer st.Unlock()
+		return st.PartOf(sharehost.Key{Group: "sg", TopicID: topicID, Part: 0}) != nil
 	})
 	produceValues(t, cl, "latest", "new")
 	select {
@@ -975,11 +976,11 @@ func TestShareGroupReadCommitted(t *testing.T) {
 	}
 	topic := s.eng.Topic("txn")
 	eventually(t, "every record done", func() bool {
-		st := &s.groups.share
-		st.mu.Lock()
-		defer st.mu.Unlock()
-		sp := st.parts[sharePartKey{"sg", topic.ID(), 0}]
-		return sp != nil && sp.p.StartOffset() == topic.Partition(0).HighWatermark()
+		st := s.groups.share
+		st.Lock()
+		defer st.Unlock()
+		sp := st.PartOf(sharehost.Key{Group: "sg", TopicID: topic.ID(), Part: 0})
+		return sp != nil && sp.P.StartOffset() == topic.Partition(0).HighWatermark()
 	})
 }
 

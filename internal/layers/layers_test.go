@@ -195,6 +195,7 @@ func TestLayersImportDownward(t *testing.T) {
 		"broker/txnhost":      {"broker/coordhost", "controller", "engine", "group", "internal/kframe", "record", "txn"}, // not server: the broker through its own interfaces
 		"broker/cluster":      {"auth", "controller", "engine", "internal/sasl", "replica"},                              // the cluster wiring: not server, which calls it
 		"broker/grouphost":    {"broker/coordhost", "broker/txnhost", "engine", "group", "record", "txn"},                // not server: the broker through its own interfaces; txnhost for ScanLog
+		"broker/sharehost":    {"broker/coordhost", "broker/txnhost", "engine", "record", "share"},                       // not server: the broker through its own interfaces; txnhost for ScanLog
 	}
 	for _, f := range moduleFiles(t) {
 		allowed, checked := may[f.dir]

@@ -1,4 +1,4 @@
-package server
+package sharehost
 
 // Dead-letter topics for share groups (KIP-1191, issue 24).
 //
@@ -7,7 +7,7 @@ package server
 // REJECTs, or whose delivery count reaches group.share.delivery.count.limit,
 // goes to ARCHIVING (persisted in __share_group_state like every state)
 // instead of ARCHIVED. This writer, one goroutine of the share state
-// (shareDLQLoop, stopped by closeShare), then appends one record per
+// (shareDLQLoop, stopped by Close), then appends one record per
 // ARCHIVING offset to the dead-letter topic's partition (source partition
 // modulo the topic's partitions, as Kafka routes them) with Kafka's context
 // headers:
@@ -23,7 +23,7 @@ package server
 // and the time it was dead-lettered as the record's timestamp; its key and
 // value are the source record's with errors.deadletterqueue.copy.record.enable
 // (the group config, default false), null otherwise. Only once that append
-// is durable does Partition.DeadLettered archive the records (and that
+// is Durable does Partition.DeadLettered archive the records (and that
 // state is persisted after the ARCHIVING one): a record is never ARCHIVED
 // without its dead letter. A restarted broker restores the share-partitions
 // holding ARCHIVING records at once and writes them again, so a crash
@@ -46,8 +46,8 @@ package server
 // name does not start with "__"; a topic that exists has the topic config
 // errors.deadletterqueue.group.enable=true; a topic that does not exist is
 // created only with the broker's errors.deadletterqueue.auto.create.topics.enable
-// (ShareConfig.DeadLetterAutoCreate); the name starts with
-// errors.deadletterqueue.topic.name.prefix (ShareConfig.DeadLetterTopicPrefix,
+// (Config.DeadLetterAutoCreate); the name starts with
+// errors.deadletterqueue.topic.name.prefix (Config.DeadLetterTopicPrefix,
 // default "dlq."). A topic auto-created this way has
 // errors.deadletterqueue.group.enable=true and num.partitions partitions.
 
@@ -103,8 +103,8 @@ type dlqState struct {
 
 // dlqJob is one write: ARCHIVING records of one share-partition.
 type dlqJob struct {
-	k       sharePartKey
-	sp      *sharePart
+	k       Key
+	sp      *Part
 	src     *engine.Log
 	srcName string
 	letters []share.DeadLetter
@@ -118,16 +118,16 @@ type dlqResult struct {
 }
 
 // dlqKick wakes the dead-letter writer; it never blocks.
-func (s *Server) dlqKick() {
+func (h *Host) dlqKick() {
 	select {
-	case s.groups.share.dlq.kick <- struct{}{}:
+	case h.dlq.kick <- struct{}{}:
 	default:
 	}
 }
 
 // shareDLQLoop is the dead-letter writer, until stop closes.
-func (s *Server) shareDLQLoop(stop <-chan struct{}) {
-	st := &s.groups.share
+func (h *Host) shareDLQLoop(stop <-chan struct{}) {
+	st := h
 	defer close(st.dlq.done)
 	for {
 		select {
@@ -135,20 +135,20 @@ func (s *Server) shareDLQLoop(stop <-chan struct{}) {
 			return
 		case <-st.dlq.kick:
 		}
-		nowMs := s.now().UnixMilli()
+		nowMs := h.now().UnixMilli()
 		st.dlq.mu.Lock()
 		results := st.dlq.results
 		st.dlq.results = nil
 		st.dlq.mu.Unlock()
 		st.mu.Lock()
 		for _, r := range results {
-			s.dlqFinish(nowMs, r)
+			h.dlqFinish(nowMs, r)
 		}
-		s.restoreArchiving()
-		jobs := s.dlqJobs(nowMs)
+		h.restoreArchiving()
+		jobs := h.dlqJobs(nowMs)
 		st.mu.Unlock()
 		for _, j := range jobs {
-			s.writeDeadLetters(j)
+			h.writeDeadLetters(j)
 		}
 	}
 }
@@ -156,8 +156,8 @@ func (s *Server) shareDLQLoop(stop <-chan struct{}) {
 // restoreArchiving restores, once, the stored share-partitions that hold
 // ARCHIVING records, so their dead letters are written without waiting for
 // a consumer (st.mu held).
-func (s *Server) restoreArchiving() {
-	st := &s.groups.share
+func (h *Host) restoreArchiving() {
+	st := h
 	if st.dlq.restored {
 		return
 	}
@@ -166,30 +166,30 @@ func (s *Server) restoreArchiving() {
 		if !slices.ContainsFunc(state.Batches, func(b share.StateBatch) bool { return b.State == share.Archiving }) {
 			continue
 		}
-		t := s.eng.TopicByID(k.topicID)
+		t := h.eng.TopicByID(k.TopicID)
 		if t == nil || t.Deleted() {
 			continue
 		}
-		var d durable
-		s.sharePartition(k.group, t, k.part, &d)
+		var d Durable
+		h.Partition(k.Group, t, k.Part, &d)
 	}
 }
 
 // dlqJobs takes the ARCHIVING records of the share-partitions that have
 // some and no write under way (st.mu held).
-func (s *Server) dlqJobs(nowMs int64) []*dlqJob {
-	st := &s.groups.share
+func (h *Host) dlqJobs(nowMs int64) []*dlqJob {
+	st := h
 	var jobs []*dlqJob
 	for k, sp := range st.parts {
 		if !sp.dlqWant || sp.dlqBusy || sp.dlqRetryAt > nowMs {
 			continue
 		}
-		letters := sp.p.DeadLetters()
+		letters := sp.P.DeadLetters()
 		if len(letters) == 0 {
 			sp.dlqWant = false
 			continue
 		}
-		topic := st.configs[k.group][cfgDLQTopicName]
+		topic := st.configs[k.Group][CfgDLQTopicName]
 		if topic == "" {
 			continue // SetConfig archives them
 		}
@@ -198,8 +198,8 @@ func (s *Server) dlqJobs(nowMs int64) []*dlqJob {
 		}
 		sp.dlqBusy = true
 		jobs = append(jobs, &dlqJob{
-			k: k, sp: sp, src: sp.log, srcName: sp.name, letters: letters, topic: topic,
-			copy: st.configs[k.group][cfgDLQCopyRecord] == "true",
+			k: k, sp: sp, src: sp.Log, srcName: sp.Name, letters: letters, topic: topic,
+			copy: st.configs[k.Group][CfgDLQCopyRecord] == "true",
 		})
 	}
 	return jobs
@@ -207,10 +207,10 @@ func (s *Server) dlqJobs(nowMs int64) []*dlqJob {
 
 // dlqFinish applies a write's outcome (st.mu held): the records written
 // are archived and that persisted, or the write is retried later.
-func (s *Server) dlqFinish(nowMs int64, r dlqResult) {
+func (h *Host) dlqFinish(nowMs int64, r dlqResult) {
 	j, sp := r.job, r.job.sp
 	sp.dlqBusy = false
-	if s.groups.share.parts[j.k] != sp {
+	if h.parts[j.k] != sp {
 		return // the share-partition was dropped meanwhile
 	}
 	if r.err != nil {
@@ -218,8 +218,8 @@ func (s *Server) dlqFinish(nowMs int64, r dlqResult) {
 		sp.dlqRetryAt = nowMs + sp.dlqBackoff.Milliseconds()
 		if msg := r.err.Error(); msg != sp.dlqErr {
 			sp.dlqErr = msg
-			s.log.Error("share: dead-letter write failed; the records stay ARCHIVING and are retried",
-				"group", j.k.group, "topic", j.srcName, "partition", j.k.part, "dlq", j.topic, "err", r.err)
+			h.log.Error("share: dead-letter write failed; the records stay ARCHIVING and are retried",
+				"group", j.k.Group, "topic", j.srcName, "partition", j.k.Part, "dlq", j.topic, "err", r.err)
 		}
 		return
 	}
@@ -229,35 +229,35 @@ func (s *Server) dlqFinish(nowMs int64, r dlqResult) {
 	// persisted once (persistPart writes the whole snapshot).
 	var e share.Effects
 	for _, l := range j.letters {
-		_, el := sp.p.DeadLettered(l.Offset, l.Offset)
+		_, el := sp.P.DeadLettered(l.Offset, l.Offset)
 		e.Write = cmp.Or(el.Write, e.Write)
 		e.Available = e.Available || el.Available
 	}
-	if err := s.applyEffects(j.k, sp, e, nil); err != nil {
-		s.log.Error("share: persisting dead-lettered records", "group", j.k.group, "err", err)
+	if err := h.Apply(j.k, sp, e, nil); err != nil {
+		h.log.Error("share: persisting dead-lettered records", "group", j.k.Group, "err", err)
 	}
-	s.dlqKick() // more may be ARCHIVING
+	h.dlqKick() // more may be ARCHIVING
 }
 
 // dlqTopic returns the dead-letter topic of a job after Kafka's checks,
 // creating it when the broker allows that.
-func (s *Server) dlqTopic(j *dlqJob) (*engine.Topic, error) {
-	group, name := j.k.group, j.topic
+func (h *Host) dlqTopic(j *dlqJob) (*engine.Topic, error) {
+	group, name := j.k.Group, j.topic
 	if len(name) >= 2 && name[:2] == "__" {
 		return nil, fmt.Errorf("Configured DLQ topic name in share group: %s cannot start with __, topic: %s.", group, name)
 	}
-	t := s.eng.Topic(name)
+	t := h.eng.Topic(name)
 	if t != nil && t.Deleted() {
 		t = nil
 	}
 	if t != nil && !dlqEnabledOn(t) {
 		return nil, fmt.Errorf("DLQ is not enabled on configured DLQ topic for share group: %s, topic: %s.", group, name)
 	}
-	if t == nil && !s.cfg.Groups.Share.DeadLetterAutoCreate {
+	if t == nil && !h.cfg.DeadLetterAutoCreate {
 		return nil, fmt.Errorf("DLQ topic does not exist and auto create is disabled on cluster for share group: %s, topic: %s.", group, name)
 	}
 	prefix := DefaultDeadLetterTopicPrefix
-	if p := s.cfg.Groups.Share.DeadLetterTopicPrefix; p != nil {
+	if p := h.cfg.DeadLetterTopicPrefix; p != nil {
 		prefix = *p
 	}
 	if prefix != "" && (len(name) < len(prefix) || name[:len(prefix)] != prefix) {
@@ -266,14 +266,14 @@ func (s *Server) dlqTopic(j *dlqJob) (*engine.Topic, error) {
 	if t != nil {
 		return t, nil
 	}
-	t, err := s.eng.CreateTopic(name, max(s.cfg.NumPartitions, 1), map[string]string{topicDLQEnable: "true"})
+	t, err := h.eng.CreateTopic(name, max(h.numPartitions, 1), map[string]string{topicDLQEnable: "true"})
 	if errors.Is(err, engine.ErrTopicExists) {
-		t, err = s.eng.Topic(name), nil
+		t, err = h.eng.Topic(name), nil
 	}
 	if err != nil || t == nil {
 		return nil, fmt.Errorf("creating DLQ topic %s for share group %s: %w", name, group, err)
 	}
-	s.log.Info("share: created dead-letter topic", "group", group, "topic", name, "partitions", t.Partitions())
+	h.log.Info("share: created dead-letter topic", "group", group, "topic", name, "partitions", t.Partitions())
 	return t, nil
 }
 
@@ -285,23 +285,23 @@ func dlqEnabledOn(t *engine.Topic) bool {
 }
 
 // writeDeadLetters appends a job's dead letters and reports the outcome to
-// the loop once the append is durable (or failed). It runs without st.mu.
-func (s *Server) writeDeadLetters(j *dlqJob) {
-	st := &s.groups.share
+// the loop once the append is Durable (or failed). It runs without st.mu.
+func (h *Host) writeDeadLetters(j *dlqJob) {
+	st := h
 	report := func(err error) {
 		st.dlq.mu.Lock()
 		st.dlq.results = append(st.dlq.results, dlqResult{job: j, err: err})
 		st.dlq.mu.Unlock()
-		s.dlqKick()
+		h.dlqKick()
 	}
-	t, err := s.dlqTopic(j)
+	t, err := h.dlqTopic(j)
 	if err != nil {
 		report(err)
 		return
 	}
-	l := t.Partition(j.k.part % t.Partitions())
+	l := t.Partition(j.k.Part % t.Partitions())
 	if l == nil {
-		report(fmt.Errorf("DLQ topic %s partition %d is not here", t.Name(), j.k.part%t.Partitions()))
+		report(fmt.Errorf("DLQ topic %s partition %d is not here", t.Name(), j.k.Part%t.Partitions()))
 		return
 	}
 	var sources map[int64]*record.Record
@@ -312,7 +312,7 @@ func (s *Server) writeDeadLetters(j *dlqJob) {
 	// record too large for it on its own is written without its key and
 	// value (the headers still say where it is).
 	maxBytes := int(l.Config().MaxMessageBytes)
-	nowMs := s.now().UnixMilli()
+	nowMs := h.now().UnixMilli()
 	var (
 		b     record.Builder
 		batch []byte
@@ -321,9 +321,9 @@ func (s *Server) writeDeadLetters(j *dlqJob) {
 	for _, dl := range j.letters {
 		headers := []record.RecordHeader{
 			{Key: dlqHeaderTopic, Value: []byte(j.srcName)},
-			{Key: dlqHeaderPartition, Value: strconv.AppendInt(nil, int64(j.k.part), 10)},
+			{Key: dlqHeaderPartition, Value: strconv.AppendInt(nil, int64(j.k.Part), 10)},
 			{Key: dlqHeaderOffset, Value: strconv.AppendInt(nil, dl.Offset, 10)},
-			{Key: dlqHeaderGroup, Value: []byte(j.k.group)},
+			{Key: dlqHeaderGroup, Value: []byte(j.k.Group)},
 			{Key: dlqHeaderCount, Value: strconv.AppendInt(nil, int64(dl.Count), 10)},
 			{Key: dlqHeaderMessage, Value: []byte(dl.Reason.Message())},
 		}
@@ -355,7 +355,7 @@ func (s *Server) writeDeadLetters(j *dlqJob) {
 		report(fmt.Errorf("appending to DLQ topic %s: %w", t.Name(), err))
 		return
 	}
-	s.whenAcked(l, info.LastOffset, report)
+	h.whenAcked(l, info.LastOffset, report)
 }
 
 // readSources returns the source records of the dead letters, by offset
@@ -373,7 +373,7 @@ func readSources(l *engine.Log, letters []share.DeadLetter) map[int64]*record.Re
 		ranges = append(ranges, share.AcquiredRecords{First: dl.Offset, Last: dl.Offset})
 	}
 	out := map[int64]*record.Record{}
-	data, err := readShareBatches(l, ranges)
+	data, err := ReadBatches(l, ranges)
 	if err != nil {
 		return out
 	}

@@ -1,4 +1,4 @@
-package server
+package sharehost
 
 import (
 	"bytes"
@@ -11,16 +11,16 @@ import (
 // partitioning are package share's (which the engine's embedded share
 // groups write), so either side restores the other's share-partitions.
 func TestShareStateKeyIsShares(t *testing.T) {
-	if ShareStateTopic != share.StateTopic {
-		t.Fatalf("state topic %q, share's %q", ShareStateTopic, share.StateTopic)
+	if StateTopic != share.StateTopic {
+		t.Fatalf("state topic %q, share's %q", StateTopic, share.StateTopic)
 	}
-	for _, k := range []sharePartKey{
-		{group: "g", part: 0},
-		{group: "workers", topicID: [16]byte{1, 2, 3, 15: 9}, part: 7},
-		{group: "ünïcode-group", topicID: [16]byte{0xff, 15: 0xee}, part: 1<<31 - 1},
+	for _, k := range []Key{
+		{Group: "g", Part: 0},
+		{Group: "workers", TopicID: [16]byte{1, 2, 3, 15: 9}, Part: 7},
+		{Group: "ünïcode-group", TopicID: [16]byte{0xff, 15: 0xee}, Part: 1<<31 - 1},
 	} {
 		want := shareStateKey(k)
-		got := share.StateKey(k.group, k.topicID, k.part)
+		got := share.StateKey(k.Group, k.TopicID, k.Part)
 		if !bytes.Equal(got, want) {
 			t.Fatalf("%+v: share.StateKey %x, server %x", k, got, want)
 		}

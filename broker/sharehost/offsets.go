@@ -1,0 +1,113 @@
+package sharehost
+
+// The share-group offset admin APIs' side of the host
+// (DescribeShareGroupOffsets, AlterShareGroupOffsets,
+// DeleteShareGroupOffsets): which share-partitions a group has, a
+// share-partition that has state, a start offset reset and a forgotten
+// share-partition.
+
+import (
+	"github.com/stratalog/strata/engine"
+	"github.com/stratalog/strata/share"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// GroupKeys returns the share-partitions of group with state, loaded or
+// stored (lock held), in no order.
+func (h *Host) GroupKeys(group string) []Key {
+	var out []Key
+	for k := range h.parts {
+		if k.Group == group {
+			out = append(out, k)
+		}
+	}
+	for k := range h.stored {
+		if _, live := h.parts[k]; !live && k.Group == group {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// Existing returns the share-partition of group on t's partition p when
+// it has state (restoring it), nil otherwise (lock held).
+func (h *Host) Existing(group string, t *engine.Topic, p int32, d *Durable) *Part {
+	k := Key{Group: group, TopicID: t.ID(), Part: p}
+	if _, ok := h.parts[k]; !ok {
+		if _, ok := h.stored[k]; !ok {
+			return nil
+		}
+	}
+	sp, code := h.Partition(group, t, p, d)
+	if code != 0 {
+		return nil
+	}
+	return sp
+}
+
+// Reset moves the start offset of group's share-partition on t's
+// partition p to offset, creating it there when it has no state (lock
+// held): 0, or the error code and message.
+func (h *Host) Reset(group string, t *engine.Topic, p int32, offset int64, d *Durable) (int16, string) {
+	switch {
+	case t == nil || t.Partition(p) == nil:
+		return kerr.UnknownTopicOrPartition.Code, ""
+	case offset < 0:
+		return kerr.InvalidRequest.Code, "the start offset is negative"
+	}
+	k := Key{Group: group, TopicID: t.ID(), Part: p}
+	sp := h.Existing(group, t, p, d)
+	if sp == nil {
+		sp = &Part{Log: t.Partition(p), Name: t.Name(), P: share.New(h.PartConfig(group), offset)}
+		h.parts[k] = sp
+		w, err := h.persistPart(k, sp)
+		if err != nil {
+			return kerr.KafkaStorageError.Code, err.Error()
+		}
+		*d = append(*d, w)
+		return 0, ""
+	}
+	ok, e := sp.P.ResetStart(offset)
+	if !ok {
+		return kerr.NonEmptyGroup.Code, "records of the share-partition are still acquired"
+	}
+	if err := h.Apply(k, sp, e, d); err != nil {
+		return kerr.KafkaStorageError.Code, err.Error()
+	}
+	return 0, ""
+}
+
+// Forget deletes the state of share-partition k (a tombstone appended,
+// added to d) if it has any (lock held).
+func (h *Host) Forget(k Key, d *Durable) error {
+	_, live := h.parts[k]
+	_, stored := h.stored[k]
+	if !live && !stored {
+		return nil
+	}
+	w, err := h.appendShareRecord(shareStateKey(k), nil)
+	if err != nil {
+		return err
+	}
+	*d = append(*d, w)
+	delete(h.parts, k)
+	delete(h.stored, k)
+	return nil
+}
+
+// Lag is the records of sp from its start offset to the high watermark
+// not yet acknowledged or archived.
+func Lag(sp *Part) int64 {
+	p, l := sp.P, sp.Log
+	hw := l.HighWatermark()
+	var lag int64
+	for o := p.StartOffset(); o < min(p.EndOffset(), hw); o++ {
+		if st, _, _ := p.Record(o); st != share.Acknowledged && st != share.Archived {
+			lag++
+		}
+	}
+	if hw > p.EndOffset() {
+		lag += hw - max(p.EndOffset(), p.StartOffset())
+	}
+	return lag
+}
