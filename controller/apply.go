@@ -148,6 +148,13 @@ func (s *State) heartbeat(c BrokerHeartbeat) Result {
 		return failed(kerr.StaleBrokerEpoch, "broker %d epoch %d, registered with %d", c.ID, c.Epoch, b.Epoch)
 	}
 	b.LastHeartbeatMs = c.NowMs
+	if c.OfflineDir && !b.OfflineDir {
+		wasLive := b.Live()
+		b.OfflineDir = true
+		if wasLive {
+			s.leaveRoles(b.ID) // its replicas are offline (KIP-112)
+		}
+	}
 	r := Result{BrokerEpoch: b.Epoch}
 	switch {
 	case c.WantShutdown:

@@ -105,7 +105,7 @@ func DecodeCommand(b []byte) (Command, error) {
 	case TypeRegisterBroker:
 		c = RegisterBroker{ID: r.int32(), IncarnationID: r.uuid(), Host: r.string(), Port: r.int32(), Rack: r.string(), NowMs: r.int64()}
 	case TypeBrokerHeartbeat:
-		c = BrokerHeartbeat{ID: r.int32(), Epoch: r.int64(), NowMs: r.int64(), MetadataOffset: r.int64(), WantFence: r.bool(), WantShutdown: r.bool()}
+		c = readBrokerHeartbeat(r)
 	case TypeFenceBroker:
 		c = FenceBroker{ID: r.int32()}
 	case TypeUnfenceBroker:
@@ -163,6 +163,13 @@ type RegisterBroker struct {
 // an unfenced broker. WantShutdown starts a controlled shutdown: the broker
 // leaves every ISR it is not the last member of and loses its leaderships;
 // Result.ShouldShutdown tells it when it leads nothing any more.
+// OfflineDir reports that the broker's data directory is offline (an I/O
+// error on data: Kafka's BrokerHeartbeat OfflineLogDirs, KIP-112; a Strata
+// broker has one directory). It is sticky for the registration: the
+// broker's replicas are offline from then on, so it loses its leaderships
+// and leaves every ISR it is not the last member of, and it is not elected
+// or let back into an ISR until it registers again (a restart with a
+// healthy directory). The broker stays registered and unfenced.
 // Result: BrokerEpoch, Fenced, ShouldShutdown.
 type BrokerHeartbeat struct {
 	ID             int32
@@ -171,6 +178,7 @@ type BrokerHeartbeat struct {
 	MetadataOffset int64
 	WantFence      bool
 	WantShutdown   bool
+	OfflineDir     bool // encoded only when true (a trailing byte 1), so older heartbeats decode unchanged
 }
 
 // FenceBroker fences broker ID (an operator action; session expiry fences
@@ -327,7 +335,24 @@ func (c BrokerHeartbeat) appendBody(b []byte) []byte {
 	b = appendInt(b, c.NowMs)
 	b = appendInt(b, c.MetadataOffset)
 	b = appendBool(b, c.WantFence)
-	return appendBool(b, c.WantShutdown)
+	b = appendBool(b, c.WantShutdown)
+	if c.OfflineDir {
+		b = appendBool(b, true)
+	}
+	return b
+}
+
+// readBrokerHeartbeat decodes a heartbeat: the original six fields, then
+// an optional byte 1 for OfflineDir (absent = false; a written false is not
+// canonical and refused).
+func readBrokerHeartbeat(r *reader) BrokerHeartbeat {
+	c := BrokerHeartbeat{ID: r.int32(), Epoch: r.int64(), NowMs: r.int64(), MetadataOffset: r.int64(), WantFence: r.bool(), WantShutdown: r.bool()}
+	if r.err == nil && len(r.b) > 0 {
+		if c.OfflineDir = r.bool(); r.err == nil && !c.OfflineDir {
+			r.fail("heartbeat offline-dir flag written as false")
+		}
+	}
+	return c
 }
 
 func (c FenceBroker) appendBody(b []byte) []byte   { return appendInt(b, int64(c.ID)) }

@@ -13,8 +13,9 @@ var stateMagic = [4]byte{'S', 'M', 'D', 'S'}
 // nextProducerID) still decodes, with nextProducerID = FirstProducerID: no
 // block can have been allocated by a version that did not know them.
 // Version 2 (no security part) decodes with no ACLs, credentials or
-// quotas, nothing seeded.
-const StateVersion byte = 3
+// quotas, nothing seeded. Version 3 (no list of brokers whose directory
+// is offline) decodes with every directory online.
+const StateVersion byte = 4
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -61,6 +62,13 @@ func (s *State) AppendTo(dst []byte) []byte {
 	}
 	dst = appendInt(dst, s.nextProducerID) // version 2
 	dst = s.appendSecurity(dst)            // version 3
+	var offline []int32                    // version 4: brokers whose directory is offline, ascending
+	for _, id := range ids {
+		if s.brokers[id].OfflineDir {
+			offline = append(offline, id)
+		}
+	}
+	dst = appendInt32s(dst, offline)
 	return binary.BigEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
 }
 
@@ -120,6 +128,19 @@ func DecodeState(b []byte) (*State, error) {
 	}
 	if body[4] >= 3 {
 		s.readSecurity(r)
+	}
+	if body[4] >= 4 {
+		var last int32 = -1
+		for _, id := range r.int32s() {
+			b := s.brokers[id]
+			if r.err == nil && (b == nil || id <= last) {
+				r.fail("offline-directory brokers not registered or not ascending")
+			}
+			if b != nil {
+				b.OfflineDir = true
+			}
+			last = id
+		}
 	}
 	if err := r.done(); err != nil {
 		return nil, err

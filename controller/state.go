@@ -31,10 +31,15 @@ type Broker struct {
 	Fenced          bool   // fenced brokers lead nothing and are in no ISR (except as the last member)
 	ShuttingDown    bool   // in controlled shutdown: like fenced for leadership and ISR, still registered
 	LastHeartbeatMs int64  // time (controller leader's clock) of the last heartbeat or registration
+	// OfflineDir: a heartbeat of this registration reported the broker's
+	// data directory offline (KIP-112). Like fenced for leadership, ISRs
+	// and placement; the broker stays registered and unfenced. A new
+	// registration (a restart) starts without it.
+	OfflineDir bool
 }
 
 // Live reports whether the broker may lead partitions and join ISRs.
-func (b *Broker) Live() bool { return !b.Fenced && !b.ShuttingDown }
+func (b *Broker) Live() bool { return !b.Fenced && !b.ShuttingDown && !b.OfflineDir }
 
 // Topic is a topic's metadata. The partition index is the partition number.
 type Topic struct {

@@ -114,6 +114,10 @@ type Options struct {
 	// syncHook, when set (tests), runs before every fsync/fdatasync with
 	// the file's path; an error replaces the sync's result.
 	syncHook func(path string) error
+	// SyncFault is syncHook for fault tests outside this package (a
+	// failed fsync, e.g. syscall.EIO, takes the directory offline); it is
+	// not a setting. syncHook, when set, wins.
+	SyncFault func(path string) error
 	// flushWorkers sizes the flush worker pool (tests); 0 = default.
 	flushWorkers int
 }
@@ -164,6 +168,14 @@ type Engine struct {
 	ownSyncs atomic.Int64
 }
 
+// cmpOrHook returns the first non-nil hook.
+func cmpOrHook(a, b func(string) error) func(string) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
 // Open opens (creating if needed) the data directory, recovers every
 // partition log and starts the flush workers and their coordinator.
 func Open(opts Options) (*Engine, error) {
@@ -175,7 +187,7 @@ func Open(opts Options) (*Engine, error) {
 		defaults:  opts.Log,
 		now:       opts.Now,
 		logger:    opts.Logger,
-		syncHook:  opts.syncHook,
+		syncHook:  cmpOrHook(opts.syncHook, opts.SyncFault),
 		fs:        opts.fs,
 		journalFS: opts.journalFS,
 		topics:    make(map[string]*Topic),

@@ -425,7 +425,11 @@ func (md *metadataBuilder) clusterTopic(vt *viewTopic) kmsg.MetadataResponseTopi
 		if withEpochs {
 			mp.LeaderEpoch = vp.LeaderEpoch
 		}
-		if vp.Leader < 0 || md.offline {
+		// With its directory offline this broker leads nothing it can
+		// serve; the partitions other brokers lead are described as the
+		// controller has them (it moves leaderships off this broker once
+		// its heartbeat reports the directory, KIP-112).
+		if vp.Leader < 0 || (md.offline && vp.Leader == md.s.cfg.NodeID) {
 			mp.ErrorCode = kerr.LeaderNotAvailable.Code
 			mp.Leader = -1
 		}

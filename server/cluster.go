@@ -160,6 +160,7 @@ func (s *Server) initCluster() {
 	c.member = cluster.Join(cluster.MembershipConfig{
 		NodeID: s.cfg.NodeID, Controller: c.ctl, Rack: s.cfg.Cluster.Rack,
 		HeartbeatInterval: s.cfg.Cluster.HeartbeatInterval, Advertised: s.Advertised, Log: s.log,
+		OfflineDir: func() bool { return s.eng.Offline() != nil }, // KIP-112: the controller moves leadership away
 	})
 	w := c.ctl.Watch()
 	c.wg.Add(1)

@@ -85,7 +85,8 @@ func (b *inCluster) start(t *testing.T, voters map[int32]string, ln net.Listener
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := engine.Open(engine.Options{Dir: b.dataDir, Log: engine.DefaultLogConfig(), Logger: logger})
+	eng, err := engine.Open(engine.Options{Dir: b.dataDir, Log: engine.DefaultLogConfig(), Logger: logger,
+		SyncFault: syncFaultOf(b.dataDir)}) // offlinedir_cluster_test.go
 	if err != nil {
 		ctl.Close()
 		t.Fatal(err)

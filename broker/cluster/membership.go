@@ -31,7 +31,17 @@ type MembershipConfig struct {
 	// yet (the listener is not bound), and registration waits for it.
 	Advertised func() (host string, port int32)
 	Log        *slog.Logger
+	// OfflineDir, when set, reports whether this broker's data directory
+	// is offline (an I/O error on data). Heartbeats carry it (Kafka's
+	// OfflineLogDirs, KIP-112) and the controller moves the broker's
+	// leaderships away and takes it out of the ISRs. It is polled every
+	// offlinePoll so a failure is reported before the next heartbeat is due.
+	OfflineDir func() bool
 }
+
+// offlinePoll is how often the heartbeat loop looks at
+// MembershipConfig.OfflineDir between heartbeats.
+const offlinePoll = 50 * time.Millisecond
 
 // Membership is a broker's registration with the controller and its
 // heartbeats: RegisterBroker with a fresh incarnation id once the
@@ -153,19 +163,37 @@ func (m *Membership) heartbeatLoop() {
 	interval := m.cfg.HeartbeatInterval
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	var poll <-chan time.Time
+	if m.cfg.OfflineDir != nil {
+		pt := time.NewTicker(min(offlinePoll, interval))
+		defer pt.Stop()
+		poll = pt.C
+	}
+	reported := false // the current registration was told the directory is offline
 	for {
 		select {
 		case <-m.ctx.Done():
 			return
 		case <-t.C:
 		case <-m.kick:
+		case <-poll:
+			if reported || !m.cfg.OfflineDir() {
+				continue
+			}
 		}
 		want := m.wantShutdown.Load()
+		offline := m.cfg.OfflineDir != nil && m.cfg.OfflineDir()
 		ctx, cancel := context.WithTimeout(m.ctx, 2*interval)
 		r, err := m.ctl.Propose(ctx, controller.BrokerHeartbeat{
 			ID: m.cfg.NodeID, Epoch: m.epoch.Load(), MetadataOffset: m.ctl.Offset(), WantShutdown: want,
+			OfflineDir: offline,
 		})
 		cancel()
+		if err == nil && r.Code == 0 && offline && !reported {
+			reported = true
+			m.cfg.Log.Error("reported the data directory offline to the controller: this broker's leaderships move away and it leaves the ISRs until it restarts with a healthy directory",
+				"node", m.cfg.NodeID, "broker_epoch", r.BrokerEpoch)
+		}
 		switch {
 		case err != nil:
 			m.cfg.Log.Debug("heartbeat not delivered", "err", err)
@@ -176,6 +204,7 @@ func (m *Membership) heartbeatLoop() {
 			if _, ok := m.register(); !ok {
 				return
 			}
+			reported = false // a new registration starts with the directory online
 			continue
 		case r.Code != 0:
 			m.cfg.Log.Warn("heartbeat refused", "err", r.Err())

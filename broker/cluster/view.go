@@ -25,6 +25,11 @@ type Broker struct {
 	Port   int32
 	Rack   string
 	Fenced bool // fenced or shutting down
+	// OfflineDir: the broker reported its data directory offline
+	// (KIP-112). It stays registered and listed (not Fenced), but its
+	// replicas are offline: it leads nothing and is in no ISR it is not
+	// the last member of.
+	OfflineDir bool
 }
 
 // Topic is a topic the controller knows.
@@ -42,7 +47,7 @@ type Partition struct {
 	PartitionEpoch int32
 	Replicas       []int32
 	ISR            []int32
-	Offline        []int32 // replicas that are not registered, fenced or shutting down
+	Offline        []int32 // replicas that are not registered, fenced or shutting down, or whose directory is offline
 	Adding         []int32
 	Removing       []int32
 }
@@ -59,7 +64,8 @@ func BuildView(ctl *controller.Controller) *View {
 		v.Offset = st.Offset()
 		live := map[int32]bool{}
 		for _, b := range st.Brokers() {
-			v.Brokers = append(v.Brokers, Broker{ID: b.ID, Host: b.Host, Port: b.Port, Rack: b.Rack, Fenced: !b.Live()})
+			v.Brokers = append(v.Brokers, Broker{ID: b.ID, Host: b.Host, Port: b.Port, Rack: b.Rack,
+				Fenced: b.Fenced || b.ShuttingDown, OfflineDir: b.OfflineDir})
 			live[b.ID] = b.Live()
 		}
 		topics := st.Topics()
@@ -108,11 +114,12 @@ func (v *View) Broker(id int32) (Broker, bool) {
 	return Broker{}, false
 }
 
-// LiveBrokers counts the unfenced brokers.
+// LiveBrokers counts the brokers new replicas can be placed on: unfenced,
+// with their directory online.
 func (v *View) LiveBrokers() int {
 	n := 0
 	for _, b := range v.Brokers {
-		if !b.Fenced {
+		if !b.Fenced && !b.OfflineDir {
 			n++
 		}
 	}
