@@ -55,6 +55,18 @@ func handleShareGroupHeartbeat(s *Server, rc *reqCtx) {
 			return
 		}
 	}
+	if code, msg := s.shareCoordinatorErr(req.GroupID); code != 0 { // share_cluster.go
+		resp.ErrorCode = code
+		if msg != "" {
+			resp.ErrorMessage = kmsg.StringPtr(msg)
+		}
+		rc.respond(resp)
+		return
+	}
+	var catalog share.Catalog = engineCatalog{s.eng}
+	if s.clustered() {
+		catalog = viewCatalog{s}
+	}
 	st := s.groups.share
 	nowMs := s.now().UnixMilli()
 	st.Lock()
@@ -68,7 +80,7 @@ func handleShareGroupHeartbeat(s *Server, rc *reqCtx) {
 		Group: req.GroupID, MemberID: req.MemberID, MemberEpoch: req.MemberEpoch,
 		RackID: req.RackID, Topics: req.SubscribedTopicNames,
 		ClientID: rc.client, ClientHost: clientHost(rc),
-	}, engineCatalog{s.eng})
+	}, catalog)
 	if r.Left != nil {
 		st.CloseSession(nowMs, share.SessionKey{Group: r.Left.Group, Member: r.Left.Member})
 		st.ReleaseMember(nowMs, r.Left.Group, r.Left.Member)
@@ -89,12 +101,12 @@ func handleShareGroupHeartbeat(s *Server, rc *reqCtx) {
 		a := kmsg.NewShareGroupHeartbeatResponseAssignment()
 		a.TopicPartitions = []kmsg.ShareGroupHeartbeatResponseAssignmentTopicPartition{}
 		for _, name := range slices.Sorted(mapsKeys(r.Assignment)) {
-			topic := s.eng.Topic(name)
-			if topic == nil || topic.Deleted() {
+			id, ok := s.shareTopicID(name)
+			if !ok {
 				continue
 			}
 			tp := kmsg.NewShareGroupHeartbeatResponseAssignmentTopicPartition()
-			tp.TopicID, tp.Partitions = topic.ID(), r.Assignment[name]
+			tp.TopicID, tp.Partitions = id, r.Assignment[name]
 			a.TopicPartitions = append(a.TopicPartitions, tp)
 		}
 		resp.Assignment = &a

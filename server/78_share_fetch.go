@@ -98,7 +98,7 @@ func handleShareFetch(s *Server, rc *reqCtx) {
 	st.Lock()
 	resp.AcquisitionLockTimeoutMillis = st.LockDurationMs(f.key.Group)
 	final := req.ShareSessionEpoch == share.SessionFinalEpoch
-	if !final && !st.Groups().IsMember(f.key.Group, f.key.Member) {
+	if !final && !s.shareMember(f.key.Group, f.key.Member) {
 		st.Unlock()
 		fail(kerr.UnknownMemberID.Code, "")
 		return
@@ -121,7 +121,7 @@ func handleShareFetch(s *Server, rc *reqCtx) {
 		for _, rp := range t.Partitions {
 			tp := share.TopicPartition{TopicID: t.TopicID, Partition: rp.Partition}
 			if topic == nil {
-				f.part(tp).ErrorCode = kerr.UnknownTopicID.Code
+				f.part(tp).ErrorCode = s.shareNoTopicCode(tp.TopicID)
 				continue
 			}
 			if !s.authorized(rc, auth.OpRead, auth.ResourceTopic, topic.Name()) {
@@ -262,7 +262,7 @@ func (f *shareFetch) part(tp share.TopicPartition) *kmsg.ShareFetchResponseTopic
 	p := new(kmsg.ShareFetchResponseTopicPartition)
 	p.Default()
 	p.Partition = tp.Partition
-	p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = f.s.cfg.NodeID, 0
+	p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = f.s.shareLeader(tp.TopicID, tp.Partition)
 	f.parts[tp] = p
 	f.order = append(f.order, tp)
 	return p
@@ -299,7 +299,7 @@ func (f *shareFetch) hasErrors() bool {
 func (f *shareFetch) acquire(nowMs int64) bool {
 	s, st := f.s, f.s.groups.share
 	sess := st.Sessions().Get(f.key)
-	if sess == nil || sess != f.sess || !st.Groups().IsMember(f.key.Group, f.key.Member) {
+	if sess == nil || sess != f.sess || !s.shareMember(f.key.Group, f.key.Member) {
 		return false // the session closed or was replaced: the client drops this answer's records
 	}
 	left := f.maxRecords
@@ -312,7 +312,7 @@ func (f *shareFetch) acquire(nowMs int64) bool {
 		tp := sess.Order[(i+int(sess.Epoch))%n] // rotate the first partition
 		topic := s.eng.TopicByID(tp.TopicID)
 		if topic == nil || topic.Deleted() {
-			f.part(tp).ErrorCode = kerr.UnknownTopicID.Code
+			f.part(tp).ErrorCode = s.shareNoTopicCode(tp.TopicID)
 			continue
 		}
 		sp, code := st.Partition(f.key.Group, topic, tp.Partition, &f.durable)

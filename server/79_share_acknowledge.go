@@ -59,10 +59,10 @@ func handleShareAcknowledge(s *Server, rc *reqCtx) {
 		for _, rp := range t.Partitions {
 			p := kmsg.NewShareAcknowledgeResponseTopicPartition()
 			p.Partition = rp.Partition
-			p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = s.cfg.NodeID, 0
+			p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = s.shareLeader(t.TopicID, rp.Partition)
 			switch {
 			case topic == nil:
-				p.ErrorCode = kerr.UnknownTopicID.Code
+				p.ErrorCode = s.shareNoTopicCode(t.TopicID)
 			case !s.authorized(rc, auth.OpRead, auth.ResourceTopic, topic.Name()):
 				p.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			default:

@@ -16,8 +16,9 @@ package server
 // describeGroupConfigs). The broker keys (group.share.*) reach
 // Config.Groups.Share through strata serve (cmd/strata/serve_share.go).
 //
-// Limits: a single broker only. In cluster mode the share APIs answer
-// UNSUPPORTED_VERSION.
+// In a cluster (share_cluster.go) ShareGroupHeartbeat is answered by the
+// group's coordinator and ShareFetch and ShareAcknowledge by the
+// partitions' leaders, which own the share-partitions' state.
 
 import (
 	"strconv"
@@ -43,28 +44,39 @@ const DefaultShareTick = sharehost.DefaultTick
 // DefaultDeadLetterTopicPrefix is errors.deadletterqueue.topic.name.prefix.
 const DefaultDeadLetterTopicPrefix = sharehost.DefaultDeadLetterTopicPrefix
 
-// shareState is the Server's share-group host.
-type shareState struct{ *sharehost.Host }
+// shareState is the Server's share-group host, and in a cluster its
+// sharehost.Cluster (share_cluster.go).
+type shareState struct {
+	*sharehost.Host
+	cluster *shareCluster
+}
 
 // durable is a set of appends to wait for before answering.
 type durable = sharehost.Durable
 
 // initShare is called by New after the Server is built.
 func (s *Server) initShare() {
-	s.groups.share.Host = sharehost.New(s.cfg.Groups.Share, sharehost.Broker{
+	b := sharehost.Broker{
 		Engine:        s.eng,
-		Clustered:     s.clustered(),
 		WhenAcked:     s.whenAcked,
 		NumPartitions: s.cfg.NumPartitions,
 		Clock:         hostClock{s},
 		Log:           s.log,
-	})
+	}
+	if s.clustered() && s.eng != nil {
+		s.groups.share.cluster = newShareCluster(s)
+		b.Cluster = s.groups.share.cluster
+	}
+	s.groups.share.Host = sharehost.New(s.cfg.Groups.Share, b)
 }
 
 // closeShare is called by Close after connections are closed.
 func (s *Server) closeShare() {
 	if s.groups.share.Host != nil {
 		s.groups.share.Close()
+	}
+	if s.groups.share.cluster != nil {
+		s.groups.share.cluster.close()
 	}
 }
 
@@ -103,9 +115,6 @@ func (s *Server) shareErr() (int16, string) {
 	err := s.groups.share.Err()
 	if err == nil {
 		return 0, ""
-	}
-	if s.clustered() {
-		return kerr.UnsupportedVersion.Code, err.Error()
 	}
 	return kerr.CoordinatorNotAvailable.Code, err.Error()
 }

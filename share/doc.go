@@ -105,9 +105,9 @@
 // same Snapshot, after every step of random runs against a naive
 // reference model.
 //
-// # Shell (package server, share.go, 76-79 and 90-92)
+// # Shell (package broker/sharehost; server's 76-79 and 90-92 handlers)
 //
-// On a single broker the server hosts ShareGroupHeartbeat,
+// The broker hosts ShareGroupHeartbeat,
 // ShareGroupDescribe, ShareFetch, ShareAcknowledge and the share-group
 // offset admin APIs (Describe/Alter/DeleteShareGroupOffsets) over these
 // cores, with one mutex for all of them, a periodic tick (lock expiries,
@@ -120,6 +120,9 @@
 // internal topic __share_group_state, the request is answered once that
 // append is durable, and a restarted broker Restores each share-partition
 // from its last snapshot. Membership is not persisted (members rejoin).
+// In a cluster the share-partition is its partition leader's, the state
+// topic is replicated, and a new leader loads the share-partition from its
+// replica (broker/sharehost/cluster.go).
 //
 // # Embedded shell (package engine, sharegroup.go)
 //
@@ -132,9 +135,9 @@
 //
 // # Not here yet (issue 24)
 //
-// Share groups in a cluster (the share-partition on the partition
-// leader, the state topic replicated and owned by a share coordinator,
-// leader moves), acquisitions aligned to batches, and ShareUpdate records
-// smaller than whole snapshots. The dead-letter writer (KIP-1191 configs
-// and headers) is the server's (server/share_dlq.go).
+// A share coordinator of Kafka's kind (the state topic's partition
+// leaders holding the state, FindCoordinator key type SHARE), acquisitions
+// aligned to batches, and ShareUpdate records smaller than whole
+// snapshots. The dead-letter writer (KIP-1191 configs and headers) is the
+// broker's (broker/sharehost/dlq.go).
 package share

@@ -53,6 +53,7 @@ package sharehost
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -253,6 +254,9 @@ func (h *Host) dlqTopic(j *dlqJob) (*engine.Topic, error) {
 	if t != nil && !dlqEnabledOn(t) {
 		return nil, fmt.Errorf("DLQ is not enabled on configured DLQ topic for share group: %s, topic: %s.", group, name)
 	}
+	if t == nil && h.cluster != nil {
+		return nil, fmt.Errorf("DLQ topic does not exist on this broker (in a cluster it is not auto-created: create it with errors.deadletterqueue.group.enable=true) for share group: %s, topic: %s.", group, name)
+	}
 	if t == nil && !h.cfg.DeadLetterAutoCreate {
 		return nil, fmt.Errorf("DLQ topic does not exist and auto create is disabled on cluster for share group: %s, topic: %s.", group, name)
 	}
@@ -299,8 +303,13 @@ func (h *Host) writeDeadLetters(j *dlqJob) {
 		report(err)
 		return
 	}
-	l := t.Partition(j.k.Part % t.Partitions())
-	if l == nil {
+	part := j.k.Part % t.Partitions()
+	l := t.Partition(part)
+	maxBytes := 1 << 20
+	if l != nil {
+		maxBytes = int(l.Config().MaxMessageBytes)
+	}
+	if l == nil && h.cluster == nil {
 		report(fmt.Errorf("DLQ topic %s partition %d is not here", t.Name(), j.k.Part%t.Partitions()))
 		return
 	}
@@ -311,7 +320,6 @@ func (h *Host) writeDeadLetters(j *dlqJob) {
 	// Batches within the dead-letter topic's max.message.bytes; a source
 	// record too large for it on its own is written without its key and
 	// value (the headers still say where it is).
-	maxBytes := int(l.Config().MaxMessageBytes)
 	nowMs := h.now().UnixMilli()
 	var (
 		b     record.Builder
@@ -348,6 +356,16 @@ func (h *Host) writeDeadLetters(j *dlqJob) {
 	batch, err = b.AppendTo(batch)
 	if err != nil {
 		report(err)
+		return
+	}
+	if h.cluster != nil {
+		// In a cluster the dead-letter topic's partition may be led
+		// elsewhere: produced to its leader with acks=all.
+		h.bg.Go(func() {
+			ctx, cancel := context.WithTimeout(h.ctx, writeTimeout)
+			defer cancel()
+			report(h.cluster.Produce(ctx, t.Name(), part, batch))
+		})
 		return
 	}
 	info, err := l.Append(batch, l.LeaderEpoch())

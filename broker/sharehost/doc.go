@@ -37,19 +37,23 @@
 //     records became available again, its MaxWaitMillis timer fired);
 //   - dead-letter topics (KIP-1191, dlq.go): the writer goroutine.
 //
-// Limits: a single broker only; in cluster mode Err says so and the
-// protocol layer refuses the share APIs.
+// In a cluster (Broker.Cluster, cluster.go) a share-partition is owned
+// by its topic-partition's leader and persisted in the replicated
+// __share_group_state through the cluster's Produce; a new leader loads
+// it from its replica when first used (docs/share-groups.md, "Share
+// groups in a cluster").
 //
 // # What it needs of the broker
 //
 // sharehost does not import server: the broker hands it the engine,
-// WhenAcked, num.partitions and a coordhost.Clock (Broker). The package
-// reads no wall clock.
+// WhenAcked, num.partitions, a txnhost.Clock and, in a cluster, a Cluster
+// (Broker). The package reads no wall clock.
 //
 // # Goroutines
 //
 // The coordhost.Host's tick, the retry loop and the dead-letter writer
-// belong to the Host and end in Close.
+// belong to the Host and end in Close, as do, in a cluster, the state
+// writer and the dead-letter produces.
 //
 // # Files
 //
@@ -64,4 +68,7 @@
 //   - configs.go: the group configs (CheckGroupConfig, SetGroupConfigs,
 //     GroupConfigs).
 //   - dlq.go: the dead-letter writer.
+//   - cluster.go: cluster mode (Cluster, the state writer, loading a
+//     share-partition from the local replica, dropping those led
+//     elsewhere).
 package sharehost

@@ -1,6 +1,7 @@
 package sharehost
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -71,9 +72,9 @@ type Broker struct {
 	// Engine holds the share-partitions' logs and __share_group_state;
 	// nil: share groups are not served (Err says so).
 	Engine *engine.Engine
-	// Clustered: the broker is one of a cluster (share groups refused,
-	// Err says so).
-	Clustered bool
+	// Cluster is the broker's cluster (cluster.go); nil on a single
+	// broker.
+	Cluster Cluster
 	// WhenAcked calls fn once an append up to last may be acknowledged
 	// as an acks=all produce.
 	WhenAcked func(l *engine.Log, last int64, fn func(error))
@@ -81,7 +82,7 @@ type Broker struct {
 	// topic.
 	NumPartitions int32
 	// Clock is the host's only source of time.
-	Clock coordhost.Clock
+	Clock txnhost.Clock
 	Log   *slog.Logger
 }
 
@@ -127,21 +128,27 @@ type Part struct {
 	dlqRetryAt int64
 	dlqBackoff time.Duration
 	dlqErr     string
+
+	epoch int32 // cluster mode: the partition's leader epoch when loaded
 }
 
 // Host holds the broker's share groups. Its exported methods that say
 // "lock held" are called between Lock and Unlock, so a handler's
 // transitions are atomic; the others take the lock themselves.
 type Host struct {
-	err           error // why share groups are not served
-	clustered     bool
+	err           error   // why share groups are not served
+	cluster       Cluster // nil on a single broker
+	w             writer  // cluster mode: the state writer (cluster.go)
 	eng           *engine.Engine
 	cfg           Config
-	clock         coordhost.Clock
+	clock         txnhost.Clock
 	log           *slog.Logger
 	whenAckedFn   func(l *engine.Log, last int64, fn func(error))
 	numPartitions int32
 	host          *coordhost.Host
+	ctx           context.Context // cancelled by Close: the background writes' context
+	cancel        context.CancelFunc
+	bg            sync.WaitGroup // cluster mode: dead-letter produces under way
 
 	mu       sync.Mutex
 	groups   *share.Groups
@@ -166,12 +173,13 @@ type Host struct {
 // tick, the retry loop and the dead-letter writer.
 func New(cfg Config, b Broker) *Host {
 	h := &Host{
-		clustered: b.Clustered, eng: b.Engine, cfg: cfg, clock: b.Clock, log: b.Log,
+		cluster: b.Cluster, eng: b.Engine, cfg: cfg, clock: b.Clock, log: b.Log,
 		whenAckedFn: b.WhenAcked, numPartitions: b.NumPartitions,
 	}
 	if h.log == nil {
 		h.log = slog.Default()
 	}
+	h.ctx, h.cancel = context.WithCancel(context.Background())
 	st := h
 	st.groups = share.NewGroups(cfg.Groups)
 	st.conns = map[share.SessionKey]Conn{}
@@ -187,11 +195,10 @@ func New(cfg Config, b Broker) *Host {
 	case h.eng == nil:
 		st.err = errors.New("no engine")
 		return h
-	case h.clustered:
-		st.err = errors.New("share groups are served by a single broker only")
-		return h
 	}
-	if err := h.loadShareState(); err != nil {
+	// In a cluster a share-partition is loaded by its leader when first
+	// used there (cluster.go), not at start.
+	if err := h.loadShareState(); h.cluster == nil && err != nil {
 		st.err = err
 		h.log.Error("share: cannot read "+StateTopic+"; share-group APIs are refused", "err", err)
 		return h
@@ -206,6 +213,10 @@ func New(cfg Config, b Broker) *Host {
 	go h.shareRetryLoop(st.stop)
 	st.dlq.kick, st.dlq.done = make(chan struct{}, 1), make(chan struct{})
 	go h.shareDLQLoop(st.stop)
+	if h.cluster != nil {
+		h.w.kick, h.w.done = make(chan struct{}, 1), make(chan struct{})
+		go h.writeLoop(st.stop)
+	}
 	h.dlqKick() // stored share-partitions with ARCHIVING records: written at once
 	return h
 }
@@ -218,7 +229,7 @@ func (h *Host) whenAcked(l *engine.Log, last int64, fn func(error)) { h.whenAcke
 func (h *Host) Err() error { return h.err }
 
 // Clustered reports whether the broker is one of a cluster.
-func (h *Host) Clustered() bool { return h.clustered }
+func (h *Host) Clustered() bool { return h.cluster != nil }
 
 // Lock takes the host's lock; Unlock releases it.
 func (h *Host) Lock()   { h.mu.Lock() }
@@ -290,7 +301,12 @@ func (h *Host) Close() {
 		close(stop)
 		<-st.done
 		<-st.dlq.done
+		if h.w.done != nil {
+			<-h.w.done
+		}
 	}
+	h.cancel()
+	h.bg.Wait()
 	// Waiting fetches are dropped: their connections are closed.
 	st.mu.Lock()
 	for f := range st.waiting {
@@ -411,6 +427,7 @@ type Durable []DurableAt
 type DurableAt struct {
 	l   *engine.Log
 	off int64
+	p   *pending // cluster mode: a record the writer sends (cluster.go)
 }
 
 // wait calls fn once every append is durable (with the first error).
@@ -422,7 +439,11 @@ func (h *Host) WaitDurable(d Durable, fn func(error)) {
 	var mu sync.Mutex
 	left, first := len(d), error(nil)
 	for _, w := range d {
-		h.whenAcked(w.l, w.off, func(err error) {
+		wait := func(fn func(error)) { h.whenAcked(w.l, w.off, fn) }
+		if w.p != nil {
+			wait = w.p.then
+		}
+		wait(func(err error) {
 			mu.Lock()
 			if err != nil && first == nil {
 				first = err
@@ -442,6 +463,9 @@ func (h *Host) WaitDurable(d Durable, fn func(error)) {
 // under st.mu so records go in the order of the transitions.
 func (h *Host) appendShareRecord(key, value []byte) (DurableAt, error) {
 	st := h
+	if h.cluster != nil {
+		return h.enqueue(key, value), nil
+	}
 	if st.topic == nil || st.topic.Deleted() {
 		t, err := h.eng.CreateTopic(StateTopic, st.nparts, map[string]string{"cleanup.policy": "compact"})
 		if errors.Is(err, engine.ErrTopicExists) {
@@ -482,7 +506,13 @@ func hashKey(b []byte) uint32 {
 
 // persistPart writes a share-partition's snapshot (st.mu held).
 func (h *Host) persistPart(k Key, sp *Part) (DurableAt, error) {
-	v, err := json.Marshal(sp.P.Snapshot())
+	var v []byte
+	var err error
+	if h.cluster != nil {
+		v, err = json.Marshal(snapshot{State: sp.P.Snapshot(), LeaderEpoch: sp.epoch})
+	} else {
+		v, err = json.Marshal(sp.P.Snapshot())
+	}
 	if err != nil {
 		return DurableAt{}, err
 	}
@@ -538,11 +568,24 @@ func (h *Host) Partition(group string, t *engine.Topic, p int32, d *Durable) (*P
 	}
 	k := Key{Group: group, TopicID: t.ID(), Part: p}
 	st := h
+	var epoch int32
+	if h.cluster != nil {
+		var ok bool
+		if epoch, ok = h.cluster.Leads(t, p); !ok {
+			return nil, kerr.NotLeaderForPartition.Code
+		}
+		if sp := st.parts[k]; sp != nil && sp.epoch != epoch {
+			delete(st.parts, k) // led again at a new epoch: another leader may have changed it
+		}
+		if st.parts[k] == nil {
+			h.reload(k)
+		}
+	}
 	if sp := st.parts[k]; sp != nil {
 		sp.Log = l // the same topic id: keep the state even if the log object changed
 		return sp, 0
 	}
-	sp := &Part{Log: l, Name: t.Name()}
+	sp := &Part{Log: l, Name: t.Name(), epoch: epoch}
 	if state, ok := st.stored[k]; ok {
 		pp, err := share.Restore(h.PartConfig(group), state)
 		if err != nil {
@@ -642,6 +685,9 @@ func (h *Host) shareTick(now time.Time) {
 	nowMs := now.UnixMilli()
 	st := h
 	st.mu.Lock()
+	if h.cluster != nil {
+		h.dropUnled()
+	}
 	for _, d := range st.groups.Expire(nowMs) {
 		h.log.Info("share: member session expired", "group", d.Group, "member", d.Member)
 		h.CloseSession(nowMs, share.SessionKey{Group: d.Group, Member: d.Member})

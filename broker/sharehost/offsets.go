@@ -55,10 +55,18 @@ func (h *Host) Reset(group string, t *engine.Topic, p int32, offset int64, d *Du
 	case offset < 0:
 		return kerr.InvalidRequest.Code, "the start offset is negative"
 	}
+	var epoch int32
+	if h.cluster != nil {
+		// In a cluster only the partition's leader owns its state.
+		var ok bool
+		if epoch, ok = h.cluster.Leads(t, p); !ok {
+			return kerr.NotLeaderForPartition.Code, "this broker does not lead the partition (in a cluster its leader owns the share-partition)"
+		}
+	}
 	k := Key{Group: group, TopicID: t.ID(), Part: p}
 	sp := h.Existing(group, t, p, d)
 	if sp == nil {
-		sp = &Part{Log: t.Partition(p), Name: t.Name(), P: share.New(h.PartConfig(group), offset)}
+		sp = &Part{Log: t.Partition(p), Name: t.Name(), P: share.New(h.PartConfig(group), offset), epoch: epoch}
 		h.parts[k] = sp
 		w, err := h.persistPart(k, sp)
 		if err != nil {

@@ -1,0 +1,335 @@
+package sharehost
+
+// Share groups in a cluster (issue 24). The choice, as docs/share-groups.md
+// says: membership is the group coordinator's (the broker that leads the
+// group's __consumer_offsets partition answers ShareGroupHeartbeat, found
+// with FindCoordinator key type GROUP as Kafka's clients do), and a
+// share-partition's state is owned by the leader of its topic-partition
+// (where clients send ShareFetch and ShareAcknowledge), persisted in
+// __share_group_state, a replicated compacted topic like any other: every
+// snapshot is produced with acks=all to the leader of the state
+// partition of its key (share.StatePartition), so it survives the loss of
+// the broker that wrote it. A broker that becomes a partition's leader
+// (a new leader epoch) loads the share-partition from its own replica of
+// that state partition, read to its log end as the coordinators load
+// theirs, when the share-partition is first used there; a share-partition
+// whose leadership moved away is dropped from memory without a write.
+//
+// The writer: snapshots are queued in the order of the transitions (under
+// the host's lock) and one goroutine sends them, each drain's records of
+// one state partition as one batch, waiting for each answer before the
+// next, so a key's records land in order. A request is answered once its
+// snapshots are acknowledged (WaitDurable). A failed produce is retried
+// (the state partition's leader moves, the topic is being created) for up
+// to writeTimeout, then the waiting requests fail with its error.
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/stratalog/strata/broker/txnhost"
+	"github.com/stratalog/strata/engine"
+	"github.com/stratalog/strata/record"
+	"github.com/stratalog/strata/share"
+)
+
+// Cluster is what a host in cluster mode needs of the broker.
+type Cluster interface {
+	// Leads reports whether this broker leads partition p of t, with
+	// its leader epoch.
+	Leads(t *engine.Topic, p int32) (epoch int32, ok bool)
+	// StateTopic returns the partition count of __share_group_state in
+	// the cluster's view; ok false while it does not exist (its
+	// creation is then proposed).
+	StateTopic() (partitions int32, ok bool)
+	// Produce appends batch to partition p of topic at its leader with
+	// acks=all.
+	Produce(ctx context.Context, topic string, p int32, batch []byte) error
+}
+
+const (
+	writeTimeout    = 30 * time.Second
+	writeBackoffMin = 50 * time.Millisecond
+	writeBackoffMax = time.Second
+)
+
+// pending is one snapshot (or tombstone) queued for the writer.
+type pending struct {
+	key, value []byte
+
+	mu   sync.Mutex
+	done bool
+	err  error
+	fns  []func(error)
+}
+
+// then calls fn once the write is acknowledged or failed.
+func (p *pending) then(fn func(error)) {
+	p.mu.Lock()
+	if !p.done {
+		p.fns = append(p.fns, fn)
+		p.mu.Unlock()
+		return
+	}
+	err := p.err
+	p.mu.Unlock()
+	fn(err)
+}
+
+func (p *pending) finish(err error) {
+	p.mu.Lock()
+	p.done, p.err = true, err
+	fns := p.fns
+	p.fns = nil
+	p.mu.Unlock()
+	for _, fn := range fns {
+		fn(err)
+	}
+}
+
+// writer is the cluster-mode state writer.
+type writer struct {
+	mu    sync.Mutex
+	queue []*pending
+	kick  chan struct{}
+	done  chan struct{}
+}
+
+// enqueue queues a record for the writer (lock held, so in transition
+// order).
+func (h *Host) enqueue(key, value []byte) DurableAt {
+	p := &pending{key: key, value: value}
+	h.w.mu.Lock()
+	h.w.queue = append(h.w.queue, p)
+	h.w.mu.Unlock()
+	select {
+	case h.w.kick <- struct{}{}:
+	default:
+	}
+	return DurableAt{p: p}
+}
+
+// writeLoop sends the queued records until stop closes; what is queued
+// then fails.
+func (h *Host) writeLoop(stop <-chan struct{}) {
+	defer close(h.w.done)
+	for {
+		select {
+		case <-stop:
+			h.w.mu.Lock()
+			q := h.w.queue
+			h.w.queue = nil
+			h.w.mu.Unlock()
+			for _, p := range q {
+				p.finish(errClosed)
+			}
+			return
+		case <-h.w.kick:
+		}
+		h.w.mu.Lock()
+		q := h.w.queue
+		h.w.queue = nil
+		h.w.mu.Unlock()
+		if len(q) > 0 {
+			h.write(stop, q)
+		}
+	}
+}
+
+// write sends one drain: each state partition's records as one batch, in
+// queue order within a partition.
+func (h *Host) write(stop <-chan struct{}, q []*pending) {
+	start := h.now()
+	backoff := writeBackoffMin
+	var n int32
+	for {
+		var ok bool
+		if n, ok = h.cluster.StateTopic(); ok && n > 0 {
+			break
+		}
+		if !h.pause(stop, start, &backoff) {
+			for _, p := range q {
+				p.finish(errStateTopic)
+			}
+			return
+		}
+	}
+	byPart := map[int32][]*pending{}
+	var order []int32
+	for _, p := range q {
+		sp := share.StatePartition(p.key, n)
+		if byPart[sp] == nil {
+			order = append(order, sp)
+		}
+		byPart[sp] = append(byPart[sp], p)
+	}
+	for _, sp := range order {
+		ps := byPart[sp]
+		err := h.produce(stop, start, sp, ps)
+		for _, p := range ps {
+			p.finish(err)
+		}
+	}
+}
+
+// produce sends ps to state partition sp, retrying until writeTimeout.
+func (h *Host) produce(stop <-chan struct{}, start time.Time, sp int32, ps []*pending) error {
+	var b record.Builder
+	now := h.now().UnixMilli()
+	b.Reset(record.CodecNone, now)
+	for _, p := range ps {
+		b.Add(now, p.key, p.value, nil)
+	}
+	batch, err := b.AppendTo(nil)
+	if err != nil {
+		return err
+	}
+	backoff := writeBackoffMin
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+		err = h.cluster.Produce(ctx, StateTopic, sp, batch)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		h.log.Debug("share: writing "+StateTopic+" failed; retrying", "partition", sp, "err", err)
+		if !h.pause(stop, start, &backoff) {
+			return err
+		}
+	}
+}
+
+// pause waits backoff (doubled for next time) unless stop closes or the
+// write has taken writeTimeout: false then.
+func (h *Host) pause(stop <-chan struct{}, start time.Time, backoff *time.Duration) bool {
+	if h.now().Sub(start) >= writeTimeout {
+		return false
+	}
+	c, cancel := h.clock.After(*backoff)
+	defer cancel()
+	*backoff = min(2**backoff, writeBackoffMax)
+	select {
+	case <-stop:
+		return false
+	case <-c:
+		return true
+	}
+}
+
+type hostError string
+
+func (e hostError) Error() string { return string(e) }
+
+const (
+	errClosed     = hostError("share: the broker is closing")
+	errStateTopic = hostError("share: " + StateTopic + " does not exist yet")
+)
+
+// snapshot is a share-partition's state record in a cluster: share.State
+// (its fields at the top level, so a reader of share.State reads it) and
+// the leader epoch of the partition's leader that wrote it. A record of an
+// older epoch than one before it is a deposed leader's late write and is
+// not loaded (loadState).
+type snapshot struct {
+	share.State
+	LeaderEpoch int32 `json:",omitempty"`
+}
+
+// loadState reads share-partition key's state in this broker's replica of
+// its state partition: the last record of the highest leader epoch
+// written; found false when there is none, or a tombstone came last.
+func (h *Host) loadState(key []byte) (state share.State, found bool) {
+	t := h.eng.Topic(StateTopic)
+	if t == nil || t.Deleted() || t.Partitions() <= 0 {
+		return state, false
+	}
+	l := t.Partition(share.StatePartition(key, t.Partitions()))
+	if l == nil {
+		return state, false
+	}
+	epoch := int32(-1)
+	err := txnhost.ScanLog(l, func(hdr *record.Header, r *record.Record) error {
+		if hdr.Control() || string(r.Key) != string(key) {
+			return nil
+		}
+		if r.Value == nil {
+			state, found = share.State{}, false // a tombstone: deleted by any epoch
+			return nil
+		}
+		var s snapshot
+		if err := json.Unmarshal(r.Value, &s); err != nil {
+			h.log.Error("share: unreadable share-partition state skipped", "err", err)
+			return nil
+		}
+		if s.LeaderEpoch < epoch {
+			return nil // a deposed leader's late write
+		}
+		epoch, state, found = s.LeaderEpoch, s.State, true
+		return nil
+	})
+	if err != nil {
+		h.log.Error("share: reading "+StateTopic+" failed", "partition", l.Partition(), "err", err)
+		return share.State{}, false
+	}
+	return state, found
+}
+
+// loadLocal reads the last record of key in this broker's replica of its
+// state partition: found false when there is none (or no replica here),
+// value nil for a tombstone.
+func (h *Host) loadLocal(key []byte) (value []byte, found bool) {
+	t := h.eng.Topic(StateTopic)
+	if t == nil || t.Deleted() || t.Partitions() <= 0 {
+		return nil, false
+	}
+	l := t.Partition(share.StatePartition(key, t.Partitions()))
+	if l == nil {
+		return nil, false
+	}
+	err := txnhost.ScanLog(l, func(hdr *record.Header, r *record.Record) error {
+		if !hdr.Control() && string(r.Key) == string(key) {
+			value, found = r.Value, true
+		}
+		return nil
+	})
+	if err != nil {
+		h.log.Error("share: reading "+StateTopic+" failed", "partition", l.Partition(), "err", err)
+		return nil, false
+	}
+	return value, found
+}
+
+// reload reads share-partition k's state and its group's configs from
+// the local replica into stored and configs (lock held): a broker that
+// has just become the partition's leader.
+func (h *Host) reload(k Key) {
+	delete(h.stored, k)
+	if state, found := h.loadState(shareStateKey(k)); found {
+		h.stored[k] = state
+	}
+	if v, found := h.loadLocal(shareConfigKey(k.Group)); found {
+		cfgs := map[string]string{}
+		if v == nil {
+			delete(h.configs, k.Group)
+		} else if err := json.Unmarshal(v, &cfgs); err == nil {
+			h.configs[k.Group] = cfgs
+		}
+	}
+}
+
+// dropUnled forgets, without writing, the share-partitions this broker no
+// longer leads at the epoch it loaded them (lock held): their state is
+// the new leader's.
+func (h *Host) dropUnled() {
+	for k, sp := range h.parts {
+		t := h.eng.TopicByID(k.TopicID)
+		if t != nil && !t.Deleted() {
+			if epoch, ok := h.cluster.Leads(t, k.Part); ok && epoch == sp.epoch {
+				continue
+			}
+		}
+		delete(h.parts, k)
+	}
+}

@@ -1,0 +1,204 @@
+package server
+
+// Share groups in cluster mode (issue 24): the Server's side of
+// sharehost.Cluster. The choice is written in docs/share-groups.md and
+// broker/sharehost/cluster.go: membership is the group coordinator's
+// (ShareGroupHeartbeat is answered by the leader of the group's
+// __consumer_offsets partition, NOT_COORDINATOR elsewhere), a
+// share-partition's state is its topic-partition leader's (ShareFetch and
+// ShareAcknowledge elsewhere are NOT_LEADER_OR_FOLLOWER with the leader
+// in CurrentLeader), persisted in the replicated __share_group_state by
+// a Produce with acks=all to the state partition's leader over the
+// inter-broker listener (this broker's own included), with the client id
+// that may write internal topics.
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/stratalog/strata/broker/coordhost"
+	"github.com/stratalog/strata/broker/sharehost"
+	"github.com/stratalog/strata/broker/txnhost"
+	"github.com/stratalog/strata/engine"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// shareStateReplication is the replication factor asked for
+// __share_group_state (Kafka's share.coordinator.state.topic.replication.factor,
+// default 3), capped at the live brokers.
+const shareStateReplication = 3
+
+// shareCluster is sharehost.Cluster over the Server.
+type shareCluster struct {
+	s      *Server
+	route  *coordhost.Host // proposes __share_group_state
+	client *txnhost.Client
+}
+
+func newShareCluster(s *Server) *shareCluster {
+	n := s.cfg.Groups.Share.StatePartitions
+	if n <= 0 {
+		n = DefaultShareStatePartitions
+	}
+	return &shareCluster{
+		s: s,
+		route: coordhost.New(coordhost.Config{
+			Topic: coordhost.Topic{
+				Name: ShareStateTopic, Partitions: n, Replication: shareStateReplication,
+				Configs: map[string]string{"cleanup.policy": "compact"},
+			},
+			Name:    "share-state",
+			Creator: hostCreator{s},
+			Clock:   hostClock{s},
+			Log:     s.log,
+		}),
+		client: txnhost.NewClient(adminClientID, s.cfg.Cluster.Dial, hostClock{s}),
+	}
+}
+
+func (c *shareCluster) close() {
+	c.route.Close()
+	c.client.Close()
+}
+
+// Leads reports whether this broker leads t's partition p in the view.
+func (c *shareCluster) Leads(t *engine.Topic, p int32) (int32, bool) {
+	if c.s.clusterPartitionCheck(t, p) != 0 {
+		return 0, false
+	}
+	vt := c.s.cluster.view.Load().Topics[t.Name()]
+	if vt == nil || p < 0 || int(p) >= len(vt.Parts) {
+		return 0, false
+	}
+	return vt.Parts[p].LeaderEpoch, true
+}
+
+// StateTopic is __share_group_state's partition count in the view,
+// proposing the topic when it is missing.
+func (c *shareCluster) StateTopic() (int32, bool) {
+	v := c.s.cluster.view.Load()
+	if v == nil {
+		return 0, false
+	}
+	hv := hostView{s: c.s, v: v}
+	if !c.route.Ensure(hv) {
+		return 0, false
+	}
+	return hv.Partitions(ShareStateTopic)
+}
+
+// Produce appends batch to topic's partition p at its leader, acks=all.
+func (c *shareCluster) Produce(ctx context.Context, topic string, p int32, batch []byte) error {
+	v := c.s.cluster.view.Load()
+	if v == nil {
+		return kerr.LeaderNotAvailable
+	}
+	leader := hostView{s: c.s, v: v}.Leader(topic, p)
+	if leader < 0 {
+		return kerr.LeaderNotAvailable
+	}
+	addr, ok := c.s.brokerAddr(leader)
+	if !ok {
+		return fmt.Errorf("broker %d has no address", leader)
+	}
+	req := kmsg.NewPtrProduceRequest()
+	req.SetVersion(9)
+	req.Acks, req.TimeoutMillis = -1, 30000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition, rp.Records = p, batch
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	if err := c.client.RoundTrip(ctx, addr, req, resp); err != nil {
+		return err
+	}
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		return fmt.Errorf("produce to %s-%d: malformed answer", topic, p)
+	}
+	if err := kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode); err != nil {
+		return fmt.Errorf("produce to %s-%d at broker %d: %w", topic, p, leader, err)
+	}
+	return nil
+}
+
+// viewCatalog is share.Catalog over the cluster's view: a share group's
+// coordinator assigns the partitions of topics it may not host.
+type viewCatalog struct{ s *Server }
+
+func (c viewCatalog) Partitions(topic string) int32 {
+	if vt := c.s.cluster.view.Load().Topics[topic]; vt != nil {
+		return int32(len(vt.Parts))
+	}
+	return 0
+}
+
+// shareTopicID is the id of topic name (the view's in a cluster).
+func (s *Server) shareTopicID(name string) ([16]byte, bool) {
+	if s.clustered() {
+		if vt := s.cluster.view.Load().Topics[name]; vt != nil {
+			return vt.ID, true
+		}
+		return [16]byte{}, false
+	}
+	t := s.eng.Topic(name)
+	if t == nil || t.Deleted() {
+		return [16]byte{}, false
+	}
+	return t.ID(), true
+}
+
+// shareLeader is the leader of a partition and its epoch, for a share
+// response's CurrentLeader: this broker on a single broker, the view's
+// leader in a cluster (-1, -1 when unknown).
+func (s *Server) shareLeader(topicID [16]byte, p int32) (int32, int32) {
+	if !s.clustered() {
+		return s.cfg.NodeID, 0
+	}
+	vt := s.cluster.view.Load().ByID[topicID]
+	if vt == nil || p < 0 || int(p) >= len(vt.Parts) {
+		return -1, -1
+	}
+	return vt.Parts[p].Leader, vt.Parts[p].LeaderEpoch
+}
+
+// shareCoordinatorErr is ShareGroupHeartbeat's check in a cluster: 0 when
+// this broker coordinates group (leads its __consumer_offsets partition).
+func (s *Server) shareCoordinatorErr(group string) (int16, string) {
+	if !s.clustered() {
+		return 0, ""
+	}
+	b, code := s.groupCoordinatorNode(group)
+	if code != 0 {
+		return code, ""
+	}
+	if b.ID != s.cfg.NodeID {
+		return kerr.NotCoordinator.Code, "the coordinator of group " + group + " is broker " + strconv.Itoa(int(b.ID))
+	}
+	return 0, ""
+}
+
+var _ sharehost.Cluster = (*shareCluster)(nil)
+
+// shareNoTopicCode is the error for a share request's topic id that has
+// no local topic: NOT_LEADER_OR_FOLLOWER in a cluster whose view knows it
+// (this broker is not a replica; the leader is in CurrentLeader), else
+// UNKNOWN_TOPIC_ID.
+func (s *Server) shareNoTopicCode(topicID [16]byte) int16 {
+	if s.clustered() && s.cluster.view.Load().ByID[topicID] != nil {
+		return kerr.NotLeaderForPartition.Code
+	}
+	return kerr.UnknownTopicID.Code
+}
+
+// shareMember reports whether member may fetch for group (lock held): a
+// member of the group here, or any member id in a cluster, where the
+// group's coordinator (another broker, maybe) holds the membership and a
+// partition's leader takes the client's member id as the owner of the
+// records it acquires, as Kafka's share-partition leaders do.
+func (s *Server) shareMember(group, member string) bool {
+	return s.clustered() || s.groups.share.Groups().IsMember(group, member)
+}
