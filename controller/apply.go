@@ -65,6 +65,8 @@ func (s *State) Apply(c Command) Result {
 		r = s.alterClientQuotas(c)
 	case SeedSecurity:
 		r = s.seedSecurity(c)
+	case AlterBrokerConfigs:
+		r = s.alterBrokerConfigs(c) // brokerconfigs.go
 	default:
 		r = failed(kerr.InvalidRequest, "unknown command %T", c)
 	}
@@ -109,6 +111,8 @@ func deref(c Command) Command {
 	case *AlterClientQuotas:
 		return *p
 	case *SeedSecurity:
+		return *p
+	case *AlterBrokerConfigs:
 		return *p
 	}
 	return c

@@ -68,6 +68,8 @@ func (t CommandType) String() string {
 		return "AlterClientQuotas"
 	case TypeSeedSecurity:
 		return "SeedSecurity"
+	case TypeAlterBrokerConfigs:
+		return "AlterBrokerConfigs"
 	}
 	return fmt.Sprintf("CommandType(%d)", uint8(t))
 }
@@ -131,6 +133,9 @@ func DecodeCommand(b []byte) (Command, error) {
 	default:
 		var ok bool
 		if c, ok = decodeSecurityCommand(CommandType(b[1]), r); !ok {
+			c, ok = decodeBrokerConfigsCommand(CommandType(b[1]), r) // brokerconfigs.go
+		}
+		if !ok {
 			return nil, fmt.Errorf("%w: command type %d", ErrCorrupt, b[1])
 		}
 	}

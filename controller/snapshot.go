@@ -14,8 +14,9 @@ var stateMagic = [4]byte{'S', 'M', 'D', 'S'}
 // block can have been allocated by a version that did not know them.
 // Version 2 (no security part) decodes with no ACLs, credentials or
 // quotas, nothing seeded. Version 3 (no list of brokers whose directory
-// is offline) decodes with every directory online.
-const StateVersion byte = 4
+// is offline) decodes with every directory online. Version 4 (no dynamic
+// broker configs) decodes with none.
+const StateVersion byte = 5
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -69,6 +70,7 @@ func (s *State) AppendTo(dst []byte) []byte {
 		}
 	}
 	dst = appendInt32s(dst, offline)
+	dst = s.appendBrokerConfigs(dst) // version 5 (brokerconfigs.go)
 	return binary.BigEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
 }
 
@@ -141,6 +143,9 @@ func DecodeState(b []byte) (*State, error) {
 			}
 			last = id
 		}
+	}
+	if body[4] >= 5 {
+		s.readBrokerConfigs(r)
 	}
 	if err := r.done(); err != nil {
 		return nil, err

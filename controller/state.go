@@ -86,6 +86,10 @@ type State struct {
 	nextProducerID int64
 	// sec: ACLs, SCRAM credentials, client quotas (security.go).
 	sec securityState
+	// brokerCfg: the dynamic broker configs by broker id, the cluster-wide
+	// default under DefaultBrokerConfigs (brokerconfigs.go); nil or no
+	// entry: none.
+	brokerCfg map[int32]map[string]string
 }
 
 // NewState returns the empty state at metadata offset 0.
@@ -197,6 +201,7 @@ func (s *State) Clone() *State {
 	c.offset = s.offset
 	c.nextProducerID = s.nextProducerID
 	c.sec = s.sec.clone()
+	c.brokerCfg = cloneBrokerConfigs(s.brokerCfg)
 	for id, b := range s.brokers {
 		cb := *b
 		c.brokers[id] = &cb

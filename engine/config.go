@@ -212,9 +212,14 @@ func (c LogConfig) Value(key string) (string, bool) {
 	return f.get(&c), true
 }
 
-// LogDefaults returns the broker-wide topic defaults the engine was opened
-// with (Options.Log, or DefaultLogConfig).
-func (e *Engine) LogDefaults() LogConfig { return e.defaults }
+// LogDefaults returns the broker-wide topic defaults: the ones the engine
+// was opened with (Options.Log, or DefaultLogConfig), or the last
+// SetLogDefaults.
+func (e *Engine) LogDefaults() LogConfig {
+	e.adminMu.Lock()
+	defer e.adminMu.Unlock()
+	return e.defaults
+}
 
 // config returns the log's current config (immutable; replaced whole when
 // the topic's config changes at runtime). One atomic load: Append takes it

@@ -718,8 +718,7 @@ func (e *Engine) createTopic(name string, id [16]byte, partitions int32, configs
 			return nil, fmt.Errorf("%w: hosted partition %d of %d", ErrInvalidPartitions, p, partitions)
 		}
 	}
-	cfg, err := e.defaults.Apply(configs)
-	if err != nil {
+	if _, err := DefaultLogConfig().Apply(configs); err != nil {
 		return nil, err
 	}
 	if err := e.noSpace(name); err != nil && hosted == nil {
@@ -731,6 +730,10 @@ func (e *Engine) createTopic(name string, id [16]byte, partitions int32, configs
 	}
 	e.adminMu.Lock()
 	defer e.adminMu.Unlock()
+	cfg, err := e.defaults.Apply(configs) // defaults: under adminMu (SetLogDefaults)
+	if err != nil {
+		return nil, err
+	}
 	if err := e.adminUsable(); err != nil {
 		return nil, err
 	}

@@ -277,16 +277,16 @@ func (t *Topic) Truncate(partition int32, before int64) error {
 // Unknown keys or bad values: ErrInvalidConfig; unknown topic:
 // ErrUnknownTopic.
 func (e *Engine) SetTopicConfig(name string, overrides map[string]string) error {
-	cfg, err := e.defaults.Apply(overrides)
-	if err != nil {
-		return err
-	}
 	next := maps.Clone(overrides)
 	if next == nil {
 		next = map[string]string{}
 	}
 	e.adminMu.Lock()
 	defer e.adminMu.Unlock()
+	cfg, err := e.defaults.Apply(overrides) // defaults: under adminMu (SetLogDefaults)
+	if err != nil {
+		return err
+	}
 	if err := e.adminUsable(); err != nil {
 		return err
 	}

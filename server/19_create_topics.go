@@ -125,7 +125,7 @@ func (s *Server) createTopic(rt *kmsg.CreateTopicsRequestTopic, validateOnly boo
 		}
 		overrides[c.Name] = *c.Value
 	}
-	logCfg, err := s.cfg.LogDefaults.Apply(overrides)
+	logCfg, err := s.logDefaults().Apply(overrides)
 	if err != nil {
 		return err
 	}
@@ -341,7 +341,7 @@ func (s *Server) clusterCreateTopicQuota(ctx context.Context, rt *kmsg.CreateTop
 	if err != nil {
 		return 0, err
 	}
-	logCfg, err := s.cfg.LogDefaults.Apply(overrides)
+	logCfg, err := s.logDefaults().Apply(overrides)
 	if err != nil {
 		return 0, err
 	}

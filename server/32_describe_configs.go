@@ -1,6 +1,8 @@
 package server
 
 import (
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -67,13 +69,30 @@ func itoa32(v int32) string { return strconv.FormatInt(int64(v), 10) }
 type configSynonym = kmsg.DescribeConfigsResponseResourceConfigConfigSynonym
 
 // brokerValue is a broker key's current value; ok is false for a key with
-// no default that is not set (Kafka reports null).
+// no default that is not set (Kafka reports null). A dynamic config
+// (dynconfig.go) wins over the properties file.
 func (s *Server) brokerValue(k *configkeys.Key) (value string, ok bool) {
 	if f := serverValues[k.Broker]; f != nil {
 		return f(s), true
 	}
 	if k.Log {
 		return s.logDefault(k.Topic), true
+	}
+	if syn := s.dynamicSynonyms(k); len(syn) > 0 {
+		return *syn[0].Value, true
+	}
+	return s.staticValue(k)
+}
+
+// staticValue is a broker key's value without the dynamic configs: the
+// properties file's, or the default.
+func (s *Server) staticValue(k *configkeys.Key) (value string, ok bool) {
+	if f := serverValues[k.Broker]; f != nil {
+		return f(s), true
+	}
+	if k.Log {
+		v, _ := s.cfg.LogDefaults.Value(k.Topic)
+		return v, true
 	}
 	for _, name := range k.BrokerNames() {
 		if v, set := s.cfg.BrokerConfigs[name]; set {
@@ -84,7 +103,7 @@ func (s *Server) brokerValue(k *configkeys.Key) (value string, ok bool) {
 }
 
 func (s *Server) logDefault(topicKey string) string {
-	v, _ := s.cfg.LogDefaults.Value(topicKey)
+	v, _ := s.logDefaults().Value(topicKey)
 	return v
 }
 
@@ -96,7 +115,7 @@ func (s *Server) logDefault(topicKey string) string {
 func (s *Server) staticSynonyms(k *configkeys.Key) []configSynonym {
 	var out []configSynonym
 	if s.cfg.BrokerConfigs == nil {
-		if value, ok := s.brokerValue(k); ok && value != k.Default {
+		if value, ok := s.staticValue(k); ok && value != k.Default {
 			out = append(out, configSynonym{Name: k.Broker, Value: kmsg.StringPtr(value), Source: kmsg.ConfigSourceStaticBrokerConfig})
 		}
 		return out
@@ -107,6 +126,33 @@ func (s *Server) staticSynonyms(k *configkeys.Key) []configSynonym {
 		}
 	}
 	return out
+}
+
+// dynamicSynonyms are a key's dynamic broker configs in force
+// (dynconfig.go), in Kafka's order: this broker's (DYNAMIC_BROKER_CONFIG),
+// then the cluster-wide default's (DYNAMIC_DEFAULT_BROKER_CONFIG), each
+// in the key's name precedence, with the values as set.
+func (s *Server) dynamicSynonyms(k *configkeys.Key) []configSynonym {
+	d := s.dynamicConfigs()
+	var out []configSynonym
+	for _, layer := range []struct {
+		m   map[string]string
+		src kmsg.ConfigSource
+	}{{d.Broker, kmsg.ConfigSourceDynamicBrokerConfig}, {d.Default, kmsg.ConfigSourceDynamicDefaultBrokerConfig}} {
+		for _, name := range k.BrokerNames() {
+			if v, ok := layer.m[name]; ok {
+				out = append(out, configSynonym{Name: name, Value: kmsg.StringPtr(v), Source: layer.src})
+			}
+		}
+	}
+	return out
+}
+
+// brokerChain is a broker key's chain: dynamic, static, default.
+func (s *Server) brokerChain(k *configkeys.Key) []configSynonym {
+	chain := s.dynamicSynonyms(k)
+	chain = append(chain, s.staticSynonyms(k)...)
+	return append(chain, defaultSynonym(k))
 }
 
 // defaultSynonym is the last link of a chain: the key's default under its
@@ -125,27 +171,29 @@ func defaultSynonym(k *configkeys.Key) configSynonym {
 }
 
 // topicDefaultSource is where a topic key's broker-wide default comes
-// from: STATIC_BROKER_CONFIG when one of its broker names is set (as
-// staticSynonyms tells), else DEFAULT_CONFIG. CreateTopics reports it too.
+// from: the head of its broker chain (DYNAMIC_BROKER_CONFIG,
+// DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG), else
+// DEFAULT_CONFIG. CreateTopics reports it too.
 func (s *Server) topicDefaultSource(topicKey string) kmsg.ConfigSource {
-	if k, ok := configkeys.TopicKey(topicKey); ok && k.Broker != "" && len(s.staticSynonyms(k)) > 0 {
-		return kmsg.ConfigSourceStaticBrokerConfig
+	if k, ok := configkeys.TopicKey(topicKey); ok && k.Broker != "" {
+		return s.brokerChain(k)[0].Source
 	}
 	return kmsg.ConfigSourceDefaultConfig
 }
 
 // topicSynonyms is the chain of places a topic key's value can come from,
 // highest precedence first, as Kafka lists them: the topic's override
-// (DYNAMIC_TOPIC_CONFIG), the broker names set in the broker's
-// configuration (STATIC_BROKER_CONFIG), the default (DEFAULT_CONFIG). The
-// first link is the value's source.
+// (DYNAMIC_TOPIC_CONFIG), the dynamic broker configs
+// (DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG), the broker names
+// set in the broker's configuration (STATIC_BROKER_CONFIG), the default
+// (DEFAULT_CONFIG). The first link is the value's source.
 func (s *Server) topicSynonyms(k *configkeys.Key, overrides map[string]string) []configSynonym {
 	var syn []configSynonym
 	if v, ok := overrides[k.Topic]; ok {
 		syn = append(syn, configSynonym{Name: k.Topic, Value: kmsg.StringPtr(v), Source: kmsg.ConfigSourceDynamicTopicConfig})
 	}
 	if k.Broker != "" {
-		syn = append(syn, s.staticSynonyms(k)...)
+		return append(syn, s.brokerChain(k)...)
 	}
 	return append(syn, defaultSynonym(k))
 }
@@ -244,7 +292,7 @@ func (s *Server) describeTopicConfigs(rr *kmsg.DescribeConfigsRequestResource, o
 			return nil, newAPIError(kerr.UnknownTopicOrPartition, "topic %q does not exist", rr.ResourceName)
 		}
 		overrides = engineConfigs(vt.Configs)
-		c, err := s.cfg.LogDefaults.Apply(overrides)
+		c, err := s.logDefaults().Apply(overrides)
 		if err != nil {
 			return nil, newAPIError(kerr.InvalidConfig, "topic %q: %v", rr.ResourceName, err)
 		}
@@ -269,8 +317,10 @@ func (s *Server) describeTopicConfigs(rr *kmsg.DescribeConfigsRequestResource, o
 }
 
 func (s *Server) describeBrokerConfigs(rr *kmsg.DescribeConfigsRequestResource, opts describeOpts) ([]kmsg.DescribeConfigsResponseResourceConfig, *apiError) {
+	d := s.dynamicConfigs()
 	if rr.ResourceName == "" {
-		return nil, nil // no dynamic cluster-wide defaults
+		// The cluster-wide default: the dynamic configs set there only.
+		return describeLayer(d.Default, kmsg.ConfigSourceDynamicDefaultBrokerConfig, rr.ConfigNames, opts, nil), nil
 	}
 	if id, err := strconv.ParseInt(rr.ResourceName, 10, 32); err != nil || int32(id) != s.cfg.NodeID {
 		return nil, newAPIError(kerr.InvalidRequest,
@@ -286,8 +336,45 @@ func (s *Server) describeBrokerConfigs(rr *kmsg.DescribeConfigsRequestResource, 
 		if v, ok := s.brokerValue(k); ok {
 			value = kmsg.StringPtr(v)
 		}
-		chain := append(s.staticSynonyms(k), defaultSynonym(k))
-		out = append(out, describedConfig(bn.name, value, k, chain, k.ReadOnly(configkeys.Broker), opts))
+		out = append(out, describedConfig(bn.name, value, k, s.brokerChain(k), k.ReadOnly(configkeys.Broker), opts))
 	}
-	return out, nil
+	// Per-listener dynamic configs (listener.name.<l>.max.connections):
+	// this broker's, then the default's not overridden here.
+	out = append(out, describeLayer(d.Broker, kmsg.ConfigSourceDynamicBrokerConfig, rr.ConfigNames, opts, listenerOnly)...)
+	def := map[string]string{}
+	for n, v := range d.Default {
+		if _, over := d.Broker[n]; !over {
+			def[n] = v
+		}
+	}
+	return append(out, describeLayer(def, kmsg.ConfigSourceDynamicDefaultBrokerConfig, rr.ConfigNames, opts, listenerOnly)...), nil
+}
+
+// listenerOnly keeps per-listener names.
+func listenerOnly(name string) bool {
+	_, _, ok := configkeys.SplitListener(name)
+	return ok
+}
+
+// describeLayer describes the configs of one dynamic layer (those keep
+// passes; nil: all), sorted by name, each its own one-link chain.
+func describeLayer(layer map[string]string, src kmsg.ConfigSource, names []string, opts describeOpts, keep func(string) bool) []kmsg.DescribeConfigsResponseResourceConfig {
+	var out []kmsg.DescribeConfigsResponseResourceConfig
+	for _, name := range slices.Sorted(maps.Keys(layer)) {
+		if !wanted(names, name) || keep != nil && !keep(name) {
+			continue
+		}
+		base := name
+		if _, key, ok := configkeys.SplitListener(name); ok {
+			base = key
+		}
+		k, ok := configkeys.BrokerKey(base)
+		if !ok {
+			continue
+		}
+		v := layer[name]
+		chain := []configSynonym{{Name: name, Value: kmsg.StringPtr(v), Source: src}}
+		out = append(out, describedConfig(name, kmsg.StringPtr(v), k, chain, false, opts))
+	}
+	return out
 }

@@ -155,7 +155,8 @@ func TestDescribeBrokerConfigs(t *testing.T) {
 		{"advertised.listeners", "PLAINTEXT://" + addr, kmsg.ConfigSourceStaticBrokerConfig},
 	} {
 		e, ok := all[want.key]
-		if !ok || e.Value == nil || *e.Value != want.value || e.Source != want.source || !e.ReadOnly {
+		k, _ := configkeys.BrokerKey(want.key)
+		if !ok || e.Value == nil || *e.Value != want.value || e.Source != want.source || e.ReadOnly != k.ReadOnly(configkeys.Broker) {
 			t.Fatalf("%s: %+v, want %s from %v", want.key, e, want.value, want.source)
 		}
 		if n := len(e.ConfigSynonyms); n == 0 || e.ConfigSynonyms[n-1].Source != kmsg.ConfigSourceDefaultConfig {
@@ -294,7 +295,7 @@ func TestDescribeConfigsStaticBrokerConfig(t *testing.T) {
 			continue
 		}
 		e, ok := all[k.Broker]
-		if !ok || !e.ReadOnly || e.ConfigType != kmsg.ConfigType(k.Type) || e.Documentation == nil || *e.Documentation != k.Doc {
+		if !ok || e.ReadOnly != k.ReadOnly(configkeys.Broker) || e.ConfigType != kmsg.ConfigType(k.Type) || e.Documentation == nil || *e.Documentation != k.Doc {
 			t.Fatalf("broker %s: %+v", k.Broker, e)
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"github.com/stratalog/strata/auth"
 	"github.com/stratalog/strata/controller"
 	"github.com/stratalog/strata/engine"
-	"github.com/stratalog/strata/internal/configkeys"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -33,10 +32,11 @@ type configEdit func(overrides map[string]string, current engine.LogConfig) (map
 // UNKNOWN_TOPIC_OR_PARTITION; a resource named twice in one request is
 // INVALID_REQUEST. validate_only checks without applying. The change is
 // persisted (the engine's topic file, or the controller in cluster mode) and
-// applied without a restart. BROKER resources: an empty config set
-// succeeds, anything else is INVALID_REQUEST (broker keys are read-only in
-// internal/configkeys: set them in the properties file); other resource
-// types: INVALID_REQUEST.
+// applied without a restart. BROKER resources (dynconfig.go): the set
+// becomes the dynamic configs of the cluster-wide default (name "") or of
+// a broker (its id); a key that is not dynamic at the broker, unknown or
+// badly valued is INVALID_REQUEST naming it, as Kafka answers; other
+// resource types: INVALID_REQUEST.
 func handleAlterConfigs(s *Server, rc *reqCtx) {
 	req := rc.req.(*kmsg.AlterConfigsRequest)
 	run := func(ctx context.Context) {
@@ -72,11 +72,7 @@ func handleAlterConfigs(s *Server, rc *reqCtx) {
 						func(map[string]string, engine.LogConfig) (map[string]string, error) { return set, nil })
 				}
 			case rr.ResourceType == kmsg.ConfigResourceTypeBroker:
-				names := make([]string, len(rr.Configs))
-				for i := range rr.Configs {
-					names[i] = rr.Configs[i].Name
-				}
-				err = s.alterBrokerConfigs(rr.ResourceName, names)
+				err = s.alterBrokerConfigs(ctx, rr.ResourceName, req.ValidateOnly, setBrokerConfigs(rr.Configs)) // dynconfig.go
 			default:
 				err = newAPIError(kerr.InvalidRequest, "unsupported resource type %v", rr.ResourceType)
 			}
@@ -115,26 +111,6 @@ func duplicateResources(n int, at func(i int) (int8, string)) map[resourceKey]bo
 	return dups
 }
 
-// alterBrokerConfigs answers a BROKER resource changing the keys names.
-// No broker key is dynamic (internal/configkeys: every one is read-only at
-// the broker), so any change is INVALID_REQUEST, Kafka's answer to a
-// non-dynamic key (KAFKA-13609); an unknown name too, since nothing could
-// store it. An empty set succeeds.
-func (s *Server) alterBrokerConfigs(name string, names []string) error {
-	if name != "" && name != itoa32(s.cfg.NodeID) {
-		return newAPIError(kerr.InvalidRequest, "unexpected broker id %q: this is broker %d (or use an empty name)", name, s.cfg.NodeID)
-	}
-	for _, n := range names {
-		if err := configkeys.CheckAlter(configkeys.Broker, n, nil); err != nil {
-			return newAPIError(kerr.InvalidRequest, "%v", err)
-		}
-	}
-	if len(names) > 0 { // a dynamic broker key nothing would apply
-		return newAPIError(kerr.InvalidRequest, "broker configs cannot be updated dynamically: set them in the broker's properties file")
-	}
-	return nil
-}
-
 // alterTopicConfigs applies edit to topic name's overrides: validated,
 // then (unless validateOnly) persisted and applied.
 func (s *Server) alterTopicConfigs(ctx context.Context, name string, validateOnly bool, edit configEdit) error {
@@ -152,7 +128,7 @@ func (s *Server) alterTopicConfigs(ctx context.Context, name string, validateOnl
 	if err != nil {
 		return err
 	}
-	if _, err := s.cfg.LogDefaults.Apply(next); err != nil {
+	if _, err := s.logDefaults().Apply(next); err != nil {
 		return err
 	}
 	if validateOnly {
@@ -173,8 +149,8 @@ func (s *Server) clusterAlterTopicConfigs(ctx context.Context, name string, vali
 	if vt == nil {
 		return newAPIError(kerr.UnknownTopicOrPartition, "topic %q does not exist", name)
 	}
-	cur := s.cfg.LogDefaults
-	if c, err := s.cfg.LogDefaults.Apply(engineConfigs(vt.Configs)); err == nil {
+	cur := s.logDefaults()
+	if c, err := s.logDefaults().Apply(engineConfigs(vt.Configs)); err == nil {
 		cur = c
 	}
 	next, err := edit(maps.Clone(vt.Configs), cur)
@@ -185,7 +161,7 @@ func (s *Server) clusterAlterTopicConfigs(ctx context.Context, name string, vali
 	if err != nil {
 		return err
 	}
-	if _, err := s.cfg.LogDefaults.Apply(overrides); err != nil {
+	if _, err := s.logDefaults().Apply(overrides); err != nil {
 		return err
 	}
 	if validateOnly {

@@ -21,7 +21,8 @@ func init() { register(44, 0, 1, handleIncrementalAlterConfigs) }
 // internal/configkeys: cleanup.policy; other keys: INVALID_CONFIG). A null value for SET/APPEND/SUBTRACT, an unknown
 // operation or a key named twice in one resource is INVALID_REQUEST; the
 // rest is checked as in AlterConfigs (same errors, validate_only,
-// persistence, application without restart).
+// persistence, application without restart). BROKER resources: the same
+// operations on the dynamic broker configs (dynconfig.go).
 func handleIncrementalAlterConfigs(s *Server, rc *reqCtx) {
 	req := rc.req.(*kmsg.IncrementalAlterConfigsRequest)
 	run := func(ctx context.Context) {
@@ -48,11 +49,10 @@ func handleIncrementalAlterConfigs(s *Server, rc *reqCtx) {
 						})
 				}
 			case rr.ResourceType == kmsg.ConfigResourceTypeBroker:
-				names := make([]string, len(rr.Configs))
-				for i := range rr.Configs {
-					names[i] = rr.Configs[i].Name
+				if err = checkIncrementalOps(rr.Configs); err == nil {
+					err = s.alterBrokerConfigs(ctx, rr.ResourceName, req.ValidateOnly,
+						s.incrementalBrokerEdit(rr.Configs, rr.ResourceName != "")) // dynconfig.go
 				}
-				err = s.alterBrokerConfigs(rr.ResourceName, names)
 			case rr.ResourceType == kmsg.ConfigResourceTypeGroupConfig:
 				err = s.alterGroupConfigs(rr.ResourceName, rr.Configs, req.ValidateOnly) // share.go
 			default:

@@ -158,6 +158,14 @@ type Config struct {
 	// per listener; netpoll.ConnLimits); nil: none.
 	ConnLimits *netpoll.ConnLimits
 
+	// Reconfigure checks (apply false) or applies (true) the dynamic
+	// broker configs other than the topic defaults (dynconfig.go):
+	// dynamic is every dynamic config in force, this broker's over the
+	// cluster-wide default, by the names they were set under. It returns
+	// the connection limits they make (nil: unchanged), which the Server
+	// applies. nil: only the topic defaults can be changed at runtime.
+	Reconfigure func(dynamic map[string]string, apply bool) (*netpoll.ConnLimits, error)
+
 	Groups  GroupsConfig  // consumer groups (groups.go)
 	Txn     TxnConfig     // producer ids, idempotence, transactions (producers.go)
 	Cluster ClusterConfig // replication and the controller (cluster.go)
@@ -210,6 +218,7 @@ type Server struct {
 	sessions  fetchSessions   // fetch_session.go: open fetch sessions
 	blackhole blackholeState  // 00_produce.go: --blackhole offsets
 	mutations mutationBuckets // mutation_quota.go: controller_mutation_rate buckets
+	dyn       dynState        // dynconfig.go: dynamic broker configs
 }
 
 type endpoint struct {
@@ -262,6 +271,7 @@ func New(cfg Config, eng *engine.Engine) *Server {
 		Limits:                cfg.ConnLimits,
 	}, connHandler{s})
 	s.initCluster()
+	s.initDynamic() // dynconfig.go
 	s.initTxn()
 	s.initGroups()
 	s.initMetrics()

@@ -34,17 +34,26 @@ var clusterVerbs = []verbDoc{
 			"smaller than the replica set), under min ISR (an ISR smaller than the topic's\n" +
 			"min.insync.replicas: acks=all produce fails) and offline (no leader)."}},
 	{"describe-config", "a broker's configuration and where each value comes from", cmdDoc{name: "cluster describe-config",
-		usage: "strata cluster describe-config [--broker N] [--all] [--format text|json]",
+		usage: "strata cluster describe-config [--broker N | --default] [--all] [--format text|json]",
 		about: "Prints broker N's configuration (default: the first broker the client reaches): each key,\n" +
-			"its value and its source (STATIC_BROKER_CONFIG: the properties file or a flag;\n" +
-			"DEFAULT_CONFIG: the built-in default; DYNAMIC_*: set at run time). Without --all only\n" +
-			"the keys not at their default. Sensitive values print as (sensitive)."}},
+			"its value and its source (DYNAMIC_BROKER_CONFIG: set at run time for this broker;\n" +
+			"DYNAMIC_DEFAULT_BROKER_CONFIG: set at run time as the cluster-wide default;\n" +
+			"STATIC_BROKER_CONFIG: the properties file or a flag; DEFAULT_CONFIG: the built-in\n" +
+			"default). Without --all only the keys not at their default. With --default, the\n" +
+			"cluster-wide dynamic defaults alone (kafka-configs --entity-default). Sensitive values\n" +
+			"print as (sensitive)."}},
 	{"alter-config", "set or remove dynamic broker configuration", cmdDoc{name: "cluster alter-config",
 		usage: "strata cluster alter-config [--broker N] [--set key=value ...] [--delete key ...] [--validate-only]",
-		about: "Changes dynamic broker configuration (IncrementalAlterConfigs): of broker N, or with\n" +
-			"--broker -1 (the default) the cluster-wide default. Kafka and Redpanda accept their\n" +
-			"dynamic keys; Strata refuses every change (its broker keys are set in the properties\n" +
-			"file or by flags, and take effect at restart)."}},
+		about: "Changes dynamic broker configuration (IncrementalAlterConfigs), as kafka-configs\n" +
+			"--entity-type brokers does: of broker N, or with --broker -1 (the default) the\n" +
+			"cluster-wide default, which every broker without its own value follows. The change\n" +
+			"applies without a restart and is kept (the controller's metadata in a cluster, the data\n" +
+			"directory on a single broker); --delete goes back to the properties file's value. Strata's\n" +
+			"dynamic keys: the log.* topic defaults (log.retention.ms, log.segment.bytes,\n" +
+			"log.cleanup.policy, message.max.bytes, ...), the connection limits (max.connections,\n" +
+			"max.connections.per.ip and its overrides, max.connection.creation.rate, per listener too)\n" +
+			"and, per broker only, ssl.keystore.location and ssl.truststore.location (also per\n" +
+			"listener). Other keys are refused, naming the key."}},
 	logDirsVerb, // cli_logdirs.go
 }
 
@@ -58,6 +67,7 @@ type clusterFlags struct {
 	set          multiFlag
 	del          multiFlag
 	validateOnly bool
+	dflt         bool      // describe-config --default
 	topics       multiFlag // log-dirs
 	partitions   bool      // log-dirs
 }
@@ -72,6 +82,7 @@ func newClusterFlags(v verbDoc) *clusterFlags {
 	case "describe-config":
 		f.fs.Var(&f.format, "format", formatHelp)
 		f.fs.IntVar(&f.broker, "broker", -1, "the broker `id` whose configuration to print (-1: the first one reached)")
+		f.fs.BoolVar(&f.dflt, "default", false, "the cluster-wide dynamic defaults instead of a broker's configuration")
 		f.fs.BoolVar(&f.all, "all", false, "every key, defaults included")
 	case "log-dirs":
 		f.fs.Var(&f.format, "format", formatHelp)
@@ -129,6 +140,9 @@ func (f *clusterFlags) check(verb string, pos []string) error {
 	}
 	if f.broker < -1 {
 		return fmt.Errorf("--broker %d: want a broker id or -1", f.broker)
+	}
+	if f.dflt && f.broker >= 0 {
+		return errors.New("--default and --broker go separately")
 	}
 	if verb == "alter-config" {
 		set, err := parseKV(f.set, "--set")
@@ -284,6 +298,20 @@ type configJSON struct {
 
 func clusterDescribeConfig(ctx context.Context, adm *kadm.Client, f *clusterFlags, w io.Writer) error {
 	broker := int32(f.broker)
+	if f.dflt {
+		rcs, err := adm.DescribeBrokerConfigs(ctx) // the resource "": the cluster-wide defaults
+		if err != nil {
+			return err
+		}
+		rc, err := rcs.On("", nil)
+		if err != nil {
+			return err
+		}
+		if rc.Err != nil {
+			return fmt.Errorf("cluster-wide defaults: %w%s", rc.Err, errDetail(rc.Err, rc.ErrMessage))
+		}
+		return printConfigs(rc.Configs, true, f.format, w)
+	}
 	if f.broker < 0 {
 		md, err := adm.BrokerMetadata(ctx)
 		if err != nil {
@@ -305,9 +333,15 @@ func clusterDescribeConfig(ctx context.Context, adm *kadm.Client, f *clusterFlag
 	if rc.Err != nil {
 		return fmt.Errorf("broker %d: %w%s", broker, rc.Err, errDetail(rc.Err, rc.ErrMessage))
 	}
+	return printConfigs(rc.Configs, f.all, f.format, w)
+}
+
+// printConfigs prints a resource's configs (those at their default only
+// with all), sorted by key.
+func printConfigs(configs []kadm.Config, all bool, format outputFormat, w io.Writer) error {
 	out := []configJSON{}
-	for _, c := range rc.Configs {
-		if !f.all && c.Source == kmsg.ConfigSourceDefaultConfig {
+	for _, c := range configs {
+		if !all && c.Source == kmsg.ConfigSourceDefaultConfig {
 			continue
 		}
 		cj := configJSON{Key: c.Key, Value: c.Value, Source: c.Source.String(), Sensitive: c.Sensitive}
@@ -317,7 +351,7 @@ func clusterDescribeConfig(ctx context.Context, adm *kadm.Client, f *clusterFlag
 		out = append(out, cj)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
-	if f.format == formatJSON {
+	if format == formatJSON {
 		return writeJSON(w, out)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

@@ -89,9 +89,36 @@ func TestClusterCommands(t *testing.T) {
 	if _, err := cluster("describe-config", "--broker", "7"); err == nil {
 		t.Error("describe-config of a broker that does not exist succeeded")
 	}
-	// Strata's broker keys are not dynamic: the broker's refusal is the error.
-	if _, err := cluster("alter-config", "--set", "log.retention.ms=1000"); err == nil || !strings.Contains(err.Error(), "cannot be updated dynamically") {
-		t.Errorf("alter-config: %v", err)
+	// A key that is not dynamic: the broker's refusal, naming it, is the error.
+	if _, err := cluster("alter-config", "--set", "num.partitions=3"); err == nil || !strings.Contains(err.Error(), "num.partitions") ||
+		!strings.Contains(err.Error(), "cannot be updated dynamically") {
+		t.Errorf("alter-config num.partitions: %v", err)
+	}
+	// A dynamic one: the cluster-wide default, then broker 0's own.
+	out, err = cluster("alter-config", "--set", "log.retention.ms=3600000", "--set", "log.segment.bytes=2097152")
+	if err != nil || !strings.Contains(out, "Altered the configuration of the cluster-wide broker default.") {
+		t.Fatalf("alter-config: %v\n%s", err, out)
+	}
+	out, err = cluster("describe-config", "--default")
+	if err != nil || !regexpLine(out, `^log\.retention\.ms\s+3600000\s+DYNAMIC_DEFAULT_BROKER_CONFIG$`) {
+		t.Errorf("describe-config --default: %v\n%s", err, out)
+	}
+	if _, err := cluster("alter-config", "--broker", "0", "--set", "log.retention.ms=7200000"); err != nil {
+		t.Fatal(err)
+	}
+	out, err = cluster("describe-config", "--broker", "0")
+	if err != nil || !regexpLine(out, `^log\.retention\.ms\s+7200000\s+DYNAMIC_BROKER_CONFIG$`) ||
+		!regexpLine(out, `^log\.segment\.bytes\s+2097152\s+DYNAMIC_DEFAULT_BROKER_CONFIG$`) {
+		t.Errorf("describe-config after alter-config: %v\n%s", err, out)
+	}
+	for _, args := range [][]string{{"--broker", "0", "--delete", "log.retention.ms"}, {"--delete", "log.retention.ms", "--delete", "log.segment.bytes"}} {
+		if _, err := cluster(append([]string{"alter-config"}, args...)...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err = cluster("describe-config", "--broker", "0")
+	if err != nil || strings.Contains(out, "DYNAMIC") {
+		t.Errorf("describe-config after --delete: %v\n%s", err, out)
 	}
 }
 

@@ -152,9 +152,19 @@ func serve(cfg config.Broker, remoteProps map[string]string, logger *slog.Logger
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
+	// The dynamic broker configs kept in the data directory: the engine
+	// opens with their topic defaults, so retention never runs under the
+	// properties file's alone (server/dynconfig.go applies the rest).
+	engDefaults := logDefaults
+	if dyn, err := server.LoadDynamicConfigs(absDir); err != nil {
+		logger.Error("reading the dynamic broker configs; starting without them", "err", err)
+	} else if engDefaults, err = server.DynamicLogDefaults(logDefaults, dyn); err != nil {
+		logger.Error("dynamic broker configs: topic defaults not applied", "err", err)
+		engDefaults = logDefaults
+	}
 	eng, err := engine.Open(engine.Options{
 		Dir:                    absDir,
-		Log:                    logDefaults,
+		Log:                    engDefaults,
 		Logger:                 logger,
 		IOBackend:              cfg.IOBackend,
 		DisableSharedFlush:     cfg.NoSharedFlush,
@@ -204,7 +214,8 @@ func serve(cfg config.Broker, remoteProps map[string]string, logger *slog.Logger
 		AutoCreateTopics:   cfg.AutoCreateTopics,
 		MaxRequestBytes:    cfg.MaxRequestBytes,
 		FetchMaxBytes:      cfg.FetchMaxBytes,
-		BrokerConfigs:      cfg.Static, // DescribeConfigs' STATIC_BROKER_CONFIG; the log defaults come from eng
+		BrokerConfigs:      cfg.Static,  // DescribeConfigs' STATIC_BROKER_CONFIG
+		LogDefaults:        logDefaults, // the properties file's topic defaults; the dynamic ones go over them
 		ConnectionsMaxIdle: time.Duration(cfg.MaxIdleMs) * time.Millisecond,
 		Logger:             logger,
 		Cluster: server.ClusterConfig{
@@ -224,7 +235,8 @@ func serve(cfg config.Broker, remoteProps map[string]string, logger *slog.Logger
 		Scram:          scram, // SASL SCRAM users; Describe/AlterUserScramCredentials
 		Authorizer:     authz, // ACLs (nil: none)
 		Quotas:         quotas,
-		ConnLimits:     limits, // max.connections and the other connection limits
+		ConnLimits:     limits,                  // max.connections and the other connection limits
+		Reconfigure:    dynamicReconfigure(cfg), // serve_dynconfig.go: dynamic connection limits and SSL stores
 	}, eng)
 	rm, err := openRemote(cfg, remoteProps, absDir, eng, srv, logger) // serve_remote.go
 	if err != nil {

@@ -44,6 +44,56 @@ type SSL struct {
 	// keys names, per setting, the key it came from (a listener.name.
 	// override or the global key), so errors name what to fix.
 	keys map[string]string
+
+	// storeMu guards KeystoreLocation and TruststoreLocation once the
+	// listener serves: SetStores changes them (dynamic broker configs).
+	storeMu sync.Mutex
+}
+
+// storeLocations returns the keystore and trust store files in use.
+func (s *SSL) storeLocations() (keystore, truststore string) {
+	s.storeMu.Lock()
+	defer s.storeMu.Unlock()
+	return s.KeystoreLocation, s.TruststoreLocation
+}
+
+// Locations returns the keystore and trust store files in use (SetStores
+// changes them).
+func (s *SSL) Locations() (keystore, truststore string) { return s.storeLocations() }
+
+// CheckStores loads the key, certificate chain and trust store s names,
+// as a handshake would, and reports why they do not load.
+func (s *SSL) CheckStores() error {
+	_, _, err := s.load()
+	return err
+}
+
+// SetStores makes the listener use the key and certificates of keystore
+// and the CAs of truststore (ssl.keystore.location and
+// ssl.truststore.location changed at runtime, Kafka's dynamic SSL
+// reconfiguration): they are loaded first and refused, with nothing
+// changed, when they do not load (or when s has inline PEM instead of
+// files: the file and the inline form exclude each other); new
+// handshakes and dials use them, connections open keep theirs.
+func (s *SSL) SetStores(keystore, truststore string) error {
+	if (keystore != "" && (s.KeystoreChain != "" || s.KeystoreKey != "")) || (truststore != "" && s.TruststoreCerts != "") {
+		return s.errf("ssl.keystore.location", "set either a store location or its inline PEM, not both")
+	}
+	if keystore == "" && s.KeystoreChain == "" {
+		return s.errf("ssl.keystore.location", "an SSL listener needs a private key and certificate chain")
+	}
+	if s.ClientAuth != tls.NoClientCert && truststore == "" && s.TruststoreCerts == "" {
+		return s.errf("ssl.truststore.location", "client certificates are verified against the trust store")
+	}
+	probe := &SSL{Listener: s.Listener, KeystoreLocation: keystore, KeystoreChain: s.KeystoreChain, KeystoreKey: s.KeystoreKey,
+		KeyPassword: s.KeyPassword, TruststoreLocation: truststore, TruststoreCerts: s.TruststoreCerts, keys: s.keys}
+	if err := probe.CheckStores(); err != nil {
+		return err
+	}
+	s.storeMu.Lock()
+	s.KeystoreLocation, s.TruststoreLocation = keystore, truststore
+	s.storeMu.Unlock()
+	return nil
 }
 
 // Kafka's TLS protocol names.
@@ -211,12 +261,13 @@ type material struct {
 
 // load reads the key, chain and trust store.
 func (s *SSL) load() (*material, []fileStamp, error) {
-	stamps := stampFiles(s.KeystoreLocation, s.TruststoreLocation)
+	keystore, truststore := s.storeLocations()
+	stamps := stampFiles(keystore, truststore)
 	m := &material{}
 	var keyPEM, chainPEM []byte
 	keyKey := "ssl.keystore.key"
-	if s.KeystoreLocation != "" {
-		b, err := os.ReadFile(s.KeystoreLocation)
+	if keystore != "" {
+		b, err := os.ReadFile(keystore)
 		if err != nil {
 			return nil, nil, s.errf("ssl.keystore.location", "%v", err)
 		}
@@ -234,8 +285,8 @@ func (s *SSL) load() (*material, []fileStamp, error) {
 	m.cert = cert
 	var caPEM []byte
 	caKey := "ssl.truststore.certificates"
-	if s.TruststoreLocation != "" {
-		b, err := os.ReadFile(s.TruststoreLocation)
+	if truststore != "" {
+		b, err := os.ReadFile(truststore)
 		if err != nil {
 			return nil, nil, s.errf("ssl.truststore.location", "%v", err)
 		}
@@ -360,7 +411,7 @@ type reloader struct {
 func (r *reloader) get() *tls.Config {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	now := stampFiles(r.s.KeystoreLocation, r.s.TruststoreLocation)
+	now := stampFiles(r.s.storeLocations())
 	if r.cur != nil && (slices.Equal(now, r.stamps) || slices.Equal(now, r.failed)) {
 		return r.cur
 	}

@@ -38,6 +38,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -138,7 +139,11 @@ type Key struct {
 	// IncrementalAlterConfigs may change the key while the broker runs;
 	// at any other scope it is read-only (set in the properties file).
 	Dynamic Scope
-	Type    Type
+	// PerBroker marks a key dynamic at the broker only for one broker (a
+	// BROKER resource named by its id), not as the cluster-wide default,
+	// as Kafka's per-broker configs (the SSL stores).
+	PerBroker bool
+	Type      Type
 	// Min and Max bound an integer key (both zero: the type's range);
 	// MinFloat and MaxFloat a Double key (both zero: any number but NaN).
 	Min, Max           int64
@@ -503,5 +508,91 @@ func TopicDefaults() map[string]string {
 			out[k.Topic] = k.Default
 		}
 	}
+	return out
+}
+
+// listenerPrefix opens a per-listener broker name
+// (listener.name.<listener>.<key>).
+const listenerPrefix = "listener.name."
+
+// SplitListener splits a per-listener name
+// (listener.name.external.max.connections) into its listener, lower case
+// as Kafka keeps listener names in these keys, and key; ok false for any
+// other name.
+func SplitListener(name string) (listener, key string, ok bool) {
+	rest, found := strings.CutPrefix(name, listenerPrefix)
+	if !found {
+		return "", "", false
+	}
+	i := strings.IndexByte(rest, '.')
+	if i <= 0 || i == len(rest)-1 {
+		return "", "", false
+	}
+	return rest[:i], rest[i+1:], true
+}
+
+// listenerDynamic are the keys that may also be changed at runtime for one
+// listener (listener.name.<listener>.<key>), as in Kafka.
+var listenerDynamic = map[string]bool{
+	"max.connections":              true,
+	"max.connection.creation.rate": true,
+	"ssl.keystore.location":        true,
+	"ssl.truststore.location":      true,
+}
+
+// CheckBrokerAlter checks one change of a BROKER resource's dynamic
+// configuration (AlterConfigs, IncrementalAlterConfigs): name is a broker
+// name or synonym, or a per-listener name of a key that may be set per
+// listener; perBroker is true for a broker id and false for the
+// cluster-wide default (an empty resource name). An unknown name wraps
+// ErrUnknown; a key that is not dynamic at the broker, or that is
+// PerBroker and set as the default, ErrReadOnly; a bad value (nil: a
+// deletion, not checked) ErrInvalid. It returns the key.
+func CheckBrokerAlter(name string, value *string, perBroker bool) (*Key, error) {
+	base := name
+	if _, key, ok := SplitListener(name); ok {
+		if !listenerDynamic[key] {
+			return nil, &keyError{kind: ErrReadOnly, name: name, reason: "only " + strings.Join(sortedKeys(listenerDynamic), ", ") + " can be changed at runtime for one listener"}
+		}
+		base = key
+	}
+	b, ok := byName.broker[base]
+	if !ok {
+		return nil, &keyError{kind: ErrUnknown, name: name, reason: "not a broker config"}
+	}
+	k := b.key
+	if k.ReadOnly(Broker) {
+		return nil, &keyError{kind: ErrReadOnly, name: name, reason: "read-only: set it in the broker's properties file"}
+	}
+	if k.PerBroker && !perBroker {
+		return nil, &keyError{kind: ErrReadOnly, name: name, reason: "can only be changed for one broker (a BROKER resource named by its id), not as the cluster-wide default"}
+	}
+	if value == nil {
+		return k, nil
+	}
+	if _, err := k.parse(name, *value, b.scale); err != nil {
+		return nil, err
+	}
+	return k, nil
+}
+
+// DynamicBrokerKeys returns the broker names of the keys that can be
+// changed at runtime at the broker, in the table's order.
+func DynamicBrokerKeys() []string {
+	var out []string
+	for i := range keys {
+		if k := &keys[i]; k.Broker != "" && !k.ReadOnly(Broker) {
+			out = append(out, k.Broker)
+		}
+	}
+	return out
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
 	return out
 }

@@ -45,10 +45,14 @@ func TestTableIsWellFormed(t *testing.T) {
 		if k.Dynamic&^k.Scope() != 0 {
 			t.Errorf("%s: dynamic at %v but set at %v", name, k.Dynamic, k.Scope())
 		}
-		// Nothing applies a broker key at runtime yet: AlterConfigs on a
-		// BROKER resource relies on every broker name being read-only.
-		if !k.ReadOnly(Broker) {
-			t.Errorf("%s: dynamic at the broker, which nothing implements", name)
+		// A key dynamic at the broker must be one the broker applies at
+		// runtime (server/dynconfig.go): a log key's default, a
+		// connection limit, an SSL store.
+		if !k.ReadOnly(Broker) && !k.Log && !appliedAtRuntime[k.Broker] {
+			t.Errorf("%s: dynamic at the broker, which nothing applies", name)
+		}
+		if k.PerBroker && k.ReadOnly(Broker) {
+			t.Errorf("%s: per broker but not dynamic at the broker", name)
 		}
 		for _, syn := range k.Synonyms {
 			// A value in another unit is converted only on its way to a
@@ -198,9 +202,18 @@ func TestTypeAndRangeErrors(t *testing.T) {
 	}
 }
 
+// The broker keys other than log defaults that the broker applies at
+// runtime.
+var appliedAtRuntime = map[string]bool{
+	"max.connections": true, "max.connections.per.ip": true, "max.connections.per.ip.overrides": true,
+	"max.connection.creation.rate": true, "ssl.keystore.location": true, "ssl.truststore.location": true,
+}
+
 func TestDynamicAndStaticKeys(t *testing.T) {
-	// Topic keys change at runtime; their broker names, and broker keys,
-	// are read-only: INVALID_REQUEST, as Kafka answers a non-dynamic key.
+	// Topic keys change at runtime; so do their broker names (the topic
+	// defaults) and the broker keys appliedAtRuntime lists; other broker
+	// keys are read-only: INVALID_REQUEST, as Kafka answers a non-dynamic
+	// key.
 	if err := CheckAlter(Topic, "retention.ms", ptr("1000")); err != nil {
 		t.Fatal(err)
 	}
@@ -210,14 +223,31 @@ func TestDynamicAndStaticKeys(t *testing.T) {
 	if err := CheckAlter(Topic, "min.insync.replicas", ptr("2")); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"log.retention.ms", "log.retention.hours", "num.partitions", "min.insync.replicas", "broker.id"} {
+	for _, name := range []string{"num.partitions", "min.insync.replicas", "broker.id", "log.dirs", "ssl.client.auth"} {
 		err := CheckAlter(Broker, name, ptr("1"))
 		if !errors.Is(err, ErrReadOnly) || ErrorCode(err) != CodeInvalidRequest {
 			t.Errorf("broker %s: %v (code %d), want ErrReadOnly, INVALID_REQUEST", name, err, ErrorCode(err))
 		}
+		if _, err := CheckBrokerAlter(name, ptr("1"), true); !errors.Is(err, ErrReadOnly) || !strings.Contains(err.Error(), name) {
+			t.Errorf("CheckBrokerAlter(%s): %v, want ErrReadOnly naming the key", name, err)
+		}
+	}
+	for _, name := range []string{"log.retention.ms", "log.retention.hours", "log.cleanup.policy", "max.connections", "max.connections.per.ip"} {
+		v := "1"
+		if name == "log.cleanup.policy" {
+			v = "compact"
+		}
+		if err := CheckAlter(Broker, name, ptr(v)); err != nil {
+			t.Errorf("broker %s: %v", name, err)
+		}
+		for _, perBroker := range []bool{true, false} {
+			if _, err := CheckBrokerAlter(name, ptr(v), perBroker); err != nil {
+				t.Errorf("CheckBrokerAlter(%s, per broker %v): %v", name, perBroker, err)
+			}
+		}
 	}
 	k, _ := TopicKey("segment.bytes")
-	if k.ReadOnly(Topic) || !k.ReadOnly(Broker) || k.Scope() != Broker|Topic {
+	if k.ReadOnly(Topic) || k.ReadOnly(Broker) || k.Scope() != Broker|Topic {
 		t.Fatalf("segment.bytes: read-only at topic %v, at broker %v, scope %v", k.ReadOnly(Topic), k.ReadOnly(Broker), k.Scope())
 	}
 	if ErrorCode(nil) != 0 || ErrorCode(errors.New("other")) != 0 {
@@ -273,3 +303,43 @@ func TestUpdateREADMERefusesBadMarkers(t *testing.T) {
 }
 
 func ptr(s string) *string { return &s }
+
+func TestCheckBrokerAlter(t *testing.T) {
+	for _, tc := range []struct {
+		name, value string
+		perBroker   bool
+		want        error
+	}{
+		{"log.retention.hours", "2", false, nil},
+		{"log.retention.hours", "x", true, ErrInvalid},
+		{"log.segment.bytes", "1", true, ErrInvalid}, // below 14
+		{"max.connections", "-1", false, ErrInvalid},
+		{"ssl.keystore.location", "/k.pem", true, nil},
+		{"ssl.keystore.location", "/k.pem", false, ErrReadOnly}, // per broker only, as in Kafka
+		{"listener.name.external.ssl.keystore.location", "/k.pem", true, nil},
+		{"listener.name.external.max.connections", "5", false, nil},
+		{"listener.name.external.max.connections", "x", false, ErrInvalid},
+		{"listener.name.external.ssl.client.auth", "required", true, ErrReadOnly},
+		{"listener.name.external.no.such", "1", true, ErrReadOnly},
+		{"no.such.key", "1", true, ErrUnknown},
+		{"retention.ms", "1", true, ErrUnknown}, // a topic name
+	} {
+		_, err := CheckBrokerAlter(tc.name, ptr(tc.value), tc.perBroker)
+		if tc.want == nil && err != nil || tc.want != nil && !errors.Is(err, tc.want) {
+			t.Errorf("CheckBrokerAlter(%s=%s, per broker %v) = %v, want %v", tc.name, tc.value, tc.perBroker, err, tc.want)
+		}
+		if err != nil && !strings.Contains(err.Error(), tc.name) {
+			t.Errorf("%s: error %q does not name the key", tc.name, err)
+		}
+	}
+	if l, k, ok := SplitListener("listener.name.external.max.connections"); !ok || l != "external" || k != "max.connections" {
+		t.Fatalf("SplitListener = %q %q %v", l, k, ok)
+	}
+	if _, _, ok := SplitListener("listener.name.x"); ok {
+		t.Fatal("SplitListener of a name without a key")
+	}
+	dyn := DynamicBrokerKeys()
+	if !contains(dyn, "log.retention.ms") || !contains(dyn, "max.connections") || contains(dyn, "num.partitions") {
+		t.Fatalf("DynamicBrokerKeys = %v", dyn)
+	}
+}

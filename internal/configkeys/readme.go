@@ -74,6 +74,13 @@ func (k *Key) readmeDoc() string {
 	default:
 		parts = append(parts, "topic: `"+k.Topic+"`")
 	}
+	switch {
+	case k.ReadOnly(Broker) || k.Broker == "":
+	case k.PerBroker:
+		parts = append(parts, "dynamic per broker")
+	default:
+		parts = append(parts, "dynamic")
+	}
 	if k.Doc != "" {
 		parts = append(parts, k.Doc)
 	}
