@@ -204,10 +204,11 @@ func (s *Server) topicSynonyms(k *configkeys.Key, overrides map[string]string) [
 // TOPIC: every log key (engine.TopicKeys) with its value, and its source
 // and synonyms (v1+, on request) as topicSynonyms chains them; read-only
 // false (topic keys are dynamic). BROKER: this broker's id gets every
-// broker key, read-only (none is dynamic: AlterConfigs changes topic keys
-// only), with its source (STATIC_BROKER_CONFIG when set in the properties
-// file or by a flag, else DEFAULT_CONFIG) and synonyms; an empty name
-// (cluster-wide dynamic defaults) gets none; another id is
+// broker key, read-only unless dynamic at the broker (dynconfig.go), with
+// its source (DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG,
+// STATIC_BROKER_CONFIG when set in the properties file or by a flag, else
+// DEFAULT_CONFIG) and synonyms, then its per-listener dynamic configs; an
+// empty name gets the cluster-wide dynamic defaults set; another id is
 // INVALID_REQUEST, as in Kafka. v3+: each key's type, and its
 // documentation on request. ConfigNames, when non-null, filters the keys
 // (unknown names are left out). GROUP: the share-group configs

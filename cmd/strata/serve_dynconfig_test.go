@@ -1,11 +1,24 @@
 package main
 
 import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stratalog/strata/internal/config"
+	"github.com/stratalog/strata/internal/stratatest"
 	"github.com/stratalog/strata/internal/tlstest"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // strata serve's Reconfigure: dynamic connection limits come back as
@@ -55,4 +68,168 @@ func TestDynamicReconfigure(t *testing.T) {
 	if ks, _ := live.Locations(); ks != first.Path {
 		t.Fatalf("keystore after the dynamic one is deleted: %s", ks)
 	}
+}
+
+// strata serve, end to end: with kadm (IncrementalAlterConfigs on the
+// BROKER resources) an SSL listener's keystore is switched without a
+// restart (the next handshake presents the new certificate), a
+// max.connections.per.ip override limits new connections, and a default
+// retention is set; DescribeConfigs reports their sources; a restart of
+// the binary keeps all three (the data directory's file).
+func TestServeDynamicBrokerConfigs(t *testing.T) {
+	const hangGuard = 2 * time.Minute // not a performance threshold
+	bin, cleanup, err := stratatest.BuildBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cleanup)
+	dir := t.TempDir()
+	ca := tlstest.NewCA(t, dir, "ca")
+	first, second := ca.Server(t, dir, "first"), ca.Server(t, dir, "second")
+	props := filepath.Join(dir, "server.properties")
+	if err := os.WriteFile(props, []byte(strings.Join([]string{
+		"log.dirs=" + filepath.Join(dir, "data"),
+		"listeners=PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+		"ssl.keystore.location=" + first.Path,
+	}, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	start := func() (plain, ssl string, stop func()) {
+		t.Helper()
+		logs := &stratatest.LogBuffer{}
+		cmd := exec.Command(bin, "serve", "--config", props)
+		cmd.Stderr = logs
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		t.Cleanup(func() { cmd.Process.Kill() })
+		deadline := time.After(hangGuard)
+		wait := func(re *regexp.Regexp) []string {
+			t.Helper()
+			for {
+				if m := re.FindStringSubmatch(logs.String()); m != nil {
+					return m
+				}
+				select {
+				case err := <-exited:
+					t.Fatalf("strata serve exited: %v\n%s", err, logs)
+				case <-deadline:
+					t.Fatalf("strata serve never logged %s\n%s", re, logs)
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+		}
+		plain = wait(regexp.MustCompile(`msg="strata broker listening".* listener=PLAINTEXT .*listen=(\S+)`))[1]
+		ssl = wait(regexp.MustCompile(`msg="strata broker listening".* listener=SSL .*listen=(\S+)`))[1]
+		return plain, ssl, func() {
+			cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-exited:
+			case <-time.After(hangGuard):
+				t.Fatal("strata serve did not stop on SIGTERM")
+			}
+		}
+	}
+	servedCert := func(addr string) string {
+		t.Helper()
+		c, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", addr, &tls.Config{RootCAs: ca.Pool, ServerName: "127.0.0.1", InsecureSkipVerify: true})
+		if err != nil {
+			t.Fatalf("TLS to %s: %v", addr, err)
+		}
+		defer c.Close()
+		return c.ConnectionState().PeerCertificates[0].Subject.CommonName
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	plain, ssl, stop := start()
+	if got := servedCert(ssl); got != "first" {
+		t.Fatalf("serving %s", got)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(plain))
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm := kadm.NewClient(cl)
+	alter := func(cfgs []kadm.AlterConfig, brokers ...int32) error {
+		rs, err := adm.AlterBrokerConfigs(ctx, cfgs, brokers...)
+		if err != nil {
+			return err
+		}
+		if len(rs) != 1 {
+			return fmt.Errorf("%d responses", len(rs))
+		}
+		if rs[0].Err != nil {
+			return fmt.Errorf("%w: %s", rs[0].Err, rs[0].ErrMessage)
+		}
+		return nil
+	}
+	// A keystore that does not load is refused, naming the key.
+	if err := alter([]kadm.AlterConfig{{Name: "ssl.keystore.location", Value: kadm.StringPtr(ca.Path)}}, 0); err == nil || !strings.Contains(err.Error(), "ssl.keystore.location") {
+		t.Fatalf("a keystore without a key: %v", err)
+	}
+	if err := alter([]kadm.AlterConfig{{Name: "ssl.keystore.location", Value: kadm.StringPtr(second.Path)}}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := servedCert(ssl); got != "second" {
+		t.Fatalf("after the dynamic keystore: serving %s", got)
+	}
+	if err := alter([]kadm.AlterConfig{
+		{Name: "max.connections.per.ip.overrides", Value: kadm.StringPtr("127.0.0.5:1")},
+		{Name: "log.retention.ms", Value: kadm.StringPtr("3600000")},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c1 := dialKafka(t, "127.0.0.5", plain)
+	if err := apiVersions(c1, 1, hangGuard); err != nil {
+		t.Fatalf("the first connection from 127.0.0.5: %v", err)
+	}
+	if err := apiVersions(dialKafka(t, "127.0.0.5", plain), 2, hangGuard); err == nil || os.IsTimeout(err) {
+		t.Fatalf("a second connection from 127.0.0.5 (max.connections.per.ip.overrides=127.0.0.5:1 set at runtime): %v, want it closed", err)
+	}
+	c1.Close()
+	checkDescribe := func() {
+		t.Helper()
+		rcs, err := adm.DescribeBrokerConfigs(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc, err := rcs.On("0", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]string{
+			"ssl.keystore.location":            second.Path + " DYNAMIC_BROKER_CONFIG",
+			"max.connections.per.ip.overrides": "127.0.0.5:1 DYNAMIC_DEFAULT_BROKER_CONFIG",
+			"log.retention.ms":                 "3600000 DYNAMIC_DEFAULT_BROKER_CONFIG",
+		}
+		for _, c := range rc.Configs {
+			if w, ok := want[c.Key]; ok {
+				if got := c.MaybeValue() + " " + c.Source.String(); got != w {
+					t.Errorf("%s = %s, want %s", c.Key, got, w)
+				}
+				delete(want, c.Key)
+			}
+		}
+		if len(want) != 0 {
+			t.Errorf("not described: %v", want)
+		}
+	}
+	checkDescribe()
+	cl.Close()
+	stop()
+
+	plain, ssl, stop = start()
+	defer stop()
+	if got := servedCert(ssl); got != "second" {
+		t.Fatalf("after a restart: serving %s", got)
+	}
+	cl, err = kgo.NewClient(kgo.SeedBrokers(plain))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm = kadm.NewClient(cl)
+	checkDescribe()
 }
