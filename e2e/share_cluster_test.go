@@ -1,0 +1,221 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+type shareTP struct {
+	p   int32
+	off int64
+}
+
+// TestClusterShareGroupLeaderSIGKILL: share groups on three `strata
+// serve` processes (issue 24). 150 records on a 3-partition topic; a
+// member acquires records of every partition and goes silent (its
+// connection open, nothing acknowledged); four franz-go share consumers
+// accept what they get; mid-run the leader of partition 0 is SIGKILLed.
+// The kill happens once every record delivered so far has its
+// acceptance answered. Every record is delivered, the silent member's
+// records included (after their lock expires, or the failover), none
+// accepted before the kill is delivered again (the new leader restores
+// the share-partition from __share_group_state), and a record is delivered
+// twice only on a partition the killed broker led (records a consumer
+// had fetched ahead, whose acceptance reached the dead leader too late).
+func TestClusterShareGroupLeaderSIGKILL(t *testing.T) {
+	c := startCluster(t, 3)
+	ctx := testCtx(t, 4*time.Minute)
+	cl := c.client(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	adm := kadm.NewClient(cl)
+	for id := int32(0); id < 3; id++ {
+		c.waitBrokers(ctx, cl, id, 3)
+	}
+	const topic, group, partitions, records = "queue", "workers", 3, 150
+	ct, err := adm.CreateTopic(ctx, partitions, 3, nil, topic)
+	if err != nil || ct.Err != nil {
+		t.Fatalf("create: %v %v", err, ct.Err)
+	}
+	leaders := map[int32]int32{}
+	for id := int32(0); id < 3; id++ {
+		waitFor(t, 30*time.Second, func() string {
+			md, err := metadataFrom(ctx, cl, id)
+			if err != nil {
+				return err.Error()
+			}
+			mt := topicOf(md, topic)
+			if mt == nil || len(mt.Partitions) != partitions {
+				return "topic missing"
+			}
+			for _, p := range mt.Partitions {
+				if p.Leader < 0 || len(p.ISR) != 3 {
+					return fmt.Sprintf("partition %d: leader %d isr %v", p.Partition, p.Leader, p.ISR)
+				}
+				leaders[p.Partition] = p.Leader
+			}
+			return ""
+		})
+	}
+	{
+		req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+		r := kmsg.NewIncrementalAlterConfigsRequestResource()
+		r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
+		for _, kv := range [][2]string{{"share.auto.offset.reset", "earliest"}, {"share.record.lock.duration.ms", "5000"}} {
+			c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+			c.Name, c.Op, c.Value = kv[0], kmsg.IncrementalAlterConfigOpSet, kmsg.StringPtr(kv[1])
+			r.Configs = append(r.Configs, c)
+		}
+		req.Resources = append(req.Resources, r)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil || resp.Resources[0].ErrorCode != 0 {
+			t.Fatalf("group configs: %v %+v", err, resp)
+		}
+	}
+	for i := range records {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte(fmt.Sprint(i))}).FirstErr(); err != nil {
+			t.Fatalf("produce %d: %v", i, err)
+		}
+	}
+
+	// The silent member: records of every partition, never acknowledged.
+	silent := c.client()
+	held := map[shareTP]bool{}
+	for p := int32(0); p < partitions; p++ {
+		req := kmsg.NewPtrShareFetchRequest()
+		req.GroupID, req.MemberID = kmsg.StringPtr(group), kmsg.StringPtr(fmt.Sprintf("silent-%d", p))
+		req.MaxWaitMillis, req.MinBytes, req.MaxBytes, req.MaxRecords = 1000, 1, 1<<20, 5
+		rt := kmsg.NewShareFetchRequestTopic()
+		rt.TopicID = ct.ID
+		rp := kmsg.NewShareFetchRequestTopicPartition()
+		rp.Partition = p
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, silent.Broker(int(leaders[p])))
+		if err != nil || resp.ErrorCode != 0 {
+			t.Fatalf("silent ShareFetch on partition %d: %v %v", p, err, kerr.ErrorForCode(resp.ErrorCode))
+		}
+		for _, tt := range resp.Topics {
+			for _, rp := range tt.Partitions {
+				if rp.ErrorCode != 0 {
+					t.Fatalf("silent ShareFetch on partition %d: %v", p, kerr.ErrorForCode(rp.ErrorCode))
+				}
+				for _, a := range rp.AcquiredRecords {
+					for o := a.FirstOffset; o <= a.LastOffset; o++ {
+						held[shareTP{rp.Partition, o}] = true
+					}
+				}
+			}
+		}
+	}
+	if len(held) == 0 {
+		t.Fatal("the silent member acquired nothing")
+	}
+
+	var (
+		mu        sync.Mutex
+		delivered = map[shareTP]int{}
+		wg        sync.WaitGroup
+		// gate: a consumer polls, acknowledges and flushes under a read
+		// lock, so the test's write lock waits for every delivered
+		// record's acceptance to be answered (durable).
+		gate sync.RWMutex
+	)
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for i := range 4 {
+		cons := c.client(kgo.ShareGroup(group), kgo.ConsumeTopics(topic), kgo.ShareMaxRecords(5), kgo.ShareMaxRecordsStrict(),
+			kgo.FetchMaxWait(250*time.Millisecond), kgo.ClientID(fmt.Sprintf("share-e2e-%d", i)))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for cctx.Err() == nil {
+				gate.RLock()
+				pctx, pcancel := context.WithTimeout(cctx, 500*time.Millisecond)
+				cons.PollFetches(pctx).EachRecord(func(r *kgo.Record) {
+					r.Ack(kgo.AckAccept)
+					mu.Lock()
+					delivered[shareTP{r.Partition, r.Offset}]++
+					mu.Unlock()
+				})
+				pcancel()
+				fctx, fcancel := context.WithTimeout(cctx, 10*time.Second)
+				_ = cons.FlushAcks(fctx)
+				fcancel()
+				gate.RUnlock()
+			}
+		}()
+	}
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(delivered)
+	}
+	waitFor(t, 60*time.Second, func() string {
+		if n := count(); n < 20 {
+			return fmt.Sprintf("%d of %d records delivered before the kill", n, records)
+		}
+		return ""
+	})
+	victim := leaders[0]
+	killed := map[int32]bool{}
+	for p, l := range leaders {
+		killed[p] = l == victim
+	}
+	// Every record delivered so far is accepted and that answered:
+	// none of them may come back after the kill.
+	gate.Lock()
+	mu.Lock()
+	before := map[shareTP]bool{}
+	for tp := range delivered {
+		before[tp] = true
+	}
+	mu.Unlock()
+	c.brokers[victim].kill()
+	gate.Unlock()
+	t.Logf("SIGKILLed broker %d (leader of partitions %v) after %d deliveries", victim, killed, count())
+	waitFor(t, 150*time.Second, func() string {
+		if n := count(); n < records {
+			return fmt.Sprintf("%d of %d records delivered after the kill\n%s", n, records, c.warnings())
+		}
+		return ""
+	})
+	cancel()
+	wg.Wait()
+
+	mu.Lock()
+	defer mu.Unlock()
+	dups := 0
+	for tp, n := range delivered {
+		if n > 1 && before[tp] {
+			t.Errorf("partition %d offset %d, accepted before the kill, delivered %d times", tp.p, tp.off, n)
+		}
+		if n > 1 {
+			dups++
+			if !killed[tp.p] {
+				t.Errorf("partition %d offset %d delivered %d times; its leader was not killed", tp.p, tp.off, n)
+			}
+		}
+	}
+	after := 0 // records of the killed leader's partitions first delivered by the new leader
+	for tp := range delivered {
+		if killed[tp.p] && !before[tp] {
+			after++
+		}
+	}
+	if after == 0 {
+		t.Errorf("no record of partitions %v was delivered after the kill: the failover was not exercised", killed)
+	}
+	for tp := range held {
+		if delivered[tp] == 0 {
+			t.Errorf("the silent member's record %+v was never delivered again", tp)
+		}
+	}
+	t.Logf("%d records delivered, %d held by the silent member and redelivered, %d of the killed leader's partitions delivered after the kill, %d delivered twice (partitions of the killed leader)", len(delivered), len(held), after, dups)
+}
