@@ -208,7 +208,8 @@ type nopCloser struct{ *bytes.Reader }
 
 func (nopCloser) Close() error { return nil }
 
-// securityCommands is one of each security command (fuzz seeds).
+// securityCommands is one of each security command, and AlterBrokerConfigs
+// (fuzz seeds).
 func securityCommands() []Command {
 	return []Command{
 		CreateACLs{ACLs: []ACL{aclAliceRead, aclBobDeny}},
@@ -216,6 +217,7 @@ func securityCommands() []Command {
 		AlterScram{Upserts: []ScramCredential{testCred("alice", "SCRAM-SHA-256", 1)}, Deletes: []ScramKey{{"bob", "SCRAM-SHA-512"}}},
 		AlterClientQuotas{Ops: []QuotaOp{{Entity: userAlice, Key: "producer_byte_rate", Value: 1024}, {Entity: userDefault, Key: "k", Remove: true}}},
 		SeedSecurity{Kinds: SecurityACLs | SecurityQuotas, ACLs: []ACL{aclAliceRead}, Quotas: []QuotaOp{{Entity: userAlice, Key: "k", Value: 2}}},
+		AlterBrokerConfigs{Broker: DefaultBrokerConfigs, Set: map[string]string{"log.retention.ms": "1000"}, Delete: []string{"max.connections"}}, // brokerconfigs.go
 	}
 }
 
