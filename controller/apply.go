@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -127,6 +128,19 @@ func (s *State) registerBroker(c RegisterBroker) Result {
 	if c.Port < 0 || c.Port > 65535 || len(c.Host) > 1024 || len(c.Rack) > 1024 {
 		return failed(kerr.InvalidRequest, "broker %d endpoint %q:%d rack %q", c.ID, c.Host, c.Port, c.Rack)
 	}
+	if len(c.Listeners) > maxEndpoints {
+		return failed(kerr.InvalidRequest, "broker %d registers %d listeners (at most %d)", c.ID, len(c.Listeners), maxEndpoints)
+	}
+	for i, e := range c.Listeners {
+		if e.Name == "" || len(e.Name) > 255 || e.Port < 0 || e.Port > 65535 || len(e.Host) > 1024 {
+			return failed(kerr.InvalidRequest, "broker %d listener %q endpoint %q:%d", c.ID, e.Name, e.Host, e.Port)
+		}
+		for _, f := range c.Listeners[:i] {
+			if f.Name == e.Name {
+				return failed(kerr.InvalidRequest, "broker %d registers listener %q twice", c.ID, e.Name)
+			}
+		}
+	}
 	if old := s.brokers[c.ID]; old != nil {
 		if old.IncarnationID == c.IncarnationID {
 			old.LastHeartbeatMs = c.NowMs // a retried registration
@@ -138,7 +152,7 @@ func (s *State) registerBroker(c RegisterBroker) Result {
 	}
 	s.brokers[c.ID] = &Broker{
 		ID: c.ID, IncarnationID: c.IncarnationID, Host: c.Host, Port: c.Port, Rack: c.Rack,
-		Epoch: s.offset, Fenced: true, LastHeartbeatMs: c.NowMs,
+		Epoch: s.offset, Fenced: true, LastHeartbeatMs: c.NowMs, Listeners: slices.Clone(c.Listeners),
 	}
 	return Result{BrokerEpoch: s.offset, Fenced: true}
 }

@@ -28,6 +28,10 @@ const (
 	TypeTick               CommandType = 12
 	// TypeAllocateProducerIDs: producerids.go.
 	TypeAllocateProducerIDs CommandType = 13
+	// TypeRegisterBrokerListeners is a RegisterBroker that names its
+	// listeners (RegisterBroker.Listeners); one without any keeps type 1,
+	// so logs written before listeners were registered decode as before.
+	TypeRegisterBrokerListeners CommandType = 32
 )
 
 func (t CommandType) String() string {
@@ -58,6 +62,8 @@ func (t CommandType) String() string {
 		return "Tick"
 	case TypeAllocateProducerIDs:
 		return "AllocateProducerIDs"
+	case TypeRegisterBrokerListeners:
+		return "RegisterBrokerListeners"
 	case TypeCreateACLs:
 		return "CreateACLs"
 	case TypeDeleteACLs:
@@ -104,8 +110,15 @@ func DecodeCommand(b []byte) (Command, error) {
 	r := &reader{b: b[2:]}
 	var c Command
 	switch CommandType(b[1]) {
-	case TypeRegisterBroker:
-		c = RegisterBroker{ID: r.int32(), IncarnationID: r.uuid(), Host: r.string(), Port: r.int32(), Rack: r.string(), NowMs: r.int64()}
+	case TypeRegisterBroker, TypeRegisterBrokerListeners:
+		rb := RegisterBroker{ID: r.int32(), IncarnationID: r.uuid(), Host: r.string(), Port: r.int32(), Rack: r.string(), NowMs: r.int64()}
+		if CommandType(b[1]) == TypeRegisterBrokerListeners {
+			rb.Listeners = readEndpoints(r)
+			if r.err == nil && len(rb.Listeners) == 0 {
+				r.fail("listeners command without listeners")
+			}
+		}
+		c = rb
 	case TypeBrokerHeartbeat:
 		c = readBrokerHeartbeat(r)
 	case TypeFenceBroker:
@@ -155,11 +168,25 @@ func DecodeCommand(b []byte) (Command, error) {
 type RegisterBroker struct {
 	ID            int32
 	IncarnationID [16]byte
-	Host          string
+	Host          string // the inter-broker listener's advertised endpoint
 	Port          int32
 	Rack          string
 	NowMs         int64 // stamped by the proposing controller when zero
+	// Listeners are every listener's advertised endpoint, the inter-broker
+	// one included (Kafka's BrokerRegistrationRequest.Listeners); nil for a
+	// broker that registers one endpoint (Host, Port) for every client.
+	Listeners []Endpoint
 }
+
+// Endpoint is one listener's advertised address.
+type Endpoint struct {
+	Name string // the listener's name: PLAINTEXT, INTERNAL, ...
+	Host string
+	Port int32
+}
+
+// maxEndpoints bounds a registration's listeners.
+const maxEndpoints = 16
 
 // BrokerHeartbeat renews broker ID's session. Epoch must be the broker's
 // current registration epoch (else STALE_BROKER_EPOCH). A fenced broker is
@@ -312,7 +339,12 @@ type Tick struct {
 // DefaultSessionTimeoutMs is Kafka's broker.session.timeout.ms default.
 const DefaultSessionTimeoutMs = 9000
 
-func (RegisterBroker) Type() CommandType     { return TypeRegisterBroker }
+func (c RegisterBroker) Type() CommandType {
+	if len(c.Listeners) > 0 {
+		return TypeRegisterBrokerListeners
+	}
+	return TypeRegisterBroker
+}
 func (BrokerHeartbeat) Type() CommandType    { return TypeBrokerHeartbeat }
 func (FenceBroker) Type() CommandType        { return TypeFenceBroker }
 func (UnfenceBroker) Type() CommandType      { return TypeUnfenceBroker }
@@ -331,7 +363,34 @@ func (c RegisterBroker) appendBody(b []byte) []byte {
 	b = appendString(b, c.Host)
 	b = appendInt(b, int64(c.Port))
 	b = appendString(b, c.Rack)
-	return appendInt(b, c.NowMs)
+	b = appendInt(b, c.NowMs)
+	if len(c.Listeners) > 0 {
+		b = appendEndpoints(b, c.Listeners)
+	}
+	return b
+}
+
+func appendEndpoints(b []byte, eps []Endpoint) []byte {
+	b = appendCount(b, len(eps))
+	for _, e := range eps {
+		b = appendString(b, e.Name)
+		b = appendString(b, e.Host)
+		b = appendInt(b, int64(e.Port))
+	}
+	return b
+}
+
+// readEndpoints reads what appendEndpoints wrote (nil for none).
+func readEndpoints(r *reader) []Endpoint {
+	n := r.count(3)
+	if n == 0 || r.err != nil {
+		return nil
+	}
+	eps := make([]Endpoint, n)
+	for i := range eps {
+		eps[i] = Endpoint{Name: r.string(), Host: r.string(), Port: r.int32()}
+	}
+	return eps
 }
 
 func (c BrokerHeartbeat) appendBody(b []byte) []byte {

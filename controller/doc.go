@@ -22,7 +22,8 @@
 //	State
 //	  offset   int64                 commands applied (every Apply adds one)
 //	  brokers  id → Broker           id, incarnation, host, port, rack, epoch (offset of its
-//	                                 registration), fenced, shuttingDown, lastHeartbeatMs
+//	                                 registration), fenced, shuttingDown, lastHeartbeatMs,
+//	                                 listeners (name, host, port each; nil: host, port serve all)
 //	  nextProducerID int64           first producer id not yet in a block (producerids.go)
 //	  sec                            ACLs, SCRAM credentials (salted, never a password),
 //	                                 client quotas, seeded kinds (security.go)
@@ -72,9 +73,15 @@
 //	           Tick(12): nowMs, sessionTimeoutMs, resetSessions
 //	           AllocateProducerIDs(13): broker, brokerEpoch
 //	           CreateACLs(14) .. SeedSecurity(18): security.go
-//	State    = "SMDS" | version (3) | offset | brokers (ascending id) | topics (ascending
+//	           RegisterBrokerListeners(32): RegisterBroker's body, then listeners
+//	                              [name, host, port] (a RegisterBroker with Listeners)
+//	State    = "SMDS" | version (6) | offset | brokers (ascending id) | topics (ascending
 //	           name) | nextProducerID (since version 2) | security (since version 3:
 //	           seeded, offset, ACLs, SCRAM credentials, client quotas; security.go) |
+//	           offline-directory brokers (since version 4: ascending ids) |
+//	           dynamic broker configs (since version 5: brokerconfigs.go) |
+//	           listeners (since version 6: [broker id, [name, host, port]] for the
+//	           brokers that registered any, ascending id) |
 //	           crc32c (u32 BE) of everything before it   (Raft snapshot contents)
 //
 // # Proposals and forwarding

@@ -151,9 +151,9 @@ func TestOfflineDirSnapshot(t *testing.T) {
 	addBroker(t, v3, 0, "", 0)
 	addBroker(t, v3, 1, "", 0)
 	enc := v3.AppendTo(nil)
-	// An empty list is one byte, then version 5's broker configs (one
-	// byte when empty), then the CRC.
-	old := bytes.Clone(enc[:len(enc)-6])
+	// An empty list is one byte, then version 5's broker configs and
+	// version 6's listeners (one byte each when empty), then the CRC.
+	old := bytes.Clone(enc[:len(enc)-7])
 	old[4] = 3
 	old = binary.BigEndian.AppendUint32(old, crc32.Checksum(old, castagnoli))
 	st, err := DecodeState(old)
@@ -165,7 +165,8 @@ func TestOfflineDirSnapshot(t *testing.T) {
 	}
 	// The list names registered brokers, ascending, once each.
 	for _, ids := range [][]int32{{5}, {1, 0}, {0, 0}} {
-		bad := appendInt32s(bytes.Clone(enc[:len(enc)-5]), ids)
+		bad := appendInt32s(bytes.Clone(enc[:len(enc)-7]), ids)
+		bad = append(bad, 0, 0) // no broker configs (version 5), no listeners (version 6)
 		bad = binary.BigEndian.AppendUint32(bad, crc32.Checksum(bad, castagnoli))
 		if _, err := DecodeState(bad); err == nil {
 			t.Fatalf("offline list %v decoded", ids)

@@ -121,7 +121,7 @@ func TestProducerIDsSnapshotRoundTrip(t *testing.T) {
 		}
 	}
 	enc := s.AppendTo(nil)
-	if enc[4] != StateVersion || StateVersion != 5 {
+	if enc[4] != StateVersion || StateVersion != 6 {
 		t.Fatalf("state version %d", enc[4])
 	}
 	d, err := DecodeState(enc)
@@ -160,7 +160,7 @@ func withCRC(b []byte) []byte {
 func TestDecodeStateVersion1(t *testing.T) {
 	s := fuzzBase()
 	v3 := s.AppendTo(nil)
-	k := len(s.appendSecurity(nil)) + 1 + len(s.appendBrokerConfigs(nil)) // version 3's security part, version 4's offline-directory list and version 5's broker configs, empty here
+	k := len(s.appendSecurity(nil)) + 1 + len(s.appendBrokerConfigs(nil)) + len(s.appendListeners(nil, s.brokerIDs())) // versions 3, 4, 5 and 6's parts, empty here
 	v2 := append(bytes.Clone(v3[:len(v3)-4-k]), 0, 0, 0, 0)
 	v2[4] = 2
 	v2 = withCRC(v2)

@@ -48,7 +48,11 @@ func (g *cmdGen) next(s *State) Command {
 	g.now += int64(g.rng.Intn(3000))
 	switch g.rng.Intn(16) {
 	case 0, 1:
-		return RegisterBroker{ID: g.broker(), IncarnationID: [16]byte{byte(g.rng.Intn(3))}, Host: "h", Port: 9000, Rack: []string{"", "a", "b"}[g.rng.Intn(3)], NowMs: g.now}
+		rb := RegisterBroker{ID: g.broker(), IncarnationID: [16]byte{byte(g.rng.Intn(3))}, Host: "h", Port: 9000, Rack: []string{"", "a", "b"}[g.rng.Intn(3)], NowMs: g.now}
+		if g.rng.Intn(2) == 0 {
+			rb.Listeners = []Endpoint{{Name: "INTERNAL", Host: "h", Port: 9000}, {Name: "EXTERNAL", Host: "e", Port: int32(9100 + g.rng.Intn(3))}}
+		}
+		return rb
 	case 2, 3, 4:
 		id := g.broker()
 		b, _ := s.Broker(id)
@@ -255,6 +259,7 @@ func TestDecodeStateRejects(t *testing.T) {
 	s.Apply(RegisterBroker{ID: 0, Host: "h"})
 	s.Apply(BrokerHeartbeat{ID: 0, Epoch: 1, MetadataOffset: 1})
 	s.Apply(CreateTopic{Name: "t", ID: tid(1), Partitions: 2, ReplicationFactor: 1})
+	s.Apply(RegisterBroker{ID: 1, Host: "h", Port: 2, Listeners: []Endpoint{{Name: "IN", Host: "h", Port: 2}, {Name: "EX", Host: "x", Port: 3}}})
 	good := s.AppendTo(nil)
 	if _, err := DecodeState(good); err != nil {
 		t.Fatal(err)

@@ -15,8 +15,9 @@ var stateMagic = [4]byte{'S', 'M', 'D', 'S'}
 // Version 2 (no security part) decodes with no ACLs, credentials or
 // quotas, nothing seeded. Version 3 (no list of brokers whose directory
 // is offline) decodes with every directory online. Version 4 (no dynamic
-// broker configs) decodes with none.
-const StateVersion byte = 5
+// broker configs) decodes with none. Version 5 (no listeners part)
+// decodes with every broker registered by its one endpoint.
+const StateVersion byte = 6
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -70,7 +71,8 @@ func (s *State) AppendTo(dst []byte) []byte {
 		}
 	}
 	dst = appendInt32s(dst, offline)
-	dst = s.appendBrokerConfigs(dst) // version 5 (brokerconfigs.go)
+	dst = s.appendBrokerConfigs(dst)  // version 5 (brokerconfigs.go)
+	dst = s.appendListeners(dst, ids) // version 6
 	return binary.BigEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
 }
 
@@ -147,6 +149,9 @@ func DecodeState(b []byte) (*State, error) {
 	if body[4] >= 5 {
 		s.readBrokerConfigs(r)
 	}
+	if body[4] >= 6 {
+		s.readListeners(r)
+	}
 	if err := r.done(); err != nil {
 		return nil, err
 	}
@@ -154,4 +159,49 @@ func DecodeState(b []byte) (*State, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// appendListeners writes the brokers that registered their listeners
+// (ascending id, as ids is): count, then id and endpoints each.
+func (s *State) appendListeners(dst []byte, ids []int32) []byte {
+	n := 0
+	for _, id := range ids {
+		if len(s.brokers[id].Listeners) > 0 {
+			n++
+		}
+	}
+	dst = appendCount(dst, n)
+	for _, id := range ids {
+		if b := s.brokers[id]; len(b.Listeners) > 0 {
+			dst = appendInt(dst, int64(id))
+			dst = appendEndpoints(dst, b.Listeners)
+		}
+	}
+	return dst
+}
+
+// readListeners reads appendListeners' part: every id must be a broker
+// read before, ascending, with at least one endpoint.
+func (s *State) readListeners(r *reader) {
+	n := r.count(2)
+	last := int32(-1)
+	for i := 0; i < n && r.err == nil; i++ {
+		id := r.int32()
+		eps := readEndpoints(r)
+		if r.err != nil {
+			return
+		}
+		b := s.brokers[id]
+		switch {
+		case b == nil:
+			r.fail("listeners of an unknown broker")
+		case i > 0 && id <= last:
+			r.fail("listeners not ascending")
+		case len(eps) == 0:
+			r.fail("empty listeners")
+		default:
+			b.Listeners = eps
+		}
+		last = id
+	}
 }

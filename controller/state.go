@@ -36,6 +36,25 @@ type Broker struct {
 	// and placement; the broker stays registered and unfenced. A new
 	// registration (a restart) starts without it.
 	OfflineDir bool
+	// Listeners are the registration's listeners (RegisterBroker.Listeners;
+	// nil: Host and Port serve every client). Never modified in place: a
+	// new registration replaces the slice.
+	Listeners []Endpoint
+}
+
+// Endpoint returns the broker's advertised address on the listener named
+// name: Host and Port when name is "" or the broker registered no
+// listeners; ok is false when it registered listeners but not that one.
+func (b *Broker) Endpoint(name string) (host string, port int32, ok bool) {
+	if name == "" || len(b.Listeners) == 0 {
+		return b.Host, b.Port, true
+	}
+	for _, e := range b.Listeners {
+		if e.Name == name {
+			return e.Host, e.Port, true
+		}
+	}
+	return "", 0, false
 }
 
 // Live reports whether the broker may lead partitions and join ISRs.

@@ -143,6 +143,11 @@ type metadataBuilder struct {
 	topicOps int32
 	offline  bool    // the log directory is offline: no partition has a leader
 	nodes    []int32 // [NodeID], shared read-only by every partition's replicas and ISR
+	// unreachable holds the registered brokers without an endpoint on the
+	// request's listener (cluster mode): partitions they lead answer
+	// LISTENER_NOT_FOUND.
+	unreachable map[int32]bool
+	version     int16
 }
 
 // named answers for a topic requested by name, creating it if allowed.
@@ -295,12 +300,25 @@ func (s *Server) clusterMetadata(rc *reqCtx) {
 func (s *Server) clusterMetadataResponse(req *kmsg.MetadataRequest, md *metadataBuilder, all bool, failed map[string]int16) *kmsg.MetadataResponse {
 	v := s.cluster.view.Load()
 	resp := kmsg.NewPtrMetadataResponse()
-	for _, b := range v.Brokers {
-		if b.Fenced {
+	listener := ""
+	if md.rc != nil {
+		listener = listenerOf(md.rc.conn)
+	}
+	md.version = req.Version
+	for i := range v.Brokers {
+		b := &v.Brokers[i]
+		host, port, ok := b.Endpoint(listener)
+		if !ok {
+			if md.unreachable == nil {
+				md.unreachable = map[int32]bool{}
+			}
+			md.unreachable[b.ID] = true
+		}
+		if b.Fenced || !ok {
 			continue
 		}
 		mb := kmsg.NewMetadataResponseBroker()
-		mb.NodeID, mb.Host, mb.Port = b.ID, b.Host, b.Port
+		mb.NodeID, mb.Host, mb.Port = b.ID, host, port
 		if b.Rack != "" {
 			mb.Rack = kmsg.StringPtr(b.Rack)
 		}
@@ -429,8 +447,17 @@ func (md *metadataBuilder) clusterTopic(vt *viewTopic) kmsg.MetadataResponseTopi
 		// serve; the partitions other brokers lead are described as the
 		// controller has them (it moves leaderships off this broker once
 		// its heartbeat reports the directory, KIP-112).
-		if vp.Leader < 0 || (md.offline && vp.Leader == md.s.cfg.NodeID) {
+		switch {
+		case vp.Leader < 0 || (md.offline && vp.Leader == md.s.cfg.NodeID):
 			mp.ErrorCode = kerr.LeaderNotAvailable.Code
+			mp.Leader = -1
+		case md.unreachable[vp.Leader]:
+			// The leader has no endpoint on this client's listener (Kafka:
+			// LISTENER_NOT_FOUND from v6, LEADER_NOT_AVAILABLE before).
+			mp.ErrorCode = kerr.LeaderNotAvailable.Code
+			if md.version >= 6 {
+				mp.ErrorCode = kerr.ListenerNotFound.Code
+			}
 			mp.Leader = -1
 		}
 	}

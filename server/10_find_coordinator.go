@@ -56,7 +56,7 @@ func handleFindCoordinator(s *Server, rc *reqCtx) {
 				c.ErrorCode, c.ErrorMessage = code, kmsg.StringPtr("the group coordinator is not available yet")
 				continue
 			}
-			c.NodeID, c.Host, c.Port = b.ID, b.Host, b.Port
+			c.NodeID, c.Host, c.Port = s.coordinatorEndpoint(rc, b)
 		}
 		if req.CoordinatorType == coordinatorKeyTransaction && s.clustered() {
 			b, code := s.txnCoordinatorNode(k) // txn_coord.go
@@ -65,7 +65,14 @@ func handleFindCoordinator(s *Server, rc *reqCtx) {
 				c.ErrorCode, c.ErrorMessage = code, kmsg.StringPtr("the transaction coordinator is not available yet")
 				continue
 			}
-			c.NodeID, c.Host, c.Port = b.ID, b.Host, b.Port
+			c.NodeID, c.Host, c.Port = s.coordinatorEndpoint(rc, b)
+		}
+		if c.NodeID < 0 && c.ErrorCode == 0 {
+			// The coordinator has no endpoint on this client's listener
+			// (Kafka answers COORDINATOR_NOT_AVAILABLE then).
+			c.Host, c.Port = "", -1
+			c.ErrorCode = kerr.CoordinatorNotAvailable.Code
+			c.ErrorMessage = kmsg.StringPtr("the coordinator has no endpoint on listener " + listenerOf(rc.conn))
 		}
 	}
 	if req.Version < 4 {
@@ -102,4 +109,14 @@ func (s *Server) findCoordinator(keyType int8, key string) (int16, string) {
 		return 0, ""
 	}
 	return kerr.InvalidRequest.Code, "unknown coordinator key type"
+}
+
+// coordinatorEndpoint returns coordinator b's node id and its address on
+// the listener rc arrived on; node -1 when b has none there.
+func (s *Server) coordinatorEndpoint(rc *reqCtx, b viewBroker) (int32, string, int32) {
+	host, port, ok := b.Endpoint(listenerOf(rc.conn))
+	if !ok {
+		return -1, "", -1
+	}
+	return b.ID, host, port
 }

@@ -51,12 +51,15 @@ func handleDescribeCluster(s *Server, rc *reqCtx) {
 		v := s.cluster.view.Load()
 		resp.ControllerID = s.metadataControllerID(v)
 		resp.Brokers = resp.Brokers[:0]
-		for _, b := range v.Brokers {
-			if b.Fenced {
-				continue
+		listener := listenerOf(rc.conn)
+		for i := range v.Brokers {
+			b := &v.Brokers[i]
+			host, port, ok := b.Endpoint(listener)
+			if b.Fenced || !ok {
+				continue // fenced, or no endpoint on this client's listener
 			}
 			db := kmsg.NewDescribeClusterResponseBroker()
-			db.NodeID, db.Host, db.Port = b.ID, b.Host, b.Port
+			db.NodeID, db.Host, db.Port = b.ID, host, port
 			if b.Rack != "" {
 				db.Rack = kmsg.StringPtr(b.Rack)
 			}

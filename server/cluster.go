@@ -81,6 +81,13 @@ type ClusterConfig struct {
 	// (follower fetches, transaction markers): TLS when that listener is
 	// SSL (inter.broker.listener.name). nil: plain TCP.
 	Dial func(ctx context.Context, addr string) (net.Conn, error)
+	// Endpoints are every listener's advertised endpoint (AdvertisedEndpoint
+	// of each bound listener), registered with the controller so that
+	// Metadata, FindCoordinator and DescribeCluster answer a client with
+	// the brokers' addresses on the listener it connected to, as Kafka
+	// does. nil: the inter-broker listener's endpoint is the only one
+	// registered and every client is told it.
+	Endpoints []controller.Endpoint
 }
 
 // ReplicationEnv, PartitionRole and ReplicaManager are broker/cluster's:
@@ -161,6 +168,7 @@ func (s *Server) initCluster() {
 		NodeID: s.cfg.NodeID, Controller: c.ctl, Rack: s.cfg.Cluster.Rack,
 		HeartbeatInterval: s.cfg.Cluster.HeartbeatInterval, Advertised: s.Advertised, Log: s.log,
 		OfflineDir: func() bool { return s.eng.Offline() != nil }, // KIP-112: the controller moves leadership away
+		Listeners:  s.cfg.Cluster.Endpoints,
 	})
 	w := c.ctl.Watch()
 	c.wg.Add(1)

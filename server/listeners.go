@@ -24,9 +24,12 @@ import (
 // registers with the controller (what followers fetch from and markers are
 // sent to), and Advertised reports it.
 //
-// In cluster mode a broker registers one endpoint, so a cluster's brokers
-// serve one listener each (cmd/strata refuses more); a single broker serves
-// any number.
+// In cluster mode a broker registers every listener's advertised endpoint
+// (ClusterConfig.Endpoints, Kafka's BrokerRegistration listeners), and a
+// client is told each broker's address on the listener it connected to; a
+// broker without that listener is left out of the brokers it is told of,
+// and a partition it leads answers LISTENER_NOT_FOUND (Metadata v6+,
+// LEADER_NOT_AVAILABLE before), as Kafka does.
 
 // Listener is one of the broker's listeners.
 type Listener struct {
@@ -67,16 +70,8 @@ func (s *Server) ServeListener(ln net.Listener, l Listener) error {
 	if l.Name == "" {
 		return errors.New("server: a listener needs a name")
 	}
-	ep := endpoint{host: l.AdvertisedHost, port: l.AdvertisedPort}
-	if ep.host == "" || ep.port == 0 {
-		host, port := listenerEndpoint(ln.Addr())
-		if ep.host == "" {
-			ep.host = host
-		}
-		if ep.port == 0 {
-			ep.port = port
-		}
-	}
+	var ep endpoint
+	ep.host, ep.port = AdvertisedEndpoint(l.AdvertisedHost, l.AdvertisedPort, ln.Addr())
 	proto := l.Protocol
 	if proto == "" {
 		switch {
@@ -113,8 +108,33 @@ func (s *Server) ServeListener(ln net.Listener, l Listener) error {
 	return s.np.ServeListener(s.meterListener(ln, l.Name), nl) // metrics.go: counts accepted connections
 }
 
+// AdvertisedEndpoint is what a listener bound to bound advertises when
+// configured with host and port: each of them, or the bound address's
+// where it is empty or 0 (a wildcard address becomes the host name).
+func AdvertisedEndpoint(host string, port int32, bound net.Addr) (string, int32) {
+	if host == "" || port == 0 {
+		h, p := listenerEndpoint(bound)
+		if host == "" {
+			host = h
+		}
+		if port == 0 {
+			port = p
+		}
+	}
+	return host, port
+}
+
 // connListener is what a connection tells of its listener (*netpoll.Conn).
 type connListener interface{ Listener() string }
+
+// listenerOf returns the name of the listener c arrived on; "" when it
+// has none (a connection of Serve, or a test's peer).
+func listenerOf(c peer) string {
+	if cl, ok := c.(connListener); ok {
+		return cl.Listener()
+	}
+	return ""
+}
 
 // advertisedFor returns the advertised address of the listener c arrived
 // on; the inter-broker listener's (Advertised) when c's listener is not

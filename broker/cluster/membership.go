@@ -37,6 +37,11 @@ type MembershipConfig struct {
 	// leaderships away and takes it out of the ISRs. It is polled every
 	// offlinePoll so a failure is reported before the next heartbeat is due.
 	OfflineDir func() bool
+	// Listeners are every listener's advertised endpoint, registered with
+	// the controller so that each client is answered with the brokers'
+	// addresses on the listener it connected to (nil: Advertised's one
+	// endpoint serves every client).
+	Listeners []controller.Endpoint
 }
 
 // offlinePoll is how often the heartbeat loop looks at
@@ -235,6 +240,7 @@ func (m *Membership) register() (int64, bool) {
 		ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
 		r, err := m.ctl.Propose(ctx, controller.RegisterBroker{
 			ID: m.cfg.NodeID, IncarnationID: m.incarnation, Host: host, Port: port, Rack: m.cfg.Rack,
+			Listeners: m.cfg.Listeners,
 		})
 		cancel()
 		if err == nil && r.Code == 0 {

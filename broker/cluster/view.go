@@ -21,7 +21,7 @@ type View struct {
 // Broker is a registered broker.
 type Broker struct {
 	ID     int32
-	Host   string
+	Host   string // the inter-broker listener's advertised endpoint
 	Port   int32
 	Rack   string
 	Fenced bool // fenced or shutting down
@@ -30,6 +30,19 @@ type Broker struct {
 	// replicas are offline: it leads nothing and is in no ISR it is not
 	// the last member of.
 	OfflineDir bool
+	// Listeners are the advertised endpoints of every listener the broker
+	// registered (nil: Host and Port for every listener). Shared with the
+	// controller's state: read only.
+	Listeners []controller.Endpoint
+}
+
+// Endpoint returns b's advertised address on the listener named name
+// (controller.Broker.Endpoint): ok is false when b registered listeners
+// and that one is not among them, so a client of that listener cannot
+// reach b.
+func (b *Broker) Endpoint(name string) (host string, port int32, ok bool) {
+	cb := controller.Broker{Host: b.Host, Port: b.Port, Listeners: b.Listeners}
+	return cb.Endpoint(name)
 }
 
 // Topic is a topic the controller knows.
@@ -65,7 +78,7 @@ func BuildView(ctl *controller.Controller) *View {
 		live := map[int32]bool{}
 		for _, b := range st.Brokers() {
 			v.Brokers = append(v.Brokers, Broker{ID: b.ID, Host: b.Host, Port: b.Port, Rack: b.Rack,
-				Fenced: b.Fenced || b.ShuttingDown, OfflineDir: b.OfflineDir})
+				Fenced: b.Fenced || b.ShuttingDown, OfflineDir: b.OfflineDir, Listeners: b.Listeners})
 			live[b.ID] = b.Live()
 		}
 		topics := st.Topics()

@@ -224,7 +224,8 @@ func serve(cfg config.Broker, remoteProps map[string]string, logger *slog.Logger
 			HeartbeatInterval: time.Duration(cfg.HeartbeatIntervalMs) * time.Millisecond,
 			MinInsyncReplicas: cfg.MinInsyncReplicas,
 			ReplicaLagTimeMax: time.Duration(cfg.ReplicaLagTimeMaxMs) * time.Millisecond,
-			Dial:              interBrokerDial(cfg, logger), // serve_listeners.go: TLS when the inter-broker listener is SSL
+			Dial:              interBrokerDial(cfg, logger),  // serve_listeners.go: TLS when the inter-broker listener is SSL
+			Endpoints:         registeredEndpoints(cfg, lns), // serve_listeners.go: every listener's, for the controller
 		},
 
 		Groups:         server.GroupsConfig{Coordinator: groupConfig(cfg.Groups), Share: shareConfig(cfg.Groups)},

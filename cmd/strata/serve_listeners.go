@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stratalog/strata/controller"
 	"github.com/stratalog/strata/engine"
 	"github.com/stratalog/strata/internal/config"
 	"github.com/stratalog/strata/internal/sasl"
@@ -198,4 +199,20 @@ func advertisedAddr(l config.Listener, bound net.Addr) string {
 		}
 	}
 	return l.Advertised()
+}
+
+// registeredEndpoints are the advertised endpoints of the bound listeners
+// lns (in cfg.Listeners' order), which a broker of a cluster registers
+// with the controller; nil for a single broker (it answers from its own
+// listeners).
+func registeredEndpoints(cfg config.Broker, lns []net.Listener) []controller.Endpoint {
+	if cfg.ControllerQuorum == "" {
+		return nil
+	}
+	eps := make([]controller.Endpoint, len(cfg.Listeners))
+	for i, l := range cfg.Listeners {
+		host, port := server.AdvertisedEndpoint(l.AdvertisedHost, l.AdvertisedPort, lns[i].Addr())
+		eps[i] = controller.Endpoint{Name: l.Name, Host: host, Port: port}
+	}
+	return eps
 }

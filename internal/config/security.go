@@ -364,11 +364,6 @@ func (b *Broker) finishListeners() error {
 	if err := b.finishSASL(); err != nil { // sasl.go
 		return err
 	}
-	if b.ControllerQuorum != "" && len(b.Listeners) > 1 {
-		// The controller registers one endpoint per broker: other brokers'
-		// addresses on a second listener would be unknown.
-		return fmt.Errorf("config: listeners: a broker of a cluster (controller.quorum.voters) serves one listener for now, not %s", listenerNames(b.Listeners))
-	}
 	l := b.InterBroker()
 	b.Listen, b.AdvertisedHost, b.AdvertisedPort = l.Listen, l.AdvertisedHost, l.AdvertisedPort
 	return nil
