@@ -44,10 +44,10 @@
 // time and each object's size and SHA-256), replaced atomically and
 // durably (temporary file, fsync, rename, directory fsync) at every state
 // change. DELETE_SEGMENT_FINISHED is written by dropping the segment from
-// the file. The metadata is local to the broker: KIP-405's replicated
-// metadata topic (__remote_log_metadata), followers building their state
-// from it and leader moves are future work, so tiered storage serves
-// single-broker (or leader-pinned) partitions for now.
+// the file. That is the single broker's metadata; in a cluster
+// (Options.Metadata) the same changes are events (events.go) of the
+// replicated topic __remote_log_metadata, applied by every broker, and only
+// each partition's leader copies and deletes (cluster.go).
 //
 // # Retention
 //
@@ -91,8 +91,8 @@
 //
 // # Not yet
 //
-// Replicated metadata, followers and new replicas from remote metadata,
-// and a fetch throttle are the rest of issue 23 (the design of the
-// replicated metadata is in docs/tiered-storage.md). Stats and Lag feed the broker's
+// New replicas built from remote metadata (OFFSET_MOVED_TO_TIERED_STORAGE)
+// and a checkpoint of the metadata consumer's position are the rest of
+// issue 23 (docs/tiered-storage.md, "Not yet"). Stats and Lag feed the broker's
 // /metrics (cmd/strata/serve_remote.go).
 package rlm

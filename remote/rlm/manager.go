@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"path/filepath"
 	"slices"
@@ -71,6 +72,12 @@ type Options struct {
 	// that does not wait.
 	Sleep  func(ctx context.Context, d time.Duration) error
 	Logger *slog.Logger
+	// Metadata, when set, replicates the remote-log metadata through the
+	// cluster's __remote_log_metadata topic (cluster.go): only a
+	// partition's leader copies and deletes, every broker applies the
+	// events, and Dir's files are not used. nil: a single broker, the
+	// metadata in Dir's files.
+	Metadata MetadataTopic
 }
 
 // Stats are the manager's counters since Open.
@@ -128,6 +135,9 @@ type Manager struct {
 	readAheadsRunning int
 	readAheadWG       sync.WaitGroup
 	streams           streams
+
+	// cl is the cluster mode's state (cluster.go; nil on a single broker).
+	cl *clusterMeta
 
 	copied, bytesCopied, copyFailures, retries, deleted atomic.Int64
 	fetched, hits, misses, reads, readNanos, readAheads atomic.Int64
@@ -187,9 +197,12 @@ func Open(o Options) (*Manager, error) {
 	if err := ensureDir(o.FS, o.Dir); err != nil {
 		return nil, fmt.Errorf("rlm: %w", err)
 	}
-	parts, err := loadMetas(o.FS, o.Dir)
-	if err != nil {
-		return nil, err
+	parts := map[tp]*partitionMeta{}
+	if o.Metadata == nil {
+		var err error
+		if parts, err = loadMetas(o.FS, o.Dir); err != nil {
+			return nil, err
+		}
 	}
 	m := &Manager{
 		o: o, log: o.Logger.With("component", "remote-log-manager"), cache: newSegCache(o.CacheBytes),
@@ -197,6 +210,9 @@ func Open(o Options) (*Manager, error) {
 		copyPace: newPacer(o.CopyMaxBytesPerSecond), fetchPace: newPacer(o.FetchMaxBytesPerSecond),
 	}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
+	if o.Metadata != nil {
+		m.startCluster()
+	}
 	o.Engine.SetRemoteHook(m)
 	go m.loop()
 	return m, nil
@@ -209,6 +225,12 @@ func Open(o Options) (*Manager, error) {
 func (m *Manager) Close() error {
 	m.cancel()
 	<-m.done
+	if m.cl != nil {
+		m.cl.wg.Wait() // the metadata consumer
+		if c, ok := m.o.Metadata.(interface{ Close() }); ok {
+			c.Close()
+		}
+	}
 	m.fmu.Lock() // no read-ahead starts after this (prefetch checks ctx under fmu)
 	m.fmu.Unlock()
 	m.readAheadWG.Wait()
@@ -326,7 +348,11 @@ func (m *Manager) DeleteRecords(topicID [16]byte, topic string, partition int32,
 	if pm := m.get(k); pm == nil || before <= pm.LogStart {
 		return nil
 	}
-	err := m.update(k, topic, func(pm *partitionMeta) { pm.LogStart = max(pm.LogStart, before) })
+	epoch, err := m.leaderEpochNow(k, topic)
+	if err != nil {
+		return err
+	}
+	err = m.update(k, topic, Event{Type: EventLogStart, LeaderEpoch: epoch, LogStart: before})
 	m.Kick()
 	return err
 }
@@ -371,19 +397,31 @@ func (m *Manager) get(k tp) *partitionMeta {
 	return m.parts[k]
 }
 
-// update applies fn to a copy of the partition's newest metadata,
-// persists it and publishes it; updates are serialized.
-func (m *Manager) update(k tp, topic string, fn func(pm *partitionMeta)) error {
+// update applies ev to the partition's metadata: on a single broker it
+// applies it to a copy of the newest metadata, persists and publishes
+// it; in a cluster it publishes ev to the metadata topic and waits until
+// this broker has applied it (errFenced when a newer leader epoch had
+// published first). Updates are serialized.
+func (m *Manager) update(k tp, topic string, ev Event) error {
+	ev.TopicID, ev.Topic, ev.Partition = fmt.Sprintf("%x", k.id[:]), topic, k.p
+	if ev.EventMs == 0 {
+		ev.EventMs = m.o.Now().UnixMilli()
+	}
+	if m.cl != nil {
+		return m.publish(k, ev)
+	}
 	m.metaMu.Lock()
 	defer m.metaMu.Unlock()
-	cur := m.get(k)
-	next := &partitionMeta{Version: metaVersion, Topic: topic, TopicID: fmt.Sprintf("%x", k.id[:]), Partition: k.p, CopiedEnd: -1}
-	if cur != nil {
-		c := *cur
-		c.Segments = slices.Clone(cur.Segments)
-		next = &c
+	next := cloneMeta(m.get(k), k, topic)
+	if applyEvent(next, ev) {
+		if err := m.o.FS.Remove(filepath.Join(m.o.Dir, metaFileName(k.id, k.p))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		m.mu.Lock()
+		delete(m.parts, k)
+		m.mu.Unlock()
+		return nil
 	}
-	fn(next)
 	if err := saveMeta(m.o.FS, m.o.Dir, k.id, next); err != nil {
 		return fmt.Errorf("rlm: saving metadata of %s-%d: %w", topic, k.p, err)
 	}
@@ -401,7 +439,11 @@ func (m *Manager) RunOnce(ctx context.Context) error {
 	m.run.Lock()
 	defer m.run.Unlock()
 	var errs []error
-	errs = append(errs, m.cleanup(ctx))
+	if m.cl != nil {
+		errs = append(errs, m.cleanupGone(ctx))
+	} else {
+		errs = append(errs, m.cleanup(ctx))
+	}
 	for _, t := range m.o.Engine.Topics() {
 		if t.Deleted() {
 			continue
@@ -420,6 +462,17 @@ func (m *Manager) RunOnce(ctx context.Context) error {
 			}
 			if strings.Contains(cfg.CleanupPolicy, "compact") {
 				continue // Kafka refuses tiered storage on compacted topics; nothing is copied
+			}
+			if m.cl != nil {
+				// Only the partition's leader copies and deletes, once it
+				// has applied the metadata up to the topic's end; it
+				// first cleans up what older leaders left started.
+				ready, err := m.leaderReady(ctx, l)
+				if err != nil || !ready {
+					errs = append(errs, err)
+					continue
+				}
+				errs = append(errs, m.cleanupPartition(ctx, tp{l.TopicID(), p}))
 			}
 			errs = append(errs, m.copyLog(ctx, l))
 			errs = append(errs, m.remoteRetention(ctx, l, cfg))
@@ -443,7 +496,7 @@ func (m *Manager) cleanup(ctx context.Context) error {
 		gone := m.o.Engine.TopicByID(k.id) == nil
 		for _, s := range pm.Segments {
 			if gone || s.State == CopyStarted || s.State == DeleteStarted {
-				if err := m.deleteSegment(ctx, k, pm.Topic, s); err != nil {
+				if err := m.deleteSegment(ctx, k, pm.Topic, s, 0); err != nil {
 					errs = append(errs, err)
 				}
 			}
@@ -471,7 +524,11 @@ func (m *Manager) copyLog(ctx context.Context, l *engine.Log) error {
 		if pm := m.get(k); pm != nil {
 			copied = pm.CopiedEnd
 		}
-		if s.End <= copied || s.Base < copied {
+		if s.End <= copied || (s.Base < copied && m.cl == nil) {
+			// In a cluster a new leader's segments need not end where
+			// the old leader's did: one straddling the copied end is
+			// copied whole (remote segments may overlap; reads take
+			// either, their batches are the same).
 			continue
 		}
 		if err := m.copySegment(ctx, l, k, s); err != nil {
@@ -506,7 +563,8 @@ func (m *Manager) copySegment(ctx context.Context, l *engine.Log, k tp, s engine
 		ID: newSegmentID(), Base: s.Base, End: s.End, MaxTimestamp: s.MaxTimestamp, Size: s.Size,
 		LeaderEpoch: s.LeaderEpoch, State: CopyStarted, EventMs: m.o.Now().UnixMilli(),
 	}
-	if err := m.update(k, l.Topic(), func(pm *partitionMeta) { pm.Segments = append(pm.Segments, seg) }); err != nil {
+	epoch := m.epochOf(k)
+	if err := m.update(k, l.Topic(), Event{Type: string(CopyStarted), LeaderEpoch: epoch, EventMs: seg.EventMs, Segment: &seg}); err != nil {
 		return err
 	}
 	ups := []upload{{KindLog, s.Size, func() io.Reader { return io.NewSectionReader(f.Log, 0, s.Size) }}}
@@ -544,14 +602,8 @@ func (m *Manager) copySegment(ctx context.Context, l *engine.Log, k tp, s engine
 			return err
 		}
 	}
-	err = m.update(k, l.Topic(), func(pm *partitionMeta) {
-		for i := range pm.Segments {
-			if pm.Segments[i].ID == seg.ID {
-				pm.Segments[i].State, pm.Segments[i].Files, pm.Segments[i].EventMs = CopyFinished, files, m.o.Now().UnixMilli()
-			}
-		}
-		pm.CopiedEnd = max(pm.CopiedEnd, s.End)
-	})
+	err = m.update(k, l.Topic(), Event{Type: string(CopyFinished), LeaderEpoch: epoch,
+		Segment: &Segment{ID: seg.ID, Base: seg.Base, End: seg.End, Files: files}})
 	if err != nil {
 		return err
 	}
@@ -602,7 +654,7 @@ func (m *Manager) remoteRetention(ctx context.Context, l *engine.Log, cfg engine
 			break
 		}
 		total -= s.Size
-		if err := m.deleteSegment(ctx, k, l.Topic(), s); err != nil {
+		if err := m.deleteSegment(ctx, k, l.Topic(), s, m.epochOf(k)); err != nil {
 			errs = append(errs, err)
 			break
 		}
@@ -613,16 +665,10 @@ func (m *Manager) remoteRetention(ctx context.Context, l *engine.Log, cfg engine
 // deleteSegment persists DELETE_SEGMENT_STARTED, deletes every object the
 // segment may have, then drops it from the metadata
 // (DELETE_SEGMENT_FINISHED).
-func (m *Manager) deleteSegment(ctx context.Context, k tp, topic string, s Segment) error {
+func (m *Manager) deleteSegment(ctx context.Context, k tp, topic string, s Segment, epoch int32) error {
+	ref := &Segment{ID: s.ID, Base: s.Base, End: s.End}
 	if s.State != DeleteStarted {
-		err := m.update(k, topic, func(pm *partitionMeta) {
-			for i := range pm.Segments {
-				if pm.Segments[i].ID == s.ID {
-					pm.Segments[i].State, pm.Segments[i].EventMs = DeleteStarted, m.o.Now().UnixMilli()
-				}
-			}
-		})
-		if err != nil {
+		if err := m.update(k, topic, Event{Type: string(DeleteStarted), LeaderEpoch: epoch, Segment: ref}); err != nil {
 			return err
 		}
 	}
@@ -633,10 +679,7 @@ func (m *Manager) deleteSegment(ctx context.Context, k tp, topic string, s Segme
 			return err
 		}
 	}
-	err := m.update(k, topic, func(pm *partitionMeta) {
-		pm.Segments = slices.DeleteFunc(pm.Segments, func(x Segment) bool { return x.ID == s.ID })
-	})
-	if err != nil {
+	if err := m.update(k, topic, Event{Type: string(DeleteFinished), LeaderEpoch: epoch, Segment: ref}); err != nil {
 		return err
 	}
 	m.deleted.Add(1)

@@ -40,6 +40,13 @@ var (
 // or ErrCorrupt otherwise.
 func (m *Manager) Read(ctx context.Context, topicID [16]byte, partition int32, offset int64, maxBytes int) ([]byte, error) {
 	k := tp{topicID, partition}
+	if m.cl != nil {
+		t := m.o.Engine.TopicByID(topicID)
+		if t == nil || !m.readable(t.Name(), k) {
+			m.Kick() // a pass makes the leader ready
+			return nil, ErrNotReady
+		}
+	}
 	pm := m.get(k)
 	if pm == nil {
 		return nil, ErrNotRemote
