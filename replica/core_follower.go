@@ -57,7 +57,10 @@ type fetchStep struct {
 // Anything else backs off and fetches the same offset again.
 func onFetchError(code int16, logEnd, leaderLogStart int64) fetchStep {
 	switch code {
-	case kerr.OffsetOutOfRange.Code:
+	case kerr.OffsetOutOfRange.Code, kerr.OffsetMovedToTieredStorage.Code:
+		// OFFSET_MOVED_TO_TIERED_STORAGE (KIP-405): the offset is only in
+		// remote storage; the leader answers its local log start, where
+		// the follower restarts (the tiered part stays remote).
 		if leaderLogStart >= 0 && logEnd < leaderLogStart {
 			return fetchStep{restartAt: leaderLogStart}
 		}

@@ -54,6 +54,8 @@ func TestOnFetchError(t *testing.T) {
 		{"out of range past the leader's end: truncate again", kerr.OffsetOutOfRange.Code, 100, 50, fetchStep{restartAt: -1, retruncate: true}},
 		{"out of range, leader's start unknown", kerr.OffsetOutOfRange.Code, 10, -1, fetchStep{restartAt: -1, retruncate: true}},
 		{"out of range at the leader's start", kerr.OffsetOutOfRange.Code, 50, 50, fetchStep{restartAt: -1, retruncate: true}},
+		{"moved to tiered storage: restart at the leader's local start", kerr.OffsetMovedToTieredStorage.Code, 0, 50, fetchStep{restartAt: 50}},
+		{"moved to tiered storage, leader's start unknown", kerr.OffsetMovedToTieredStorage.Code, 0, -1, fetchStep{restartAt: -1, retruncate: true}},
 		{"fenced epoch", kerr.FencedLeaderEpoch.Code, 10, 0, fetchStep{restartAt: -1, retruncate: true, backoff: true}},
 		{"unknown epoch", kerr.UnknownLeaderEpoch.Code, 10, 0, fetchStep{restartAt: -1, retruncate: true, backoff: true}},
 		{"not leader", kerr.NotLeaderForPartition.Code, 10, 0, fetchStep{restartAt: -1, retruncate: true, backoff: true}},
