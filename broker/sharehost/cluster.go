@@ -91,10 +91,11 @@ func (p *pending) finish(err error) {
 
 // writer is the cluster-mode state writer.
 type writer struct {
-	mu    sync.Mutex
-	queue []*pending
-	kick  chan struct{}
-	done  chan struct{}
+	mu     sync.Mutex
+	queue  []*pending
+	closed bool // the loop has returned: a record queued now fails at once
+	kick   chan struct{}
+	done   chan struct{}
 }
 
 // enqueue queues a record for the writer (lock held, so in transition
@@ -102,6 +103,11 @@ type writer struct {
 func (h *Host) enqueue(key, value []byte) DurableAt {
 	p := &pending{key: key, value: value}
 	h.w.mu.Lock()
+	if h.w.closed {
+		h.w.mu.Unlock()
+		p.finish(errClosed)
+		return DurableAt{p: p}
+	}
 	h.w.queue = append(h.w.queue, p)
 	h.w.mu.Unlock()
 	select {
@@ -120,7 +126,7 @@ func (h *Host) writeLoop(stop <-chan struct{}) {
 		case <-stop:
 			h.w.mu.Lock()
 			q := h.w.queue
-			h.w.queue = nil
+			h.w.queue, h.w.closed = nil, true
 			h.w.mu.Unlock()
 			for _, p := range q {
 				p.finish(errClosed)
@@ -188,7 +194,7 @@ func (h *Host) produce(stop <-chan struct{}, start time.Time, sp int32, ps []*pe
 	}
 	backoff := writeBackoffMin
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+		ctx, cancel := context.WithTimeout(h.ctx, writeTimeout)
 		err = h.cluster.Produce(ctx, StateTopic, sp, batch)
 		cancel()
 		if err == nil {

@@ -65,3 +65,24 @@ func TestLoadStateSkipsDeposedLeadersWrites(t *testing.T) {
 		t.Fatalf("loaded %+v after a tombstone", s)
 	}
 }
+
+// TestWriterAfterCloseFailsAtOnce: a state record queued once the writer
+// has stopped fails at once (a handler waiting for it is answered instead
+// of hanging the broker's shutdown), as does what was queued before.
+func TestWriterAfterCloseFailsAtOnce(t *testing.T) {
+	h := &Host{log: slog.Default()}
+	h.w.kick, h.w.done = make(chan struct{}, 1), make(chan struct{})
+	stop := make(chan struct{})
+	close(stop)
+	h.writeLoop(stop) // returns at once: stop is closed
+	got := make(chan error, 1)
+	h.WaitDurable(Durable{h.enqueue([]byte("k"), []byte("v"))}, func(err error) { got <- err })
+	select {
+	case err := <-got:
+		if err != errClosed {
+			t.Fatalf("a record queued after the writer stopped: %v, want %v", err, errClosed)
+		}
+	default:
+		t.Fatal("a record queued after the writer stopped is still waiting")
+	}
+}

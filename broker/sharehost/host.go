@@ -297,6 +297,7 @@ func (h *Host) Close() {
 	stop := st.stop // Close may be called more than once
 	st.stop = nil
 	st.mu.Unlock()
+	h.cancel() // produces under way end
 	if stop != nil {
 		close(stop)
 		<-st.done
@@ -305,7 +306,6 @@ func (h *Host) Close() {
 			<-h.w.done
 		}
 	}
-	h.cancel()
 	h.bg.Wait()
 	// Waiting fetches are dropped: their connections are closed.
 	st.mu.Lock()
