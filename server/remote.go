@@ -26,6 +26,11 @@ package server
 // Fetch answers of a tiered partition carry its log start offset, remote
 // or local (Kafka's log start, not the local one).
 //
+// In a cluster the manager's metadata is replicated through
+// __remote_log_metadata (remote_meta.go, Server.RemoteMetadata): a leader
+// that has not caught up with it yet answers a remote read
+// KAFKA_STORAGE_ERROR (retriable; rlm.ErrNotReady).
+//
 // Not yet: max timestamp (-3) looks at local segments only.
 
 import (
@@ -112,6 +117,11 @@ func (f *fetchState) readRemote(l *engine.Log, rp *kmsg.FetchRequestTopicPartiti
 	data, err := r.Read(ctx, l.TopicID(), l.Partition(), rp.FetchOffset, int(min(limit, 1<<30)))
 	if errors.Is(err, rlm.ErrNotRemote) {
 		return 0, false
+	}
+	if errors.Is(err, rlm.ErrNotReady) {
+		// A new leader catching up with the remote-log metadata
+		// (cluster mode): retriable.
+		return kerr.KafkaStorageError.Code, true
 	}
 	if err != nil {
 		f.s.log.Warn("fetch: remote read failed", "topic", l.Topic(), "partition", l.Partition(), "offset", rp.FetchOffset, "err", err)

@@ -62,6 +62,7 @@ func openRemote(cfg config.Broker, props map[string]string, dataDir string, eng 
 		CacheBytes:             cfg.RemoteReaderCacheBytes,
 		MaxCachedSegmentBytes:  cfg.RemoteReaderCacheBytes / 4,
 		ReadAheadBytes:         readAheadBytes(cfg.RemoteReadAheadBytes),
+		Metadata:               srv.RemoteMetadata(), // cluster mode: __remote_log_metadata
 	})
 	if err != nil {
 		return nil, fmt.Errorf("tiered storage: %w", err)

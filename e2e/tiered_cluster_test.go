@@ -1,0 +1,299 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// storeLogObjects lists the .log objects of a local-directory object
+// store, by key.
+func storeLogObjects(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.Walk(dir, func(path string, info os.FileInfo, err error) error {
+		if err == nil && !info.IsDir() && strings.HasSuffix(path, ".log") {
+			rel, _ := filepath.Rel(dir, path)
+			out = append(out, filepath.ToSlash(rel))
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// localLogFiles counts the segment files of a partition in a broker's
+// data directory.
+func localLogFiles(dataDir, partition string) int {
+	ents, _ := os.ReadDir(filepath.Join(dataDir, partition))
+	n := 0
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".log") {
+			n++
+		}
+	}
+	return n
+}
+
+// TestClusterTieredLeaderMove: three brokers sharing one local-directory
+// object store (standing in for S3). The leader of a remote.storage.enable
+// topic (replication factor 3) copies its rolled segments, once each (no
+// copy per replica), publishing the metadata to __remote_log_metadata;
+// every replica deletes its local copies of them (the followers by the
+// copied end they read from the metadata). The leader is stopped: the new
+// leader serves every record to a franz-go consumer from offset 0 (the
+// old leader's remote segments), and deletes by retention the segments
+// the old leader copied.
+func TestClusterTieredLeaderMove(t *testing.T) {
+	storeDir := t.TempDir()
+	props := clusterProps + "strata.remote.storage.type=local\nstrata.remote.storage.local.dir=" + storeDir + "\n" +
+		"remote.log.manager.task.interval.ms=100\nlog.retention.check.interval.ms=100\n"
+	c := startClusterProps(t, 3, 3, props)
+	ctx := testCtx(t, 4*time.Minute)
+	cl := c.client()
+	c.waitBrokers(ctx, cl, 0, 3)
+	adm := kadm.NewClient(cl)
+	resp, err := adm.CreateTopic(ctx, 1, 3, map[string]*string{
+		"remote.storage.enable": kadm.StringPtr("true"),
+		"segment.bytes":         kadm.StringPtr("4096"),
+		"local.retention.bytes": kadm.StringPtr("0"),
+		"file.delete.delay.ms":  kadm.StringPtr("0"),
+	}, "tiered")
+	if err != nil || resp.Err != nil {
+		t.Fatalf("create: %v %v", err, resp.Err)
+	}
+
+	const n = 400
+	pcl := c.client(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic("tiered"), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	for i := 0; i < n; i += 20 {
+		var recs []*kgo.Record
+		for j := i; j < i+20; j++ {
+			recs = append(recs, &kgo.Record{Value: []byte(fmt.Sprintf("v%d-%s", j, strings.Repeat("x", 100)))})
+		}
+		if err := pcl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatalf("produce: %v\n%s", err, c.warnings())
+		}
+	}
+
+	leaderOf := func() int32 {
+		md, err := adm.Metadata(ctx, "tiered")
+		if err != nil {
+			return -1
+		}
+		p, ok := md.Topics["tiered"].Partitions[0]
+		if !ok || p.Err != nil {
+			return -1
+		}
+		return p.Leader
+	}
+	leader := leaderOf()
+	if leader < 0 {
+		t.Fatal("no leader")
+	}
+
+	// The leader copies and every replica deletes its local copies down
+	// to the active segment and at most one not copied yet.
+	var copied []string
+	waitFor(t, 90*time.Second, func() string {
+		copied = storeLogObjects(t, storeDir)
+		if len(copied) < 8 {
+			return fmt.Sprintf("%d segments copied\n%s", len(copied), c.warnings())
+		}
+		for i, b := range c.brokers {
+			if k := localLogFiles(b.dataDir, "tiered-0"); k > 2 {
+				return fmt.Sprintf("broker %d (leader %d) keeps %d local segments; %d copied", i, leader, k, len(copied))
+			}
+		}
+		return ""
+	})
+	// One copy per partition: no two remote segments start at one offset.
+	bases := map[string]bool{}
+	for _, k := range copied {
+		base := strings.SplitN(filepath.Base(k), "-", 2)[0]
+		if bases[base] {
+			t.Fatalf("segment %s copied twice: %v", base, copied)
+		}
+		bases[base] = true
+	}
+	t.Logf("leader %d copied %d segments", leader, len(copied))
+
+	// The leader stops; a survivor takes over.
+	c.brokers[leader].stop()
+	var newLeader int32
+	waitFor(t, 60*time.Second, func() string {
+		newLeader = leaderOf()
+		if newLeader < 0 || newLeader == leader {
+			return fmt.Sprintf("leader %d", newLeader)
+		}
+		return ""
+	})
+
+	// Every record from offset 0, tiered ones from the old leader's copies.
+	ccl := c.client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"tiered": {0: kgo.NewOffset().AtStart()}}))
+	next := int64(0)
+	deadline := time.Now().Add(90 * time.Second)
+	for next < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("consumed up to %d of %d from new leader %d\n%s", next, n, newLeader, c.warnings())
+		}
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		fs := ccl.PollFetches(pctx)
+		cancel()
+		var bad error
+		fs.EachRecord(func(r *kgo.Record) {
+			if bad == nil && (r.Offset != next || !strings.HasPrefix(string(r.Value), fmt.Sprintf("v%d-", next))) {
+				bad = fmt.Errorf("offset %d: got offset %d %q", next, r.Offset, r.Value[:8])
+			}
+			next++
+		})
+		if bad != nil {
+			t.Fatal(bad)
+		}
+	}
+
+	// Retention on the whole log: the new leader deletes what the old
+	// leader copied.
+	if _, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "retention.ms", Value: kadm.StringPtr("1")}}, "tiered"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 90*time.Second, func() string {
+		left := map[string]bool{}
+		for _, k := range storeLogObjects(t, storeDir) {
+			left[k] = true
+		}
+		var kept []string
+		for _, k := range copied {
+			if left[k] {
+				kept = append(kept, k)
+			}
+		}
+		if len(kept) > 0 {
+			return fmt.Sprintf("%d of the old leader's %d segments still in the store: %v\n%s", len(kept), len(copied), kept, c.warnings())
+		}
+		return ""
+	})
+}
+
+// TestClusterTieredNewReplica: a replica added (partition reassignment)
+// after the leader and its follower deleted their local copies of tiered
+// segments does not fetch the tiered data: the leader answers its fetch
+// from offset 0 out of range with its local log start (Kafka answers
+// OFFSET_MOVED_TO_TIERED_STORAGE, which the follower handles the same
+// way), where the new replica restarts its log; it then catches up and
+// joins the ISR, and consumers still read every record from offset 0.
+func TestClusterTieredNewReplica(t *testing.T) {
+	storeDir := t.TempDir()
+	props := clusterProps + "strata.remote.storage.type=local\nstrata.remote.storage.local.dir=" + storeDir + "\n" +
+		"remote.log.manager.task.interval.ms=100\nlog.retention.check.interval.ms=100\n"
+	c := startClusterProps(t, 3, 3, props)
+	ctx := testCtx(t, 4*time.Minute)
+	cl := c.client()
+	c.waitBrokers(ctx, cl, 0, 3)
+	adm := kadm.NewClient(cl)
+	resp, err := adm.CreateTopic(ctx, 1, 2, map[string]*string{
+		"remote.storage.enable": kadm.StringPtr("true"),
+		"segment.bytes":         kadm.StringPtr("4096"),
+		"local.retention.bytes": kadm.StringPtr("0"),
+		"file.delete.delay.ms":  kadm.StringPtr("0"),
+	}, "tiered")
+	if err != nil || resp.Err != nil {
+		t.Fatalf("create: %v %v", err, resp.Err)
+	}
+	const n = 400
+	pcl := c.client(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic("tiered"), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	for i := 0; i < n; i += 20 {
+		var recs []*kgo.Record
+		for j := i; j < i+20; j++ {
+			recs = append(recs, &kgo.Record{Value: []byte(fmt.Sprintf("v%d-%s", j, strings.Repeat("x", 100)))})
+		}
+		if err := pcl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatalf("produce: %v\n%s", err, c.warnings())
+		}
+	}
+	md, err := adm.Metadata(ctx, "tiered")
+	if err != nil {
+		t.Fatal(err)
+	}
+	replicas := md.Topics["tiered"].Partitions[0].Replicas
+	added := int32(-1)
+	for id := int32(0); id < 3; id++ {
+		if id != replicas[0] && id != replicas[1] {
+			added = id
+		}
+	}
+	waitFor(t, 90*time.Second, func() string {
+		copied := storeLogObjects(t, storeDir)
+		if len(copied) < 8 {
+			return fmt.Sprintf("%d segments copied\n%s", len(copied), c.warnings())
+		}
+		for _, id := range replicas {
+			if k := localLogFiles(c.brokers[id].dataDir, "tiered-0"); k > 2 {
+				return fmt.Sprintf("replica %d keeps %d local segments", id, k)
+			}
+		}
+		return ""
+	})
+
+	want := append(append([]int32(nil), replicas...), added)
+	var req kadm.AlterPartitionAssignmentsReq
+	req.Assign("tiered", 0, want)
+	rs, err := adm.AlterPartitionAssignments(ctx, req)
+	if err == nil {
+		err = rs.Error()
+	}
+	if err != nil {
+		t.Fatalf("reassign to %v: %v", want, err)
+	}
+	waitFor(t, 90*time.Second, func() string {
+		md, err := adm.Metadata(ctx, "tiered")
+		if err != nil {
+			return err.Error()
+		}
+		p := md.Topics["tiered"].Partitions[0]
+		if len(p.Replicas) != 3 || len(p.ISR) != 3 {
+			return fmt.Sprintf("replicas %v isr %v, want %v in sync\n%s", p.Replicas, p.ISR, want, c.warnings())
+		}
+		return ""
+	})
+	// The added replica restarted at the leader's local log start: it
+	// never held the first segment, and says where it started.
+	nb := c.brokers[added]
+	if _, err := os.Stat(filepath.Join(nb.dataDir, "tiered-0", "00000000000000000000.log")); err == nil {
+		t.Fatal("the added replica holds the log's first segment: it fetched the tiered data")
+	}
+	logs := nb.logs.String()
+	if !strings.Contains(logs, "follower log below the leader's log start; restarting it") || strings.Contains(logs, "leaderLogStart=0 ") {
+		t.Fatalf("the added replica did not restart at the leader's local log start:\n%s", logs)
+	}
+	if k := localLogFiles(nb.dataDir, "tiered-0"); k > 3 {
+		t.Fatalf("the added replica holds %d local segments", k)
+	}
+	// Consumers still read everything from offset 0.
+	ccl := c.client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"tiered": {0: kgo.NewOffset().AtStart()}}))
+	next := int64(0)
+	deadline := time.Now().Add(60 * time.Second)
+	for next < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("consumed up to %d of %d\n%s", next, n, c.warnings())
+		}
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		fs := ccl.PollFetches(pctx)
+		cancel()
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Offset == next && strings.HasPrefix(string(r.Value), fmt.Sprintf("v%d-", next)) {
+				next++
+			}
+		})
+	}
+}
