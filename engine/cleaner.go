@@ -141,6 +141,10 @@ type cleaner struct {
 
 	cleanedBytes atomic.Int64 // bytes of segments read by cleaning passes (benchmarks)
 
+	// ioRate and backoffNs are opts.IOMaxBytesPerSecond and opts.Backoff
+	// in force: SetCleanerThrottle changes them while the cleaner runs.
+	ioRate, backoffNs atomic.Int64
+
 	// hook, when set (tests), runs at each step of a swap ("cleaned",
 	// "swap", "deleted"); an error aborts the clean right there, leaving
 	// the files as a crash would.
@@ -156,6 +160,8 @@ func (e *Engine) startCleaner(opts CleanerOptions) {
 	if c.opts.IOMaxBytesPerSecond == 0 {
 		c.opts.IOMaxBytesPerSecond = defaultCleanerIORate
 	}
+	c.ioRate.Store(c.opts.IOMaxBytesPerSecond)
+	c.backoffNs.Store(int64(c.opts.Backoff))
 	c.stop = make(chan struct{})
 	c.done = make(chan struct{})
 	c.kick = make(chan struct{}, 1)
@@ -165,6 +171,27 @@ func (e *Engine) startCleaner(opts CleanerOptions) {
 		return
 	}
 	go e.runCleaner()
+}
+
+// SetCleanerThrottle changes the cleaner's I/O rate and backoff while it
+// runs (log.cleaner.io.max.bytes.per.second and log.cleaner.backoff.ms
+// changed as dynamic broker configs), with CleanerOptions' meanings: a
+// rate of 0 is 64 MiB/s and below 0 unthrottled, a backoff of 0 is 15 s.
+// The next throttled read and the next pause use them.
+func (e *Engine) SetCleanerThrottle(ioMaxBytesPerSecond int64, backoff time.Duration) {
+	if ioMaxBytesPerSecond == 0 {
+		ioMaxBytesPerSecond = defaultCleanerIORate
+	}
+	if backoff <= 0 {
+		backoff = defaultCleanerBackoff
+	}
+	e.cl.ioRate.Store(ioMaxBytesPerSecond)
+	e.cl.backoffNs.Store(int64(backoff))
+}
+
+// CleanerThrottle returns the cleaner's I/O rate and backoff in force.
+func (e *Engine) CleanerThrottle() (ioMaxBytesPerSecond int64, backoff time.Duration) {
+	return e.cl.ioRate.Load(), time.Duration(e.cl.backoffNs.Load())
 }
 
 func (e *Engine) stopCleaner() {
@@ -225,7 +252,7 @@ func (e *Engine) runCleaner() {
 			}
 			continue
 		}
-		t := time.NewTimer(c.opts.Backoff)
+		t := time.NewTimer(time.Duration(c.backoffNs.Load()))
 		select {
 		case <-c.stop:
 			t.Stop()
@@ -572,7 +599,7 @@ func (e *Engine) eachBatch(s *logSegment, fn func(h *record.Header, batch []byte
 // false if the cleaner is stopping.
 func (e *Engine) throttle(n int64) bool {
 	c := &e.cl
-	rate := float64(c.opts.IOMaxBytesPerSecond)
+	rate := float64(c.ioRate.Load())
 	if rate <= 0 {
 		return true
 	}

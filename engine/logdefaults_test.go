@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"testing"
+	"time"
 )
 
 // SetLogDefaults changes the effective config of every topic without an
@@ -57,5 +58,29 @@ func TestSetLogDefaultsFollowsTopicsWithoutOverride(t *testing.T) {
 	}
 	if e.LogDefaults().SegmentBytes == 1 {
 		t.Fatal("an invalid default was kept")
+	}
+}
+
+// SetCleanerThrottle changes the cleaner's rate and backoff in force: an
+// unthrottled rate lets a read of any size through at once where the
+// rate the engine was opened with would make it wait for days.
+func TestSetCleanerThrottle(t *testing.T) {
+	e := openEngine(t, t.TempDir(), func(o *Options) { o.Cleaner.IOMaxBytesPerSecond = 1 })
+	if rate, backoff := e.CleanerThrottle(); rate != 1 || backoff != defaultCleanerBackoff {
+		t.Fatalf("opened with %d %v", rate, backoff)
+	}
+	e.SetCleanerThrottle(-1, 2*time.Second)
+	if rate, backoff := e.CleanerThrottle(); rate != -1 || backoff != 2*time.Second {
+		t.Fatalf("after SetCleanerThrottle: %d %v", rate, backoff)
+	}
+	e.cl.runMu.Lock()
+	ok := e.throttle(1 << 40)
+	e.cl.runMu.Unlock()
+	if !ok {
+		t.Fatal("throttle refused")
+	}
+	e.SetCleanerThrottle(0, 0)
+	if rate, backoff := e.CleanerThrottle(); rate != defaultCleanerIORate || backoff != defaultCleanerBackoff {
+		t.Fatalf("zero values: %d %v, want the defaults", rate, backoff)
 	}
 }

@@ -51,8 +51,8 @@ var clusterVerbs = []verbDoc{
 			"directory on a single broker); --delete goes back to the properties file's value. Strata's\n" +
 			"dynamic keys: the log.* topic defaults (log.retention.ms, log.segment.bytes,\n" +
 			"log.cleanup.policy, message.max.bytes, ...), the connection limits (max.connections,\n" +
-			"max.connections.per.ip and its overrides, max.connection.creation.rate, per listener too)\n" +
-			"and, per broker only, ssl.keystore.location and ssl.truststore.location (also per\n" +
+			"max.connections.per.ip and its overrides, max.connection.creation.rate, per listener too),\n" +
+			"the cleaner's log.cleaner.io.max.bytes.per.second and log.cleaner.backoff.ms and, per broker only, ssl.keystore.location and ssl.truststore.location (also per\n" +
 			"listener). Other keys are refused, naming the key."}},
 	logDirsVerb, // cli_logdirs.go
 }

@@ -236,8 +236,8 @@ func serve(cfg config.Broker, remoteProps map[string]string, logger *slog.Logger
 		Scram:          scram, // SASL SCRAM users; Describe/AlterUserScramCredentials
 		Authorizer:     authz, // ACLs (nil: none)
 		Quotas:         quotas,
-		ConnLimits:     limits,                  // max.connections and the other connection limits
-		Reconfigure:    dynamicReconfigure(cfg), // serve_dynconfig.go: dynamic connection limits and SSL stores
+		ConnLimits:     limits,                       // max.connections and the other connection limits
+		Reconfigure:    dynamicReconfigure(cfg, eng), // serve_dynconfig.go: dynamic connection limits and SSL stores
 	}, eng)
 	rm, err := openRemote(cfg, remoteProps, absDir, eng, srv, logger) // serve_remote.go
 	if err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 
+	"github.com/stratalog/strata/engine"
 	"github.com/stratalog/strata/internal/config"
 	"github.com/stratalog/strata/netpoll"
 )
@@ -14,9 +15,10 @@ import (
 // limits the server puts in force and, for each SSL listener whose
 // ssl.keystore.location or ssl.truststore.location they change, the new
 // stores: loaded first (a check refuses stores that do not load), then
-// used by new handshakes and inter-broker dials. cfg's listeners are the
+// used by new handshakes and inter-broker dials, and the log cleaner's
+// I/O rate and backoff, set on eng (nil: none). cfg's listeners are the
 // ones being served (their SSL settings are changed in place).
-func dynamicReconfigure(cfg config.Broker) func(dyn map[string]string, apply bool) (*netpoll.ConnLimits, error) {
+func dynamicReconfigure(cfg config.Broker, eng *engine.Engine) func(dyn map[string]string, apply bool) (*netpoll.ConnLimits, error) {
 	return func(dyn map[string]string, apply bool) (*netpoll.ConnLimits, error) {
 		next, err := cfg.WithDynamic(dyn)
 		if err != nil {
@@ -57,6 +59,9 @@ func dynamicReconfigure(cfg config.Broker) func(dyn map[string]string, apply boo
 			if err := c.live.SetStores(c.keystore, c.trustore); err != nil {
 				return nil, fmt.Errorf("listener %s: %w", c.live.Listener, err)
 			}
+		}
+		if eng != nil {
+			eng.SetCleanerThrottle(next.Cleaner.IOMaxBytesPerSecond, next.Cleaner.Backoff)
 		}
 		return limits, nil
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -14,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratalog/strata/engine"
 	"github.com/stratalog/strata/internal/config"
 	"github.com/stratalog/strata/internal/stratatest"
 	"github.com/stratalog/strata/internal/tlstest"
@@ -38,8 +41,14 @@ func TestDynamicReconfigure(t *testing.T) {
 		t.Fatal(err)
 	}
 	live := cfg.Listeners[1].SSL
-	reconf := dynamicReconfigure(cfg)
-	dyn := map[string]string{"max.connections": "5", "listener.name.ssl.max.connections": "2", "ssl.keystore.location": second.Path}
+	eng, err := engine.Open(engine.Options{Dir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	reconf := dynamicReconfigure(cfg, eng)
+	dyn := map[string]string{"max.connections": "5", "listener.name.ssl.max.connections": "2", "ssl.keystore.location": second.Path,
+		"log.cleaner.io.max.bytes.per.second": "1048576", "log.cleaner.backoff.ms": "1000"}
 	if l, err := reconf(dyn, false); err != nil || l != nil {
 		t.Fatalf("check: %v %v", l, err)
 	}
@@ -56,6 +65,9 @@ func TestDynamicReconfigure(t *testing.T) {
 	if ks, _ := live.Locations(); ks != second.Path {
 		t.Fatalf("keystore in force %s, want %s", ks, second.Path)
 	}
+	if rate, backoff := eng.CleanerThrottle(); rate != 1048576 || backoff != time.Second {
+		t.Fatalf("cleaner throttle %d %v, want 1048576 1s", rate, backoff)
+	}
 	for k, v := range map[string]string{"ssl.keystore.location": ca.Path, "max.connections": "-5"} {
 		if _, err := reconf(map[string]string{k: v}, false); err == nil || !strings.Contains(err.Error(), k) {
 			t.Errorf("%s=%s: %v, want an error naming the key", k, v, err)
@@ -67,6 +79,9 @@ func TestDynamicReconfigure(t *testing.T) {
 	}
 	if ks, _ := live.Locations(); ks != first.Path {
 		t.Fatalf("keystore after the dynamic one is deleted: %s", ks)
+	}
+	if rate, backoff := eng.CleanerThrottle(); rate == 1048576 || backoff != 15*time.Second {
+		t.Fatalf("cleaner throttle after the dynamic one is deleted: %d %v", rate, backoff)
 	}
 }
 

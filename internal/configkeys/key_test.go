@@ -207,6 +207,7 @@ func TestTypeAndRangeErrors(t *testing.T) {
 var appliedAtRuntime = map[string]bool{
 	"max.connections": true, "max.connections.per.ip": true, "max.connections.per.ip.overrides": true,
 	"max.connection.creation.rate": true, "ssl.keystore.location": true, "ssl.truststore.location": true,
+	"log.cleaner.io.max.bytes.per.second": true, "log.cleaner.backoff.ms": true,
 }
 
 func TestDynamicAndStaticKeys(t *testing.T) {
