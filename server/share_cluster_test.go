@@ -133,6 +133,27 @@ func TestClusterShareGroupLeaderFailover(t *testing.T) {
 		}
 	}
 
+	// Every broker (the group's coordinator among them) describes the
+	// share-partition as its leader has it: a broker that does not lead
+	// it reads its replica of __share_group_state.
+	for _, b := range brokers {
+		req := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
+		rg := kmsg.NewDescribeShareGroupOffsetsRequestGroup()
+		rg.GroupID = group // no topics: every share-partition with state
+		req.Groups = append(req.Groups, rg)
+		resp, err := req.RequestWith(ctx, cl.Broker(int(b.id)))
+		if err != nil {
+			t.Fatalf("broker %d: DescribeShareGroupOffsets: %v", b.id, err)
+		}
+		g := resp.Groups[0]
+		if g.ErrorCode != 0 || len(g.Topics) != 1 || len(g.Topics[0].Partitions) != 1 {
+			t.Fatalf("broker %d (leader %d) describes %+v", b.id, leader, g)
+		}
+		if p := g.Topics[0].Partitions[0]; p.ErrorCode != 0 || p.StartOffset != 20 || p.Lag != 0 {
+			t.Fatalf("broker %d (leader %d) describes the share-partition as %+v, want start offset 20, lag 0", b.id, leader, p)
+		}
+	}
+
 	// A raw member acquires the next ten records from the leader and
 	// never acknowledges them.
 	produce(20, 30)

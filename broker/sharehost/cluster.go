@@ -339,3 +339,37 @@ func (h *Host) dropUnled() {
 		delete(h.parts, k)
 	}
 }
+
+// replicaKeys returns the share-partitions of group with state in this
+// broker's replicas of __share_group_state (a tombstone last: none).
+func (h *Host) replicaKeys(group string) map[Key]bool {
+	out := map[Key]bool{}
+	t := h.eng.Topic(StateTopic)
+	if t == nil || t.Deleted() {
+		return out
+	}
+	for p := range t.Partitions() {
+		l := t.Partition(p)
+		if l == nil {
+			continue
+		}
+		err := txnhost.ScanLog(l, func(hdr *record.Header, r *record.Record) error {
+			if hdr.Control() {
+				return nil
+			}
+			if kind, k, ok := decodeShareKey(r.Key); ok && kind == shareKeyState && k.Group == group {
+				out[k] = r.Value != nil
+			}
+			return nil
+		})
+		if err != nil {
+			h.log.Error("share: reading "+StateTopic+" failed", "partition", p, "err", err)
+		}
+	}
+	for k, live := range out {
+		if !live {
+			delete(out, k)
+		}
+	}
+	return out
+}

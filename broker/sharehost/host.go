@@ -871,5 +871,6 @@ func (h *Host) Known(group string) bool {
 			return true
 		}
 	}
-	return false
+	// In a cluster, a group whose share-partitions are led elsewhere.
+	return h.cluster != nil && len(h.replicaKeys(group)) > 0
 }

@@ -16,6 +16,17 @@ import (
 // stored (lock held), in no order.
 func (h *Host) GroupKeys(group string) []Key {
 	var out []Key
+	if h.cluster != nil {
+		// The share-partitions led elsewhere too, as this broker's
+		// replicas of __share_group_state have them.
+		for k := range h.replicaKeys(group) {
+			if _, live := h.parts[k]; !live {
+				if _, stored := h.stored[k]; !stored {
+					out = append(out, k)
+				}
+			}
+		}
+	}
 	for k := range h.parts {
 		if k.Group == group {
 			out = append(out, k)
@@ -30,9 +41,17 @@ func (h *Host) GroupKeys(group string) []Key {
 }
 
 // Existing returns the share-partition of group on t's partition p when
-// it has state (restoring it), nil otherwise (lock held).
+// it has state (restoring it), nil otherwise (lock held). In a cluster, a
+// partition this broker does not lead is read, not restored: its state
+// as this broker's replica of __share_group_state has it (peek), for
+// DescribeShareGroupOffsets on the group's coordinator.
 func (h *Host) Existing(group string, t *engine.Topic, p int32, d *Durable) *Part {
 	k := Key{Group: group, TopicID: t.ID(), Part: p}
+	if h.cluster != nil {
+		if _, ok := h.cluster.Leads(t, p); !ok {
+			return h.peek(k, t)
+		}
+	}
 	if _, ok := h.parts[k]; !ok {
 		if _, ok := h.stored[k]; !ok {
 			return nil
@@ -118,4 +137,23 @@ func Lag(sp *Part) int64 {
 		lag += hw - max(p.EndOffset(), p.StartOffset())
 	}
 	return lag
+}
+
+// peek returns share-partition k as this broker's replica of its state
+// partition has it, not kept (nil without state, or without a replica of
+// t's partition for the lag).
+func (h *Host) peek(k Key, t *engine.Topic) *Part {
+	l := t.Partition(k.Part)
+	if l == nil {
+		return nil
+	}
+	state, found := h.loadState(shareStateKey(k))
+	if !found {
+		return nil
+	}
+	pp, err := share.Restore(h.PartConfig(k.Group), state)
+	if err != nil {
+		return nil
+	}
+	return &Part{P: pp, Log: l, Name: t.Name()}
 }
