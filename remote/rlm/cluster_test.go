@@ -3,12 +3,15 @@ package rlm
 import (
 	"context"
 	"errors"
+	"io"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/stratalog/strata/remote/objstore"
 )
 
 // fakeTopic is an in-memory __remote_log_metadata shared by the brokers
@@ -360,5 +363,63 @@ func TestClusterCleanupAndDeletedTopic(t *testing.T) {
 			t.Fatal("broker 1 kept the deleted partition's metadata")
 		}
 		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// hookStore calls onPut (once) before the first Put.
+type hookStore struct {
+	objstore.ObjectStore
+	once  sync.Once
+	onPut func()
+}
+
+func (s *hookStore) Put(ctx context.Context, key string, r io.Reader, size int64, sum objstore.Sum) (objstore.Info, error) {
+	s.once.Do(s.onPut)
+	return s.ObjectStore.Put(ctx, key, r, size, sum)
+}
+
+// A leader deposed in the middle of a copy: the new leader cleans up its
+// COPY_SEGMENT_STARTED entry, the old leader's COPY_SEGMENT_FINISHED is
+// fenced, and the old leader deletes the objects it wrote, so the store
+// holds no object that no metadata names.
+func TestClusterDeposedMidCopyLeavesNoOrphans(t *testing.T) {
+	c := newClusterFixture(t, tieredConfig)
+	ctx := context.Background()
+	k := c.k()
+	c.topic.setLeader(k, 0, 1)
+	c.produce(20)
+	c.m[0].Close()
+	hs := &hookStore{ObjectStore: c.f[0].store}
+	hs.onPut = func() {
+		c.topic.setLeader(k, 1, 2)
+		if err := c.m[1].RunOnce(ctx); err != nil {
+			t.Errorf("new leader's pass: %v", err)
+		}
+	}
+	c.m[0] = c.f[0].manager(hs, func(o *Options) {
+		o.Metadata = fakeBroker{c.topic, 0}
+		o.Now = func() time.Time { return time.UnixMilli(c.clock.Load()) }
+	})
+	err := c.m[0].RunOnce(ctx)
+	if !errors.Is(err, errFenced) {
+		t.Fatalf("deposed leader's pass: %v", err)
+	}
+	if c.m[0].Stats().SegmentsCopied != 0 {
+		t.Fatal("the deposed leader finished a copy")
+	}
+	named := map[string]bool{}
+	for _, s := range c.m[1].Segments(k.id, 0) {
+		if s.State != CopyFinished {
+			t.Fatalf("new leader lists %+v", s)
+		}
+		named[s.ID] = true
+	}
+	if len(named) == 0 {
+		t.Fatal("the new leader copied nothing")
+	}
+	for _, key := range c.f[0].keys() {
+		if !named[strings.SplitN(strings.TrimPrefix(key, "tiered-0/"), "-", 2)[1][:22]] {
+			t.Fatalf("object %s is named by no segment", key)
+		}
 	}
 }

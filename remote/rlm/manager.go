@@ -604,6 +604,17 @@ func (m *Manager) copySegment(ctx context.Context, l *engine.Log, k tp, s engine
 	}
 	err = m.update(k, l.Topic(), Event{Type: string(CopyFinished), LeaderEpoch: epoch,
 		Segment: &Segment{ID: seg.ID, Base: seg.Base, End: seg.End, Files: files}})
+	if errors.Is(err, errFenced) {
+		// Deposed while copying (cluster mode): no metadata will name
+		// these objects (the new leader may have cleaned up the
+		// COPY_SEGMENT_STARTED entry already), so they go now.
+		for _, u := range ups {
+			key := ObjectKey(l.Topic(), l.Partition(), s.Base, seg.ID, u.kind)
+			if derr := m.retry(ctx, "delete "+key, func(ctx context.Context) error { return m.o.Store.Delete(ctx, key) }); derr != nil {
+				m.log.Warn("deleting a fenced copy's object", "key", key, "err", derr)
+			}
+		}
+	}
 	if err != nil {
 		return err
 	}
