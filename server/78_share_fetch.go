@@ -96,6 +96,9 @@ func handleShareFetch(s *Server, rc *reqCtx) {
 	f.deadlineMs = nowMs + int64(max(req.MaxWaitMillis, 0))
 
 	st.Lock()
+	if req.ShareSessionEpoch == share.SessionInitialEpoch {
+		st.RefreshConfigs(f.key.Group) // a cluster: the group's configs as the state topic has them
+	}
 	resp.AcquisitionLockTimeoutMillis = st.LockDurationMs(f.key.Group)
 	final := req.ShareSessionEpoch == share.SessionFinalEpoch
 	if !final && !s.shareMember(f.key.Group, f.key.Member) {

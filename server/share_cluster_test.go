@@ -240,4 +240,45 @@ func TestClusterShareGroupLeaderFailover(t *testing.T) {
 	if len(per[0]) != 1 || per[0][30] == 0 {
 		t.Fatalf("after the accepts, a consumer received %v, want only offset 30", per[0])
 	}
+
+	// A group config set through a broker that does not lead the
+	// partition reaches its leader when a new share session opens there.
+	var newLeader, other *inCluster
+	for _, b := range rest {
+		waitMetadata(t, cl, b, func(r *kmsg.MetadataResponse) string {
+			if mt := clusterTopic(r, topic); mt != nil && len(mt.Partitions) == 1 && mt.Partitions[0].Leader == b.id {
+				newLeader = b
+			}
+			return ""
+		})
+	}
+	if newLeader == nil {
+		t.Fatal("no broker says it leads the partition")
+	}
+	for _, b := range rest {
+		if b != newLeader {
+			other = b
+		}
+	}
+	areq := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	ar := kmsg.NewIncrementalAlterConfigsRequestResource()
+	ar.ResourceType, ar.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
+	ac := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	ac.Name, ac.Op, ac.Value = "share.record.lock.duration.ms", kmsg.IncrementalAlterConfigOpSet, kmsg.StringPtr("15000")
+	ar.Configs = append(ar.Configs, ac)
+	areq.Resources = append(areq.Resources, ar)
+	aresp, err := areq.RequestWith(ctx, cl.Broker(int(other.id)))
+	if err != nil || aresp.Resources[0].ErrorCode != 0 {
+		t.Fatalf("alter group config through broker %d: %v %+v", other.id, err, aresp)
+	}
+	probe := kmsg.NewPtrShareFetchRequest()
+	probe.GroupID, probe.MemberID = kmsg.StringPtr(group), kmsg.StringPtr("probe-member")
+	probe.MaxBytes, probe.MaxRecords = 1<<20, 1
+	presp, err := probe.RequestWith(ctx, cl.Broker(int(newLeader.id)))
+	if err != nil || presp.ErrorCode != 0 {
+		t.Fatalf("probe ShareFetch: %v %+v", err, presp)
+	}
+	if presp.AcquisitionLockTimeoutMillis != 15000 {
+		t.Fatalf("the leader (broker %d) answers a lock of %d ms after the group config was set to 15000 through broker %d", newLeader.id, presp.AcquisitionLockTimeoutMillis, other.id)
+	}
 }

@@ -26,6 +26,7 @@ package sharehost
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"sync"
 	"time"
 
@@ -372,4 +373,43 @@ func (h *Host) replicaKeys(group string) map[Key]bool {
 		}
 	}
 	return out
+}
+
+// RefreshConfigs, in a cluster, reads group's configs from this broker's
+// replica of __share_group_state and applies a change to the group's
+// share-partitions here (lock held); on a single broker it does nothing.
+// A new share session calls it, so configs set through another broker
+// reach the partition leaders when a consumer (re)starts.
+func (h *Host) RefreshConfigs(group string) {
+	if h.cluster == nil {
+		return
+	}
+	v, found := h.loadLocal(shareConfigKey(group))
+	if !found {
+		return
+	}
+	cfgs := map[string]string{}
+	if v != nil {
+		if err := json.Unmarshal(v, &cfgs); err != nil {
+			return
+		}
+	}
+	if maps.Equal(cfgs, h.configs[group]) {
+		return
+	}
+	if v == nil {
+		delete(h.configs, group)
+	} else {
+		h.configs[group] = cfgs
+	}
+	for k, sp := range h.parts {
+		if k.Group != group {
+			continue
+		}
+		if err := h.Apply(k, sp, sp.P.SetConfig(h.PartConfig(group)), nil); err != nil {
+			h.log.Error("share: persisting a config change", "group", group, "err", err)
+		}
+		sp.dlqWant, sp.dlqRetryAt, sp.dlqBackoff = true, 0, 0
+	}
+	h.dlqKick()
 }
