@@ -183,6 +183,91 @@ func TestClusterTieredLeaderMove(t *testing.T) {
 		}
 		return ""
 	})
+
+	// The old leader's broker restarts (its remote-log metadata replayed
+	// from __remote_log_metadata) and leads again: it serves the segments
+	// the second leader copied meanwhile.
+	if _, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "retention.ms", Value: kadm.StringPtr("-1")}}, "tiered"); err != nil {
+		t.Fatal(err)
+	}
+	for i := n; i < n+200; i += 20 {
+		var recs []*kgo.Record
+		for j := i; j < i+20; j++ {
+			recs = append(recs, &kgo.Record{Value: []byte(fmt.Sprintf("v%d-%s", j, strings.Repeat("x", 100)))})
+		}
+		if err := pcl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatalf("produce: %v\n%s", err, c.warnings())
+		}
+	}
+	var second []string
+	waitFor(t, 90*time.Second, func() string {
+		second = storeLogObjects(t, storeDir)
+		if len(second) < 6 {
+			return fmt.Sprintf("new leader %d copied %d segments of the last 200 records", newLeader, len(second))
+		}
+		return ""
+	})
+	firstBase := strings.SplitN(filepath.Base(second[0]), "-", 2)[0]
+	c.brokers[leader].start()
+	md, err := adm.Metadata(ctx, "tiered")
+	if err != nil {
+		t.Fatal(err)
+	}
+	order := []int32{leader}
+	for _, r := range md.Topics["tiered"].Partitions[0].Replicas {
+		if r != leader {
+			order = append(order, r)
+		}
+	}
+	var req kadm.AlterPartitionAssignmentsReq
+	req.Assign("tiered", 0, order)
+	if rs, err := adm.AlterPartitionAssignments(ctx, req); err != nil || rs.Error() != nil {
+		t.Fatalf("reorder replicas to %v: %v %v", order, err, rs.Error())
+	}
+	waitFor(t, 90*time.Second, func() string {
+		md, err := adm.Metadata(ctx, "tiered")
+		if err != nil {
+			return err.Error()
+		}
+		p := md.Topics["tiered"].Partitions[0]
+		if fmt.Sprint(p.Replicas) != fmt.Sprint(order) || len(p.ISR) != 3 {
+			return fmt.Sprintf("replicas %v isr %v, want %v all in sync", p.Replicas, p.ISR, order)
+		}
+		if p.Leader == leader {
+			return ""
+		}
+		ts := make(kadm.TopicsSet)
+		ts.Add("tiered", 0)
+		adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, ts)
+		return fmt.Sprintf("leader %d, want %d back", p.Leader, leader)
+	})
+	ccl2 := c.client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"tiered": {0: kgo.NewOffset().AtStart()}}))
+	first, next2 := int64(-1), int64(-1)
+	deadline = time.Now().Add(90 * time.Second)
+	for next2 < n+200 {
+		if time.Now().After(deadline) {
+			t.Fatalf("consumed from %d up to %d of %d through restarted leader %d\n%s", first, next2, n+200, leader, c.warnings())
+		}
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		fs := ccl2.PollFetches(pctx)
+		cancel()
+		var bad error
+		fs.EachRecord(func(r *kgo.Record) {
+			if first < 0 {
+				first, next2 = r.Offset, r.Offset
+			}
+			if bad == nil && (r.Offset != next2 || !strings.HasPrefix(string(r.Value), fmt.Sprintf("v%d-", next2))) {
+				bad = fmt.Errorf("offset %d: got offset %d %q", next2, r.Offset, r.Value[:8])
+			}
+			next2++
+		})
+		if bad != nil {
+			t.Fatal(bad)
+		}
+	}
+	if fmt.Sprintf("%020d", first) > firstBase {
+		t.Fatalf("the restarted leader's log starts at %d, above the remote segment at %s: nothing read from remote", first, firstBase)
+	}
 }
 
 // TestClusterTieredNewReplica: a replica added (partition reassignment)
