@@ -46,6 +46,11 @@ type coreConfig struct {
 	lagMs     int64 // replica.lag.time.max.ms
 	backoffMs int64 // replica.fetch.backoff.ms: retry after an unknown AlterPartition outcome
 	canAlter  bool  // an ISRUpdater exists: ISR changes may be proposed
+	// registration is the leader's metadata view of a broker's
+	// registration (Config.Registration); nil: no view, broker epochs are
+	// neither checked nor required (every follower counts, as before
+	// KIP-903).
+	registration func(id int32) Registration
 }
 
 // follower is the leader's view of one follower replica.
@@ -55,6 +60,10 @@ type follower struct {
 	lastFetchMs    int64
 	lastFetchLEO   int64 // the leader's log end at that fetch; -1 before the first
 	lastCaughtUpMs int64
+	// brokerEpoch is the broker epoch its last counted fetch carried
+	// (Fetch v15+ ReplicaState.ReplicaEpoch, KIP-903); -1 when it carried
+	// none (an older fetch version) or before its first fetch.
+	brokerEpoch int64
 }
 
 // logPos is what the core needs to know of the partition's log, read by the
@@ -153,7 +162,7 @@ func (c *core) becomeLeader(st *Partition, newEpoch bool, now int64, pos logPos)
 	}
 	for _, id := range c.replicas {
 		if id != c.cfg.self && c.followers[id] == nil {
-			c.followers[id] = &follower{id: id, fetchOffset: -1, lastFetchLEO: -1, lastCaughtUpMs: now}
+			c.followers[id] = &follower{id: id, fetchOffset: -1, lastFetchLEO: -1, lastCaughtUpMs: now, brokerEpoch: -1}
 		}
 	}
 	for id := range c.followers {
@@ -255,7 +264,16 @@ func (c *core) durable(pos logPos) actions { return c.hwActions(pos) }
 // fetch (then it was caught up at that fetch). A follower out of the ISR
 // that caught up is proposed for it, and the HW moves.
 // kerr.NotLeaderForPartition when not leading or id is no replica.
-func (c *core) followerFetch(id int32, fetchOffset, now int64, pos logPos) (actions, error) {
+//
+// brokerEpoch is the broker epoch the fetch carried (KIP-903; -1: none).
+// A fetch from an older incarnation of the broker than the one the
+// metadata view has registered (a broker restarted, its old process still
+// fetching) is refused with kerr.NotLeaderForPartition and changes
+// nothing: not the follower's position, its caught-up time, the ISR nor
+// the HW (Kafka's Replica.updateFetchStateOrThrow; Kafka compares with
+// the alive registration only, Strata with any newer registration, fenced
+// or not).
+func (c *core) followerFetch(id int32, brokerEpoch, fetchOffset, now int64, pos logPos) (actions, error) {
 	if !c.activeLeader() {
 		return noActions(), kerr.NotLeaderForPartition
 	}
@@ -263,6 +281,13 @@ func (c *core) followerFetch(id int32, fetchOffset, now int64, pos logPos) (acti
 	if f == nil {
 		return noActions(), kerr.NotLeaderForPartition // not a replica of this partition
 	}
+	if brokerEpoch != -1 && c.cfg.registration != nil {
+		if r := c.cfg.registration(id); r.Registered && r.Epoch > brokerEpoch {
+			return noActions(), fmt.Errorf("%w: stale fetch of broker %d: broker epoch %d, registered with %d",
+				kerr.NotLeaderForPartition, id, brokerEpoch, r.Epoch)
+		}
+	}
+	f.brokerEpoch = brokerEpoch
 	switch {
 	case fetchOffset >= pos.end:
 		f.lastCaughtUpMs = max(f.lastCaughtUpMs, now)
@@ -313,10 +338,38 @@ func (c *core) maybeExpand(f *follower, now int64, pos logPos) *proposal {
 	if slices.Contains(c.isr, f.id) || !c.canPropose(now) {
 		return nil
 	}
-	if f.fetchOffset < pos.hw || f.fetchOffset < pos.epochStart {
+	if f.fetchOffset < pos.hw || f.fetchOffset < pos.epochStart || !c.isrEligible(f) {
 		return nil
 	}
 	return c.propose(append(slices.Clone(c.isr), f.id))
+}
+
+// isrEligible is Kafka's Partition.isReplicaIsrEligible (KIP-903): with a
+// metadata view, the follower's broker is registered, not fenced nor
+// shutting down, and its last fetch carried no broker epoch (-1) or the
+// registered one.
+func (c *core) isrEligible(f *follower) bool {
+	if c.cfg.registration == nil {
+		return true
+	}
+	r := c.cfg.registration(f.id)
+	return r.Registered && r.Alive && (f.brokerEpoch == -1 || f.brokerEpoch == r.Epoch)
+}
+
+// isrEpochs is the broker epoch of each member of isr as its fetches
+// carried it (Kafka's addBrokerEpochToIsr): the controller refuses the
+// change with INELIGIBLE_REPLICA when one is not the member's current
+// registration. -1 (not checked) for this broker (the AlterPartition's own
+// broker epoch covers it) and for a follower whose fetches carry none.
+func (c *core) isrEpochs(isr []int32) []int64 {
+	out := make([]int64, len(isr))
+	for i, id := range isr {
+		out[i] = -1
+		if f := c.followers[id]; f != nil && id != c.cfg.self {
+			out[i] = f.brokerEpoch
+		}
+	}
+	return out
 }
 
 // maybeShrink proposes dropping ISR members not caught up within
@@ -347,7 +400,7 @@ func (c *core) propose(isr []int32) *proposal {
 	c.pendingISR = isr
 	return &proposal{
 		req: AlterPartition{Topic: c.topic, Partition: c.part, LeaderEpoch: c.leaderEpoch,
-			PartitionEpoch: c.partitionEpoch, ISR: slices.Clone(isr)},
+			PartitionEpoch: c.partitionEpoch, ISR: slices.Clone(isr), ISREpochs: c.isrEpochs(isr)},
 		from: slices.Clone(c.isr),
 		gen:  c.gen,
 	}
@@ -428,7 +481,8 @@ func (c *core) status(st *Status) {
 	if c.role == engine.RoleLeader {
 		for _, id := range c.replicas {
 			if f := c.followers[id]; f != nil {
-				st.Followers = append(st.Followers, FollowerStatus{ID: id, FetchOffset: f.fetchOffset, LastCaughtUpMs: f.lastCaughtUpMs, LastFetchMs: f.lastFetchMs})
+				st.Followers = append(st.Followers, FollowerStatus{ID: id, FetchOffset: f.fetchOffset, LastCaughtUpMs: f.lastCaughtUpMs,
+					LastFetchMs: f.lastFetchMs, BrokerEpoch: f.brokerEpoch})
 			}
 		}
 	}

@@ -49,7 +49,7 @@ func pos(end, hw int64) logPos { return logPos{end: end, durable: end, hw: hw, e
 
 func mustFetch(t *testing.T, c *core, id int32, off, now int64, p logPos) actions {
 	t.Helper()
-	a, err := c.followerFetch(id, off, now, p)
+	a, err := c.followerFetch(id, -1, off, now, p)
 	if err != nil {
 		t.Fatalf("fetch by %d at %d: %v", id, off, err)
 	}
@@ -532,7 +532,7 @@ func TestCoreStaleFollowerFetch(t *testing.T) {
 			c := newLeader(t, testCfg(), []int32{1, 2}, []int32{1, 2}, t0, pos(0, 0))
 			tc.setup(c)
 			isr := slices.Clone(c.isr)
-			a, err := c.followerFetch(tc.id, 10, t0+1, pos(10, 0))
+			a, err := c.followerFetch(tc.id, -1, 10, t0+1, pos(10, 0))
 			if !errors.Is(err, kerr.NotLeaderForPartition) {
 				t.Fatalf("fetch: %v", err)
 			}
@@ -569,4 +569,133 @@ func TestCoreStatus(t *testing.T) {
 		st.Followers[1].ID != 2 || st.Followers[1].FetchOffset != 7 || st.Followers[1].LastFetchMs != t0+5 {
 		t.Fatalf("status %+v", st)
 	}
+}
+
+// epochCfg is testCfg with a metadata view of broker registrations read
+// from regs (KIP-903).
+func epochCfg(regs map[int32]Registration) coreConfig {
+	cfg := testCfg()
+	cfg.registration = func(id int32) Registration { return regs[id] }
+	return cfg
+}
+
+// TestCoreStaleBrokerEpochFetch (KIP-903): a fetch carrying an older broker
+// epoch than the follower's registration (its broker restarted, the old
+// process still fetching) is refused with NOT_LEADER_OR_FOLLOWER and moves
+// nothing: not the follower's position, not the HW, and it does not keep
+// the member in the ISR. A fetch with the registered epoch, with none (-1,
+// an older Fetch version) or with a newer one than the view has counts.
+func TestCoreStaleBrokerEpochFetch(t *testing.T) {
+	regs := map[int32]Registration{
+		2: {Registered: true, Alive: true, Epoch: 20},
+		3: {Registered: true, Alive: true, Epoch: 30},
+	}
+	c := newLeader(t, epochCfg(regs), []int32{1, 2, 3}, []int32{1, 2, 3}, t0, pos(10, 0))
+	if _, err := c.followerFetch(2, 20, 10, t0+1, pos(10, 0)); err != nil {
+		t.Fatalf("fetch with the registered epoch: %v", err)
+	}
+	a, err := c.followerFetch(3, 29, 10, t0+2, pos(10, 0))
+	if !errors.Is(err, kerr.NotLeaderForPartition) {
+		t.Fatalf("stale fetch: err %v, want NOT_LEADER_OR_FOLLOWER", err)
+	}
+	if a.advanceHW != -1 || a.propose != nil {
+		t.Fatalf("stale fetch acted: %+v", a)
+	}
+	if f := c.followers[3]; f.fetchOffset != -1 || f.lastFetchMs != 0 || f.brokerEpoch != -1 {
+		t.Fatalf("stale fetch recorded: %+v", *f)
+	}
+	// The registered epoch counts: the HW moves to 10.
+	if a := mustFetchEpoch(t, c, 3, 30, 10, t0+3, pos(10, 0)); a.advanceHW != 10 {
+		t.Fatalf("fetch with the registered epoch: advanceHW %d, want 10", a.advanceHW)
+	}
+	// A fetch without an epoch, or with a newer one than the view has
+	// (the view lags the registration), counts.
+	if a := mustFetchEpoch(t, c, 3, -1, 12, t0+4, pos(12, 10)); a.advanceHW != -1 {
+		t.Fatalf("advanceHW %d with member 2 at 10", a.advanceHW) // 2 is still at 10
+	}
+	if a := mustFetchEpoch(t, c, 2, 21, 12, t0+5, pos(12, 10)); a.advanceHW != 12 {
+		t.Fatalf("fetch with a newer epoch than the view's: advanceHW %d, want 12", a.advanceHW)
+	}
+
+	// Broker 3 restarts (registration 31) and its new process stops
+	// fetching; its old process still fetches at the log end. Those
+	// fetches are refused, so 3 is not caught up and leaves the ISR.
+	regs[3] = Registration{Registered: true, Alive: true, Epoch: 31}
+	for now := t0 + 6; now < t0+6+2*lagMs; now += lagMs / 4 {
+		if _, err := c.followerFetch(3, 30, 100, now, pos(100, 12)); !errors.Is(err, kerr.NotLeaderForPartition) {
+			t.Fatalf("old incarnation's fetch at %d: err %v", now, err)
+		}
+		mustFetchEpoch(t, c, 2, 21, 100, now, pos(100, 12))
+	}
+	if f := c.followers[3]; f.fetchOffset != 12 {
+		t.Fatalf("follower 3 at %d, want 12 (its last counted fetch)", f.fetchOffset)
+	}
+	a = c.tick(t0+6+2*lagMs, pos(100, 12))
+	if a.propose == nil || !slices.Equal(a.propose.req.ISR, []int32{1, 2}) {
+		t.Fatalf("tick: %+v, want a shrink to [1 2]", a.propose)
+	}
+}
+
+// TestCoreISRExpansionBrokerEpoch (KIP-903): a follower joins the ISR only
+// when its broker is registered, alive, and its fetches carry the
+// registered epoch (or none); the proposal carries each member's broker
+// epoch for the controller to check.
+func TestCoreISRExpansionBrokerEpoch(t *testing.T) {
+	regs := map[int32]Registration{
+		2: {Registered: true, Alive: true, Epoch: 20},
+		3: {Registered: true, Alive: false, Epoch: 30}, // fenced
+	}
+	c := newLeader(t, epochCfg(regs), []int32{1, 2, 3}, []int32{1, 2}, t0, pos(10, 10))
+	mustFetchEpoch(t, c, 2, 20, 10, t0+1, pos(10, 10))
+	// A stale fetch: refused, nothing proposed.
+	if a, err := c.followerFetch(3, 29, 10, t0+2, pos(10, 10)); err == nil || a.propose != nil {
+		t.Fatalf("stale fetch: %+v %v", a.propose, err)
+	}
+	// The registered epoch but fenced: counted, not eligible.
+	if a := mustFetchEpoch(t, c, 3, 30, 10, t0+3, pos(10, 10)); a.propose != nil {
+		t.Fatalf("fenced broker proposed for the ISR: %+v", a.propose.req)
+	}
+	if a := c.tick(t0+4, pos(10, 10)); a.propose != nil {
+		t.Fatalf("tick proposed a fenced broker: %+v", a.propose.req)
+	}
+	// Unfenced: the next check proposes it, with the epochs the fetches carried.
+	regs[3] = Registration{Registered: true, Alive: true, Epoch: 30}
+	a := c.tick(t0+5, pos(10, 10))
+	if a.propose == nil {
+		t.Fatal("caught-up, alive follower not proposed")
+	}
+	if r := a.propose.req; !slices.Equal(r.ISR, []int32{1, 2, 3}) || !slices.Equal(r.ISREpochs, []int64{-1, 20, 30}) {
+		t.Fatalf("proposal ISR %v epochs %v, want [1 2 3] [-1 20 30]", r.ISR, r.ISREpochs)
+	}
+	c.alterDone(a.propose, AlterPartitionResult{}, kerr.IneligibleReplica, t0+6, pos(10, 10))
+
+	// Broker 3 restarted (registration 31) and its new process has not
+	// fetched yet: the epoch its last fetch carried is not the registered
+	// one, so it is not proposed.
+	regs[3] = Registration{Registered: true, Alive: true, Epoch: 31}
+	if a := c.tick(t0+7, pos(10, 10)); a.propose != nil {
+		t.Fatalf("proposed with the old incarnation's epoch: %+v", a.propose.req)
+	}
+	// Its fetch with the new epoch makes it eligible again.
+	a = mustFetchEpoch(t, c, 3, 31, 10, t0+8, pos(10, 10))
+	if a.propose == nil || !slices.Equal(a.propose.req.ISREpochs, []int64{-1, 20, 31}) {
+		t.Fatalf("fetch with the new epoch: proposal %+v", a.propose)
+	}
+
+	// Without a metadata view nothing is checked and -1 is proposed for a
+	// fetch that carried no epoch.
+	c2 := newLeader(t, testCfg(), []int32{1, 2}, []int32{1}, t0, pos(10, 10))
+	a = mustFetch(t, c2, 2, 10, t0+1, pos(10, 10))
+	if a.propose == nil || !slices.Equal(a.propose.req.ISREpochs, []int64{-1, -1}) {
+		t.Fatalf("no view: proposal %+v", a.propose)
+	}
+}
+
+func mustFetchEpoch(t *testing.T, c *core, id int32, epoch, off, now int64, p logPos) actions {
+	t.Helper()
+	a, err := c.followerFetch(id, epoch, off, now, p)
+	if err != nil {
+		t.Fatalf("fetch by %d (epoch %d) at %d: %v", id, epoch, off, err)
+	}
+	return a
 }

@@ -7,8 +7,9 @@
 // their divergent tail by leader epoch before fetching.
 //
 // It knows nothing of the client protocol beyond the two requests a follower
-// sends (Fetch v12 with ReplicaID, OffsetForLeaderEpoch v4), which it
-// encodes with kmsg over plain TCP connections of its own.
+// sends (Fetch v15 with ReplicaState: its replica id and broker epoch,
+// KIP-903; OffsetForLeaderEpoch v4), which it encodes with kmsg over plain
+// TCP connections of its own.
 //
 // # Files
 //
@@ -81,6 +82,8 @@
 //	// the Log carries the leader's hook (engine/replication.go):
 //	rr, err := l.ReadReplica(fetchOffset, maxBytes, first) // up to the log end, not the HW
 //	err = l.FollowerFetch(replicaID, fetchOffset)          // records the follower's position
+//	err = m.FollowerFetchEpoch(l, replicaID, brokerEpoch, fetchOffset) // the same, v15+: with
+//	                                   // ReplicaState's broker epoch (KIP-903, below)
 //	cancel := l.NotifyEnd(fetchOffset, wake)               // long poll: the log end passed the offset
 //
 //	st, ok := m.Status("t", 0) // role, epochs, ISR, HW, follower positions (tests, metrics)
@@ -131,6 +134,26 @@
 // broker has not applied yet resolves itself once it has, one caused by a
 // member that was not yet eligible once it is). Other errors (unknown
 // outcome) are retried after replica.fetch.backoff.ms.
+//
+// Broker epochs (KIP-903): a follower's Fetch carries its broker's
+// registration epoch (Config.BrokerEpoch; -1 before it registered), and the
+// leader checks it against its metadata view of that broker's registration
+// (Config.Registration), as Kafka's Replica.updateFetchStateOrThrow and
+// Partition.isReplicaIsrEligible do. A fetch carrying an older epoch than
+// the registered one (the broker restarted and its old incarnation still
+// fetches) is answered NOT_LEADER_OR_FOLLOWER and changes nothing: not the
+// follower's position, not its caught-up time (so it cannot keep the
+// member in the ISR), not the HW. Kafka compares with the alive (unfenced)
+// registration only; Strata with any newer registration, fenced or not. A
+// fetch without an epoch (-1: older Fetch versions, or through the engine's
+// Log.FollowerFetch hook) is not checked. The leader keeps the epoch of each
+// follower's last counted fetch; a follower is added to the ISR only when
+// its broker is registered, neither fenced nor shutting down, and that
+// epoch is -1 or the registered one; and every ISR proposal carries each
+// member's epoch (AlterPartition.ISREpochs, -1 for the leader itself,
+// whose broker epoch the request carries), which the controller checks
+// against the member's registration (INELIGIBLE_REPLICA otherwise,
+// controller.ISRMember). Without Config.Registration nothing is checked.
 //
 // acks=-1 and the ISR: CheckProduce refuses with NOT_ENOUGH_REPLICAS when the
 // committed ISR is smaller than min.insync.replicas (nothing is appended);

@@ -18,13 +18,20 @@ import (
 )
 
 // Versions the follower speaks (the broker serves Fetch v4-18 and
-// OffsetForLeaderEpoch v0-4). Fetch v12 names topics (v13+ uses ids) and is
-// the first to carry LastFetchedEpoch; v4 of OffsetForLeaderEpoch carries
+// OffsetForLeaderEpoch v0-4). Fetch v15 (KIP-903) carries the replica id
+// with this broker's registration epoch in ReplicaState (ReplicaID is -1)
+// and names topics by id (v13+); v4 of OffsetForLeaderEpoch carries
 // ReplicaID.
 const (
-	fetchVersion      = 12
+	fetchVersion      = 15
 	epochQueryVersion = 4
 )
+
+// idp names a partition by topic id, as Fetch v13+ does.
+type idp struct {
+	id   [16]byte
+	part int32
+}
 
 // fpart is a partition in a fetcher. Owned by the fetcher goroutine except
 // where noted.
@@ -425,13 +432,15 @@ func (f *fetcher) fetchPhase(parts []*fpart) error {
 	cfg := &f.m.cfg
 	req := kmsg.NewPtrFetchRequest()
 	req.SetVersion(fetchVersion)
-	req.ReplicaID = cfg.BrokerID
+	req.ReplicaID = -1 // v15+: in ReplicaState
+	req.ReplicaState.ID = cfg.BrokerID
+	req.ReplicaState.Epoch = f.m.brokerEpoch()
 	req.MaxWaitMillis = cfg.FetchWaitMaxMs
 	req.MinBytes = cfg.FetchMinBytes
 	req.MaxBytes = cfg.FetchResponseMaxBytes
 	req.SessionEpoch = -1
-	byTopic := map[string]int{}
-	sent := map[tp]*fpart{}
+	byTopic := map[[16]byte]int{}
+	sent := map[idp]*fpart{}
 	pendingDurable := false
 	now := f.m.cfg.Now()
 	soonest := time.Duration(-1)
@@ -446,12 +455,13 @@ func (f *fetcher) fetchPhase(parts []*fpart) error {
 		if !plan.send {
 			continue
 		}
-		i, ok := byTopic[fp.p.key.topic]
+		id := l.TopicID()
+		i, ok := byTopic[id]
 		if !ok {
 			i = len(req.Topics)
-			byTopic[fp.p.key.topic] = i
+			byTopic[id] = i
 			t := kmsg.NewFetchRequestTopic()
-			t.Topic = fp.p.key.topic
+			t.TopicID = id
 			req.Topics = append(req.Topics, t)
 		}
 		rp := kmsg.NewFetchRequestTopicPartition()
@@ -462,7 +472,7 @@ func (f *fetcher) fetchPhase(parts []*fpart) error {
 		rp.LogStartOffset = l.LogStartOffset()
 		rp.PartitionMaxBytes = cfg.FetchMaxBytes
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
-		sent[fp.p.key] = fp
+		sent[idp{id, fp.p.key.part}] = fp
 	}
 	if len(sent) == 0 {
 		wait := time.Second
@@ -493,11 +503,11 @@ func (f *fetcher) fetchPhase(parts []*fpart) error {
 		rt := &resp.Topics[i]
 		for j := range rt.Partitions {
 			rp := &rt.Partitions[j]
-			fp := sent[tp{rt.Topic, rp.Partition}]
+			fp := sent[idp{rt.TopicID, rp.Partition}]
 			if fp == nil || !f.member(fp) {
 				continue
 			}
-			delete(sent, tp{rt.Topic, rp.Partition})
+			delete(sent, idp{rt.TopicID, rp.Partition})
 			ok, err := f.handlePartition(fp, rp)
 			if err != nil {
 				// The log failed (offline, closed, deleted): this partition

@@ -37,6 +37,18 @@ type Config struct {
 	// changes are never proposed (the ISR stays as BecomeLeader gave it).
 	ISR ISRUpdater
 
+	// BrokerEpoch returns this broker's current registration epoch, sent
+	// in every Fetch as ReplicaState.ReplicaEpoch (KIP-903); nil, or a
+	// value <= 0 (not registered yet), sends -1 (no epoch).
+	BrokerEpoch func() int64
+	// Registration is this broker's metadata view of broker id's
+	// registration (Kafka's metadata cache): as a leader the Manager
+	// refuses a follower's fetch carrying an older broker epoch than the
+	// registered one, and adds a follower to the ISR only when it is
+	// alive and its fetches carry the registered epoch (or none). nil:
+	// epochs are not checked.
+	Registration func(id int32) Registration
+
 	LagTimeMaxMs          int64 // replica.lag.time.max.ms
 	FetchMaxBytes         int32 // replica.fetch.max.bytes (per partition)
 	FetchResponseMaxBytes int32 // replica.fetch.response.max.bytes
@@ -74,6 +86,20 @@ type AlterPartition struct {
 	LeaderEpoch    int32   // the leader epoch the leader holds
 	PartitionEpoch int32   // the partition epoch the leader knows
 	ISR            []int32 // the proposed ISR, leader included
+	// ISREpochs is, per ISR member, the broker epoch its fetches carried
+	// (KIP-903), which the controller checks against the member's
+	// registration (INELIGIBLE_REPLICA when it is not the current one);
+	// -1: not checked (this broker, or a follower whose fetches carry
+	// none).
+	ISREpochs []int64
+}
+
+// Registration is a broker's registration in the metadata view
+// (Config.Registration).
+type Registration struct {
+	Registered bool  // the broker is registered
+	Alive      bool  // registered, not fenced and not shutting down
+	Epoch      int64 // its registration's broker epoch
 }
 
 // AlterPartitionResult is the partition as the controller committed it.
@@ -103,6 +129,7 @@ type FollowerStatus struct {
 	FetchOffset    int64 // = durable offset; -1 before its first fetch
 	LastCaughtUpMs int64
 	LastFetchMs    int64
+	BrokerEpoch    int64 // the broker epoch its last counted fetch carried; -1 none
 }
 
 // Status is a partition's replication state (tests, metrics, admin).
@@ -183,8 +210,9 @@ func New(cfg Config) *Manager {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{
-		cfg:      cfg,
-		coreCfg:  coreConfig{self: cfg.BrokerID, lagMs: cfg.LagTimeMaxMs, backoffMs: cfg.FetchBackoffMs, canAlter: cfg.ISR != nil},
+		cfg: cfg,
+		coreCfg: coreConfig{self: cfg.BrokerID, lagMs: cfg.LagTimeMaxMs, backoffMs: cfg.FetchBackoffMs,
+			canAlter: cfg.ISR != nil, registration: cfg.Registration},
 		log:      cfg.Logger.With("component", "replica", "broker", cfg.BrokerID),
 		ctx:      ctx,
 		cancel:   cancel,
@@ -197,6 +225,33 @@ func New(cfg Config) *Manager {
 }
 
 func (m *Manager) nowMs() int64 { return m.cfg.Now().UnixMilli() }
+
+// brokerEpoch is the broker epoch this broker's fetches carry: -1 when
+// unknown (no Config.BrokerEpoch, not registered yet).
+func (m *Manager) brokerEpoch() int64 {
+	if m.cfg.BrokerEpoch == nil {
+		return -1
+	}
+	if e := m.cfg.BrokerEpoch(); e > 0 {
+		return e
+	}
+	return -1
+}
+
+// FollowerFetchEpoch is Log.FollowerFetch with the broker epoch the fetch
+// carried (Fetch v15+ ReplicaState, KIP-903; -1 none): the server calls it
+// for a replica fetch of l, which this Manager leads. A fetch from an older
+// incarnation of the broker than the registered one is refused with
+// NOT_LEADER_OR_FOLLOWER and does not count (see core.followerFetch).
+func (m *Manager) FollowerFetchEpoch(l *engine.Log, replicaID int32, brokerEpoch, fetchOffset int64) error {
+	m.mu.Lock()
+	p := m.parts[tp{l.Topic(), l.Partition()}]
+	m.mu.Unlock()
+	if p == nil || p.log != l {
+		return engine.ErrNotReplicated
+	}
+	return p.followerFetch(replicaID, brokerEpoch, fetchOffset)
+}
 
 // Close stops every fetcher, the ISR checker and in-flight AlterPartition
 // calls, and waits for them. Logs keep their role; their handlers go inert.

@@ -137,10 +137,17 @@ func (h *handler) Durable(end int64) {
 // FollowerFetch records follower replicaID's fetch at fetchOffset, at the
 // Manager's clock: the core may propose adding it to the ISR and move the
 // HW.
+// The engine's hook carries no broker epoch (-1: not checked); the server
+// passes the epoch of a Fetch v15+ through Manager.FollowerFetchEpoch.
 func (h *handler) FollowerFetch(replicaID int32, fetchOffset int64) error {
-	p := h.p
+	return h.p.followerFetch(replicaID, -1, fetchOffset)
+}
+
+// followerFetch hands a follower's fetch, with the broker epoch it carried
+// (-1 none), to the core.
+func (p *partition) followerFetch(replicaID int32, brokerEpoch, fetchOffset int64) error {
 	p.mu.Lock()
-	a, err := p.c.followerFetch(replicaID, fetchOffset, p.m.nowMs(), p.posLocked())
+	a, err := p.c.followerFetch(replicaID, brokerEpoch, fetchOffset, p.m.nowMs(), p.posLocked())
 	hw := p.execLocked(a)
 	p.mu.Unlock()
 	p.advanceHW(hw)
@@ -153,7 +160,7 @@ func (h *handler) FollowerFetch(replicaID int32, fetchOffset int64) error {
 func (p *partition) send(prop *proposal) {
 	m := p.m
 	req := prop.req
-	m.log.Info("proposing ISR change", "topic", req.Topic, "partition", req.Partition, "from", prop.from, "to", req.ISR,
+	m.log.Info("proposing ISR change", "topic", req.Topic, "partition", req.Partition, "from", prop.from, "to", req.ISR, "brokerEpochs", req.ISREpochs,
 		"leaderEpoch", req.LeaderEpoch, "partitionEpoch", req.PartitionEpoch)
 	m.wg.Add(1)
 	go func() {

@@ -563,7 +563,15 @@ func (f *fetchState) readReplica(l *engine.Log, rp *kmsg.FetchRequestTopicPartit
 		err = fmt.Errorf("fetch: replica read of %s returned %d bytes", l, rr.Bytes)
 	}
 	if err == nil {
-		err = l.FollowerFetch(replicaID, rp.FetchOffset)
+		// KIP-903: a v15+ fetch carries the follower's broker epoch, which
+		// the replica manager checks against its registration.
+		if fe, ok := f.s.cluster.repl.(interface {
+			FollowerFetchEpoch(*engine.Log, int32, int64, int64) error
+		}); ok && f.rc.version >= 15 {
+			err = fe.FollowerFetchEpoch(l, replicaID, f.req.ReplicaState.Epoch, rp.FetchOffset)
+		} else {
+			err = l.FollowerFetch(replicaID, rp.FetchOffset)
+		}
 	}
 	if err != nil {
 		rr.Release()

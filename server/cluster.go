@@ -153,7 +153,8 @@ func (s *Server) initCluster() {
 	c.ready = make(chan struct{})
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.view.Store(cluster.EmptyView())
-	env := ReplicationEnv{BrokerID: s.cfg.NodeID, BrokerAddr: s.brokerAddr, AlterISR: s.alterISR}
+	env := ReplicationEnv{BrokerID: s.cfg.NodeID, BrokerAddr: s.brokerAddr, AlterISR: s.alterISR,
+		BrokerEpoch: s.BrokerEpoch, Registration: s.registration}
 	if f := s.cfg.Cluster.Replication; f != nil {
 		c.repl = f(env)
 	} else {
@@ -310,8 +311,18 @@ func (s *Server) controllerID() int32 {
 }
 
 // alterISR is ReplicationEnv.AlterISR.
-func (s *Server) alterISR(ctx context.Context, topic string, partition, leaderEpoch, partitionEpoch int32, isr []int32) (controller.PartitionResult, error) {
-	return cluster.AlterISR(ctx, s.cluster.ctl, s.cfg.NodeID, s.cluster.member.Epoch(), topic, partition, leaderEpoch, partitionEpoch, isr)
+func (s *Server) alterISR(ctx context.Context, topic string, partition, leaderEpoch, partitionEpoch int32, isr []int32, isrEpochs []int64) (controller.PartitionResult, error) {
+	return cluster.AlterISR(ctx, s.cluster.ctl, s.cfg.NodeID, s.cluster.member.Epoch(), topic, partition, leaderEpoch, partitionEpoch, isr, isrEpochs)
+}
+
+// registration is ReplicationEnv.Registration: broker id's registration
+// in this broker's view (KIP-903's checks of follower fetches).
+func (s *Server) registration(id int32) replica.Registration {
+	b, ok := s.cluster.view.Load().Broker(id)
+	if !ok {
+		return replica.Registration{}
+	}
+	return replica.Registration{Registered: true, Alive: !b.Fenced, Epoch: b.Epoch}
 }
 
 // splitClusterConfigs validates the cluster-level keys of a topic's configs

@@ -16,9 +16,16 @@ type ReplicationEnv struct {
 	// BrokerAddr returns a live broker's listener host:port.
 	BrokerAddr func(id int32) (string, bool)
 	// AlterISR proposes a partition's new ISR to the controller (Kafka's
-	// AlterPartition) with the epochs the leader knows; the result carries
-	// the partition's new state or the refusal code.
-	AlterISR func(ctx context.Context, topic string, partition, leaderEpoch, partitionEpoch int32, isr []int32) (controller.PartitionResult, error)
+	// AlterPartition) with the epochs the leader knows and each member's
+	// broker epoch as its fetches carried it (-1: not checked); the result
+	// carries the partition's new state or the refusal code.
+	AlterISR func(ctx context.Context, topic string, partition, leaderEpoch, partitionEpoch int32, isr []int32, isrEpochs []int64) (controller.PartitionResult, error)
+	// BrokerEpoch is this broker's registration epoch (0 before it
+	// registered), sent in its followers' fetches (KIP-903); nil: none.
+	BrokerEpoch func() int64
+	// Registration is this broker's metadata view of a broker's
+	// registration (replica.Config.Registration); nil: epochs not checked.
+	Registration func(id int32) replica.Registration
 }
 
 // PartitionRole is what the controller says about one partition this broker
@@ -54,6 +61,8 @@ func NewReplicaManager(env ReplicationEnv, cfg replica.Config) ReplicaManager {
 	cfg.BrokerID = env.BrokerID
 	cfg.BrokerAddr = env.BrokerAddr
 	cfg.ISR = isrUpdater{env.AlterISR}
+	cfg.BrokerEpoch = env.BrokerEpoch
+	cfg.Registration = env.Registration
 	return replicaManager{replica.New(cfg)}
 }
 
@@ -69,11 +78,16 @@ func (m replicaManager) BecomeFollower(r PartitionRole) error {
 }
 
 // AlterISR proposes partition's new ISR to ctl for broker id at broker
-// epoch (Kafka's AlterPartition): ReplicationEnv.AlterISR.
-func AlterISR(ctx context.Context, ctl *controller.Controller, id int32, epoch int64, topic string, partition, leaderEpoch, partitionEpoch int32, isr []int32) (controller.PartitionResult, error) {
+// epoch (Kafka's AlterPartition): ReplicationEnv.AlterISR. isrEpochs[i] is
+// member isr[i]'s broker epoch, which the controller checks (-1, or
+// missing: not checked).
+func AlterISR(ctx context.Context, ctl *controller.Controller, id int32, epoch int64, topic string, partition, leaderEpoch, partitionEpoch int32, isr []int32, isrEpochs []int64) (controller.PartitionResult, error) {
 	members := make([]controller.ISRMember, len(isr))
 	for i, id := range isr {
 		members[i] = controller.ISRMember{ID: id, Epoch: -1}
+		if i < len(isrEpochs) {
+			members[i].Epoch = isrEpochs[i]
+		}
 	}
 	r, err := ctl.Propose(ctx, controller.AlterPartition{
 		BrokerID: id, BrokerEpoch: epoch,
@@ -96,11 +110,11 @@ func AlterISR(ctx context.Context, ctl *controller.Controller, id int32, epoch i
 // (replica.ISRUpdater): a refusal is the controller's *kerr.Error, a failed
 // proposal an error of unknown outcome (the manager proposes again later).
 type isrUpdater struct {
-	alter func(ctx context.Context, topic string, partition, leaderEpoch, partitionEpoch int32, isr []int32) (controller.PartitionResult, error)
+	alter func(ctx context.Context, topic string, partition, leaderEpoch, partitionEpoch int32, isr []int32, isrEpochs []int64) (controller.PartitionResult, error)
 }
 
 func (u isrUpdater) AlterPartition(ctx context.Context, req replica.AlterPartition) (replica.AlterPartitionResult, error) {
-	pr, err := u.alter(ctx, req.Topic, req.Partition, req.LeaderEpoch, req.PartitionEpoch, req.ISR)
+	pr, err := u.alter(ctx, req.Topic, req.Partition, req.LeaderEpoch, req.PartitionEpoch, req.ISR, req.ISREpochs)
 	if err != nil {
 		return replica.AlterPartitionResult{}, err
 	}

@@ -25,6 +25,9 @@ type Broker struct {
 	Port   int32
 	Rack   string
 	Fenced bool // fenced or shutting down
+	// Epoch is the registration's broker epoch (KIP-903: a leader refuses
+	// a follower fetch carrying an older one).
+	Epoch int64
 	// OfflineDir: the broker reported its data directory offline
 	// (KIP-112). It stays registered and listed (not Fenced), but its
 	// replicas are offline: it leads nothing and is in no ISR it is not
@@ -77,7 +80,7 @@ func BuildView(ctl *controller.Controller) *View {
 		v.Offset = st.Offset()
 		live := map[int32]bool{}
 		for _, b := range st.Brokers() {
-			v.Brokers = append(v.Brokers, Broker{ID: b.ID, Host: b.Host, Port: b.Port, Rack: b.Rack,
+			v.Brokers = append(v.Brokers, Broker{ID: b.ID, Host: b.Host, Port: b.Port, Rack: b.Rack, Epoch: b.Epoch,
 				Fenced: b.Fenced || b.ShuttingDown, OfflineDir: b.OfflineDir, Listeners: b.Listeners})
 			live[b.ID] = b.Live()
 		}
