@@ -52,7 +52,8 @@ var clusterVerbs = []verbDoc{
 			"dynamic keys: the log.* topic defaults (log.retention.ms, log.segment.bytes,\n" +
 			"log.cleanup.policy, message.max.bytes, ...), the connection limits (max.connections,\n" +
 			"max.connections.per.ip and its overrides, max.connection.creation.rate, per listener too),\n" +
-			"the cleaner's log.cleaner.io.max.bytes.per.second and log.cleaner.backoff.ms and, per broker only, ssl.keystore.location and ssl.truststore.location (also per\n" +
+			"the cleaner's log.cleaner.io.max.bytes.per.second and log.cleaner.backoff.ms, the free-space\n" +
+			"floor (log.dir.min.free.bytes, log.dir.min.free.percent) and, per broker only, ssl.keystore.location and ssl.truststore.location (also per\n" +
 			"listener). Other keys are refused, naming the key."}},
 	logDirsVerb, // cli_logdirs.go
 }

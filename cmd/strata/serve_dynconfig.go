@@ -16,7 +16,7 @@ import (
 // ssl.keystore.location or ssl.truststore.location they change, the new
 // stores: loaded first (a check refuses stores that do not load), then
 // used by new handshakes and inter-broker dials, and the log cleaner's
-// I/O rate and backoff, set on eng (nil: none). cfg's listeners are the
+// I/O rate and backoff and the free-space floor, set on eng (nil: none). cfg's listeners are the
 // ones being served (their SSL settings are changed in place).
 func dynamicReconfigure(cfg config.Broker, eng *engine.Engine) func(dyn map[string]string, apply bool) (*netpoll.ConnLimits, error) {
 	return func(dyn map[string]string, apply bool) (*netpoll.ConnLimits, error) {
@@ -62,6 +62,7 @@ func dynamicReconfigure(cfg config.Broker, eng *engine.Engine) func(dyn map[stri
 		}
 		if eng != nil {
 			eng.SetCleanerThrottle(next.Cleaner.IOMaxBytesPerSecond, next.Cleaner.Backoff)
+			eng.SetMinFreeSpace(next.MinFreeBytes, next.MinFreePercent)
 		}
 		return limits, nil
 	}

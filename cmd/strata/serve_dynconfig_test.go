@@ -48,7 +48,10 @@ func TestDynamicReconfigure(t *testing.T) {
 	defer eng.Close()
 	reconf := dynamicReconfigure(cfg, eng)
 	dyn := map[string]string{"max.connections": "5", "listener.name.ssl.max.connections": "2", "ssl.keystore.location": second.Path,
-		"log.cleaner.io.max.bytes.per.second": "1048576", "log.cleaner.backoff.ms": "1000"}
+		"log.cleaner.io.max.bytes.per.second": "1048576", "log.cleaner.backoff.ms": "1000", "log.dir.min.free.bytes": "0"}
+	if eng.FreeSpace().FloorBytes == 0 {
+		t.Fatal("the free-space floor is off before the dynamic config")
+	}
 	if l, err := reconf(dyn, false); err != nil || l != nil {
 		t.Fatalf("check: %v %v", l, err)
 	}
@@ -68,6 +71,9 @@ func TestDynamicReconfigure(t *testing.T) {
 	if rate, backoff := eng.CleanerThrottle(); rate != 1048576 || backoff != time.Second {
 		t.Fatalf("cleaner throttle %d %v, want 1048576 1s", rate, backoff)
 	}
+	if fl := eng.FreeSpace().FloorBytes; fl != 0 {
+		t.Fatalf("log.dir.min.free.bytes=0 set at runtime: the floor is still %d bytes", fl)
+	}
 	for k, v := range map[string]string{"ssl.keystore.location": ca.Path, "max.connections": "-5"} {
 		if _, err := reconf(map[string]string{k: v}, false); err == nil || !strings.Contains(err.Error(), k) {
 			t.Errorf("%s=%s: %v, want an error naming the key", k, v, err)
@@ -82,6 +88,9 @@ func TestDynamicReconfigure(t *testing.T) {
 	}
 	if rate, backoff := eng.CleanerThrottle(); rate == 1048576 || backoff != 15*time.Second {
 		t.Fatalf("cleaner throttle after the dynamic one is deleted: %d %v", rate, backoff)
+	}
+	if eng.FreeSpace().FloorBytes == 0 {
+		t.Fatal("the free-space floor stayed off after the dynamic config was deleted")
 	}
 }
 

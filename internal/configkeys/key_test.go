@@ -208,6 +208,7 @@ var appliedAtRuntime = map[string]bool{
 	"max.connections": true, "max.connections.per.ip": true, "max.connections.per.ip.overrides": true,
 	"max.connection.creation.rate": true, "ssl.keystore.location": true, "ssl.truststore.location": true,
 	"log.cleaner.io.max.bytes.per.second": true, "log.cleaner.backoff.ms": true,
+	"log.dir.min.free.bytes": true, "log.dir.min.free.percent": true,
 }
 
 func TestDynamicAndStaticKeys(t *testing.T) {
