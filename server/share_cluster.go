@@ -21,6 +21,7 @@ import (
 	"github.com/stratalog/strata/broker/sharehost"
 	"github.com/stratalog/strata/broker/txnhost"
 	"github.com/stratalog/strata/engine"
+	"github.com/stratalog/strata/record"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -123,6 +124,83 @@ func (c *shareCluster) Produce(ctx context.Context, topic string, p int32, batch
 		return fmt.Errorf("produce to %s-%d at broker %d: %w", topic, p, leader, err)
 	}
 	return nil
+}
+
+// shareReadBytes is how much one Fetch of a state partition asks for
+// (under the inter-broker client's response bound).
+const shareReadBytes = 8 << 20
+
+// ReadPartition reads partition p of topic from its leader, from its log
+// start to its high watermark, passing each Fetch answer's record batches
+// to fn: a broker with no replica of a __share_group_state partition
+// loads a share-partition this way.
+func (c *shareCluster) ReadPartition(ctx context.Context, topic string, p int32, fn func(batches []byte) error) error {
+	from := int64(0)
+	for round := 0; ; round++ {
+		if round > 100000 {
+			return fmt.Errorf("reading %s-%d: no end after %d fetches", topic, p, round)
+		}
+		v := c.s.cluster.view.Load()
+		if v == nil {
+			return kerr.LeaderNotAvailable
+		}
+		leader := hostView{s: c.s, v: v}.Leader(topic, p)
+		if leader < 0 {
+			return kerr.LeaderNotAvailable
+		}
+		addr, ok := c.s.brokerAddr(leader)
+		if !ok {
+			return fmt.Errorf("broker %d has no address", leader)
+		}
+		req := kmsg.NewPtrFetchRequest()
+		req.SetVersion(12)
+		req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes = -1, 0, 0, shareReadBytes
+		req.SessionEpoch = -1
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes, rp.LogStartOffset = p, from, shareReadBytes, -1
+		rp.CurrentLeaderEpoch = -1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp := req.ResponseKind().(*kmsg.FetchResponse)
+		if err := c.client.RoundTrip(ctx, addr, req, resp); err != nil {
+			return err
+		}
+		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+			return err
+		}
+		if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+			return fmt.Errorf("fetch of %s-%d: malformed answer", topic, p)
+		}
+		rp2 := &resp.Topics[0].Partitions[0]
+		if rp2.ErrorCode == kerr.OffsetOutOfRange.Code && rp2.LogStartOffset > from {
+			from = rp2.LogStartOffset
+			continue
+		}
+		if err := kerr.ErrorForCode(rp2.ErrorCode); err != nil {
+			return fmt.Errorf("fetch of %s-%d at broker %d: %w", topic, p, leader, err)
+		}
+		if from >= rp2.HighWatermark {
+			return nil
+		}
+		next := from
+		for rest := rp2.RecordBatches; len(rest) > 0; {
+			batch, r, h, err := record.Next(rest)
+			if err != nil {
+				break // a partial batch at the end of the answer
+			}
+			rest = r
+			next = max(next, h.BaseOffset+int64(h.LastOffsetDelta)+1)
+			if err := fn(batch); err != nil {
+				return err
+			}
+		}
+		if next == from {
+			return fmt.Errorf("fetch of %s-%d at %d: no progress below the high watermark %d", topic, p, from, rp2.HighWatermark)
+		}
+		from = next
+	}
 }
 
 // viewCatalog is share.Catalog over the cluster's view: a share group's

@@ -1,12 +1,16 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/stratalog/strata/record"
+	"github.com/stratalog/strata/share"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -151,6 +155,40 @@ func TestClusterShareGroupLeaderFailover(t *testing.T) {
 		}
 		if p := g.Topics[0].Partitions[0]; p.ErrorCode != 0 || p.StartOffset != 20 || p.Lag != 0 {
 			t.Fatalf("broker %d (leader %d) describes the share-partition as %+v, want start offset 20, lag 0", b.id, leader, p)
+		}
+	}
+
+	// Each broker reads the share-partition's state partition at its
+	// leader (how a broker without a replica of it loads it): the last
+	// snapshot says start offset 20.
+	stateKey := share.StateKey(group, ct.ID, 0)
+	stateTopic := brokers[0].eng.Topic(ShareStateTopic)
+	if stateTopic == nil {
+		t.Fatal("no local " + ShareStateTopic)
+	}
+	for _, b := range brokers {
+		var last []byte
+		err := b.s.groups.share.cluster.ReadPartition(ctx, ShareStateTopic, share.StatePartition(stateKey, stateTopic.Partitions()), func(batches []byte) error {
+			for rest := batches; len(rest) > 0; {
+				batch, r, _, err := record.Next(rest)
+				if err != nil {
+					return err
+				}
+				rest = r
+				if err := record.Iterate(batch, func(_ *record.Header, rec *record.Record) error {
+					if bytes.Equal(rec.Key, stateKey) {
+						last = rec.Value
+					}
+					return nil
+				}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		var st share.State
+		if err != nil || last == nil || json.Unmarshal(last, &st) != nil || st.StartOffset != 20 {
+			t.Fatalf("broker %d read the state partition at its leader: %v, last snapshot %s", b.id, err, last)
 		}
 	}
 

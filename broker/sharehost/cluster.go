@@ -48,6 +48,10 @@ type Cluster interface {
 	// Produce appends batch to partition p of topic at its leader with
 	// acks=all.
 	Produce(ctx context.Context, topic string, p int32, batch []byte) error
+	// ReadPartition reads partition p of topic at its leader, from its
+	// log start to its high watermark, passing the record batches to fn
+	// (a broker with no replica of a state partition).
+	ReadPartition(ctx context.Context, topic string, p int32, fn func(batches []byte) error) error
 }
 
 const (
@@ -248,16 +252,13 @@ type snapshot struct {
 // its state partition: the last record of the highest leader epoch
 // written; found false when there is none, or a tombstone came last.
 func (h *Host) loadState(key []byte) (state share.State, found bool) {
-	t := h.eng.Topic(StateTopic)
-	if t == nil || t.Deleted() || t.Partitions() <= 0 {
+	n, ok := h.statePartitions()
+	if !ok {
 		return state, false
 	}
-	l := t.Partition(share.StatePartition(key, t.Partitions()))
-	if l == nil {
-		return state, false
-	}
+	p := share.StatePartition(key, n)
 	epoch := int32(-1)
-	err := txnhost.ScanLog(l, func(hdr *record.Header, r *record.Record) error {
+	err := h.scanState(p, func(hdr *record.Header, r *record.Record) error {
 		if hdr.Control() || string(r.Key) != string(key) {
 			return nil
 		}
@@ -277,32 +278,68 @@ func (h *Host) loadState(key []byte) (state share.State, found bool) {
 		return nil
 	})
 	if err != nil {
-		h.log.Error("share: reading "+StateTopic+" failed", "partition", l.Partition(), "err", err)
+		h.log.Error("share: reading "+StateTopic+" failed", "partition", p, "err", err)
 		return share.State{}, false
 	}
 	return state, found
+}
+
+// statePartitions is __share_group_state's partition count as the local
+// topic has it (in a cluster every broker has every topic, with logs only
+// for the partitions it hosts); false while it does not exist.
+func (h *Host) statePartitions() (int32, bool) {
+	if t := h.eng.Topic(StateTopic); t != nil && !t.Deleted() && t.Partitions() > 0 {
+		return t.Partitions(), true
+	}
+	return 0, false
+}
+
+// scanState calls fn for every record of state partition p: this
+// broker's replica read to its log end, or, without one, the partition's
+// leader read to its high watermark (ReadPartition).
+func (h *Host) scanState(p int32, fn func(hdr *record.Header, r *record.Record) error) error {
+	if t := h.eng.Topic(StateTopic); t != nil && !t.Deleted() {
+		if l := t.Partition(p); l != nil {
+			return txnhost.ScanLog(l, fn)
+		}
+	}
+	if h.cluster == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(h.ctx, writeTimeout)
+	defer cancel()
+	return h.cluster.ReadPartition(ctx, StateTopic, p, func(batches []byte) error {
+		for rest := batches; len(rest) > 0; {
+			batch, r, _, err := record.Next(rest)
+			if err != nil {
+				return err
+			}
+			rest = r
+			if err := record.Iterate(batch, fn); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // loadLocal reads the last record of key in this broker's replica of its
 // state partition: found false when there is none (or no replica here),
 // value nil for a tombstone.
 func (h *Host) loadLocal(key []byte) (value []byte, found bool) {
-	t := h.eng.Topic(StateTopic)
-	if t == nil || t.Deleted() || t.Partitions() <= 0 {
+	n, ok := h.statePartitions()
+	if !ok {
 		return nil, false
 	}
-	l := t.Partition(share.StatePartition(key, t.Partitions()))
-	if l == nil {
-		return nil, false
-	}
-	err := txnhost.ScanLog(l, func(hdr *record.Header, r *record.Record) error {
+	p := share.StatePartition(key, n)
+	err := h.scanState(p, func(hdr *record.Header, r *record.Record) error {
 		if !hdr.Control() && string(r.Key) == string(key) {
 			value, found = r.Value, true
 		}
 		return nil
 	})
 	if err != nil {
-		h.log.Error("share: reading "+StateTopic+" failed", "partition", l.Partition(), "err", err)
+		h.log.Error("share: reading "+StateTopic+" failed", "partition", p, "err", err)
 		return nil, false
 	}
 	return value, found
@@ -345,16 +382,12 @@ func (h *Host) dropUnled() {
 // broker's replicas of __share_group_state (a tombstone last: none).
 func (h *Host) replicaKeys(group string) map[Key]bool {
 	out := map[Key]bool{}
-	t := h.eng.Topic(StateTopic)
-	if t == nil || t.Deleted() {
+	n, ok := h.statePartitions()
+	if !ok {
 		return out
 	}
-	for p := range t.Partitions() {
-		l := t.Partition(p)
-		if l == nil {
-			continue
-		}
-		err := txnhost.ScanLog(l, func(hdr *record.Header, r *record.Record) error {
+	for p := range n {
+		err := h.scanState(p, func(hdr *record.Header, r *record.Record) error {
 			if hdr.Control() {
 				return nil
 			}

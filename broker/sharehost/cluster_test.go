@@ -1,7 +1,9 @@
 package sharehost
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"testing"
 
@@ -84,5 +86,61 @@ func TestWriterAfterCloseFailsAtOnce(t *testing.T) {
 		}
 	default:
 		t.Fatal("a record queued after the writer stopped is still waiting")
+	}
+}
+
+// remoteCluster is a Cluster whose state partitions are read from batches
+// (a broker that hosts no replica of them).
+type remoteCluster struct {
+	batches map[int32][]byte
+	reads   int
+}
+
+func (c *remoteCluster) Leads(*engine.Topic, int32) (int32, bool) { return 1, true }
+func (c *remoteCluster) StateTopic() (int32, bool)                { return 3, true }
+func (c *remoteCluster) Produce(context.Context, string, int32, []byte) error {
+	return errors.New("not here")
+}
+
+func (c *remoteCluster) ReadPartition(_ context.Context, topic string, p int32, fn func([]byte) error) error {
+	if topic != StateTopic {
+		return errors.New("wrong topic")
+	}
+	c.reads++
+	return fn(c.batches[p])
+}
+
+// TestLoadStateFromTheLeaderWithoutAReplica: a broker whose
+// __share_group_state topic hosts no log of the key's partition (more
+// brokers than the topic's replicas) reads the partition at its leader.
+func TestLoadStateFromTheLeaderWithoutAReplica(t *testing.T) {
+	eng, err := engine.Open(engine.Options{Dir: t.TempDir(), Log: engine.DefaultLogConfig()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	if _, err := eng.CreateReplicaTopic(StateTopic, [16]byte{7}, 3, map[string]string{"cleanup.policy": "compact"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	k := Key{Group: "g", TopicID: [16]byte{1}, Part: 2}
+	key := shareStateKey(k)
+	var b record.Builder
+	b.Reset(record.CodecNone, 1)
+	for i, epoch := range []int32{3, 4, 3} { // the last: a deposed leader's late write
+		v, err := json.Marshal(snapshot{State: share.State{StartOffset: int64(10 + i)}, LeaderEpoch: epoch})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Add(1, key, v, nil)
+	}
+	batch, err := b.AppendTo(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := &remoteCluster{batches: map[int32][]byte{share.StatePartition(key, 3): batch}}
+	h := &Host{eng: eng, log: slog.Default(), cluster: rc, ctx: context.Background()}
+	s, found := h.loadState(key)
+	if !found || s.StartOffset != 11 || rc.reads != 1 {
+		t.Fatalf("loaded %+v %v after %d remote reads, want start offset 11 (epoch 4's) after 1", s, found, rc.reads)
 	}
 }
