@@ -49,14 +49,14 @@ func spawnQuorum(n int) (string, error) {
 // answered by a broker still behind would refuse a replication factor the
 // cluster can hold (INVALID_REPLICATION_FACTOR, as Kafka answers before
 // brokers are unfenced). So each broker is asked itself, by its address.
-func (c *Cluster) waitFormed(ctx context.Context) error {
+func (c *Cluster) waitFormed(ctx context.Context, sec []kgo.Opt) error {
 	if len(c.Brokers) <= 1 {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, spawnFormTimeout)
 	defer cancel()
 	for _, b := range c.Brokers {
-		if err := waitListsAll(ctx, b, len(c.Brokers)); err != nil {
+		if err := waitListsAll(ctx, b, len(c.Brokers), sec); err != nil {
 			return fmt.Errorf("loadgen: spawned cluster not formed after %v: %w:\n%s",
 				spawnFormTimeout, err, tailFile(b.LogPath, 2000))
 		}
@@ -66,8 +66,8 @@ func (c *Cluster) waitFormed(ctx context.Context) error {
 
 // waitListsAll waits until broker b's Metadata answer, from b itself, lists
 // n brokers.
-func waitListsAll(ctx context.Context, b *SpawnedBroker, n int) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.ClientID(loadgenClientID+"-spawn"))
+func waitListsAll(ctx context.Context, b *SpawnedBroker, n int, sec []kgo.Opt) error {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(b.Addr), kgo.ClientID(loadgenClientID + "-spawn")}, sec...)...)
 	if err != nil {
 		return err
 	}

@@ -84,6 +84,20 @@ type Config struct {
 	// (CompareBinary's baseline side); consumer processes still run
 	// StrataBin.
 	brokerBin string
+	// Security is how the clients connect (security.go): TLS, SASL.
+	Security Security
+	// SpawnListener names the listener of --spawn-config's listeners the
+	// clients use ("" = the one whose protocol is Security's, if only one
+	// is). Spawned brokers get every listener of that file on free
+	// loopback ports of their own.
+	SpawnListener string
+	// ComparePlaintext runs the same workload (consumers too) a second
+	// time against brokers spawned from the same properties, the clients
+	// on its PLAINTEXT listener without TLS or SASL, and reports both and
+	// the ratio (Report.Baseline, mode "plaintext"): what the security
+	// costs, measured in the same minutes. Needs Spawn and a secured
+	// Security; exclusive with CompareBlackhole and CompareBinary.
+	ComparePlaintext bool
 	// Profile is a file for the first spawned broker's CPU profile (pprof),
 	// written when the broker stops at the end of the run.
 	Profile string
@@ -247,9 +261,10 @@ func (c *Config) Validate() error {
 	if c.CompareBinary != "" && (c.CompareBlackhole || c.SpawnBlackhole) {
 		bad("--compare-binary and --compare-blackhole (or --spawn-blackhole) are exclusive: one baseline per run")
 	}
-	if c.CompareRounds < 0 || c.CompareRounds > MaxCompareRounds || (c.CompareRounds > 1 && !c.CompareBlackhole && c.CompareBinary == "") {
-		bad("--compare-rounds %d: 0..%d, and more than 1 needs --compare-blackhole or --compare-binary", c.CompareRounds, MaxCompareRounds)
+	if c.CompareRounds < 0 || c.CompareRounds > MaxCompareRounds || (c.CompareRounds > 1 && !c.CompareBlackhole && c.CompareBinary == "" && !c.ComparePlaintext) {
+		bad("--compare-rounds %d: 0..%d, and more than 1 needs --compare-blackhole, --compare-binary or --compare-plaintext", c.CompareRounds, MaxCompareRounds)
 	}
+	c.validateSecurity(bad)
 	if c.CompareDevice && (c.DeviceProbeBytes < DeviceProbeChunk || c.DeviceProbeBytes > 1<<40) {
 		bad("--compare-device-bytes %d out of range %d..%d", c.DeviceProbeBytes, DeviceProbeChunk, int64(1)<<40)
 	}
@@ -374,6 +389,33 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// validateSecurity checks the clients' security flags, --spawn-listener
+// and --compare-plaintext.
+func (c *Config) validateSecurity(bad func(format string, args ...any)) {
+	c.Security.validate(bad)
+	sec := c.Security.secured()
+	if sec && (c.Engine == EngineNative || (c.Consumers > 0 && c.consumerEngine() == EngineNative)) {
+		bad("--engine native and --consumer-engine native speak PLAINTEXT only: with --security-protocol %s use --engine kgo (and --consumer-engine kgo)", c.Security.protocol())
+	}
+	if sec && len(c.Faults) > 0 {
+		bad("--faults runs its clients and proxies in PLAINTEXT: not with --security-protocol %s", c.Security.protocol())
+	}
+	if c.SpawnListener != "" && (c.Spawn == 0 || c.SpawnConfig == "") {
+		bad("--spawn-listener names a listener of --spawn-config's listeners: it needs --spawn and --spawn-config")
+	}
+	if c.ComparePlaintext {
+		switch {
+		case c.Spawn == 0 || c.SpawnConfig == "":
+			bad("--compare-plaintext needs --spawn and a --spawn-config with a PLAINTEXT listener besides the secured one")
+		case !sec:
+			bad("--compare-plaintext compares a secured listener with a PLAINTEXT one: give --security-protocol SSL, SASL_PLAINTEXT or SASL_SSL")
+		}
+		if c.CompareBlackhole || c.CompareBinary != "" || c.SpawnBlackhole {
+			bad("--compare-plaintext, --compare-blackhole and --compare-binary are exclusive: one baseline per run")
+		}
+	}
+}
+
 // validateVerify checks --verify and --faults.
 func (c *Config) validateVerify(bad func(format string, args ...any)) {
 	if c.Verify {
@@ -492,6 +534,12 @@ type configJSON struct {
 	FaultPartitionS   float64  `json:"fault_partition_s,omitempty"`
 	FaultDiskFullS    float64  `json:"fault_disk_full_s,omitempty"`
 	FaultDiskBytes    int64    `json:"fault_disk_bytes,omitempty"`
+	SecurityProtocol  string   `json:"security_protocol"`
+	SASLMechanism     string   `json:"sasl_mechanism,omitempty"`
+	SASLUsername      string   `json:"sasl_username,omitempty"`
+	TLSClientCert     bool     `json:"tls_client_cert,omitempty"`
+	SpawnListener     string   `json:"spawn_listener,omitempty"`
+	ComparePlaintext  bool     `json:"compare_plaintext,omitempty"`
 }
 
 func (c *Config) json() configJSON {
@@ -509,6 +557,12 @@ func (c *Config) json() configJSON {
 	if c.CompareDevice {
 		j.CompareDevice, j.DeviceProbeBytes = true, c.DeviceProbeBytes
 	}
+	// The password is never written.
+	j.SecurityProtocol, j.SpawnListener, j.ComparePlaintext = c.Security.protocol(), c.SpawnListener, c.ComparePlaintext
+	if c.Security.useSASL() {
+		j.SASLMechanism, j.SASLUsername = strings.ToUpper(c.Security.SASLMechanism), c.Security.SASLUsername
+	}
+	j.TLSClientCert = c.Security.useTLS() && c.Security.TLSCert != ""
 	if c.Verify {
 		j.Verify, j.VerifyMaxRecords, j.VerifyTimeoutS = true, c.VerifyMaxRecords, c.VerifyTimeout.Seconds()
 	}
@@ -576,6 +630,7 @@ func (c *Config) describe() string {
 		bound += fmt.Sprintf(" after a %v warm-up", c.Warmup)
 	}
 	extra := ""
+	extra += c.Security.describe()
 	if c.Verify {
 		extra += ", verified (read back at the end)"
 	}

@@ -60,6 +60,10 @@ func newConsumer(env *runEnv, k int, startOffsets map[int32]int64, rec *recorder
 		}
 		opts = append(opts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{cfg.Topic: parts}))
 	}
+	opts, err := cfg.clientOpts(opts...)
+	if err != nil {
+		return nil, err
+	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, err

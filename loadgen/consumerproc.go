@@ -78,6 +78,9 @@ type childSetup struct {
 	MaxFetch        map[int32]int16  `json:"max_fetch"`
 	StartOffsets    map[int32]int64  `json:"start_offsets,omitempty"` // direct assignment
 	BaseUnixNs      int64            `json:"base_unix_ns"`
+	// Security is the clients' (the password too: the setup goes
+	// through the child's stdin, never its arguments).
+	Security Security `json:"security"`
 }
 
 // childStart is the parent's second message: the schedule's start and the
@@ -150,6 +153,7 @@ func startConsumerProc(ctx context.Context, env *runEnv, start map[int32]int64) 
 		Topic: cfg.Topic, Partitions: ti.partitions, Consumers: cfg.Consumers, Group: cfg.Group,
 		Engine: cfg.consumerEngine(), ConsumerDelayNs: int64(cfg.ConsumerDelay), Seeds: env.seeds,
 		Leaders: ti.leaders, Addrs: ti.addrs, MaxFetch: ti.maxFetch, StartOffsets: start, BaseUnixNs: env.baseUnix,
+		Security: cfg.Security,
 	}
 	p := &consumerProc{
 		cmd:      exec.Command(bin, "loadgen", ConsumerProcessArg),
@@ -489,6 +493,7 @@ func (s *childSetup) env(now func() time.Time) (*runEnv, error) {
 	cfg.Topic, cfg.Partitions, cfg.Consumers, cfg.Group = s.Topic, n, s.Consumers, s.Group
 	cfg.Engine, cfg.ConsumerEngine = s.Engine, s.Engine
 	cfg.ConsumerDelay = time.Duration(s.ConsumerDelayNs)
+	cfg.Security = s.Security
 	base := now()
 	base = base.Add(time.Duration(s.BaseUnixNs - base.UnixNano())) // keeps the monotonic reading
 	return &runEnv{

@@ -202,7 +202,7 @@ func TestSpawnPropertiesForPartitions(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	path, _, lag, err := spawnProperties(dir, SpawnOptions{Proxy: true, ReplicaLagTimeMax: 750 * time.Millisecond})
+	path, _, lag, _, err := spawnProperties(dir, SpawnOptions{Proxy: true, ReplicaLagTimeMax: 750 * time.Millisecond})
 	if err != nil || lag != 750*time.Millisecond {
 		t.Fatalf("lag %v, %v", lag, err)
 	}
@@ -210,7 +210,7 @@ func TestSpawnPropertiesForPartitions(t *testing.T) {
 		t.Errorf("properties:\n%s", b)
 	}
 	write("num.partitions=3\n replica.lag.time.max.ms = 5000\n")
-	path, _, lag, err = spawnProperties(dir, SpawnOptions{ConfigFile: user, Proxy: true, ReplicaLagTimeMax: 750 * time.Millisecond})
+	path, _, lag, _, err = spawnProperties(dir, SpawnOptions{ConfigFile: user, Proxy: true, ReplicaLagTimeMax: 750 * time.Millisecond})
 	if err != nil || lag != 5*time.Second {
 		t.Fatalf("user lag %v, %v", lag, err)
 	}
@@ -219,15 +219,15 @@ func TestSpawnPropertiesForPartitions(t *testing.T) {
 	}
 	for _, k := range []string{"listeners=PLAINTEXT://127.0.0.1:9092", "advertised.listeners: PLAINTEXT://127.0.0.1:9092"} {
 		write(k + "\n")
-		if _, _, _, err := spawnProperties(dir, SpawnOptions{ConfigFile: user, Proxy: true}); err == nil {
+		if _, _, _, _, err := spawnProperties(dir, SpawnOptions{ConfigFile: user, Proxy: true}); err == nil {
 			t.Errorf("%q accepted with proxies", k)
 		}
-		if _, _, _, err := spawnProperties(dir, SpawnOptions{ConfigFile: user}); err != nil {
+		if _, _, _, _, err := spawnProperties(dir, SpawnOptions{ConfigFile: user}); err != nil {
 			t.Errorf("%q without proxies: %v", k, err)
 		}
 	}
 	write("# listeners=x\n")
-	if _, _, _, err := spawnProperties(dir, SpawnOptions{ConfigFile: user, Proxy: true}); err != nil {
+	if _, _, _, _, err := spawnProperties(dir, SpawnOptions{ConfigFile: user, Proxy: true}); err != nil {
 		t.Errorf("a commented-out listeners refused: %v", err)
 	}
 	if d := faultLagTime(&Config{Faults: []string{FaultPartition}, FaultPartition: 10 * time.Second}); d != 2500*time.Millisecond {

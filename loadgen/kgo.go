@@ -93,6 +93,10 @@ func newKgoProducer(ctx context.Context, env *runEnv, k int, rec *recorder) (*kg
 		// recognises as data loss.
 		opts = append(opts, kgo.RecordRetries(math.MaxInt32), kgo.ProducerOnDataLossDetected(func(string, int32) { env.dataLoss.Add(1) }))
 	}
+	opts, err := cfg.clientOpts(opts...)
+	if err != nil {
+		return nil, err
+	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, err

@@ -144,10 +144,12 @@ type Report struct {
 
 // Baseline is the same workload measured, in the same run, against a
 // broker that acks without storing (--compare-blackhole, mode "blackhole")
-// or against brokers spawned from another strata executable
-// (--compare-binary, mode "binary").
+// against brokers spawned from another strata executable
+// (--compare-binary, mode "binary"), or over the PLAINTEXT listener of
+// brokers spawned from the same properties (--compare-plaintext, mode
+// "plaintext").
 type Baseline struct {
-	Mode    string   `json:"mode"`             // BaselineBlackhole or BaselineBinary
+	Mode    string   `json:"mode"`             // BaselineBlackhole, BaselineBinary or BaselinePlaintext
 	Binary  string   `json:"binary,omitempty"` // mode "binary": the baseline's executable
 	Result  Result   `json:"result"`
 	FindMax *FindMax `json:"find_max,omitempty"`
@@ -160,15 +162,30 @@ type Baseline struct {
 const (
 	BaselineBlackhole = "blackhole"
 	BaselineBinary    = "binary"
+	// BaselinePlaintext: the same brokers' PLAINTEXT listener, clients
+	// without TLS or SASL (--compare-plaintext).
+	BaselinePlaintext = "plaintext"
 )
 
 // side names the baseline in tables: "blackhole", or "baseline" for
 // another build.
 func baselineSide(mode string) string {
-	if mode == BaselineBinary {
+	switch mode {
+	case BaselineBinary:
 		return "baseline"
+	case BaselinePlaintext:
+		return BaselinePlaintext
 	}
 	return BaselineBlackhole
+}
+
+// mainSide names the run itself in the comparison tables: "secured" when
+// the baseline is PLAINTEXT, "strata" otherwise.
+func mainSide(mode string) string {
+	if mode == BaselinePlaintext {
+		return "secured"
+	}
+	return "strata"
 }
 
 // Distribution is the latency percentile distribution of the result.
@@ -411,23 +428,26 @@ func commas(v float64, decimals int) string {
 	return out
 }
 
-// writeBaseline prints the --compare-blackhole or --compare-binary
-// comparison.
+// writeBaseline prints the --compare-blackhole, --compare-binary or
+// --compare-plaintext comparison.
 func writeBaseline(b *strings.Builder, r *Report, bl *Baseline) {
-	side := baselineSide(bl.Mode)
-	if bl.Mode == BaselineBinary {
+	side, main := baselineSide(bl.Mode), mainSide(bl.Mode)
+	switch bl.Mode {
+	case BaselineBinary:
 		fmt.Fprintf(b, "\nbaseline: the same workload against brokers spawned from %s, same run\n", bl.Binary)
-	} else {
+	case BaselinePlaintext:
+		fmt.Fprintf(b, "\nbaseline: the same workload over the PLAINTEXT listener of brokers spawned from the same properties, same run (secured: %s)\n", r.Config.SecurityProtocol)
+	default:
 		fmt.Fprintf(b, "\nbaseline: the same workload against a %s broker (acks without storing), same run\n", bl.Mode)
 	}
 	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "\tstrata\t%s\t\n", side)
+	fmt.Fprintf(tw, "\t%s\t%s\t\n", main, side)
 	if r.FindMax != nil && bl.FindMax != nil {
 		fmt.Fprintf(tw, "max healthy rec/s\t%s\t%s\t\n", commas(r.FindMax.MaxHealthyRate, 0), commas(bl.FindMax.MaxHealthyRate, 0))
 	}
 	fmt.Fprintf(tw, "records/s (reported step)\t%s\t%s\t\n", commas(r.Result.RecordsPerSec, 0), commas(bl.Result.RecordsPerSec, 0))
 	fmt.Fprintf(tw, "produce p99 ms\t%.2f\t%.2f\t\n", r.Result.ProduceP99Ms, bl.Result.ProduceP99Ms)
-	if bl.Mode == BaselineBinary {
+	if bl.Mode == BaselineBinary || bl.Mode == BaselinePlaintext {
 		fmt.Fprintf(tw, "produce p99.9 ms\t%.2f\t%.2f\t\n", r.Result.ProduceP999Ms, bl.Result.ProduceP999Ms)
 		fmt.Fprintf(tw, "produce max ms\t%.2f\t%.2f\t\n", r.Result.ProduceMaxMs, bl.Result.ProduceMaxMs)
 		if r.Result.RecordsConsumed > 0 && bl.Result.RecordsConsumed > 0 {
@@ -445,8 +465,11 @@ func writeBaseline(b *strings.Builder, r *Report, bl *Baseline) {
 		fmt.Fprintf(tw, "device bytes/record byte\t%.2f\t%.2f\t\n", d.BytesPerRecordByte, bd.BytesPerRecordByte)
 		fmt.Fprintf(tw, "device busy\t%.1f%%\t%.1f%%\t\n", 100*d.BusyShare, 100*bd.BusyShare)
 	}
+	if r.Result.ClientCPUUsPerRecord > 0 && bl.Result.ClientCPUUsPerRecord > 0 && bl.Mode == BaselinePlaintext {
+		fmt.Fprintf(tw, "client cpu µs/record\t%.2f\t%.2f\t\n", r.Result.ClientCPUUsPerRecord, bl.Result.ClientCPUUsPerRecord)
+	}
 	tw.Flush()
-	fmt.Fprintf(b, "ratio strata / %s: %.1f%%\n", side, 100*bl.Ratio)
+	fmt.Fprintf(b, "ratio %s / %s: %.1f%%\n", main, side, 100*bl.Ratio)
 }
 
 // stepsHaveDevice reports whether any step measured device traffic.

@@ -10,15 +10,16 @@ import (
 	"text/tabwriter"
 )
 
-// Rounds is --compare-rounds: the --compare-blackhole (or --compare-binary)
-// comparison repeated, each round with freshly spawned brokers, the side
+// Rounds is --compare-rounds: the --compare-blackhole (or --compare-binary,
+// or --compare-plaintext) comparison repeated, each round with freshly spawned brokers, the side
 // that runs first alternating (strata first in odd rounds, the baseline
 // first in even ones). On a shared virtual machine one workload's rate moves by 10-20 %
 // between minutes with nothing else running (docs/performance.md, session
 // 17), more than the changes a ratio is meant to judge; the median of
 // several interleaved pairs, with its spread, is the figure to compare.
 type Rounds struct {
-	// Mode is the baseline's: BaselineBlackhole or BaselineBinary.
+	// Mode is the baseline's: BaselineBlackhole, BaselineBinary or
+	// BaselinePlaintext.
 	Mode        string  `json:"mode"`
 	Rounds      []Round `json:"rounds"`
 	MedianRatio float64 `json:"median_ratio"`
@@ -34,7 +35,7 @@ const MaxCompareRounds = 20
 
 // Round is one strata/blackhole pair of --compare-rounds.
 type Round struct {
-	First                 string  `json:"first"` // "strata", or "blackhole" / "baseline" (another build)
+	First                 string  `json:"first"` // "strata" ("secured" against plaintext), or "blackhole" / "baseline" (another build) / "plaintext"
 	RecordsPerSec         float64 `json:"records_per_sec"`
 	BaselineRecordsPerSec float64 `json:"baseline_records_per_sec"`
 	Ratio                 float64 `json:"ratio"`
@@ -69,18 +70,18 @@ func RunRounds(ctx context.Context, cfg Config) (*Report, error) {
 	one := cfg
 	one.CompareRounds, one.CompareDevice = 0, false
 	bcfg, mode, _ := baselineConfig(one)
-	one.CompareBlackhole, one.CompareBinary = false, ""
+	one.CompareBlackhole, one.CompareBinary, one.ComparePlaintext = false, "", false
 	var reps []*Report
 	var rounds []Round
 	for i := range cfg.CompareRounds {
-		first := "strata"
+		first := mainSide(mode)
 		if i%2 == 1 {
 			first = baselineSide(mode)
 		}
 		fmt.Fprintf(logw, "round %d of %d (%s first)\n", i+1, cfg.CompareRounds, first)
 		var rep, brep *Report
 		var err error
-		if first == "strata" {
+		if first == mainSide(mode) {
 			if rep, err = runTarget(ctx, one); err == nil && ctx.Err() == nil {
 				brep, err = runTarget(ctx, bcfg)
 			}
@@ -118,8 +119,22 @@ func baselineConfig(cfg Config) (b Config, mode string, ok bool) {
 		return b, BaselineBinary, true
 	case cfg.CompareBlackhole:
 		return blackholeConfig(cfg), BaselineBlackhole, true
+	case cfg.ComparePlaintext:
+		return plaintextConfig(cfg), BaselinePlaintext, true
 	}
 	return cfg, "", false
+}
+
+// plaintextConfig is cfg's --compare-plaintext baseline: the same
+// workload (consumers, verification included) against brokers spawned
+// from the same properties, the clients on their PLAINTEXT listener
+// without TLS or SASL; no profile and no device probe.
+func plaintextConfig(cfg Config) Config {
+	b := cfg
+	b.Security, b.SpawnListener, b.ComparePlaintext = Security{}, "", false
+	b.CompareDevice, b.Profile, b.CompareRounds = false, "", 0
+	b.quietDevice = true
+	return b
 }
 
 // blackholeConfig is cfg turned into its blackhole baseline: a spawned
@@ -180,10 +195,10 @@ func roundsSoFar(mode string, partial *Report, reps []*Report, rounds []Round) *
 
 // writeRounds prints the --compare-rounds table.
 func writeRounds(b *strings.Builder, rs *Rounds) {
-	side := baselineSide(rs.Mode)
-	fmt.Fprintf(b, "\nrounds: strata and %s alternated, fresh brokers each (the figures above are round %d's)\n", side, rs.Report)
+	side, main := baselineSide(rs.Mode), mainSide(rs.Mode)
+	fmt.Fprintf(b, "\nrounds: %s and %s alternated, fresh brokers each (the figures above are round %d's)\n", main, side, rs.Report)
 	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "round\tfirst\tstrata rec/s\t%[1]s rec/s\tratio\tp99 ms\t%[1]s p99 ms\tbroker µs/rec\t%[1]s µs/rec\tclient µs/rec\t%[1]s client µs/rec\tdevice B/B\t\n", side)
+	fmt.Fprintf(tw, "round\tfirst\t%[2]s rec/s\t%[1]s rec/s\tratio\tp99 ms\t%[1]s p99 ms\tbroker µs/rec\t%[1]s µs/rec\tclient µs/rec\t%[1]s client µs/rec\tdevice B/B\t\n", side, main)
 	for i, r := range rs.Rounds {
 		dev := "-"
 		if r.DeviceBytesPerRecordByte > 0 {
@@ -195,6 +210,6 @@ func writeRounds(b *strings.Builder, rs *Rounds) {
 			r.ClientCPUUsPerRecord, r.BaselineClientCPUUs, dev)
 	}
 	tw.Flush()
-	fmt.Fprintf(b, "ratio strata / %s over %d rounds: median %.1f%% (min %.1f%%, max %.1f%%)\n",
-		side, len(rs.Rounds), 100*rs.MedianRatio, 100*rs.MinRatio, 100*rs.MaxRatio)
+	fmt.Fprintf(b, "ratio %s / %s over %d rounds: median %.1f%% (min %.1f%%, max %.1f%%)\n",
+		main, side, len(rs.Rounds), 100*rs.MedianRatio, 100*rs.MinRatio, 100*rs.MaxRatio)
 }

@@ -499,7 +499,13 @@ func verifyRun(ctx context.Context, cfg *Config, env *runEnv, logw io.Writer) *V
 		}
 	}
 	fmt.Fprintf(logw, "verify: reading topic %s back from its first offsets\n", cfg.Topic)
-	if err := readBack(ctx, func() time.Time { return env.base.Add(env.now()) }, env.seeds, env.admin, cfg.Topic, env.topic.partitions, c, cfg.VerifyTimeout, logw); err != nil {
+	sec, err := cfg.clientOpts()
+	if err != nil {
+		r := c.res
+		r.Verdict, r.Error = "error", err.Error()
+		return &r
+	}
+	if err := readBack(ctx, func() time.Time { return env.base.Add(env.now()) }, env.seeds, sec, env.admin, cfg.Topic, env.topic.partitions, c, cfg.VerifyTimeout, logw); err != nil {
 		r := c.res
 		r.Verdict, r.Error = "error", err.Error()
 		return &r
@@ -580,9 +586,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		logw = io.Discard
 	}
 	if bcfg, mode, ok := baselineConfig(cfg); ok {
-		if mode == BaselineBinary {
+		switch mode {
+		case BaselineBinary:
 			fmt.Fprintf(logw, "baseline: the same workload against brokers spawned from %s\n", cfg.CompareBinary)
-		} else {
+		case BaselinePlaintext:
+			fmt.Fprintf(logw, "baseline: the same workload over the PLAINTEXT listener of brokers spawned from the same --spawn-config\n")
+		default:
 			fmt.Fprintln(logw, "baseline: the same workload against a --blackhole broker (no consumers)")
 		}
 		brep, berr := runTarget(ctx, bcfg)
@@ -658,7 +667,12 @@ func runTarget(ctx context.Context, cfg Config) (rep *Report, err error) {
 		if cfg.brokerBin != "" {
 			bin = cfg.brokerBin
 		}
+		sec, err := cfg.clientOpts()
+		if err != nil {
+			return nil, err
+		}
 		if cluster, err = Spawn(ctx, SpawnOptions{Bin: bin, Brokers: cfg.Spawn,
+			Listener: cfg.SpawnListener, Protocol: cfg.Security.protocol(), ClientOpts: sec,
 			SegmentBytes: cfg.SpawnSegmentBytes, ConfigFile: cfg.SpawnConfig,
 			Blackhole: cfg.SpawnBlackhole, CPUProfile: cfg.Profile,
 			Proxy: needsProxy(cfg.Faults), ReplicaLagTimeMax: faultLagTime(&cfg), DiskBytes: faultDiskBytes(&cfg)}); err != nil {
@@ -687,7 +701,11 @@ func runTarget(ctx context.Context, cfg Config) (rep *Report, err error) {
 		rep.Host = hostFacts("")
 	}
 
-	admin, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ClientID(loadgenClientID+"-admin"))
+	aopts, err := cfg.clientOpts(kgo.SeedBrokers(seeds...), kgo.ClientID(loadgenClientID+"-admin"))
+	if err != nil {
+		return nil, err
+	}
+	admin, err := kgo.NewClient(aopts...)
 	if err != nil {
 		return nil, err
 	}

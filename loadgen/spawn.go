@@ -17,6 +17,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Cluster is a set of local strata brokers started for a run, each a child
@@ -46,8 +48,12 @@ type SpawnedBroker struct {
 	// Addr is where clients and the other brokers connect: the broker's
 	// advertised address, its proxy's when the cluster is proxied.
 	Addr string
-	// ListenAddr is the broker's own listener (Addr without a proxy).
+	// ListenAddr is the broker's own listener (Addr without a proxy):
+	// the clients' listener when the properties name several.
 	ListenAddr string
+	// Listeners are the addresses of the listeners the user's properties
+	// name (listeners=), by name; nil without.
+	Listeners map[string]string
 	// MetricsAddr is the broker's metrics listener (host:port, serving
 	// /metrics); "" when the user's properties set metrics.listeners.
 	MetricsAddr string
@@ -107,6 +113,17 @@ type SpawnOptions struct {
 	// filesystem of its own of this size (smallfs.go: --faults disk-full;
 	// needs root).
 	DiskBytes int64
+	// When ConfigFile sets listeners, every broker gets each of its
+	// listeners (same names, so the file's listener.name.* and ssl.*
+	// keys apply) on a free 127.0.0.1 port of its own; the clients use
+	// Listener ("" = the one whose security protocol is Protocol, which
+	// must be the only one). Without listeners in the file the brokers
+	// have one PLAINTEXT listener and Protocol must be PLAINTEXT.
+	Listener string
+	Protocol string // "" = PLAINTEXT
+	// ClientOpts are the security options of loadgen's clients (TLS,
+	// SASL), for the clients Spawn itself runs (waitFormed).
+	ClientOpts []kgo.Opt
 }
 
 // Spawn starts the brokers and waits until each accepts TCP connections.
@@ -128,7 +145,7 @@ func Spawn(ctx context.Context, opts SpawnOptions) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{dir: dir}
-	props, userMetrics, lag, err := spawnProperties(dir, opts)
+	props, userMetrics, lag, lst, err := spawnProperties(dir, opts)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -153,7 +170,7 @@ func Spawn(ctx context.Context, opts SpawnOptions) (*Cluster, error) {
 		if i == 0 && opts.CPUProfile != "" {
 			extra = append(extra, "--cpuprofile", opts.CPUProfile)
 		}
-		b, err := startBroker(ctx, bin, dir, props, !userMetrics, c.proxies, opts.DiskBytes, i, extra...)
+		b, err := startBroker(ctx, bin, dir, props, !userMetrics, c.proxies, opts.DiskBytes, lst, i, extra...)
 		if b != nil {
 			c.Brokers = append(c.Brokers, b)
 		}
@@ -162,7 +179,7 @@ func Spawn(ctx context.Context, opts SpawnOptions) (*Cluster, error) {
 			return nil, err
 		}
 	}
-	if err := c.waitFormed(ctx); err != nil { // cluster.go
+	if err := c.waitFormed(ctx, opts.ClientOpts); err != nil { // cluster.go
 		c.Stop()
 		return nil, err
 	}
@@ -179,18 +196,21 @@ func spawnParentDir() string { return os.TempDir() }
 // file sets them. userMetrics says the user's file sets
 // metrics.listeners (startBroker then adds none); lag is the brokers'
 // replica.lag.time.max.ms when the file or opts sets it.
-func spawnProperties(dir string, opts SpawnOptions) (path string, userMetrics bool, lag time.Duration, err error) {
+func spawnProperties(dir string, opts SpawnOptions) (path string, userMetrics bool, lag time.Duration, lst spawnListeners, err error) {
 	var user []byte
 	if opts.ConfigFile != "" {
 		if user, err = os.ReadFile(opts.ConfigFile); err != nil {
-			return "", false, 0, fmt.Errorf("loadgen: spawn config: %w", err)
+			return "", false, 0, lst, fmt.Errorf("loadgen: spawn config: %w", err)
 		}
+	}
+	if lst, err = clientListener(user, opts); err != nil {
+		return "", false, 0, lst, err
 	}
 	userMetrics = bytes.Contains(user, []byte(metricsListenersKey))
 	if opts.Proxy {
 		for _, k := range []string{"listeners", "advertised.listeners"} {
 			if _, ok := propertyValue(user, k); ok {
-				return "", false, 0, fmt.Errorf("loadgen: spawn config sets %s: the partition faults need loadgen's own (a proxy in front of each broker)", k)
+				return "", false, 0, lst, fmt.Errorf("loadgen: spawn config sets %s: the partition faults need loadgen's own (a proxy in front of each broker)", k)
 			}
 		}
 	}
@@ -211,7 +231,7 @@ func spawnProperties(dir string, opts SpawnOptions) (path string, userMetrics bo
 		props = fmt.Appendf(props, "# written by strata loadgen --spawn (partition faults)\n%s=%d\n", lagTimeKey, lag.Milliseconds())
 	}
 	path = filepath.Join(dir, "server.properties")
-	return path, userMetrics, lag, os.WriteFile(path, props, 0o644)
+	return path, userMetrics, lag, lst, os.WriteFile(path, props, 0o644)
 }
 
 // lagTimeKey is the broker setting after which a follower that has not
@@ -246,15 +266,33 @@ const metricsListenersKey = "metrics.listeners"
 // metrics, on a properties file of its own that adds a metrics listener
 // on a free loopback port; with proxies, behind a proxy of its own that
 // it advertises.
-func startBroker(ctx context.Context, bin, dir, props string, withMetrics bool, proxies *proxySet, diskBytes int64, id int, extra ...string) (*SpawnedBroker, error) {
+func startBroker(ctx context.Context, bin, dir, props string, withMetrics bool, proxies *proxySet, diskBytes int64, lst spawnListeners, id int, extra ...string) (*SpawnedBroker, error) {
 	addr, err := freeLoopbackAddr()
 	if err != nil {
 		return nil, err
+	}
+	listen := addr // one PLAINTEXT listener
+	var own map[string]string
+	if len(lst.names) > 0 {
+		own = make(map[string]string, len(lst.names))
+		var ls []string
+		for _, name := range lst.names {
+			a := addr
+			if name != lst.client {
+				if a, err = freeLoopbackAddr(); err != nil {
+					return nil, err
+				}
+			}
+			own[name] = a
+			ls = append(ls, name+"://"+a)
+		}
+		listen = strings.Join(ls, ",") // --listen sets listeners
 	}
 	b := &SpawnedBroker{
 		NodeID:     id,
 		Addr:       addr,
 		ListenAddr: addr,
+		Listeners:  own,
 		DataDir:    filepath.Join(dir, "node-"+strconv.Itoa(id)),
 		LogPath:    filepath.Join(dir, "node-"+strconv.Itoa(id)+".log"),
 	}
@@ -292,7 +330,7 @@ func startBroker(ctx context.Context, bin, dir, props string, withMetrics bool, 
 		b.smallFS = true
 	}
 	b.bin = bin
-	b.args = append([]string{"serve", "--listen", addr, "--data-dir", b.DataDir, "--node-id", strconv.Itoa(id), "--config", props}, extra...)
+	b.args = append([]string{"serve", "--listen", listen, "--data-dir", b.DataDir, "--node-id", strconv.Itoa(id), "--config", props}, extra...)
 	if err := b.launch(os.O_TRUNC); err != nil {
 		if b.smallFS {
 			err = errors.Join(err, unmountSmallFS(b.DataDir))
@@ -497,4 +535,87 @@ func (b *SpawnedBroker) stuckStop(cmd *exec.Cmd, exited chan struct{}) error {
 		return fmt.Errorf("%w: its log with every goroutine's stack (SIGQUIT) is kept in %s", err, kept)
 	}
 	return err
+}
+
+// spawnListeners are the listeners of the user's properties (names in
+// order; none when it sets no listeners) and the one the clients use.
+type spawnListeners struct {
+	names  []string
+	client string
+}
+
+// kafkaDefaultProtocols is listener.security.protocol.map's default: each
+// protocol's own name.
+var kafkaDefaultProtocols = []string{"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"}
+
+// clientListener reads the listeners of the user's properties and picks
+// the clients' (SpawnOptions.Listener, or the one of SpawnOptions.Protocol).
+// Loadgen gives each listener a port of its own per broker, so the file's
+// ports and advertised.listeners cannot be used.
+func clientListener(user []byte, opts SpawnOptions) (spawnListeners, error) {
+	var out spawnListeners
+	proto := strings.ToUpper(opts.Protocol)
+	if proto == "" {
+		proto = ProtocolPlaintext
+	}
+	v, ok := propertyValue(user, "listeners")
+	if !ok || opts.Proxy {
+		// No listeners of the user's (with Proxy, spawnProperties refuses
+		// them): one PLAINTEXT listener.
+		if opts.Listener != "" {
+			return out, fmt.Errorf("loadgen: --spawn-listener %s: --spawn-config sets no listeners", opts.Listener)
+		}
+		if proto != ProtocolPlaintext {
+			return out, fmt.Errorf("loadgen: --security-protocol %s with --spawn needs a --spawn-config whose listeners has a %s listener (and its ssl.*/sasl.* keys)", proto, proto)
+		}
+		return out, nil
+	}
+	if _, ok := propertyValue(user, "advertised.listeners"); ok {
+		return out, errors.New("loadgen: --spawn-config sets advertised.listeners: spawned brokers get their listeners on free 127.0.0.1 ports of their own, which they advertise; leave it out")
+	}
+	protos := map[string]string{}
+	if m, ok := propertyValue(user, "listener.security.protocol.map"); ok {
+		for _, e := range strings.Split(m, ",") {
+			if name, p, found := strings.Cut(strings.TrimSpace(e), ":"); found {
+				protos[strings.ToUpper(strings.TrimSpace(name))] = strings.ToUpper(strings.TrimSpace(p))
+			}
+		}
+	} else {
+		for _, p := range kafkaDefaultProtocols {
+			protos[p] = p
+		}
+	}
+	var match []string
+	for _, e := range strings.Split(v, ",") {
+		e = strings.TrimSpace(e)
+		if e == "" {
+			continue
+		}
+		name, _, found := strings.Cut(e, "://")
+		if !found {
+			name = ProtocolPlaintext
+		}
+		name = strings.ToUpper(name)
+		out.names = append(out.names, name)
+		if protos[name] == proto {
+			match = append(match, name)
+		}
+	}
+	switch {
+	case opts.Listener != "":
+		want := strings.ToUpper(opts.Listener)
+		for _, n := range out.names {
+			if n == want {
+				out.client = n
+				return out, nil
+			}
+		}
+		return out, fmt.Errorf("loadgen: --spawn-listener %s: not among --spawn-config's listeners (%s)", opts.Listener, strings.Join(out.names, ", "))
+	case len(match) == 1:
+		out.client = match[0]
+		return out, nil
+	case len(match) == 0:
+		return out, fmt.Errorf("loadgen: --spawn-config's listeners (%s) have no %s listener for the clients (--security-protocol %s); name one with --spawn-listener", strings.Join(out.names, ", "), proto, proto)
+	}
+	return out, fmt.Errorf("loadgen: --spawn-config's listeners %s are all %s: choose the clients' with --spawn-listener", strings.Join(match, ", "), proto)
 }

@@ -415,7 +415,7 @@ func (c *check) finish() *VerifyResult {
 // has been read past its last acknowledged offset and up to the end offset
 // the brokers list, or the partition makes no progress for verifyStall
 // while its end stays put, or timeout passes, and accounts every record.
-func readBack(ctx context.Context, now func() time.Time, seeds []string, admin *kgo.Client, topic string, partitions int32, c *check, timeout time.Duration, logw io.Writer) error {
+func readBack(ctx context.Context, now func() time.Time, seeds []string, sec []kgo.Opt, admin *kgo.Client, topic string, partitions int32, c *check, timeout time.Duration, logw io.Writer) error {
 	start := now()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -423,9 +423,9 @@ func readBack(ctx context.Context, now func() time.Time, seeds []string, admin *
 	for p := range partitions {
 		offsets[p] = kgo.NewOffset().AtStart()
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ClientID(loadgenClientID+"-verify"),
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ClientID(loadgenClientID + "-verify"),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
-		kgo.FetchMaxWait(200*time.Millisecond))
+		kgo.FetchMaxWait(200 * time.Millisecond)}, sec...)...)
 	if err != nil {
 		return err
 	}

@@ -31,7 +31,9 @@ Examples:
   strata loadgen --spawn 1 --engine native --find-max --compare-blackhole --profile broker.pprof
   strata loadgen --spawn 1 --rate 50000 --duration 30s --warmup 5s --compare-device
   strata loadgen --spawn 1 --engine kgo --idempotent --keys 100000 --compare-binary ./strata-before --compare-rounds 4
-  strata loadgen --spawn 3 --replication-factor 3 --idempotent --rate 5000 --duration 5m --verify --faults kill,pause`}
+  strata loadgen --spawn 3 --replication-factor 3 --idempotent --rate 5000 --duration 5m --verify --faults kill,pause
+  strata loadgen --spawn 1 --spawn-config secured.properties --security-protocol SASL_SSL --tls-ca ca.pem \
+      --sasl-mechanism SCRAM-SHA-512 --sasl-username loadgen --rate 20000 --duration 60s --compare-plaintext`}
 
 // runLoadgen is `strata loadgen`: parse flags, run, print the table and
 // write the JSON and HTML files. started is when the run began (the JSON's
@@ -124,7 +126,16 @@ func parseLoadgenFlagSet(args []string, helpOut io.Writer) (loadgen.Config, load
 	fs.StringVar(&cfg.SpawnConfig, "spawn-config", "", "server.properties file for spawned brokers")
 	fs.BoolVar(&cfg.CompareBlackhole, "compare-blackhole", false, "with --spawn: run the same workload again against a --blackhole broker (acks without storing) and report both and the ratio")
 	fs.StringVar(&cfg.CompareBinary, "compare-binary", "", "with --spawn: run the same workload again (consumers too) against brokers spawned from this strata executable, an earlier build, and report both and the ratio; exclusive with --compare-blackhole")
-	fs.IntVar(&cfg.CompareRounds, "compare-rounds", 0, "with --compare-blackhole or --compare-binary: repeat the comparison this many times (fresh brokers each, alternating which side runs first) and report every pair and the median ratio; the report's other figures are the median round's (at most 20)")
+	fs.StringVar(&cfg.Security.Protocol, "security-protocol", "PLAINTEXT", "the clients' security.protocol: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (producers, consumers and the admin client; kgo engines only)")
+	fs.StringVar(&cfg.Security.TLSCA, "tls-ca", "", "SSL, SASL_SSL: PEM `file` of the CA certificates to trust (ssl.truststore.location; default: the system's)")
+	fs.StringVar(&cfg.Security.TLSCert, "tls-cert", "", "SSL, SASL_SSL: PEM `file` of the client certificate (chain) for mutual TLS, with --tls-key")
+	fs.StringVar(&cfg.Security.TLSKey, "tls-key", "", "SSL, SASL_SSL: PEM `file` of the client certificate's private key")
+	fs.StringVar(&cfg.Security.SASLMechanism, "sasl-mechanism", "", "SASL_PLAINTEXT, SASL_SSL: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
+	fs.StringVar(&cfg.Security.SASLUsername, "sasl-username", "", "SASL user name")
+	fs.StringVar(&cfg.Security.SASLPassword, "sasl-password", "", "SASL password (default: $STRATA_SASL_PASSWORD)")
+	fs.StringVar(&cfg.SpawnListener, "spawn-listener", "", "with --spawn-config setting listeners: the listener `name` the clients use (default: the one whose protocol is --security-protocol's); spawned brokers get every listener of the file on free 127.0.0.1 ports")
+	fs.BoolVar(&cfg.ComparePlaintext, "compare-plaintext", false, "with --spawn and a secured --security-protocol: run the same workload again (consumers too) over the PLAINTEXT listener of brokers spawned from the same --spawn-config, and report both and the ratio (what TLS/SASL cost)")
+	fs.IntVar(&cfg.CompareRounds, "compare-rounds", 0, "with --compare-blackhole, --compare-binary or --compare-plaintext: repeat the comparison this many times (fresh brokers each, alternating which side runs first) and report every pair and the median ratio; the report's other figures are the median round's (at most 20)")
 	fs.BoolVar(&cfg.CompareDevice, "compare-device", false, "with --spawn: afterwards measure the durable sequential write ceiling of the data directory's filesystem (O_DIRECT 1 MiB writes, 16 in flight, fdatasync every 16 MiB) and report acked MB/s over it")
 	fs.Int64Var(&cfg.DeviceProbeBytes, "compare-device-bytes", cfg.DeviceProbeBytes, "--compare-device: bytes the probe writes (it stops after 30 s in any case)")
 	fs.StringVar(&cfg.Profile, "profile", "", "with --spawn: write the first broker's CPU profile (pprof) to this file")
@@ -224,6 +235,9 @@ func parseLoadgenFlagSet(args []string, helpOut io.Writer) (loadgen.Config, load
 	}
 	if cfg.Faults, err = loadgen.ParseFaults(*faults); err != nil {
 		return cfg, out, fmt.Errorf("--faults: %w", err)
+	}
+	if p := strings.ToUpper(cfg.Security.Protocol); cfg.Security.SASLPassword == "" && (p == loadgen.ProtocolSASLPlaintext || p == loadgen.ProtocolSASLSSL) {
+		cfg.Security.SASLPassword = os.Getenv("STRATA_SASL_PASSWORD")
 	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, out, err

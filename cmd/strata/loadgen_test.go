@@ -71,6 +71,21 @@ func TestParseLoadgenFlags(t *testing.T) {
 	if err != nil || strings.Join(cfg.Faults, ",") != "partition,client-partition" || cfg.FaultPartition != 3*time.Second {
 		t.Fatalf("--faults partition: %+v, %v", cfg, err)
 	}
+	t.Setenv("STRATA_SASL_PASSWORD", "from-env")
+	cfg, _, err = parseLoadgenFlags(strings.Fields("--spawn 1 --spawn-config s.properties --security-protocol SASL_SSL --tls-ca ca.pem "+
+		"--tls-cert c.pem --tls-key k.pem --sasl-mechanism SCRAM-SHA-512 --sasl-username lg --spawn-listener SECURE --compare-plaintext"), io.Discard)
+	if s := cfg.Security; err != nil || s.Protocol != "SASL_SSL" || s.TLSCA != "ca.pem" || s.TLSCert != "c.pem" || s.TLSKey != "k.pem" ||
+		s.SASLMechanism != "SCRAM-SHA-512" || s.SASLUsername != "lg" || s.SASLPassword != "from-env" || cfg.SpawnListener != "SECURE" || !cfg.ComparePlaintext {
+		t.Fatalf("security flags: %+v, %v", cfg, err)
+	}
+	cfg, _, err = parseLoadgenFlags(strings.Fields("--spawn 1 --spawn-config s.properties --security-protocol SASL_PLAINTEXT --sasl-mechanism PLAIN --sasl-username lg --sasl-password flag"), io.Discard)
+	if err != nil || cfg.Security.SASLPassword != "flag" {
+		t.Fatalf("--sasl-password wins over $STRATA_SASL_PASSWORD: %+v, %v", cfg.Security, err)
+	}
+	cfg, _, err = parseLoadgenFlags(strings.Fields("--spawn 1"), io.Discard)
+	if err != nil || cfg.Security.SASLPassword != "" {
+		t.Fatalf("$STRATA_SASL_PASSWORD used without SASL: %+v, %v", cfg.Security, err)
+	}
 	if _, _, err := parseLoadgenFlags([]string{"--help"}, io.Discard); !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("--help: %v", err)
 	}
@@ -79,7 +94,10 @@ func TestParseLoadgenFlags(t *testing.T) {
 		"--brokers x:1 --compare-blackhole", "--brokers x:1 --profile p",
 		"--spawn 1 --verify", "--spawn 1 --rate 10 --verify --engine native", "--spawn 1 --faults flood", "--brokers x:1 --faults kill",
 		"--spawn 1 --rate 100 --duration 10s --verify --verify-max-records 10",
-		"--spawn 1 --faults partition", "--spawn 3 --faults client-partition --fault-partition 0s"} {
+		"--spawn 1 --faults partition", "--spawn 3 --faults client-partition --fault-partition 0s",
+		"--spawn 1 --security-protocol TLS", "--spawn 1 --security-protocol SASL_SSL --sasl-mechanism PLAIN --sasl-username u --sasl-password p --engine native",
+		"--spawn 1 --sasl-mechanism PLAIN", "--spawn 1 --security-protocol SSL --tls-cert c.pem", "--spawn 1 --compare-plaintext",
+		"--spawn 1 --spawn-listener X"} {
 		if _, _, err := parseLoadgenFlags(strings.Fields(bad), io.Discard); err == nil {
 			t.Errorf("%q accepted", bad)
 		} else if ue := (*usageError)(nil); !errors.As(err, &ue) {
