@@ -70,6 +70,25 @@ type Config struct {
 	// ClusterAction check of the certificate's principal, as Kafka checks
 	// controller requests. nil: every verified certificate is a peer.
 	AuthorizePeer func(remote net.Addr, state tls.ConnectionState) error
+	// AuthenticatePeer and AuthenticateSelf, both set or both nil, make
+	// every connection to the node's port authenticate before Raft or the
+	// RPC sees a byte (inside the TLS session when ServerTLS is set too).
+	// The mux calls AuthenticatePeer on each accepted connection, under
+	// the first-byte deadline: it runs the server side of the exchange and
+	// returns the peer's principal ("User:name"), or an error, which
+	// closes the connection with one WARN line. The node calls
+	// AuthenticateSelf on each connection it dials (Raft's and the RPC's)
+	// before it writes anything. Neither may read past its exchange. The
+	// broker passes SASL (sasl.Serve, sasl.Authenticate with the
+	// inter-broker credentials): see sasl.go.
+	AuthenticatePeer func(conn net.Conn) (principal string, err error)
+	AuthenticateSelf func(ctx context.Context, conn net.Conn) error
+	// AuthorizePrincipal, with AuthenticatePeer, is asked about the
+	// principal of every connection that authenticated: an error closes
+	// it (one WARN line) before Raft or the RPC sees a byte. The broker
+	// passes the authorizer's ClusterAction check. nil: every
+	// authenticated principal is a peer.
+	AuthorizePrincipal func(remote net.Addr, principal string) error
 
 	HeartbeatTimeout   time.Duration // default 500ms
 	ElectionTimeout    time.Duration // default 500ms
@@ -121,6 +140,9 @@ func (c *Config) setDefaults() error {
 	}
 	if (c.ServerTLS == nil) != (c.ClientTLS == nil) {
 		return fmt.Errorf("controller: ServerTLS and ClientTLS go together (mutual TLS)")
+	}
+	if err := c.checkPeerAuth(); err != nil { // sasl.go
+		return err
 	}
 	if c.RaftAddr == "" {
 		c.RaftAddr = c.Voters[c.NodeID]
@@ -245,7 +267,7 @@ func New(cfg Config) (*Controller, error) {
 	}
 	c.raftReady = make(chan struct{})
 	defer closeOnce(c.raftReady)
-	c.mux = newMux(ln, adv, c.serveRPC, cfg.ClientTLS, cfg.AuthorizePeer, c.log)
+	c.mux = newMux(ln, adv, c.serveRPC, cfg.peerSecurity(), c.log)
 	hl := newHclog(cfg.Logger, "raft")
 	c.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: c.mux, MaxPool: 3, Timeout: 10 * time.Second, Logger: hl,
@@ -611,7 +633,7 @@ func (c *Controller) proposeLocal(ctx context.Context, data []byte) (Result, err
 
 // forward sends encoded command data to the leader at addr.
 func (c *Controller) forward(ctx context.Context, addr string, data []byte) (Result, error) {
-	status, body, err := rpcCall(ctx, c.cfg.ClientTLS, addr, rpcPropose, data)
+	status, body, err := rpcCall(ctx, c.cfg.peerSecurity(), addr, rpcPropose, data)
 	if err != nil {
 		if errors.Is(err, errNotSent) {
 			return Result{}, fmt.Errorf("%w: %v", ErrNotLeader, err) // retry: not applied
@@ -840,7 +862,7 @@ func (c *Controller) tryJoin() bool {
 	payload := appendString(appendInt(nil, int64(c.cfg.NodeID)), c.selfAddr)
 	for _, id := range sortedIDs(c.cfg.Voters) {
 		ctx, cancel := context.WithTimeout(c.ctx, 5*time.Second)
-		status, body, err := rpcCall(ctx, c.cfg.ClientTLS, c.cfg.Voters[id], rpcJoin, payload)
+		status, body, err := rpcCall(ctx, c.cfg.peerSecurity(), c.cfg.Voters[id], rpcJoin, payload)
 		cancel()
 		if err == nil && status == statusOK {
 			c.log.Info("joined the metadata quorum as an observer", "via", id)

@@ -94,7 +94,22 @@
 // With Config.ServerTLS and ClientTLS the port is mutual TLS: the mux
 // completes each accepted connection's handshake (a client certificate the
 // trust store verifies is required) before it reads that byte, and Raft's
-// dials and the RPC's use ClientTLS.
+// dials and the RPC's use ClientTLS. With Config.AuthenticatePeer and
+// AuthenticateSelf every connection first authenticates (after the TLS
+// handshake when both are set), before the mux reads that byte; the
+// broker plugs in SASL when its inter-broker listener is SASL_PLAINTEXT:
+// the dialling node sends Kafka's SaslHandshake v1 and SaslAuthenticate
+// frames with its inter-broker credentials (sasl.Authenticate, as the
+// replica fetcher does to another broker's SASL listener), the mux answers
+// them with sasl.Serve against the broker's PLAIN users and SCRAM store,
+// and AuthorizePrincipal asks the authorizer for ClusterAction. Kafka's
+// own frames rather than a new format: they are the SASL framing of
+// Kafka's SASL_PLAINTEXT controller listener
+// (sasl.mechanism.controller.protocol), both sides already exist and are
+// fuzzed, and a peer that skips them is refused at its first bytes (see
+// sasl.go for the framing and what it does not protect). A failed
+// exchange or authorization closes the connection with one WARN line
+// before Raft or the RPC sees a byte.
 // One request per connection, so a failure to connect or to send means "not
 // applied" and is retried; a missing answer after sending is
 // ErrUnknownOutcome. A follower never forwards further (no loops); a node

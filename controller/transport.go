@@ -57,9 +57,8 @@ const (
 
 // mux is the raft.StreamLayer over the node's listener.
 type mux struct {
-	ln        net.Listener                              // a tls.Listener under mutual TLS
-	clientTLS func(serverName string) *tls.Config       // nil: plain TCP (Config.ClientTLS)
-	authorize func(net.Addr, tls.ConnectionState) error // Config.AuthorizePeer
+	ln        net.Listener // a tls.Listener under mutual TLS
+	sec       peerSecurity // how peers are authenticated, both ways
 	log       *slog.Logger
 	advertise net.Addr
 	raftConns chan net.Conn
@@ -72,9 +71,8 @@ type mux struct {
 	conns map[net.Conn]struct{} // controller RPC conns being served, closed on Close
 }
 
-func newMux(ln net.Listener, advertise net.Addr, serve func(net.Conn), clientTLS func(string) *tls.Config,
-	authorize func(net.Addr, tls.ConnectionState) error, log *slog.Logger) *mux {
-	m := &mux{ln: ln, clientTLS: clientTLS, authorize: authorize, log: log, advertise: advertise, raftConns: make(chan net.Conn), serve: serve,
+func newMux(ln net.Listener, advertise net.Addr, serve func(net.Conn), sec peerSecurity, log *slog.Logger) *mux {
+	m := &mux{ln: ln, sec: sec, log: log, advertise: advertise, raftConns: make(chan net.Conn), serve: serve,
 		closed: make(chan struct{}), conns: make(map[net.Conn]struct{})}
 	m.wg.Add(1)
 	go m.acceptLoop()
@@ -112,10 +110,14 @@ func (m *mux) acceptLoop() {
 	}
 }
 
-// classify reads a connection's first byte and routes it.
+// classify authenticates an accepted connection (TLS handshake, SASL
+// exchange: whichever the node's Config asks for, in that order), then
+// reads its first byte and routes it.
 func (m *mux) classify(conn net.Conn) {
 	defer m.wg.Done()
-	_ = conn.SetReadDeadline(wallClock().Add(firstByteTimeout)) // the wall clock: controller.go wallClock
+	// The handshakes and the first byte under one deadline, reads and
+	// writes (the SASL answers): a peer that stalls is dropped.
+	_ = conn.SetDeadline(wallClock().Add(firstByteTimeout)) // the wall clock: controller.go wallClock
 	if tc, ok := conn.(*tls.Conn); ok {
 		// The handshake under the same deadline; a peer without a
 		// certificate the trust store verifies never gets further.
@@ -124,20 +126,24 @@ func (m *mux) classify(conn net.Conn) {
 			conn.Close()
 			return
 		}
-		if m.authorize != nil {
-			if err := m.authorize(conn.RemoteAddr(), tc.ConnectionState()); err != nil {
+		if m.sec.authorizeTLS != nil {
+			if err := m.sec.authorizeTLS(conn.RemoteAddr(), tc.ConnectionState()); err != nil {
 				m.log.Warn("controller port: peer not authorized, connection closed", "remote", conn.RemoteAddr().String(), "err", err)
 				conn.Close()
 				return
 			}
 		}
 	}
+	if m.sec.authenticatePeer != nil && !m.authenticate(conn) { // sasl.go
+		conn.Close()
+		return
+	}
 	var first [1]byte
 	if _, err := io.ReadFull(conn, first[:]); err != nil {
 		conn.Close()
 		return
 	}
-	_ = conn.SetReadDeadline(time.Time{})
+	_ = conn.SetDeadline(time.Time{})
 	if first[0] == rpcMagic {
 		if !m.track(conn) {
 			conn.Close()
@@ -205,23 +211,35 @@ func (m *mux) Addr() net.Addr { return m.advertise }
 func (m *mux) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	return dialPeer(ctx, m.clientTLS, string(address))
+	return dialPeer(ctx, m.sec, string(address))
 }
 
 // dialPeer connects to the node at addr: plain TCP, or mutual TLS when
-// clientTLS is set (the handshake done before it returns, the peer's name
-// checked against addr's host as the configuration says).
-func dialPeer(ctx context.Context, clientTLS func(string) *tls.Config, addr string) (net.Conn, error) {
+// sec.clientTLS is set (the handshake done before it returns, the peer's
+// name checked against addr's host as the configuration says); then, with
+// sec.authenticateSelf, authenticates (SASL: sasl.go) before it returns.
+func dialPeer(ctx context.Context, sec peerSecurity, addr string) (net.Conn, error) {
 	var d net.Dialer
-	if clientTLS == nil {
-		return d.DialContext(ctx, "tcp", addr)
+	var conn net.Conn
+	var err error
+	if sec.clientTLS == nil {
+		conn, err = d.DialContext(ctx, "tcp", addr)
+	} else {
+		host, _, herr := net.SplitHostPort(addr)
+		if herr != nil {
+			return nil, herr
+		}
+		td := tls.Dialer{NetDialer: &d, Config: sec.clientTLS(host)}
+		conn, err = td.DialContext(ctx, "tcp", addr)
 	}
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
+	if err != nil || sec.authenticateSelf == nil {
+		return conn, err
+	}
+	if err := sec.authenticate(ctx, conn); err != nil { // sasl.go
+		conn.Close()
 		return nil, err
 	}
-	td := tls.Dialer{NetDialer: &d, Config: clientTLS(host)}
-	return td.DialContext(ctx, "tcp", addr)
+	return conn, nil
 }
 
 // requireClientCert returns cfg, or the configurations it hands out per
@@ -271,8 +289,8 @@ var errNotSent = errors.New("controller: request not sent")
 
 // rpcCall dials addr, sends one request and returns the response status and
 // payload. Errors wrap errNotSent when the request was not fully written.
-func rpcCall(ctx context.Context, clientTLS func(string) *tls.Config, addr string, kind byte, payload []byte) (byte, []byte, error) {
-	conn, err := dialPeer(ctx, clientTLS, addr)
+func rpcCall(ctx context.Context, sec peerSecurity, addr string, kind byte, payload []byte) (byte, []byte, error) {
+	conn, err := dialPeer(ctx, sec, addr)
 	if err != nil {
 		return 0, nil, fmt.Errorf("%w: %v", errNotSent, err)
 	}

@@ -17,6 +17,7 @@
 //	store.go   Store: SCRAM credentials by user and mechanism, optionally in a file
 //	jaas.go    sasl.jaas.config parsing, the static credential key
 //	client.go  Authenticate: SaslHandshake + SaslAuthenticate on a dialed conn
+//	serve.go   Serve: the server side of those frames on an accepted conn (the controller port)
 //
 // Nothing here logs; error messages never contain a password.
 package sasl
