@@ -14,8 +14,9 @@ package server
 //   - events are produced with acks=all to the partition the manager
 //     names, as the client id Kafka's internal-topic check lets write
 //     (adminClientID);
-//   - every broker consumes every partition from its start
-//     (read_uncommitted) and hands the records to the manager in order;
+//   - every broker consumes every partition from where the manager's
+//     snapshot left it (the start at first; read_uncommitted) and hands
+//     the records to the manager in order;
 //   - leadership, topic existence and the metadata partitions' leaders
 //     come from the view.
 
@@ -149,7 +150,7 @@ func (r *remoteMeta) EndOffset(ctx context.Context, mp int32) (int64, error) {
 	return o.Offset, o.Err
 }
 
-func (r *remoteMeta) Consume(ctx context.Context, apply func(mp int32, offset int64, value []byte)) {
+func (r *remoteMeta) Consume(ctx context.Context, from func(mp int32) int64, apply func(mp int32, offset int64, value []byte)) {
 	var n int32
 	for {
 		v := r.s.cluster.view.Load()
@@ -165,7 +166,7 @@ func (r *remoteMeta) Consume(ctx context.Context, apply func(mp int32, offset in
 	}
 	offsets := map[int32]kgo.Offset{}
 	for p := int32(0); p < n; p++ {
-		offsets[p] = kgo.NewOffset().AtStart()
+		offsets[p] = kgo.NewOffset().At(from(p))
 	}
 	cl, err := kgo.NewClient(append(r.clientOpts(),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{RemoteLogMetadataTopic: offsets}),

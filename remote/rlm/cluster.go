@@ -29,18 +29,26 @@ package rlm
 //     epoch, then the partition's metadata is dropped
 //     (DELETE_PARTITION_FINISHED).
 //
-// Restarts replay the metadata topic from its start (it is small: a few
-// events per segment); Dir's files are not written in this mode.
+// The materialized state and the consumer's positions are saved to
+// Dir/cluster.snapshot after each pass that applied something (atomically
+// and durably), and loaded at Open: a restart consumes only what follows
+// (the per-partition files of the single broker are not written in this
+// mode).
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"maps"
 	"math"
+	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/stratalog/strata/engine"
+	"github.com/stratalog/strata/internal/vfs"
 )
 
 // MetadataTopic is the cluster's __remote_log_metadata topic as the
@@ -58,10 +66,10 @@ type MetadataTopic interface {
 	Publish(ctx context.Context, mp int32, key, value []byte) (int64, error)
 	// EndOffset is metadata partition mp's high watermark.
 	EndOffset(ctx context.Context, mp int32) (int64, error)
-	// Consume hands every record of the topic, from the start of each
-	// partition and in its order, to apply, until ctx ends; it waits for
-	// the topic to exist.
-	Consume(ctx context.Context, apply func(mp int32, offset int64, value []byte))
+	// Consume hands every record of the topic, from offset from(mp) of
+	// each partition mp and in its order, to apply, until ctx ends; it
+	// waits for the topic to exist.
+	Consume(ctx context.Context, from func(mp int32) int64, apply func(mp int32, offset int64, value []byte))
 	// Leadership is this broker's role for a user partition: the
 	// partition's leader epoch and whether this broker leads it.
 	Leadership(topic string, topicID [16]byte, partition int32) (epoch int32, leader bool)
@@ -95,6 +103,7 @@ type clusterMeta struct {
 	matMu sync.Mutex
 	mat   *materializer
 	posCh chan struct{}
+	saved int64 // mat.applied at the last snapshot saved
 	// epochMu guards ready: per led partition the epoch it was found
 	// caught up at.
 	epochMu sync.Mutex
@@ -103,14 +112,110 @@ type clusterMeta struct {
 }
 
 // startCluster starts the metadata consumer (Open, cluster mode).
-func (m *Manager) startCluster() {
-	c := &clusterMeta{t: m.o.Metadata, mat: newMaterializer(), posCh: make(chan struct{}), ready: map[tp]int32{}}
+func (m *Manager) startCluster(mat *materializer) {
+	c := &clusterMeta{t: m.o.Metadata, mat: mat, posCh: make(chan struct{}), ready: map[tp]int32{}, saved: mat.applied}
 	m.cl = c
+	for k, pm := range mat.parts {
+		m.parts[k] = pm
+	}
+	from := map[int32]int64{}
+	for mp, n := range mat.next {
+		from[mp] = n
+	}
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		c.t.Consume(m.ctx, m.applyRecord)
+		c.t.Consume(m.ctx, func(mp int32) int64 { return from[mp] }, m.applyRecord)
 	}()
+}
+
+// clusterSnapshotName is the file in Options.Dir holding the cluster
+// mode's materialized state (not ".json": the single broker's loader
+// reads those).
+const clusterSnapshotName = "cluster.snapshot"
+
+const clusterSnapshotVersion = 1
+
+type clusterSnapshot struct {
+	Version    int              `json:"version"`
+	Positions  map[int32]int64  `json:"positions"` // metadata partition -> next offset
+	Epochs     []snapshotEpoch  `json:"epochs"`
+	Partitions []*partitionMeta `json:"partitions"`
+}
+
+type snapshotEpoch struct {
+	TopicID   string `json:"topicId"`
+	Partition int32  `json:"partition"`
+	Epoch     int32  `json:"epoch"`
+}
+
+// loadClusterSnapshot reads Dir's snapshot (an empty materializer when
+// there is none).
+func loadClusterSnapshot(fsys vfs.FS, dir string) (*materializer, error) {
+	x := newMaterializer()
+	b, err := vfs.ReadFileLimit(fsys, filepath.Join(dir, clusterSnapshotName), 256<<20)
+	if errors.Is(err, fs.ErrNotExist) {
+		return x, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var snap clusterSnapshot
+	if err := json.Unmarshal(b, &snap); err != nil {
+		return nil, fmt.Errorf("rlm: %s: %w", clusterSnapshotName, err)
+	}
+	if snap.Version != clusterSnapshotVersion {
+		return nil, fmt.Errorf("rlm: %s: version %d", clusterSnapshotName, snap.Version)
+	}
+	for mp, n := range snap.Positions {
+		x.next[mp] = n
+	}
+	for _, e := range snap.Epochs {
+		id, err := parseTopicID(e.TopicID)
+		if err != nil {
+			return nil, fmt.Errorf("rlm: %s: %w", clusterSnapshotName, err)
+		}
+		x.epochs[tp{id, e.Partition}] = e.Epoch
+	}
+	for _, pm := range snap.Partitions {
+		id, err := parseTopicID(pm.TopicID)
+		if err != nil {
+			return nil, fmt.Errorf("rlm: %s: %w", clusterSnapshotName, err)
+		}
+		x.parts[tp{id, pm.Partition}] = pm
+	}
+	return x, nil
+}
+
+// saveClusterSnapshot writes the materialized state and positions when
+// records were applied since the last save.
+func (m *Manager) saveClusterSnapshot() error {
+	c := m.cl
+	c.matMu.Lock()
+	if c.mat.applied == c.saved {
+		c.matMu.Unlock()
+		return nil
+	}
+	applied := c.mat.applied
+	snap := clusterSnapshot{Version: clusterSnapshotVersion, Positions: maps.Clone(c.mat.next)}
+	for k, e := range c.mat.epochs {
+		snap.Epochs = append(snap.Epochs, snapshotEpoch{TopicID: fmt.Sprintf("%x", k.id[:]), Partition: k.p, Epoch: e})
+	}
+	for _, pm := range c.mat.parts {
+		snap.Partitions = append(snap.Partitions, pm) // immutable once published
+	}
+	c.matMu.Unlock()
+	b, err := json.Marshal(snap)
+	if err != nil {
+		return err
+	}
+	if err := vfs.WriteFileAtomicFS(m.o.FS, filepath.Join(m.o.Dir, clusterSnapshotName), b); err != nil {
+		return fmt.Errorf("rlm: saving %s: %w", clusterSnapshotName, err)
+	}
+	c.matMu.Lock()
+	c.saved = max(c.saved, applied)
+	c.matMu.Unlock()
+	return nil
 }
 
 // applyRecord applies one record of metadata partition mp (the consumer's

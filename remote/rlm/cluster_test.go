@@ -24,6 +24,7 @@ type fakeTopic struct {
 	leaders map[tp][2]int32 // leader, epoch
 	gone    map[[16]byte]bool
 	ensured atomic.Int64
+	started atomic.Int64 // the sum of the offsets consumers started at
 }
 
 func newFakeTopic(n int32) *fakeTopic {
@@ -62,9 +63,13 @@ func (b fakeBroker) EndOffset(ctx context.Context, mp int32) (int64, error) {
 	return int64(len(b.t.recs[mp])), nil
 }
 
-func (b fakeBroker) Consume(ctx context.Context, apply func(mp int32, offset int64, value []byte)) {
+func (b fakeBroker) Consume(ctx context.Context, from func(mp int32) int64, apply func(mp int32, offset int64, value []byte)) {
 	t := b.t
 	next := make([]int, t.n)
+	for mp := range next {
+		next[mp] = int(from(int32(mp)))
+		b.t.started.Add(int64(next[mp]))
+	}
 	for {
 		type rec struct {
 			mp  int32
@@ -234,10 +239,11 @@ func TestClusterLeaderMove(t *testing.T) {
 	if err := c.m[1].RunOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
-	sealed1 := c.f[1].log.SealedSegments()
-	newCopied := sealed1[len(sealed1)-1].End
-	if newCopied <= copied {
-		t.Fatalf("new leader's sealed end %d, copied %d", newCopied, copied)
+	// (Local retention may already have deleted what the pass copied:
+	// CopiedEnd, applied before the pass returned, says how far it went.)
+	newCopied := c.m[1].CopiedEnd(k.id, "tiered", 0)
+	if newCopied <= copied || newCopied < c.f[1].log.HighWatermark()-40 {
+		t.Fatalf("new leader's copied end %d, was %d, high watermark %d", newCopied, copied, c.f[1].log.HighWatermark())
 	}
 	c.waitCopiedEnd(1, newCopied)
 	c.waitCopiedEnd(0, newCopied)
@@ -422,4 +428,61 @@ func TestClusterDeposedMidCopyLeavesNoOrphans(t *testing.T) {
 			t.Fatalf("object %s is named by no segment", key)
 		}
 	}
+}
+
+// A broker's materialized metadata and consumer positions are saved after
+// a pass: reopened, its manager has the partition's segments at once
+// (before consuming anything), consumes from the saved positions, and
+// applies what follows.
+func TestClusterSnapshotRestart(t *testing.T) {
+	c := newClusterFixture(t, tieredConfig)
+	ctx := context.Background()
+	k := c.k()
+	c.topic.setLeader(k, 0, 1)
+	c.produce(20)
+	if err := c.m[0].RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	copied := c.m[0].CopiedEnd(k.id, "tiered", 0)
+	c.waitCopiedEnd(1, copied)
+	if err := c.m[1].RunOnce(ctx); err != nil { // a follower's pass saves the snapshot
+		t.Fatal(err)
+	}
+	before := c.m[1].Segments(k.id, 0)
+	c.m[1].Close()
+	c.topic.started.Store(0)
+	// Reopened without a consumer able to deliver (a topic with no
+	// records past the snapshot): the state comes from the snapshot.
+	c.m[1] = c.f[1].manager(c.f[1].store, func(o *Options) {
+		o.Metadata = fakeBroker{c.topic, 1}
+		o.Now = func() time.Time { return time.UnixMilli(c.clock.Load()) }
+	})
+	got := c.m[1].Segments(k.id, 0)
+	if len(got) != len(before) || len(got) == 0 || got[len(got)-1].ID != before[len(before)-1].ID ||
+		c.m[1].CopiedEnd(k.id, "tiered", 0) != copied {
+		t.Fatalf("after restart %d segments (CopiedEnd %d), before %d (%d)", len(got), c.m[1].CopiedEnd(k.id, "tiered", 0), len(before), copied)
+	}
+	c.topic.mu.Lock()
+	total := 0
+	for _, r := range c.topic.recs {
+		total += len(r)
+	}
+	c.topic.mu.Unlock()
+	deadline := time.Now().Add(10 * time.Second)
+	for c.topic.started.Load() != int64(total) {
+		if time.Now().After(deadline) {
+			t.Fatalf("consumer started at offsets summing %d, want %d (the saved positions)", c.topic.started.Load(), total)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	// What follows is applied.
+	c.produce(10)
+	if err := c.m[0].RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	newEnd := c.m[0].CopiedEnd(k.id, "tiered", 0)
+	if newEnd <= copied {
+		t.Fatalf("nothing more copied: %d", newEnd)
+	}
+	c.waitCopiedEnd(1, newEnd)
 }

@@ -91,8 +91,8 @@
 //
 // # Not yet
 //
-// New replicas built from remote metadata (OFFSET_MOVED_TO_TIERED_STORAGE)
-// and a checkpoint of the metadata consumer's position are the rest of
-// issue 23 (docs/tiered-storage.md, "Not yet"). Stats and Lag feed the broker's
+// A new replica's epoch cache and producer state rebuilt from the remote
+// objects (KIP-405's follower path) are the rest of issue 23
+// (docs/tiered-storage.md, "Not yet"). Stats and Lag feed the broker's
 // /metrics (cmd/strata/serve_remote.go).
 package rlm

@@ -194,9 +194,10 @@ var errFenced = errors.New("rlm: event fenced by a newer leader epoch")
 // partition its state and the newest leader epoch seen, per metadata
 // partition the next offset to apply. Pure: no I/O, no clock.
 type materializer struct {
-	parts  map[tp]*partitionMeta
-	epochs map[tp]int32
-	next   map[int32]int64
+	parts   map[tp]*partitionMeta
+	epochs  map[tp]int32
+	next    map[int32]int64
+	applied int64 // records taken (a change counter for snapshots)
 }
 
 func newMaterializer() *materializer {
@@ -213,6 +214,7 @@ func (x *materializer) apply(mp int32, offset int64, value []byte) (k tp, pm *pa
 		return k, nil, false, nil // already applied (a replay)
 	}
 	x.next[mp] = offset + 1
+	x.applied++
 	ev, err := DecodeEvent(value)
 	if err != nil {
 		return k, nil, false, err

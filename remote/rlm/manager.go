@@ -198,9 +198,15 @@ func Open(o Options) (*Manager, error) {
 		return nil, fmt.Errorf("rlm: %w", err)
 	}
 	parts := map[tp]*partitionMeta{}
+	var mat *materializer
 	if o.Metadata == nil {
 		var err error
 		if parts, err = loadMetas(o.FS, o.Dir); err != nil {
+			return nil, err
+		}
+	} else {
+		var err error
+		if mat, err = loadClusterSnapshot(o.FS, o.Dir); err != nil {
 			return nil, err
 		}
 	}
@@ -211,7 +217,7 @@ func Open(o Options) (*Manager, error) {
 	}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	if o.Metadata != nil {
-		m.startCluster()
+		m.startCluster(mat)
 	}
 	o.Engine.SetRemoteHook(m)
 	go m.loop()
@@ -440,6 +446,11 @@ func (m *Manager) RunOnce(ctx context.Context) error {
 	defer m.run.Unlock()
 	var errs []error
 	if m.cl != nil {
+		defer func() {
+			if err := m.saveClusterSnapshot(); err != nil {
+				m.log.Warn("remote-log metadata snapshot not saved", "err", err)
+			}
+		}()
 		errs = append(errs, m.cleanupGone(ctx))
 	} else {
 		errs = append(errs, m.cleanup(ctx))
