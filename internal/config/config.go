@@ -165,6 +165,10 @@ type Broker struct {
 	MaxConnectionsPerIPOvr    map[string]int
 	MaxConnectionCreationRate int
 	sec                       securityProps
+	// keepSASL are the SASL settings of the listeners a configuration was
+	// finished with (WithDynamic): Finish reuses them instead of resolving
+	// them again (an OAUTHBEARER key set would be fetched again).
+	keepSASL map[string]*SASL
 }
 
 // Cleaner is the compaction cleaner's settings, as engine.CleanerOptions

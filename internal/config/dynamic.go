@@ -24,6 +24,12 @@ func (b *Broker) WithDynamic(dyn map[string]string) (Broker, error) {
 	next.sec.perListener = maps.Clone(b.sec.perListener)
 	next.sec.sasl = maps.Clone(b.sec.sasl)
 	next.Listeners = nil // Finish rebuilds them (never in b's array)
+	next.keepSASL = map[string]*SASL{}
+	for _, l := range b.Listeners {
+		if l.SASL != nil {
+			next.keepSASL[l.Name] = l.SASL
+		}
+	}
 	if err := next.Apply(dyn); err != nil {
 		return Broker{}, err
 	}
@@ -35,5 +41,6 @@ func (b *Broker) WithDynamic(dyn map[string]string) (Broker, error) {
 	if err := next.Finish(); err != nil {
 		return Broker{}, err
 	}
+	next.keepSASL = nil
 	return next, nil
 }

@@ -3,6 +3,8 @@ package config
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -87,5 +89,34 @@ func TestSetStores(t *testing.T) {
 	}
 	if ks, ts := ssl.Locations(); ks != second.Path || ts != ca.Path {
 		t.Fatalf("Locations = %s %s", ks, ts)
+	}
+}
+
+// WithDynamic does not resolve the SASL settings again: a listener's
+// OAUTHBEARER key set, read from its endpoint at start-up, is not fetched
+// again (here the file is gone and the rebuild still succeeds, with the
+// same settings).
+func TestWithDynamicKeepsSASL(t *testing.T) {
+	jwks := filepath.Join(t.TempDir(), "jwks.json")
+	if err := os.WriteFile(jwks, []byte(testJWKS), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b, err := finish(map[string]string{"listeners": "SASL_PLAINTEXT://127.0.0.1:9092", "sasl.enabled.mechanisms": "OAUTHBEARER,PLAIN",
+		"listener.name.sasl_plaintext.plain.sasl.jaas.config":                         `org.apache.kafka.common.security.plain.PlainLoginModule required username="a" password="b" user_a="b";`,
+		"sasl.mechanism.inter.broker.protocol":                                        `PLAIN`,
+		"listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class": "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+		"sasl.oauthbearer.jwks.endpoint.url":                                          "file://" + jwks})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(jwks); err != nil {
+		t.Fatal(err)
+	}
+	next, err := b.WithDynamic(map[string]string{"max.connections": "9"})
+	if err != nil {
+		t.Fatalf("WithDynamic fetched the key set again: %v", err)
+	}
+	if next.Listeners[0].SASL != b.Listeners[0].SASL || next.MaxConnections != 9 {
+		t.Fatalf("SASL %p, want %p; max.connections %d", next.Listeners[0].SASL, b.Listeners[0].SASL, next.MaxConnections)
 	}
 }

@@ -298,7 +298,9 @@ func (b *Broker) finishListeners() error {
 			}
 			l.SSL = ssl
 		}
-		if IsSASL(proto) {
+		if sc := b.keepSASL[e.name]; sc != nil && IsSASL(proto) {
+			l.SASL = sc // WithDynamic: SASL keys are not dynamic (no key set fetched again)
+		} else if IsSASL(proto) {
 			sc, err := b.saslFor(e.name)
 			if err != nil {
 				return err
