@@ -15,6 +15,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/stratalog/strata/broker/coordhost"
@@ -201,6 +202,13 @@ func (c *shareCluster) ReadPartition(ctx context.Context, topic string, p int32,
 		}
 		from = next
 	}
+}
+
+// InSync reports whether this broker is in the ISR of topic's partition
+// p in the view.
+func (c *shareCluster) InSync(topic string, p int32) bool {
+	vt := c.s.cluster.view.Load().Topics[topic]
+	return vt != nil && p >= 0 && int(p) < len(vt.Parts) && slices.Contains(vt.Parts[p].ISR, c.s.cfg.NodeID)
 }
 
 // viewCatalog is share.Catalog over the cluster's view: a share group's

@@ -52,6 +52,9 @@ type Cluster interface {
 	// log start to its high watermark, passing the record batches to fn
 	// (a broker with no replica of a state partition).
 	ReadPartition(ctx context.Context, topic string, p int32, fn func(batches []byte) error) error
+	// InSync reports whether this broker is in the ISR of partition p of
+	// topic: its replica holds every acknowledged write.
+	InSync(topic string, p int32) bool
 }
 
 const (
@@ -295,11 +298,13 @@ func (h *Host) statePartitions() (int32, bool) {
 }
 
 // scanState calls fn for every record of state partition p: this
-// broker's replica read to its log end, or, without one, the partition's
-// leader read to its high watermark (ReadPartition).
+// broker's replica read to its log end, or, without one in the
+// partition's ISR (none here, or one that fell behind and may miss
+// acknowledged snapshots), the partition's leader read to its high
+// watermark (ReadPartition).
 func (h *Host) scanState(p int32, fn func(hdr *record.Header, r *record.Record) error) error {
 	if t := h.eng.Topic(StateTopic); t != nil && !t.Deleted() {
-		if l := t.Partition(p); l != nil {
+		if l := t.Partition(p); l != nil && (h.cluster == nil || h.cluster.InSync(StateTopic, p)) {
 			return txnhost.ScanLog(l, fn)
 		}
 	}

@@ -98,6 +98,7 @@ type remoteCluster struct {
 
 func (c *remoteCluster) Leads(*engine.Topic, int32) (int32, bool) { return 1, true }
 func (c *remoteCluster) StateTopic() (int32, bool)                { return 3, true }
+func (c *remoteCluster) InSync(string, int32) bool                { return false }
 func (c *remoteCluster) Produce(context.Context, string, int32, []byte) error {
 	return errors.New("not here")
 }
@@ -142,5 +143,46 @@ func TestLoadStateFromTheLeaderWithoutAReplica(t *testing.T) {
 	s, found := h.loadState(key)
 	if !found || s.StartOffset != 11 || rc.reads != 1 {
 		t.Fatalf("loaded %+v %v after %d remote reads, want start offset 11 (epoch 4's) after 1", s, found, rc.reads)
+	}
+}
+
+// TestLoadStateFromTheLeaderWhenOutOfSync: a replica out of the state
+// partition's ISR may miss acknowledged snapshots: the leader is read
+// instead of it.
+func TestLoadStateFromTheLeaderWhenOutOfSync(t *testing.T) {
+	eng, err := engine.Open(engine.Options{Dir: t.TempDir(), Log: engine.DefaultLogConfig()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	st, err := eng.CreateTopic(StateTopic, 3, map[string]string{"cleanup.policy": "compact"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := Key{Group: "g", TopicID: [16]byte{1}, Part: 2}
+	key := shareStateKey(k)
+	p := share.StatePartition(key, 3)
+	batchOf := func(epoch int32, start int64) []byte {
+		v, err := json.Marshal(snapshot{State: share.State{StartOffset: start}, LeaderEpoch: epoch})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b record.Builder
+		b.Reset(record.CodecNone, 1)
+		b.Add(1, key, v, nil)
+		batch, err := b.AppendTo(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return batch
+	}
+	l := st.Partition(p)
+	if _, err := l.Append(batchOf(2, 99), l.LeaderEpoch()); err != nil { // the lagging replica's old snapshot
+		t.Fatal(err)
+	}
+	rc := &remoteCluster{batches: map[int32][]byte{p: batchOf(3, 11)}}
+	h := &Host{eng: eng, log: slog.Default(), cluster: rc, ctx: context.Background()}
+	if s, found := h.loadState(key); !found || s.StartOffset != 11 || rc.reads != 1 {
+		t.Fatalf("loaded %+v %v after %d remote reads, want the leader's start offset 11", s, found, rc.reads)
 	}
 }
