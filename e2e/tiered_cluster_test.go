@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -20,6 +22,9 @@ func storeLogObjects(t *testing.T, dir string) []string {
 	t.Helper()
 	var out []string
 	err := filepath.Walk(dir, func(path string, info os.FileInfo, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // a temporary file renamed or an object deleted meanwhile
+		}
 		if err == nil && !info.IsDir() && strings.HasSuffix(path, ".log") {
 			rel, _ := filepath.Rel(dir, path)
 			out = append(out, filepath.ToSlash(rel))
