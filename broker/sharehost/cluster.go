@@ -58,6 +58,9 @@ type Cluster interface {
 }
 
 const (
+	// readTimeout bounds a read of a state partition at its leader (under
+	// the host's lock).
+	readTimeout     = 5 * time.Second
 	writeTimeout    = 30 * time.Second
 	writeBackoffMin = 50 * time.Millisecond
 	writeBackoffMax = time.Second
@@ -251,17 +254,18 @@ type snapshot struct {
 	LeaderEpoch int32 `json:",omitempty"`
 }
 
-// loadState reads share-partition key's state in this broker's replica of
-// its state partition: the last record of the highest leader epoch
-// written; found false when there is none, or a tombstone came last.
-func (h *Host) loadState(key []byte) (state share.State, found bool) {
+// loadState reads share-partition key's state in its state partition
+// (scanState): the last record of the highest leader epoch written; found
+// false when there is none, or a tombstone came last; err when the
+// partition could not be read (then nothing is known).
+func (h *Host) loadState(key []byte) (state share.State, found bool, err error) {
 	n, ok := h.statePartitions()
 	if !ok {
-		return state, false
+		return state, false, nil
 	}
 	p := share.StatePartition(key, n)
 	epoch := int32(-1)
-	err := h.scanState(p, func(hdr *record.Header, r *record.Record) error {
+	err = h.scanState(p, func(hdr *record.Header, r *record.Record) error {
 		if hdr.Control() || string(r.Key) != string(key) {
 			return nil
 		}
@@ -282,9 +286,9 @@ func (h *Host) loadState(key []byte) (state share.State, found bool) {
 	})
 	if err != nil {
 		h.log.Error("share: reading "+StateTopic+" failed", "partition", p, "err", err)
-		return share.State{}, false
+		return share.State{}, false, err
 	}
-	return state, found
+	return state, found, nil
 }
 
 // statePartitions is __share_group_state's partition count as the local
@@ -311,7 +315,7 @@ func (h *Host) scanState(p int32, fn func(hdr *record.Header, r *record.Record) 
 	if h.cluster == nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(h.ctx, writeTimeout)
+	ctx, cancel := context.WithTimeout(h.ctx, readTimeout)
 	defer cancel()
 	return h.cluster.ReadPartition(ctx, StateTopic, p, func(batches []byte) error {
 		for rest := batches; len(rest) > 0; {
@@ -328,16 +332,16 @@ func (h *Host) scanState(p int32, fn func(hdr *record.Header, r *record.Record) 
 	})
 }
 
-// loadLocal reads the last record of key in this broker's replica of its
-// state partition: found false when there is none (or no replica here),
-// value nil for a tombstone.
-func (h *Host) loadLocal(key []byte) (value []byte, found bool) {
+// loadLocal reads the last record of key in its state partition
+// (scanState): found false when there is none, value nil for a tombstone,
+// err when the partition could not be read.
+func (h *Host) loadLocal(key []byte) (value []byte, found bool, err error) {
 	n, ok := h.statePartitions()
 	if !ok {
-		return nil, false
+		return nil, false, nil
 	}
 	p := share.StatePartition(key, n)
-	err := h.scanState(p, func(hdr *record.Header, r *record.Record) error {
+	err = h.scanState(p, func(hdr *record.Header, r *record.Record) error {
 		if !hdr.Control() && string(r.Key) == string(key) {
 			value, found = r.Value, true
 		}
@@ -345,20 +349,29 @@ func (h *Host) loadLocal(key []byte) (value []byte, found bool) {
 	})
 	if err != nil {
 		h.log.Error("share: reading "+StateTopic+" failed", "partition", p, "err", err)
-		return nil, false
+		return nil, false, err
 	}
-	return value, found
+	return value, found, nil
 }
 
 // reload reads share-partition k's state and its group's configs from
-// the local replica into stored and configs (lock held): a broker that
-// has just become the partition's leader.
-func (h *Host) reload(k Key) {
+// the state topic into stored and configs (lock held): a broker that has
+// just become the partition's leader. An error leaves the share-partition
+// unknown: it is not started over from the reset point.
+func (h *Host) reload(k Key) error {
 	delete(h.stored, k)
-	if state, found := h.loadState(shareStateKey(k)); found {
+	state, found, err := h.loadState(shareStateKey(k))
+	if err != nil {
+		return err
+	}
+	if found {
 		h.stored[k] = state
 	}
-	if v, found := h.loadLocal(shareConfigKey(k.Group)); found {
+	v, found, err := h.loadLocal(shareConfigKey(k.Group))
+	if err != nil {
+		return err
+	}
+	if found {
 		cfgs := map[string]string{}
 		if v == nil {
 			delete(h.configs, k.Group)
@@ -366,6 +379,7 @@ func (h *Host) reload(k Key) {
 			h.configs[k.Group] = cfgs
 		}
 	}
+	return nil
 }
 
 // dropUnled forgets, without writing, the share-partitions this broker no
@@ -422,8 +436,8 @@ func (h *Host) RefreshConfigs(group string) {
 	if h.cluster == nil {
 		return
 	}
-	v, found := h.loadLocal(shareConfigKey(group))
-	if !found {
+	v, found, err := h.loadLocal(shareConfigKey(group))
+	if err != nil || !found {
 		return
 	}
 	cfgs := map[string]string{}

@@ -10,6 +10,7 @@ import (
 	"github.com/stratalog/strata/engine"
 	"github.com/stratalog/strata/record"
 	"github.com/stratalog/strata/share"
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // TestLoadStateSkipsDeposedLeadersWrites: a new leader loads the last
@@ -49,21 +50,21 @@ func TestLoadStateSkipsDeposedLeadersWrites(t *testing.T) {
 		}
 		return v
 	}
-	if _, found := h.loadState(key); found {
+	if _, found, _ := h.loadState(key); found {
 		t.Fatal("state found before any write")
 	}
 	write(snap(1, 5))
 	write(snap(2, 8))
 	write(snap(1, 6)) // epoch 1's leader, deposed, writes late
-	if s, found := h.loadState(key); !found || s.StartOffset != 8 {
+	if s, found, _ := h.loadState(key); !found || s.StartOffset != 8 {
 		t.Fatalf("loaded %+v %v, want start offset 8 (epoch 2's)", s, found)
 	}
 	write(snap(2, 9))
-	if s, found := h.loadState(key); !found || s.StartOffset != 9 {
+	if s, found, _ := h.loadState(key); !found || s.StartOffset != 9 {
 		t.Fatalf("loaded %+v %v, want start offset 9", s, found)
 	}
 	write(nil)
-	if s, found := h.loadState(key); found {
+	if s, found, _ := h.loadState(key); found {
 		t.Fatalf("loaded %+v after a tombstone", s)
 	}
 }
@@ -94,6 +95,7 @@ func TestWriterAfterCloseFailsAtOnce(t *testing.T) {
 type remoteCluster struct {
 	batches map[int32][]byte
 	reads   int
+	err     error // what ReadPartition fails with
 }
 
 func (c *remoteCluster) Leads(*engine.Topic, int32) (int32, bool) { return 1, true }
@@ -108,6 +110,9 @@ func (c *remoteCluster) ReadPartition(_ context.Context, topic string, p int32, 
 		return errors.New("wrong topic")
 	}
 	c.reads++
+	if c.err != nil {
+		return c.err
+	}
 	return fn(c.batches[p])
 }
 
@@ -140,7 +145,7 @@ func TestLoadStateFromTheLeaderWithoutAReplica(t *testing.T) {
 	}
 	rc := &remoteCluster{batches: map[int32][]byte{share.StatePartition(key, 3): batch}}
 	h := &Host{eng: eng, log: slog.Default(), cluster: rc, ctx: context.Background()}
-	s, found := h.loadState(key)
+	s, found, _ := h.loadState(key)
 	if !found || s.StartOffset != 11 || rc.reads != 1 {
 		t.Fatalf("loaded %+v %v after %d remote reads, want start offset 11 (epoch 4's) after 1", s, found, rc.reads)
 	}
@@ -182,7 +187,36 @@ func TestLoadStateFromTheLeaderWhenOutOfSync(t *testing.T) {
 	}
 	rc := &remoteCluster{batches: map[int32][]byte{p: batchOf(3, 11)}}
 	h := &Host{eng: eng, log: slog.Default(), cluster: rc, ctx: context.Background()}
-	if s, found := h.loadState(key); !found || s.StartOffset != 11 || rc.reads != 1 {
+	if s, found, _ := h.loadState(key); !found || s.StartOffset != 11 || rc.reads != 1 {
 		t.Fatalf("loaded %+v %v after %d remote reads, want the leader's start offset 11", s, found, rc.reads)
+	}
+}
+
+// TestUnreadableStateIsNotStartedOver: when the state partition can be
+// read neither here nor at its leader, the share-partition is refused
+// (LEADER_NOT_AVAILABLE, clients retry), not started over from the reset
+// point, which would deliver accepted records again or skip some.
+func TestUnreadableStateIsNotStartedOver(t *testing.T) {
+	eng, err := engine.Open(engine.Options{Dir: t.TempDir(), Log: engine.DefaultLogConfig()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	if _, err := eng.CreateReplicaTopic(StateTopic, [16]byte{7}, 3, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := eng.CreateTopic("jobs", 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := &remoteCluster{err: errors.New("no leader")}
+	h := &Host{eng: eng, log: slog.Default(), cluster: rc, ctx: context.Background(),
+		parts: map[Key]*Part{}, stored: map[Key]share.State{}, configs: map[string]map[string]string{}}
+	var d Durable
+	if sp, code := h.Partition("g", jobs, 0, &d); sp != nil || code != kerr.LeaderNotAvailable.Code {
+		t.Fatalf("Partition with an unreadable state partition: %v, code %d; want none, LEADER_NOT_AVAILABLE", sp, code)
+	}
+	if len(h.parts) != 0 || len(d) != 0 || rc.reads == 0 {
+		t.Fatalf("parts %v, writes %d, reads %d: nothing may be created", h.parts, len(d), rc.reads)
 	}
 }

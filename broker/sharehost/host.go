@@ -578,7 +578,11 @@ func (h *Host) Partition(group string, t *engine.Topic, p int32, d *Durable) (*P
 			delete(st.parts, k) // led again at a new epoch: another leader may have changed it
 		}
 		if st.parts[k] == nil {
-			h.reload(k)
+			if err := h.reload(k); err != nil {
+				// Its state is unknown until the state partition
+				// can be read: clients retry.
+				return nil, kerr.LeaderNotAvailable.Code
+			}
 		}
 	}
 	if sp := st.parts[k]; sp != nil {

@@ -147,8 +147,8 @@ func (h *Host) peek(k Key, t *engine.Topic) *Part {
 	if l == nil {
 		return nil
 	}
-	state, found := h.loadState(shareStateKey(k))
-	if !found {
+	state, found, err := h.loadState(shareStateKey(k))
+	if err != nil || !found {
 		return nil
 	}
 	pp, err := share.Restore(h.PartConfig(k.Group), state)
