@@ -2,10 +2,11 @@ package main
 
 // What every command shares: --help, flag errors, exit status, version.
 //
-// Exit status: 0 on success and for --help; 2 for a mistake on the command
+// Exit status: 0 on success and for --help; 1 for a mistake on the command
 // line (an unknown flag, a bad flag value, a missing or extra argument),
-// printed as one line with the command's usage line under it; 1 when the
-// command ran and failed (the cluster refused, a plan that does not add up).
+// printed as one line with the command's usage line under it, and 1 when
+// the command ran and failed (the cluster refused, a plan that does not add
+// up), printed as one line.
 
 import (
 	"context"

@@ -115,6 +115,12 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"loadgen", "--rate", "x", "--spawn", "1"}, `strata loadgen: invalid value "x" for flag -rate`, "strata loadgen"},
 		{[]string{"loadgen"}, "strata loadgen: no target", "strata loadgen"},
 		{[]string{"version", "x"}, `strata version: unexpected arguments ["x"]`, "strata version"},
+		// serve: the arguments are checked before the flags' values, so
+		// without that check the bad --node-id fails the case (no broker
+		// starts).
+		{[]string{"serve", "--node-id", "x", "extra"}, `strata serve: unexpected arguments ["extra"]`, "strata serve"},
+		{[]string{"serve", "--node-id", "x"}, `strata serve: --node-id: config: node.id="x": not an integer`, "strata serve"},
+		{[]string{"serve", "--log-level", "loud", "--node-id", "x"}, `strata serve: --log-level: `, "strata serve"},
 		{[]string{"frobnicate"}, `strata: unknown command "frobnicate"`, "strata serve|topics|groups|cluster|acls|users|produce|consume|loadgen|plan|version|completion"},
 		{[]string{"topics", "list", "--format", "yaml"}, `strata topics list: invalid value "yaml" for flag -format: want text or json`, "strata topics list"},
 		{[]string{"groups", "describe", "g", "--format", "xml"}, `strata groups describe: invalid value "xml" for flag -format: want text or json`, "strata groups describe"},

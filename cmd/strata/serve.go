@@ -39,12 +39,16 @@ func runServe(args []string) error {
 	blackhole := fs.Bool("blackhole", false, "benchmark baseline: acknowledge produce requests without storing them")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile (pprof) of the whole run to this file at shutdown")
 	memProfile := fs.String("memprofile", "", "write an allocation profile (pprof allocs: every allocation since start, sampled) to this file at shutdown")
-	if _, err := parseFlags(fs, args, serveDoc, false, os.Stdout); err != nil { // cli.go: --help exits 0
+	rest, err := parseFlags(fs, args, serveDoc, false, os.Stdout) // cli.go: --help exits 0
+	if err != nil {
 		return err
+	}
+	if len(rest) > 0 { // a broker started on a mistyped line would run with the defaults
+		return usagef(serveDoc, "unexpected arguments %q", rest)
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return fmt.Errorf("--log-level: %w", err)
+		return usagef(serveDoc, "--log-level: %w", err)
 	}
 
 	cfg := config.Defaults()
@@ -65,7 +69,7 @@ func runServe(args []string) error {
 		remoteProps = remotePropsOf(props)
 	}
 	if err := applyKeyFlags(&cfg, keyFlags); err != nil { // flags win over the file
-		return err
+		return asUsage(serveDoc, err)
 	}
 	// The logger once log.format is known (the file, then --log-format).
 	hopts := &slog.HandlerOptions{Level: level}
