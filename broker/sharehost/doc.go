@@ -39,9 +39,13 @@
 //
 // In a cluster (Broker.Cluster, cluster.go) a share-partition is owned
 // by its topic-partition's leader and persisted in the replicated
-// __share_group_state through the cluster's Produce; a new leader loads
-// it from its replica when first used (docs/share-groups.md, "Share
-// groups in a cluster").
+// __share_group_state through the cluster's Produce (one ordered writer);
+// a new leader loads it when first used, from its replica of the state
+// partition when that replica is in the partition's ISR, else from the
+// state partition's leader (ReadPartition), refusing the share-partition
+// while neither can be read; snapshots carry the leader epoch that wrote
+// them, and a deposed leader's late write is not loaded
+// (docs/share-groups.md, "Share groups in a cluster").
 //
 // # What it needs of the broker
 //
@@ -69,6 +73,6 @@
 //     GroupConfigs).
 //   - dlq.go: the dead-letter writer.
 //   - cluster.go: cluster mode (Cluster, the state writer, loading a
-//     share-partition from the local replica, dropping those led
-//     elsewhere).
+//     share-partition and the group's configs, RefreshConfigs, dropping
+//     the share-partitions led elsewhere, the replicas' keys).
 package sharehost
