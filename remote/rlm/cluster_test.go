@@ -202,6 +202,13 @@ func TestClusterLeaderMove(t *testing.T) {
 	if len(sealed) < 6 {
 		t.Fatalf("%d sealed segments", len(sealed))
 	}
+	// The backlog is the leader's alone.
+	if n, _ := c.m[0].Lag(); n != len(sealed) {
+		t.Fatalf("leader's lag %d segments, %d sealed", n, len(sealed))
+	}
+	if n, b := c.m[1].Lag(); n != 0 || b != 0 {
+		t.Fatalf("follower's lag %d segments, %d bytes", n, b)
+	}
 	for i := range c.m {
 		if err := c.m[i].RunOnce(ctx); err != nil {
 			t.Fatalf("broker %d pass: %v", i, err)

@@ -288,7 +288,9 @@ func (m *Manager) Stats() Stats {
 }
 
 // Lag is the copy backlog: the sealed segments of remote-storage logs
-// not copied yet, and their bytes.
+// not copied yet, and their bytes. In a cluster only the partitions this
+// broker leads count (their leader copies them), so the brokers' sums
+// add up to the cluster's backlog.
 func (m *Manager) Lag() (segments int, bytes int64) {
 	for _, t := range m.o.Engine.Topics() {
 		if t.Deleted() {
@@ -298,6 +300,11 @@ func (m *Manager) Lag() (segments int, bytes int64) {
 			l := t.Partition(p)
 			if l == nil || !l.Config().RemoteStorageEnable {
 				continue
+			}
+			if m.cl != nil {
+				if _, lead := m.cl.t.Leadership(l.Topic(), l.TopicID(), p); !lead {
+					continue
+				}
 			}
 			copied := m.CopiedEnd(l.TopicID(), l.Topic(), p)
 			for _, s := range l.SealedSegments() {
