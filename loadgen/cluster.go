@@ -2,6 +2,9 @@ package loadgen
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -73,19 +76,41 @@ func waitListsAll(ctx context.Context, b *SpawnedBroker, n int, sec []kgo.Opt) e
 	}
 	defer cl.Close()
 	last := 0
+	var lastErr error
 	for {
 		req := kmsg.NewPtrMetadataRequest()
 		if seeds := cl.SeedBrokers(); len(seeds) == 1 {
-			if resp, err := seeds[0].Request(ctx, req); err == nil {
+			resp, err := seeds[0].Request(ctx, req)
+			switch {
+			case err == nil:
 				if last = len(resp.(*kmsg.MetadataResponse).Brokers); last == n {
 					return nil
 				}
+			case tlsRefused(err):
+				// Waiting does not change a certificate.
+				return fmt.Errorf("broker %d: %w", b.NodeID, err)
+			default:
+				lastErr = err
 			}
 		}
 		select {
 		case <-ctx.Done():
+			if lastErr != nil {
+				return fmt.Errorf("broker %d lists %d of %d brokers (last error: %w)", b.NodeID, last, n, lastErr)
+			}
 			return fmt.Errorf("broker %d lists %d of %d brokers", b.NodeID, last, n)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// tlsRefused says whether err is a TLS handshake that failed over
+// certificates (the broker's not trusted, the client's refused), which no
+// wait mends.
+func tlsRefused(err error) bool {
+	var verr *tls.CertificateVerificationError
+	var uerr x509.UnknownAuthorityError
+	var herr x509.HostnameError
+	return errors.As(err, &verr) || errors.As(err, &uerr) || errors.As(err, &herr) ||
+		strings.Contains(err.Error(), "remote error: tls: ")
 }

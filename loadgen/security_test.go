@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"bytes"
+	"crypto/x509/pkix"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -169,4 +170,50 @@ func TestSecuredSpawnComparePlaintext(t *testing.T) {
 		t.Fatalf("the password is in the table")
 	}
 	t.Logf("table:\n%s", out.String())
+}
+
+// TestSpawnedClusterMutualTLS: two spawned brokers (one cluster, the
+// brokers between them on PLAINTEXT) whose clients' listener is SSL with
+// ssl.client.auth=required: a run without a client certificate fails, one
+// with --tls-cert/--tls-key (here one file holding both, as a PEM
+// keystore does) produces and consumes every record with replication
+// factor 2, the spawn's own cluster check going through the same
+// listener.
+func TestSpawnedClusterMutualTLS(t *testing.T) {
+	dir := t.TempDir()
+	authority := tlstest.NewCA(t, dir, "loadgen-mtls")
+	server := authority.Server(t, dir, "broker")
+	client := authority.Client(t, dir, pkix.Name{CommonName: "loadgen"})
+	props := filepath.Join(dir, "server.properties")
+	text := fmt.Sprintf(`listeners=INTERNAL://127.0.0.1:0,CLIENTS://127.0.0.1:0
+listener.security.protocol.map=INTERNAL:PLAINTEXT,CLIENTS:SSL
+inter.broker.listener.name=INTERNAL
+ssl.keystore.location=%s
+ssl.truststore.location=%s
+ssl.client.auth=required
+`, server.Path, authority.Path)
+	if err := os.WriteFile(props, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := smallRun(EngineKgo)
+	cfg.Spawn, cfg.ReplicationFactor = 2, 2
+	cfg.Duration, cfg.DrainTimeout = time.Second, 10*time.Second
+	cfg.SpawnConfig = props
+	cfg.Security = Security{Protocol: ProtocolSSL, TLSCA: authority.Path}
+
+	noCert := cfg
+	noCert.Consumers = 0
+	if _, err := Run(testCtx(t, 2*time.Minute), noCert); err == nil || !strings.Contains(err.Error(), "tls: certificate required") {
+		t.Fatalf("a client without a certificate under ssl.client.auth=required: %v, want the TLS alert", err)
+	}
+
+	cfg.Security.TLSCert, cfg.Security.TLSKey = client.Path, client.Path
+	rep, err := Run(testCtx(t, 2*time.Minute), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkClean(t, rep, 2000)
+	if len(rep.Target.Brokers) != 2 || !rep.Config.TLSClientCert {
+		t.Fatalf("target %+v, config %+v", rep.Target, rep.Config)
+	}
 }
