@@ -344,9 +344,10 @@ func splitClusterConfigs(m map[string]string) (map[string]string, error) {
 // engineConfigs drops the cluster-level keys the engine does not know.
 func engineConfigs(m map[string]string) map[string]string { return cluster.EngineConfigs(m) }
 
-// minInsync is vt's min.insync.replicas (its config, else the broker's).
+// minInsync is vt's min.insync.replicas (its config, else the broker's,
+// dynamic or static: dynconfig.go).
 func (s *Server) minInsync(vt *viewTopic) int {
-	return cluster.MinInsync(vt, s.cfg.Cluster.MinInsyncReplicas)
+	return cluster.MinInsync(vt, s.minInsyncDefault())
 }
 
 // ---- request hooks ----

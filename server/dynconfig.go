@@ -10,6 +10,8 @@ package server
 //   - the log keys' broker names (log.retention.ms, log.segment.bytes,
 //     log.cleanup.policy, message.max.bytes, ...): the topic defaults,
 //     applied by engine.SetLogDefaults to every topic without an override;
+//   - min.insync.replicas: the default of topics without their own, for
+//     the replica roles (the reconciler) and acks=all;
 //   - the connection limits (max.connections, max.connections.per.ip and
 //     its overrides, max.connection.creation.rate, and per listener
 //     listener.name.<l>.max.connections / .max.connection.creation.rate)
@@ -156,7 +158,34 @@ type dynState struct {
 	mu          sync.Mutex // serializes changes: alterations and the cluster's sync
 	cur         atomic.Pointer[DynamicConfigs]
 	logDefaults atomic.Pointer[engine.LogConfig] // the effective topic defaults
+	minISR      atomic.Int64                     // dynamic min.insync.replicas (0: none)
 	dir         string                           // the data directory ("": nothing persisted)
+}
+
+// minInsyncConfig is the broker name of min.insync.replicas, which the
+// Server applies itself (the replica roles' minimum ISR).
+const minInsyncConfig = "min.insync.replicas"
+
+// minInsyncDefault is the broker default of min.insync.replicas in force:
+// the dynamic one, else the properties file's (ClusterConfig).
+func (s *Server) minInsyncDefault() int {
+	if n := s.dyn.minISR.Load(); n > 0 {
+		return int(n)
+	}
+	return s.cfg.Cluster.MinInsyncReplicas
+}
+
+// dynamicMinInsync is d's min.insync.replicas (this broker's over the
+// default), 0 if neither sets it.
+func dynamicMinInsync(d DynamicConfigs) int64 {
+	for _, layer := range []map[string]string{d.Broker, d.Default} {
+		if v, ok := layer[minInsyncConfig]; ok {
+			if _, _, val, err := configkeys.ParseBroker(minInsyncConfig, v); err == nil {
+				return val.Int
+			}
+		}
+	}
+	return 0
 }
 
 // logDefaults are the broker-wide topic defaults in force: the properties
@@ -232,6 +261,12 @@ func (s *Server) applyDynamic(d DynamicConfigs) {
 		}
 		s.dyn.logDefaults.Store(&ld)
 	}
+	if n := dynamicMinInsync(d); n != s.dyn.minISR.Load() {
+		s.dyn.minISR.Store(n)
+		if r := s.cluster.reconciler; r != nil {
+			r.SetMinInsync(s.minInsyncDefault()) // the next reconcile gives the roles their new minimum
+		}
+	}
 	if f := s.cfg.Reconfigure; f != nil {
 		limits, err := f(d.Merged(), true)
 		if err != nil {
@@ -263,7 +298,7 @@ func (s *Server) checkDynamic(d DynamicConfigs) error {
 		if _, key, ok := configkeys.SplitListener(name); ok {
 			base = key
 		}
-		if k, ok := configkeys.BrokerKey(base); !ok || !k.Log {
+		if k, ok := configkeys.BrokerKey(base); !ok || !k.Log && k.Broker != minInsyncConfig {
 			return newAPIError(kerr.InvalidRequest, "%s cannot be changed at runtime by this broker", name)
 		}
 	}

@@ -370,6 +370,38 @@ func TestClusterDynamicBrokerConfigs(t *testing.T) {
 	if c := describe(brokers[1], "log.segment.bytes"); c.Source != kmsg.ConfigSourceDefaultConfig {
 		t.Fatalf("broker 1 describes log.segment.bytes from %v", c.Source)
 	}
+	// min.insync.replicas as the cluster-wide default: a topic of two
+	// replicas without its own refuses acks=all (NOT_ENOUGH_REPLICAS) once
+	// the default is 3, and takes it again once the default is gone.
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(ctx, 1, 2, nil, "isr"); err != nil {
+		t.Fatal(err)
+	}
+	prod := newClient(t, brokers[0].addr, kgo.DefaultProduceTopic("isr"), kgo.DisableIdempotentWrite(), kgo.RecordRetries(0),
+		kgo.RequiredAcks(kgo.AllISRAcks()))
+	produce := func() error {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		return prod.ProduceSync(pctx, &kgo.Record{Value: []byte("v")}).FirstErr()
+	}
+	waitFor("acks=all to isr", func() bool { return produce() == nil })
+	alter(brokers[1], "", "min.insync.replicas", "3")
+	waitFor("NOT_ENOUGH_REPLICAS with min.insync.replicas=3 by default", func() bool { return errors.Is(produce(), kerr.NotEnoughReplicas) })
+	if c := describe(brokers[0], "min.insync.replicas"); strOr(c.Value, "") != "3" || c.Source != kmsg.ConfigSourceDynamicDefaultBrokerConfig {
+		t.Fatalf("broker 0 describes min.insync.replicas = %s from %v", strOr(c.Value, ""), c.Source)
+	}
+	dreq := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	drr := kmsg.NewIncrementalAlterConfigsRequestResource()
+	drr.ResourceType = kmsg.ConfigResourceTypeBroker
+	dop := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	dop.Name, dop.Op = "min.insync.replicas", kmsg.IncrementalAlterConfigOpDelete
+	drr.Configs = append(drr.Configs, dop)
+	dreq.Resources = append(dreq.Resources, drr)
+	if r := send(brokers[2], dreq).(*kmsg.IncrementalAlterConfigsResponse).Resources[0]; r.ErrorCode != 0 {
+		t.Fatalf("delete min.insync.replicas: %d", r.ErrorCode)
+	}
+	waitFor("acks=all to isr again", func() bool { return produce() == nil })
+
 	// Broker 2 restarted keeps and re-applies both.
 	brokers[2].stop(t)
 	brokers[2].restart(t, voters)

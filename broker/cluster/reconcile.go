@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/stratalog/strata/engine"
 	"github.com/stratalog/strata/replica"
@@ -42,7 +43,7 @@ type Reconciler struct {
 	nodeID  int32
 	eng     *engine.Engine
 	repl    ReplicaManager // nil: no replication
-	minISR  int            // min.insync.replicas, the broker default
+	minISR  atomic.Int64   // min.insync.replicas, the broker default (SetMinInsync)
 	log     *slog.Logger
 	roles   map[rolesKey]appliedRole
 	configs map[string]map[string]string // controller configs applied per topic
@@ -52,9 +53,17 @@ type Reconciler struct {
 // be nil (no replication); minISR is the broker default of
 // min.insync.replicas.
 func NewReconciler(nodeID int32, eng *engine.Engine, repl ReplicaManager, minISR int, log *slog.Logger) *Reconciler {
-	return &Reconciler{nodeID: nodeID, eng: eng, repl: repl, minISR: minISR, log: log,
+	r := &Reconciler{nodeID: nodeID, eng: eng, repl: repl, log: log,
 		roles: make(map[rolesKey]appliedRole), configs: make(map[string]map[string]string)}
+	r.minISR.Store(int64(minISR))
+	return r
 }
+
+// SetMinInsync changes the broker default of min.insync.replicas (a
+// dynamic broker config); safe to call while Reconcile runs. The next
+// Reconcile gives the partitions without their own value their roles
+// with it.
+func (r *Reconciler) SetMinInsync(n int) { r.minISR.Store(int64(n)) }
 
 type rolesKey struct {
 	topic string
@@ -130,7 +139,7 @@ func (r *Reconciler) Reconcile(v *View) bool {
 			}
 			r.configs[name] = vt.Configs
 		}
-		minISR := MinInsync(vt, r.minISR)
+		minISR := MinInsync(vt, int(r.minISR.Load()))
 		for i := range vt.Parts {
 			vp := &vt.Parts[i]
 			key := rolesKey{name, int32(i)}

@@ -50,7 +50,7 @@ var clusterVerbs = []verbDoc{
 			"applies without a restart and is kept (the controller's metadata in a cluster, the data\n" +
 			"directory on a single broker); --delete goes back to the properties file's value. Strata's\n" +
 			"dynamic keys: the log.* topic defaults (log.retention.ms, log.segment.bytes,\n" +
-			"log.cleanup.policy, message.max.bytes, ...), the connection limits (max.connections,\n" +
+			"log.cleanup.policy, message.max.bytes, ...), min.insync.replicas, the connection limits (max.connections,\n" +
 			"max.connections.per.ip and its overrides, max.connection.creation.rate, per listener too),\n" +
 			"the cleaner's log.cleaner.io.max.bytes.per.second and log.cleaner.backoff.ms, the free-space\n" +
 			"floor (log.dir.min.free.bytes, log.dir.min.free.percent) and, per broker only, ssl.keystore.location and ssl.truststore.location (also per\n" +

@@ -209,6 +209,7 @@ var appliedAtRuntime = map[string]bool{
 	"max.connection.creation.rate": true, "ssl.keystore.location": true, "ssl.truststore.location": true,
 	"log.cleaner.io.max.bytes.per.second": true, "log.cleaner.backoff.ms": true,
 	"log.dir.min.free.bytes": true, "log.dir.min.free.percent": true,
+	"min.insync.replicas": true,
 }
 
 func TestDynamicAndStaticKeys(t *testing.T) {
@@ -225,7 +226,7 @@ func TestDynamicAndStaticKeys(t *testing.T) {
 	if err := CheckAlter(Topic, "min.insync.replicas", ptr("2")); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"num.partitions", "min.insync.replicas", "broker.id", "log.dirs", "ssl.client.auth"} {
+	for _, name := range []string{"num.partitions", "broker.id", "log.dirs", "ssl.client.auth"} {
 		err := CheckAlter(Broker, name, ptr("1"))
 		if !errors.Is(err, ErrReadOnly) || ErrorCode(err) != CodeInvalidRequest {
 			t.Errorf("broker %s: %v (code %d), want ErrReadOnly, INVALID_REQUEST", name, err, ErrorCode(err))

@@ -190,7 +190,7 @@ var keys = []Key{
 		Doc: "how often a broker heartbeats to the controller"},
 	{Broker: "replica.lag.time.max.ms", Type: Long, Min: 1, Max: math.MaxInt64, Default: "30000", Section: "cluster",
 		Doc: "a follower not caught up this long leaves the ISR"},
-	{Topic: "min.insync.replicas", Broker: "min.insync.replicas", Dynamic: Topic, Type: Int, Min: 1, Max: math.MaxInt32, Default: "1", Section: "cluster",
+	{Topic: "min.insync.replicas", Broker: "min.insync.replicas", Dynamic: Topic | Broker, Type: Int, Min: 1, Max: math.MaxInt32, Default: "1", Section: "cluster",
 		Doc: "acks=all produces need this many in-sync replicas"},
 	{Topic: "unclean.leader.election.enable", Dynamic: Topic, Type: Boolean, Default: "false", Section: "cluster",
 		Doc: "a replica outside the ISR may become leader when no ISR member is left"},
