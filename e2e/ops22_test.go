@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"sort"
@@ -241,5 +243,79 @@ func TestOps22ProduceConsumeKcat(t *testing.T) {
 		if strings.Join(got, "\n") != strings.Join(sortedByPartition(strings.Join(want, "\n")), "\n") {
 			t.Errorf("%s: kcat -P, strata consume: got\n%s\nwant\n%s", codec, strings.Join(got, "\n"), strings.Join(want, "\n"))
 		}
+	}
+}
+
+// readyz GETs http://addr/readyz: its status code and body (0 when the
+// endpoint does not answer).
+func readyz(addr string) (int, string) {
+	c := http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get("http://" + addr + "/readyz")
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// /readyz in a cluster, with the binary: a broker whose controller quorum
+// has no majority (the other voter not started) serves its Kafka port and
+// /healthz but answers /readyz 503, not registered with the controller;
+// once the second voter starts, both brokers register, catch up on the
+// metadata and answer 200 ready, and a topic created through one is
+// served by both.
+func TestOps22ReadyzClusterRegistered(t *testing.T) {
+	quorum := fmt.Sprintf("0@%s,1@%s", freeAddr(t), freeAddr(t))
+	props := writeProps(t, clusterProps)
+	metricsAddr := []string{freeAddr(t), freeAddr(t)}
+	start := func(id int) *broker {
+		return startBroker(t, "", "--node-id", fmt.Sprint(id), "--controller-quorum", quorum, "--config", props,
+			"--metrics-listeners", "http://"+metricsAddr[id])
+	}
+	b1 := start(1)
+	c := http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get("http://" + metricsAddr[1] + "/healthz")
+	if err != nil {
+		t.Fatalf("/healthz: %v\n%s", err, b1.logs)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("/healthz: %s", resp.Status)
+	}
+	// Alone, broker 1 cannot register: /readyz answers 503, first while
+	// the broker starts, then saying it is not registered, and stays so
+	// (checked five more times over a second).
+	for n, seen := 0, 0; seen < 5; n++ {
+		code, body := readyz(metricsAddr[1])
+		if code != 503 || !strings.HasPrefix(body, "not ready: ") {
+			t.Fatalf("/readyz of a broker without a controller majority: %d %q", code, body)
+		}
+		if strings.Contains(body, "not registered") {
+			seen++
+		} else if seen > 0 || n > 150 {
+			t.Fatalf("/readyz of a broker without a controller majority: %q (after %d answers)", body, n)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	b0 := start(0)
+	for id, b := range []*broker{b0, b1} {
+		deadline := time.Now().Add(60 * time.Second)
+		for n := 0; ; n++ {
+			code, body := readyz(metricsAddr[id])
+			if code == 200 && body == "ready\n" {
+				break
+			}
+			if time.Now().After(deadline) || n > 3000 {
+				t.Fatalf("broker %d not ready after 60 s: %d %q\n%s", id, code, body, b.logs)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	ctx := testCtx(t, 60*time.Second)
+	runStrataCLI(ctx, t, b0.addr, "", "topics", "create", "ops22-ready", "--partitions", "2", "--replication-factor", "2")
+	runStrataCLI(ctx, t, b0.addr, "a\nb\n", "produce", "ops22-ready")
+	if got := runStrataCLI(ctx, t, b1.addr, "", "consume", "ops22-ready", "-e", "-f", `%v\n`); len(strings.Fields(got)) != 2 {
+		t.Fatalf("consume through broker 1: %q", got)
 	}
 }
