@@ -417,9 +417,10 @@ func (s *Server) editLayer(layer map[string]string, perBroker bool, edit brokerE
 	return nl, nil
 }
 
-// clusterAlterBrokerConfigs proposes the entity's next configs to the
-// controller and, once this broker has applied the metadata, applies what
-// concerns it (the other brokers do when their metadata reaches it).
+// clusterAlterBrokerConfigs proposes the change of the entity's configs
+// to the controller and, once this broker has applied the metadata,
+// applies what concerns it (the other brokers do when their metadata
+// reaches it).
 func (s *Server) clusterAlterBrokerConfigs(ctx context.Context, id int32, perBroker, validateOnly bool, edit brokerEdit) error {
 	var layer map[string]string
 	s.cluster.ctl.Read(func(st *controller.State) { layer = st.BrokerConfigs(id) })
@@ -441,7 +442,23 @@ func (s *Server) clusterAlterBrokerConfigs(ctx context.Context, id int32, perBro
 	if validateOnly {
 		return nil
 	}
-	r, err := s.cluster.ctl.Propose(ctx, controller.AlterBrokerConfigs{Broker: id, Replace: true, Set: nl})
+	// Propose the difference, not the whole set: a change of other keys
+	// proposed meanwhile through another broker is kept.
+	cmd := controller.AlterBrokerConfigs{Broker: id, Set: map[string]string{}}
+	for k, v := range nl {
+		if old, ok := layer[k]; !ok || old != v {
+			cmd.Set[k] = v
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(layer)) {
+		if _, ok := nl[k]; !ok {
+			cmd.Delete = append(cmd.Delete, k)
+		}
+	}
+	if len(cmd.Set)+len(cmd.Delete) == 0 {
+		return nil
+	}
+	r, err := s.cluster.ctl.Propose(ctx, cmd)
 	if err != nil {
 		return proposeErr(err)
 	}
