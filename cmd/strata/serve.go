@@ -24,6 +24,7 @@ import (
 	"github.com/stratalog/strata/group"
 	"github.com/stratalog/strata/internal/config"
 	"github.com/stratalog/strata/internal/configkeys"
+	"github.com/stratalog/strata/internal/sasl"
 	"github.com/stratalog/strata/server"
 )
 
@@ -198,7 +199,7 @@ func serve(cfg config.Broker, remoteProps map[string]string, logger *slog.Logger
 		eng.Close()
 		return err
 	}
-	ctl, err := startController(cfg, absDir, authz, logger)
+	ctl, err := startController(cfg, absDir, authz, scram, logger)
 	if err != nil {
 		closeListeners(lns)
 		eng.Close()
@@ -319,7 +320,7 @@ const controlledShutdownTimeout = 30 * time.Second
 // Raft on its own quorum entry; any other node is an observer listening on
 // cfg.ControllerListen (default: the broker's listen host, any free port).
 // Raft state lives in <data dir>/controller.
-func startController(cfg config.Broker, dataDir string, authz *auth.Authorizer, logger *slog.Logger) (*controller.Controller, error) {
+func startController(cfg config.Broker, dataDir string, authz *auth.Authorizer, scram *sasl.Store, logger *slog.Logger) (*controller.Controller, error) {
 	if cfg.ControllerQuorum == "" {
 		return nil, nil
 	}
@@ -335,7 +336,7 @@ func startController(cfg config.Broker, dataDir string, authz *auth.Authorizer, 
 		SessionTimeout: time.Duration(cfg.SessionTimeoutMs) * time.Millisecond,
 	}
 	applyRebalance(cfg, &ccfg) // serve_rebalance.go
-	controllerTLS(cfg, &ccfg, authz, logger)
+	controllerSecurity(cfg, &ccfg, authz, scram, logger)
 	if _, voter := voters[cfg.NodeID]; !voter {
 		addr := cfg.ControllerListen
 		if addr == "" {
@@ -360,19 +361,35 @@ func startController(cfg config.Broker, dataDir string, authz *auth.Authorizer, 
 	return ctl, nil
 }
 
-// controllerTLS puts the controller's port (Raft and the controller RPC)
-// under mutual TLS when the inter-broker listener is SSL or SASL_SSL: the
-// same key, certificate chain and trust store (reloaded when the files
-// change), a client certificate required of every peer, the peers' names
-// checked as ssl.endpoint.identification.algorithm says. With security
-// configured on some listener but a plaintext inter-broker listener the
-// port stays plain TCP, and a WARN says so: keep it on a network only the
-// brokers reach (docs/security.md). With an authorizer, a peer's
-// certificate principal (ssl.principal.mapping.rules) also needs
-// ClusterAction on the cluster, as Kafka asks of controller requests: the
-// brokers are normally super.users.
-func controllerTLS(cfg config.Broker, ccfg *controller.Config, authz *auth.Authorizer, logger *slog.Logger) {
-	if l := cfg.InterBroker(); l != nil && l.SSL != nil {
+// controllerSecurity authenticates the controller's port (Raft and the
+// controller RPC) as the inter-broker listener is secured:
+//
+//   - SSL or SASL_SSL: mutual TLS with the same key, certificate chain and
+//     trust store (reloaded when the files change), a client certificate
+//     required of every peer, the peers' names checked as
+//     ssl.endpoint.identification.algorithm says; with an authorizer the
+//     certificate's principal (ssl.principal.mapping.rules) also needs
+//     ClusterAction on the cluster, as Kafka asks of controller requests
+//     (the brokers are normally super.users);
+//   - SASL_PLAINTEXT: SASL, as Kafka's SASL_PLAINTEXT controller listener
+//     (sasl.mechanism.controller.protocol): each connection opens with
+//     SaslHandshake and SaslAuthenticate in the inter-broker mechanism, as
+//     the inter-broker login module's user (what the replica fetcher
+//     presents), checked against that mechanism's PLAIN users or the
+//     broker's SCRAM store; with an authorizer the principal needs
+//     ClusterAction on the cluster (controller/sasl.go);
+//   - PLAINTEXT: plain TCP, and a WARN when another listener is secured:
+//     keep the port on a network only the brokers reach (docs/security.md).
+func controllerSecurity(cfg config.Broker, ccfg *controller.Config, authz *auth.Authorizer, scram *sasl.Store, logger *slog.Logger) {
+	clusterAction := func(p string, remote net.Addr) error {
+		host, _, _ := net.SplitHostPort(remote.String())
+		if !authz.Authorize(p, host, auth.OpClusterAction, auth.ResourceCluster, auth.ClusterName) {
+			return fmt.Errorf("%s has no ClusterAction on the cluster", p)
+		}
+		return nil
+	}
+	l := cfg.InterBroker()
+	if l != nil && l.SSL != nil {
 		ccfg.ServerTLS = l.SSL.ServerTLS(logger)
 		ccfg.ClientTLS = l.SSL.ClientTLS(logger)
 		if authz != nil {
@@ -385,18 +402,26 @@ func controllerTLS(cfg config.Broker, ccfg *controller.Config, authz *auth.Autho
 				if err != nil {
 					return err
 				}
-				host, _, _ := net.SplitHostPort(remote.String())
-				if !authz.Authorize(p, host, auth.OpClusterAction, auth.ResourceCluster, auth.ClusterName) {
-					return fmt.Errorf("%s has no ClusterAction on the cluster", p)
-				}
-				return nil
+				return clusterAction(p, remote)
 			}
+		}
+		return
+	}
+	if l != nil && l.SASL != nil && l.SASL.Client != nil {
+		creds := *l.SASL.Client
+		// Only the mechanism brokers use: the port serves brokers, not
+		// clients (Kafka's sasl.mechanism.controller.protocol).
+		server := &sasl.Config{Mechanisms: []string{creds.Mechanism}, PlainUsers: l.SASL.PlainUsers, Scram: scram}
+		ccfg.AuthenticatePeer = func(conn net.Conn) (string, error) { return sasl.Serve(conn, server) }
+		ccfg.AuthenticateSelf = func(ctx context.Context, conn net.Conn) error { return sasl.Authenticate(ctx, conn, creds) }
+		if authz != nil {
+			ccfg.AuthorizePrincipal = func(remote net.Addr, p string) error { return clusterAction(p, remote) }
 		}
 		return
 	}
 	for _, l := range cfg.Listeners {
 		if l.SSL != nil || l.SASL != nil {
-			logger.Warn("the controller port is not authenticated (plain TCP): make the inter-broker listener SSL or SASL_SSL to put it under mutual TLS",
+			logger.Warn("the controller port is not authenticated (plain TCP): make the inter-broker listener SSL, SASL_SSL or SASL_PLAINTEXT to authenticate it",
 				"inter_broker_listener", cfg.InterBrokerListener, "controller_quorum", cfg.ControllerQuorum)
 			return
 		}
