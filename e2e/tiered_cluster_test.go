@@ -56,7 +56,7 @@ func localLogFiles(dataDir, partition string) int {
 // topic (replication factor 3) copies its rolled segments, once each (no
 // copy per replica), publishing the metadata to __remote_log_metadata;
 // every replica deletes its local copies of them (the followers by the
-// copied end they read from the metadata). The leader is stopped: the new
+// copied end they read from the metadata). The leader is killed: the new
 // leader serves every record to a franz-go consumer from offset 0 (the
 // old leader's remote segments), and deletes by retention the segments
 // the old leader copied.
@@ -133,8 +133,8 @@ func TestClusterTieredLeaderMove(t *testing.T) {
 	}
 	t.Logf("leader %d copied %d segments", leader, len(copied))
 
-	// The leader stops; a survivor takes over.
-	c.brokers[leader].stop()
+	// The leader is killed (SIGKILL, perhaps mid-copy); a survivor takes over.
+	c.brokers[leader].kill()
 	var newLeader int32
 	waitFor(t, 60*time.Second, func() string {
 		newLeader = leaderOf()
