@@ -47,7 +47,8 @@ func TestHelpEveryCommand(t *testing.T) {
 		{[]string{"groups", "list", "--help"}, []string{"strata groups list [--type TYPE ...] [--state STATE ...]", "Reconciling", "only groups in this state", "only groups of this type"}, []string{"-topic"}},
 		{[]string{"groups", "describe", "--help"}, []string{"strata groups describe GROUP", "retention cliff"}, []string{"-state"}},
 		{[]string{"groups", "reset-offsets", "--help"}, []string{"--to-datetime", "commit the new offsets"}, []string{"-state"}},
-		{[]string{"plan", "--help"}, []string{"strata plan (--preset reference", "Exit status", "-calibrate", "-strict"}, nil},
+		// The exit status it states is the one TestUsageErrors sees (1).
+		{[]string{"plan", "--help"}, []string{"strata plan (--preset reference", "Exit status", "-calibrate", "-strict", "1 for a mistake on the command line"}, []string{"2 for a mistake"}},
 		{[]string{"loadgen", "--help"}, []string{"strata loadgen (--brokers", "Examples:", "-find-max", "-max-steps"}, nil},
 		{[]string{"version", "--help"}, []string{"strata version"}, nil},
 		{[]string{"users", "--help"}, []string{"Verbs:", "create", "sends only the salt", "salts the password"}, nil},

@@ -22,8 +22,8 @@ var planDoc = cmdDoc{name: "plan",
 		"Units: " + perf.UnitsNote + ".\n\n" +
 		"Exit status: 0 when the plan adds up (WARN and NOTE lines do not change it), 1 when it\n" +
 		"prints an ERROR line (the plan does not add up; the text and --json are still written),\n" +
-		"2 for a mistake on the command line. --strict is accepted for old scripts and changes\n" +
-		"nothing: an ERROR always exits 1 now."}
+		"and 1 for a mistake on the command line (one line and the usage line on stderr). --strict\n" +
+		"is accepted for old scripts and changes nothing: an ERROR always exits 1 now."}
 
 // errPlanDoesNotAddUp is returned when the plan has an ERROR line.
 var errPlanDoesNotAddUp = errors.New("the plan does not add up (see the ERROR lines above)")
