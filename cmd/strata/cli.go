@@ -293,14 +293,20 @@ func formatVersion(bi *debug.BuildInfo, ok bool) string {
 
 // runVersion is `strata version`.
 func runVersion(args []string, stdout io.Writer) error {
-	doc := cmdDoc{name: "version", usage: "strata version", about: "Prints the module version, the VCS revision the binary was built from, and the Go version."}
+	doc := cmdDoc{name: "version", usage: "strata version [--format text|json]", about: "Prints the module version, the VCS revision the binary was built from, and the Go version."}
 	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	format := formatText
+	fs.Var(&format, "format", formatHelp)
 	pos, err := parseFlags(fs, args, doc, false, stdout)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 {
 		return usagef(doc, "unexpected arguments %q", pos)
+	}
+	if format == formatJSON {
+		bi, ok := debug.ReadBuildInfo()
+		return writeJSON(stdout, versionInfo(stamp{version: version, commit: commit, date: date}, bi, ok))
 	}
 	_, err = fmt.Fprintln(stdout, buildVersion())
 	return err

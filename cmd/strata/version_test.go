@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -63,5 +64,55 @@ func TestVersionLdflagsStamp(t *testing.T) {
 		if got := string(out); !strings.HasPrefix(got, want) || !strings.HasSuffix(got, " "+runtime.GOOS+"/"+runtime.GOARCH+"\n") {
 			t.Errorf("strata %s: %q, want %q...", arg, got, want)
 		}
+	}
+}
+
+// strata version --format json carries the line's facts one field each:
+// for the stamped and unstamped builds of TestVersionStringStamped, the
+// fields put back together give versionString's line; and the command
+// prints one JSON document.
+func TestVersionJSON(t *testing.T) {
+	bi := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "github.com/stratalog/strata", Version: "(devel)"},
+		Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "5f895e5abc"}, {Key: "vcs.time", Value: "2025-01-02T03:04:05Z"}, {Key: "vcs.modified", Value: "true"}}}
+	line := func(v versionJSON) string {
+		src := "revision unknown"
+		if v.Revision != "" {
+			var notes []string
+			if v.Time != "" {
+				notes = append(notes, v.Time)
+			}
+			if v.Modified {
+				notes = append(notes, "modified")
+			}
+			src = "revision " + v.Revision
+			if len(notes) > 0 {
+				src += " (" + strings.Join(notes, ", ") + ")"
+			}
+		}
+		return "strata " + v.Version + ", " + src + ", " + v.Go + " " + v.OS + "/" + v.Arch
+	}
+	for _, c := range []struct {
+		s  stamp
+		bi *debug.BuildInfo
+		ok bool
+	}{
+		{stamp{"v1.2.3", "0123abcd", "2026-01-02T03:04:05Z"}, bi, true},
+		{stamp{"v1.2.3", "", ""}, bi, true},
+		{stamp{"v1.2.3", "", "2026-01-02T03:04:05Z"}, bi, true},
+		{stamp{"v1.2.3-dirty", "", ""}, nil, false},
+		{stamp{"", "0123abcd", "2026-01-02T03:04:05Z"}, bi, true},
+	} {
+		v := versionInfo(c.s, c.bi, c.ok)
+		if got, want := line(v), versionString(c.s, c.bi, c.ok); got != want {
+			t.Errorf("%+v: fields %+v make %q, the line is %q", c.s, v, got, want)
+		}
+	}
+	if v := versionInfo(stamp{}, nil, false); v.Version != "" || v.Revision != "" || v.Go != runtime.Version() {
+		t.Errorf("no build information: %+v", v)
+	}
+	code, out, errOut := runCLI("version", "--format", "json")
+	var v versionJSON
+	if err := json.Unmarshal([]byte(out), &v); code != 0 || errOut != "" || err != nil || v.Version == "" || v.Go == "" || v.OS != runtime.GOOS || v.Arch != runtime.GOARCH {
+		t.Errorf("version --format json: exit %d, %v, stderr %q\n%s", code, err, errOut, out)
 	}
 }
