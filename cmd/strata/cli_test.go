@@ -58,6 +58,8 @@ func TestHelpEveryCommand(t *testing.T) {
 		{[]string{"completion", "--help"}, []string{"strata completion bash|zsh", "bashcompinit"}, nil},
 		{[]string{"completion", "zsh"}, []string{"bashcompinit", "complete -F _strata strata", "consume"}, nil},
 		{[]string{"help", "topics", "create"}, []string{"strata topics create NAME", "-if-not-exists"}, nil},
+		{[]string{"topics", "help", "create"}, []string{"strata topics create NAME", "-if-not-exists"}, []string{"Verbs:"}},
+		{[]string{"cluster", "help", "log-dirs"}, []string{"strata cluster log-dirs"}, []string{"Verbs:"}},
 		{[]string{"help", "plan"}, []string{"-calibrate"}, nil},
 		{[]string{"topics", "describe", "--help"}, []string{"[--format text|json]", "output format: text or json (default text)"}, nil},
 		{[]string{"groups", "describe", "--help"}, []string{"-format format"}, []string{"-state"}},
@@ -126,6 +128,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"topics", "list", "--format", "yaml"}, `strata topics list: invalid value "yaml" for flag -format: want text or json`, "strata topics list"},
 		{[]string{"groups", "describe", "g", "--format", "xml"}, `strata groups describe: invalid value "xml" for flag -format: want text or json`, "strata groups describe"},
 		{[]string{"produce"}, "strata produce: name one topic, got []", "strata produce TOPIC"},
+		{[]string{"produce", "help", "x"}, "strata produce: name one topic", "strata produce TOPIC"}, // a topic named help, not "COMMAND help VERB"
 		{[]string{"cluster"}, "strata cluster: missing verb", "strata cluster VERB"},
 		{[]string{"completion"}, "strata completion: name one shell (bash, zsh or fish), got []", "strata completion bash|zsh|fish"},
 		{[]string{"completion", "tcsh"}, `strata completion: shell "tcsh": want bash, zsh or fish`, "strata completion"},

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 )
 
@@ -59,6 +60,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	cmd, rest := args[0], args[1:]
 	if cmd == "help" && len(rest) > 0 { // strata help COMMAND [VERB]
 		cmd, rest = rest[0], append(rest[1:], "--help")
+	}
+	// strata COMMAND help VERB, as cobra's trees answer it (only the
+	// commands with verbs: "strata consume help x" reads topics help and x).
+	if len(rest) == 2 && rest[0] == "help" && slices.Contains([]string{"topics", "groups", "cluster", "acls", "users"}, cmd) {
+		rest = []string{rest[1], "--help"}
 	}
 	var err error
 	switch cmd {
