@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -263,8 +265,8 @@ func readyz(addr string) (int, string) {
 // has no majority (the other voter not started) serves its Kafka port and
 // /healthz but answers /readyz 503, not registered with the controller;
 // once the second voter starts, both brokers register, catch up on the
-// metadata and answer 200 ready, and a topic created through one is
-// served by both.
+// metadata, are unfenced and answer 200 ready (a ready broker's own
+// Metadata lists it), and a topic created through one is served by both.
 func TestOps22ReadyzClusterRegistered(t *testing.T) {
 	quorum := fmt.Sprintf("0@%s,1@%s", freeAddr(t), freeAddr(t))
 	props := writeProps(t, clusterProps)
@@ -299,6 +301,23 @@ func TestOps22ReadyzClusterRegistered(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	b0 := start(0)
+	ctx := testCtx(t, 90*time.Second)
+	// brokersSeen is the broker ids b's Metadata lists: the unfenced ones.
+	brokersSeen := func(b *broker) []int {
+		var d struct {
+			Brokers []struct {
+				ID int `json:"id"`
+			} `json:"brokers"`
+		}
+		if err := json.Unmarshal([]byte(runStrataCLI(ctx, t, b.addr, "", "cluster", "describe", "--format", "json")), &d); err != nil {
+			t.Fatal(err)
+		}
+		var ids []int
+		for _, x := range d.Brokers {
+			ids = append(ids, x.ID)
+		}
+		return ids
+	}
 	for id, b := range []*broker{b0, b1} {
 		deadline := time.Now().Add(60 * time.Second)
 		for n := 0; ; n++ {
@@ -311,8 +330,18 @@ func TestOps22ReadyzClusterRegistered(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
+		// Ready means unfenced: the broker's own Metadata lists it.
+		if ids := brokersSeen(b); !slices.Contains(ids, id) {
+			t.Fatalf("broker %d is ready but its Metadata lists brokers %v (fenced)", id, ids)
+		}
 	}
-	ctx := testCtx(t, 60*time.Second)
+	// Each broker's metadata catches up with the other's unfencing.
+	for n := 0; len(brokersSeen(b0)) != 2; n++ {
+		if n > 300 {
+			t.Fatalf("broker 0 lists brokers %v", brokersSeen(b0))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	runStrataCLI(ctx, t, b0.addr, "", "topics", "create", "ops22-ready", "--partitions", "2", "--replication-factor", "2")
 	runStrataCLI(ctx, t, b0.addr, "a\nb\n", "produce", "ops22-ready")
 	if got := runStrataCLI(ctx, t, b1.addr, "", "consume", "ops22-ready", "-e", "-f", `%v\n`); len(strings.Fields(got)) != 2 {

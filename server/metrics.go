@@ -546,8 +546,10 @@ func (s *Server) partitionCounts() metrics.PartitionCounts {
 }
 
 // ready is /readyz: the log directory is online and, in a cluster, this
-// broker is registered with the controller and has caught up on the
-// metadata up to its registration.
+// broker is registered with the controller, has caught up on the metadata
+// up to its registration, and its metadata shows it unfenced (Kafka's
+// RUNNING state: a registered broker is fenced until the controller
+// unfences it, and until then it leads nothing and Metadata leaves it out).
 func (s *Server) ready() error {
 	if err := s.eng.Offline(); err != nil {
 		return err
@@ -560,13 +562,21 @@ func (s *Server) ready() error {
 	}
 	select {
 	case <-s.cluster.member.CaughtUp():
-		return nil
 	default:
 		return errCatchingUp
 	}
+	if v := s.cluster.view.Load(); v != nil {
+		for _, b := range v.Brokers {
+			if b.ID == s.cfg.NodeID && !b.Fenced {
+				return nil
+			}
+		}
+	}
+	return errFenced
 }
 
 var (
 	errNotRegistered = errors.New("not registered with the controller")
 	errCatchingUp    = errors.New("catching up on the cluster metadata")
+	errFenced        = errors.New("fenced: registered, not yet unfenced by the controller")
 )
