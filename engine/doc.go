@@ -284,6 +284,18 @@
 // the journal, p99 20-24 against 41-43, 28,000 device writes against
 // 190,000, 2.12 device bytes per record byte against 2.6-2.8.
 //
+// Re-measured on a faster disk (docs/performance.md, "Session 20"), the
+// choice holds for a different reason: write-once layouts with written
+// blocks now reach the keyed targets' byte rates (252-562 MB/s at 8-32 KiB
+// per partition per round, 1.0 device byte per byte), but in place the
+// broker spends 10-25 % more CPU per record than the journal's one
+// sequential write per group, and on two cores shared with the client that
+// is ~10 % of a closed loop's throughput. The design that would write each
+// byte once without stale data on the recovery path (segment files
+// recycled by retention, an ends log whose records carry each round's
+// durable ends and batch CRCs, recovery from those ends instead of a walk)
+// is written down there; it is not built.
+//
 // # The file-system seam
 //
 // Every file and directory operation of the engine goes through its
