@@ -91,19 +91,29 @@ func (c *shareCluster) StateTopic() (int32, bool) {
 	return hv.Partitions(ShareStateTopic)
 }
 
-// Produce appends batch to topic's partition p at its leader, acks=all.
-func (c *shareCluster) Produce(ctx context.Context, topic string, p int32, batch []byte) error {
+// leaderAddr returns the leader of topic's partition p in the current view
+// and its inter-broker address.
+func (c *shareCluster) leaderAddr(topic string, p int32) (int32, string, error) {
 	v := c.s.cluster.view.Load()
 	if v == nil {
-		return kerr.LeaderNotAvailable
+		return -1, "", kerr.LeaderNotAvailable
 	}
 	leader := hostView{s: c.s, v: v}.Leader(topic, p)
 	if leader < 0 {
-		return kerr.LeaderNotAvailable
+		return -1, "", kerr.LeaderNotAvailable
 	}
 	addr, ok := c.s.brokerAddr(leader)
 	if !ok {
-		return fmt.Errorf("broker %d has no address", leader)
+		return -1, "", fmt.Errorf("broker %d has no address", leader)
+	}
+	return leader, addr, nil
+}
+
+// Produce appends batch to topic's partition p at its leader, acks=all.
+func (c *shareCluster) Produce(ctx context.Context, topic string, p int32, batch []byte) error {
+	leader, addr, err := c.leaderAddr(topic, p)
+	if err != nil {
+		return err
 	}
 	req := kmsg.NewPtrProduceRequest()
 	req.SetVersion(9)
@@ -141,17 +151,9 @@ func (c *shareCluster) ReadPartition(ctx context.Context, topic string, p int32,
 		if round > 100000 {
 			return fmt.Errorf("reading %s-%d: no end after %d fetches", topic, p, round)
 		}
-		v := c.s.cluster.view.Load()
-		if v == nil {
-			return kerr.LeaderNotAvailable
-		}
-		leader := hostView{s: c.s, v: v}.Leader(topic, p)
-		if leader < 0 {
-			return kerr.LeaderNotAvailable
-		}
-		addr, ok := c.s.brokerAddr(leader)
-		if !ok {
-			return fmt.Errorf("broker %d has no address", leader)
+		leader, addr, err := c.leaderAddr(topic, p)
+		if err != nil {
+			return err
 		}
 		req := kmsg.NewPtrFetchRequest()
 		req.SetVersion(12)
