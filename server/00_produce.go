@@ -76,14 +76,15 @@ const (
 	produceFirstZstdVersion    = 7  // zstd batches need Produce v7+ (KIP-110)
 	produceFirstTopicIDVersion = 13 // topics by id (KIP-516)
 
-	// adminClientID may produce to internal topics, as in Kafka.
+	// adminClientID may produce to internal topics when the broker has no
+	// authorizer, as in Kafka (mayProduceInternal).
 	adminClientID = "__admin_client"
 )
 
 func init() { register(0, 0, produceMaxVersion, handleProduce) }
 
-// internalTopics are Kafka's internal topics; only adminClientID may produce
-// to them.
+// internalTopics are Kafka's internal topics; only the brokers may produce
+// to them (mayProduceInternal).
 var internalTopics = map[string]bool{
 	"__consumer_offsets":    true,
 	"__transaction_state":   true,
@@ -229,7 +230,7 @@ func holdJournal(req *kmsg.ProduceRequest) bool {
 // produceTopic resolves a request topic (by name before v13, by id after);
 // the principal needs Write on it (TOPIC_AUTHORIZATION_FAILED, before
 // whether it exists, as Kafka); Kafka's internal topics take writes only
-// from adminClientID.
+// from the brokers (mayProduceInternal).
 func (s *Server) produceTopic(rc *reqCtx, rt *kmsg.ProduceRequestTopic) (*engine.Topic, int16, string) {
 	var t *engine.Topic
 	if rc.version >= produceFirstTopicIDVersion {
@@ -242,15 +243,28 @@ func (s *Server) produceTopic(rc *reqCtx, rt *kmsg.ProduceRequestTopic) (*engine
 	} else if !s.authorized(rc, auth.OpWrite, auth.ResourceTopic, rt.Topic) {
 		return nil, kerr.TopicAuthorizationFailed.Code, ""
 	} else if t = s.eng.Topic(rt.Topic); t == nil {
-		if internalTopics[rt.Topic] && rc.client != adminClientID {
+		if internalTopics[rt.Topic] && !s.mayProduceInternal(rc) {
 			return nil, kerr.InvalidTopicException.Code, "cannot produce to internal topic " + rt.Topic
 		}
 		return nil, kerr.UnknownTopicOrPartition.Code, ""
 	}
-	if internalTopics[t.Name()] && rc.client != adminClientID {
+	if internalTopics[t.Name()] && !s.mayProduceInternal(rc) {
 		return nil, kerr.InvalidTopicException.Code, "cannot produce to internal topic " + t.Name()
 	}
 	return t, 0, ""
+}
+
+// mayProduceInternal reports whether rc may write to an internal topic.
+// With an authorizer that is an authorization, not a name a client picks:
+// the principal needs ClusterAction on the cluster (the brokers' own
+// principals, which follower fetches need it for, and super users), and
+// the client id grants nothing. Without one, Kafka's rule: only the client
+// id adminClientID, which the brokers' own clients use.
+func (s *Server) mayProduceInternal(rc *reqCtx) bool {
+	if s.cfg.Authorizer != nil {
+		return s.authorizedCluster(rc, auth.OpClusterAction)
+	}
+	return rc.client == adminClientID
 }
 
 // producePartition checks and appends one partition's batch; txnID says

@@ -598,3 +598,43 @@ func TestACLMatrix(t *testing.T) {
 		}
 	}
 }
+
+// TestACLInternalTopicsNeedClusterAction: with an authorizer, writing to an
+// internal topic is an authorization (ClusterAction on the cluster, which
+// the brokers' principals hold), not the client id __admin_client, which
+// anyone can set: alice with Write on __consumer_offsets and that client id
+// is refused, and allowed once she holds ClusterAction; the super user is
+// allowed with any client id.
+func TestACLInternalTopicsNeedClusterAction(t *testing.T) {
+	addr, _ := startACLBroker(t, filepath.Join(t.TempDir(), engine.AclsFile))
+	ctx := testCtx(t)
+	admin := newAdmin(t, addr, asPlain("admin"))
+	// A committed offset makes the group coordinator create __consumer_offsets.
+	if _, err := admin.CreateTopic(ctx, 1, 1, nil, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	var offs kadm.Offsets
+	offs.AddOffset("orders", 0, 0, -1)
+	if _, err := admin.CommitOffsets(ctx, "g", offs); err != nil {
+		t.Fatal(err)
+	}
+	createACLs(t, admin, kadm.NewACLs().Allow("User:alice").Topics("__consumer_offsets").Operations(kadm.OpWrite, kadm.OpDescribe))
+	produce := func(cl *kgo.Client) error {
+		return cl.ProduceSync(ctx, &kgo.Record{Topic: "__consumer_offsets", Partition: 0, Key: []byte("k"), Value: []byte("v")}).FirstErr()
+	}
+	opts := []kgo.Opt{kgo.ClientID("__admin_client"), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.DisableIdempotentWrite(), kgo.RecordRetries(1)}
+	alice := newClient(t, addr, append([]kgo.Opt{asPlain("alice")}, opts...)...)
+	if err := produce(alice); !errors.Is(err, kerr.InvalidTopicException) {
+		t.Fatalf("alice (Write, client id __admin_client) to __consumer_offsets: %v, want INVALID_TOPIC_EXCEPTION", err)
+	}
+	createACLs(t, admin, kadm.NewACLs().Allow("User:alice").Clusters().Operations(kadm.OpClusterAction))
+	alice2 := newClient(t, addr, append([]kgo.Opt{asPlain("alice")}, opts[1:]...)...) // any client id
+	if err := produce(alice2); err != nil {
+		t.Fatalf("alice with ClusterAction: %v", err)
+	}
+	super := newClient(t, addr, append([]kgo.Opt{asPlain("admin")}, opts[1:]...)...)
+	if err := produce(super); err != nil {
+		t.Fatalf("super user: %v", err)
+	}
+}
