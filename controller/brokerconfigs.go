@@ -48,26 +48,11 @@ func (c AlterBrokerConfigs) appendBody(b []byte) []byte {
 	b = appendInt(b, int64(c.Broker))
 	b = appendBool(b, c.Replace)
 	b = appendStringMap(b, c.Set)
-	b = appendCount(b, len(c.Delete))
-	for _, k := range c.Delete {
-		b = appendString(b, k)
-	}
-	return b
+	return appendStrings(b, c.Delete)
 }
 
 func readAlterBrokerConfigs(r *reader) AlterBrokerConfigs {
-	c := AlterBrokerConfigs{Broker: r.int32(), Replace: r.bool(), Set: r.stringMap()}
-	n := r.count(1)
-	if r.err != nil {
-		return c
-	}
-	if n > 0 {
-		c.Delete = make([]string, n)
-		for i := range c.Delete {
-			c.Delete[i] = r.string()
-		}
-	}
-	return c
+	return AlterBrokerConfigs{Broker: r.int32(), Replace: r.bool(), Set: r.stringMap(), Delete: r.strings()}
 }
 
 // decodeBrokerConfigsCommand decodes the body of AlterBrokerConfigs.

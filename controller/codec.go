@@ -35,6 +35,16 @@ func appendBool(b []byte, v bool) []byte {
 	return append(b, 0)
 }
 
+// appendStrings writes a count and the strings; readStrings reads it back
+// (nil for none).
+func appendStrings(b []byte, ss []string) []byte {
+	b = appendCount(b, len(ss))
+	for _, s := range ss {
+		b = appendString(b, s)
+	}
+	return b
+}
+
 func appendInt32s(b []byte, vs []int32) []byte {
 	b = appendCount(b, len(vs))
 	for _, v := range vs {
@@ -196,6 +206,18 @@ func (r *reader) bool() bool {
 func (r *reader) uuid() (id TopicID) {
 	copy(id[:], r.bytes(16))
 	return id
+}
+
+func (r *reader) strings() []string {
+	n := r.count(1)
+	if r.err != nil || n == 0 {
+		return nil
+	}
+	ss := make([]string, n)
+	for i := range ss {
+		ss[i] = r.string()
+	}
+	return ss
 }
 
 func (r *reader) int32s() []int32 {

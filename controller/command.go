@@ -469,26 +469,11 @@ func (c AlterConfigs) appendBody(b []byte) []byte {
 	b = appendString(b, c.Topic)
 	b = appendBool(b, c.Replace)
 	b = appendStringMap(b, c.Set)
-	b = appendCount(b, len(c.Delete))
-	for _, k := range c.Delete {
-		b = appendString(b, k)
-	}
-	return b
+	return appendStrings(b, c.Delete)
 }
 
 func readAlterConfigs(r *reader) AlterConfigs {
-	c := AlterConfigs{Topic: r.string(), Replace: r.bool(), Set: r.stringMap()}
-	n := r.count(1)
-	if r.err != nil {
-		return c
-	}
-	if n > 0 {
-		c.Delete = make([]string, n)
-		for i := range c.Delete {
-			c.Delete[i] = r.string()
-		}
-	}
-	return c
+	return AlterConfigs{Topic: r.string(), Replace: r.bool(), Set: r.stringMap(), Delete: r.strings()}
 }
 
 func (c AlterPartition) appendBody(b []byte) []byte {

@@ -109,20 +109,27 @@ func applyIncrementalOps(over map[string]string, cur engine.LogConfig, ops []kms
 			if !ok {
 				base, _ = cur.Value(op.Name)
 			}
-			items := splitList(base)
-			for _, v := range splitList(*op.Value) {
-				i := indexOf(items, v)
-				switch {
-				case op.Op == kmsg.IncrementalAlterConfigOpAppend && i < 0:
-					items = append(items, v)
-				case op.Op == kmsg.IncrementalAlterConfigOpSubtract && i >= 0:
-					items = append(items[:i], items[i+1:]...)
-				}
-			}
-			over[op.Name] = strings.Join(items, ",")
+			over[op.Name] = applyListOp(base, *op.Value, op.Op)
 		}
 	}
 	return over, nil
+}
+
+// applyListOp is IncrementalAlterConfigs' APPEND or SUBTRACT of the list
+// value's items to or from the list base (comma-separated): appended items
+// already present and subtracted items absent change nothing.
+func applyListOp(base, value string, op kmsg.IncrementalAlterConfigOp) string {
+	items := splitList(base)
+	for _, v := range splitList(value) {
+		i := indexOf(items, v)
+		switch {
+		case op == kmsg.IncrementalAlterConfigOpAppend && i < 0:
+			items = append(items, v)
+		case op == kmsg.IncrementalAlterConfigOpSubtract && i >= 0:
+			items = append(items[:i], items[i+1:]...)
+		}
+	}
+	return strings.Join(items, ",")
 }
 
 func splitList(v string) []string {

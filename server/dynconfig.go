@@ -38,7 +38,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -518,17 +517,7 @@ func (s *Server) incrementalBrokerEdit(ops []kmsg.IncrementalAlterConfigsRequest
 				if !ok {
 					base = s.brokerValueText(k)
 				}
-				items := splitList(base)
-				for _, v := range splitList(*op.Value) {
-					i := indexOf(items, v)
-					switch {
-					case op.Op == kmsg.IncrementalAlterConfigOpAppend && i < 0:
-						items = append(items, v)
-					case op.Op == kmsg.IncrementalAlterConfigOpSubtract && i >= 0:
-						items = append(items[:i], items[i+1:]...)
-					}
-				}
-				cur[op.Name] = strings.Join(items, ",")
+				cur[op.Name] = applyListOp(base, *op.Value, op.Op)
 			}
 		}
 		return cur, nil
