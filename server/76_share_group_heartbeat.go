@@ -7,7 +7,8 @@ package server
 // group.share.session.timeout.ms) and the assignment of the subscribed
 // topics' partitions by KIP-932's simple assignor (a partition may be given
 // to several members). A member that leaves has its acquired records
-// released at once; one that times out, at the share tick. Assignments
+// released at once; one that times out, at the share tick (in a cluster,
+// at every broker: sharehost.Host.MemberGone). Assignments
 // travel by topic id. A group id the group coordinator has as a classic or
 // consumer group is GROUP_ID_NOT_FOUND ("Group g is not a share group.",
 // as Kafka says); the other way round (JoinGroup or
@@ -82,8 +83,7 @@ func handleShareGroupHeartbeat(s *Server, rc *reqCtx) {
 		ClientID: rc.client, ClientHost: clientHost(rc),
 	}, catalog)
 	if r.Left != nil {
-		st.CloseSession(nowMs, share.SessionKey{Group: r.Left.Group, Member: r.Left.Member})
-		st.ReleaseMember(nowMs, r.Left.Group, r.Left.Member)
+		st.MemberGone(nowMs, r.Left.Group, r.Left.Member)
 	}
 	st.Unlock()
 	if r.Err != 0 {

@@ -7,7 +7,9 @@ package server
 // request uses the member's share session (78_share_fetch.go): epoch 0 is
 // INVALID_SHARE_SESSION_EPOCH (a session is opened by ShareFetch), -1
 // closes the session after the acknowledgements and releases the records
-// the member still holds; any other epoch must be the session's next.
+// the member still holds (with or without a session here: in a cluster the
+// group's coordinator sends such a request to every broker when a member
+// leaves or is fenced); any other epoch must be the session's next.
 // RENEW (v2, KIP-1222) extends the locks.
 
 import (
@@ -84,6 +86,10 @@ func handleShareAcknowledge(s *Server, rc *reqCtx) {
 	}
 	if req.ShareSessionEpoch == share.SessionFinalEpoch {
 		st.CloseSession(nowMs, key)
+		// Without a session here too: the group's coordinator telling
+		// the partition leaders a member left or was fenced
+		// (shareCluster.MemberGone).
+		st.ReleaseMember(nowMs, key.Group, key.Member)
 	}
 	st.Unlock()
 	s.waitDurable(d, func(err error) {

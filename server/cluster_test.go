@@ -38,6 +38,7 @@ type inCluster struct {
 	running bool
 	tune    func(*controller.Config) // test-specific controller settings, or nil
 	metrics *metrics.Broker          // the server's metrics, or nil (metrics_ops_test.go)
+	cfg     func(*Config)            // test-specific server settings, or nil
 }
 
 // startInCluster starts n brokers on 127.0.0.1, each a controller voter.
@@ -95,11 +96,15 @@ func (b *inCluster) start(t *testing.T, voters map[int32]string, ln net.Listener
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := New(Config{
+	scfg := Config{
 		NodeID: b.id, ClusterID: "strata-test-cluster", NumPartitions: 1, AutoCreateTopics: true, Logger: logger,
 		Cluster: ClusterConfig{Controller: ctl, HeartbeatInterval: 100 * time.Millisecond, ReplicaLagTimeMax: 2 * time.Second},
 		Metrics: b.metrics,
-	}, eng)
+	}
+	if b.cfg != nil {
+		b.cfg(&scfg)
+	}
+	s := New(scfg, eng)
 	b.served = make(chan error, 1)
 	go func(s *Server, ch chan error) { ch <- s.Serve(kln) }(s, b.served)
 	b.addr, b.s, b.eng, b.ctl, b.logs, b.running = kln.Addr().String(), s, eng, ctl, logs, true

@@ -94,6 +94,9 @@ func (s *Server) shareMemberErr(rc *reqCtx, group, member *string) (int16, strin
 	if group == nil || *group == "" || member == nil || *member == "" {
 		return kerr.InvalidRequest.Code, "the group id and member id are required"
 	}
+	if s.fromBroker(rc) {
+		return 0, "" // the group's coordinator (share_cluster.go)
+	}
 	return s.groupAuthorized(rc, *group, 0), ""
 }
 

@@ -17,12 +17,16 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
+	"time"
 
+	"github.com/stratalog/strata/auth"
 	"github.com/stratalog/strata/broker/coordhost"
 	"github.com/stratalog/strata/broker/sharehost"
 	"github.com/stratalog/strata/broker/txnhost"
 	"github.com/stratalog/strata/engine"
 	"github.com/stratalog/strata/record"
+	"github.com/stratalog/strata/share"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -32,11 +36,20 @@ import (
 // default 3), capped at the live brokers.
 const shareStateReplication = 3
 
+// shareForwardTimeout bounds a request one broker sends another for a
+// share group (a fenced member's release, a config refresh, an offsets
+// admin request forwarded by the group's coordinator).
+const shareForwardTimeout = 10 * time.Second
+
 // shareCluster is sharehost.Cluster over the Server.
 type shareCluster struct {
 	s      *Server
 	route  *coordhost.Host // proposes __share_group_state
 	client *txnhost.Client
+
+	ctx    context.Context // cancelled by close: the notices under way end
+	cancel context.CancelFunc
+	bg     sync.WaitGroup // notices sent without waiting (MemberGone)
 }
 
 func newShareCluster(s *Server) *shareCluster {
@@ -44,8 +57,9 @@ func newShareCluster(s *Server) *shareCluster {
 	if n <= 0 {
 		n = DefaultShareStatePartitions
 	}
+	ctx, cancel := context.WithCancel(context.Background())
 	return &shareCluster{
-		s: s,
+		s: s, ctx: ctx, cancel: cancel,
 		route: coordhost.New(coordhost.Config{
 			Topic: coordhost.Topic{
 				Name: ShareStateTopic, Partitions: n, Replication: shareStateReplication,
@@ -62,7 +76,73 @@ func newShareCluster(s *Server) *shareCluster {
 
 func (c *shareCluster) close() {
 	c.route.Close()
+	c.cancel()
+	c.bg.Wait()
 	c.client.Close()
+}
+
+// peers returns the registered, unfenced brokers of the view other than
+// this one, with their inter-broker addresses.
+func (c *shareCluster) peers() map[int32]string {
+	out := map[int32]string{}
+	v := c.s.cluster.view.Load()
+	if v == nil {
+		return out
+	}
+	for _, b := range v.Brokers {
+		if b.ID == c.s.cfg.NodeID || b.Fenced {
+			continue
+		}
+		if addr, ok := c.s.brokerAddr(b.ID); ok {
+			out[b.ID] = addr
+		}
+	}
+	return out
+}
+
+// forward sends req to the broker at addr as this broker (the client id
+// the brokers' own clients use) and decodes its answer into resp.
+func (c *shareCluster) forward(ctx context.Context, addr string, req kmsg.Request, resp kmsg.Response) error {
+	ctx, cancel := context.WithTimeout(ctx, shareForwardTimeout)
+	defer cancel()
+	return c.client.RoundTrip(ctx, addr, req, resp)
+}
+
+// MemberGone tells every other broker that member left group or was
+// fenced, without waiting: a ShareAcknowledge with the final session
+// epoch and nothing to acknowledge, on which a partition leader closes
+// the member's share session and releases the records it holds
+// (79_share_acknowledge.go), as it does when the member itself closes
+// its session.
+func (c *shareCluster) MemberGone(group, member string) {
+	for id, addr := range c.peers() {
+		c.bg.Go(func() {
+			req := kmsg.NewPtrShareAcknowledgeRequest()
+			req.SetVersion(1)
+			req.GroupID, req.MemberID = kmsg.StringPtr(group), kmsg.StringPtr(member)
+			req.ShareSessionEpoch = share.SessionFinalEpoch
+			resp := req.ResponseKind().(*kmsg.ShareAcknowledgeResponse)
+			err := c.forward(c.ctx, addr, req, resp)
+			if err == nil {
+				err = kerr.ErrorForCode(resp.ErrorCode)
+			}
+			if err != nil && c.ctx.Err() == nil {
+				c.s.log.Warn("share: telling a broker a member left failed; its records there are released when their locks expire",
+					"broker", id, "group", group, "member", member, "err", err)
+			}
+		})
+	}
+}
+
+// fromBroker reports whether rc is a request another broker of the
+// cluster sent for a share group (shareCluster.forward): the client id
+// the brokers' own clients use and, with an authorizer, ClusterAction on
+// the cluster (the brokers' principals).
+func (s *Server) fromBroker(rc *reqCtx) bool {
+	if !s.clustered() || rc.client != adminClientID {
+		return false
+	}
+	return s.cfg.Authorizer == nil || s.authorizedCluster(rc, auth.OpClusterAction)
 }
 
 // Leads reports whether this broker leads t's partition p in the view.

@@ -55,6 +55,11 @@ type Cluster interface {
 	// InSync reports whether this broker is in the ISR of partition p of
 	// topic: its replica holds every acknowledged write.
 	InSync(topic string, p int32) bool
+	// MemberGone tells the other brokers, without waiting, that member
+	// left group or was fenced by this broker, its coordinator: each
+	// releases the records the member holds in the share-partitions it
+	// leads.
+	MemberGone(group, member string)
 }
 
 const (

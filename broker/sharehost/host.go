@@ -674,6 +674,19 @@ func (h *Host) ReleaseMember(nowMs int64, group, member string) {
 	}
 }
 
+// MemberGone releases what member holds and closes its share session
+// (lock held): it left group, or its session timed out at this broker, the
+// group's coordinator. In a cluster the other brokers are told too
+// (Cluster.MemberGone), so the records it acquired on share-partitions
+// led elsewhere are released at once, not when their locks expire.
+func (h *Host) MemberGone(nowMs int64, group, member string) {
+	h.CloseSession(nowMs, share.SessionKey{Group: group, Member: member})
+	h.ReleaseMember(nowMs, group, member)
+	if h.cluster != nil {
+		h.cluster.MemberGone(group, member)
+	}
+}
+
 // closeSession removes a share session and releases its member's records
 // (st.mu held).
 func (h *Host) CloseSession(nowMs int64, key share.SessionKey) {
@@ -694,8 +707,7 @@ func (h *Host) shareTick(now time.Time) {
 	}
 	for _, d := range st.groups.Expire(nowMs) {
 		h.log.Info("share: member session expired", "group", d.Group, "member", d.Member)
-		h.CloseSession(nowMs, share.SessionKey{Group: d.Group, Member: d.Member})
-		h.ReleaseMember(nowMs, d.Group, d.Member)
+		h.MemberGone(nowMs, d.Group, d.Member)
 	}
 	for key, c := range st.conns {
 		select {
