@@ -15,6 +15,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -132,6 +133,12 @@ func (c *shareCluster) MemberGone(group, member string) {
 			}
 		})
 	}
+}
+
+// CreateTopic proposes a topic through the controller (hostCreator) with
+// the broker's default partitions and replication factor.
+func (c *shareCluster) CreateTopic(name string, configs map[string]string, done func(error)) {
+	hostCreator{c.s}.CreateTopic(coordhost.Spec{Name: name, Partitions: -1, Replication: -1, Configs: maps.Clone(configs)}, done)
 }
 
 // fromBroker reports whether rc is a request another broker of the

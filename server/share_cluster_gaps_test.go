@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"testing"
@@ -180,16 +181,18 @@ func (st *shareTopology) fetch(t *testing.T, group, member string, p, epoch int3
 }
 
 // acquire fetches partition p as member until it holds want records (at
-// most rounds fetches of up to 200 ms each) and returns them.
-func (st *shareTopology) acquire(t *testing.T, group, member string, p int32, want, rounds int) map[int64]int16 {
+// most rounds fetches of up to 200 ms each) and returns them, with the
+// session's next epoch.
+func (st *shareTopology) acquire(t *testing.T, group, member string, p int32, want, rounds int) (map[int64]int16, int32) {
 	t.Helper()
 	got := map[int64]int16{}
-	for epoch := int32(0); len(got) < want && int(epoch) < rounds; epoch++ {
+	epoch := int32(0)
+	for ; len(got) < want && int(epoch) < rounds; epoch++ {
 		for o, n := range st.fetch(t, group, member, p, epoch) {
 			got[o] = n
 		}
 	}
-	return got
+	return got, epoch
 }
 
 // TestClusterShareMemberGoneReleases: in a 3-broker cluster a share
@@ -214,7 +217,7 @@ func TestClusterShareMemberGoneReleases(t *testing.T) {
 		st.produce(t, p, 4)
 		holder, other := tc.group+"-holder", tc.group+"-other"
 		st.heartbeat(t, coord, tc.group, holder, 0)
-		held := st.acquire(t, tc.group, holder, p, 4, 20)
+		held, _ := st.acquire(t, tc.group, holder, p, 4, 20)
 		if len(held) < 4 {
 			t.Fatalf("%s: the holder acquired %v on %s-%d", tc.group, held, st.topic, p)
 		}
@@ -222,12 +225,107 @@ func TestClusterShareMemberGoneReleases(t *testing.T) {
 			st.heartbeat(t, coord, tc.group, holder, -1)
 		} // else: it goes silent and times out at the coordinator
 		// At most 40 fetches of up to 200 ms (the lock lasts 60 s).
-		again := st.acquire(t, tc.group, other, p, len(held), 40)
+		again, _ := st.acquire(t, tc.group, other, p, len(held), 40)
 		for o := range held {
 			if again[o] != 2 {
 				t.Fatalf("%s (leave %v, coordinator %d, leader %d): after the holder went, another member acquired %v, want %v again with delivery count 2",
 					tc.group, tc.leave, coord, st.leaders[p], again, held)
 			}
 		}
+	}
+}
+
+// ack sends one ShareAcknowledge of partition p's offsets [first, last]
+// with type typ to its leader, in member's session at epoch.
+func (st *shareTopology) ack(t *testing.T, group, member string, p, epoch int32, first, last int64, typ int8) {
+	t.Helper()
+	req := kmsg.NewPtrShareAcknowledgeRequest()
+	req.GroupID, req.MemberID, req.ShareSessionEpoch = kmsg.StringPtr(group), kmsg.StringPtr(member), epoch
+	rt := kmsg.NewShareAcknowledgeRequestTopic()
+	rt.TopicID = st.id
+	rp := kmsg.NewShareAcknowledgeRequestTopicPartition()
+	rp.Partition = p
+	rp.AcknowledgementBatches = []kmsg.ShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{
+		{FirstOffset: first, LastOffset: last, AcknowledgeTypes: []int8{typ}}}
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(testCtx(t), st.cl.Broker(int(st.leaders[p])))
+	if err != nil {
+		t.Fatalf("ShareAcknowledge: %v", err)
+	}
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		t.Fatalf("ShareAcknowledge of %s: %v", member, err)
+	}
+	for _, tt := range resp.Topics {
+		for _, rp := range tt.Partitions {
+			if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+				t.Fatalf("ShareAcknowledge of %s-%d: %v", st.topic, p, err)
+			}
+		}
+	}
+}
+
+// TestClusterShareDeadLetterAutoCreate: with
+// errors.deadletterqueue.auto.create.topics.enable in a 3-broker cluster,
+// a group's dead-letter topic that does not exist is created through the
+// controller (every broker's metadata has it, with
+// errors.deadletterqueue.group.enable=true) when a record is rejected,
+// and the dead letter lands in it with its headers.
+func TestClusterShareDeadLetterAutoCreate(t *testing.T) {
+	brokers := startShareCluster(t, 3, func(c *Config) { c.Groups.Share.DeadLetterAutoCreate = true })
+	st := newShareTopology(t, brokers, "orders", 1, nil)
+	const group, dlq = "billing", "dlq.billing"
+	setGroupConfig(t, st.cl, group, "share.auto.offset.reset", "earliest", "errors.deadletterqueue.topic.name", dlq)
+	st.produce(t, 0, 3)
+	got, epoch := st.acquire(t, group, "rejecter", 0, 3, 20)
+	if len(got) != 3 {
+		t.Fatalf("acquired %v, want offsets 0-2", got)
+	}
+	st.ack(t, group, "rejecter", 0, epoch, 1, 1, 3) // REJECT offset 1
+	for _, b := range brokers {
+		waitMetadata(t, st.cl, b, func(r *kmsg.MetadataResponse) string {
+			if mt := clusterTopic(r, dlq); mt == nil || len(mt.Partitions) == 0 || mt.Partitions[0].Leader < 0 {
+				return dlq + " not created"
+			}
+			return ""
+		})
+	}
+	rc, err := st.adm.DescribeTopicConfigs(testCtx(t), dlq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enabled := ""
+	for _, c := range rc[0].Configs {
+		if c.Key == "errors.deadletterqueue.group.enable" && c.Value != nil {
+			enabled = *c.Value
+		}
+	}
+	if rc[0].Err != nil || enabled != "true" {
+		t.Fatalf("%s: errors.deadletterqueue.group.enable=%q (%v), want true", dlq, enabled, rc[0].Err)
+	}
+	var seeds []string
+	for _, b := range brokers {
+		seeds = append(seeds, b.addr)
+	}
+	cons, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(dlq), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	ctx, cancel := context.WithTimeout(testCtx(t), 20*time.Second)
+	defer cancel()
+	var letters []*kgo.Record
+	for len(letters) == 0 && ctx.Err() == nil {
+		cons.PollFetches(ctx).EachRecord(func(r *kgo.Record) { letters = append(letters, r) })
+	}
+	if len(letters) != 1 {
+		t.Fatalf("%s holds %d records, want the one dead letter", dlq, len(letters))
+	}
+	h := map[string]string{}
+	for _, kv := range letters[0].Headers {
+		h[kv.Key] = string(kv.Value)
+	}
+	if h["__dlq.errors.topic"] != st.topic || h["__dlq.errors.offset"] != "1" || h["__dlq.errors.group"] != group {
+		t.Fatalf("dead letter headers %v", h)
 	}
 }

@@ -60,6 +60,10 @@ type Cluster interface {
 	// releases the records the member holds in the share-partitions it
 	// leads.
 	MemberGone(group, member string)
+	// CreateTopic proposes topic to the controller with the broker's
+	// default partitions and replication and configs, calling done once
+	// this broker's view has it (or with the error).
+	CreateTopic(name string, configs map[string]string, done func(error))
 }
 
 const (

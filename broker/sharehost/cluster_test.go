@@ -102,6 +102,9 @@ func (c *remoteCluster) Leads(*engine.Topic, int32) (int32, bool) { return 1, tr
 func (c *remoteCluster) StateTopic() (int32, bool)                { return 3, true }
 func (c *remoteCluster) InSync(string, int32) bool                { return false }
 func (c *remoteCluster) MemberGone(string, string)                {}
+func (c *remoteCluster) CreateTopic(_ string, _ map[string]string, done func(error)) {
+	done(errors.New("not in this test"))
+}
 func (c *remoteCluster) Produce(context.Context, string, int32, []byte) error {
 	return errors.New("not here")
 }

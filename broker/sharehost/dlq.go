@@ -48,7 +48,8 @@ package sharehost
 // created only with the broker's errors.deadletterqueue.auto.create.topics.enable
 // (Config.DeadLetterAutoCreate); the name starts with
 // errors.deadletterqueue.topic.name.prefix (Config.DeadLetterTopicPrefix,
-// default "dlq."). A topic auto-created this way has
+// default "dlq."). A topic auto-created this way (in a cluster, proposed
+// to the controller: createDLQ) has
 // errors.deadletterqueue.group.enable=true and num.partitions partitions.
 
 import (
@@ -98,8 +99,12 @@ type dlqState struct {
 	done     chan struct{} // closed when it returns
 	restored bool          // the stored states with ARCHIVING records were restored
 
-	mu      sync.Mutex // guards results (appended by durability callbacks)
+	mu      sync.Mutex // guards results (appended by durability callbacks) and creating
 	results []dlqResult
+	// creating holds the dead-letter topics whose creation this broker
+	// proposed to the controller and the view does not have yet (a
+	// cluster).
+	creating map[string]bool
 }
 
 // dlqJob is one write: ARCHIVING records of one share-partition.
@@ -254,9 +259,6 @@ func (h *Host) dlqTopic(j *dlqJob) (*engine.Topic, error) {
 	if t != nil && !dlqEnabledOn(t) {
 		return nil, fmt.Errorf("DLQ is not enabled on configured DLQ topic for share group: %s, topic: %s.", group, name)
 	}
-	if t == nil && h.cluster != nil {
-		return nil, fmt.Errorf("DLQ topic does not exist on this broker (in a cluster it is not auto-created: create it with errors.deadletterqueue.group.enable=true) for share group: %s, topic: %s.", group, name)
-	}
 	if t == nil && !h.cfg.DeadLetterAutoCreate {
 		return nil, fmt.Errorf("DLQ topic does not exist and auto create is disabled on cluster for share group: %s, topic: %s.", group, name)
 	}
@@ -270,6 +272,10 @@ func (h *Host) dlqTopic(j *dlqJob) (*engine.Topic, error) {
 	if t != nil {
 		return t, nil
 	}
+	if h.cluster != nil {
+		h.createDLQ(group, name)
+		return nil, fmt.Errorf("DLQ topic is being created for share group: %s, topic: %s.", group, name)
+	}
 	t, err := h.eng.CreateTopic(name, max(h.numPartitions, 1), map[string]string{topicDLQEnable: "true"})
 	if errors.Is(err, engine.ErrTopicExists) {
 		t, err = h.eng.Topic(name), nil
@@ -279,6 +285,35 @@ func (h *Host) dlqTopic(j *dlqJob) (*engine.Topic, error) {
 	}
 	h.log.Info("share: created dead-letter topic", "group", group, "topic", name, "partitions", t.Partitions())
 	return t, nil
+}
+
+// createDLQ proposes dead-letter topic name to the controller (a
+// cluster), once at a time: the broker's default partitions and
+// replication factor, errors.deadletterqueue.group.enable=true. The
+// write is retried with its backoff and finds the topic once this
+// broker's view has it.
+func (h *Host) createDLQ(group, name string) {
+	h.dlq.mu.Lock()
+	if h.dlq.creating[name] {
+		h.dlq.mu.Unlock()
+		return
+	}
+	if h.dlq.creating == nil {
+		h.dlq.creating = map[string]bool{}
+	}
+	h.dlq.creating[name] = true
+	h.dlq.mu.Unlock()
+	h.cluster.CreateTopic(name, map[string]string{topicDLQEnable: "true"}, func(err error) {
+		h.dlq.mu.Lock()
+		delete(h.dlq.creating, name)
+		h.dlq.mu.Unlock()
+		if err != nil {
+			h.log.Error("share: creating the dead-letter topic failed; retried", "group", group, "topic", name, "err", err)
+			return
+		}
+		h.log.Info("share: created dead-letter topic", "group", group, "topic", name)
+		h.dlqKick()
+	})
 }
 
 // dlqEnabledOn reports whether topic t may be a dead-letter topic: its
