@@ -18,6 +18,8 @@ import (
 
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/stratalog/strata/internal/clocks"
 )
 
 // Errors returned by Controller methods.
@@ -105,8 +107,8 @@ type Config struct {
 	// (default SessionTimeout/8, at least 50ms).
 	TickInterval time.Duration
 	// Now is the clock stamped into RegisterBroker, BrokerHeartbeat and
-	// Tick commands by the leader (default time.Now).
-	Now func() time.Time
+	// Tick commands by the leader (default clocks.Wall).
+	Now clocks.Clock
 
 	// DisableAutoLeaderRebalance is auto.leader.rebalance.enable=false: the
 	// leader never moves leaderships back to preferred replicas by itself
@@ -124,12 +126,12 @@ type Config struct {
 	LeaderImbalancePerBrokerPercentage int
 }
 
-// wallClock is the package's one read of the wall clock: Config.Now's
+// wallClock is the package's wall clock (clocks.Wall): Config.Now's
 // default, and the clock of socket deadlines (serveRPC, mux.classify),
 // which stays the wall clock whatever Now a test injects, since a
 // deadline is an instant on the wall clock (a manual clock's 1970 would
 // time every connection out at once).
-var wallClock = time.Now
+var wallClock = clocks.Wall
 
 func (c *Config) setDefaults() error {
 	if c.NodeID < 0 {

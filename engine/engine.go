@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/stratalog/strata/index"
+	"github.com/stratalog/strata/internal/clocks"
 	"github.com/stratalog/strata/internal/vfs"
 	"log/slog"
 	"maps"
@@ -35,10 +36,10 @@ var (
 
 // Options opens an Engine.
 type Options struct {
-	Dir    string           // data directory; created if missing
-	Log    LogConfig        // broker-wide defaults for every topic (zero value = DefaultLogConfig())
-	Now    func() time.Time // clock; nil = time.Now
-	Logger *slog.Logger     // nil = slog.Default()
+	Dir    string       // data directory; created if missing
+	Log    LogConfig    // broker-wide defaults for every topic (zero value = DefaultLogConfig())
+	Now    clocks.Clock // clock; nil = clocks.Wall
+	Logger *slog.Logger // nil = slog.Default()
 
 	// ProducerIDExpirationMs is producer.id.expiration.ms: a producer not
 	// seen this long is forgotten (producers.go). 0 = one day.
@@ -203,9 +204,7 @@ func Open(opts Options) (*Engine, error) {
 	if err := validateConfig(e.defaults); err != nil {
 		return nil, err
 	}
-	if e.now == nil {
-		e.now = time.Now
-	}
+	e.now = clocks.Or(e.now)
 	if e.fs == nil {
 		e.fs = vfs.OS
 	}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stratalog/strata/internal/clocks"
 	"github.com/stratalog/strata/internal/kcode"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -84,12 +85,10 @@ type Coordinator struct {
 
 // New returns a coordinator over log with no partition loaded (call
 // LoadPartition for the partitions this broker leads). now is the clock
-// (time.Now if nil).
-func New(cfg Config, log Log, now func() time.Time, logger *slog.Logger) *Coordinator {
+// (clocks.Wall if nil).
+func New(cfg Config, log Log, now clocks.Clock, logger *slog.Logger) *Coordinator {
 	cfg = cfg.withDefaults()
-	if now == nil {
-		now = time.Now
-	}
+	now = clocks.Or(now)
 	if logger == nil {
 		logger = slog.Default()
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/stratalog/strata/internal/clocks"
 	"github.com/stratalog/strata/record"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -46,17 +47,17 @@ type runEnv struct {
 	dataLoss atomic.Int64
 }
 
-// wallClock is the load generator's one read of the wall clock, and it
+// wallClock is the load generator's wall clock (clocks.Wall), and it
 // must be the wall clock: the load generator measures real latency and
 // throughput against a real broker, and its socket deadlines are
 // wall-clock instants.
-var wallClock = time.Now
+var wallClock = clocks.Wall
 
 // now is the run clock: the time since the run's base, by its monotonic
-// reading. It stays time.Since, the package's second read of the wall
-// clock, because it runs for every record and time.Since reads only the
-// monotonic clock, where wallClock().Sub would read both.
-func (e *runEnv) now() time.Duration { return time.Since(e.base) }
+// reading. It is clocks.Since because it runs for every record and
+// time.Since reads only the monotonic clock, where wallClock().Sub would
+// read both.
+func (e *runEnv) now() time.Duration { return clocks.Since(e.base) }
 
 // measured reports whether a record scheduled at t (run clock) counts.
 func (e *runEnv) measured(t time.Duration) bool { return t >= e.measureOff }

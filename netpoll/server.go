@@ -2,6 +2,7 @@ package netpoll
 
 import (
 	"errors"
+	"github.com/stratalog/strata/internal/clocks"
 	"github.com/stratalog/strata/internal/ratelog"
 	"log/slog"
 	"net"
@@ -73,9 +74,8 @@ type Config struct {
 	// Now is the clock of those log limits, of the connection rates and
 	// of the connections' deadlines (TLS handshake, IdleTimeout; a
 	// deadline is a wall-clock instant, so a clock injected together with
-	// IdleTimeout must keep near the wall clock); nil = time.Now, the
-	// package's one read of the wall clock.
-	Now func() time.Time
+	// IdleTimeout must keep near the wall clock); nil = clocks.Wall.
+	Now clocks.Clock
 	// Limits are the connection limits (limits.go); nil:
 	// DefaultConnLimits, nothing limited. SetConnLimits changes them.
 	Limits *ConnLimits
@@ -167,9 +167,7 @@ func NewServer(cfg Config, h Handler) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg.Now = clocks.Or(cfg.Now)
 	lim := DefaultConnLimits()
 	if cfg.Limits != nil {
 		lim = *cfg.Limits

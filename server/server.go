@@ -69,6 +69,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
+	"github.com/stratalog/strata/internal/clocks"
 	"github.com/stratalog/strata/internal/ratelog"
 	"log/slog"
 	"net"
@@ -170,9 +171,9 @@ type Config struct {
 	Txn     TxnConfig     // producer ids, idempotence, transactions (producers.go)
 	Cluster ClusterConfig // replication and the controller (cluster.go)
 
-	// Now is the server's clock (nil: time.Now): a test drives the time
+	// Now is the server's clock (nil: clocks.Wall): a test drives the time
 	// the handlers see, such as a request's time in its handler (quota.go).
-	Now func() time.Time
+	Now clocks.Clock
 	// AfterFunc runs f once d has passed (nil: time.AfterFunc, the timer
 	// of the clock Now reads): a failed SASL authentication's delayed
 	// answer (36_sasl_authenticate.go). Tests take the call over.
@@ -205,7 +206,7 @@ type Server struct {
 	// (each one a bug).
 	panics atomic.Int64
 
-	// now is the clock of the shells here (time.Now); badFrames limits
+	// now is the clock of the shells here (Config.Now); badFrames limits
 	// the "closing connection: bad request" lines (connError).
 	now       func() time.Time
 	badFrames *ratelog.Shared
@@ -255,9 +256,7 @@ func New(cfg Config, eng *engine.Engine) *Server {
 	if cfg.AfterFunc == nil {
 		cfg.AfterFunc = func(d time.Duration, f func()) { time.AfterFunc(d, f) }
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg.Now = clocks.Or(cfg.Now)
 	s := &Server{cfg: cfg, eng: eng, log: cfg.Logger, now: cfg.Now,
 		badFrames: ratelog.NewShared(badFrameLogWindow, badFrameLogBurst)}
 	s.advertised.Store(&endpoint{host: cfg.AdvertisedHost, port: cfg.AdvertisedPort})

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/stratalog/strata/engine"
+	"github.com/stratalog/strata/internal/clocks"
 	"github.com/stratalog/strata/internal/vfs"
 	"github.com/stratalog/strata/remote/objstore"
 )
@@ -31,8 +32,8 @@ type Options struct {
 	// FS is the file system of Dir (nil: the operating system's).
 	FS vfs.FS
 	// Now is the clock of state changes and remote retention (nil:
-	// time.Now).
-	Now func() time.Time
+	// clocks.Wall).
+	Now clocks.Clock
 	// Interval is how often the manager looks for rolled segments to
 	// copy and remote segments to delete (0: 1 s; < 0: never on a timer,
 	// RunOnce and Kick drive it).
@@ -158,9 +159,7 @@ func Open(o Options) (*Manager, error) {
 	if o.FS == nil {
 		o.FS = vfs.OS
 	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
+	o.Now = clocks.Or(o.Now)
 	if o.Interval == 0 {
 		o.Interval = time.Second
 	}
