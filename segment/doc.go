@@ -24,9 +24,10 @@
 // A Direct ring segment (Options.Direct) instead raises i_size ahead of the
 // data (fallocate mode 0, a step at a time: PreallocFirstStepBytes, then
 // doubling up to PreallocStepBytes): O_DIRECT writes that
-// extend i_size are punted by the kernel to io-wq worker threads (a quarter
-// of the throughput at 8x the CPU, measured in package uring). Its on-disk
-// form while open is therefore
+// extend i_size are punted by the kernel to io-wq worker threads, far
+// slower and costlier than writes below i_size (docs/segment-backends.md,
+// "What the package doc rests on"). Its on-disk form while open is
+// therefore
 //
 //	pos 0 .. Size()   batches
 //	Size() .. i_size  zeros (allocated, unwritten blocks) — or, after a
@@ -81,8 +82,9 @@
 //     one fdatasync through the ring and advances the "durable" watermark
 //     (Durable()). While that fdatasync runs, new chunk writes are held back
 //     (Appends keep copying; one that needs a write waits): writes in flight
-//     during an fdatasync lengthen it (package uring's finding; here it
-//     halved the flusher's sync p50 and p99). O_DIRECT writes invalidate the page cache for their range,
+//     during an fdatasync lengthen it (package uring's finding; the effect
+//     here: docs/segment-backends.md). O_DIRECT writes invalidate the
+//     page cache for their range,
 //     so buffered readers of the same file (pread, sendfile) see the new
 //     bytes (TestDirectPageCacheCoherent). PreWrite additionally zero-fills
 //     and fdatasyncs the next reservation step in the background so appends
@@ -91,9 +93,9 @@
 // # The default
 //
 // O_DIRECT through the ring (Options{Ring, Direct: true}, a shared Pool
-// registered with the ring) is the engine's default for segment data: a
-// fifth to a third of pwrite's CPU per byte for small appends and no more
-// for large ones, no dirty page cache build-up, and an fdatasync bounded by
+// registered with the ring) is the engine's default for segment data: less
+// CPU per byte than pwrite for small appends and no more for large ones,
+// no dirty page cache build-up, and an fdatasync bounded by
 // the write pipeline instead of by what the page cache accumulated.
 // BenchmarkAppender's figures for every backend (pwrite, buffered ring,
 // O_DIRECT, with and without PreWrite) and how to read them are in
@@ -119,9 +121,8 @@
 // written end, so the kernel's readahead (read_ahead_kb, 8 MiB windows
 // here) would read the zero-filled reservation past Written; those pages
 // are dropped when the data's O_DIRECT write lands, and a catch-up reader
-// then read every byte twice from the device (measured: 6.4-6.6 GB of
-// device reads for a consumer starting 2 s behind at 200,000 records/s).
-// The read descriptor therefore has readahead off (FADV_RANDOM) until
+// then read every byte twice from the device (docs/segment-backends.md
+// has the figures). The read descriptor therefore has readahead off (FADV_RANDOM) until
 // Seal cuts i_size to the end, and Prefetch (FADV_WILLNEED, bounded by
 // Written) reads ahead for the engine before each file read
 // (TestDirectReadaheadStopsAtWritten).
