@@ -166,10 +166,12 @@ type Config struct {
 
 	// Faults injected into the spawned brokers while producing
 	// (faults.go): FaultKill, FaultPause, FaultPartition,
-	// FaultClientPartition, FaultDiskFull. One every FaultInterval, at
-	// most FaultCount (0: until the producers are done); a pause lasts
-	// FaultPause, a partition FaultPartition, a full disk FaultDiskFull
-	// (each broker's data directory then a filesystem of FaultDiskBytes).
+	// FaultClientPartition, FaultDiskFull, FaultPowerLoss,
+	// FaultControllerKill, FaultControllerPause. One every FaultInterval,
+	// at most FaultCount (0: until the producers are done); a pause (of a
+	// broker or of the active controller) lasts FaultPause, a partition
+	// FaultPartition, a full disk FaultDiskFull (each broker's data
+	// directory then a filesystem of FaultDiskBytes).
 	Faults         []string
 	FaultInterval  time.Duration
 	FaultCount     int
@@ -477,6 +479,9 @@ func (c *Config) validateVerify(bad func(format string, args ...any)) {
 		if needsProxy(c.Faults) && c.Spawn < 2 {
 			bad("--faults partition and client-partition need --spawn 2 or more (brokers to cut apart)")
 		}
+		if needsQuorum(c.Faults) && c.Spawn < maxSpawnVoters {
+			bad("--faults controller-kill and controller-pause need --spawn %d or more (a quorum of %d controllers, a majority left with one down)", maxSpawnVoters, maxSpawnVoters)
+		}
 	}
 }
 
@@ -568,7 +573,7 @@ func (c *Config) json() configJSON {
 	}
 	if len(c.Faults) > 0 {
 		j.Faults, j.FaultIntervalS, j.FaultCount = c.Faults, c.FaultInterval.Seconds(), c.FaultCount
-		if slices.Contains(c.Faults, FaultPause) {
+		if slices.Contains(c.Faults, FaultPause) || slices.Contains(c.Faults, FaultControllerPause) {
 			j.FaultPauseS = c.FaultPause.Seconds()
 		}
 		if needsProxy(c.Faults) {

@@ -77,7 +77,8 @@ const (
 )
 
 // FaultKinds are the faults --faults knows.
-var FaultKinds = []string{FaultKill, FaultPause, FaultPartition, FaultClientPartition, FaultDiskFull, FaultPowerLoss}
+var FaultKinds = []string{FaultKill, FaultPause, FaultPartition, FaultClientPartition, FaultDiskFull, FaultPowerLoss,
+	FaultControllerKill, FaultControllerPause}
 
 // AllBrokers is FaultEvent.Broker for a fault of every broker at once.
 const AllBrokers = -1
@@ -162,6 +163,12 @@ type FaultEvent struct {
 	// FilledBytes is what a disk-full fault reserved in the broker's
 	// filesystem.
 	FilledBytes int64 `json:"filled_bytes,omitempty"`
+	// MetadataS is, for a controller fault, the seconds from its start
+	// until a metadata change (a probe topic created and deleted through
+	// another broker) was committed while the stopped controller was
+	// down; NewController is the controller that broker named then.
+	MetadataS     *float64 `json:"metadata_s,omitempty"`
+	NewController *int32   `json:"new_controller,omitempty"`
 	// ISRShrinks and ISRExpands are the ISR changes the watcher saw from
 	// this fault's start to the next one's (or the end of the faults).
 	ISRShrinks int `json:"isr_shrinks"`
@@ -299,6 +306,7 @@ type faultDriver struct {
 	cutFor   time.Duration // a partition's length
 	fullFor  time.Duration // a full disk's length
 	count    int
+	probes   int // controller probes so far (each probe topic's number)
 	rng      *rand.Rand
 	clock    func() time.Duration // run clock
 	logw     io.Writer
@@ -391,7 +399,7 @@ func (d *faultDriver) stop() *FaultsResult {
 	defer d.mu.Unlock()
 	r := &FaultsResult{Version: FaultsVersion, Kinds: d.kinds, IntervalS: d.interval.Seconds(), CountLimit: d.count,
 		MaxRecoveredS: d.maxRec, Events: d.events}
-	if slices.Contains(d.kinds, FaultPause) {
+	if slices.Contains(d.kinds, FaultPause) || slices.Contains(d.kinds, FaultControllerPause) {
 		r.PauseS = d.pause.Seconds()
 	}
 	if needsProxy(d.kinds) {
@@ -506,21 +514,30 @@ func (d *faultDriver) run(ctx context.Context) {
 		}
 		b := d.cluster.Brokers[order[0]]
 		order = order[1:]
+		var err error
+		if isControllerFault(kind) {
+			// Aimed at the quorum's leader, whichever broker it is.
+			var c *SpawnedBroker
+			if c, err = d.activeController(ctx); err == nil {
+				b = c
+			}
+		}
 		ev := FaultEvent{Kind: kind, Broker: b.NodeID, AtS: d.clock().Seconds()}
 		began := d.clock()
-		var err error
-		switch kind {
-		case FaultKill:
-			err = d.kill(b)
-		case FaultPause:
-			err = d.pauseBroker(ctx, b)
-		case FaultPartition, FaultClientPartition:
-			ev.Held, err = d.partition(ctx, b, kind == FaultClientPartition)
-		case FaultDiskFull:
-			ev.FilledBytes, err = d.diskFull(ctx, b)
-		case FaultPowerLoss:
-			ev.Broker = AllBrokers
-			err = d.powerLoss()
+		switch {
+		case err != nil:
+		case isControllerFault(kind):
+			var metaS float64
+			var named int32
+			metaS, named, err = d.controllerFault(ctx, kind, b, began)
+			if metaS > 0 {
+				ev.MetadataS = &metaS
+			}
+			if named >= 0 {
+				ev.NewController = &named
+			}
+		default:
+			err = d.inject(ctx, kind, b, &ev)
 		}
 		ev.DownS = (d.clock() - began).Seconds()
 		if err != nil {
@@ -536,7 +553,30 @@ func (d *faultDriver) run(ctx context.Context) {
 		if err != nil && (kind == FaultKill || kind == FaultPowerLoss) {
 			return // a broker that cannot be started again ends the campaign
 		}
+		if _, exited := b.proc(); err != nil && kind == FaultControllerKill && isClosed(exited) {
+			return // so does a controller that cannot
+		}
 	}
+}
+
+// inject runs one fault of the kinds aimed at broker b (every broker for
+// powerloss).
+func (d *faultDriver) inject(ctx context.Context, kind string, b *SpawnedBroker, ev *FaultEvent) error {
+	var err error
+	switch kind {
+	case FaultKill:
+		err = d.kill(b)
+	case FaultPause:
+		err = d.pauseBroker(ctx, b)
+	case FaultPartition, FaultClientPartition:
+		ev.Held, err = d.partition(ctx, b, kind == FaultClientPartition)
+	case FaultDiskFull:
+		ev.FilledBytes, err = d.diskFull(ctx, b)
+	case FaultPowerLoss:
+		ev.Broker = AllBrokers
+		err = d.powerLoss()
+	}
+	return err
 }
 
 // note records one event; shrinks and expands are the ISR watcher's counts
@@ -755,9 +795,12 @@ func writeFaults(b *strings.Builder, r *FaultsResult) {
 			fmt.Fprintf(b, "  … %d more faults in the JSON report\n", len(r.Events)-i)
 			break
 		}
-		if e.Broker == AllBrokers {
+		switch {
+		case e.Broker == AllBrokers:
 			fmt.Fprintf(b, "  %.1f s %s of every broker: down %.1f s", e.AtS, e.Kind, e.DownS)
-		} else {
+		case isControllerFault(e.Kind):
+			fmt.Fprintf(b, "  %.1f s %s of the active controller, broker %d: down %.1f s", e.AtS, e.Kind, e.Broker, e.DownS)
+		default:
 			fmt.Fprintf(b, "  %.1f s %s broker %d: down %.1f s", e.AtS, e.Kind, e.Broker, e.DownS)
 		}
 		if e.Held > 0 {
@@ -765,6 +808,12 @@ func writeFaults(b *strings.Builder, r *FaultsResult) {
 		}
 		if e.FilledBytes > 0 {
 			fmt.Fprintf(b, ", filled %s", bytesString(e.FilledBytes))
+		}
+		if e.MetadataS != nil {
+			fmt.Fprintf(b, ", metadata written after %.1f s", *e.MetadataS)
+			if e.NewController != nil {
+				fmt.Fprintf(b, " (new controller %d)", *e.NewController)
+			}
 		}
 		fmt.Fprintf(b, ", ISR -%d/+%d", e.ISRShrinks, e.ISRExpands)
 		switch {

@@ -251,6 +251,7 @@ func TestVerifyValidate(t *testing.T) {
 		"faults":      {func(c *Config) { c.Spawn, c.Brokers, c.Faults = 0, []string{"127.0.0.1:1"}, []string{FaultKill} }, "--faults needs --spawn"},
 		"bad fault":   {func(c *Config) { c.Faults = []string{"flood"} }, `fault "flood"`},
 		"interval":    {func(c *Config) { c.Faults, c.FaultInterval = []string{FaultPause}, time.Millisecond }, "--fault-interval"},
+		"quorum":      {func(c *Config) { c.Spawn, c.Faults = 2, []string{FaultControllerKill} }, "need --spawn 3 or more"},
 	} {
 		c := base()
 		tc.mod(&c)
@@ -266,6 +267,9 @@ func TestVerifyValidate(t *testing.T) {
 	}
 	if fs, err := ParseFaults("kill,powerloss,disk-full"); err != nil || len(fs) != 3 {
 		t.Errorf("kill,powerloss,disk-full: %v %v", fs, err)
+	}
+	if fs, err := ParseFaults("controller-kill,controller-pause"); err != nil || len(fs) != 2 {
+		t.Errorf("controller-kill,controller-pause: %v %v", fs, err)
 	}
 	if _, err := ParseFaults("kill,flood"); err == nil {
 		t.Error("flood accepted")
