@@ -12,9 +12,75 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratalog/strata/record"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 )
+
+// initProducerID gets an idempotent producer id and epoch.
+func initProducerID(ctx context.Context, t *testing.T, cl *kgo.Client) (int64, int16) {
+	t.Helper()
+	req := kmsg.NewPtrInitProducerIDRequest()
+	req.TransactionTimeoutMillis = -1
+	resp, err := req.RequestWith(ctx, cl)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.ErrorCode)
+	}
+	if err != nil {
+		t.Fatalf("init producer id: %v", err)
+	}
+	return resp.ProducerID, resp.ProducerEpoch
+}
+
+// produceIdempotent sends partition 0 of "tiered"'s leader one batch of
+// four records (values v<seq>- to v<seq+3>-) of producer pid at sequence
+// seq, acks=all, and returns the partition's answer. cl must be
+// configured with all-ISR acks and Produce v12 at most (topics by name).
+func produceIdempotent(ctx context.Context, t *testing.T, adm *kadm.Client, cl *kgo.Client, pid int64, epoch int16, seq int32) kmsg.ProduceResponseTopicPartition {
+	t.Helper()
+	var b record.Builder
+	now := time.Now().UnixMilli()
+	b.Reset(record.CodecNone, now)
+	b.SetProducer(pid, epoch, seq)
+	for j := seq; j < seq+4; j++ {
+		b.Add(now, nil, []byte(fmt.Sprintf("v%d-%s", j, strings.Repeat("x", 100))), nil)
+	}
+	batch, err := b.AppendTo(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader := int32(-1)
+	waitFor(t, 30*time.Second, func() string {
+		md, err := adm.Metadata(ctx, "tiered")
+		if err != nil {
+			return err.Error()
+		}
+		p, ok := md.Topics["tiered"].Partitions[0]
+		if !ok || p.Err != nil || p.Leader < 0 {
+			return fmt.Sprintf("no leader of tiered-0 in %+v", md.Topics["tiered"])
+		}
+		leader = p.Leader
+		return ""
+	})
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks, req.TimeoutMillis = -1, 30000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "tiered"
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = batch
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	// Produce is not routed by the client: to the leader.
+	kr, err := cl.Broker(int(leader)).Request(ctx, req)
+	resp, _ := kr.(*kmsg.ProduceResponse)
+	if err != nil || resp == nil || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		t.Fatalf("idempotent produce of sequence %d: %v %+v", seq, err, resp)
+	}
+	return resp.Topics[0].Partitions[0]
+}
 
 // storeLogObjects lists the .log objects of a local-directory object
 // store, by key.
@@ -302,7 +368,19 @@ func TestClusterTieredNewReplica(t *testing.T) {
 	}
 	const n = 400
 	pcl := c.client(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic("tiered"), kgo.ProducerBatchCompression(kgo.NoCompression()))
-	for i := 0; i < n; i += 20 {
+	v12 := kversion.Stable()
+	v12.SetMaxKeyVersion(0, 12) // Produce by topic name
+	icl := c.client(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.MaxVersions(v12))
+	// An idempotent producer writes the first 20 records, five batches of
+	// four (sequences 0-19); the last one, offsets 16-19, is retried later
+	// at a leader whose log starts past it.
+	pid, pepoch := initProducerID(ctx, t, pcl)
+	for seq := int32(0); seq < 20; seq += 4 {
+		if p := produceIdempotent(ctx, t, adm, icl, pid, pepoch, seq); p.ErrorCode != 0 || p.BaseOffset != int64(seq) {
+			t.Fatalf("idempotent produce of sequence %d: error %d at offset %d", seq, p.ErrorCode, p.BaseOffset)
+		}
+	}
+	for i := 20; i < n; i += 20 {
 		var recs []*kgo.Record
 		for j := i; j < i+20; j++ {
 			recs = append(recs, &kgo.Record{Value: []byte(fmt.Sprintf("v%d-%s", j, strings.Repeat("x", 100)))})
@@ -362,12 +440,49 @@ func TestClusterTieredNewReplica(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(nb.dataDir, "tiered-0", "00000000000000000000.log")); err == nil {
 		t.Fatal("the added replica holds the log's first segment: it fetched the tiered data")
 	}
+	// The leader answered OFFSET_MOVED_TO_TIERED_STORAGE (error 109) and
+	// the replica built its state from the remote segment below the
+	// leader's local start: its producer snapshot and epochs.
 	logs := nb.logs.String()
-	if !strings.Contains(logs, "follower log below the leader's log start; restarting it") || strings.Contains(logs, "leaderLogStart=0 ") {
-		t.Fatalf("the added replica did not restart at the leader's local log start:\n%s", logs)
+	if !strings.Contains(logs, "follower log below the leader's local log start; restarting it from remote storage") ||
+		!strings.Contains(logs, "producerSnapshot=true") || strings.Contains(logs, "leaderLocalLogStart=0 ") {
+		t.Fatalf("the added replica did not restart from remote storage at the leader's local log start:\n%s", logs)
 	}
 	if k := localLogFiles(nb.dataDir, "tiered-0"); k > 3 {
 		t.Fatalf("the added replica holds %d local segments", k)
+	}
+	// The added replica leads: the idempotent producer's retry of its
+	// last batch, written long before the new leader's log start, is a
+	// duplicate answered with its original offset (its producer state came
+	// from the remote snapshot), and the next sequence is appended.
+	order := append([]int32{added}, replicas...)
+	var req2 kadm.AlterPartitionAssignmentsReq
+	req2.Assign("tiered", 0, order)
+	if rs, err := adm.AlterPartitionAssignments(ctx, req2); err != nil || rs.Error() != nil {
+		t.Fatalf("reorder replicas to %v: %v %v", order, err, rs.Error())
+	}
+	waitFor(t, 90*time.Second, func() string {
+		md, err := adm.Metadata(ctx, "tiered")
+		if err != nil {
+			return err.Error()
+		}
+		p := md.Topics["tiered"].Partitions[0]
+		if fmt.Sprint(p.Replicas) != fmt.Sprint(order) || len(p.ISR) != 3 {
+			return fmt.Sprintf("replicas %v isr %v, want %v all in sync", p.Replicas, p.ISR, order)
+		}
+		if p.Leader == added {
+			return ""
+		}
+		ts := make(kadm.TopicsSet)
+		ts.Add("tiered", 0)
+		adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, ts)
+		return fmt.Sprintf("leader %d, want %d", p.Leader, added)
+	})
+	if p := produceIdempotent(ctx, t, adm, icl, pid, pepoch, 16); p.ErrorCode != 0 || p.BaseOffset != 16 {
+		t.Fatalf("retry of sequence 16 at the new leader: error %d at offset %d, want the duplicate at 16\n%s", p.ErrorCode, p.BaseOffset, c.warnings())
+	}
+	if p := produceIdempotent(ctx, t, adm, icl, pid, pepoch, 20); p.ErrorCode != 0 || p.BaseOffset != n {
+		t.Fatalf("sequence 20 at the new leader: error %d at offset %d, want %d", p.ErrorCode, p.BaseOffset, n)
 	}
 	// Consumers still read everything from offset 0.
 	ccl := c.client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"tiered": {0: kgo.NewOffset().AtStart()}}))

@@ -532,9 +532,9 @@ func (f *fetcher) handlePartition(fp *fpart, rp *kmsg.FetchResponseTopicPartitio
 	if code := rp.ErrorCode; code != 0 {
 		step := onFetchError(code, l.LogEndOffset(), rp.LogStartOffset)
 		if step.restartAt >= 0 {
-			// Our whole log is below the leader's start: restart there.
-			f.m.log.Info("follower log below the leader's log start; restarting it", "log", l.String(), "logEnd", l.LogEndOffset(), "leaderLogStart", step.restartAt)
-			return false, l.TruncateFullyAndStartAt(step.restartAt)
+			// Our whole log is below the leader's start: restart there
+			// (tiered.go: from remote storage after error 109).
+			return false, f.restartLog(fp, code, step.restartAt)
 		}
 		if step.retruncate {
 			f.setTruncating(fp)

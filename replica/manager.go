@@ -49,6 +49,11 @@ type Config struct {
 	// epochs are not checked.
 	Registration func(id int32) Registration
 
+	// TierState builds a follower's log from remote storage when its
+	// leader answers OFFSET_MOVED_TO_TIERED_STORAGE (tiered.go); nil:
+	// the log restarts empty at the leader's local log start.
+	TierState TierStateFunc
+
 	LagTimeMaxMs          int64 // replica.lag.time.max.ms
 	FetchMaxBytes         int32 // replica.fetch.max.bytes (per partition)
 	FetchResponseMaxBytes int32 // replica.fetch.response.max.bytes

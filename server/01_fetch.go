@@ -582,6 +582,7 @@ func (f *fetchState) readReplica(l *engine.Log, rp *kmsg.FetchRequestTopicPartit
 		if code == kerr.OffsetOutOfRange.Code {
 			hw := l.HighWatermark()
 			fp.highWatermark, fp.lastStableOffset, fp.logStartOffset = hw, hw, l.LogStartOffset()
+			code = f.s.movedToTiered(l, rp.FetchOffset, code) // remote_tier.go: error 109
 		}
 		return code
 	}

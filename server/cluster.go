@@ -162,6 +162,7 @@ func (s *Server) initCluster() {
 			Dial:         s.cfg.Cluster.Dial,
 			LagTimeMaxMs: s.cfg.Cluster.ReplicaLagTimeMax.Milliseconds(),
 			Logger:       s.log,
+			TierState:    s.tierState, // remote_tier.go
 		})
 	}
 	c.reconciler = cluster.NewReconciler(s.cfg.NodeID, s.eng, c.repl, s.cfg.Cluster.MinInsyncReplicas, s.log)
