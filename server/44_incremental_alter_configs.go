@@ -54,7 +54,7 @@ func handleIncrementalAlterConfigs(s *Server, rc *reqCtx) {
 						s.incrementalBrokerEdit(rr.Configs, rr.ResourceName != "")) // dynconfig.go
 				}
 			case rr.ResourceType == kmsg.ConfigResourceTypeGroupConfig:
-				err = s.alterGroupConfigs(rr.ResourceName, rr.Configs, req.ValidateOnly) // share.go
+				err = s.alterGroupConfigs(ctx, rc, rr.ResourceName, rr.Configs, req.ValidateOnly) // share.go
 			default:
 				err = newAPIError(kerr.InvalidRequest, "unsupported resource type %v", rr.ResourceType)
 			}

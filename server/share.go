@@ -21,6 +21,7 @@ package server
 // partitions' leaders, which own the share-partitions' state.
 
 import (
+	"context"
 	"strconv"
 
 	"github.com/stratalog/strata/broker/sharehost"
@@ -124,8 +125,12 @@ func (s *Server) shareErr() (int16, string) {
 
 // alterGroupConfigs applies IncrementalAlterConfigs operations (SET and
 // DELETE) to a GROUP resource; the host persists them in the share state
-// topic (sharehost.Host.SetGroupConfigs).
-func (s *Server) alterGroupConfigs(group string, ops []kmsg.IncrementalAlterConfigsRequestResourceConfig, validateOnly bool) error {
+// topic (sharehost.Host.SetGroupConfigs). In a cluster every other broker
+// is then told to read the group's configs again, and the answer waits
+// for them (shareCluster.RefreshConfigs), so the share-partitions they
+// lead follow the change at once; the same request coming from another
+// broker (fromBroker) is that notice.
+func (s *Server) alterGroupConfigs(ctx context.Context, rc *reqCtx, group string, ops []kmsg.IncrementalAlterConfigsRequestResourceConfig, validateOnly bool) error {
 	if code, msg := s.shareErr(); code != 0 {
 		return newAPIError(kerr.ErrorForCode(code).(*kerr.Error), "%s", msg)
 	}
@@ -150,6 +155,10 @@ func (s *Server) alterGroupConfigs(group string, ops []kmsg.IncrementalAlterConf
 	if validateOnly {
 		return nil
 	}
+	if s.fromBroker(rc) {
+		s.groups.share.RefreshGroupConfigs(group)
+		return nil
+	}
 	hops := make([]sharehost.ConfigOp, len(ops))
 	for i, op := range ops {
 		hops[i].Name = op.Name
@@ -159,6 +168,9 @@ func (s *Server) alterGroupConfigs(group string, ops []kmsg.IncrementalAlterConf
 	}
 	if err := s.groups.share.SetGroupConfigs(group, hops); err != nil {
 		return newAPIError(kerr.KafkaStorageError, "%v", err)
+	}
+	if c := s.groups.share.cluster; c != nil {
+		c.RefreshConfigs(ctx, group, ops)
 	}
 	return nil
 }
@@ -173,6 +185,7 @@ var shareGroupConfigDocs = []struct {
 	{sharehost.CfgAutoOffsetReset, kmsg.ConfigTypeString, "Where a share-partition without state starts: latest, earliest or by_duration:<ISO-8601 duration>."},
 	{sharehost.CfgIsolation, kmsg.ConfigTypeString, "The isolation level of share fetches: read_uncommitted, or read_committed (records up to the last stable offset, aborted ones archived)."},
 	{sharehost.CfgLockDuration, kmsg.ConfigTypeInt, "How long an acquired record stays locked to its member (ms)."},
+	{sharehost.CfgDeliveryLimit, kmsg.ConfigTypeInt, "How many times a record is delivered before it is archived (or dead-lettered): 2 to 10."},
 	{sharehost.CfgDLQTopicName, kmsg.ConfigTypeString, "The name of the topic to be used as the dead-letter queue (DLQ) topic for this share group. If blank (the default), the group does not have a DLQ topic."},
 	{sharehost.CfgDLQCopyRecord, kmsg.ConfigTypeBoolean, "When writing onto the dead-letter queue topic, whether to copy the original record's key and value, or write a record holding only the context headers."},
 }
@@ -192,6 +205,7 @@ func (s *Server) describeGroupConfigs(rr *kmsg.DescribeConfigsRequestResource, s
 		sharehost.CfgAutoOffsetReset: "latest",
 		sharehost.CfgIsolation:       "read_uncommitted",
 		sharehost.CfgLockDuration:    strconv.FormatInt(s.groups.share.DefaultLockDurationMs(), 10),
+		sharehost.CfgDeliveryLimit:   strconv.Itoa(int(s.groups.share.DefaultDeliveryCountLimit())),
 		sharehost.CfgDLQTopicName:    "",
 		sharehost.CfgDLQCopyRecord:   "false",
 	}

@@ -135,6 +135,35 @@ func (c *shareCluster) MemberGone(group, member string) {
 	}
 }
 
+// RefreshConfigs tells every other broker that group's configs changed
+// (an IncrementalAlterConfigs of the same ops from this broker, on which
+// a broker reads them again from __share_group_state and applies them to
+// the group's share-partitions it leads: alterGroupConfigs), waiting for
+// their answers; a broker that does not answer is logged and reads them
+// when a share session opens there.
+func (c *shareCluster) RefreshConfigs(ctx context.Context, group string, ops []kmsg.IncrementalAlterConfigsRequestResourceConfig) {
+	var wg sync.WaitGroup
+	for id, addr := range c.peers() {
+		wg.Go(func() {
+			req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+			req.SetVersion(1)
+			rr := kmsg.NewIncrementalAlterConfigsRequestResource()
+			rr.ResourceType, rr.ResourceName, rr.Configs = kmsg.ConfigResourceTypeGroupConfig, group, ops
+			req.Resources = append(req.Resources, rr)
+			resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
+			err := c.forward(ctx, addr, req, resp)
+			if err == nil && len(resp.Resources) == 1 {
+				err = kerr.ErrorForCode(resp.Resources[0].ErrorCode)
+			}
+			if err != nil {
+				c.s.log.Warn("share: telling a broker a group's configs changed failed; it reads them when a share session opens there",
+					"broker", id, "group", group, "err", err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
 // CreateTopic proposes a topic through the controller (hostCreator) with
 // the broker's default partitions and replication factor.
 func (c *shareCluster) CreateTopic(name string, configs map[string]string, done func(error)) {

@@ -147,6 +147,13 @@ func (st *shareTopology) heartbeat(t *testing.T, id int32, group, member string,
 // fetch sends one ShareFetch of partition p to its leader and returns the
 // offsets acquired with their delivery counts.
 func (st *shareTopology) fetch(t *testing.T, group, member string, p, epoch int32) map[int64]int16 {
+	got, _ := st.fetchLock(t, group, member, p, epoch)
+	return got
+}
+
+// fetchLock is fetch, also returning the answer's acquisition lock
+// duration.
+func (st *shareTopology) fetchLock(t *testing.T, group, member string, p, epoch int32) (map[int64]int16, int32) {
 	t.Helper()
 	req := kmsg.NewPtrShareFetchRequest()
 	req.GroupID, req.MemberID = kmsg.StringPtr(group), kmsg.StringPtr(member)
@@ -165,6 +172,7 @@ func (st *shareTopology) fetch(t *testing.T, group, member string, p, epoch int3
 		t.Fatalf("ShareFetch of %s at broker %d: %v", member, st.leaders[p], err)
 	}
 	got := map[int64]int16{}
+	lock := resp.AcquisitionLockTimeoutMillis
 	for _, tt := range resp.Topics {
 		for _, rp := range tt.Partitions {
 			if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
@@ -177,7 +185,7 @@ func (st *shareTopology) fetch(t *testing.T, group, member string, p, epoch int3
 			}
 		}
 	}
-	return got
+	return got, lock
 }
 
 // acquire fetches partition p as member until it holds want records (at
@@ -303,21 +311,7 @@ func TestClusterShareDeadLetterAutoCreate(t *testing.T) {
 	if rc[0].Err != nil || enabled != "true" {
 		t.Fatalf("%s: errors.deadletterqueue.group.enable=%q (%v), want true", dlq, enabled, rc[0].Err)
 	}
-	var seeds []string
-	for _, b := range brokers {
-		seeds = append(seeds, b.addr)
-	}
-	cons, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(dlq), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cons.Close()
-	ctx, cancel := context.WithTimeout(testCtx(t), 20*time.Second)
-	defer cancel()
-	var letters []*kgo.Record
-	for len(letters) == 0 && ctx.Err() == nil {
-		cons.PollFetches(ctx).EachRecord(func(r *kgo.Record) { letters = append(letters, r) })
-	}
+	letters := readAll(t, brokers, dlq, 1)
 	if len(letters) != 1 {
 		t.Fatalf("%s holds %d records, want the one dead letter", dlq, len(letters))
 	}
@@ -327,5 +321,112 @@ func TestClusterShareDeadLetterAutoCreate(t *testing.T) {
 	}
 	if h["__dlq.errors.topic"] != st.topic || h["__dlq.errors.offset"] != "1" || h["__dlq.errors.group"] != group {
 		t.Fatalf("dead letter headers %v", h)
+	}
+}
+
+// alterGroupConfigsAt sets group configs with IncrementalAlterConfigs
+// sent to broker id.
+func (st *shareTopology) alterGroupConfigsAt(t *testing.T, id int32, group string, kv ...string) {
+	t.Helper()
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	r := kmsg.NewIncrementalAlterConfigsRequestResource()
+	r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
+	for i := 0; i+1 < len(kv); i += 2 {
+		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		c.Name, c.Op, c.Value = kv[i], kmsg.IncrementalAlterConfigOpSet, kmsg.StringPtr(kv[i+1])
+		r.Configs = append(r.Configs, c)
+	}
+	req.Resources = append(req.Resources, r)
+	resp, err := req.RequestWith(testCtx(t), st.cl.Broker(int(id)))
+	if err != nil {
+		t.Fatalf("IncrementalAlterConfigs at broker %d: %v", id, err)
+	}
+	if err := kerr.ErrorForCode(resp.Resources[0].ErrorCode); err != nil {
+		t.Fatalf("IncrementalAlterConfigs of group %s at broker %d: %v", group, id, err)
+	}
+}
+
+// readAll reads topic from its start until it has n records (at most
+// 20 s) and returns them.
+func readAll(t *testing.T, brokers []*inCluster, topic string, n int) []*kgo.Record {
+	t.Helper()
+	var seeds []string
+	for _, b := range brokers {
+		if b.running {
+			seeds = append(seeds, b.addr)
+		}
+	}
+	cons, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	ctx, cancel := context.WithTimeout(testCtx(t), 20*time.Second)
+	defer cancel()
+	var out []*kgo.Record
+	for len(out) < n && ctx.Err() == nil {
+		cons.PollFetches(ctx).EachRecord(func(r *kgo.Record) { out = append(out, r) })
+	}
+	return out
+}
+
+// TestClusterShareGroupConfigsReachLeaders: group configs set with
+// IncrementalAlterConfigs through a broker that does not lead the
+// share-partition take effect at its leader at once, while a member
+// keeps its share session open there: the lock duration (the next
+// ShareFetch answers 5000 ms), the delivery count limit (2: a record
+// released twice is not delivered a third time) and the dead-letter topic
+// (the rejected record and the one past the limit are in it).
+func TestClusterShareGroupConfigsReachLeaders(t *testing.T) {
+	brokers := startShareCluster(t, 3, nil)
+	st := newShareTopology(t, brokers, "events", 1, nil)
+	const group, dlq = "auditors", "dlq.auditors"
+	ct, err := st.adm.CreateTopic(testCtx(t), 1, 2, map[string]*string{"errors.deadletterqueue.group.enable": kmsg.StringPtr("true")}, dlq)
+	if err != nil || ct.Err != nil {
+		t.Fatalf("create %s: %v %v", dlq, err, ct.Err)
+	}
+	leader := st.leaders[0]
+	other := (leader + 1) % 3
+	st.alterGroupConfigsAt(t, other, group, "share.auto.offset.reset", "earliest")
+	st.produce(t, 0, 3)
+	const m = "auditor"
+	got, epoch := st.acquire(t, group, m, 0, 3, 20)
+	if len(got) != 3 {
+		t.Fatalf("acquired %v, want offsets 0-2", got)
+	}
+	// The member's session stays open at the leader while the configs
+	// change through another broker.
+	st.alterGroupConfigsAt(t, other, group,
+		"share.record.lock.duration.ms", "5000",
+		"share.delivery.count.limit", "2",
+		"errors.deadletterqueue.topic.name", dlq)
+	st.ack(t, group, m, 0, epoch, 0, 0, 3) // REJECT 0: dead-lettered
+	epoch++
+	st.ack(t, group, m, 0, epoch, 1, 1, 2) // RELEASE 1: delivery 1 of 2
+	epoch++
+	again, lock := st.fetchLock(t, group, m, 0, epoch)
+	epoch++
+	if lock != 5000 {
+		t.Fatalf("the leader (broker %d) answers a lock of %d ms after the group's was set to 5000 through broker %d", leader, lock, other)
+	}
+	if again[1] != 2 || len(again) != 1 {
+		t.Fatalf("after a RELEASE, acquired %v, want offset 1 with delivery count 2", again)
+	}
+	st.ack(t, group, m, 0, epoch, 1, 1, 2) // RELEASE 1 again: the limit of 2 is reached
+	epoch++
+	if third, _ := st.fetchLock(t, group, m, 0, epoch); len(third) != 0 {
+		t.Fatalf("with a delivery count limit of 2, acquired %v after two deliveries", third)
+	}
+	letters := readAll(t, brokers, dlq, 2)
+	offs := map[string]string{}
+	for _, r := range letters {
+		h := map[string]string{}
+		for _, kv := range r.Headers {
+			h[kv.Key] = string(kv.Value)
+		}
+		offs[h["__dlq.errors.offset"]] = h["__dlq.errors.message"]
+	}
+	if len(letters) != 2 || offs["0"] != "Offset rejected by client." || offs["1"] != "Offset delivery count exceeded the threshold." {
+		t.Fatalf("%s holds %d dead letters %v, want offsets 0 (rejected) and 1 (delivery count)", dlq, len(letters), offs)
 	}
 }

@@ -934,6 +934,7 @@ func TestShareGroupConfigs(t *testing.T) {
 		"share.auto.offset.reset":       "earliest/GROUP_CONFIG",
 		"share.record.lock.duration.ms": "30000/DEFAULT_CONFIG",
 		"share.isolation.level":         "read_uncommitted/DEFAULT_CONFIG",
+		"share.delivery.count.limit":    "5/DEFAULT_CONFIG", // KIP-1240
 		// KIP-1191: no dead-letter topic by default.
 		"errors.deadletterqueue.topic.name":         "/DEFAULT_CONFIG",
 		"errors.deadletterqueue.copy.record.enable": "false/DEFAULT_CONFIG",

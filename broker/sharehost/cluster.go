@@ -436,11 +436,20 @@ func (h *Host) replicaKeys(group string) map[Key]bool {
 	return out
 }
 
+// RefreshGroupConfigs is RefreshConfigs with the lock taken: another
+// broker set group's configs.
+func (h *Host) RefreshGroupConfigs(group string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.RefreshConfigs(group)
+}
+
 // RefreshConfigs, in a cluster, reads group's configs from this broker's
 // replica of __share_group_state and applies a change to the group's
 // share-partitions here (lock held); on a single broker it does nothing.
-// A new share session calls it, so configs set through another broker
-// reach the partition leaders when a consumer (re)starts.
+// A new share session calls it, and the broker that set them tells the
+// others at once (RefreshGroupConfigs), so configs set through another
+// broker reach the partition leaders.
 func (h *Host) RefreshConfigs(group string) {
 	if h.cluster == nil {
 		return

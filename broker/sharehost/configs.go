@@ -98,3 +98,11 @@ func (h *Host) DefaultLockDurationMs() int64 {
 	}
 	return share.DefaultLockDurationMs
 }
+
+// DefaultDeliveryCountLimit is the broker's group.share.delivery.count.limit.
+func (h *Host) DefaultDeliveryCountLimit() int16 {
+	if n := h.cfg.Partition.DeliveryCountLimit; n > 0 {
+		return n
+	}
+	return share.DefaultDeliveryCountLimit
+}

@@ -37,6 +37,7 @@ const (
 	CfgAutoOffsetReset = "share.auto.offset.reset"
 	CfgLockDuration    = "share.record.lock.duration.ms"
 	CfgIsolation       = "share.isolation.level"
+	CfgDeliveryLimit   = "share.delivery.count.limit"                // KIP-1240
 	CfgDLQTopicName    = "errors.deadletterqueue.topic.name"         // KIP-1191
 	CfgDLQCopyRecord   = "errors.deadletterqueue.copy.record.enable" // KIP-1191
 )
@@ -537,6 +538,11 @@ func (h *Host) PartConfig(group string) share.Config {
 			c.LockDurationMs = n
 		}
 	}
+	if v, ok := h.configs[group][CfgDeliveryLimit]; ok {
+		if n, err := strconv.ParseInt(v, 10, 16); err == nil && n > 0 {
+			c.DeliveryCountLimit = int16(n)
+		}
+	}
 	c.DeadLetter = h.configs[group][CfgDLQTopicName] != ""
 	return c
 }
@@ -757,6 +763,13 @@ var shareGroupConfigKeys = map[string]func(string) error{
 		n, err := strconv.ParseInt(v, 10, 32)
 		if err != nil || n < 1000 || n > 3_600_000 {
 			return fmt.Errorf("%s must be an integer in [1000, 3600000]", CfgLockDuration)
+		}
+		return nil
+	},
+	CfgDeliveryLimit: func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil || n < 2 || n > 10 {
+			return fmt.Errorf("%s must be an integer in [2, 10]", CfgDeliveryLimit)
 		}
 		return nil
 	},
