@@ -216,7 +216,11 @@ func TestIdempotentProduceThroughFaults(t *testing.T) {
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(proxy.addr()), kgo.DefaultProduceTopic(topic),
 		kgo.ProducerLinger(2*time.Millisecond), kgo.MaxBufferedRecords(2000),
-		kgo.RetryBackoffFn(func(int) time.Duration { return 20 * time.Millisecond }))
+		kgo.RetryBackoffFn(func(int) time.Duration { return 20 * time.Millisecond }),
+		// A dropped answer or a killed broker makes franz-go refresh
+		// metadata before it retries, at most once per MetadataMinAge
+		// (5 s by default): each such refresh stalled the run 5 s.
+		kgo.MetadataMinAge(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
