@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -19,6 +20,40 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 )
+
+// rlmSnapshot is what the test reads of a broker's remote-log metadata
+// snapshot (remote/rlm's cluster.snapshot).
+type rlmSnapshot struct {
+	Partitions []struct {
+		Topic string `json:"topic"`
+	} `json:"partitions"`
+	Skipped []json.RawMessage `json:"skipped"`
+}
+
+func (s rlmSnapshot) materialized(topic string) bool {
+	for _, p := range s.Partitions {
+		if p.Topic == topic {
+			return true
+		}
+	}
+	return false
+}
+
+func readRLMSnapshot(t *testing.T, dataDir string) rlmSnapshot {
+	t.Helper()
+	var s rlmSnapshot
+	b, err := os.ReadFile(filepath.Join(dataDir, "__strata_remote_log_metadata", "cluster.snapshot"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return s
+	}
+	if err == nil {
+		err = json.Unmarshal(b, &s)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
 
 // initProducerID gets an idempotent producer id and epoch.
 func initProducerID(ctx context.Context, t *testing.T, cl *kgo.Client) (int64, int16) {
@@ -413,6 +448,21 @@ func TestClusterTieredNewReplica(t *testing.T) {
 		return ""
 	})
 
+	// The broker that does not replicate the partition skipped its
+	// remote-log metadata (its snapshot names it skipped, never
+	// materialized); the replicas materialized it.
+	waitFor(t, 30*time.Second, func() string {
+		for id := int32(0); id < 3; id++ {
+			snap := readRLMSnapshot(t, c.brokers[id].dataDir)
+			if got, want := snap.materialized("tiered"), id != added; got != want {
+				return fmt.Sprintf("broker %d materialized tiered-0: %v, want %v (replicas %v)", id, got, want, replicas)
+			}
+			if id == added && len(snap.Skipped) == 0 {
+				return fmt.Sprintf("broker %d skipped nothing", id)
+			}
+		}
+		return ""
+	})
 	want := append(append([]int32(nil), replicas...), added)
 	var req kadm.AlterPartitionAssignmentsReq
 	req.Assign("tiered", 0, want)
@@ -450,6 +500,9 @@ func TestClusterTieredNewReplica(t *testing.T) {
 	}
 	if k := localLogFiles(nb.dataDir, "tiered-0"); k > 3 {
 		t.Fatalf("the added replica holds %d local segments", k)
+	}
+	if !strings.Contains(logs, "replicated partitions changed") || !strings.Contains(logs, "replay=true") {
+		t.Fatalf("the added replica did not replay the partition's remote-log metadata:\n%s", logs)
 	}
 	// The added replica leads: the idempotent producer's retry of its
 	// last batch, written long before the new leader's log start, is a

@@ -24,6 +24,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -194,6 +195,23 @@ func (r *remoteMeta) Leadership(topic string, id [16]byte, p int32) (int32, bool
 	}
 	vp := vt.Parts[p]
 	return vp.LeaderEpoch, vp.Leader == r.s.cfg.NodeID
+}
+
+// Replicates implements rlm.ReplicaSet: whether this broker holds, or is
+// being added as, a replica of the partition (true before the first view:
+// until then every partition is materialized).
+func (r *remoteMeta) Replicates(id [16]byte, p int32) bool {
+	select {
+	case <-r.s.cluster.ready:
+	default:
+		return true
+	}
+	vt := r.s.cluster.view.Load().ByID[id]
+	if vt == nil || p < 0 || int(p) >= len(vt.Parts) {
+		return false
+	}
+	vp := &vt.Parts[p]
+	return slices.Contains(vp.Replicas, r.s.cfg.NodeID) || slices.Contains(vp.Adding, r.s.cfg.NodeID)
 }
 
 func (r *remoteMeta) TopicGone(id [16]byte) bool {

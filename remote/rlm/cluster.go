@@ -5,9 +5,10 @@ package rlm
 // TopicBasedRemoteLogMetadataManager (docs/tiered-storage.md).
 //
 //   - Every broker consumes every partition of the metadata topic from its
-//     start (Options.Metadata.Consume) and applies the events in order
-//     (materializer, events.go) to the per-partition state the manager
-//     reads: CopiedEnd (local retention of followers and leader alike),
+//     start (Options.Metadata.Consume) and applies the events of the user
+//     partitions it replicates in order (materializer, events.go;
+//     assigned.go) to the per-partition state the manager reads:
+//     CopiedEnd (local retention of followers and leader alike),
 //     LogStart, the segments Read serves.
 //   - Only a user partition's leader copies segments, deletes remote ones
 //     and cleans up interrupted copies. Each change is an Event published
@@ -109,24 +110,22 @@ type clusterMeta struct {
 	epochMu sync.Mutex
 	ready   map[tp]int32
 	wg      sync.WaitGroup
+	// consumerMu guards the running consumer's cancel and done (it is
+	// restarted for replays, assigned.go).
+	consumerMu   sync.Mutex
+	stopConsumer context.CancelFunc
+	consumerDone chan struct{}
 }
 
 // startCluster starts the metadata consumer (Open, cluster mode).
 func (m *Manager) startCluster(mat *materializer) {
 	c := &clusterMeta{t: m.o.Metadata, mat: mat, posCh: make(chan struct{}), ready: map[tp]int32{}, saved: mat.applied}
 	m.cl = c
+	mat.want = wantFunc(c.t) // assigned.go: only the partitions this broker replicates
 	for k, pm := range mat.parts {
 		m.parts[k] = pm
 	}
-	from := map[int32]int64{}
-	for mp, n := range mat.next {
-		from[mp] = n
-	}
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		c.t.Consume(m.ctx, func(mp int32) int64 { return from[mp] }, m.applyRecord)
-	}()
+	m.startConsumer()
 }
 
 // clusterSnapshotName is the file in Options.Dir holding the cluster
@@ -134,13 +133,21 @@ func (m *Manager) startCluster(mat *materializer) {
 // reads those).
 const clusterSnapshotName = "cluster.snapshot"
 
-const clusterSnapshotVersion = 1
+// clusterSnapshotVersion 2 added Skipped; version 1 (every partition
+// materialized) still loads.
+const clusterSnapshotVersion = 2
 
 type clusterSnapshot struct {
 	Version    int              `json:"version"`
 	Positions  map[int32]int64  `json:"positions"` // metadata partition -> next offset
 	Epochs     []snapshotEpoch  `json:"epochs"`
 	Partitions []*partitionMeta `json:"partitions"`
+	// Skipped are the partitions whose events were skipped (version 2;
+	// assigned.go), pending replays included: a pass after the load
+	// replays them if they are wanted.
+	Skipped []partitionKey `json:"skipped,omitempty"`
+	// Materialized are the metadata partitions of Partitions (version 2).
+	Materialized []partitionKey `json:"materialized,omitempty"`
 }
 
 type snapshotEpoch struct {
@@ -164,7 +171,7 @@ func loadClusterSnapshot(fsys vfs.FS, dir string) (*materializer, error) {
 	if err := json.Unmarshal(b, &snap); err != nil {
 		return nil, fmt.Errorf("rlm: %s: %w", clusterSnapshotName, err)
 	}
-	if snap.Version != clusterSnapshotVersion {
+	if snap.Version != clusterSnapshotVersion && snap.Version != 1 {
 		return nil, fmt.Errorf("rlm: %s: version %d", clusterSnapshotName, snap.Version)
 	}
 	for mp, n := range snap.Positions {
@@ -184,6 +191,20 @@ func loadClusterSnapshot(fsys vfs.FS, dir string) (*materializer, error) {
 		}
 		x.parts[tp{id, pm.Partition}] = pm
 	}
+	for _, sk := range snap.Skipped {
+		k, err := sk.tp()
+		if err != nil {
+			return nil, err
+		}
+		x.skipped[k] = sk.MP
+	}
+	for _, mk := range snap.Materialized {
+		k, err := mk.tp()
+		if err != nil {
+			return nil, err
+		}
+		x.mps[k] = mk.MP
+	}
 	return x, nil
 }
 
@@ -198,11 +219,28 @@ func (m *Manager) saveClusterSnapshot() error {
 	}
 	applied := c.mat.applied
 	snap := clusterSnapshot{Version: clusterSnapshotVersion, Positions: maps.Clone(c.mat.next)}
+	// A partition pending on a replay is saved as skipped: its state is
+	// not whole yet.
 	for k, e := range c.mat.epochs {
-		snap.Epochs = append(snap.Epochs, snapshotEpoch{TopicID: fmt.Sprintf("%x", k.id[:]), Partition: k.p, Epoch: e})
+		if _, p := c.mat.pending[k]; !p {
+			snap.Epochs = append(snap.Epochs, snapshotEpoch{TopicID: fmt.Sprintf("%x", k.id[:]), Partition: k.p, Epoch: e})
+		}
 	}
-	for _, pm := range c.mat.parts {
-		snap.Partitions = append(snap.Partitions, pm) // immutable once published
+	for k, pm := range c.mat.parts {
+		if _, p := c.mat.pending[k]; !p {
+			snap.Partitions = append(snap.Partitions, pm) // immutable once published
+		}
+	}
+	for k, mp := range c.mat.mps {
+		if _, p := c.mat.pending[k]; !p {
+			snap.Materialized = append(snap.Materialized, partitionKey{TopicID: fmt.Sprintf("%x", k.id[:]), Partition: k.p, MP: mp})
+		}
+	}
+	for k, mp := range c.mat.skipped {
+		snap.Skipped = append(snap.Skipped, partitionKey{TopicID: fmt.Sprintf("%x", k.id[:]), Partition: k.p, MP: mp})
+	}
+	for k := range c.mat.pending {
+		snap.Skipped = append(snap.Skipped, partitionKey{TopicID: fmt.Sprintf("%x", k.id[:]), Partition: k.p, MP: c.mat.mps[k]})
 	}
 	c.matMu.Unlock()
 	b, err := json.Marshal(snap)
@@ -400,6 +438,7 @@ const goneEpoch = math.MaxInt32
 // has, on the broker leading their metadata partition, and then drops
 // their metadata (cluster mode).
 func (m *Manager) cleanupGone(ctx context.Context) error {
+	m.refreshAssignment() // assigned.go: the partitions this broker replicates
 	m.mu.Lock()
 	parts := make(map[tp]*partitionMeta, len(m.parts))
 	for k, v := range m.parts {

@@ -193,26 +193,43 @@ var errFenced = errors.New("rlm: event fenced by a newer leader epoch")
 // metadata partitions, applied in each partition's order: per user
 // partition its state and the newest leader epoch seen, per metadata
 // partition the next offset to apply. Pure: no I/O, no clock.
+//
+// With want set, only the user partitions it accepts are materialized
+// (the ones this broker replicates, assigned.go); the others' events are
+// skipped and their keys remembered in skipped. When a skipped partition
+// becomes wanted (refresh), its metadata partition is read again from
+// offset 0 (a replay, replay[mp] its next offset) applying the events of
+// the partitions pending on it only, up to the position where they were
+// skipped; records past that are applied as usual.
 type materializer struct {
 	parts   map[tp]*partitionMeta
 	epochs  map[tp]int32
 	next    map[int32]int64
 	applied int64 // records taken (a change counter for snapshots)
+
+	want    func(k tp, mp int32) bool // nil: every partition
+	skipped map[tp]int32              // partitions not materialized -> their metadata partition
+	pending map[tp]int64              // partitions being replayed -> the offset their replay ends at
+	replay  map[int32]int64           // metadata partitions being replayed -> next offset
+	mps     map[tp]int32              // materialized partitions -> their metadata partition
 }
 
 func newMaterializer() *materializer {
-	return &materializer{parts: map[tp]*partitionMeta{}, epochs: map[tp]int32{}, next: map[int32]int64{}}
+	return &materializer{parts: map[tp]*partitionMeta{}, epochs: map[tp]int32{}, next: map[int32]int64{},
+		skipped: map[tp]int32{}, pending: map[tp]int64{}, replay: map[int32]int64{}, mps: map[tp]int32{}}
 }
 
 // apply applies the record at offset of metadata partition mp. It returns
 // the partition the event is about and its new metadata (nil when
-// dropped); applied is false when the event was fenced (an older epoch
-// than the partition's newest) or the record was already applied, err
-// non-nil when the record is not an event (it is skipped).
+// dropped or not materialized); applied is false when the event was
+// fenced (an older epoch than the partition's newest), skipped (a
+// partition not wanted) or the record was already applied, err non-nil
+// when the record is not an event (it is skipped).
 func (x *materializer) apply(mp int32, offset int64, value []byte) (k tp, pm *partitionMeta, applied bool, err error) {
 	if n, ok := x.next[mp]; ok && offset < n {
-		return k, nil, false, nil // already applied (a replay)
+		return x.replayRecord(mp, offset, n, value)
 	}
+	x.endReplay(mp)
 	x.next[mp] = offset + 1
 	x.applied++
 	ev, err := DecodeEvent(value)
@@ -221,6 +238,54 @@ func (x *materializer) apply(mp int32, offset int64, value []byte) (k tp, pm *pa
 	}
 	id, _ := parseTopicID(ev.TopicID)
 	k = tp{id, ev.Partition}
+	if _, ok := x.mps[k]; !ok && x.want != nil && !x.want(k, mp) {
+		x.skipped[k] = mp
+		return k, nil, false, nil
+	}
+	return x.applyEvent(k, mp, ev)
+}
+
+// replayRecord is apply for a record below the metadata partition's next
+// offset (n): during a replay, the events of the partitions pending on it;
+// otherwise nothing (a record already applied).
+func (x *materializer) replayRecord(mp int32, offset, n int64, value []byte) (k tp, pm *partitionMeta, applied bool, err error) {
+	r, ok := x.replay[mp]
+	if !ok || offset < r {
+		return k, nil, false, nil // already applied (a replay of the consumer's)
+	}
+	x.replay[mp] = offset + 1
+	if offset+1 >= n {
+		defer x.endReplay(mp)
+	}
+	ev, err := DecodeEvent(value)
+	if err != nil {
+		return k, nil, false, err
+	}
+	id, _ := parseTopicID(ev.TopicID)
+	k = tp{id, ev.Partition}
+	if end, ok := x.pending[k]; !ok || offset >= end {
+		return k, nil, false, nil
+	}
+	x.applied++
+	return x.applyEvent(k, mp, ev)
+}
+
+// endReplay ends mp's replay: its pending partitions are materialized.
+func (x *materializer) endReplay(mp int32) {
+	if _, ok := x.replay[mp]; !ok {
+		return
+	}
+	delete(x.replay, mp)
+	for k := range x.pending {
+		if x.mps[k] == mp {
+			delete(x.pending, k)
+		}
+	}
+}
+
+// applyEvent applies ev to partition k.
+func (x *materializer) applyEvent(k tp, mp int32, ev Event) (tp, *partitionMeta, bool, error) {
+	x.mps[k] = mp
 	if e, ok := x.epochs[k]; ok && ev.LeaderEpoch < e {
 		return k, x.parts[k], false, nil
 	}
@@ -235,5 +300,10 @@ func (x *materializer) apply(mp int32, offset int64, value []byte) (k tp, pm *pa
 }
 
 // position is the next offset of metadata partition mp to apply (0 when
-// none was).
-func (x *materializer) position(mp int32) int64 { return x.next[mp] }
+// none was; during a replay, the replay's).
+func (x *materializer) position(mp int32) int64 {
+	if r, ok := x.replay[mp]; ok {
+		return r
+	}
+	return x.next[mp]
+}
