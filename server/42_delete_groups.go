@@ -9,6 +9,8 @@ package server
 // members or its share-partitions' state) is deleted with its
 // share-partitions' state by tombstones in __share_group_state, written
 // before the answer (share.go's deleteShareGroup); its group configs stay.
+// In a cluster the group's coordinator has the leaders of its
+// share-partitions delete theirs before it answers.
 // v3 adds an error message.
 
 import (
@@ -67,23 +69,20 @@ func handleDeleteGroups(s *Server, rc *reqCtx) {
 		}
 	}
 	for i, id := range groups {
-		code, d, ok := s.deleteShareGroup(id)
-		if !ok {
-			classic, at = append(classic, id), append(at, i)
-			continue
-		}
-		codes[i] = code
 		mu.Lock()
 		left++
 		mu.Unlock()
-		s.waitDurable(d, func(err error) {
-			if err != nil {
-				mu.Lock()
-				codes[i] = kerr.KafkaStorageError.Code
-				mu.Unlock()
-			}
+		if !s.deleteShareGroup(rc, id, func(code int16) {
+			mu.Lock()
+			codes[i] = code
+			mu.Unlock()
 			finish()
-		})
+		}) {
+			mu.Lock()
+			left--
+			mu.Unlock()
+			classic, at = append(classic, id), append(at, i)
+		}
 	}
 	if len(classic) == 0 {
 		finish()

@@ -6,9 +6,16 @@ package server
 // a group without members (NON_EMPTY_GROUP otherwise, as in Kafka); a
 // share-partition without state is created at the offset. A negative
 // offset is INVALID_REQUEST; an unknown topic or partition
-// UNKNOWN_TOPIC_OR_PARTITION.
+// UNKNOWN_TOPIC_OR_PARTITION. In a cluster the group's coordinator
+// answers (NOT_COORDINATOR elsewhere) and forwards the partitions led by
+// other brokers to their leaders, which own the share-partitions' state;
+// such a forwarded request (fromBroker) resets the partitions led here.
 
 import (
+	"context"
+	"maps"
+	"slices"
+
 	"github.com/stratalog/strata/auth"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -30,24 +37,36 @@ func handleAlterShareGroupOffsets(s *Server, rc *reqCtx) {
 		fail(code, msg)
 		return
 	}
-	if code := s.groupAuthorized(rc, req.GroupID, 0); code != 0 { // authz.go: Read on the group
-		fail(code, "")
-		return
+	fwd := s.fromBroker(rc) // the group's coordinator, for partitions led here
+	if !fwd {
+		if code := s.groupAuthorized(rc, req.GroupID, 0); code != 0 { // authz.go: Read on the group
+			fail(code, "")
+			return
+		}
+		if code, msg := s.shareCoordinatorErr(req.GroupID); code != 0 { // share_cluster.go
+			fail(code, msg)
+			return
+		}
 	}
 	st := s.groups.share
 	st.Lock()
-	if g := st.Groups().Group(req.GroupID); g != nil && len(g.Members) > 0 {
+	if g := st.Groups().Group(req.GroupID); !fwd && g != nil && len(g.Members) > 0 {
 		st.Unlock()
 		fail(kerr.NonEmptyGroup.Code, "The group has active members.")
 		return
 	}
-	if st.Groups().Group(req.GroupID) == nil && s.isClassicOrConsumerGroup(req.GroupID) {
+	if !fwd && st.Groups().Group(req.GroupID) == nil && s.isClassicOrConsumerGroup(req.GroupID) {
 		st.Unlock()
 		fail(kerr.GroupIDNotFound.Code, "Group "+req.GroupID+" is not a share group.")
 		return
 	}
+	// In a cluster the partitions led elsewhere are forwarded to their
+	// leaders, which own the share-partitions' state.
+	type slot struct{ t, p int }
+	remote := map[int32]*kmsg.AlterShareGroupOffsetsRequest{}
+	slots := map[int32][]slot{}
 	var d durable
-	for _, rt := range req.Topics {
+	for ti, rt := range req.Topics {
 		ot := kmsg.NewAlterShareGroupOffsetsResponseTopic()
 		ot.Topic = rt.Topic
 		t := s.eng.Topic(rt.Topic)
@@ -61,8 +80,23 @@ func handleAlterShareGroupOffsets(s *Server, rc *reqCtx) {
 			op := kmsg.NewAlterShareGroupOffsetsResponseTopicPartition()
 			op.Partition = rp.Partition
 			code, msg := kerr.TopicAuthorizationFailed.Code, ""
-			if s.authorized(rc, auth.OpRead, auth.ResourceTopic, rt.Topic) {
-				code, msg = st.Reset(req.GroupID, t, rp.Partition, rp.StartOffset, &d)
+			if fwd || s.authorized(rc, auth.OpRead, auth.ResourceTopic, rt.Topic) {
+				if l := s.shareElsewhere(rt.Topic, rp.Partition); !fwd && t != nil && l >= 0 {
+					r := remote[l]
+					if r == nil {
+						r = kmsg.NewPtrAlterShareGroupOffsetsRequest()
+						r.GroupID = req.GroupID
+						remote[l] = r
+					}
+					if len(r.Topics) == 0 || r.Topics[len(r.Topics)-1].Topic != rt.Topic {
+						r.Topics = append(r.Topics, kmsg.AlterShareGroupOffsetsRequestTopic{Topic: rt.Topic})
+					}
+					r.Topics[len(r.Topics)-1].Partitions = append(r.Topics[len(r.Topics)-1].Partitions, rp)
+					slots[l] = append(slots[l], slot{ti, len(ot.Partitions)})
+					code = 0
+				} else {
+					code, msg = st.Reset(req.GroupID, t, rp.Partition, rp.StartOffset, &d)
+				}
 			}
 			if code != 0 {
 				op.ErrorCode = code
@@ -79,6 +113,39 @@ func handleAlterShareGroupOffsets(s *Server, rc *reqCtx) {
 		if err != nil {
 			resp.ErrorCode, resp.ErrorMessage = kerr.KafkaStorageError.Code, kmsg.StringPtr(err.Error())
 		}
-		rc.respond(resp)
+		if len(remote) == 0 {
+			rc.respond(resp)
+			return
+		}
+		c := st.cluster
+		c.fanOut(slices.Sorted(maps.Keys(remote)), func(ctx context.Context, id int32, addr string) {
+			r := remote[id]
+			rr := r.ResponseKind().(*kmsg.AlterShareGroupOffsetsResponse)
+			err := c.forwardTo(ctx, id, addr, r, rr)
+			if err == nil {
+				err = kerr.ErrorForCode(rr.ErrorCode)
+			}
+			answers := map[string]map[int32]kmsg.AlterShareGroupOffsetsResponseTopicPartition{}
+			for _, t := range rr.Topics {
+				for _, p := range t.Partitions {
+					if answers[t.Topic] == nil {
+						answers[t.Topic] = map[int32]kmsg.AlterShareGroupOffsetsResponseTopicPartition{}
+					}
+					answers[t.Topic][p.Partition] = p
+				}
+			}
+			for _, sl := range slots[id] {
+				op := &resp.Topics[sl.t].Partitions[sl.p]
+				a, ok := answers[resp.Topics[sl.t].Topic][op.Partition]
+				switch {
+				case err != nil:
+					op.ErrorCode, op.ErrorMessage = forwardCode(err)
+				case !ok:
+					op.ErrorCode = kerr.UnknownServerError.Code
+				default:
+					op.ErrorCode, op.ErrorMessage = a.ErrorCode, a.ErrorMessage
+				}
+			}
+		}, func() { rc.respond(resp) })
 	})
 }

@@ -250,9 +250,46 @@ func (s *Server) shareGroupListings() []shareGroupListing {
 }
 
 // deleteShareGroup deletes share group id for DeleteGroups (KIP-932;
-// sharehost.Host.DeleteGroup): ok false when the share coordinator does
-// not know id (then it is the group coordinator's to answer); d holds the
-// tombstones to wait for before answering.
-func (s *Server) deleteShareGroup(id string) (code int16, d durable, ok bool) {
-	return s.groups.share.DeleteGroup(id)
+// sharehost.Host.DeleteGroup): false when the share coordinator does not
+// know id (then it is the group coordinator's to answer); otherwise done
+// is called with the group's code once its tombstones are durable. In a
+// cluster the group's coordinator checks the group has no members
+// (NON_EMPTY_GROUP), deletes the share-partitions it leads and has their
+// leaders delete the others (shareCluster.deleteLedElsewhere), answering
+// once they have; another broker answers NOT_COORDINATOR, and a
+// DeleteGroups from the coordinator (fromBroker) deletes the
+// share-partitions this broker leads.
+func (s *Server) deleteShareGroup(rc *reqCtx, id string, done func(code int16)) bool {
+	st := s.groups.share
+	finish := func(code int16, d durable, then func(code int16)) {
+		s.waitDurable(d, func(err error) {
+			if err != nil && code == 0 {
+				code = kerr.KafkaStorageError.Code
+			}
+			then(code)
+		})
+	}
+	if st.cluster != nil && st.Err() == nil && id != "" {
+		if s.fromBroker(rc) {
+			code, d := st.DeleteLed(id)
+			finish(code, d, done)
+			return true
+		}
+		if code, _ := s.shareCoordinatorErr(id); code != 0 {
+			done(code)
+			return true
+		}
+	}
+	code, d, remote, ok := st.DeleteGroup(id)
+	if !ok {
+		return false
+	}
+	finish(code, d, func(code int16) {
+		if code != 0 || len(remote) == 0 {
+			done(code)
+			return
+		}
+		st.cluster.deleteLedElsewhere(id, remote, done)
+	})
+	return true
 }

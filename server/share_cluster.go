@@ -164,6 +164,106 @@ func (c *shareCluster) RefreshConfigs(ctx context.Context, group string, ops []k
 	wg.Wait()
 }
 
+// leaderOf is the view's leader of topic's partition p, -1 when none.
+func (c *shareCluster) leaderOf(topic string, p int32) int32 {
+	v := c.s.cluster.view.Load()
+	if v == nil {
+		return -1
+	}
+	return hostView{s: c.s, v: v}.Leader(topic, p)
+}
+
+// elsewhere is the leader of topic's partition p when it is another
+// broker, for a request the group's coordinator forwards there; -1 when
+// this broker leads it, none does, or there is no cluster.
+func (s *Server) shareElsewhere(topic string, p int32) int32 {
+	c := s.groups.share.cluster
+	if c == nil {
+		return -1
+	}
+	if l := c.leaderOf(topic, p); l != s.cfg.NodeID {
+		return l
+	}
+	return -1
+}
+
+// fanOut calls each for every broker of ids in parallel (addr "" for a
+// broker without an address), off the caller's goroutine, then done.
+func (c *shareCluster) fanOut(ids []int32, each func(ctx context.Context, id int32, addr string), done func()) {
+	c.bg.Go(func() {
+		var wg sync.WaitGroup
+		for _, id := range ids {
+			addr, _ := c.s.brokerAddr(id)
+			wg.Go(func() { each(c.ctx, id, addr) })
+		}
+		wg.Wait()
+		done()
+	})
+}
+
+// forwardTo is forward to broker id's address (addr "": unreachable).
+func (c *shareCluster) forwardTo(ctx context.Context, id int32, addr string, req kmsg.Request, resp kmsg.Response) error {
+	if addr == "" {
+		return fmt.Errorf("broker %d has no address", id)
+	}
+	return c.forward(ctx, addr, req, resp)
+}
+
+// forwardCode is the error code of a forward that failed.
+func forwardCode(err error) (int16, *string) {
+	if ke, ok := err.(*kerr.Error); ok {
+		return ke.Code, nil
+	}
+	return kerr.CoordinatorNotAvailable.Code, kmsg.StringPtr(err.Error())
+}
+
+// deleteLedElsewhere has the leaders of remote (share-partitions of group
+// led by other brokers) delete their state (a DeleteGroups from this
+// broker, the group's coordinator: DeleteLed there), then calls done with
+// the group's code: 0, or the first error (COORDINATOR_NOT_AVAILABLE for
+// a share-partition without a leader or a broker that did not answer, so
+// the client retries).
+func (c *shareCluster) deleteLedElsewhere(group string, remote []sharehost.Key, done func(int16)) {
+	v := c.s.cluster.view.Load()
+	var mu sync.Mutex
+	code := int16(0)
+	fail := func(c int16) {
+		mu.Lock()
+		if code == 0 {
+			code = c
+		}
+		mu.Unlock()
+	}
+	leaders := map[int32]bool{}
+	for _, k := range remote {
+		l := int32(-1)
+		if vt := v.ByID[k.TopicID]; vt != nil && k.Part >= 0 && int(k.Part) < len(vt.Parts) {
+			l = vt.Parts[k.Part].Leader
+		}
+		if l < 0 {
+			fail(kerr.CoordinatorNotAvailable.Code)
+			continue
+		}
+		leaders[l] = true
+	}
+	c.fanOut(slices.Sorted(maps.Keys(leaders)), func(ctx context.Context, id int32, addr string) {
+		req := kmsg.NewPtrDeleteGroupsRequest()
+		req.SetVersion(2)
+		req.Groups = []string{group}
+		resp := req.ResponseKind().(*kmsg.DeleteGroupsResponse)
+		err := c.forwardTo(ctx, id, addr, req, resp)
+		switch {
+		case err != nil:
+			c.s.log.Warn("share: deleting a share group's state at a partition leader failed", "broker", id, "group", group, "err", err)
+			fail(kerr.CoordinatorNotAvailable.Code)
+		case len(resp.Groups) != 1:
+			fail(kerr.UnknownServerError.Code)
+		case resp.Groups[0].ErrorCode != 0 && resp.Groups[0].ErrorCode != kerr.GroupIDNotFound.Code:
+			fail(resp.Groups[0].ErrorCode)
+		}
+	}, func() { done(code) })
+}
+
 // CreateTopic proposes a topic through the controller (hostCreator) with
 // the broker's default partitions and replication factor.
 func (c *shareCluster) CreateTopic(name string, configs map[string]string, done func(error)) {

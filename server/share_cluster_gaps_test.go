@@ -49,7 +49,7 @@ type shareTopology struct {
 	leaders []int32
 }
 
-func newShareTopology(t *testing.T, brokers []*inCluster, topic string, partitions int32, configs map[string]*string) *shareTopology {
+func newShareTopology(t *testing.T, brokers []*inCluster, topic string, partitions int32, rf int16, configs map[string]*string) *shareTopology {
 	t.Helper()
 	var seeds []string
 	for _, b := range brokers {
@@ -63,7 +63,7 @@ func newShareTopology(t *testing.T, brokers []*inCluster, topic string, partitio
 	t.Cleanup(cl.Close)
 	waitRegistered(t, brokers)
 	adm := kadm.NewClient(cl)
-	ct, err := adm.CreateTopic(testCtx(t), partitions, 2, configs, topic)
+	ct, err := adm.CreateTopic(testCtx(t), partitions, rf, configs, topic)
 	if err != nil || ct.Err != nil {
 		t.Fatalf("create %s: %v %v", topic, err, ct.Err)
 	}
@@ -75,7 +75,7 @@ func newShareTopology(t *testing.T, brokers []*inCluster, topic string, partitio
 				return "topic not ready"
 			}
 			for _, p := range mt.Partitions {
-				if p.Leader < 0 || len(p.ISR) != 2 {
+				if p.Leader < 0 || len(p.ISR) != int(rf) {
 					return "partition not ready"
 				}
 				st.leaders[p.Partition] = p.Leader
@@ -214,7 +214,7 @@ func TestClusterShareMemberGoneReleases(t *testing.T) {
 		c.Groups.Share.Groups.SessionTimeoutMs = 1500
 		c.Groups.Share.Groups.HeartbeatIntervalMs = 500
 	})
-	st := newShareTopology(t, brokers, "tasks", 3, nil)
+	st := newShareTopology(t, brokers, "tasks", 3, 2, nil)
 	for _, tc := range []struct {
 		group string
 		leave bool
@@ -281,7 +281,7 @@ func (st *shareTopology) ack(t *testing.T, group, member string, p, epoch int32,
 // and the dead letter lands in it with its headers.
 func TestClusterShareDeadLetterAutoCreate(t *testing.T) {
 	brokers := startShareCluster(t, 3, func(c *Config) { c.Groups.Share.DeadLetterAutoCreate = true })
-	st := newShareTopology(t, brokers, "orders", 1, nil)
+	st := newShareTopology(t, brokers, "orders", 1, 2, nil)
 	const group, dlq = "billing", "dlq.billing"
 	setGroupConfig(t, st.cl, group, "share.auto.offset.reset", "earliest", "errors.deadletterqueue.topic.name", dlq)
 	st.produce(t, 0, 3)
@@ -379,7 +379,7 @@ func readAll(t *testing.T, brokers []*inCluster, topic string, n int) []*kgo.Rec
 // (the rejected record and the one past the limit are in it).
 func TestClusterShareGroupConfigsReachLeaders(t *testing.T) {
 	brokers := startShareCluster(t, 3, nil)
-	st := newShareTopology(t, brokers, "events", 1, nil)
+	st := newShareTopology(t, brokers, "events", 1, 2, nil)
 	const group, dlq = "auditors", "dlq.auditors"
 	ct, err := st.adm.CreateTopic(testCtx(t), 1, 2, map[string]*string{"errors.deadletterqueue.group.enable": kmsg.StringPtr("true")}, dlq)
 	if err != nil || ct.Err != nil {
@@ -428,5 +428,133 @@ func TestClusterShareGroupConfigsReachLeaders(t *testing.T) {
 	}
 	if len(letters) != 2 || offs["0"] != "Offset rejected by client." || offs["1"] != "Offset delivery count exceeded the threshold." {
 		t.Fatalf("%s holds %d dead letters %v, want offsets 0 (rejected) and 1 (delivery count)", dlq, len(letters), offs)
+	}
+}
+
+// describeOffsets asks the group's coordinator (the client routes it) for
+// the group's share-partitions on the topic's partition p.
+func (st *shareTopology) describeOffsets(t *testing.T, group string, p int32) kmsg.DescribeShareGroupOffsetsResponseGroup {
+	t.Helper()
+	req := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
+	rg := kmsg.NewDescribeShareGroupOffsetsRequestGroup()
+	rg.GroupID = group
+	rg.Topics = []kmsg.DescribeShareGroupOffsetsRequestGroupTopic{{Topic: st.topic, Partitions: []int32{p}}}
+	req.Groups = append(req.Groups, rg)
+	resp := issue[*kmsg.DescribeShareGroupOffsetsResponse](t, st.cl, req)
+	return resp.Groups[0]
+}
+
+// describedStart is the start offset and lag describeOffsets answers
+// for partition p, failing on an error.
+func (st *shareTopology) describedStart(t *testing.T, group string, p int32) (int64, int64) {
+	t.Helper()
+	g := st.describeOffsets(t, group, p)
+	if err := kerr.ErrorForCode(g.ErrorCode); err != nil || len(g.Topics) != 1 || len(g.Topics[0].Partitions) != 1 {
+		t.Fatalf("DescribeShareGroupOffsets of %s: %v %+v", group, err, g)
+	}
+	op := g.Topics[0].Partitions[0]
+	if err := kerr.ErrorForCode(op.ErrorCode); err != nil {
+		t.Fatalf("DescribeShareGroupOffsets of %s, %s-%d: %v", group, st.topic, p, err)
+	}
+	return op.StartOffset, op.Lag
+}
+
+// TestClusterShareOffsetsAdminElsewhere: the share-group offset admin
+// APIs and DeleteGroups, sent to the group's coordinator (the client
+// routes them), for a share-partition led by another broker on a topic
+// with one replica (the coordinator has none of that partition): while a
+// member is in the group AlterShareGroupOffsets, DeleteShareGroupOffsets
+// and DeleteGroups answer NON_EMPTY_GROUP; DescribeShareGroupOffsets
+// answers the leader's state (start offset, lag); after the member left,
+// AlterShareGroupOffsets moves the leader's start offset,
+// DeleteShareGroupOffsets makes the leader start over where
+// share.auto.offset.reset says, and DeleteGroups deletes the leader's
+// share-partition (its acquired records are delivered afresh).
+func TestClusterShareOffsetsAdminElsewhere(t *testing.T) {
+	brokers := startShareCluster(t, 3, nil)
+	st := newShareTopology(t, brokers, "ledger", 3, 1, nil)
+	const group = "accountants"
+	coord := st.coordinator(t, group)
+	p := st.notLedBy(t, coord)
+	setGroupConfig(t, st.cl, group, "share.auto.offset.reset", "earliest")
+	st.produce(t, p, 5)
+	const m = "accountant"
+	st.heartbeat(t, coord, group, m, 0)
+	got, epoch := st.acquire(t, group, m, p, 5, 20)
+	if len(got) != 5 {
+		t.Fatalf("acquired %v, want offsets 0-4", got)
+	}
+	st.ack(t, group, m, p, epoch, 0, 1, 1) // ACCEPT 0-1
+	epoch++
+
+	// A member: the changes are refused.
+	areq := kmsg.NewPtrAlterShareGroupOffsetsRequest()
+	areq.GroupID = group
+	areq.Topics = []kmsg.AlterShareGroupOffsetsRequestTopic{{Topic: st.topic, Partitions: []kmsg.AlterShareGroupOffsetsRequestTopicPartition{{Partition: p, StartOffset: 4}}}}
+	if r := issue[*kmsg.AlterShareGroupOffsetsResponse](t, st.cl, areq); r.ErrorCode != kerr.NonEmptyGroup.Code {
+		t.Fatalf("AlterShareGroupOffsets with a member: %v, want NON_EMPTY_GROUP", kerr.ErrorForCode(r.ErrorCode))
+	}
+	dreq := kmsg.NewPtrDeleteShareGroupOffsetsRequest()
+	dreq.GroupID = group
+	dreq.Topics = []kmsg.DeleteShareGroupOffsetsRequestTopic{{Topic: st.topic}}
+	if r := issue[*kmsg.DeleteShareGroupOffsetsResponse](t, st.cl, dreq); r.ErrorCode != kerr.NonEmptyGroup.Code {
+		t.Fatalf("DeleteShareGroupOffsets with a member: %v, want NON_EMPTY_GROUP", kerr.ErrorForCode(r.ErrorCode))
+	}
+	delreq := kmsg.NewPtrDeleteGroupsRequest()
+	delreq.Groups = []string{group}
+	if r := issue[*kmsg.DeleteGroupsResponse](t, st.cl, delreq); r.Groups[0].ErrorCode != kerr.NonEmptyGroup.Code {
+		t.Fatalf("DeleteGroups with a member: %v, want NON_EMPTY_GROUP", kerr.ErrorForCode(r.Groups[0].ErrorCode))
+	}
+	// Another broker than the coordinator refuses them.
+	if r, err := areq.RequestWith(testCtx(t), st.cl.Broker(int(st.leaders[p]))); err != nil || r.ErrorCode != kerr.NotCoordinator.Code {
+		t.Fatalf("AlterShareGroupOffsets at broker %d (not the coordinator %d): %v %v, want NOT_COORDINATOR", st.leaders[p], coord, err, kerr.ErrorForCode(r.ErrorCode))
+	}
+	if start, lag := st.describedStart(t, group, p); start != 2 || lag != 3 {
+		t.Fatalf("the coordinator (broker %d) describes %s-%d (leader %d) at start offset %d, lag %d; want 2, 3", coord, st.topic, p, st.leaders[p], start, lag)
+	}
+
+	// The member leaves (its records are released): Alter moves the
+	// leader's start offset.
+	// The leader releases the member's records when the coordinator's
+	// notice arrives: until then the partition answers NON_EMPTY_GROUP
+	// (records still acquired), retried (at most 50 times).
+	st.heartbeat(t, coord, group, m, -1)
+	for try := 0; ; try++ {
+		r := issue[*kmsg.AlterShareGroupOffsetsResponse](t, st.cl, areq)
+		pc := r.Topics[0].Partitions[0].ErrorCode
+		if r.ErrorCode == 0 && pc == 0 {
+			break
+		}
+		if r.ErrorCode != 0 || pc != kerr.NonEmptyGroup.Code || try == 50 {
+			t.Fatalf("AlterShareGroupOffsets (try %d): %v / %v", try, kerr.ErrorForCode(r.ErrorCode), kerr.ErrorForCode(pc))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if start, _ := st.describedStart(t, group, p); start != 4 {
+		t.Fatalf("after AlterShareGroupOffsets to 4, described start offset %d", start)
+	}
+	if again, _ := st.acquire(t, group, "second", p, 1, 10); len(again) != 1 || again[4] != 1 {
+		t.Fatalf("after AlterShareGroupOffsets to 4, acquired %v at the leader, want offset 4 only", again)
+	}
+
+	// Delete: the leader forgets the share-partition and starts over at
+	// the earliest offset (the acquired offset 4 included).
+	if r := issue[*kmsg.DeleteShareGroupOffsetsResponse](t, st.cl, dreq); r.ErrorCode != 0 || r.Topics[0].ErrorCode != 0 {
+		t.Fatalf("DeleteShareGroupOffsets: %v / %v", kerr.ErrorForCode(r.ErrorCode), kerr.ErrorForCode(r.Topics[0].ErrorCode))
+	}
+	if again, _ := st.acquire(t, group, "third", p, 5, 10); len(again) != 5 || again[0] != 1 {
+		t.Fatalf("after DeleteShareGroupOffsets, acquired %v at the leader, want offsets 0-4 afresh", again)
+	}
+
+	// DeleteGroups: the leader's share-partition (offsets 0-4 held by
+	// "third") is deleted; a new consumer gets them all afresh.
+	if r := issue[*kmsg.DeleteGroupsResponse](t, st.cl, delreq); r.Groups[0].ErrorCode != 0 {
+		t.Fatalf("DeleteGroups: %v", kerr.ErrorForCode(r.Groups[0].ErrorCode))
+	}
+	if g := st.describeOffsets(t, group, p); g.ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Fatalf("after DeleteGroups the group is described as %+v, want GROUP_ID_NOT_FOUND", g)
+	}
+	if again, _ := st.acquire(t, group, "fourth", p, 5, 10); len(again) != 5 || again[0] != 1 || again[4] != 1 {
+		t.Fatalf("after DeleteGroups, acquired %v at the leader, want offsets 0-4 with delivery count 1", again)
 	}
 }

@@ -825,63 +825,120 @@ func (h *Host) Listings() []Listing {
 	return out
 }
 
-// deleteShareGroup deletes share group id for DeleteGroups (KIP-932):
-// ok false when the share coordinator does not know id (then it is the
-// group coordinator's to answer). A group with members is NON_EMPTY_GROUP
-// and nothing changes. Otherwise a tombstone of each of its
-// share-partitions' state is appended to __share_group_state (so a
-// restart does not bring it back), the share-partitions (ARCHIVING
-// records included: their dead letters are not written) and the group
-// are forgotten, and stale share sessions of the group are closed; d holds
-// the appends to wait for before answering. The group's configs
-// (IncrementalAlterConfigs on the GROUP resource) are kept, as Kafka
-// keeps dynamic group configs: a new consumer of the id starts where its
-// share.auto.offset.reset says. A failed append is KAFKA_STORAGE_ERROR,
-// with the share-partitions tombstoned so far forgotten and the rest kept.
-func (h *Host) DeleteGroup(id string) (code int16, d Durable, ok bool) {
+// DeleteGroup deletes share group id for DeleteGroups (KIP-932): ok
+// false when the share coordinator does not know id (then it is the group
+// coordinator's to answer). A group with members is NON_EMPTY_GROUP and
+// nothing changes. Otherwise a tombstone of each of its share-partitions'
+// state is appended to __share_group_state (so a restart does not bring
+// it back), the share-partitions (ARCHIVING records included: their dead
+// letters are not written) and the group are forgotten, and stale share
+// sessions of the group are closed; d holds the appends to wait for
+// before answering. The group's configs (IncrementalAlterConfigs on the
+// GROUP resource) are kept, as Kafka keeps dynamic group configs: a new
+// consumer of the id starts where its share.auto.offset.reset says. A
+// failed append is KAFKA_STORAGE_ERROR, with the share-partitions
+// tombstoned so far forgotten and the rest kept.
+//
+// In a cluster only the share-partitions this broker leads are deleted
+// here (and those of deleted topics); remote lists the others, which the
+// caller has their leaders delete (DeleteLed).
+func (h *Host) DeleteGroup(id string) (code int16, d Durable, remote []Key, ok bool) {
 	if h.err != nil || id == "" {
-		return 0, nil, false
+		return 0, nil, nil, false
 	}
-	st := h
-	st.mu.Lock()
-	defer st.mu.Unlock()
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	if !h.Known(id) {
-		return 0, nil, false
+		return 0, nil, nil, false
 	}
-	if g := st.groups.Group(id); g != nil && len(g.Members) > 0 {
-		return kerr.NonEmptyGroup.Code, nil, true
+	if g := h.groups.Group(id); g != nil && len(g.Members) > 0 {
+		return kerr.NonEmptyGroup.Code, nil, nil, true
 	}
-	var keys []Key
-	for k := range st.parts {
+	code, d, remote = h.deleteKeys(id, false)
+	if code == 0 {
+		h.groups.Delete(id) // no members: removed if it was known
+	}
+	return code, d, remote, true
+}
+
+// DeleteLed deletes the state of group id's share-partitions this broker
+// leads, for its coordinator's DeleteGroups (which checked the group has
+// no members).
+func (h *Host) DeleteLed(id string) (code int16, d Durable) {
+	if h.err != nil || id == "" {
+		return kerr.CoordinatorNotAvailable.Code, nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	code, d, _ = h.deleteKeys(id, true)
+	return code, d
+}
+
+// deleteKeys tombstones group id's share-partitions (lock held): in a
+// cluster those this broker leads, or whose topic is gone unless ledOnly,
+// the others returned in remote.
+func (h *Host) deleteKeys(id string, ledOnly bool) (code int16, d Durable, remote []Key) {
+	keys := map[Key]bool{}
+	for k := range h.parts {
 		if k.Group == id {
-			keys = append(keys, k)
+			keys[k] = true
 		}
 	}
-	for k := range st.stored {
+	for k := range h.stored {
 		if k.Group == id {
-			if _, live := st.parts[k]; !live {
-				keys = append(keys, k)
+			keys[k] = true
+		}
+	}
+	if h.cluster != nil {
+		for k := range h.replicaKeys(id) {
+			keys[k] = true
+		}
+	}
+	for _, k := range slices.SortedFunc(maps.Keys(keys), func(a, b Key) int {
+		return cmpKey(a, b)
+	}) {
+		if h.cluster != nil {
+			t := h.eng.TopicByID(k.TopicID)
+			switch {
+			case t == nil || t.Deleted():
+				if ledOnly {
+					continue
+				}
+			default:
+				if _, ok := h.cluster.Leads(t, k.Part); !ok {
+					if !ledOnly {
+						remote = append(remote, k)
+					}
+					continue
+				}
 			}
 		}
-	}
-	for _, k := range keys {
 		w, err := h.appendShareRecord(shareStateKey(k), nil)
 		if err != nil {
 			h.log.Error("share: deleting a share group's state", "group", id, "err", err)
-			return kerr.KafkaStorageError.Code, d, true
+			return kerr.KafkaStorageError.Code, d, remote
 		}
 		d = append(d, w)
-		delete(st.parts, k) // a dead-letter write under way is dropped by dlqFinish
-		delete(st.stored, k)
+		delete(h.parts, k) // a dead-letter write under way is dropped by dlqFinish
+		delete(h.stored, k)
 	}
-	for _, sess := range st.sessions.All() {
+	for _, sess := range h.sessions.All() {
 		if sess.Key.Group == id {
-			st.sessions.Remove(sess.Key)
-			delete(st.conns, sess.Key)
+			h.sessions.Remove(sess.Key)
+			delete(h.conns, sess.Key)
 		}
 	}
-	st.groups.Delete(id) // no members: removed if it was known
-	return 0, d, true
+	return 0, d, remote
+}
+
+func cmpKey(a, b Key) int {
+	if c := strings.Compare(a.Group, b.Group); c != 0 {
+		return c
+	}
+	if c := slices.Compare(a.TopicID[:], b.TopicID[:]); c != 0 {
+		return c
+	}
+	return int(a.Part) - int(b.Part)
 }
 
 // Known reports whether the host knows group: members, or state of a

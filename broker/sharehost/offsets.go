@@ -105,10 +105,19 @@ func (h *Host) Reset(group string, t *engine.Topic, p int32, offset int64, d *Du
 }
 
 // Forget deletes the state of share-partition k (a tombstone appended,
-// added to d) if it has any (lock held).
+// added to d) if it has any (lock held). In a cluster the partition's
+// leader calls it, and a share-partition it has not loaded is looked up
+// in __share_group_state.
 func (h *Host) Forget(k Key, d *Durable) error {
 	_, live := h.parts[k]
 	_, stored := h.stored[k]
+	if !live && !stored && h.cluster != nil {
+		_, found, err := h.loadState(shareStateKey(k))
+		if err != nil {
+			return err
+		}
+		stored = found
+	}
 	if !live && !stored {
 		return nil
 	}
