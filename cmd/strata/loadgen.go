@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -55,6 +56,17 @@ func runLoadgen(args []string, stdout, stderr io.Writer, started time.Time) erro
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if out.clientProfile != "" {
+		f, err := os.Create(out.clientProfile)
+		if err != nil {
+			return fmt.Errorf("--client-profile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("--client-profile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	rep, runErr := loadgen.RunRounds(ctx, cfg)
 	if rep == nil {
 		return runErr
@@ -102,6 +114,9 @@ const ombDriverName = "Strata (strata loadgen)"
 type loadgenOutputs struct {
 	json, report string
 	progress     bool
+	// clientProfile is --client-profile's file: the load generator's own
+	// CPU profile over the whole run.
+	clientProfile string
 	// ombResult is --omb-result's file, ombWorkload the --workload's name.
 	ombResult, ombWorkload string
 }
@@ -139,6 +154,7 @@ func parseLoadgenFlagSet(args []string, helpOut io.Writer) (loadgen.Config, load
 	fs.BoolVar(&cfg.CompareDevice, "compare-device", false, "with --spawn: afterwards measure the durable sequential write ceiling of the data directory's filesystem (O_DIRECT 1 MiB writes, 16 in flight, fdatasync every 16 MiB) and report acked MB/s over it")
 	fs.Int64Var(&cfg.DeviceProbeBytes, "compare-device-bytes", cfg.DeviceProbeBytes, "--compare-device: bytes the probe writes (it stops after 30 s in any case)")
 	fs.StringVar(&cfg.Profile, "profile", "", "with --spawn: write the first broker's CPU profile (pprof) to this file")
+	fs.StringVar(&out.clientProfile, "client-profile", "", "write the load generator's own CPU profile (pprof; its producers, not the consumer processes) to this file")
 	fs.StringVar(&cfg.Topic, "topic", cfg.Topic, "topic to produce to (created if missing)")
 	partitions := fs.Int("partitions", int(cfg.Partitions), "partitions when the topic is created")
 	rf := fs.Int("replication-factor", int(cfg.ReplicationFactor), "replication factor when the topic is created")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -116,9 +117,10 @@ func TestLoadgenCommand(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	jsonPath, htmlPath := filepath.Join(dir, "lg.json"), filepath.Join(dir, "lg.html")
+	profPath := filepath.Join(dir, "client.pprof")
 	cmd := exec.Command(bin, "loadgen", "--spawn", "1", "--spawn-segment-bytes", "4194304", "--partitions", "4",
 		"--rate", "1000", "--duration", "1500ms", "--consumers", "1", "--engine", "native", "--progress",
-		"--json", jsonPath, "--report", htmlPath)
+		"--json", jsonPath, "--report", htmlPath, "--client-profile", profPath)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -160,6 +162,20 @@ func TestLoadgenCommand(t *testing.T) {
 	// subcommand, another pid.
 	if pid, ok := doc.Result["consumer_pid"].(float64); !ok || pid <= 0 || int(pid) == cmd.Process.Pid || doc.Config["consumers_in"] != "process" {
 		t.Fatalf("consumer pid %v (loadgen %d), consumers_in %v", doc.Result["consumer_pid"], cmd.Process.Pid, doc.Config["consumers_in"])
+	}
+	// --client-profile: the load generator's own CPU profile, a gzipped
+	// pprof protobuf whose sample types are CPU samples.
+	prof, err := os.ReadFile(profPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(prof))
+	if err != nil {
+		t.Fatalf("--client-profile: not gzip: %v", err)
+	}
+	pb, err := io.ReadAll(zr)
+	if err != nil || !bytes.Contains(pb, []byte("samples")) || !bytes.Contains(pb, []byte("nanoseconds")) {
+		t.Fatalf("--client-profile: %d bytes, not a CPU profile (%v)", len(pb), err)
 	}
 	page, err := os.ReadFile(htmlPath)
 	if err != nil {
