@@ -47,6 +47,16 @@ type Calibration struct {
 	CapacitySearch    bool    `json:"capacity_search"`    // the run ramped to its limit (--find-max)
 	ReplicationFactor int     `json:"replication_factor"` // of the run's topic; 0 = 1
 	Brokers           int     `json:"brokers"`            // brokers the run spawned; 0 = unknown
+
+	// Tiered storage's counters (remote.go): bytes copied to the object
+	// store and the store's time for them, bytes remote reads returned
+	// and their time. RemoteSource names the file they came from when it
+	// is not Source.
+	RemoteCopiedBytes float64 `json:"remote_copied_bytes,omitempty"`
+	RemoteCopySeconds float64 `json:"remote_copy_seconds,omitempty"`
+	RemoteReadBytes   float64 `json:"remote_read_bytes,omitempty"`
+	RemoteReadSeconds float64 `json:"remote_read_seconds,omitempty"`
+	RemoteSource      string  `json:"remote_source,omitempty"`
 }
 
 // ReadCalibrationFile reads and parses a loadgen result file. It is the only
@@ -64,7 +74,11 @@ func ReadCalibrationFile(path string) (Calibration, error) {
 	if len(data) > maxCalibrationBytes {
 		return Calibration{}, fmt.Errorf("%w: %s is larger than %d bytes", ErrBadCalibration, path, maxCalibrationBytes)
 	}
-	c, err := ParseCalibration(data)
+	parse := ParseCalibration
+	if isMetricsText(data) {
+		parse = ParseMetricsCalibration // remote.go: a /metrics scrape
+	}
+	c, err := parse(data)
 	if err != nil {
 		return Calibration{}, fmt.Errorf("%s: %w", path, err)
 	}
@@ -104,6 +118,10 @@ func ParseCalibration(data []byte) (Calibration, error) {
 		{"duration_s", &c.DurationSec},
 		{"record_bytes", &recordBytes},
 		{"records_per_batch", &c.RecordsPerBatch},
+		{"remote_copied_bytes", &c.RemoteCopiedBytes},
+		{"remote_copy_seconds", &c.RemoteCopySeconds},
+		{"remote_read_bytes", &c.RemoteReadBytes},
+		{"remote_read_seconds", &c.RemoteReadSeconds},
 	} {
 		if err := jsonNumber(doc.Result, f.key, f.dst); err != nil {
 			return Calibration{}, err
@@ -221,6 +239,8 @@ func (c *Calibration) validate() error {
 		{"produce_p99_ms", c.ProduceP99Ms}, {"broker_cpu_seconds", c.BrokerCPUSeconds},
 		{"duration_s", c.DurationSec}, {"record_bytes", float64(c.RecordBytes)},
 		{"records_per_batch", c.RecordsPerBatch},
+		{"remote_copied_bytes", c.RemoteCopiedBytes}, {"remote_copy_seconds", c.RemoteCopySeconds},
+		{"remote_read_bytes", c.RemoteReadBytes}, {"remote_read_seconds", c.RemoteReadSeconds},
 	} {
 		if math.IsNaN(f.v) || math.IsInf(f.v, 0) || f.v < 0 || f.v > maxLimit*10 {
 			return fmt.Errorf("%w: %s = %v", ErrBadCalibration, f.name, f.v)
@@ -229,9 +249,22 @@ func (c *Calibration) validate() error {
 	if c.ReplicationFactor < 0 || c.ReplicationFactor > maxReplication || c.Brokers < 0 || c.Brokers > maxCount {
 		return fmt.Errorf("%w: replication factor %d, brokers %d", ErrBadCalibration, c.ReplicationFactor, c.Brokers)
 	}
-	if !c.hasCPU() && !c.hasCeiling() {
+	if !c.hasCPU() && !c.hasCeiling() && !c.hasUpload() && !c.hasRemoteRead() {
 		return fmt.Errorf("%w: no usable figures: need broker_cpu_seconds and duration_s with mb_per_sec "+
-			"(or records_per_sec and record_bytes), or a --find-max run's mb_per_sec on spawned brokers", ErrBadCalibration)
+			"(or records_per_sec and record_bytes), a --find-max run's mb_per_sec on spawned brokers, "+
+			"or tiered storage's copy or remote read counters (%s and %s, %s and %s)", ErrBadCalibration,
+			MetricRemoteCopiedBytes, MetricRemoteCopySeconds, MetricRemoteReadBytes, MetricRemoteReadSeconds)
+	}
+	for _, r := range []struct {
+		ok   bool
+		name string
+		v    func() float64
+	}{{c.hasUpload(), "upload", c.uploadMBps}, {c.hasRemoteRead(), "remote read", c.remoteReadMBps}} {
+		if r.ok {
+			if v := r.v(); v > maxLimit || v < 1e-6 {
+				return fmt.Errorf("%w: %s rate %v MB/s is not a plausible measurement", ErrBadCalibration, r.name, v)
+			}
+		}
 	}
 	if c.hasCPU() {
 		if pc := c.perCoreMBps(); pc > maxLimit || pc < 1e-6 {

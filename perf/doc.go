@@ -69,6 +69,10 @@
 // and ReadCalibrationFile (the only I/O here) read a `strata loadgen --json`
 // result; Plan then derives MB/s per busy core from its broker CPU time and,
 // for a --find-max run on spawned brokers, a measured per-broker ceiling.
+// ReadCalibrationFile also reads a /metrics scrape of brokers
+// (ParseMetricsCalibration, remote.go): tiered storage's upload rate
+// (a remote upload limit) and remote read rate (the time a consumer group
+// takes to read what only the object store holds).
 //
 // # Arithmetic strings
 //

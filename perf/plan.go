@@ -47,6 +47,7 @@ type model struct {
 	diskWriteTotal, diskDeviceTotal float64 // log bytes appended; bytes the disks write (zero-fill included)
 	netInTotal, netOutTotal         float64
 	perCoreMBps, ceilingMBps        float64 // ceilingMBps: 0 unless calibrated by a capacity search
+	uploadMBps, remoteReadMBps      float64 // tiered storage's rates; 0: not modelled
 	localTB                         float64
 }
 
@@ -59,6 +60,8 @@ func run(w Workload, assumed []string) (*model, error) {
 		util:        w.TargetUtilization,
 		failures:    w.BrokersThatMayFail,
 		perCoreMBps: w.Limits.PerCoreMBps,
+
+		uploadMBps: w.Limits.UploadMBps, remoteReadMBps: w.Limits.RemoteReadMBps,
 	}
 	m.rep = Report{
 		Title:    title(w),
@@ -77,6 +80,7 @@ func run(w Workload, assumed []string) (*model, error) {
 		return nil, err
 	}
 	m.perBroker()
+	m.remoteReads() // remote.go
 	m.rep.Sustained = m.batching("rate", w.SustainedRecordsPerSec, "")
 	m.rep.Peak = m.batching("peak_rate", w.PeakRecordsPerSec, "_peak")
 	m.limitTable()
@@ -84,6 +88,7 @@ func run(w Workload, assumed []string) (*model, error) {
 		return nil, m.rec.err
 	}
 	m.rep.Workload.Limits.PerCoreMBps = m.perCoreMBps
+	m.rep.Workload.Limits.UploadMBps, m.rep.Workload.Limits.RemoteReadMBps = m.uploadMBps, m.remoteReadMBps
 	m.rep.Steps = m.rec.steps
 	return m, nil
 }
@@ -147,6 +152,12 @@ func inputs(w Workload, assumed []string) []Input {
 	if w.Calibration == nil || !w.Calibration.hasCPU() {
 		in = append(in, Input{"core_mbps", "produce MB/s one core handles", w.Limits.PerCoreMBps, "MB/s", src("core_mbps")})
 	}
+	if w.Limits.UploadMBps > 0 {
+		in = append(in, Input{"upload_mbps", "MB/s one broker copies to the object store", w.Limits.UploadMBps, "MB/s", ""})
+	}
+	if w.Limits.RemoteReadMBps > 0 {
+		in = append(in, Input{"remote_read_mbps", "MB/s one remote reader reads from the object store", w.Limits.RemoteReadMBps, "MB/s", ""})
+	}
 	in = append(in,
 		Input{"memory_gib", "per-broker memory", w.Limits.MemoryGiB, "GiB", src("memory_gib")},
 		Input{"reserved_gib", "memory that is not page cache", w.Limits.ReservedMemoryGiB, "GiB", src("reserved_gib")},
@@ -171,6 +182,10 @@ func inputs(w Workload, assumed []string) []Input {
 		add("cal_cpu_s", "loadgen run: broker CPU time", c.BrokerCPUSeconds, "s")
 		add("cal_duration_s", "loadgen run: duration", c.DurationSec, "s")
 		add("cal_p99_ms", "loadgen run: produce p99 latency", c.ProduceP99Ms, "ms")
+		add("cal_copied_bytes", "tiered storage: bytes copied to the object store ("+MetricRemoteCopiedBytes+")", c.RemoteCopiedBytes, "B")
+		add("cal_copy_s", "tiered storage: the store's time for those copies ("+MetricRemoteCopySeconds+")", c.RemoteCopySeconds, "s")
+		add("cal_read_bytes", "tiered storage: bytes remote reads returned ("+MetricRemoteReadBytes+")", c.RemoteReadBytes, "B")
+		add("cal_read_s", "tiered storage: the remote reads' time ("+MetricRemoteReadSeconds+")", c.RemoteReadSeconds, "s")
 	}
 	return in
 }
@@ -217,7 +232,11 @@ func (m *model) calibration() {
 		return
 	}
 	r := &m.rec
-	r.section = "calibration (from a loadgen run)"
+	r.section = "calibration (from a loadgen run, or brokers' /metrics)"
+	m.remoteCalibration(c) // remote.go
+	if !c.hasCPU() && !c.hasCeiling() {
+		return
+	}
 	mb := c.MBPerSec
 	if mb == 0 {
 		mb = r.add("cal_mbps", "the run's produce throughput", "MB/s",
@@ -298,6 +317,11 @@ func (m *model) brokers() error {
 	if m.ceilingMBps > 0 {
 		ls = append(ls, limit{"measured ceiling", "brokers_measured", "MB/s", m.diskWriteTotal, m.ceilingMBps,
 			"ceil(disk_write_total / (broker_ceiling_mbps × util))", "ceil(%s / (%s × %s))", a(m.diskWriteTotal, m.ceilingMBps, U)})
+	}
+	if w.LocalHotHours > 0 && m.uploadMBps > 0 {
+		// Each byte is uploaded once, by its partition's leader.
+		ls = append(ls, limit{"remote upload", "brokers_upload", "MB/s", m.rep.WritePeakMBps, m.uploadMBps,
+			"ceil(write_peak / (upload_mbps × util))", "ceil(%s / (%s × %s))", a(m.rep.WritePeakMBps, m.uploadMBps, U)})
 	}
 	ls = append(ls, limit{"disk capacity", "brokers_disk", "TB", m.localTB, m.rep.DiskPerBrokerTB,
 		"ceil(local_disk_tb / (disk_tb × util))", "ceil(%s / (%s × %s))", a(m.localTB, m.rep.DiskPerBrokerTB, U)})

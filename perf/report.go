@@ -166,6 +166,10 @@ type Report struct {
 	DiskPerBrokerTB       float64 `json:"disk_per_broker_tb"` // capacity
 	PageCachePerBrokerGiB float64 `json:"page_cache_per_broker_gib"`
 	PageCacheFreeGiB      float64 `json:"page_cache_free_gib"`
+	// RemoteCatchupHours is how long a consumer group takes to read the
+	// data only the object store holds at the remote read rate, one
+	// reader per partition (tiered plans with a remote read rate).
+	RemoteCatchupHours float64 `json:"remote_catchup_hours,omitempty"`
 
 	Warnings []Warning `json:"warnings"`
 }

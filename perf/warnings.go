@@ -28,6 +28,7 @@ func (m *model) warn() {
 	m.warnPartitions()
 	m.warnBatching()
 	m.warnMemory()
+	m.warnRemote() // remote.go
 	m.warnInputs()
 }
 
@@ -252,6 +253,8 @@ func (m *model) warnInputs() {
 			src = "a loadgen run"
 		}
 		switch {
+		case !c.hasCPU() && !c.hasCeiling():
+			// Only tiered storage's rates (a /metrics scrape): warnRemote.
 		case !c.CapacitySearch:
 			m.add(SeverityNote, "calibration-not-ceiling",
 				"%s was not a --find-max capacity search: its throughput is what it was asked for, so only its CPU per MB is used", src)

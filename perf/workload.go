@@ -59,6 +59,12 @@ type BrokerLimits struct {
 	MemoryGiB              float64 `json:"memory_gib"`          // RAM
 	ReservedMemoryGiB      float64 `json:"reserved_memory_gib"` // RAM that is not page cache
 	DiskGiB                float64 `json:"disk_gib"`            // usable log disk capacity
+	// UploadMBps is what one broker copies to the object store per
+	// second while copying, RemoteReadMBps what one remote reader reads
+	// from it (tiered storage; --calibrate measures both from /metrics).
+	// 0: not modelled.
+	UploadMBps     float64 `json:"upload_mbps,omitempty"`
+	RemoteReadMBps float64 `json:"remote_read_mbps,omitempty"`
 }
 
 // Workload is everything a capacity plan starts from. Units are in the
@@ -202,6 +208,7 @@ func resolve(w Workload) (Workload, []string, error) {
 		{"cores", w.Limits.Cores}, {"per-core MB/s", w.Limits.PerCoreMBps},
 		{"memory GiB", w.Limits.MemoryGiB}, {"reserved memory GiB", w.Limits.ReservedMemoryGiB},
 		{"disk GiB", w.Limits.DiskGiB},
+		{"upload MB/s", w.Limits.UploadMBps}, {"remote read MB/s", w.Limits.RemoteReadMBps},
 	}
 	for _, f := range floats {
 		if math.IsNaN(f.v) || math.IsInf(f.v, 0) || f.v < 0 {

@@ -17,7 +17,7 @@ import (
 
 // planDoc is `strata plan --help`'s text.
 var planDoc = cmdDoc{name: "plan",
-	usage: "strata plan (--preset reference | --rate N) [--peak-rate N] [--record-bytes B] [--rf R] ... [--calibrate result.json] [--json FILE]",
+	usage: "strata plan (--preset reference | --rate N) [--peak-rate N] [--record-bytes B] [--rf R] ... [--calibrate result.json] [--calibrate metrics.txt] [--json FILE]",
 	about: "Sizes a Kafka-compatible cluster for a workload and prints every formula with its arithmetic.\n" +
 		"Units: " + perf.UnitsNote + ".\n\n" +
 		"Exit status: 0 when the plan adds up (WARN and NOTE lines do not change it), 1 when it\n" +
@@ -79,7 +79,7 @@ type planFlags struct {
 	w        perf.Workload
 	copyers  map[string]func(dst, src *perf.Workload)
 	preset   string
-	calFile  string
+	calFiles calibrateFiles
 	jsonPath string
 	strict   bool
 }
@@ -93,7 +93,7 @@ func newPlanFlags(stderr io.Writer) *planFlags {
 	fs := pf.fs
 	fs.SetOutput(stderr)
 	fs.StringVar(&pf.preset, "preset", "", "start from a named workload: "+strings.Join(perf.PresetNames(), ", ")+"; other flags override it")
-	fs.StringVar(&pf.calFile, "calibrate", "", "take per-broker limits from a loadgen --json result `file`")
+	fs.Var(&pf.calFiles, "calibrate", "take per-broker limits from a loadgen --json result `file`, and tiered storage's upload and remote read rates from a /metrics scrape of brokers; give it once for each")
 	fs.StringVar(&pf.jsonPath, "json", "", "also write the whole plan as JSON to `file`")
 	fs.BoolVar(&pf.strict, "strict", false, "kept for old scripts; no effect: a plan with an ERROR line always exits 1")
 
@@ -122,6 +122,8 @@ func newPlanFlags(stderr io.Writer) *planFlags {
 	bind(pf, "net-mbps", fmt.Sprintf("per-broker network MB/s, each direction (default %d = 10 GbE, assumed)", perf.DefaultNetworkMBps), func(w *W) *float64 { return &w.Limits.NetworkMBps }, newFloat)
 	bind(pf, "cores", fmt.Sprintf("per-broker cores (default %d, assumed)", perf.DefaultCores), func(w *W) *float64 { return &w.Limits.Cores }, newFloat)
 	bind(pf, "core-mbps", fmt.Sprintf("produce MB/s one core handles (default %d, assumed; --calibrate measures it)", perf.DefaultPerCoreMBps), func(w *W) *float64 { return &w.Limits.PerCoreMBps }, newFloat)
+	bind(pf, "upload-mbps", "tiered storage: MB/s one broker copies to the object store (--calibrate measures it from /metrics)", func(w *W) *float64 { return &w.Limits.UploadMBps }, newFloat)
+	bind(pf, "remote-read-mbps", "tiered storage: MB/s one remote reader reads from the object store (--calibrate measures it from /metrics)", func(w *W) *float64 { return &w.Limits.RemoteReadMBps }, newFloat)
 	bind(pf, "memory-gib", fmt.Sprintf("per-broker memory GiB (default %d, assumed)", perf.DefaultMemoryGiB), func(w *W) *float64 { return &w.Limits.MemoryGiB }, newFloat)
 	bind(pf, "reserved-gib", fmt.Sprintf("memory GiB that is not page cache (default %d, assumed)", perf.DefaultReservedMemoryGiB), func(w *W) *float64 { return &w.Limits.ReservedMemoryGiB }, newFloat)
 	bind(pf, "disk-gib", fmt.Sprintf("per-broker log disk GiB (default %d = 4 TiB, assumed)", perf.DefaultDiskGiB), func(w *W) *float64 { return &w.Limits.DiskGiB }, newFloat)
@@ -157,17 +159,39 @@ func (pf *planFlags) workload() (perf.Workload, perf.PresetInfo, error) {
 	if pf.preset == "" && !given["rate"] {
 		return w, info, errors.New("--rate is required (or start from --preset " + strings.Join(perf.PresetNames(), "|") + ")")
 	}
-	if pf.calFile != "" {
-		if given["core-mbps"] {
-			return w, info, errors.New("--core-mbps and --calibrate both set the per-core rate; give one")
+	if len(pf.calFiles) > 0 {
+		var c perf.Calibration
+		for i, path := range pf.calFiles {
+			f, err := perf.ReadCalibrationFile(path)
+			if err != nil {
+				return w, info, err
+			}
+			if i == 0 {
+				c = f
+			} else if c, err = c.Merge(f); err != nil {
+				return w, info, err
+			}
 		}
-		c, err := perf.ReadCalibrationFile(pf.calFile)
-		if err != nil {
-			return w, info, err
+		for _, x := range []struct {
+			flag     string
+			measured bool
+		}{{"core-mbps", c.BrokerCPUSeconds > 0}, {"upload-mbps", c.RemoteCopySeconds > 0}, {"remote-read-mbps", c.RemoteReadSeconds > 0}} {
+			if given[x.flag] && x.measured {
+				return w, info, fmt.Errorf("--%s and --calibrate both set that rate; give one", x.flag)
+			}
 		}
 		w.Calibration = &c
 	}
 	return w, info, nil
+}
+
+// calibrateFiles is --calibrate, given once per file.
+type calibrateFiles []string
+
+func (c *calibrateFiles) String() string { return strings.Join(*c, ",") }
+func (c *calibrateFiles) Set(s string) error {
+	*c = append(*c, s)
+	return nil
 }
 
 // Flag values. Numbers accept "," and "_" as digit separators (200,000).

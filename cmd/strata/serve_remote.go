@@ -95,7 +95,7 @@ func readAheadBytes(v int64) int64 {
 type remoteCollector struct{ m *rlm.Manager }
 
 var remoteDescs = struct {
-	copied, copiedBytes, retries, failures, deleted, fetched, hits, misses, readAheads, reads, readSeconds, readTime, copyThrottle, fetchThrottle, lagSegments, lagBytes *prometheus.Desc
+	copied, copiedBytes, retries, failures, deleted, fetched, hits, misses, readAheads, reads, readSeconds, readTime, copyThrottle, fetchThrottle, lagSegments, lagBytes, copySeconds, readBytes *prometheus.Desc
 }{
 	copied:        prometheus.NewDesc("strata_remote_segments_copied_total", "Segments copied to the object store (COPY_SEGMENT_FINISHED).", nil, nil),
 	copiedBytes:   prometheus.NewDesc("strata_remote_copied_bytes_total", "Bytes of every object of the segments copied.", nil, nil),
@@ -113,11 +113,13 @@ var remoteDescs = struct {
 	fetchThrottle: prometheus.NewDesc("strata_remote_fetch_throttle_seconds_total", "Time remote reads waited for remote.log.manager.fetch.max.bytes.per.second (Kafka's remote-fetch-throttle-time).", nil, nil),
 	lagSegments:   prometheus.NewDesc("strata_remote_copy_lag_segments", "Rolled segments of tiered topics not copied yet.", nil, nil),
 	lagBytes:      prometheus.NewDesc("strata_remote_copy_lag_bytes", "Bytes of the rolled segments of tiered topics not copied yet.", nil, nil),
+	copySeconds:   prometheus.NewDesc("strata_remote_copy_seconds_total", "Time the object store took to take the copied objects (retries included, throttle waits not): strata_remote_copied_bytes_total over it is the upload rate.", nil, nil),
+	readBytes:     prometheus.NewDesc("strata_remote_read_bytes_total", "Bytes remote reads returned: over strata_remote_read_seconds_total, the remote read rate.", nil, nil),
 }
 
 func (c remoteCollector) Describe(ch chan<- *prometheus.Desc) {
 	d := remoteDescs
-	for _, x := range []*prometheus.Desc{d.copied, d.copiedBytes, d.retries, d.failures, d.deleted, d.fetched, d.hits, d.misses, d.readAheads, d.reads, d.readSeconds, d.readTime, d.copyThrottle, d.fetchThrottle, d.lagSegments, d.lagBytes} {
+	for _, x := range []*prometheus.Desc{d.copied, d.copiedBytes, d.retries, d.failures, d.deleted, d.fetched, d.hits, d.misses, d.readAheads, d.reads, d.readSeconds, d.readTime, d.copyThrottle, d.fetchThrottle, d.lagSegments, d.lagBytes, d.copySeconds, d.readBytes} {
 		ch <- x
 	}
 }
@@ -142,6 +144,8 @@ func (c remoteCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- metrics.ConstHistogram(d.readTime, metrics.Histogram(st.ReadLatency))
 	counter(d.copyThrottle, st.CopyThrottleTime.Seconds())
 	counter(d.fetchThrottle, st.FetchThrottleTime.Seconds())
+	counter(d.copySeconds, st.CopyTime.Seconds())
+	counter(d.readBytes, float64(st.ReadBytes))
 	n, b := c.m.Lag()
 	ch <- prometheus.MustNewConstMetric(d.lagSegments, prometheus.GaugeValue, float64(n))
 	ch <- prometheus.MustNewConstMetric(d.lagBytes, prometheus.GaugeValue, float64(b))

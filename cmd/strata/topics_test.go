@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -167,6 +169,35 @@ func TestTopicsDescribeTieredBinary(t *testing.T) {
 		t.Fatalf("remote reads %v, read-ahead fetches %v, cache misses %v: the consumer's remote reads were not read ahead", reads, ahead, misses)
 	}
 	t.Logf("remote reads %v, read-ahead fetches %v, cache misses %v", reads, ahead, misses)
+
+	// The scrape calibrates a tiered plan: its upload and remote read
+	// rates (strata_remote_copied_bytes_total / strata_remote_copy_seconds_total,
+	// strata_remote_read_bytes_total / strata_remote_read_seconds_total).
+	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	scrape, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	metricsFile := filepath.Join(t.TempDir(), "metrics.txt")
+	if err := os.WriteFile(metricsFile, scrape, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var planOut, planErr bytes.Buffer
+	if err := planMain([]string{"--rate", "1000", "--retention", "24h", "--hot-window", "1h", "--calibrate", metricsFile}, &planOut, &planErr); err != nil {
+		t.Fatalf("plan calibrated by the scrape: %v\n%s%s", err, planOut.String(), planErr.String())
+	}
+	text = planOut.String()
+	for _, want := range []string{"upload_mbps = cal_copied_bytes / cal_copy_s / 10^6 = ", "remote_read_mbps = cal_read_bytes / cal_read_s / 10^6 = ",
+		"brokers_upload = ceil(write_peak / (upload_mbps × util))", "remote_catchup_h = "} {
+		if !strings.Contains(text, want) {
+			t.Errorf("plan lacks %q:\n%s", want, text)
+		}
+	}
+	recomputeSteps(t, text)
 
 	srv.stop(t, hangGuard)
 }

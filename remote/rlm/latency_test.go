@@ -14,8 +14,16 @@ import (
 // the store, whole or by range: a store that takes lag per call.
 type slowStore struct {
 	objstore.ObjectStore
-	clock *atomic.Int64
-	lag   time.Duration
+	clock  *atomic.Int64
+	lag    time.Duration
+	putLag time.Duration // the same for every put
+	puts   atomic.Int64
+}
+
+func (s *slowStore) Put(ctx context.Context, key string, r io.Reader, size int64, sum objstore.Sum) (objstore.Info, error) {
+	s.clock.Add(int64(s.putLag))
+	s.puts.Add(1)
+	return s.ObjectStore.Put(ctx, key, r, size, sum)
 }
 
 func (s *slowStore) Get(ctx context.Context, key string) (io.ReadCloser, objstore.Info, error) {
@@ -82,5 +90,43 @@ func TestReadLatencyHistogram(t *testing.T) {
 	}
 	if got := m.Stats().ReadTime; got != lag {
 		t.Fatalf("read time %v, want %v (the histogram's sum)", got, lag)
+	}
+}
+
+// The upload and remote read rates `strata plan --calibrate` reads from
+// /metrics: CopyTime is the store's time for the copies' puts (on the
+// manager's clock), ReadBytes the bytes remote reads returned.
+func TestCopyTimeAndReadBytes(t *testing.T) {
+	f := newFixture(t, tieredConfig)
+	defer f.eng.Close()
+	f.produce(12)
+	var clock atomic.Int64
+	clock.Store(t0 * int64(time.Millisecond))
+	store := &slowStore{ObjectStore: f.store, clock: &clock, lag: 250 * time.Millisecond, putLag: 100 * time.Millisecond}
+	m := f.manager(store, func(o *Options) {
+		o.Now = func() time.Time { return time.Unix(0, clock.Load()) }
+		o.ReadAheadBytes = -1
+	})
+	defer m.Close()
+	if err := m.RunOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st := m.Stats()
+	if n := store.puts.Load(); n == 0 || st.CopyTime != time.Duration(n)*store.putLag || st.BytesCopied == 0 || st.ReadBytes != 0 {
+		t.Fatalf("%d puts: copy time %v (want %v), %d bytes copied, %d read", n, st.CopyTime, time.Duration(n)*store.putLag, st.BytesCopied, st.ReadBytes)
+	}
+	id := f.log.TopicID()
+	segs := m.Segments(id, 0)
+	f.waitLocalStart(segs[len(segs)-1].End)
+	var total int64
+	for _, off := range []int64{0, 10} {
+		b, err := m.Read(context.Background(), id, 0, off, 3000)
+		if err != nil || len(b) == 0 {
+			t.Fatalf("remote read at %d: %d bytes, %v", off, len(b), err)
+		}
+		total += int64(len(b))
+	}
+	if st := m.Stats(); st.ReadBytes != total || st.ReadTime != store.lag {
+		t.Fatalf("read bytes %d (want %d), read time %v (want %v)", st.ReadBytes, total, st.ReadTime, store.lag)
 	}
 }

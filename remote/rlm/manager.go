@@ -94,6 +94,11 @@ type Stats struct {
 	ReadAheads      int64         // chunks and objects fetched ahead of a sequential reader
 	Reads           int64         // Read calls that returned data or an error
 	ReadTime        time.Duration // their total time (throttle waits excluded)
+	ReadBytes       int64         // the bytes those Reads returned
+	// CopyTime is the time the store took to take the copied objects
+	// (their puts, retries included; throttle waits and metadata
+	// updates not): BytesCopied / CopyTime is the upload rate.
+	CopyTime time.Duration
 	// CopyThrottleTime and FetchThrottleTime are the waits of the copy
 	// and fetch throttles (Kafka's remote-copy-throttle-time and
 	// remote-fetch-throttle-time).
@@ -143,6 +148,7 @@ type Manager struct {
 	copied, bytesCopied, copyFailures, retries, deleted atomic.Int64
 	fetched, hits, misses, reads, readNanos, readAheads atomic.Int64
 	copyThrottleNanos, fetchThrottleNanos               atomic.Int64
+	copyNanos, readBytes                                atomic.Int64
 	readLatency                                         engine.LatencyHist // readLatencyBounds
 }
 
@@ -283,6 +289,7 @@ func (m *Manager) Stats() Stats {
 		CacheHits: m.hits.Load(), CacheMisses: m.misses.Load(), ReadAheads: m.readAheads.Load(),
 		Reads: m.reads.Load(), ReadTime: time.Duration(m.readNanos.Load()), ReadLatency: m.readLatency.Snapshot(readLatencyBounds),
 		CopyThrottleTime: time.Duration(m.copyThrottleNanos.Load()), FetchThrottleTime: time.Duration(m.fetchThrottleNanos.Load()),
+		ReadBytes: m.readBytes.Load(), CopyTime: time.Duration(m.copyNanos.Load()),
 	}
 }
 
@@ -606,10 +613,12 @@ func (m *Manager) copySegment(ctx context.Context, l *engine.Log, k tp, s engine
 		}
 		sum := objstore.Sum(h.Sum(nil))
 		key := ObjectKey(l.Topic(), l.Partition(), s.Base, seg.ID, u.kind)
+		putStart := m.o.Now()
 		err := m.retry(ctx, "put "+key, func(ctx context.Context) error {
 			_, err := m.o.Store.Put(ctx, key, u.open(), u.size, sum)
 			return err
 		})
+		m.copyNanos.Add(int64(m.o.Now().Sub(putStart)))
 		if err != nil {
 			return err
 		}

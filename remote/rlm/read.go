@@ -100,6 +100,7 @@ func (m *Manager) Read(ctx context.Context, topicID [16]byte, partition int32, o
 		}
 	}
 	m.streams.record(k, offset, next)
+	m.readBytes.Add(int64(len(out)))
 	m.fetchPace.charge(m.o.Now(), int64(len(out)))
 	if seq {
 		m.readAhead(pm, i, pos)

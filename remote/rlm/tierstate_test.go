@@ -16,6 +16,7 @@ import (
 // holds is ErrNotRemote, and a replaced object is refused by its checksum.
 func TestRemoteLogAuxState(t *testing.T) {
 	f := newFixture(t, tieredConfig)
+	defer f.eng.Close() // after the manager's Close: nothing writes into the test's directory past the test
 	f.produce(40)
 	m := f.manager(f.store, nil)
 	defer m.Close()
