@@ -46,8 +46,9 @@
 // change. DELETE_SEGMENT_FINISHED is written by dropping the segment from
 // the file. That is the single broker's metadata; in a cluster
 // (Options.Metadata) the same changes are events (events.go) of the
-// replicated topic __remote_log_metadata, applied by every broker, and only
-// each partition's leader copies and deletes (cluster.go).
+// replicated topic __remote_log_metadata, applied by each broker for the
+// partitions it replicates (assigned.go), and only each partition's
+// leader copies and deletes (cluster.go).
 //
 // # Retention
 //
@@ -89,10 +90,18 @@
 // (server.SetRemoteLog) for Fetch, ListOffsets and DeleteRecords
 // (server/remote.go).
 //
-// # Not yet
+// # Followers
 //
-// A new replica's epoch cache and producer state rebuilt from the remote
-// objects (KIP-405's follower path) are the rest of issue 23
-// (docs/tiered-storage.md, "Not yet"). Stats and Lag feed the broker's
-// /metrics (cmd/strata/serve_remote.go).
+// RemoteLogAuxState (tierstate.go) gives a follower whose leader answered
+// OFFSET_MOVED_TO_TIERED_STORAGE the remote segment below the leader's
+// local log start: the offset to restart its log at, and that segment's
+// copied leader-epoch checkpoint and producer snapshot, which the replica
+// fetcher loads into the restarted log (engine.Log.RestartAtTiered,
+// replica/tiered.go) instead of fetching the tiered part of the log.
+//
+// # Metrics
+//
+// Stats and Lag feed the broker's /metrics (cmd/strata/serve_remote.go);
+// Stats.CopyTime and ReadBytes give the upload and remote read rates
+// `strata plan --calibrate` reads (perf/remote.go).
 package rlm
