@@ -12,6 +12,8 @@ import (
 
 	"github.com/stratalog/strata/engine"
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/stratalog/strata/internal/clocks"
 )
 
 // Defaults, Kafka's.
@@ -69,8 +71,8 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the only clock the package reads: follower fetch times, the
 	// ISR checks, backoffs, the fetchers' socket deadlines (so it must
-	// track the wall clock when fetchers dial real brokers). Default
-	// time.Now.
+	// track the wall clock when fetchers dial real brokers). Default:
+	// the wall clock (clocks.Or).
 	Now func() time.Time
 }
 
@@ -203,9 +205,7 @@ func New(cfg Config) *Manager {
 	if cfg.SocketTimeoutMs <= 0 {
 		cfg.SocketTimeoutMs = DefaultSocketTimeoutMs
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg.Now = clocks.Or(cfg.Now)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}

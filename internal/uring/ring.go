@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/stratalog/strata/internal/clocks"
 )
 
 var (
@@ -78,7 +80,7 @@ type Config struct {
 	// slog.Default().
 	Logger *slog.Logger
 	// Now is the clock of the io_uring owner's yield (yieldEvery); nil
-	// means time.Now, the package's one read of the wall clock. The yield
+	// means the wall clock (clocks.Or). The yield
 	// paces a real goroutine against the runtime's sysmon, so it wants
 	// the wall clock: only a test has reason to set this.
 	Now func() time.Time
@@ -255,9 +257,7 @@ func (c Config) normalize() (Config, error) {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
+	c.Now = clocks.Or(c.Now)
 	return c, nil
 }
 
