@@ -1,9 +1,12 @@
 package rlm
 
 import (
+	"context"
 	"fmt"
 	"reflect"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // With a filter the materializer keeps only the partitions it wants; a
@@ -86,5 +89,93 @@ func TestMaterializerReplicatedOnly(t *testing.T) {
 	x.apply(mp, int64(len(log)), EncodeEvent(Event{Type: EventLogStart, TopicID: fmt.Sprintf("%x", a.id[:]), Topic: "t", Partition: a.p, LeaderEpoch: 1, LogStart: 5}))
 	if x.parts[a] != nil {
 		t.Fatal("an event of a dropped partition applied")
+	}
+}
+
+// replicaBroker is a fakeBroker that says which partitions it replicates.
+type replicaBroker struct {
+	fakeBroker
+	replicates *atomic.Bool
+}
+
+func (b replicaBroker) Replicates([16]byte, int32) bool { return b.replicates.Load() }
+
+// A third broker that does not replicate the cluster fixture's partition
+// consumes the metadata topic but materializes nothing of it; its
+// snapshot keeps the partition as skipped across a restart; once it
+// replicates the partition its next pass replays the metadata partition
+// and it has every segment the leader copied, and can rebuild a follower
+// from them (RemoteLogAuxState).
+func TestClusterBystanderMaterializesOnlyItsPartitions(t *testing.T) {
+	c := newClusterFixture(t, tieredConfig)
+	ctx := context.Background()
+	k := c.k()
+	c.topic.setLeader(k, 0, 1)
+	c.produce(20)
+	if err := c.m[0].RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	leaderSegs := c.m[0].Segments(k.id, 0)
+	if len(leaderSegs) < 3 {
+		t.Fatalf("%d segments copied", len(leaderSegs))
+	}
+	end := leaderSegs[len(leaderSegs)-1].End
+
+	f2 := newFixture(t, tieredConfig) // its own engine; its "tiered" is another topic id
+	defer f2.eng.Close()
+	var replicates atomic.Bool
+	open := func() *Manager {
+		return f2.manager(c.f[0].store, func(o *Options) { // the cluster's store
+			o.Metadata = replicaBroker{fakeBroker{c.topic, 2}, &replicates}
+			o.Now = func() time.Time { return time.UnixMilli(c.clock.Load()) }
+		})
+	}
+	m2 := open()
+	waitPosition := func(m *Manager) {
+		t.Helper()
+		want, _ := fakeBroker{c.topic, 2}.EndOffset(ctx, MetadataPartition(k.id, k.p, c.topic.n))
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if err := m.waitApplied(wctx, MetadataPartition(k.id, k.p, c.topic.n), want); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitPosition(m2)
+	if err := m2.RunOnce(ctx); err != nil { // saves the snapshot
+		t.Fatal(err)
+	}
+	if segs := m2.Segments(k.id, 0); len(segs) != 0 {
+		t.Fatalf("the bystander materialized %d segments", len(segs))
+	}
+	m2.Close()
+
+	// Restarted: the snapshot says the partition was skipped; it still is.
+	m2 = open()
+	defer func() { m2.Close() }()
+	m2.cl.matMu.Lock()
+	mp, skipped := m2.cl.mat.skipped[k]
+	m2.cl.matMu.Unlock()
+	if !skipped || mp != MetadataPartition(k.id, k.p, c.topic.n) {
+		t.Fatalf("after the restart the partition is not skipped (%v, %d)", skipped, mp)
+	}
+	// It starts replicating the partition: the next pass replays.
+	replicates.Store(true)
+	if err := m2.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitPosition(m2)
+	if got := m2.Segments(k.id, 0); fmt.Sprint(got) != fmt.Sprint(leaderSegs) {
+		t.Fatalf("after the replay:\n%+v\nleader's:\n%+v", got, leaderSegs)
+	}
+	if _, err := m2.RemoteLogAuxState(ctx, k.id, 0, end); err != nil {
+		t.Fatalf("remote state for a new follower: %v", err)
+	}
+	// And no longer: dropped.
+	replicates.Store(false)
+	if err := m2.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if segs := m2.Segments(k.id, 0); len(segs) != 0 {
+		t.Fatalf("%d segments kept after the partition left", len(segs))
 	}
 }
