@@ -114,6 +114,13 @@ func runServe(args []string) error {
 	if err := cfg.Finish(); err != nil {
 		return err
 	}
+	r, err := nodeRoles(cfg) // serve_roles.go
+	if err != nil {
+		return asUsage(serveDoc, err)
+	}
+	if !r.broker {
+		return serveController(cfg, logger)
+	}
 	return serve(cfg, remoteProps, logger)
 }
 

@@ -109,13 +109,14 @@ type Broker struct {
 	Static map[string]string
 
 	// Cluster (issue 5).
-	ControllerQuorum    string // controller.quorum.voters: "0@host:port,1@host:port,..." ("" = single broker)
-	ControllerListen    string // Raft listen address of a node outside the voter set (observer)
-	Rack                string // broker.rack
-	SessionTimeoutMs    int64  // broker.session.timeout.ms
-	HeartbeatIntervalMs int64  // broker.heartbeat.interval.ms
-	MinInsyncReplicas   int    // min.insync.replicas (broker default of the topic key)
-	ReplicaLagTimeMaxMs int64  // replica.lag.time.max.ms
+	ControllerQuorum    string   // controller.quorum.voters: "0@host:port,1@host:port,..." ("" = single broker)
+	ProcessRoles        []string // process.roles: "broker", "controller" or both (nil: not set, derived from the quorum)
+	ControllerListen    string   // Raft listen address of a node outside the voter set (observer)
+	Rack                string   // broker.rack
+	SessionTimeoutMs    int64    // broker.session.timeout.ms
+	HeartbeatIntervalMs int64    // broker.heartbeat.interval.ms
+	MinInsyncReplicas   int      // min.insync.replicas (broker default of the topic key)
+	ReplicaLagTimeMaxMs int64    // replica.lag.time.max.ms
 
 	// The controller's automatic preferred-leader rebalance.
 	AutoLeaderRebalance             bool  // auto.leader.rebalance.enable
@@ -311,6 +312,7 @@ var fields = map[string]setter{
 	"errors.deadletterqueue.auto.create.topics.enable": func(b *Broker, v configkeys.Value) { b.Groups.DeadLetterAutoCreate = v.Bool },
 
 	"controller.quorum.voters":     func(b *Broker, v configkeys.Value) { b.ControllerQuorum = v.Text },
+	"process.roles":                func(b *Broker, v configkeys.Value) { b.ProcessRoles = v.Items() },
 	"broker.rack":                  func(b *Broker, v configkeys.Value) { b.Rack = v.Text },
 	"broker.session.timeout.ms":    func(b *Broker, v configkeys.Value) { b.SessionTimeoutMs = v.Int },
 	"broker.heartbeat.interval.ms": func(b *Broker, v configkeys.Value) { b.HeartbeatIntervalMs = v.Int },

@@ -182,6 +182,8 @@ var keys = []Key{
 	// A cluster.
 	{Broker: "controller.quorum.voters", Type: List, Shown: "none", Flag: "controller-quorum", Section: "cluster",
 		Doc: "the metadata quorum, `id@host:port,...` (Raft addresses); none: a single broker"},
+	{Broker: "process.roles", Type: List, Values: []string{"broker", "controller"}, Shown: "from the quorum", Flag: "process-roles", Section: "cluster", Strata: true,
+		Doc: "`broker,controller`: a broker that is a voter of the quorum; `broker`: a broker outside it (it must not be a voter); `controller`: only a voter of the quorum, with no log, Kafka listener or broker registration (it must be a voter); none: `broker,controller` for a voter, else `broker`"},
 	{Broker: "broker.rack", Type: String, Shown: "none", Flag: "rack", Section: "cluster",
 		Doc: "replicas of a partition are spread over racks"},
 	{Broker: "broker.session.timeout.ms", Type: Int, Min: 1, Max: math.MaxInt32, Default: "9000", Section: "cluster",

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/stratalog/strata/controller"
+	"github.com/stratalog/strata/internal/config"
+)
+
+// roles is what a node runs (process.roles): a broker (log engine, Kafka
+// listeners, a registration with the controller), a member of the metadata
+// quorum's voters, or both.
+type roles struct {
+	broker, controller bool
+}
+
+// nodeRoles checks process.roles against the quorum as Kafka does
+// (KafkaConfig's validation of KRaft roles):
+//
+//   - a node whose roles include controller must be in
+//     controller.quorum.voters;
+//   - a node with process.roles=broker must not be;
+//   - process.roles=controller and process.roles=broker need a quorum;
+//     broker,controller without one is a single broker (its own
+//     controller), as the default.
+//
+// Not set, the roles come from the quorum: broker,controller for a voter,
+// broker for any other node (an observer of the quorum) and for a single
+// broker.
+func nodeRoles(cfg config.Broker) (roles, error) {
+	var voters map[int32]string
+	if cfg.ControllerQuorum != "" {
+		v, err := controller.ParseQuorum(cfg.ControllerQuorum)
+		if err != nil {
+			return roles{}, fmt.Errorf("controller.quorum.voters: %w", err)
+		}
+		voters = v
+	}
+	_, voter := voters[cfg.NodeID]
+	if cfg.ProcessRoles == nil {
+		return roles{broker: true, controller: voter}, nil
+	}
+	r := roles{broker: slices.Contains(cfg.ProcessRoles, "broker"), controller: slices.Contains(cfg.ProcessRoles, "controller")}
+	if !r.broker && !r.controller { // the key's parser allows nothing else; a caller's slice might
+		return roles{}, fmt.Errorf("process.roles=%s: the roles are broker, controller or both", strings.Join(cfg.ProcessRoles, ","))
+	}
+	switch {
+	case r.controller && r.broker && voters == nil:
+		return r, nil // a single broker
+	case voters == nil:
+		return roles{}, fmt.Errorf("process.roles=%s needs controller.quorum.voters (--controller-quorum)", rolesText(r))
+	case r.controller && !voter:
+		return roles{}, fmt.Errorf("process.roles=%s: a node with the controller role must be in controller.quorum.voters, and node id %d is not in %s",
+			rolesText(r), cfg.NodeID, cfg.ControllerQuorum)
+	case !r.controller && voter:
+		return roles{}, fmt.Errorf("process.roles=broker: a broker-only node must not be in controller.quorum.voters, and node id %d is in %s (give it process.roles=broker,controller, or another node id)",
+			cfg.NodeID, cfg.ControllerQuorum)
+	}
+	return r, nil
+}
+
+func rolesText(r roles) string {
+	switch {
+	case r.broker && r.controller:
+		return "broker,controller"
+	case r.controller:
+		return "controller"
+	}
+	return "broker"
+}
+
+// serveController runs a controller-only node (process.roles=controller):
+// its voter of the metadata quorum, which brokers reach on its quorum
+// address (Raft and the controller RPC share that port), and nothing
+// else: no log engine, no Kafka listener, no broker registration. It runs
+// until SIGINT or SIGTERM. Its Raft state is in <data dir>/controller, as
+// a combined node's.
+func serveController(cfg config.Broker, logger *slog.Logger) error {
+	absDir, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	if _, err := config.LoadOrCreateMeta(absDir, cfg.NodeID); err != nil {
+		return err
+	}
+	// The controller port's security is the inter-broker listener's, as
+	// on a broker (controllerSecurity): the same keys, stores and users.
+	scram, err := openScramStore(cfg, absDir)
+	if err != nil {
+		return err
+	}
+	authz, err := openAuthorizer(cfg, absDir, logger)
+	if err != nil {
+		return err
+	}
+	// Signals are caught before the ready line: a SIGTERM sent on reading
+	// it stops the controller cleanly.
+	sigc := make(chan os.Signal, 1)
+	signal.Notify(sigc, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigc)
+	ctl, err := startController(cfg, absDir, authz, scram, logger)
+	if err != nil {
+		return err
+	}
+	logger.Info("strata controller listening", "node", cfg.NodeID, "process_roles", "controller",
+		"listen", ctlAddr(cfg), "data_dir", absDir,
+		"cluster_id", quorumClusterID(cfg.ControllerQuorum))
+	sig := <-sigc
+	logger.Info("shutting down", "signal", sig.String())
+	if err := ctl.Close(); err != nil {
+		return fmt.Errorf("closing controller: %w", err)
+	}
+	logger.Info("stopped cleanly", "data_dir", absDir)
+	return nil
+}
+
+// ctlAddr is a voter's quorum address.
+func ctlAddr(cfg config.Broker) string {
+	voters, _ := controller.ParseQuorum(cfg.ControllerQuorum)
+	return voters[cfg.NodeID]
+}
