@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/stratalog/strata/controller"
 	"github.com/stratalog/strata/internal/config"
+	"github.com/stratalog/strata/metrics"
 )
 
 // roles is what a node runs (process.roles): a broker (log engine, Kafka
@@ -100,6 +102,14 @@ func serveController(cfg config.Broker, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	// The metrics endpoint when metrics.listeners is set: /healthz,
+	// /readyz (ready once a quorum leader is known) and the controller's
+	// Raft series (strata_controller_role says which node leads).
+	met, stopMetrics, err := startMetrics(cfg, absDir, logger) // serve_metrics.go
+	if err != nil {
+		return err
+	}
+	defer func() { stopMetrics() }() // on the error returns
 	// Signals are caught before the ready line: a SIGTERM sent on reading
 	// it stops the controller cleanly.
 	sigc := make(chan os.Signal, 1)
@@ -109,14 +119,30 @@ func serveController(cfg config.Broker, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	if met != nil {
+		met.SetController(func() (metrics.RaftStats, bool) {
+			st := ctl.RaftStats()
+			return metrics.RaftStats{Role: st.Role, Voter: st.Voter, Term: st.Term, CommitIndex: st.CommitIndex,
+				AppliedIndex: st.AppliedIndex, LastIndex: st.LastIndex}, true
+		})
+		met.SetReady(func() error {
+			if _, ok := ctl.Leader(); !ok {
+				return errors.New("no leader of the metadata quorum known")
+			}
+			return nil
+		})
+	}
 	logger.Info("strata controller listening", "node", cfg.NodeID, "process_roles", "controller",
 		"listen", ctlAddr(cfg), "data_dir", absDir,
 		"cluster_id", quorumClusterID(cfg.ControllerQuorum))
 	sig := <-sigc
 	logger.Info("shutting down", "signal", sig.String())
+	met.Stopping() // /readyz: not ready
 	if err := ctl.Close(); err != nil {
 		return fmt.Errorf("closing controller: %w", err)
 	}
+	stopMetrics()
+	stopMetrics = func() {}
 	logger.Info("stopped cleanly", "data_dir", absDir)
 	return nil
 }

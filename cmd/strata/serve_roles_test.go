@@ -2,7 +2,9 @@ package main
 
 import (
 	"bufio"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -122,7 +124,8 @@ func TestServeControllerOnly(t *testing.T) {
 	kafkaLn.Close()
 	data := filepath.Join(t.TempDir(), "data")
 	cmd := exec.Command(bin, "serve", "--node-id", "0", "--process-roles", "controller",
-		"--controller-quorum", "0@"+raftAddr, "--listen", kafkaAddr, "--data-dir", data)
+		"--controller-quorum", "0@"+raftAddr, "--listen", kafkaAddr, "--data-dir", data,
+		"--metrics-listeners", "http://127.0.0.1:0")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -143,6 +146,7 @@ func TestServeControllerOnly(t *testing.T) {
 		close(lines)
 	}()
 	var log []string
+	var metricsAddr string
 	deadline := time.After(hangGuard)
 	for ready := false; !ready; {
 		select {
@@ -151,6 +155,9 @@ func TestServeControllerOnly(t *testing.T) {
 				t.Fatalf("exited before its ready line:\n%s", strings.Join(log, "\n"))
 			}
 			log = append(log, line)
+			if m := serveMetricsRe.FindStringSubmatch(line); m != nil {
+				metricsAddr = m[1]
+			}
 			ready = strings.Contains(line, `msg="strata controller listening"`) && strings.Contains(line, "listen="+raftAddr)
 		case <-deadline:
 			t.Fatalf("no ready line within %v:\n%s", hangGuard, strings.Join(log, "\n"))
@@ -164,6 +171,37 @@ func TestServeControllerOnly(t *testing.T) {
 	if c, err := net.DialTimeout("tcp", kafkaAddr, 10*time.Second); err == nil {
 		c.Close()
 		t.Errorf("a controller-only node accepts on its Kafka listen address %s", kafkaAddr)
+	}
+	// /readyz once the node leads its quorum of one; the Raft series say
+	// it leads.
+	if metricsAddr == "" {
+		t.Fatalf("no metrics endpoint logged:\n%s", strings.Join(log, "\n"))
+	}
+	var body string
+	for i := 0; ; i++ {
+		resp, err := http.Get("http://" + metricsAddr + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if i == 600 {
+			t.Fatalf("/readyz not 200 after 600 tries: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if resp, err := http.Get("http://" + metricsAddr + "/metrics"); err != nil {
+		t.Fatal(err)
+	} else {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		body = string(b)
+	}
+	for _, want := range []string{`strata_controller_role{role="leader"} 1`, "strata_controller_voter 1"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
 	}
 	ents, err := os.ReadDir(data)
 	if err != nil {
