@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"testing"
@@ -63,11 +64,12 @@ func newShareTopology(t *testing.T, brokers []*inCluster, topic string, partitio
 	t.Cleanup(cl.Close)
 	waitRegistered(t, brokers)
 	adm := kadm.NewClient(cl)
-	ct, err := adm.CreateTopic(testCtx(t), partitions, rf, configs, topic)
-	if err != nil || ct.Err != nil {
-		t.Fatalf("create %s: %v %v", topic, err, ct.Err)
+	// A create retried by the client after its first attempt went
+	// through answers TOPIC_ALREADY_EXISTS: the id is the metadata's.
+	if _, err := adm.CreateTopic(testCtx(t), partitions, rf, configs, topic); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		t.Fatalf("create %s: %v", topic, err)
 	}
-	st := &shareTopology{brokers: brokers, cl: cl, adm: adm, topic: topic, id: ct.ID, leaders: make([]int32, partitions)}
+	st := &shareTopology{brokers: brokers, cl: cl, adm: adm, topic: topic, leaders: make([]int32, partitions)}
 	for _, b := range brokers {
 		waitMetadata(t, cl, b, func(r *kmsg.MetadataResponse) string {
 			mt := clusterTopic(r, topic)
@@ -80,6 +82,7 @@ func newShareTopology(t *testing.T, brokers []*inCluster, topic string, partitio
 				}
 				st.leaders[p.Partition] = p.Leader
 			}
+			st.id = mt.TopicID
 			return ""
 		})
 	}
@@ -134,9 +137,19 @@ func (st *shareTopology) heartbeat(t *testing.T, id int32, group, member string,
 	if epoch == 0 {
 		req.SubscribedTopicNames = []string{st.topic}
 	}
-	resp, err := req.RequestWith(testCtx(t), st.cl.Broker(int(id)))
-	if err != nil {
-		t.Fatalf("ShareGroupHeartbeat to broker %d: %v", id, err)
+	// The coordinator may still be loading the group's partition:
+	// retriable errors are retried (at most 100 times).
+	var resp *kmsg.ShareGroupHeartbeatResponse
+	for try := 0; ; try++ {
+		var err error
+		resp, err = req.RequestWith(testCtx(t), st.cl.Broker(int(id)))
+		if err != nil {
+			t.Fatalf("ShareGroupHeartbeat to broker %d: %v", id, err)
+		}
+		if ke, ok := kerr.ErrorForCode(resp.ErrorCode).(*kerr.Error); !ok || !ke.Retriable || try == 100 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
 		t.Fatalf("ShareGroupHeartbeat of %s (epoch %d) to broker %d: %v", member, epoch, id, err)
@@ -381,9 +394,8 @@ func TestClusterShareGroupConfigsReachLeaders(t *testing.T) {
 	brokers := startShareCluster(t, 3, nil)
 	st := newShareTopology(t, brokers, "events", 1, 2, nil)
 	const group, dlq = "auditors", "dlq.auditors"
-	ct, err := st.adm.CreateTopic(testCtx(t), 1, 2, map[string]*string{"errors.deadletterqueue.group.enable": kmsg.StringPtr("true")}, dlq)
-	if err != nil || ct.Err != nil {
-		t.Fatalf("create %s: %v %v", dlq, err, ct.Err)
+	if _, err := st.adm.CreateTopic(testCtx(t), 1, 2, map[string]*string{"errors.deadletterqueue.group.enable": kmsg.StringPtr("true")}, dlq); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		t.Fatalf("create %s: %v", dlq, err)
 	}
 	leader := st.leaders[0]
 	other := (leader + 1) % 3
