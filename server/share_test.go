@@ -908,6 +908,8 @@ func TestShareGroupConfigs(t *testing.T) {
 	}
 	for _, tc := range []struct{ name, value string }{
 		{"share.record.lock.duration.ms", "10"},
+		{"share.delivery.count.limit", "1"},
+		{"share.delivery.count.limit", "11"},
 		{"share.auto.offset.reset", "sometime"},
 		{"share.isolation.level", "serializable"},
 		{"no.such.key", "1"},
