@@ -45,7 +45,13 @@
 // state partition's leader (ReadPartition), refusing the share-partition
 // while neither can be read; snapshots carry the leader epoch that wrote
 // them, and a deposed leader's late write is not loaded
-// (docs/share-groups.md, "Share groups in a cluster").
+// (docs/share-groups.md, "Share groups in a cluster"). The group's
+// coordinator tells the other brokers when a member leaves or is fenced
+// (MemberGone: they release its records) and when the group's configs
+// change (RefreshGroupConfigs), has the leaders delete their
+// share-partitions for DeleteGroups (DeleteGroup's remote keys,
+// DeleteLed), and a dead-letter topic is auto-created through the
+// controller (Cluster.CreateTopic).
 //
 // # What it needs of the broker
 //
