@@ -10,7 +10,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -85,8 +87,47 @@ func startBroker(t *testing.T, dataDir string, extraArgs ...string) *broker {
 	}
 	b := &broker{t: t, addr: freeAddr(t), dataDir: dataDir, args: extraArgs}
 	b.start()
-	t.Cleanup(b.stop)
+	if !slices.Contains(extraArgs, "--controller-quorum") {
+		t.Cleanup(b.stop)
+		return b
+	}
+	quorumMu.Lock()
+	quorumBrokers[t] = append(quorumBrokers[t], b)
+	quorumMu.Unlock()
+	t.Cleanup(func() { stopCluster(t) })
 	return b
+}
+
+// The brokers t started with --controller-quorum, for stopCluster.
+var (
+	quorumMu      sync.Mutex
+	quorumBrokers = map[*testing.T][]*broker{}
+)
+
+// stopCluster ends the brokers of t's cluster: every running one but the
+// last stopped with SIGTERM (stop: a clean exit within 30 s), newest
+// first, and the last one killed. Alone, the last voter's controlled
+// shutdown finds no quorum and gives up only after 3 s
+// (broker/cluster controlledShutdownNoQuorum), which every cluster test
+// paid at its end; TestClusterLastVoterStops checks that exit once. The
+// first of t's cleanups does it all; the others find nothing to do.
+func stopCluster(t *testing.T) {
+	quorumMu.Lock()
+	brokers := quorumBrokers[t]
+	delete(quorumBrokers, t)
+	quorumMu.Unlock()
+	var running []*broker
+	for _, b := range brokers {
+		if b.cmd != nil {
+			running = append(running, b)
+		}
+	}
+	for i := len(running) - 1; i > 0; i-- {
+		running[i].stop()
+	}
+	if len(running) > 0 {
+		running[0].kill()
+	}
 }
 
 func (b *broker) start() {

@@ -81,7 +81,9 @@ func (c *testCluster) seeds() []string {
 
 func (c *testCluster) client(opts ...kgo.Opt) *kgo.Client {
 	c.t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.seeds()...)}, opts...)...)
+	// MetadataMinAge: after a failover franz-go waits for a metadata
+	// refresh before it retries, at most one per 5 s by default.
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.seeds()...), kgo.MetadataMinAge(250 * time.Millisecond)}, opts...)...)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -138,6 +140,30 @@ func topicOf(md *kmsg.MetadataResponse, name string) *kmsg.MetadataResponseTopic
 		}
 	}
 	return nil
+}
+
+// TestClusterLastVoterStops: a cluster's brokers stopped one at a time
+// with SIGTERM each exit cleanly within stop's 30 s, the last voter too,
+// whose controlled shutdown finds no quorum and gives up. (Other cluster
+// tests end with the last broker killed instead: stopCluster.)
+func TestClusterLastVoterStops(t *testing.T) {
+	c := startCluster(t, 3)
+	ctx := testCtx(t, time.Minute)
+	cl := c.client()
+	for id := int32(0); id < 3; id++ {
+		c.waitBrokers(ctx, cl, id, 3)
+	}
+	cl.Close()
+	for i := 2; i >= 0; i-- {
+		b := c.brokers[i]
+		b.stop()
+		if !strings.Contains(b.logs.String(), "stopped cleanly") {
+			t.Fatalf("broker %d did not stop cleanly on SIGTERM:\n%s", i, b.logs)
+		}
+	}
+	if logs := c.brokers[0].logs.String(); !strings.Contains(logs, "the metadata quorum has no leader") {
+		t.Fatalf("the last voter's controlled shutdown did not give up for want of a quorum:\n%s", logs)
+	}
 }
 
 // TestClusterReplicatedTopicFailover: three brokers; a topic with
@@ -636,8 +662,10 @@ func checkAcked(acked map[string][]string, read []*kgo.Record) ackReport {
 // minute passed) and returns them.
 func consumeAll(t *testing.T, ctx context.Context, seeds []string, topic string, want int) []*kgo.Record {
 	t.Helper()
+	// MetadataMinAge: after a failover franz-go waits for a metadata
+	// refresh, at most one per 5 s by default.
 	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.MetadataMinAge(250*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
