@@ -6,6 +6,10 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -18,6 +22,13 @@ import (
 // (combined broker + controller, each with a Raft port of its own on
 // 127.0.0.1), the others join as observers. Spawn returns once every broker
 // is registered and unfenced, i.e. listed in Metadata.
+//
+// With --spawn-controllers K (SpawnOptions.Controllers) the quorum is K
+// controller-only nodes instead (process.roles=controller, node ids N to
+// N+K-1, each a process of its own with its quorum address on 127.0.0.1),
+// started first, and the N brokers are broker-only nodes
+// (process.roles=broker, ids 0 to N-1), as Kafka's separate controllers:
+// a controller fault then leaves every broker's data path alone.
 
 // maxSpawnVoters is the size of a spawned cluster's controller quorum:
 // three voters tolerate the loss of any one broker, as in a typical Kafka
@@ -29,20 +40,89 @@ const maxSpawnVoters = 3
 const spawnFormTimeout = 60 * time.Second
 
 // spawnQuorum returns the --controller-quorum value for an n-broker spawn
-// ("" for a single broker, which runs without a controller).
-func spawnQuorum(n int) (string, error) {
-	if n <= 1 {
-		return "", nil
+// with k controller-only nodes ("" for a single broker without
+// controllers, which runs without a controller), and the controller-only
+// nodes' quorum addresses (none when k is 0: the first brokers are the
+// voters).
+func spawnQuorum(n, k int) (string, []string, error) {
+	if n <= 1 && k == 0 {
+		return "", nil, nil
 	}
-	voters := make([]string, 0, min(n, maxSpawnVoters))
-	for id := 0; id < min(n, maxSpawnVoters); id++ {
+	first, count := 0, min(n, maxSpawnVoters)
+	if k > 0 {
+		first, count = n, k
+	}
+	voters := make([]string, 0, count)
+	var addrs []string
+	for id := first; id < first+count; id++ {
 		addr, err := freeLoopbackAddr()
 		if err != nil {
-			return "", err
+			return "", nil, err
 		}
 		voters = append(voters, fmt.Sprintf("%d@%s", id, addr))
+		if k > 0 {
+			addrs = append(addrs, addr)
+		}
 	}
-	return strings.Join(voters, ","), nil
+	return strings.Join(voters, ","), addrs, nil
+}
+
+// startControllerNode starts controller-only node id on its quorum
+// address addr, with the brokers' properties file props (on a file of its
+// own adding a metrics listener, withMetrics), and waits until addr
+// accepts connections.
+func startControllerNode(ctx context.Context, bin, dir, props string, withMetrics bool, id int, addr, quorum string) (*SpawnedBroker, error) {
+	name := "controller-" + strconv.Itoa(id)
+	b := &SpawnedBroker{NodeID: id, Addr: addr, ListenAddr: addr,
+		DataDir: filepath.Join(dir, name), LogPath: filepath.Join(dir, name+".log"), bin: bin}
+	if withMetrics {
+		shared, err := os.ReadFile(props)
+		if err != nil {
+			return nil, err
+		}
+		if b.MetricsAddr, err = freeLoopbackAddr(); err != nil {
+			return nil, err
+		}
+		own := fmt.Appendf(shared, "# written by strata loadgen --spawn-controllers for node %d\n%s=http://%s\n", id, metricsListenersKey, b.MetricsAddr)
+		props = filepath.Join(dir, name+".properties")
+		if err := os.WriteFile(props, own, 0o644); err != nil {
+			return nil, err
+		}
+	}
+	b.args = []string{"serve", "--process-roles", "controller", "--node-id", strconv.Itoa(id),
+		"--controller-quorum", quorum, "--data-dir", b.DataDir, "--config", props}
+	if err := b.launch(os.O_TRUNC); err != nil {
+		return nil, err
+	}
+	return b, b.waitListening(ctx, spawnStartTimeout)
+}
+
+// leadingRe is the line a controller logs when it leads the quorum in a
+// new term (controller.resetSessions).
+var leadingRe = regexp.MustCompile(`msg="leading the metadata quorum[^"]*".* term=(\d+)`)
+
+// leadingController is the running controller-only node that logged
+// leading the quorum in the highest term, and that term (nil, 0: none).
+// Every new leader logs it once its first proposal is committed; a
+// controller that was paused or killed meanwhile logged a lower term.
+func (c *Cluster) leadingController() (*SpawnedBroker, int) {
+	var best *SpawnedBroker
+	bestTerm := 0
+	for _, b := range c.Controllers {
+		if _, exited := b.proc(); isClosed(exited) {
+			continue
+		}
+		data, err := os.ReadFile(b.LogPath)
+		if err != nil {
+			continue
+		}
+		for _, m := range leadingRe.FindAllSubmatch(data, -1) {
+			if term, _ := strconv.Atoi(string(m[1])); term > bestTerm {
+				best, bestTerm = b, term
+			}
+		}
+	}
+	return best, bestTerm
 }
 
 // waitFormed waits until every spawned broker's own Metadata lists every

@@ -35,7 +35,9 @@ const (
 	MaxRecordBytes = 1 << 20 // one record's value
 	MaxInflight    = 64      // produce requests in flight per connection
 	MaxSpawn       = 16
-	MinRecordBytes = stampBytes
+	// MaxSpawnControllers bounds --spawn-controllers.
+	MaxSpawnControllers = 7
+	MinRecordBytes      = stampBytes
 	// MaxDuration bounds one run (or one --find-max step).
 	MaxDuration = 24 * time.Hour
 )
@@ -48,6 +50,10 @@ type Config struct {
 	Brokers   []string
 	Spawn     int
 	StrataBin string // executable for Spawn; "" = this executable
+	// SpawnControllers, when > 0, spawns that many controller-only nodes
+	// (process.roles=controller) as the quorum's voters, and the Spawn
+	// brokers as broker-only nodes (SpawnOptions.Controllers).
+	SpawnControllers int
 	// SpawnSegmentBytes and SpawnConfig configure spawned brokers (see
 	// SpawnOptions).
 	SpawnSegmentBytes int64
@@ -256,6 +262,11 @@ func (c *Config) Validate() error {
 		bad("--brokers and --spawn are exclusive")
 	case c.Spawn < 0 || c.Spawn > MaxSpawn:
 		bad("--spawn %d out of range 0..%d", c.Spawn, MaxSpawn)
+	}
+	if c.SpawnControllers < 0 || c.SpawnControllers > MaxSpawnControllers {
+		bad("--spawn-controllers %d out of range 0..%d", c.SpawnControllers, MaxSpawnControllers)
+	} else if c.SpawnControllers > 0 && c.Spawn == 0 {
+		bad("--spawn-controllers needs --spawn (the brokers beside the controllers)")
 	}
 	if (c.SpawnBlackhole || c.CompareBlackhole || c.CompareBinary != "" || c.CompareDevice || c.Profile != "") && c.Spawn == 0 {
 		bad("--compare-blackhole, --compare-binary, --compare-device and --profile need --spawn")
@@ -479,7 +490,10 @@ func (c *Config) validateVerify(bad func(format string, args ...any)) {
 		if needsProxy(c.Faults) && c.Spawn < 2 {
 			bad("--faults partition and client-partition need --spawn 2 or more (brokers to cut apart)")
 		}
-		if needsQuorum(c.Faults) && c.Spawn < maxSpawnVoters {
+		if needsQuorum(c.Faults) && c.SpawnControllers > 0 && c.SpawnControllers < maxSpawnVoters {
+			bad("--faults controller-kill and controller-pause need --spawn-controllers %d or more (a majority left with one down)", maxSpawnVoters)
+		}
+		if needsQuorum(c.Faults) && c.SpawnControllers == 0 && c.Spawn < maxSpawnVoters {
 			bad("--faults controller-kill and controller-pause need --spawn %d or more (a quorum of %d controllers, a majority left with one down)", maxSpawnVoters, maxSpawnVoters)
 		}
 	}
@@ -491,6 +505,7 @@ type configJSON struct {
 	Engine            string   `json:"engine"`
 	Brokers           []string `json:"brokers,omitempty"`
 	Spawn             int      `json:"spawn"`
+	SpawnControllers  int      `json:"spawn_controllers,omitempty"`
 	Blackhole         bool     `json:"blackhole,omitempty"`
 	CompareDevice     bool     `json:"compare_device,omitempty"`
 	DeviceProbeBytes  int64    `json:"compare_device_bytes,omitempty"`
@@ -549,7 +564,7 @@ type configJSON struct {
 
 func (c *Config) json() configJSON {
 	j := configJSON{
-		Engine: c.Engine, Brokers: c.Brokers, Spawn: c.Spawn, Blackhole: c.SpawnBlackhole, Topic: c.Topic,
+		Engine: c.Engine, Brokers: c.Brokers, Spawn: c.Spawn, SpawnControllers: c.SpawnControllers, Blackhole: c.SpawnBlackhole, Topic: c.Topic,
 		Partitions: c.Partitions, ReplicationFactor: c.ReplicationFactor,
 		RecordBytes: c.RecordBytes, Compressible: c.Compressible, Keys: c.Keys,
 		KeyDist: c.KeyDist, HotKeyShare: c.HotKeyShare, ZipfS: c.ZipfS,

@@ -166,9 +166,13 @@ type FaultEvent struct {
 	// MetadataS is, for a controller fault, the seconds from its start
 	// until a metadata change (a probe topic created and deleted through
 	// another broker) was committed while the stopped controller was
-	// down; NewController is the controller that broker named then.
+	// down; NewController is the controller that broker named then (with
+	// controller-only nodes: the one that logged leading the quorum).
 	MetadataS     *float64 `json:"metadata_s,omitempty"`
 	NewController *int32   `json:"new_controller,omitempty"`
+	// ControllerOnly: Broker is a controller-only node's id
+	// (--spawn-controllers), not a broker's.
+	ControllerOnly bool `json:"controller_only,omitempty"`
 	// ISRShrinks and ISRExpands are the ISR changes the watcher saw from
 	// this fault's start to the next one's (or the end of the faults).
 	ISRShrinks int `json:"isr_shrinks"`
@@ -522,7 +526,7 @@ func (d *faultDriver) run(ctx context.Context) {
 				b = c
 			}
 		}
-		ev := FaultEvent{Kind: kind, Broker: b.NodeID, AtS: d.clock().Seconds()}
+		ev := FaultEvent{Kind: kind, Broker: b.NodeID, AtS: d.clock().Seconds(), ControllerOnly: !d.isBroker(int32(b.NodeID))}
 		began := d.clock()
 		switch {
 		case err != nil:
@@ -717,7 +721,7 @@ func (d *faultDriver) waitRecovered(ctx context.Context, faulted int32) error {
 	ctx, cancel := context.WithTimeout(ctx, faultRecoverTimeout)
 	defer cancel()
 	for {
-		if d.recovered(ctx, d.admin) && d.recovered(ctx, d.admin.Broker(int(faulted))) {
+		if d.recovered(ctx, d.admin) && (!d.isBroker(faulted) || d.recovered(ctx, d.admin.Broker(int(faulted)))) {
 			return nil
 		}
 		select {
@@ -726,6 +730,17 @@ func (d *faultDriver) waitRecovered(ctx context.Context, faulted int32) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// isBroker says whether id is a spawned broker's (not a controller-only
+// node's).
+func (d *faultDriver) isBroker(id int32) bool {
+	for _, b := range d.cluster.Brokers {
+		if int32(b.NodeID) == id {
+			return true
+		}
+	}
+	return false
 }
 
 func (d *faultDriver) recovered(ctx context.Context, via kmsg.Requestor) bool {
@@ -798,6 +813,8 @@ func writeFaults(b *strings.Builder, r *FaultsResult) {
 		switch {
 		case e.Broker == AllBrokers:
 			fmt.Fprintf(b, "  %.1f s %s of every broker: down %.1f s", e.AtS, e.Kind, e.DownS)
+		case isControllerFault(e.Kind) && e.ControllerOnly:
+			fmt.Fprintf(b, "  %.1f s %s of the active controller, controller-only node %d: down %.1f s", e.AtS, e.Kind, e.Broker, e.DownS)
 		case isControllerFault(e.Kind):
 			fmt.Fprintf(b, "  %.1f s %s of the active controller, broker %d: down %.1f s", e.AtS, e.Kind, e.Broker, e.DownS)
 		default:

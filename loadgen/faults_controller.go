@@ -2,10 +2,13 @@ package loadgen
 
 // Controller-quorum faults (--faults controller-kill, controller-pause).
 // A spawned cluster's first three brokers are also the controller
-// quorum's voters (combined broker + controller, cluster.go); there are no
-// controller-only processes. These faults aim at the quorum: each one
-// finds the active controller (the Raft leader, which every broker's
-// Metadata names as ControllerID) and
+// quorum's voters (combined broker + controller, cluster.go), unless
+// --spawn-controllers started controller-only processes as the voters.
+// These faults aim at the quorum: each one finds the active controller
+// (the Raft leader: with combined nodes the broker every broker's
+// Metadata names as ControllerID; with controller-only nodes the one that
+// logged leading the quorum in the highest term, since Metadata names
+// brokers only) and
 //
 //   - controller-kill: SIGKILLs it and, while it is down, writes metadata
 //     through another broker (the probe below), then starts it again on
@@ -23,8 +26,11 @@ package loadgen
 // and then asks that broker's Metadata for the controller. The fault fails
 // when the probe does not succeed within controllerProbeTimeout, or when
 // the surviving broker still names the stopped controller after the
-// writes were committed. Since the voters are brokers too, the stopped
-// controller's partitions lose their leader as with kill and pause.
+// writes were committed (with controller-only nodes: when no other
+// controller logs leading the quorum). With combined nodes the voters
+// are brokers too, and the stopped controller's partitions lose their
+// leader as with kill and pause; with controller-only nodes the brokers'
+// data path is not touched.
 
 import (
 	"context"
@@ -72,6 +78,9 @@ func needsQuorum(faults []string) bool {
 func (d *faultDriver) activeController(ctx context.Context) (*SpawnedBroker, error) {
 	ctx, cancel := context.WithTimeout(ctx, controllerFindTimeout)
 	defer cancel()
+	if len(d.cluster.Controllers) > 0 {
+		return d.leadingController(ctx, nil)
+	}
 	var last map[int32]int
 	for {
 		votes := map[int32]int{}
@@ -96,6 +105,26 @@ func (d *faultDriver) activeController(ctx context.Context) (*SpawnedBroker, err
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("the brokers did not agree on an active controller within %v (controller ids named: %v)", controllerFindTimeout, last)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// leadingController waits (until ctx ends) for a running controller-only
+// node other than not to be the one that logged leading the quorum in the
+// highest term (Cluster.leadingController).
+func (d *faultDriver) leadingController(ctx context.Context, not *SpawnedBroker) (*SpawnedBroker, error) {
+	for {
+		c, term := d.cluster.leadingController()
+		if c != nil && c != not {
+			return c, nil
+		}
+		select {
+		case <-ctx.Done():
+			if c == nil {
+				return nil, fmt.Errorf("no running controller logged leading the quorum within %v", controllerFindTimeout)
+			}
+			return nil, fmt.Errorf("controller %d still leads the quorum (term %d) as far as the controllers' logs say", c.NodeID, term)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
@@ -246,6 +275,17 @@ func (d *faultDriver) probeMetadata(runCtx context.Context, via *SpawnedBroker, 
 		}
 	}
 	metaS := (d.clock() - began).Seconds()
+	if len(d.cluster.Controllers) > 0 {
+		// Brokers name brokers as the controller: the new leader is the
+		// controller that logged leading in a later term.
+		lctx, lcancel := context.WithTimeout(ctx, controllerFindTimeout)
+		c, err := d.leadingController(lctx, stopped)
+		lcancel()
+		if err != nil {
+			return metaS, -1, fmt.Errorf("metadata written, but: %w", err)
+		}
+		return metaS, int32(c.NodeID), nil
+	}
 	rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
 	resp, err := kmsg.NewPtrMetadataRequest().RequestWith(rctx, req)
 	rcancel()

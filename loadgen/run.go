@@ -676,7 +676,8 @@ func runTarget(ctx context.Context, cfg Config) (rep *Report, err error) {
 			Listener: cfg.SpawnListener, Protocol: cfg.Security.protocol(), ClientOpts: sec,
 			SegmentBytes: cfg.SpawnSegmentBytes, ConfigFile: cfg.SpawnConfig,
 			Blackhole: cfg.SpawnBlackhole, CPUProfile: cfg.Profile,
-			Proxy: needsProxy(cfg.Faults), ReplicaLagTimeMax: faultLagTime(&cfg), DiskBytes: faultDiskBytes(&cfg)}); err != nil {
+			Proxy: needsProxy(cfg.Faults), ReplicaLagTimeMax: faultLagTime(&cfg), DiskBytes: faultDiskBytes(&cfg),
+			Controllers: cfg.SpawnControllers}); err != nil {
 			return nil, err
 		}
 		defer func() {
@@ -687,6 +688,9 @@ func runTarget(ctx context.Context, cfg Config) (rep *Report, err error) {
 		seeds = cluster.Addrs() // N > 1: one cluster (cluster.go)
 		cluster.log = logw
 		fmt.Fprintf(logw, "spawned %d broker(s): %v\n", cfg.Spawn, cluster.Addrs())
+		if len(cluster.Controllers) > 0 {
+			fmt.Fprintf(logw, "spawned %d controller-only node(s) as the quorum: %v\n", len(cluster.Controllers), cluster.controllerAddrs())
+		}
 		if cluster.dev, err = lookupDevice(cluster.dir); err != nil {
 			if !cfg.quietDevice {
 				fmt.Fprintf(logw, "device traffic not measured: %v\n", err)

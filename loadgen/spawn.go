@@ -28,7 +28,10 @@ import (
 type Cluster struct {
 	dir     string
 	Brokers []*SpawnedBroker
-	dev     *blockDevice // dir's block device; nil when it has none (runTarget)
+	// Controllers are the controller-only nodes (SpawnOptions.Controllers;
+	// nil without): Addr and ListenAddr are their quorum addresses.
+	Controllers []*SpawnedBroker
+	dev         *blockDevice // dir's block device; nil when it has none (runTarget)
 	// proxies stand in front of the brokers (SpawnOptions.Proxy; nil
 	// without): what the partition faults cut (proxy.go).
 	proxies *proxySet
@@ -124,6 +127,12 @@ type SpawnOptions struct {
 	// ClientOpts are the security options of loadgen's clients (TLS,
 	// SASL), for the clients Spawn itself runs (waitFormed).
 	ClientOpts []kgo.Opt
+	// Controllers, when > 0, starts that many controller-only nodes
+	// (process.roles=controller, node ids Brokers..Brokers+Controllers-1)
+	// as the controller quorum's voters before the brokers, which then
+	// run as broker-only nodes (process.roles=broker): Kafka's separate
+	// controllers. See cluster.go.
+	Controllers int
 }
 
 // Spawn starts the brokers and waits until each accepts TCP connections.
@@ -154,10 +163,20 @@ func Spawn(ctx context.Context, opts SpawnOptions) (*Cluster, error) {
 	if opts.Proxy {
 		c.proxies = newProxySet()
 	}
-	quorum, err := spawnQuorum(n) // cluster.go
+	quorum, ctlAddrs, err := spawnQuorum(n, opts.Controllers) // cluster.go
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
+	}
+	for i, addr := range ctlAddrs {
+		ctl, err := startControllerNode(ctx, bin, dir, props, !userMetrics, n+i, addr, quorum)
+		if ctl != nil {
+			c.Controllers = append(c.Controllers, ctl)
+		}
+		if err != nil {
+			c.Stop()
+			return nil, err
+		}
 	}
 	for i := range n {
 		var extra []string
@@ -166,6 +185,9 @@ func Spawn(ctx context.Context, opts SpawnOptions) (*Cluster, error) {
 		}
 		if quorum != "" {
 			extra = append(extra, "--controller-quorum", quorum)
+		}
+		if len(ctlAddrs) > 0 {
+			extra = append(extra, "--process-roles", "broker")
 		}
 		if i == 0 && opts.CPUProfile != "" {
 			extra = append(extra, "--cpuprofile", opts.CPUProfile)
@@ -405,6 +427,15 @@ func (c *Cluster) Addrs() []string {
 	return out
 }
 
+// controllerAddrs are the controller-only nodes' quorum addresses.
+func (c *Cluster) controllerAddrs() []string {
+	out := make([]string, len(c.Controllers))
+	for i, b := range c.Controllers {
+		out[i] = b.Addr
+	}
+	return out
+}
+
 // usage sums CPU time and memory over the brokers still running.
 func (c *Cluster) usage() (cpu time.Duration, rss, peak int64) {
 	for _, b := range c.Brokers {
@@ -443,26 +474,10 @@ func (c *Cluster) deviceSample() *devSample {
 // spawnStopTimeout) and removes their data. It reports brokers that had to
 // be killed or did not exit cleanly.
 func (c *Cluster) Stop() error {
-	var errs []error
-	for _, b := range c.Brokers {
-		cmd, exited := b.proc()
-		select {
-		case <-exited:
-			errs = append(errs, fmt.Errorf("broker %d had exited before the end of the run:\n%s", b.NodeID, tailFile(b.LogPath, 2000)))
-			continue
-		default:
-		}
-		cmd.Process.Signal(syscall.SIGCONT) // a --faults pause cut short
-		cmd.Process.Signal(syscall.SIGTERM)
-	}
-	for _, b := range c.Brokers {
-		cmd, exited := b.proc()
-		select {
-		case <-exited:
-		case <-time.After(spawnStopTimeout):
-			errs = append(errs, b.stuckStop(cmd, exited))
-		}
-	}
+	// The brokers first: their controlled shutdown needs the quorum,
+	// which separate controllers (c.Controllers) keep until then.
+	errs := stopNodes(c.Brokers, "broker")
+	errs = append(errs, stopNodes(c.Controllers, "controller")...)
 	if c.proxies != nil {
 		c.proxies.close()
 	}
@@ -479,6 +494,33 @@ func (c *Cluster) Stop() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// stopNodes sends SIGTERM to every node still running and waits for them
+// to exit (SIGKILL after spawnStopTimeout); what is returns are the nodes
+// that had exited before or had to be killed.
+func stopNodes(nodes []*SpawnedBroker, what string) []error {
+	var errs []error
+	for _, b := range nodes {
+		cmd, exited := b.proc()
+		select {
+		case <-exited:
+			errs = append(errs, fmt.Errorf("%s %d had exited before the end of the run:\n%s", what, b.NodeID, tailFile(b.LogPath, 2000)))
+			continue
+		default:
+		}
+		cmd.Process.Signal(syscall.SIGCONT) // a --faults pause cut short
+		cmd.Process.Signal(syscall.SIGTERM)
+	}
+	for _, b := range nodes {
+		cmd, exited := b.proc()
+		select {
+		case <-exited:
+		case <-time.After(spawnStopTimeout):
+			errs = append(errs, b.stuckStop(cmd, exited))
+		}
+	}
+	return errs
 }
 
 // freeLoopbackAddr returns a loopback address free now, for a spawned
