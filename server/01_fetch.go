@@ -523,11 +523,20 @@ func (p *fetchPolls) remove(f *fetchState) {
 // ConnClosed implements netpoll.ConnCloseHandler: the connection's pending
 // long polls end without an answer.
 func (h connHandler) ConnClosed(c *netpoll.Conn) {
-	p := &h.s.polls
+	h.s.endPolls(c)
+	h.s.sessions.connClosed(c.ID())
+	h.s.meterConnClosed(c) // metrics.go
+}
+
+// endPolls ends connection c's pending consumer long polls without an
+// answer (ConnClosed; tests that dispatch on a stand-in connection call it
+// when they close it).
+func (s *Server) endPolls(c peer) {
+	p := &s.polls
 	var mine []*fetchState
 	p.mu.Lock()
 	for f := range p.m {
-		if f.rc.conn == peer(c) {
+		if f.rc.conn == c {
 			mine = append(mine, f)
 		}
 	}
@@ -535,8 +544,6 @@ func (h connHandler) ConnClosed(c *netpoll.Conn) {
 	for _, f := range mine {
 		f.onConnClosed()
 	}
-	h.s.sessions.connClosed(c.ID())
-	h.s.meterConnClosed(c) // metrics.go
 }
 
 // readReplica serves a follower's fetch (replica id >= 0) of l, which this

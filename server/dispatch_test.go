@@ -238,7 +238,8 @@ func FuzzDispatch(f *testing.F) {
 		}
 		p, r := newFakePeer(), newFakeReply()
 		s.dispatch(p, frame, r)
-		p.Close() // long polls give up now
+		p.Close()
+		s.endPolls(p) // long polls give up now, as on a real connection's close (ConnClosed)
 		c := r.wait(t)
 		if s.panics.Load() != 0 {
 			t.Fatalf("handler panicked:\n%s", logs.String())
