@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
 	"regexp"
 	"strconv"
 	"strings"
@@ -11,6 +12,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/stratalog/strata/internal/sasl"
 )
 
 // startController runs a controller-only node (process.roles=controller)
@@ -193,4 +197,69 @@ func TestClusterControllerOnlyNodes(t *testing.T) {
 	if err != nil || len(topics) != 2 || topics.Error() != nil {
 		t.Fatalf("list: %v %v", err, topics)
 	}
+}
+
+// TestSASLControllerOnlyNodes: with a SASL_PLAINTEXT inter-broker
+// listener, three controller-only nodes and two broker-only nodes form
+// the cluster over the SASL controller port (the brokers authenticate to
+// the controllers as the inter-broker user, admin, a super user under the
+// authorizer). A SCRAM user created through a broker afterwards (carol)
+// reaches the controllers' stores, which check their port's peers: carol
+// authenticates to a controller-only node's port, and is then closed for
+// lacking ClusterAction. Without the controllers following the replicated
+// credentials she would fail to authenticate.
+func TestSASLControllerOnlyNodes(t *testing.T) {
+	ctx := testCtx(t, 3*time.Minute)
+	const secured = "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer\nsuper.users=User:admin\n"
+	ctlAddrs := make([]string, 3)
+	voters := make([]string, 3)
+	for i := range ctlAddrs {
+		ctlAddrs[i] = freeAddr(t)
+		voters[i] = fmt.Sprintf("%d@%s", i, ctlAddrs[i])
+	}
+	quorum := strings.Join(voters, ",")
+	var ctls []*broker
+	for i := range ctlAddrs {
+		// The listener is never bound on a controller-only node; it
+		// carries the inter-broker SASL settings of the controller port.
+		props := writeProps(t, saslProps("SASL_PLAINTEXT", freeAddr(t))+clusterProps+secured)
+		ctls = append(ctls, startController(t, i, ctlAddrs[i], quorum, props))
+	}
+	var brokers []*broker
+	for id := 3; id < 5; id++ {
+		addr := freeAddr(t)
+		brokers = append(brokers, startBrokerProps(t, addr, saslProps("SASL_PLAINTEXT", addr)+clusterProps+secured,
+			"--node-id", strconv.Itoa(id), "--process-roles", "broker", "--controller-quorum", quorum))
+	}
+	admin, err := kgo.NewClient(kgo.SeedBrokers(brokers[0].addr, brokers[1].addr),
+		kgo.SASL(scram.Auth{User: "admin", Pass: "admin-secret"}.AsSha512Mechanism()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	waitReplicatedTopic(t, ctx, admin, "formed") // brokers registered through the SASL port
+
+	res, err := kadm.NewClient(admin).AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "carol", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "carol-secret"}})
+	if err == nil {
+		err = res.Error()
+	}
+	if err != nil {
+		t.Fatalf("AlterUserSCRAMs: %v", err)
+	}
+	var conn net.Conn
+	waitFor(t, 30*time.Second, func() string {
+		c, err := net.DialTimeout("tcp", ctlAddrs[0], 5*time.Second)
+		if err != nil {
+			return err.Error()
+		}
+		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if err := sasl.Authenticate(actx, c, sasl.ClientCredentials{Mechanism: sasl.ScramSHA512, User: "carol", Password: "carol-secret"}); err != nil {
+			c.Close()
+			return "carol on controller 0's port: " + err.Error()
+		}
+		conn = c
+		return ""
+	})
+	controllerPortRefuses(t, conn, nil, ctls[0], "controller port: peer not authorized")
 }

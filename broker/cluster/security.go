@@ -17,6 +17,10 @@ type SecurityStores struct {
 	Authorizer *auth.Authorizer
 	Scram      *sasl.Store
 	Quotas     *auth.Quotas
+	// NoSeed: apply the replicated state only, never seed it from these
+	// stores (a controller-only node, whose stores check its controller
+	// port's peers and were never a broker's).
+	NoSeed bool
 }
 
 // SecuritySync applies the controller's replicated ACLs, SCRAM credentials
@@ -56,7 +60,7 @@ func (s *SecuritySync) Run(ctx context.Context, caughtUp <-chan struct{}, w *con
 	case <-ctx.Done():
 		return
 	}
-	for !s.seed(ctx) {
+	for !s.stores.NoSeed && !s.seed(ctx) {
 		t := time.NewTimer(500 * time.Millisecond)
 		select {
 		case <-ctx.Done():

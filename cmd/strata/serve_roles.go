@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,7 +11,9 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
+	"github.com/stratalog/strata/broker/cluster"
 	"github.com/stratalog/strata/controller"
 	"github.com/stratalog/strata/internal/config"
 	"github.com/stratalog/strata/metrics"
@@ -132,12 +135,32 @@ func serveController(cfg config.Broker, logger *slog.Logger) error {
 			return nil
 		})
 	}
+	// The replicated ACLs and SCRAM credentials, which check the
+	// controller port's peers, follow the metadata as on a broker
+	// (broker/cluster SecuritySync), without seeding it: a controller's
+	// stores were never a broker's.
+	syncCtx, stopSync := context.WithCancel(context.Background())
+	syncDone := make(chan struct{})
+	go func() { // owner: serveController; ends with stopSync
+		defer close(syncDone)
+		w := ctl.Watch()
+		defer w.Close()
+		caughtUp := make(chan struct{})
+		go func() { // ends when caught up or with stopSync
+			waitCaughtUp(syncCtx, ctl)
+			close(caughtUp)
+		}()
+		cluster.NewSecuritySync(ctl, cluster.SecurityStores{Authorizer: authz, Scram: scram, NoSeed: true}, logger).Run(syncCtx, caughtUp, w)
+	}()
+	defer func() { stopSync(); <-syncDone }()
 	logger.Info("strata controller listening", "node", cfg.NodeID, "process_roles", "controller",
 		"listen", ctlAddr(cfg), "data_dir", absDir,
 		"cluster_id", quorumClusterID(cfg.ControllerQuorum))
 	sig := <-sigc
 	logger.Info("shutting down", "signal", sig.String())
 	met.Stopping() // /readyz: not ready
+	stopSync()
+	<-syncDone
 	if err := ctl.Close(); err != nil {
 		return fmt.Errorf("closing controller: %w", err)
 	}
@@ -145,6 +168,23 @@ func serveController(cfg config.Broker, logger *slog.Logger) error {
 	stopMetrics = func() {}
 	logger.Info("stopped cleanly", "data_dir", absDir)
 	return nil
+}
+
+// waitCaughtUp returns once ctl knows a quorum leader and has applied
+// what it knew committed, or when ctx ends.
+func waitCaughtUp(ctx context.Context, ctl *controller.Controller) {
+	for {
+		if _, ok := ctl.Leader(); ok {
+			if st := ctl.RaftStats(); st.CommitIndex > 0 && st.AppliedIndex >= st.CommitIndex {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // ctlAddr is a voter's quorum address.
