@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/stratalog/strata/internal/sasl"
@@ -52,8 +53,8 @@ func activeController(ctls []*broker) (int, int) {
 // TestClusterControllerOnlyNodes: Kafka's separate controllers. Three
 // controller-only nodes (process.roles=controller) form the metadata
 // quorum, two broker-only nodes (process.roles=broker) serve clients.
-// Metadata lists the two brokers only and names one of them as the
-// controller; a topic with replication factor 2 is created, written and
+// Metadata and DescribeCluster list the two brokers only and name one of
+// them as the controller; a topic with replication factor 2 is created, written and
 // read back with franz-go; the active controller is SIGKILLed and
 // CreateTopics still works through the two that remain (a new leader is
 // elected among them, the brokers forward to it), and the new topic is
@@ -101,6 +102,13 @@ func TestClusterControllerOnlyNodes(t *testing.T) {
 			}
 			if md.ControllerID != 3 && md.ControllerID != 4 {
 				return fmt.Sprintf("broker %d names controller %d, not a broker", id, md.ControllerID)
+			}
+			dc, err := kmsg.NewPtrDescribeClusterRequest().RequestWith(ctx, cl.Broker(int(id)))
+			if err != nil {
+				return fmt.Sprintf("DescribeCluster from %d: %v", id, err)
+			}
+			if len(dc.Brokers) != 2 || (dc.ControllerID != 3 && dc.ControllerID != 4) {
+				return fmt.Sprintf("broker %d: DescribeCluster lists %d brokers, controller %d", id, len(dc.Brokers), dc.ControllerID)
 			}
 		}
 		return ""
