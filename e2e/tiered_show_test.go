@@ -284,6 +284,7 @@ func TestTieredShowS3(t *testing.T) {
 	}
 	tHalf := time.Since(t0)
 	before := waitCaught("before the store stops")
+	caughtHalf := time.Since(t0)
 	copiedBefore := metricValue(maddr, "strata_remote_segments_copied_total")
 
 	// The store frozen: a quarter of the records produced, paced over the
@@ -341,6 +342,7 @@ func TestTieredShowS3(t *testing.T) {
 	caughtAt := time.Since(t0)
 	copied := metricValue(maddr, "strata_remote_segments_copied_total")
 	copiedBytes := metricValue(maddr, "strata_remote_copied_bytes_total")
+	copySeconds := metricValue(maddr, "strata_remote_copy_seconds_total")
 	if peakLogStopped.Load() <= before {
 		t.Fatalf("the local log did not grow while the store was stopped (peak %d, before %d): retention did not wait for uploads", peakLogStopped.Load(), before)
 	}
@@ -390,7 +392,8 @@ func TestTieredShowS3(t *testing.T) {
 		stoppedFor.Round(time.Millisecond), ackedIn.Load(), lats[1].Round(time.Millisecond), lats[0].Round(time.Millisecond), caughtAt.Round(time.Millisecond))
 	t.Logf("local .log bytes: %.1f MiB before the stop, peak %.1f MiB (all files %.1f MiB), peak while stopped %.1f MiB, %.1f MiB after catching up",
 		mib(before), mib(peakLog.Load()), mib(peakAll.Load()), mib(peakLogStopped.Load()), mib(after))
-	t.Logf("uploaded %.0f segments, %.1f MiB of objects", copied, copiedBytes/(1<<20))
+	t.Logf("uploaded %.0f segments, %.1f MiB of objects; the store's put time %.1f s (%.1f MiB/s); the first half copied and trimmed %v after the first produce",
+		copied, copiedBytes/(1<<20), copySeconds, copiedBytes/(1<<20)/copySeconds, caughtHalf.Round(time.Millisecond))
 	t.Logf("read back from offset 0: %v (%.0f records/s, %.1f MiB/s, %.1f MiB fetched from the store); after restart %v (%.0f records/s)",
 		read1.Round(time.Millisecond), float64(n)/read1.Seconds(), mib(total)/read1.Seconds(), fetched/(1<<20),
 		read2.Round(time.Millisecond), float64(n)/read2.Seconds())
