@@ -348,8 +348,8 @@ func TestTieredShowS3(t *testing.T) {
 	}
 
 	// Every record from offset 0, in order; again after a restart.
-	readAll := func(what string) time.Duration {
-		ccl := b.client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"show": {0: kgo.NewOffset().AtStart()}}),
+	readAll := func(topic, what string) time.Duration {
+		ccl := b.client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}),
 			kgo.FetchMaxBytes(16<<20))
 		defer ccl.Close()
 		start := time.Now()
@@ -380,10 +380,33 @@ func TestTieredShowS3(t *testing.T) {
 		return time.Since(start)
 	}
 	fetchedBefore := metricValue(maddr, "strata_remote_fetched_bytes_total")
-	read1 := readAll("first read")
+	read1 := readAll("show", "first read")
 	fetched := metricValue(maddr, "strata_remote_fetched_bytes_total") - fetchedBefore
 	b.restart()
-	read2 := readAll("read after restart")
+	read2 := readAll("show", "read after restart")
+
+	// Side by side: the same records in a topic without remote storage,
+	// read from offset 0 off the local disk.
+	if resp, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"segment.bytes": kadm.StringPtr(fmt.Sprint(segment))}, "plain"); err != nil || resp.Err != nil {
+		t.Fatalf("create plain: %v %v", err, resp.Err)
+	}
+	lcl := b.client(kgo.DefaultProduceTopic("plain"), kgo.ProducerBatchCompression(kgo.NoCompression()),
+		kgo.ProducerBatchMaxBytes(1<<20), kgo.MaxBufferedRecords(8192))
+	var plainErr atomic.Pointer[error]
+	for i := int64(0); i < n; i++ {
+		lcl.Produce(ctx, &kgo.Record{Value: []byte(fmt.Sprintf("%010d-%s", i, pad)[:valueSize])}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				plainErr.CompareAndSwap(nil, &err)
+			}
+		})
+	}
+	if err := lcl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if e := plainErr.Load(); e != nil {
+		t.Fatalf("produce to plain: %v", *e)
+	}
+	readLocal := readAll("plain", "local read")
 
 	mib := func(v int64) float64 { return float64(v) / (1 << 20) }
 	t.Logf("produced %d records of %d bytes (%.0f MiB) in %v (first half in %v); segment.bytes %d, local.retention.bytes %d",
@@ -397,4 +420,6 @@ func TestTieredShowS3(t *testing.T) {
 	t.Logf("read back from offset 0: %v (%.0f records/s, %.1f MiB/s, %.1f MiB fetched from the store); after restart %v (%.0f records/s)",
 		read1.Round(time.Millisecond), float64(n)/read1.Seconds(), mib(total)/read1.Seconds(), fetched/(1<<20),
 		read2.Round(time.Millisecond), float64(n)/read2.Seconds())
+	t.Logf("catch-up from offset 0, tiered vs local: %.0f vs %.0f records/s (%.1f vs %.1f MiB/s)",
+		float64(n)/read1.Seconds(), float64(n)/readLocal.Seconds(), mib(total)/read1.Seconds(), mib(total)/readLocal.Seconds())
 }
