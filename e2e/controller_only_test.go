@@ -31,6 +31,19 @@ func startController(t *testing.T, id int, addr, quorum, props string) *broker {
 	return b
 }
 
+// controllerQuorum picks free quorum addresses for n controller-only
+// nodes (ids 0..n-1) and returns them with the controller.quorum.voters
+// value naming them.
+func controllerQuorum(t *testing.T, n int) (addrs []string, quorum string) {
+	addrs = make([]string, n)
+	voters := make([]string, n)
+	for i := range addrs {
+		addrs[i] = freeAddr(t)
+		voters[i] = fmt.Sprintf("%d@%s", i, addrs[i])
+	}
+	return addrs, strings.Join(voters, ",")
+}
+
 var leadingRe = regexp.MustCompile(`msg="leading the metadata quorum[^"]*".* term=(\d+)`)
 
 // activeController is the index of the controller that logged leading the
@@ -62,13 +75,7 @@ func activeController(ctls []*broker) (int, int) {
 func TestClusterControllerOnlyNodes(t *testing.T) {
 	ctx := testCtx(t, 4*time.Minute)
 	props := writeProps(t, clusterProps)
-	ctlAddrs := make([]string, 3)
-	voters := make([]string, 3)
-	for i := range ctlAddrs {
-		ctlAddrs[i] = freeAddr(t)
-		voters[i] = fmt.Sprintf("%d@%s", i, ctlAddrs[i])
-	}
-	quorum := strings.Join(voters, ",")
+	ctlAddrs, quorum := controllerQuorum(t, 3)
 	var ctls []*broker
 	for i := range ctlAddrs {
 		ctls = append(ctls, startController(t, i, ctlAddrs[i], quorum, props))
@@ -219,13 +226,7 @@ func TestClusterControllerOnlyNodes(t *testing.T) {
 func TestSASLControllerOnlyNodes(t *testing.T) {
 	ctx := testCtx(t, 3*time.Minute)
 	const secured = "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer\nsuper.users=User:admin\n"
-	ctlAddrs := make([]string, 3)
-	voters := make([]string, 3)
-	for i := range ctlAddrs {
-		ctlAddrs[i] = freeAddr(t)
-		voters[i] = fmt.Sprintf("%d@%s", i, ctlAddrs[i])
-	}
-	quorum := strings.Join(voters, ",")
+	ctlAddrs, quorum := controllerQuorum(t, 3)
 	var ctls []*broker
 	for i := range ctlAddrs {
 		// The listener is never bound on a controller-only node; it
