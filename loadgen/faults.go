@@ -40,8 +40,9 @@ package loadgen
 // cluster has recovered if that took longer. --fault-count bounds the
 // faults (0: as many as the run's duration allows). When the producers
 // are done the driver is stopped: a pause in progress ends at once, a
-// killed broker is always started again and a partition healed, so the
-// read-back of --verify sees every broker.
+// killed broker is always started again and a partition healed, and the
+// recovery of that fault is still waited for (bounded as above), so the
+// read-back of --verify sees every broker and the event its recovery.
 //
 // Meanwhile an ISR watcher reads every partition's ISR from Metadata
 // (isrWatchInterval) through a client that bypasses the proxies, and
@@ -191,7 +192,9 @@ type FaultEvent struct {
 }
 
 // FaultWindow is the producers' view of one fault: the timeline's samples
-// (one a second) that overlap [FromS, ToS], in the run's seconds as AtS.
+// (one a second) whose middle lies in [FromS, ToS] (or, for a window
+// shorter than that, the one that overlaps it most), in the run's seconds
+// as AtS.
 type FaultWindow struct {
 	FromS   float64 `json:"from_s"`
 	ToS     float64 `json:"to_s"`
@@ -208,7 +211,10 @@ type FaultWindow struct {
 
 // setWindows gives every event its FaultWindow from timeline, whose
 // sample times count from measureOff on the run's clock; a sample covers
-// the second (or less, the first and the last) before its time.
+// the second (or less, the first and the last) before its time. A sample
+// belongs to a window when its middle lies in it (a sample mostly before
+// or after the fault says nothing about it); a window no middle falls in
+// takes the sample that overlaps it most.
 func (r *FaultsResult) setWindows(timeline []Sample, measureOff time.Duration) {
 	off := measureOff.Seconds()
 	for i := range r.Events {
@@ -221,13 +227,7 @@ func (r *FaultsResult) setWindows(timeline []Sample, measureOff time.Duration) {
 			end = min(end, r.Events[i+1].AtS)
 		}
 		w := FaultWindow{FromS: e.AtS, ToS: end}
-		prev := 0.0
-		for _, smp := range timeline {
-			from, to := off+prev, off+smp.TS
-			prev = smp.TS
-			if to <= w.FromS || from >= w.ToS {
-				continue
-			}
+		add := func(smp Sample) {
 			if w.Samples == 0 || smp.RecordsPerSec < w.MinRecordsPerSec {
 				w.MinRecordsPerSec = smp.RecordsPerSec
 			}
@@ -235,6 +235,20 @@ func (r *FaultsResult) setWindows(timeline []Sample, measureOff time.Duration) {
 			w.Errors += smp.Errors
 			w.MaxProduceP99Ms = max(w.MaxProduceP99Ms, smp.ProduceP99Ms)
 			w.MaxProduceMaxMs = max(w.MaxProduceMaxMs, smp.ProduceMaxMs)
+		}
+		prev, best, bestOver := 0.0, -1, 0.0
+		for j, smp := range timeline {
+			from, to := off+prev, off+smp.TS
+			prev = smp.TS
+			if over := min(to, w.ToS) - max(from, w.FromS); over > bestOver {
+				best, bestOver = j, over
+			}
+			if mid := (from + to) / 2; mid >= w.FromS && mid <= w.ToS {
+				add(smp)
+			}
+		}
+		if w.Samples == 0 && best >= 0 {
+			add(timeline[best])
 		}
 		if w.Samples > 0 {
 			e.Window = &w
@@ -316,6 +330,11 @@ type faultDriver struct {
 	logw     io.Writer
 
 	cancel context.CancelFunc
+	// runCtx is the run's context, which stop does not end: a fault in
+	// progress when the producers finish is still waited out (its
+	// recovery bounded by faultRecoverTimeout), so its event says how
+	// long the cluster took rather than that the run ended first.
+	runCtx context.Context
 	done   chan struct{}
 	mu     sync.Mutex
 	events []FaultEvent
@@ -346,6 +365,7 @@ func newFaultDriver(cfg *Config, cluster *Cluster, admin *kgo.Client, clock func
 
 // start runs the driver on a goroutine of its own until stop.
 func (d *faultDriver) start(ctx context.Context) {
+	d.runCtx = ctx
 	ctx, d.cancel = context.WithCancel(ctx)
 	d.done = make(chan struct{})
 	d.startWatch(ctx)
@@ -547,10 +567,10 @@ func (d *faultDriver) run(ctx context.Context) {
 		if err != nil {
 			ev.Error = err.Error()
 			fmt.Fprintf(d.logw, "fault %s broker %d: %v\n", kind, b.NodeID, err)
-		} else if rerr := d.waitRecovered(ctx, int32(b.NodeID)); rerr == nil {
+		} else if rerr := d.waitRecovered(d.runCtx, int32(b.NodeID)); rerr == nil {
 			rec := (d.clock() - began).Seconds()
 			ev.RecoveredS = &rec
-		} else if ctx.Err() != nil {
+		} else if d.runCtx.Err() != nil {
 			ev.CutShort = true
 		}
 		d.note(ev, sh0, ex0)
@@ -716,7 +736,8 @@ func (d *faultDriver) partition(ctx context.Context, b *SpawnedBroker, clients b
 // waitRecovered waits until Metadata, asked of any broker and of the
 // faulted one, lists every spawned broker and every partition of the topic
 // with all its replicas in sync, at most faultRecoverTimeout (or until ctx
-// ends).
+// ends: the run's, not the driver's, so the end of producing does not cut
+// the wait short).
 func (d *faultDriver) waitRecovered(ctx context.Context, faulted int32) error {
 	ctx, cancel := context.WithTimeout(ctx, faultRecoverTimeout)
 	defer cancel()

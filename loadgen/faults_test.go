@@ -129,8 +129,8 @@ func TestVerifyThroughPartitions(t *testing.T) {
 	t.Logf("faults %+v\nisr %+v\n%s", f.Events, f.ISR, txt.String())
 }
 
-// TestFaultWindows: each fault event gets the timeline's samples that
-// overlap it, from its start until the cluster recovered or the next
+// TestFaultWindows: each fault event gets the timeline's samples whose
+// middles lie in it, from its start until the cluster recovered or the next
 // fault began, and the table prints them.
 func TestFaultWindows(t *testing.T) {
 	rec := 3.0
@@ -187,6 +187,31 @@ func TestFaultWindows(t *testing.T) {
 		if !strings.Contains(b.String(), s) {
 			t.Errorf("table lacks %q:\n%s", s, b.String())
 		}
+	}
+}
+
+// TestFaultWindowsBySampleMiddle: a sample mostly outside a fault (here
+// the second after it, which acknowledged nothing) is not the fault's,
+// and a fault shorter than half a sample takes the sample it overlaps
+// most.
+func TestFaultWindowsBySampleMiddle(t *testing.T) {
+	r := &FaultsResult{Events: []FaultEvent{
+		// Run seconds 4.05–6.57: samples 3.36–4.36 (middle before the
+		// fault), 4.36–5.36, 5.36–6.37 and 6.37–7.36 (middle after it).
+		{Kind: FaultDiskFull, Broker: 1, AtS: 4.05, DownS: 2.52},
+		// Run seconds 8.5–8.8: inside the sample 8.36–9.36 alone.
+		{Kind: FaultDiskFull, Broker: 0, AtS: 8.5, DownS: 0.3},
+	}}
+	var tl []Sample
+	for i, rate := range []float64{500, 500, 500, 500, 360, 0, 400, 410} {
+		tl = append(tl, Sample{TS: 2.36 + float64(i), RecordsPerSec: rate})
+	}
+	r.setWindows(tl, 0)
+	if w := r.Events[0].Window; w == nil || w.Samples != 2 || w.MinRecordsPerSec != 360 {
+		t.Errorf("first window %+v: want the two samples whose middles lie in 4.05-6.57 s", w)
+	}
+	if w := r.Events[1].Window; w == nil || w.Samples != 1 || w.MinRecordsPerSec != 410 {
+		t.Errorf("second window %+v: want the sample 8.36-9.36 s", w)
 	}
 }
 
