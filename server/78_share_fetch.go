@@ -95,10 +95,20 @@ func handleShareFetch(s *Server, rc *reqCtx) {
 	nowMs := s.now().UnixMilli()
 	f.deadlineMs = nowMs + int64(max(req.MaxWaitMillis, 0))
 
-	st.Lock()
+	// A cluster: the group's configs as the state topic has them, and
+	// the share-partitions this broker leads but has not loaded, read
+	// before the lock is taken (sharehost's load.go), so a load does not
+	// hold up the other share-partitions' requests.
+	var keys []sharehost.Key
 	if req.ShareSessionEpoch == share.SessionInitialEpoch {
-		st.RefreshConfigs(f.key.Group) // a cluster: the group's configs as the state topic has them
+		st.RefreshGroupConfigs(f.key.Group)
+	} else {
+		keys = st.SessionKeys(f.key)
 	}
+	st.Load(append(keys, s.shareLoadKeys(rc, f.key.Group, shareFetchParts(req))...))
+	nowMs = s.now().UnixMilli() // the transitions' time: after the load
+
+	st.Lock()
 	resp.AcquisitionLockTimeoutMillis = st.LockDurationMs(f.key.Group)
 	final := req.ShareSessionEpoch == share.SessionFinalEpoch
 	if !final && !s.shareMember(f.key.Group, f.key.Member) {
@@ -214,6 +224,34 @@ func (f *shareFetch) Arm() {
 			f.waiter.Add(sp.Log, sp.Log.HighWatermark())
 		}
 	}
+}
+
+// shareFetchParts lists a ShareFetch's partitions.
+func shareFetchParts(req *kmsg.ShareFetchRequest) []share.TopicPartition {
+	var out []share.TopicPartition
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			out = append(out, share.TopicPartition{TopicID: t.TopicID, Partition: p.Partition})
+		}
+	}
+	return out
+}
+
+// shareLoadKeys returns the share-partitions of group on tps whose topic
+// exists and that rc may read: those a request may load (Host.Load).
+func (s *Server) shareLoadKeys(rc *reqCtx, group string, tps []share.TopicPartition) []sharehost.Key {
+	if !s.clustered() {
+		return nil
+	}
+	var out []sharehost.Key
+	for _, tp := range tps {
+		t := s.eng.TopicByID(tp.TopicID)
+		if t == nil || t.Deleted() || !s.authorized(rc, auth.OpRead, auth.ResourceTopic, t.Name()) {
+			continue
+		}
+		out = append(out, sharehost.Key{Group: group, TopicID: tp.TopicID, Part: tp.Partition})
+	}
+	return out
 }
 
 // ackBatch converts a wire acknowledgement batch.

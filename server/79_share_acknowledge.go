@@ -41,6 +41,15 @@ func handleShareAcknowledge(s *Server, rc *reqCtx) {
 	}
 	key := share.SessionKey{Group: *req.GroupID, Member: *req.MemberID}
 	st := s.groups.share
+	// A cluster: the share-partitions led here but not loaded are read
+	// before the lock is taken (sharehost's load.go).
+	var tps []share.TopicPartition
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			tps = append(tps, share.TopicPartition{TopicID: t.TopicID, Partition: p.Partition})
+		}
+	}
+	st.Load(s.shareLoadKeys(rc, key.Group, tps))
 	nowMs := s.now().UnixMilli()
 	st.Lock()
 	resp.AcquisitionLockTimeoutMillis = st.LockDurationMs(key.Group)

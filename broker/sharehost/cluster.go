@@ -67,8 +67,8 @@ type Cluster interface {
 }
 
 const (
-	// readTimeout bounds a read of a state partition at its leader (under
-	// the host's lock).
+	// readTimeout bounds a read of a state partition at its leader
+	// (without the host's lock: load.go).
 	readTimeout     = 5 * time.Second
 	writeTimeout    = 30 * time.Second
 	writeBackoffMin = 50 * time.Millisecond
@@ -363,34 +363,6 @@ func (h *Host) loadLocal(key []byte) (value []byte, found bool, err error) {
 	return value, found, nil
 }
 
-// reload reads share-partition k's state and its group's configs from
-// the state topic into stored and configs (lock held): a broker that has
-// just become the partition's leader. An error leaves the share-partition
-// unknown: it is not started over from the reset point.
-func (h *Host) reload(k Key) error {
-	delete(h.stored, k)
-	state, found, err := h.loadState(shareStateKey(k))
-	if err != nil {
-		return err
-	}
-	if found {
-		h.stored[k] = state
-	}
-	v, found, err := h.loadLocal(shareConfigKey(k.Group))
-	if err != nil {
-		return err
-	}
-	if found {
-		cfgs := map[string]string{}
-		if v == nil {
-			delete(h.configs, k.Group)
-		} else if err := json.Unmarshal(v, &cfgs); err == nil {
-			h.configs[k.Group] = cfgs
-		}
-	}
-	return nil
-}
-
 // dropUnled forgets, without writing, the share-partitions this broker no
 // longer leads at the epoch it loaded them (lock held): their state is
 // the new leader's.
@@ -436,24 +408,21 @@ func (h *Host) replicaKeys(group string) map[Key]bool {
 	return out
 }
 
-// RefreshGroupConfigs is RefreshConfigs with the lock taken: another
-// broker set group's configs.
+// RefreshGroupConfigs, in a cluster, reads group's configs from this
+// broker's replica of __share_group_state without the host's lock, then
+// applies a change to the group's share-partitions here under it; on a
+// single broker it does nothing. A new share session calls it (before
+// taking the lock), and the broker that set them tells the others at
+// once, so configs set through another broker reach the partition
+// leaders. A change of the group's configs here while it reads (a load
+// installing them, SetGroupConfigs) wins over what it read.
 func (h *Host) RefreshGroupConfigs(group string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.RefreshConfigs(group)
-}
-
-// RefreshConfigs, in a cluster, reads group's configs from this broker's
-// replica of __share_group_state and applies a change to the group's
-// share-partitions here (lock held); on a single broker it does nothing.
-// A new share session calls it, and the broker that set them tells the
-// others at once (RefreshGroupConfigs), so configs set through another
-// broker reach the partition leaders.
-func (h *Host) RefreshConfigs(group string) {
-	if h.cluster == nil {
+	if h.cluster == nil || h.err != nil {
 		return
 	}
+	h.mu.Lock()
+	gen := h.cfgGen[group]
+	h.mu.Unlock()
 	v, found, err := h.loadLocal(shareConfigKey(group))
 	if err != nil || !found {
 		return
@@ -464,9 +433,12 @@ func (h *Host) RefreshConfigs(group string) {
 			return
 		}
 	}
-	if maps.Equal(cfgs, h.configs[group]) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.cfgGen[group] != gen || maps.Equal(cfgs, h.configs[group]) {
 		return
 	}
+	h.bumpConfigs(group)
 	if v == nil {
 		delete(h.configs, group)
 	} else {

@@ -216,6 +216,7 @@ func TestUnreadableStateIsNotStartedOver(t *testing.T) {
 	rc := &remoteCluster{err: errors.New("no leader")}
 	h := &Host{eng: eng, log: slog.Default(), cluster: rc, ctx: context.Background(),
 		parts: map[Key]*Part{}, stored: map[Key]share.State{}, configs: map[string]map[string]string{}}
+	h.Load([]Key{{Group: "g", TopicID: jobs.ID(), Part: 0}}) // the handlers' read, without the lock
 	var d Durable
 	if sp, code := h.Partition("g", jobs, 0, &d); sp != nil || code != kerr.LeaderNotAvailable.Code {
 		t.Fatalf("Partition with an unreadable state partition: %v, code %d; want none, LEADER_NOT_AVAILABLE", sp, code)

@@ -62,6 +62,7 @@ func (h *Host) SetGroupConfigs(group string, ops []ConfigOp) error {
 	if err == nil {
 		d = append(d, w)
 		st.configs[group] = cfgs
+		h.bumpConfigs(group) // a load's older read is not installed over them
 		for k, sp := range st.parts {
 			if k.Group != group {
 				continue

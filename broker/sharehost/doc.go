@@ -43,7 +43,10 @@
 // a new leader loads it when first used, from its replica of the state
 // partition when that replica is in the partition's ISR, else from the
 // state partition's leader (ReadPartition), refusing the share-partition
-// while neither can be read; snapshots carry the leader epoch that wrote
+// while neither can be read. That read runs without the host's lock
+// (load.go: the handlers call Load before Lock, Partition installs the
+// result), so a slow load does not hold up the share-partitions already
+// loaded; snapshots carry the leader epoch that wrote
 // them, and a deposed leader's late write is not loaded
 // (docs/share-groups.md, "Share groups in a cluster"). The group's
 // coordinator tells the other brokers when a member leaves or is fenced
@@ -78,7 +81,10 @@
 //   - configs.go: the group configs (CheckGroupConfig, SetGroupConfigs,
 //     GroupConfigs).
 //   - dlq.go: the dead-letter writer.
-//   - cluster.go: cluster mode (Cluster, the state writer, loading a
-//     share-partition and the group's configs, RefreshConfigs, dropping
-//     the share-partitions led elsewhere, the replicas' keys).
+//   - cluster.go: cluster mode (Cluster, the state writer, reading a
+//     share-partition's state and the group's configs,
+//     RefreshGroupConfigs, dropping the share-partitions led elsewhere,
+//     the replicas' keys).
+//   - load.go: cluster mode, loading a share-partition without the lock
+//     (Load, the reads under way, installing their results).
 package sharehost

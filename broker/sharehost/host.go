@@ -163,6 +163,14 @@ type Host struct {
 	nparts   int32
 	dlq      dlqState // the dead-letter writer (dlq.go)
 
+	// Cluster mode (load.go): share-partition states read without the
+	// lock and not installed yet, the reads under way, each group's
+	// config generation, and closing once Close began (no read starts).
+	loaded  map[Key]loaded
+	loading map[Key]*loading
+	cfgGen  map[string]uint64
+	closing bool
+
 	// kick wakes the retry loop (a waiting fetch's partition got new
 	// records, or records became available again); stop and done end it.
 	kick chan struct{}
@@ -297,6 +305,7 @@ func (h *Host) Close() {
 	st.mu.Lock()
 	stop := st.stop // Close may be called more than once
 	st.stop = nil
+	st.closing = true // no load starts (load.go)
 	st.mu.Unlock()
 	h.cancel() // produces under way end
 	if stop != nil {
@@ -567,7 +576,16 @@ func (h *Host) LockDurationMs(group string) int32 {
 // where the group's share.auto.offset.reset says and is persisted at once,
 // so a restart keeps its start offset. The durable append, if any, is
 // added to d.
+//
+// In a cluster a share-partition not loaded here at the partition's
+// leader epoch is installed from what Load read without the lock
+// (load.go); without such a read it is LEADER_NOT_AVAILABLE and the read
+// starts, unless sync (the offset admin APIs): then it is read here.
 func (h *Host) Partition(group string, t *engine.Topic, p int32, d *Durable) (*Part, int16) {
+	return h.partition(group, t, p, d, false)
+}
+
+func (h *Host) partition(group string, t *engine.Topic, p int32, d *Durable, sync bool) (*Part, int16) {
 	l := t.Partition(p)
 	if l == nil {
 		return nil, kerr.UnknownTopicOrPartition.Code
@@ -584,10 +602,10 @@ func (h *Host) Partition(group string, t *engine.Topic, p int32, d *Durable) (*P
 			delete(st.parts, k) // led again at a new epoch: another leader may have changed it
 		}
 		if st.parts[k] == nil {
-			if err := h.reload(k); err != nil {
-				// Its state is unknown until the state partition
-				// can be read: clients retry.
-				return nil, kerr.LeaderNotAvailable.Code
+			// Its state is unknown until the state partition has
+			// been read: clients retry.
+			if code := h.install(k, epoch, sync); code != 0 {
+				return nil, code
 			}
 		}
 	}
@@ -710,6 +728,7 @@ func (h *Host) shareTick(now time.Time) {
 	st.mu.Lock()
 	if h.cluster != nil {
 		h.dropUnled()
+		h.pruneLoaded()
 	}
 	for _, d := range st.groups.Expire(nowMs) {
 		h.log.Info("share: member session expired", "group", d.Group, "member", d.Member)
@@ -921,6 +940,7 @@ func (h *Host) deleteKeys(id string, ledOnly bool) (code int16, d Durable, remot
 		d = append(d, w)
 		delete(h.parts, k) // a dead-letter write under way is dropped by dlqFinish
 		delete(h.stored, k)
+		h.forgetLoad(k)
 	}
 	for _, sess := range h.sessions.All() {
 		if sess.Key.Group == id {

@@ -57,7 +57,7 @@ func (h *Host) Existing(group string, t *engine.Topic, p int32, d *Durable) *Par
 			return nil
 		}
 	}
-	sp, code := h.Partition(group, t, p, d)
+	sp, code := h.partition(group, t, p, d, true)
 	if code != 0 {
 		return nil
 	}
@@ -128,6 +128,7 @@ func (h *Host) Forget(k Key, d *Durable) error {
 	*d = append(*d, w)
 	delete(h.parts, k)
 	delete(h.stored, k)
+	h.forgetLoad(k)
 	return nil
 }
 
