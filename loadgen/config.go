@@ -131,6 +131,20 @@ type Config struct {
 	MaxInflight       int // produce requests in flight per broker connection
 	Consumers         int
 	Group             string // consume through this consumer group instead of direct assignment
+	// ShareGroup consumes through this KIP-932 share group instead: the
+	// kgo consumers join it as members, acknowledge every record ACCEPT,
+	// and before each measured run its share-partitions start at the
+	// topic's end offsets (AlterShareGroupOffsets), so they deliver the
+	// run's records (sharegroup.go). Exclusive with Group unless
+	// CompareShareGroup.
+	ShareGroup string
+	// CompareShareGroup measures the workload twice on the same brokers
+	// and topic after one warm-up: its consumers in share group
+	// ShareGroup, then in consumer group Group (ShareGroup+"-consumers"
+	// when empty), alternating which goes first over CompareRounds rounds;
+	// the report is the share group's with the consumer group's as its
+	// Baseline (mode BaselineConsumerGroup).
+	CompareShareGroup bool
 	Engine            string
 	// ConsumerEngine is the consumers' engine: kgo or native ("" = kgo
 	// with --group, else the producers' Engine).
@@ -274,8 +288,8 @@ func (c *Config) Validate() error {
 	if c.CompareBinary != "" && (c.CompareBlackhole || c.SpawnBlackhole) {
 		bad("--compare-binary and --compare-blackhole (or --spawn-blackhole) are exclusive: one baseline per run")
 	}
-	if c.CompareRounds < 0 || c.CompareRounds > MaxCompareRounds || (c.CompareRounds > 1 && !c.CompareBlackhole && c.CompareBinary == "" && !c.ComparePlaintext) {
-		bad("--compare-rounds %d: 0..%d, and more than 1 needs --compare-blackhole, --compare-binary or --compare-plaintext", c.CompareRounds, MaxCompareRounds)
+	if c.CompareRounds < 0 || c.CompareRounds > MaxCompareRounds || (c.CompareRounds > 1 && !c.CompareBlackhole && c.CompareBinary == "" && !c.ComparePlaintext && !c.CompareShareGroup) {
+		bad("--compare-rounds %d: 0..%d, and more than 1 needs --compare-blackhole, --compare-binary, --compare-plaintext or --compare-share-group", c.CompareRounds, MaxCompareRounds)
 	}
 	c.validateSecurity(bad)
 	if c.CompareDevice && (c.DeviceProbeBytes < DeviceProbeChunk || c.DeviceProbeBytes > 1<<40) {
@@ -357,6 +371,7 @@ func (c *Config) Validate() error {
 	if c.Group != "" && c.Consumers == 0 {
 		bad("--group needs --consumers")
 	}
+	c.validateShareGroup(bad)
 	if c.ConsumerDelay < 0 || c.ConsumerDelay > time.Hour {
 		bad("--consumer-delay %v out of range 0..1h", c.ConsumerDelay)
 	}
@@ -371,6 +386,9 @@ func (c *Config) Validate() error {
 	case EngineNative:
 		if c.Group != "" {
 			bad("--consumer-engine native cannot join a group (--group needs kgo)")
+		}
+		if c.ShareGroup != "" {
+			bad("--consumer-engine native fetches assigned partitions and cannot join a share group: --share-group needs --consumer-engine kgo (franz-go's share consumer)")
 		}
 	default:
 		bad("--consumer-engine %q: want kgo or native", c.ConsumerEngine)
@@ -534,6 +552,8 @@ type configJSON struct {
 	ConsumerDelayS    float64  `json:"consumer_delay_s,omitempty"`
 	ConsumersIn       string   `json:"consumers_in,omitempty"` // "process" (their own) or "loadgen"
 	Group             string   `json:"group,omitempty"`
+	ShareGroup        string   `json:"share_group,omitempty"`
+	CompareShareGroup bool     `json:"compare_share_group,omitempty"`
 	Seed              uint64   `json:"seed"`
 	DrainTimeoutS     float64  `json:"drain_timeout_s"`
 	FindMax           bool     `json:"find_max"`
@@ -572,7 +592,7 @@ func (c *Config) json() configJSON {
 		Records: c.Records, WarmupS: c.Warmup.Seconds(), Acks: acksName(c.Acks), LingerMs: ms(c.Linger),
 		BatchBytes: c.BatchBytes, Compression: c.Compression.String(),
 		Idempotent: c.Idempotent, MaxInflight: c.MaxInflight, Consumers: c.Consumers,
-		Group: c.Group, Seed: c.Seed, DrainTimeoutS: c.DrainTimeout.Seconds(), FindMax: c.FindMax,
+		Group: c.Group, ShareGroup: c.ShareGroup, CompareShareGroup: c.CompareShareGroup, Seed: c.Seed, DrainTimeoutS: c.DrainTimeout.Seconds(), FindMax: c.FindMax,
 	}
 	if c.CompareDevice {
 		j.CompareDevice, j.DeviceProbeBytes = true, c.DeviceProbeBytes
@@ -666,7 +686,7 @@ func (c *Config) describe() string {
 	}
 	return fmt.Sprintf("topic %s (%d partitions%s), %d B %s records, %s, %d producer(s), %s%s, acks=%s, linger %v, batch %d B, compression %v, idempotent %v, %d%s consumer(s)%s%s%s",
 		c.Topic, c.Partitions, rf, c.RecordBytes, payload, keys, c.Producers, pace, bound, acksName(c.Acks),
-		c.Linger, c.BatchBytes, c.Compression, c.Idempotent, c.Consumers, c.consumerNote(), groupNote(c.Group), c.consumerWhere(), extra)
+		c.Linger, c.BatchBytes, c.Compression, c.Idempotent, c.Consumers, c.consumerNote(), c.groupNote(), c.consumerWhere(), extra)
 }
 
 // consumerEngine is the engine the consumers run with.
@@ -674,7 +694,7 @@ func (c *Config) consumerEngine() string {
 	switch {
 	case c.ConsumerEngine != "":
 		return c.ConsumerEngine
-	case c.Group != "":
+	case c.Group != "" || c.ShareGroup != "":
 		return EngineKgo
 	}
 	return c.Engine
@@ -703,9 +723,15 @@ func (c *Config) consumerWhere() string {
 	return where
 }
 
-func groupNote(g string) string {
-	if g == "" {
-		return ""
+// groupNote names the consumers' group in the workload line.
+func (c *Config) groupNote() string {
+	switch {
+	case c.CompareShareGroup:
+		return fmt.Sprintf(" in share group %s, compared with consumer group %s", c.ShareGroup, c.comparedGroup())
+	case c.ShareGroup != "":
+		return " in share group " + c.ShareGroup
+	case c.Group != "":
+		return " in group " + c.Group
 	}
-	return " in group " + g
+	return ""
 }

@@ -70,6 +70,7 @@ type childSetup struct {
 	Partitions      int32            `json:"partitions"`
 	Consumers       int              `json:"consumers"`
 	Group           string           `json:"group,omitempty"`
+	ShareGroup      string           `json:"share_group,omitempty"`
 	Engine          string           `json:"engine"` // the consumers' engine
 	ConsumerDelayNs int64            `json:"consumer_delay_ns"`
 	Seeds           []string         `json:"seeds"`
@@ -99,6 +100,7 @@ type childReport struct {
 	Final         bool         `json:"final,omitempty"`
 	Consumed      int64        `json:"consumed"`
 	ConsumeErrors int64        `json:"consume_errors"`
+	Redelivered   int64        `json:"redelivered,omitempty"`
 	CPUNs         int64        `json:"cpu_ns"`
 	Clamped       int64        `json:"clamped,omitempty"`
 	E2E           string       `json:"e2e,omitempty"`
@@ -150,7 +152,7 @@ func startConsumerProc(ctx context.Context, env *runEnv, start map[int32]int64) 
 	}
 	cfg, ti := env.cfg, env.topic
 	setup := childSetup{
-		Topic: cfg.Topic, Partitions: ti.partitions, Consumers: cfg.Consumers, Group: cfg.Group,
+		Topic: cfg.Topic, Partitions: ti.partitions, Consumers: cfg.Consumers, Group: cfg.Group, ShareGroup: cfg.ShareGroup,
 		Engine: cfg.consumerEngine(), ConsumerDelayNs: int64(cfg.ConsumerDelay), Seeds: env.seeds,
 		Leaders: ti.leaders, Addrs: ti.addrs, MaxFetch: ti.maxFetch, StartOffsets: start, BaseUnixNs: env.baseUnix,
 		Security: cfg.Security,
@@ -337,7 +339,8 @@ func (p *consumerProc) apply(m, last *childReport) error {
 	}
 	p.st.consumed.Add(m.Consumed - last.Consumed)
 	p.st.consumeErrors.Add(m.ConsumeErrors - last.ConsumeErrors)
-	last.Consumed, last.ConsumeErrors = m.Consumed, m.ConsumeErrors
+	p.st.redelivered.Add(m.Redelivered - last.Redelivered)
+	last.Consumed, last.ConsumeErrors, last.Redelivered = m.Consumed, m.ConsumeErrors, m.Redelivered
 	p.cpuNs.Store(m.CPUNs)
 	if m.Final {
 		for _, e := range m.Errors {
@@ -486,11 +489,13 @@ func (s *childSetup) env(now func() time.Time) (*runEnv, error) {
 		return nil, fmt.Errorf("setup: %d partitions, %d leaders", n, len(s.Leaders))
 	case s.Engine != EngineKgo && s.Engine != EngineNative:
 		return nil, fmt.Errorf("setup: consumer engine %q", s.Engine)
-	case s.Group == "" && len(s.StartOffsets) == 0:
+	case s.Group == "" && s.ShareGroup == "" && len(s.StartOffsets) == 0:
 		return nil, errors.New("setup: no start offsets")
+	case s.ShareGroup != "" && (s.Group != "" || s.Engine != EngineKgo):
+		return nil, fmt.Errorf("setup: share group %q with group %q, engine %s", s.ShareGroup, s.Group, s.Engine)
 	}
 	cfg := DefaultConfig()
-	cfg.Topic, cfg.Partitions, cfg.Consumers, cfg.Group = s.Topic, n, s.Consumers, s.Group
+	cfg.Topic, cfg.Partitions, cfg.Consumers, cfg.Group, cfg.ShareGroup = s.Topic, n, s.Consumers, s.Group, s.ShareGroup
 	cfg.Engine, cfg.ConsumerEngine = s.Engine, s.Engine
 	cfg.ConsumerDelay = time.Duration(s.ConsumerDelayNs)
 	cfg.Security = s.Security
@@ -512,7 +517,8 @@ func (w *childWriter) send(m *childReport) error { return w.enc.Encode(m) }
 // report sends the counters, with the histogram of the latencies recorded
 // since the last one if withHist, and the error list if final.
 func (w *childWriter) report(st *runStats, hist *hdrhistogram.Histogram, withHist, final bool) error {
-	m := childReport{Final: final, Consumed: st.consumed.Load(), ConsumeErrors: st.consumeErrors.Load(), CPUNs: int64(clientCPU())}
+	m := childReport{Final: final, Consumed: st.consumed.Load(), ConsumeErrors: st.consumeErrors.Load(), Redelivered: st.redelivered.Load(),
+		CPUNs: int64(clientCPU())}
 	if withHist {
 		hist.Reset()
 		m.Clamped = st.e2e.collect(hist)

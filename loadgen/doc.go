@@ -106,7 +106,8 @@
 //	  "result":   {records_per_sec, mb_per_sec, duration_s, record_bytes,
 //	               produce_p50_ms, produce_p90_ms, produce_p99_ms, produce_p999_ms, produce_max_ms,
 //	               e2e_p50_ms ... e2e_max_ms, records_sent, records_acked, records_failed, error_rate,
-//	               records_consumed, batches_per_sec, requests_per_sec, records_per_batch,
+//	               records_consumed, group_type (share, consumer or none), group,
+//	               records_redelivered (share groups only), batches_per_sec, requests_per_sec, records_per_batch,
 //	               broker_produce_requests, broker_produce_{mean,p50,p90,p99,p999,max_bucket}_ms,
 //	               broker_produce_past_last_bucket (spawned brokers with metrics only),
 //	               client_cpu_seconds, client_cpu_main_seconds, client_cpu_consumer_process_seconds
@@ -122,6 +123,7 @@
 //	  "distribution": {produce: [{percentile, ms}], e2e: [...]},
 //	  "find_max": {max_healthy_rate, max_p99_ms, max_error_rate, steps: [{rate, healthy, reason, result}]},
 //	  "baseline": {mode: "blackhole", result, find_max, ratio}      --compare-blackhole only
+//	              (mode "consumer-group" with --compare-share-group: ratio of consumed records/s)
 //	  "device_baseline": {mode: "device", dir, device, backend, mb_per_sec, bytes, duration_s,
 //	               fdatasyncs, device_write_bytes, write_requests, mean_write_bytes, flushes,
 //	               ratio}                                           --compare-device only
@@ -160,6 +162,17 @@
 // against the build before it in the same minutes, as issue work asks.
 // Profile makes the first spawned broker write a pprof CPU profile when it
 // stops.
+//
+// # Share groups
+//
+// ShareGroup makes the kgo consumers members of a KIP-932 share group
+// that accept every record; runOnce sets the group's start offsets to
+// the topic's end before producing (AlterShareGroupOffsets) and, for a
+// share group or a consumer group alike, waits until every member has
+// its assignment (waitGroupReady). CompareShareGroup measures the
+// workload with the consumers in the share group and in a consumer group
+// on the same spawned brokers and topic after one warm-up, alternating
+// over CompareRounds rounds (sharegroup.go).
 //
 // CompareDevice runs last (after the blackhole baseline): probeDevice
 // (device_linux.go) writes DeviceProbeBytes (at most DeviceProbeMaxTime)

@@ -154,7 +154,7 @@ func (w OMBWorkload) Apply(c *Config, set map[string]bool) error {
 			return fail("subscriptionsPerTopic %d: loadgen consumes once (one group)", w.SubscriptionsPerTopic)
 		}
 	}
-	if c.Consumers > 0 && !set["group"] {
+	if c.Consumers > 0 && !set["group"] && !set["share-group"] {
 		c.Group = OMBGroup
 	}
 	if !set["rate"] && !set["find-max"] {

@@ -135,7 +135,7 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		summary = append(summary[:3], append([]kv{{"target records/s", commas(res.TargetRate, 0)}}, summary[3:]...)...)
 	}
 	if r.Config.Consumers > 0 {
-		summary = append(summary, kv{"records consumed", commas(float64(res.RecordsConsumed), 0)})
+		summary = append(summary, kv{"records consumed", commas(float64(res.RecordsConsumed), 0) + res.groupNote()})
 	}
 	if res.BrokerCPUSeconds != nil {
 		summary = append(summary,

@@ -25,6 +25,17 @@ type Result struct {
 	ErrorRate       float64 `json:"error_rate"` // failed / sent
 	RecordsConsumed int64   `json:"records_consumed"`
 	ConsumeErrors   int64   `json:"consume_errors"`
+	// GroupType is how the consumers consumed: GroupTypeShare (a share
+	// group), GroupTypeConsumer (a consumer group) or GroupTypeNone
+	// (direct partition assignment); absent without consumers. Group is
+	// the group's id.
+	GroupType string `json:"group_type,omitempty"`
+	Group     string `json:"group,omitempty"`
+	// RecordsRedelivered counts, for a share group, the records consumed
+	// with a delivery count over 1 (delivered before, then released or
+	// their lock expired); they are in RecordsConsumed too. Absent
+	// without a share group.
+	RecordsRedelivered *int64 `json:"records_redelivered,omitempty"`
 
 	RecordsPerSec   float64 `json:"records_per_sec"`
 	MBPerSec        float64 `json:"mb_per_sec"`
@@ -165,6 +176,10 @@ const (
 	// BaselinePlaintext: the same brokers' PLAINTEXT listener, clients
 	// without TLS or SASL (--compare-plaintext).
 	BaselinePlaintext = "plaintext"
+	// BaselineConsumerGroup: the same workload on the same brokers and
+	// topic, its consumers in a consumer group instead of the run's share
+	// group (--compare-share-group); the ratio is consumed records/s.
+	BaselineConsumerGroup = "consumer-group"
 )
 
 // side names the baseline in tables: "blackhole", or "baseline" for
@@ -175,6 +190,8 @@ func baselineSide(mode string) string {
 		return "baseline"
 	case BaselinePlaintext:
 		return BaselinePlaintext
+	case BaselineConsumerGroup:
+		return sideConsumerGroup
 	}
 	return BaselineBlackhole
 }
@@ -182,8 +199,11 @@ func baselineSide(mode string) string {
 // mainSide names the run itself in the comparison tables: "secured" when
 // the baseline is PLAINTEXT, "strata" otherwise.
 func mainSide(mode string) string {
-	if mode == BaselinePlaintext {
+	switch mode {
+	case BaselinePlaintext:
 		return "secured"
+	case BaselineConsumerGroup:
+		return sideShareGroup
 	}
 	return "strata"
 }
@@ -309,7 +329,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	row("batches/s", fmt.Sprintf("%s  (%.1f records/batch)", commas(res.BatchesPerSec, 1), res.RecordsPerBatch))
 	row("requests/s", commas(res.RequestsPerSec, 1))
 	if r.Config.Consumers > 0 {
-		row("consumed", fmt.Sprintf("%s  (%s/s, %d consume errors)", commas(float64(res.RecordsConsumed), 0), commas(res.ConsumedPerSec, 1), res.ConsumeErrors))
+		row("consumed", fmt.Sprintf("%s  (%s/s, %d consume errors)%s", commas(float64(res.RecordsConsumed), 0), commas(res.ConsumedPerSec, 1), res.ConsumeErrors, res.groupNote()))
 	}
 	tw.Flush()
 
@@ -384,6 +404,24 @@ func (r *Report) WriteTable(w io.Writer) error {
 
 func f2(v float64) string { return fmt.Sprintf("%.2f", v) }
 
+// groupNote says which group the consumers were members of, and for a
+// share group how many records came again.
+func (r *Result) groupNote() string {
+	switch r.GroupType {
+	case GroupTypeShare:
+		n := int64(0)
+		if r.RecordsRedelivered != nil {
+			n = *r.RecordsRedelivered
+		}
+		return fmt.Sprintf(" in share group %s, %s redelivered", r.Group, commas(float64(n), 0))
+	case GroupTypeConsumer:
+		return " in consumer group " + r.Group
+	case GroupTypeNone:
+		return " by direct partition assignment"
+	}
+	return ""
+}
+
 // brokerProduceMax is the broker's produce maximum as the bucket bound it
 // is known by.
 func (r *Result) brokerProduceMax() string {
@@ -437,6 +475,9 @@ func writeBaseline(b *strings.Builder, r *Report, bl *Baseline) {
 		fmt.Fprintf(b, "\nbaseline: the same workload against brokers spawned from %s, same run\n", bl.Binary)
 	case BaselinePlaintext:
 		fmt.Fprintf(b, "\nbaseline: the same workload over the PLAINTEXT listener of brokers spawned from the same properties, same run (secured: %s)\n", r.Config.SecurityProtocol)
+	case BaselineConsumerGroup:
+		writeShareComparison(b, r, bl)
+		return
 	default:
 		fmt.Fprintf(b, "\nbaseline: the same workload against a %s broker (acks without storing), same run\n", bl.Mode)
 	}
@@ -514,4 +555,33 @@ func (db *DeviceBaseline) traffic() string {
 	}
 	return fmt.Sprintf("%s: %.1f MB written in %s writes (%s mean), %s", db.Device, float64(db.DeviceWriteBytes)/1e6,
 		commas(float64(db.WriteRequests), 0), kib(db.MeanWriteBytes), fl)
+}
+
+// writeShareComparison prints --compare-share-group's comparison: the
+// consumers in the share group (the run) and in the consumer group (its
+// baseline), same brokers and topic.
+func writeShareComparison(b *strings.Builder, r *Report, bl *Baseline) {
+	s, g := &r.Result, &bl.Result
+	fmt.Fprintf(b, "\ncomparison: the same workload on the same brokers and topic, its consumers in share group %s and in consumer group %s, same run\n", s.Group, g.Group)
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "\t%s\t%s\t\n", sideShareGroup, sideConsumerGroup)
+	fmt.Fprintf(tw, "consumed rec/s\t%s\t%s\t\n", commas(s.ConsumedPerSec, 0), commas(g.ConsumedPerSec, 0))
+	fmt.Fprintf(tw, "records consumed / acked\t%s / %s\t%s / %s\t\n", commas(float64(s.RecordsConsumed), 0), commas(float64(s.RecordsAcked), 0),
+		commas(float64(g.RecordsConsumed), 0), commas(float64(g.RecordsAcked), 0))
+	if s.RecordsRedelivered != nil {
+		fmt.Fprintf(tw, "redelivered\t%s\t-\t\n", commas(float64(*s.RecordsRedelivered), 0))
+	}
+	fmt.Fprintf(tw, "end-to-end p50 ms\t%.2f\t%.2f\t\n", s.E2EP50Ms, g.E2EP50Ms)
+	fmt.Fprintf(tw, "end-to-end p99 ms\t%.2f\t%.2f\t\n", s.E2EP99Ms, g.E2EP99Ms)
+	fmt.Fprintf(tw, "produce p99 ms\t%.2f\t%.2f\t\n", s.ProduceP99Ms, g.ProduceP99Ms)
+	if s.BrokerCPUSeconds != nil && g.BrokerCPUSeconds != nil {
+		fmt.Fprintf(tw, "broker cpu µs/record\t%.2f\t%.2f\t\n", s.BrokerCPUUsPerRecord, g.BrokerCPUUsPerRecord)
+	}
+	fmt.Fprintf(tw, "client cpu µs/record\t%.2f\t%.2f\t\n", s.ClientCPUUsPerRecord, g.ClientCPUUsPerRecord)
+	if s.ClientCPUConsumerProcessSeconds != nil && g.ClientCPUConsumerProcessSeconds != nil && s.RecordsConsumed > 0 && g.RecordsConsumed > 0 {
+		fmt.Fprintf(tw, "consumer process cpu µs/record consumed\t%.2f\t%.2f\t\n", 1e6**s.ClientCPUConsumerProcessSeconds/float64(s.RecordsConsumed),
+			1e6**g.ClientCPUConsumerProcessSeconds/float64(g.RecordsConsumed))
+	}
+	tw.Flush()
+	fmt.Fprintf(b, "ratio %s / %s (consumed records/s): %.1f%%\n", sideShareGroup, sideConsumerGroup, 100*bl.Ratio)
 }

@@ -48,6 +48,10 @@ type Round struct {
 	// blackhole: the same requests cost the client more next to a broker
 	// that stores (docs/performance.md, session 17).
 	BaselineClientCPUUs float64 `json:"baseline_client_cpu_us_per_record"`
+	// E2EP99Ms and BaselineE2EP99Ms are the end-to-end p99s with
+	// --compare-share-group, whose rec/s are consumed records/s.
+	E2EP99Ms         float64 `json:"e2e_p99_ms,omitempty"`
+	BaselineE2EP99Ms float64 `json:"baseline_e2e_p99_ms,omitempty"`
 	// DeviceBytesPerRecordByte is the strata run's (0 without a device).
 	DeviceBytesPerRecordByte float64 `json:"device_bytes_per_record_byte,omitempty"`
 }
@@ -60,8 +64,8 @@ func RunRounds(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.CompareRounds <= 1 {
-		return Run(ctx, cfg)
+	if cfg.CompareRounds <= 1 || cfg.CompareShareGroup {
+		return Run(ctx, cfg) // --compare-share-group's rounds run on one set of brokers (sharegroup.go)
 	}
 	logw := cfg.Log
 	if logw == nil {
@@ -156,6 +160,10 @@ func newRound(first string, rep *Report) Round {
 		Ratio: bl.Ratio, ProduceP99Ms: rep.Result.ProduceP99Ms, BaselineProduceP99Ms: bl.Result.ProduceP99Ms,
 		BrokerCPUUsPerRecord: rep.Result.BrokerCPUUsPerRecord, BaselineBrokerCPUUs: bl.Result.BrokerCPUUsPerRecord,
 		ClientCPUUsPerRecord: rep.Result.ClientCPUUsPerRecord, BaselineClientCPUUs: bl.Result.ClientCPUUsPerRecord}
+	if bl.Mode == BaselineConsumerGroup {
+		r.RecordsPerSec, r.BaselineRecordsPerSec = rep.Result.ConsumedPerSec, bl.Result.ConsumedPerSec
+		r.E2EP99Ms, r.BaselineE2EP99Ms = rep.Result.E2EP99Ms, bl.Result.E2EP99Ms
+	}
 	if d := rep.Result.Device; d != nil {
 		r.DeviceBytesPerRecordByte = d.BytesPerRecordByte
 	}
@@ -196,10 +204,18 @@ func roundsSoFar(mode string, partial *Report, reps []*Report, rounds []Round) *
 // writeRounds prints the --compare-rounds table.
 func writeRounds(b *strings.Builder, rs *Rounds) {
 	side, main := baselineSide(rs.Mode), mainSide(rs.Mode)
-	fmt.Fprintf(b, "\nrounds: %s and %s alternated, fresh brokers each (the figures above are round %d's)\n", main, side, rs.Report)
+	share := rs.Mode == BaselineConsumerGroup
+	how, p99 := "fresh brokers each", "p99 ms"
+	if share {
+		how, p99 = "on the same brokers and topic, rec/s consumed", "e2e p99 ms"
+	}
+	fmt.Fprintf(b, "\nrounds: %s and %s alternated, %s (the figures above are round %d's)\n", main, side, how, rs.Report)
 	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "round\tfirst\t%[2]s rec/s\t%[1]s rec/s\tratio\tp99 ms\t%[1]s p99 ms\tbroker µs/rec\t%[1]s µs/rec\tclient µs/rec\t%[1]s client µs/rec\tdevice B/B\t\n", side, main)
+	fmt.Fprintf(tw, "round\tfirst\t%[2]s rec/s\t%[1]s rec/s\tratio\t%[3]s\t%[1]s %[3]s\tbroker µs/rec\t%[1]s µs/rec\tclient µs/rec\t%[1]s client µs/rec\tdevice B/B\t\n", side, main, p99)
 	for i, r := range rs.Rounds {
+		if share {
+			r.ProduceP99Ms, r.BaselineProduceP99Ms = r.E2EP99Ms, r.BaselineE2EP99Ms
+		}
 		dev := "-"
 		if r.DeviceBytesPerRecordByte > 0 {
 			dev = fmt.Sprintf("%.2f", r.DeviceBytesPerRecordByte)

@@ -282,7 +282,7 @@ func runOnce(ctx context.Context, cfg *Config, admin *kgo.Client, ti *topicInfo,
 	}()
 	if cfg.Consumers > 0 {
 		var start map[int32]int64
-		if cfg.Group == "" {
+		if cfg.Group == "" { // direct assignment, or a share group
 			ends, err := kadm.NewClient(admin).ListEndOffsets(ctx, cfg.Topic)
 			if err != nil {
 				return nil, fmt.Errorf("listing end offsets for the consumers: %w", err)
@@ -296,6 +296,11 @@ func runOnce(ctx context.Context, cfg *Config, admin *kgo.Client, ti *topicInfo,
 					start[lo.Partition] = lo.Offset
 				}
 			})
+		}
+		if cfg.ShareGroup != "" {
+			if err := setShareStart(ctx, admin, cfg.ShareGroup, cfg.Topic, start); err != nil {
+				return nil, err
+			}
 		}
 		if cfg.ConsumersInProcess {
 			for k := range cfg.Consumers {
@@ -345,6 +350,9 @@ func runOnce(ctx context.Context, cfg *Config, admin *kgo.Client, ti *topicInfo,
 		}
 	}
 
+	if cfg.Consumers > 0 && cfg.groupType() != GroupTypeNone {
+		waitGroupReady(ctx, admin, cfg, ti.partitions, logw)
+	}
 	if duration <= 0 || records > 0 {
 		lead = 0 // a lead-in would take from the record count
 	}
@@ -529,10 +537,18 @@ func buildResult(cfg *Config, env *runEnv, rate float64, elapsed time.Duration, 
 		RecordsFailed:   st.failed.Load(),
 		RecordsConsumed: st.consumed.Load(),
 		ConsumeErrors:   st.consumeErrors.Load(),
+		GroupType:       cfg.groupType(),
 		Batches:         st.batches.Load() - st.base.batches,
 		Requests:        st.requests.Load() - st.base.requests,
 		LatencyClamped:  smp.clamped,
 		Errors:          st.errorList(),
+	}
+	switch r.GroupType {
+	case GroupTypeShare:
+		n := st.redelivered.Load()
+		r.Group, r.RecordsRedelivered = cfg.ShareGroup, &n
+	case GroupTypeConsumer:
+		r.Group = cfg.Group
 	}
 	r.RecordsPerSec = float64(r.RecordsAcked) / secs
 	r.MBPerSec = float64(st.ackedBytes.Load()) / secs / 1e6
@@ -645,6 +661,9 @@ func newBaseline(rep, brep *Report, mode, bin string) *Baseline {
 		b.Binary = bin
 	}
 	ours, theirs := rep.Result.RecordsPerSec, brep.Result.RecordsPerSec
+	if mode == BaselineConsumerGroup {
+		ours, theirs = rep.Result.ConsumedPerSec, brep.Result.ConsumedPerSec
+	}
 	if rep.FindMax != nil && brep.FindMax != nil {
 		ours, theirs = rep.FindMax.MaxHealthyRate, brep.FindMax.MaxHealthyRate
 	}
@@ -735,7 +754,7 @@ func runTarget(ctx context.Context, cfg Config) (rep *Report, err error) {
 		lead = stepLead(cfg.Duration)
 		fmt.Fprintf(logw, "warming up for %v (not measured)\n", cfg.Warmup)
 		wcfg := cfg
-		wcfg.Consumers, wcfg.Group, wcfg.ConsumerDelay, wcfg.Progress = 0, "", 0, nil
+		wcfg.Consumers, wcfg.Group, wcfg.ShareGroup, wcfg.CompareShareGroup, wcfg.ConsumerDelay, wcfg.Progress = 0, "", "", false, 0, nil
 		wcfg.Verify, wcfg.Faults = false, nil // the warm-up is neither verified nor faulted
 		rate := cfg.Rate
 		if cfg.FindMax {
@@ -744,6 +763,9 @@ func runTarget(ctx context.Context, cfg Config) (rep *Report, err error) {
 		if _, err := runOnce(ctx, &wcfg, admin, ti, seeds, cluster, rate, cfg.Warmup, 0, 0); err != nil {
 			return rep, fmt.Errorf("warm-up: %w", err)
 		}
+	}
+	if cfg.CompareShareGroup {
+		return rep, compareShareGroups(ctx, &cfg, admin, ti, seeds, cluster, rep, lead, logw)
 	}
 	if !cfg.FindMax {
 		out, err := runOnce(ctx, &cfg, admin, ti, seeds, cluster, cfg.Rate, cfg.Duration, cfg.Records, lead)

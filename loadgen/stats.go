@@ -25,6 +25,7 @@ type runStats struct {
 	requests      atomic.Int64                                    // produce requests sent
 	consumed      atomic.Int64                                    // records of this run consumed
 	consumeErrors atomic.Int64
+	redelivered   atomic.Int64 // of consumed: a share group's records delivered before
 
 	produce recorderSet
 	e2e     recorderSet

@@ -33,6 +33,7 @@ Examples:
   strata loadgen --spawn 1 --rate 50000 --duration 30s --warmup 5s --compare-device
   strata loadgen --spawn 1 --engine kgo --idempotent --keys 100000 --compare-binary ./strata-before --compare-rounds 4
   strata loadgen --spawn 3 --replication-factor 3 --idempotent --rate 5000 --duration 5m --verify --faults kill,pause
+  strata loadgen --spawn 1 --rate 50000 --duration 20s --warmup 3s --consumers 3 --share-group workers --compare-share-group --compare-rounds 2
   strata loadgen --spawn 1 --spawn-config secured.properties --security-protocol SASL_SSL --tls-ca ca.pem \
       --sasl-mechanism SCRAM-SHA-512 --sasl-username loadgen --rate 20000 --duration 60s --compare-plaintext`}
 
@@ -179,6 +180,8 @@ func parseLoadgenFlagSet(args []string, helpOut io.Writer) (loadgen.Config, load
 	fs.IntVar(&cfg.Consumers, "consumers", 0, "tail consumers (partitions split among them) measuring end-to-end latency")
 	fs.BoolVar(&cfg.ConsumersInProcess, "consumers-in-process", false, "run the consumers in the loadgen process, sharing the producers' Go runtime (default: a child process of their own)")
 	fs.StringVar(&cfg.Group, "group", "", "consume through this consumer group instead of direct assignment (needs group support)")
+	fs.StringVar(&cfg.ShareGroup, "share-group", "", "consume through this KIP-932 share group (a queue: members share partitions, every record acknowledged ACCEPT) instead of direct assignment; kgo consumers; its start offsets are set to the topic's end before each run")
+	fs.BoolVar(&cfg.CompareShareGroup, "compare-share-group", false, "with --share-group and --consumers: after the warm-up, measure the workload with the consumers in the share group and again in a consumer group (--group, default NAME-consumers) on the same brokers and topic, and report both (--compare-rounds N alternates them N times)")
 	fs.StringVar(&cfg.Engine, "engine", cfg.Engine, "producer engine: kgo (franz-go client) or native (lean batcher producer)")
 	fs.StringVar(&cfg.ConsumerEngine, "consumer-engine", "", "consumer engine: kgo (franz-go client) or native (lean Fetch loop); default: --engine's, kgo with --group")
 	fs.DurationVar(&cfg.ConsumerDelay, "consumer-delay", 0, "start the consumers this long after the producers, at the run's first offsets: they read back what they missed while producing goes on (catch-up from the tail cache or the disk)")

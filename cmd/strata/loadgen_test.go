@@ -72,6 +72,10 @@ func TestParseLoadgenFlags(t *testing.T) {
 	if err != nil || strings.Join(cfg.Faults, ",") != "partition,client-partition" || cfg.FaultPartition != 3*time.Second {
 		t.Fatalf("--faults partition: %+v, %v", cfg, err)
 	}
+	cfg, _, err = parseLoadgenFlags(strings.Fields("--spawn 1 --consumers 3 --share-group q --compare-share-group --compare-rounds 2 --group cg"), io.Discard)
+	if err != nil || cfg.ShareGroup != "q" || !cfg.CompareShareGroup || cfg.CompareRounds != 2 || cfg.Group != "cg" {
+		t.Fatalf("--share-group --compare-share-group: %+v, %v", cfg, err)
+	}
 	t.Setenv("STRATA_SASL_PASSWORD", "from-env")
 	cfg, _, err = parseLoadgenFlags(strings.Fields("--spawn 1 --spawn-config s.properties --security-protocol SASL_SSL --tls-ca ca.pem "+
 		"--tls-cert c.pem --tls-key k.pem --sasl-mechanism SCRAM-SHA-512 --sasl-username lg --spawn-listener SECURE --compare-plaintext"), io.Discard)
@@ -98,7 +102,9 @@ func TestParseLoadgenFlags(t *testing.T) {
 		"--spawn 1 --faults partition", "--spawn 3 --faults client-partition --fault-partition 0s",
 		"--spawn 1 --security-protocol TLS", "--spawn 1 --security-protocol SASL_SSL --sasl-mechanism PLAIN --sasl-username u --sasl-password p --engine native",
 		"--spawn 1 --sasl-mechanism PLAIN", "--spawn 1 --security-protocol SSL --tls-cert c.pem", "--spawn 1 --compare-plaintext",
-		"--spawn 1 --spawn-listener X"} {
+		"--spawn 1 --spawn-listener X",
+		"--spawn 1 --share-group q", "--spawn 1 --consumers 1 --share-group q --consumer-engine native", "--spawn 1 --consumers 1 --share-group q --group g",
+		"--spawn 1 --consumers 1 --compare-share-group", "--spawn 1 --consumers 1 --share-group q --compare-share-group --compare-blackhole"} {
 		if _, _, err := parseLoadgenFlags(strings.Fields(bad), io.Discard); err == nil {
 			t.Errorf("%q accepted", bad)
 		} else if ue := (*usageError)(nil); !errors.As(err, &ue) {
