@@ -54,9 +54,12 @@ package engine
 // log has advanced and 30 s passed since its last snapshot (logs without
 // producers too, so a crash never replays more than 30 s), and at a clean
 // Close (offset = log end, for the last two); then the files beyond the
-// newest three are deleted. Layout, big-endian (Strata's own version 1:
-// Kafka's snapshot keeps one batch per producer, this one keeps all five so
-// deduplication survives a restart unchanged):
+// newest three are deleted, except, for a log with remote.storage.enable,
+// those at the end of a local segment not copied to remote storage yet
+// (uploadPendingSnapshot: the copy takes the segment's snapshot along).
+// Layout, big-endian (Strata's own version 1: Kafka's snapshot keeps one
+// batch per producer, this one keeps all five so deduplication survives a
+// restart unchanged):
 //
 //	int16  version (1)
 //	uint32 CRC-32C of every byte after this field
@@ -112,6 +115,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync/atomic"
 
 	"github.com/stratalog/strata/record"
@@ -695,9 +699,39 @@ func (l *Log) snapshotProducers() {
 	if i, found := slices.BinarySearch(ps.snapshots, end); !found {
 		ps.snapshots = slices.Insert(ps.snapshots, i, end)
 	}
-	for len(ps.snapshots) > snapshotsKept {
-		l.removeSnapshot(ps.snapshots[0])
-		ps.snapshots = ps.snapshots[1:]
+	if n := len(ps.snapshots) - snapshotsKept; n > 0 {
+		pending := l.uploadPendingSnapshot()
+		kept := ps.snapshots[:0]
+		for i, off := range ps.snapshots {
+			if i < n && !pending(off) {
+				l.removeSnapshot(off)
+				continue
+			}
+			kept = append(kept, off)
+		}
+		ps.snapshots = kept
+	}
+}
+
+// uploadPendingSnapshot returns whether the snapshot at an offset is the
+// producer state at the end of a local segment the remote log manager
+// has yet to copy (KIP-405 copies each segment with the snapshot taken at
+// its end): for a log with remote.storage.enable (not compacted: those
+// are not copied), a snapshot at a local segment's end that lies past
+// the hook's CopiedEnd. Such snapshots are kept beyond the newest
+// snapshotsKept until the segment is copied (or leaves the log), so a
+// copy backlog or a restart does not copy a segment without its
+// producer state. Caller holds mu.
+func (l *Log) uploadPendingSnapshot() func(off int64) bool {
+	cfg := l.config()
+	if cfg == nil || !cfg.RemoteStorageEnable || strings.Contains(cfg.CleanupPolicy, "compact") {
+		return func(int64) bool { return false }
+	}
+	copied := l.e.remoteCopiedEnd(l)
+	segs := *l.segs.Load()
+	return func(off int64) bool {
+		i := floorSegment(segs, off)
+		return off > copied && i >= 1 && segs[i].base == off
 	}
 }
 

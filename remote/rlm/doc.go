@@ -17,8 +17,8 @@
 //
 // with kind .log, .index, .timeindex, and, when the engine has them,
 // .txnindex (aborted transactions), .snapshot (the producer state at the
-// segment's end) and .leader-epoch-checkpoint (the epochs starting below
-// its end). Each object is hashed first and put with its SHA-256
+// segment's end: the engine keeps it until the segment is copied) and
+// .leader-epoch-checkpoint (the epochs starting below its end). Each object is hashed first and put with its SHA-256
 // (objstore verifies it before committing the object). The partition's
 // metadata goes COPY_SEGMENT_STARTED (persisted before the first put) →
 // COPY_SEGMENT_FINISHED (persisted after the last, with every object's
