@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/stratalog/strata/auth"
@@ -51,6 +52,10 @@ type shareCluster struct {
 	ctx    context.Context // cancelled by close: the notices under way end
 	cancel context.CancelFunc
 	bg     sync.WaitGroup // notices sent without waiting (MemberGone)
+
+	// noticeSend, when set (tests), sends MemberGone's notices instead
+	// of forward.
+	noticeSend atomic.Pointer[func(ctx context.Context, addr string, req kmsg.Request, resp kmsg.Response) error]
 }
 
 func newShareCluster(s *Server) *shareCluster {
@@ -109,29 +114,85 @@ func (c *shareCluster) forward(ctx context.Context, addr string, req kmsg.Reques
 	return c.client.RoundTrip(ctx, addr, req, resp)
 }
 
+// Bounds of a member-gone notice's retries (MemberGone).
+const (
+	noticeBackoffMin = 100 * time.Millisecond
+	noticeBackoffMax = 2 * time.Second
+	// noticeMinWithin is the least time a notice is retried, however
+	// short the group's record lock duration.
+	noticeMinWithin = shareForwardTimeout
+)
+
 // MemberGone tells every other broker that member left group or was
-// fenced, without waiting: a ShareAcknowledge with the final session
-// epoch and nothing to acknowledge, on which a partition leader closes
-// the member's share session and releases the records it holds
+// fenced, without the caller waiting: a ShareAcknowledge with the final
+// session epoch and nothing to acknowledge, on which a partition leader
+// closes the member's share session and releases the records it holds
 // (79_share_acknowledge.go), as it does when the member itself closes
-// its session.
-func (c *shareCluster) MemberGone(group, member string) {
-	for id, addr := range c.peers() {
-		c.bg.Go(func() {
-			req := kmsg.NewPtrShareAcknowledgeRequest()
-			req.SetVersion(1)
-			req.GroupID, req.MemberID = kmsg.StringPtr(group), kmsg.StringPtr(member)
-			req.ShareSessionEpoch = share.SessionFinalEpoch
-			resp := req.ResponseKind().(*kmsg.ShareAcknowledgeResponse)
-			err := c.forward(c.ctx, addr, req, resp)
-			if err == nil {
-				err = kerr.ErrorForCode(resp.ErrorCode)
+// its session. Each broker's notice is retried, with a backoff doubling
+// from noticeBackoffMin to noticeBackoffMax, until that broker answers
+// it without error, is no longer a live broker of the cluster (fenced or
+// gone: the new leaders of its partitions load their share-partitions
+// from __share_group_state, where the member's acquired records are
+// AVAILABLE), this broker closes, or within has passed (the group's
+// record lock duration, at least noticeMinWithin: by then the records'
+// locks have expired at the leader anyway).
+func (c *shareCluster) MemberGone(group, member string, within time.Duration) {
+	until := c.s.now().Add(max(within, noticeMinWithin))
+	for id := range c.peers() {
+		c.bg.Go(func() { c.tellMemberGone(id, group, member, until) })
+	}
+}
+
+// tellMemberGone sends broker id MemberGone's notice until it is
+// acknowledged or not worth retrying; it reports whether it was
+// acknowledged.
+func (c *shareCluster) tellMemberGone(id int32, group, member string, until time.Time) bool {
+	backoff := noticeBackoffMin
+	var last error
+	for attempt := 1; ; attempt++ {
+		addr, live := c.peers()[id]
+		if !live {
+			return false // fenced or gone: its partitions' new leaders load the released state
+		}
+		req := kmsg.NewPtrShareAcknowledgeRequest()
+		req.SetVersion(1)
+		req.GroupID, req.MemberID = kmsg.StringPtr(group), kmsg.StringPtr(member)
+		req.ShareSessionEpoch = share.SessionFinalEpoch
+		resp := req.ResponseKind().(*kmsg.ShareAcknowledgeResponse)
+		send := c.forward
+		if f := c.noticeSend.Load(); f != nil {
+			send = *f
+		}
+		err := send(c.ctx, addr, req, resp)
+		if err == nil {
+			err = kerr.ErrorForCode(resp.ErrorCode)
+		}
+		if err == nil {
+			if attempt > 1 {
+				c.s.log.Info("share: a broker was told a member left after retries", "broker", id, "group", group, "member", member, "attempts", attempt)
 			}
-			if err != nil && c.ctx.Err() == nil {
-				c.s.log.Warn("share: telling a broker a member left failed; its records there are released when their locks expire",
-					"broker", id, "group", group, "member", member, "err", err)
-			}
-		})
+			return true
+		}
+		if c.ctx.Err() != nil {
+			return false
+		}
+		if last == nil || err.Error() != last.Error() {
+			c.s.log.Debug("share: telling a broker a member left failed; retrying", "broker", id, "group", group, "member", member, "attempt", attempt, "err", err)
+		}
+		last = err
+		if !c.s.now().Add(backoff).Before(until) {
+			c.s.log.Warn("share: telling a broker a member left failed; its records there are released when their locks expire",
+				"broker", id, "group", group, "member", member, "attempts", attempt, "err", err)
+			return false
+		}
+		wait, stop := hostClock{c.s}.After(backoff)
+		select {
+		case <-c.ctx.Done():
+			stop()
+			return false
+		case <-wait:
+		}
+		backoff = min(2*backoff, noticeBackoffMax)
 	}
 }
 

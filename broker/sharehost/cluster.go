@@ -58,8 +58,11 @@ type Cluster interface {
 	// MemberGone tells the other brokers, without waiting, that member
 	// left group or was fenced by this broker, its coordinator: each
 	// releases the records the member holds in the share-partitions it
-	// leads.
-	MemberGone(group, member string)
+	// leads. A notice that fails is retried, for at least within (the
+	// group's record lock duration, after which the records' locks
+	// have expired anyway), until the broker acknowledges it or is no
+	// longer a live broker of the cluster.
+	MemberGone(group, member string, within time.Duration)
 	// CreateTopic proposes topic to the controller with the broker's
 	// default partitions and replication and configs, calling done once
 	// this broker's view has it (or with the error).

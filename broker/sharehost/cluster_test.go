@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/stratalog/strata/engine"
 	"github.com/stratalog/strata/record"
@@ -101,7 +102,7 @@ type remoteCluster struct {
 func (c *remoteCluster) Leads(*engine.Topic, int32) (int32, bool) { return 1, true }
 func (c *remoteCluster) StateTopic() (int32, bool)                { return 3, true }
 func (c *remoteCluster) InSync(string, int32) bool                { return false }
-func (c *remoteCluster) MemberGone(string, string)                {}
+func (c *remoteCluster) MemberGone(string, string, time.Duration) {}
 func (c *remoteCluster) CreateTopic(_ string, _ map[string]string, done func(error)) {
 	done(errors.New("not in this test"))
 }

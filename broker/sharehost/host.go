@@ -707,7 +707,7 @@ func (h *Host) MemberGone(nowMs int64, group, member string) {
 	h.CloseSession(nowMs, share.SessionKey{Group: group, Member: member})
 	h.ReleaseMember(nowMs, group, member)
 	if h.cluster != nil {
-		h.cluster.MemberGone(group, member)
+		h.cluster.MemberGone(group, member, time.Duration(h.LockDurationMs(group))*time.Millisecond)
 	}
 }
 
