@@ -122,7 +122,9 @@
 // from its last snapshot. Membership is not persisted (members rejoin).
 // In a cluster the share-partition is its partition leader's, the state
 // topic is replicated, and a new leader loads the share-partition from its
-// replica (broker/sharehost/cluster.go).
+// replica (broker/sharehost/cluster.go), reading it without the mutex and
+// taking it only to install the result (broker/sharehost/load.go); a
+// member that leaves is announced to the other brokers with retries.
 //
 // # Embedded shell (package engine, sharegroup.go)
 //
