@@ -107,7 +107,8 @@
 //	               produce_p50_ms, produce_p90_ms, produce_p99_ms, produce_p999_ms, produce_max_ms,
 //	               e2e_p50_ms ... e2e_max_ms, records_sent, records_acked, records_failed, error_rate,
 //	               records_consumed, group_type (share, consumer or none), group,
-//	               records_redelivered (share groups only), batches_per_sec, requests_per_sec, records_per_batch,
+//	               records_redelivered (share groups only), consumer_lag_at_end, catch_up_s,
+//	               batches_per_sec, requests_per_sec, records_per_batch,
 //	               broker_produce_requests, broker_produce_{mean,p50,p90,p99,p999,max_bucket}_ms,
 //	               broker_produce_past_last_bucket (spawned brokers with metrics only),
 //	               client_cpu_seconds, client_cpu_main_seconds, client_cpu_consumer_process_seconds

@@ -36,6 +36,16 @@ type Result struct {
 	// their lock expired); they are in RecordsConsumed too. Absent
 	// without a share group.
 	RecordsRedelivered *int64 `json:"records_redelivered,omitempty"`
+	// ConsumerLagAtEnd is how many acknowledged records the consumers had
+	// not consumed yet when producing ended, and CatchUpS how long after
+	// that they had consumed as many as were acknowledged (null if not
+	// within the drain timeout; 0 without a lag; otherwise an upper bound
+	// by the time the end's CPU, device and metrics samples take); both to
+	// within the consumer process's 100 ms reports. Absent without consumers. A lag of more than a
+	// fraction of a second's records says the consumers did not keep up,
+	// and the consumed records/s then include the catch-up's.
+	ConsumerLagAtEnd *int64   `json:"consumer_lag_at_end,omitempty"`
+	CatchUpS         *float64 `json:"catch_up_s,omitempty"`
 
 	RecordsPerSec   float64 `json:"records_per_sec"`
 	MBPerSec        float64 `json:"mb_per_sec"`
@@ -330,6 +340,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	row("requests/s", commas(res.RequestsPerSec, 1))
 	if r.Config.Consumers > 0 {
 		row("consumed", fmt.Sprintf("%s  (%s/s, %d consume errors)%s", commas(float64(res.RecordsConsumed), 0), commas(res.ConsumedPerSec, 1), res.ConsumeErrors, res.groupNote()))
+		if res.ConsumerLagAtEnd != nil {
+			row("consumer lag", fmt.Sprintf("%s records when producing ended, caught up after %s s", commas(float64(*res.ConsumerLagAtEnd), 0), res.catchUp()))
+		}
 	}
 	tw.Flush()
 
@@ -403,6 +416,15 @@ func (r *Report) WriteTable(w io.Writer) error {
 }
 
 func f2(v float64) string { return fmt.Sprintf("%.2f", v) }
+
+// catchUp is CatchUpS for tables: "never" when the consumers did not
+// catch up within the drain timeout.
+func (r *Result) catchUp() string {
+	if r.CatchUpS == nil {
+		return "never"
+	}
+	return fmt.Sprintf("%.2f", *r.CatchUpS)
+}
 
 // groupNote says which group the consumers were members of, and for a
 // share group how many records came again.
@@ -570,6 +592,10 @@ func writeShareComparison(b *strings.Builder, r *Report, bl *Baseline) {
 		commas(float64(g.RecordsConsumed), 0), commas(float64(g.RecordsAcked), 0))
 	if s.RecordsRedelivered != nil {
 		fmt.Fprintf(tw, "redelivered\t%s\t-\t\n", commas(float64(*s.RecordsRedelivered), 0))
+	}
+	if s.ConsumerLagAtEnd != nil && g.ConsumerLagAtEnd != nil {
+		fmt.Fprintf(tw, "lag when producing ended\t%s\t%s\t\n", commas(float64(*s.ConsumerLagAtEnd), 0), commas(float64(*g.ConsumerLagAtEnd), 0))
+		fmt.Fprintf(tw, "caught up after s\t%s\t%s\t\n", s.catchUp(), g.catchUp())
 	}
 	fmt.Fprintf(tw, "end-to-end p50 ms\t%.2f\t%.2f\t\n", s.E2EP50Ms, g.E2EP50Ms)
 	fmt.Fprintf(tw, "end-to-end p99 ms\t%.2f\t%.2f\t\n", s.E2EP99Ms, g.E2EP99Ms)

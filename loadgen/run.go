@@ -432,6 +432,7 @@ func runOnce(ctx context.Context, cfg *Config, admin *kgo.Client, ti *topicInfo,
 	pwg.Wait()
 	closers = nil // every producer closed itself in run
 	prodEnd := env.now()
+	lagEnd := st.acked.Load() - st.consumed.Load() // the consumers' lag when producing ended
 	var faultsRes *FaultsResult
 	if faults != nil {
 		faultsRes = faults.stop() // every broker runs again
@@ -448,6 +449,10 @@ func runOnce(ctx context.Context, cfg *Config, admin *kgo.Client, ti *topicInfo,
 			(cproc == nil || cproc.running()) {
 			time.Sleep(consumerCatchUpPoll)
 		}
+	}
+	caughtUp := env.now() - prodEnd // an upper bound: the loop starts after the samples above
+	if lagEnd <= 0 {
+		caughtUp = 0
 	}
 	stopConsumers()
 	cwg.Wait()
@@ -476,6 +481,13 @@ func runOnce(ctx context.Context, cfg *Config, admin *kgo.Client, ti *topicInfo,
 	out.result = buildResult(cfg, env, rate, prodEnd-env.measureOff, u0, u1, smp)
 	if cproc != nil {
 		out.result.ConsumerPID = cproc.pid()
+	}
+	if cfg.Consumers > 0 {
+		out.result.ConsumerLagAtEnd = &lagEnd
+		if st.consumed.Load() >= st.acked.Load() {
+			s := caughtUp.Seconds()
+			out.result.CatchUpS = &s
+		}
 	}
 	if slices.Contains(cfg.Faults, FaultKill) {
 		// A restarted broker's metrics start from zero: differences over

@@ -101,6 +101,9 @@ func TestCompareShareGroup(t *testing.T) {
 			t.Fatalf("%s group: acked %d consumed %d, consume errors %d, e2e p50 %v; errors %+v", side.typ, r.RecordsAcked,
 				r.RecordsConsumed, r.ConsumeErrors, r.E2EP50Ms, r.Errors)
 		}
+		if r.ConsumerLagAtEnd == nil || *r.ConsumerLagAtEnd < 0 || *r.ConsumerLagAtEnd > r.RecordsAcked || r.CatchUpS == nil || *r.CatchUpS < 0 {
+			t.Fatalf("%s group: lag at end %v, caught up after %v s", side.typ, r.ConsumerLagAtEnd, r.CatchUpS)
+		}
 		if r.BrokerCPUSeconds == nil || r.BrokerCPUUsPerRecord <= 0 {
 			t.Fatalf("%s group: broker cpu %v", side.typ, r.BrokerCPUSeconds)
 		}
