@@ -126,6 +126,9 @@ type Result struct {
 	// the measured window (nil for external brokers or without a block
 	// device).
 	Device *DeviceTraffic `json:"device,omitempty"`
+	// Remote is the spawned brokers' tiered storage over the run
+	// (remotemetrics.go); absent without an object store or metrics.
+	Remote *RemoteResult `json:"remote,omitempty"`
 
 	Errors  []ErrorCount `json:"errors,omitempty"`
 	Healthy *bool        `json:"healthy,omitempty"` // --find-max steps
@@ -373,6 +376,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 			fmt.Fprintf(&b, "(journal writer waited for a checkpoint %s times, %s ms in all)\n",
 				commas(float64(res.BrokerJournalCkptWaits), 0), f2(res.BrokerJournalCkptWaitMs))
 		}
+	}
+	if res.Remote != nil {
+		fmt.Fprintf(&b, "(%s)\n", res.Remote.summary())
 	}
 
 	fmt.Fprintln(&b)

@@ -117,10 +117,17 @@ func ensureTopic(ctx context.Context, admin *kgo.Client, cfg *Config, logw io.Wr
 	defer cancel()
 	adm := kadm.NewClient(admin)
 	adm.SetTimeoutMillis(int32(timeout / time.Millisecond))
-	_, err := adm.CreateTopic(ctx, cfg.Partitions, cfg.ReplicationFactor, nil, cfg.Topic)
+	tcfg, err := cfg.topicConfigs() // remotemetrics.go
+	if err != nil {
+		return nil, err
+	}
+	_, err = adm.CreateTopic(ctx, cfg.Partitions, cfg.ReplicationFactor, tcfg, cfg.Topic)
 	switch {
 	case err == nil:
 		fmt.Fprintf(logw, "created topic %s with %d partitions, replication factor %d\n", cfg.Topic, cfg.Partitions, cfg.ReplicationFactor)
+		if tcfg != nil {
+			fmt.Fprintf(logw, "with remote.storage.enable=true (the spawn config names an object store)\n")
+		}
 	case errors.Is(err, kerr.TopicAlreadyExists):
 	default:
 		return nil, fmt.Errorf("creating topic %s: %w", cfg.Topic, err)
@@ -428,6 +435,7 @@ func runOnce(ctx context.Context, cfg *Config, admin *kgo.Client, ti *topicInfo,
 	smp := newSampler(st, env.now, env.measureOff, usageNow, cfg.Progress, cfg.RecordBytes)
 	u0, d0, h0 := smp.last.usage, cluster.deviceSample(), cluster.brokerProduceSample(ctx)
 	j0 := cluster.brokerJournalSample(ctx)
+	r0 := cluster.brokerRemoteSample(ctx)
 	smp.start()
 	pwg.Wait()
 	closers = nil // every producer closed itself in run
@@ -465,6 +473,7 @@ func runOnce(ctx context.Context, cfg *Config, admin *kgo.Client, ti *topicInfo,
 		}
 	}
 	smp.stop()
+	r1 := cluster.brokerRemoteSample(ctx) // after the consumers: their remote reads count
 	if faultsRes != nil {
 		faultsRes.setWindows(smp.timeline, env.measureOff)
 	}
@@ -492,12 +501,15 @@ func runOnce(ctx context.Context, cfg *Config, admin *kgo.Client, ti *topicInfo,
 	if slices.Contains(cfg.Faults, FaultKill) {
 		// A restarted broker's metrics start from zero: differences over
 		// the window would mean nothing.
-		h0, h1, j0, j1 = nil, nil, nil, nil
+		h0, h1, j0, j1, r0, r1 = nil, nil, nil, nil, nil, nil
 	}
 	if err := out.result.setBrokerProduce(h0, h1); err != nil {
 		cluster.metricsFailed(err)
 	}
 	if err := out.result.setBrokerJournal(j0, j1); err != nil {
+		cluster.metricsFailed(err)
+	}
+	if err := out.result.setBrokerRemote(r0, r1); err != nil {
 		cluster.metricsFailed(err)
 	}
 	if d0 != nil && d1 != nil {
