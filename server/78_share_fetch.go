@@ -99,14 +99,16 @@ func handleShareFetch(s *Server, rc *reqCtx) {
 	// the share-partitions this broker leads but has not loaded, read
 	// before the lock is taken (sharehost's load.go), so a load does not
 	// hold up the other share-partitions' requests.
-	var keys []sharehost.Key
-	if req.ShareSessionEpoch == share.SessionInitialEpoch {
-		st.RefreshGroupConfigs(f.key.Group)
-	} else {
-		keys = st.SessionKeys(f.key)
+	if s.clustered() {
+		var keys []sharehost.Key
+		if req.ShareSessionEpoch == share.SessionInitialEpoch {
+			st.RefreshGroupConfigs(f.key.Group)
+		} else {
+			keys = st.SessionKeys(f.key)
+		}
+		st.Load(append(keys, s.shareLoadKeys(rc, f.key.Group, shareFetchParts(req))...))
+		nowMs = s.now().UnixMilli() // the transitions' time: after the load
 	}
-	st.Load(append(keys, s.shareLoadKeys(rc, f.key.Group, shareFetchParts(req))...))
-	nowMs = s.now().UnixMilli() // the transitions' time: after the load
 
 	st.Lock()
 	resp.AcquisitionLockTimeoutMillis = st.LockDurationMs(f.key.Group)
