@@ -331,11 +331,15 @@ func TestVerifyThroughDiskFullCluster(t *testing.T) {
 	cfg.FaultCount = 2
 	cfg.FaultDiskFull = 2500 * time.Millisecond
 	cfg.FaultDiskBytes = minFaultDiskBytes
-	// The producer's sticky partitioner moves on when a batch fills: with
-	// 64 KiB batches of 100 B records at 500 rec/s it would stick to the
-	// refused partition for over a second, holding every record of that
-	// second. 4 KiB batches move on every ~40 records.
-	cfg.BatchBytes = 4 << 10
+	// Keyed records reach every partition every second. Keyless, franz-go's
+	// sticky partitioner sends every record to one partition for a second
+	// or two at this rate (a batch leaves on each linger before it fills,
+	// and only a full batch moves it on), so a second in which it stuck to
+	// a refused partition acknowledged nothing, whatever the other brokers
+	// did (CI failed on that twice). The refused partitions' records wait
+	// for franz-go's next metadata refresh (at most every 5 s) and are then
+	// acknowledged.
+	cfg.Keys = 1000
 	rep, log := runCampaign(t, cfg, 2*time.Minute)
 	f := rep.Faults
 	if f == nil || len(f.Ran) != 1 || f.Ran[0].Kind != FaultDiskFull || f.Ran[0].Count != 2 || f.Ran[0].Failed != 0 ||
