@@ -144,16 +144,14 @@ func (c *shareCluster) MemberGone(group, member string, within time.Duration) {
 }
 
 // tellMemberGone sends broker id MemberGone's notice until it is
-// acknowledged or not worth retrying; it reports whether it was
-// acknowledged.
+// acknowledged or not worth retrying (retryNotice); it reports whether
+// it was acknowledged.
 func (c *shareCluster) tellMemberGone(id int32, group, member string, until time.Time) bool {
-	backoff := noticeBackoffMin
-	var last error
-	for attempt := 1; ; attempt++ {
-		addr, live := c.peers()[id]
-		if !live {
-			return false // fenced or gone: its partitions' new leaders load the released state
-		}
+	live := func() (string, bool) {
+		addr, ok := c.peers()[id]
+		return addr, ok
+	}
+	send := func(addr string) error {
 		req := kmsg.NewPtrShareAcknowledgeRequest()
 		req.SetVersion(1)
 		req.GroupID, req.MemberID = kmsg.StringPtr(group), kmsg.StringPtr(member)
@@ -167,29 +165,52 @@ func (c *shareCluster) tellMemberGone(id int32, group, member string, until time
 		if err == nil {
 			err = kerr.ErrorForCode(resp.ErrorCode)
 		}
-		if err == nil {
-			if attempt > 1 {
-				c.s.log.Info("share: a broker was told a member left after retries", "broker", id, "group", group, "member", member, "attempts", attempt)
-			}
-			return true
+		if err != nil && c.ctx.Err() == nil {
+			c.s.log.Debug("share: telling a broker a member left failed; retrying", "broker", id, "group", group, "member", member, "err", err)
 		}
-		if c.ctx.Err() != nil {
-			return false
+		return err
+	}
+	acked, attempts, err := retryNotice(c.ctx, hostClock{c.s}, until, live, send)
+	switch {
+	case acked && attempts > 1:
+		c.s.log.Info("share: a broker was told a member left after retries", "broker", id, "group", group, "member", member, "attempts", attempts)
+	case !acked && err != nil && c.ctx.Err() == nil:
+		c.s.log.Warn("share: telling a broker a member left failed; its records there are released when their locks expire",
+			"broker", id, "group", group, "member", member, "attempts", attempts, "err", err)
+	}
+	return acked
+}
+
+// noticeClock is the time retryNotice waits by.
+type noticeClock interface {
+	Now() time.Time
+	After(d time.Duration) (<-chan time.Time, func() bool)
+}
+
+// retryNotice calls send with the address live gives until it returns
+// nil (acked), live reports the broker gone, ctx ends, or the next wait
+// (a backoff doubling from noticeBackoffMin to noticeBackoffMax) would
+// end at or after until; it returns whether the notice was acknowledged,
+// the attempts made and the last error.
+func retryNotice(ctx context.Context, clock noticeClock, until time.Time, live func() (string, bool), send func(addr string) error) (acked bool, attempts int, err error) {
+	backoff := noticeBackoffMin
+	for {
+		addr, ok := live()
+		if !ok {
+			return false, attempts, nil // fenced or gone: its partitions' new leaders load the released state
 		}
-		if last == nil || err.Error() != last.Error() {
-			c.s.log.Debug("share: telling a broker a member left failed; retrying", "broker", id, "group", group, "member", member, "attempt", attempt, "err", err)
+		attempts++
+		if err = send(addr); err == nil {
+			return true, attempts, nil
 		}
-		last = err
-		if !c.s.now().Add(backoff).Before(until) {
-			c.s.log.Warn("share: telling a broker a member left failed; its records there are released when their locks expire",
-				"broker", id, "group", group, "member", member, "attempts", attempt, "err", err)
-			return false
+		if ctx.Err() != nil || !clock.Now().Add(backoff).Before(until) {
+			return false, attempts, err
 		}
-		wait, stop := hostClock{c.s}.After(backoff)
+		wait, stop := clock.After(backoff)
 		select {
-		case <-c.ctx.Done():
+		case <-ctx.Done():
 			stop()
-			return false
+			return false, attempts, err
 		case <-wait:
 		}
 		backoff = min(2*backoff, noticeBackoffMax)

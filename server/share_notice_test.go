@@ -3,8 +3,10 @@ package server
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -64,4 +66,77 @@ func TestClusterShareLeaveNoticeRetried(t *testing.T) {
 	if sends[leaderAddr] < 2 {
 		t.Fatalf("notices sent to the leader %d: %d, want the failed one and a retry", st.leaders[p], sends[leaderAddr])
 	}
+}
+
+// fakeNoticeClock is a noticeClock whose waits end at once, moving its
+// time on by them.
+type fakeNoticeClock struct {
+	now   time.Time
+	waits []time.Duration
+}
+
+func (c *fakeNoticeClock) Now() time.Time { return c.now }
+
+func (c *fakeNoticeClock) After(d time.Duration) (<-chan time.Time, func() bool) {
+	c.waits = append(c.waits, d)
+	c.now = c.now.Add(d)
+	ch := make(chan time.Time, 1)
+	ch <- c.now
+	return ch, func() bool { return false }
+}
+
+// TestRetryNoticeBounds: a member-gone notice is retried with a doubling
+// backoff until acknowledged; it stops when the broker is no longer live
+// or when the next wait would pass its bound.
+func TestRetryNoticeBounds(t *testing.T) {
+	start := time.Unix(1000, 0)
+	live := func() (string, bool) { return "127.0.0.1:1", true }
+	failing := errors.New("injected")
+
+	t.Run("acknowledged on the third attempt", func(t *testing.T) {
+		clock := &fakeNoticeClock{now: start}
+		n := 0
+		acked, attempts, err := retryNotice(context.Background(), clock, start.Add(time.Minute), live, func(string) error {
+			if n++; n < 3 {
+				return failing
+			}
+			return nil
+		})
+		if !acked || attempts != 3 || err != nil {
+			t.Fatalf("acked %v after %d attempts (%v), want acked after 3", acked, attempts, err)
+		}
+		if want := []time.Duration{noticeBackoffMin, 2 * noticeBackoffMin}; !slices.Equal(clock.waits, want) {
+			t.Fatalf("waits %v, want %v", clock.waits, want)
+		}
+	})
+	t.Run("never acknowledged: bounded", func(t *testing.T) {
+		clock := &fakeNoticeClock{now: start}
+		until := start.Add(10 * time.Second)
+		acked, attempts, err := retryNotice(context.Background(), clock, until, live, func(string) error { return failing })
+		// Waits 0.1+0.2+0.4+0.8+1.6+2+2+2 = 9.1 s between nine
+		// attempts; the next wait (2 s) would end past 10 s.
+		if acked || err != failing || attempts != 9 {
+			t.Fatalf("acked %v after %d attempts (%v), want given up after 9 with the last error", acked, attempts, err)
+		}
+		if clock.now.After(until) {
+			t.Fatalf("retried until %v, past the bound %v", clock.now, until)
+		}
+	})
+	t.Run("the broker is gone", func(t *testing.T) {
+		clock := &fakeNoticeClock{now: start}
+		calls := 0
+		gone := func() (string, bool) { calls++; return "127.0.0.1:1", calls == 1 }
+		acked, attempts, _ := retryNotice(context.Background(), clock, start.Add(time.Minute), gone, func(string) error { return failing })
+		if acked || attempts != 1 {
+			t.Fatalf("acked %v after %d attempts, want one attempt then stopped", acked, attempts)
+		}
+	})
+	t.Run("the broker closes", func(t *testing.T) {
+		clock := &fakeNoticeClock{now: start}
+		ctx, cancel := context.WithCancel(context.Background())
+		acked, attempts, _ := retryNotice(ctx, clock, start.Add(time.Minute), live, func(string) error { cancel(); return failing })
+		if acked || attempts != 1 {
+			t.Fatalf("acked %v after %d attempts, want one attempt then stopped", acked, attempts)
+		}
+	})
 }
