@@ -74,6 +74,9 @@ func (c *Config) validateShareGroup(bad func(format string, args ...any)) {
 	if c.ShareGroup == "" || c.Consumers == 0 {
 		bad("--compare-share-group needs --share-group NAME and --consumers N: it measures the consumers in share group NAME and in a consumer group")
 	}
+	if c.Spawn == 0 {
+		bad("--compare-share-group needs --spawn: both groups must start without history on the brokers (a consumer group of an earlier run would resume from its committed offsets); against --brokers run --share-group and --group as two commands")
+	}
 	if c.CompareBlackhole || c.CompareBinary != "" || c.ComparePlaintext || c.SpawnBlackhole {
 		bad("--compare-share-group, --compare-blackhole, --compare-binary and --compare-plaintext are exclusive: one comparison per run")
 	}

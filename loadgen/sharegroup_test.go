@@ -150,6 +150,7 @@ func TestShareGroupValidation(t *testing.T) {
 		"same name":            {func(c *Config) { c.CompareShareGroup, c.Group = true, "q" }, "name the same group"},
 		"compare without":      {func(c *Config) { c.ShareGroup, c.CompareShareGroup = "", true }, "--compare-share-group needs --share-group NAME"},
 		"compare and binary":   {func(c *Config) { c.CompareShareGroup, c.CompareBinary = true, "/bin/strata" }, "one comparison per run"},
+		"compare external":     {func(c *Config) { c.CompareShareGroup, c.Spawn, c.Brokers = true, 0, []string{"127.0.0.1:9092"} }, "--compare-share-group needs --spawn"},
 		"compare find-max":     {func(c *Config) { c.CompareShareGroup, c.FindMax = true, true }, "not with --find-max"},
 		"compare verify":       {func(c *Config) { c.CompareShareGroup, c.Verify, c.Rate = true, true, 1000 }, "not with --verify or --faults"},
 		"rounds without share": {func(c *Config) { c.CompareRounds = 2 }, "--compare-share-group"},
