@@ -555,3 +555,162 @@ func TestClusterTieredNewReplica(t *testing.T) {
 		})
 	}
 }
+
+// TestClusterTieredNewReplicaAfterBacklog: uploads lag far behind the
+// rolls (the leader's copies throttled to 4 KiB/s while 400 records roll
+// 19 segments, about one per 20-record batch, in a second or two), and
+// local retention keeps
+// about five segments, so the leader's local log starts at the end of a
+// segment that was copied long after the engine's newest three producer
+// snapshots had moved past it. Every copied segment still has its
+// .snapshot object in the store, and a replica added then restarts from
+// remote storage at that local start with the producer state: made
+// leader, it answers the idempotent producer's retry of a batch written
+// before its log start as the duplicate at its original offset, and takes
+// the next sequence.
+func TestClusterTieredNewReplicaAfterBacklog(t *testing.T) {
+	storeDir := t.TempDir()
+	props := clusterProps + "strata.remote.storage.type=local\nstrata.remote.storage.local.dir=" + storeDir + "\n" +
+		"remote.log.manager.task.interval.ms=100\nlog.retention.check.interval.ms=100\n" +
+		"remote.log.manager.copy.max.bytes.per.second=4096\n"
+	c := startClusterProps(t, 3, 3, props)
+	ctx := testCtx(t, 4*time.Minute)
+	cl := c.client()
+	c.waitBrokers(ctx, cl, 0, 3)
+	adm := kadm.NewClient(cl)
+	resp, err := adm.CreateTopic(ctx, 1, 2, map[string]*string{
+		"remote.storage.enable": kadm.StringPtr("true"),
+		"segment.bytes":         kadm.StringPtr("4096"),
+		"local.retention.bytes": kadm.StringPtr("20480"),
+		"file.delete.delay.ms":  kadm.StringPtr("0"),
+	}, "tiered")
+	if err != nil || resp.Err != nil {
+		t.Fatalf("create: %v %v", err, resp.Err)
+	}
+	const n = 400
+	pcl := c.client(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic("tiered"), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	v12 := kversion.Stable()
+	v12.SetMaxKeyVersion(0, 12) // Produce by topic name
+	icl := c.client(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.MaxVersions(v12))
+	pid, pepoch := initProducerID(ctx, t, pcl)
+	for seq := int32(0); seq < 20; seq += 4 {
+		if p := produceIdempotent(ctx, t, adm, icl, pid, pepoch, seq); p.ErrorCode != 0 || p.BaseOffset != int64(seq) {
+			t.Fatalf("idempotent produce of sequence %d: error %d at offset %d", seq, p.ErrorCode, p.BaseOffset)
+		}
+	}
+	for i := 20; i < n; i += 20 {
+		var recs []*kgo.Record
+		for j := i; j < i+20; j++ {
+			recs = append(recs, &kgo.Record{Value: []byte(fmt.Sprintf("v%d-%s", j, strings.Repeat("x", 100)))})
+		}
+		if err := pcl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatalf("produce: %v\n%s", err, c.warnings())
+		}
+	}
+	md, err := adm.Metadata(ctx, "tiered")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p0 := md.Topics["tiered"].Partitions[0]
+	replicas, leader := p0.Replicas, p0.Leader
+	added := int32(-1)
+	for id := int32(0); id < 3; id++ {
+		if id != replicas[0] && id != replicas[1] {
+			added = id
+		}
+	}
+	// Wait (bounded) until the leader copied its newest sealed segment and
+	// local retention moved its log start past the producer's batches.
+	leaderDir := filepath.Join(c.brokers[leader].dataDir, "tiered-0")
+	localBases := func() []string {
+		ents, _ := os.ReadDir(leaderDir)
+		var out []string
+		for _, e := range ents {
+			if b, ok := strings.CutSuffix(e.Name(), ".log"); ok {
+				out = append(out, b)
+			}
+		}
+		sort.Strings(out)
+		return out
+	}
+	var copied []string
+	waitFor(t, 120*time.Second, func() string {
+		local := localBases()
+		if len(local) < 2 || local[0] == fmt.Sprintf("%020d", 0) {
+			return fmt.Sprintf("the leader's local segments %v\n%s", local, c.warnings())
+		}
+		copied = storeLogObjects(t, storeDir)
+		newest := local[len(local)-2] // the newest sealed segment
+		for _, k := range copied {
+			// Its last object (copies run oldest first, objects in order).
+			ckpt := filepath.Join(storeDir, filepath.FromSlash(strings.TrimSuffix(k, ".log")+".leader-epoch-checkpoint"))
+			if _, err := os.Stat(ckpt); err == nil && strings.HasPrefix(k, "tiered-0/"+newest+"-") {
+				return ""
+			}
+		}
+		return fmt.Sprintf("%d segments copied, the newest sealed %s not yet", len(copied), newest)
+	})
+	if len(copied) < 10 || len(localBases()) < 5 {
+		t.Fatalf("%d segments copied, %d local: want a backlog of at least 10 and five kept locally", len(copied), len(localBases()))
+	}
+	// Every copied segment has its producer snapshot in the store.
+	for _, k := range copied {
+		snap := filepath.Join(storeDir, filepath.FromSlash(strings.TrimSuffix(k, ".log")+".snapshot"))
+		if _, err := os.Stat(snap); err != nil {
+			t.Fatalf("segment %s copied without its producer snapshot: %v", k, err)
+		}
+	}
+
+	want := append(append([]int32(nil), replicas...), added)
+	var req kadm.AlterPartitionAssignmentsReq
+	req.Assign("tiered", 0, want)
+	if rs, err := adm.AlterPartitionAssignments(ctx, req); err != nil || rs.Error() != nil {
+		t.Fatalf("reassign to %v: %v %v", want, err, rs.Error())
+	}
+	waitFor(t, 90*time.Second, func() string {
+		md, err := adm.Metadata(ctx, "tiered")
+		if err != nil {
+			return err.Error()
+		}
+		p := md.Topics["tiered"].Partitions[0]
+		if len(p.Replicas) != 3 || len(p.ISR) != 3 {
+			return fmt.Sprintf("replicas %v isr %v, want %v in sync\n%s", p.Replicas, p.ISR, want, c.warnings())
+		}
+		return ""
+	})
+	nb := c.brokers[added]
+	logs := nb.logs.String()
+	if !strings.Contains(logs, "follower log below the leader's local log start; restarting it from remote storage") ||
+		!strings.Contains(logs, "producerSnapshot=true") || strings.Contains(logs, "leaderLocalLogStart=0 ") {
+		t.Fatalf("the added replica did not restart from remote storage with a producer snapshot:\n%s", logs)
+	}
+	order := append([]int32{added}, replicas...)
+	var req2 kadm.AlterPartitionAssignmentsReq
+	req2.Assign("tiered", 0, order)
+	if rs, err := adm.AlterPartitionAssignments(ctx, req2); err != nil || rs.Error() != nil {
+		t.Fatalf("reorder replicas to %v: %v %v", order, err, rs.Error())
+	}
+	waitFor(t, 90*time.Second, func() string {
+		md, err := adm.Metadata(ctx, "tiered")
+		if err != nil {
+			return err.Error()
+		}
+		p := md.Topics["tiered"].Partitions[0]
+		if fmt.Sprint(p.Replicas) != fmt.Sprint(order) || len(p.ISR) != 3 {
+			return fmt.Sprintf("replicas %v isr %v, want %v all in sync", p.Replicas, p.ISR, order)
+		}
+		if p.Leader == added {
+			return ""
+		}
+		ts := make(kadm.TopicsSet)
+		ts.Add("tiered", 0)
+		adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, ts)
+		return fmt.Sprintf("leader %d, want %d", p.Leader, added)
+	})
+	if p := produceIdempotent(ctx, t, adm, icl, pid, pepoch, 16); p.ErrorCode != 0 || p.BaseOffset != 16 {
+		t.Fatalf("retry of sequence 16 at the new leader: error %d at offset %d, want the duplicate at 16\n%s", p.ErrorCode, p.BaseOffset, c.warnings())
+	}
+	if p := produceIdempotent(ctx, t, adm, icl, pid, pepoch, 20); p.ErrorCode != 0 || p.BaseOffset != n {
+		t.Fatalf("sequence 20 at the new leader: error %d at offset %d, want %d", p.ErrorCode, p.BaseOffset, n)
+	}
+}
