@@ -14,6 +14,7 @@ import (
 	"slices"
 
 	"github.com/stratalog/strata/auth"
+	"github.com/stratalog/strata/broker/sharehost"
 	"github.com/stratalog/strata/share"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -28,7 +29,17 @@ func handleShareGroupDescribe(s *Server, rc *reqCtx) {
 	resp := req.ResponseKind().(*kmsg.ShareGroupDescribeResponse)
 	code, msg := s.shareErr()
 	st := s.groups.share
+	var rk sharehost.Replicas
 	if code == 0 {
+		// In a cluster, the groups unknown here are looked for in this
+		// broker's replicas of the state topic before the lock is taken.
+		var ids []string
+		for _, id := range req.GroupIDs {
+			if id != "" && s.authorized(rc, auth.OpDescribe, auth.ResourceGroup, id) {
+				ids = append(ids, id)
+			}
+		}
+		rk = st.ReplicaKeys(ids, true)
 		st.Lock()
 		defer st.Unlock()
 	}
@@ -46,7 +57,7 @@ func handleShareGroupDescribe(s *Server, rc *reqCtx) {
 			g.ErrorCode = kerr.GroupAuthorizationFailed.Code
 		case id == "":
 			g.ErrorCode = kerr.InvalidGroupID.Code
-		case sg == nil && !st.Known(id):
+		case sg == nil && !st.Known(id, rk):
 			g.ErrorCode, g.ErrorMessage = kerr.GroupIDNotFound.Code, kmsg.StringPtr("Group "+id+" not found.")
 		case sg == nil:
 			// Known by its share-partitions' state only (after a

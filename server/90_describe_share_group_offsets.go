@@ -33,7 +33,44 @@ func handleDescribeShareGroupOffsets(s *Server, rc *reqCtx) {
 	var d durable
 	remote := map[int32]*kmsg.DescribeShareGroupOffsetsRequest{}
 	var slots map[int32][]shareSlot
+	var rk sharehost.Replicas
 	if code == 0 {
+		// In a cluster, read before the lock is taken: the groups'
+		// share-partitions in this broker's replicas of the state topic
+		// (all of them for a group described whole, else only for a
+		// group unknown here), and the state of those led here.
+		var whole, named []string
+		var keys []sharehost.Key
+		for _, rg := range req.Groups {
+			if rg.GroupID == "" || (!fwd && !s.authorized(rc, auth.OpDescribe, auth.ResourceGroup, rg.GroupID)) {
+				continue
+			}
+			if rg.Topics == nil {
+				whole = append(whole, rg.GroupID)
+				continue
+			}
+			named = append(named, rg.GroupID)
+			for _, rt := range rg.Topics {
+				if t := s.eng.Topic(rt.Topic); t != nil && !t.Deleted() {
+					for _, p := range rt.Partitions {
+						keys = append(keys, sharehost.Key{Group: rg.GroupID, TopicID: t.ID(), Part: p})
+					}
+				}
+			}
+		}
+		rk = st.ReplicaKeys(whole, false)
+		if rk == nil {
+			rk = sharehost.Replicas{}
+		}
+		for g, ks := range st.ReplicaKeys(named, true) {
+			rk[g] = ks
+		}
+		for _, g := range whole {
+			for k := range rk[g] {
+				keys = append(keys, k)
+			}
+		}
+		st.Load(keys)
 		st.Lock()
 	}
 	for gi, rg := range req.Groups {
@@ -45,13 +82,13 @@ func handleDescribeShareGroupOffsets(s *Server, rc *reqCtx) {
 		case rg.GroupID == "":
 			g.ErrorCode = kerr.InvalidGroupID.Code
 		case fwd:
-			g.Topics = s.describeShareOffsets(rg.GroupID, rg.Topics, &d, nil)
+			g.Topics = s.describeShareOffsets(rg.GroupID, rg.Topics, rk, &d, nil)
 		case !s.authorized(rc, auth.OpDescribe, auth.ResourceGroup, rg.GroupID): // authz.go
 			g.ErrorCode = kerr.GroupAuthorizationFailed.Code
-		case !st.Known(rg.GroupID):
+		case !st.Known(rg.GroupID, rk):
 			g.ErrorCode, g.ErrorMessage = kerr.GroupIDNotFound.Code, kmsg.StringPtr("Group "+rg.GroupID+" not found.")
 		default:
-			g.Topics = s.describeShareOffsets(rg.GroupID, rg.Topics, &d, func(leader int32, ti, pi int, topic string, p int32) {
+			g.Topics = s.describeShareOffsets(rg.GroupID, rg.Topics, rk, &d, func(leader int32, ti, pi int, topic string, p int32) {
 				r := remote[leader]
 				if r == nil {
 					r = kmsg.NewPtrDescribeShareGroupOffsetsRequest()
@@ -139,11 +176,11 @@ type shareSlot struct{ g, t, p int }
 // elsewhere set, a partition led by another broker is left for its
 // leader, which owns its state: elsewhere is called with that broker and
 // the partition's place (topic and partition indexes) in the answer.
-func (s *Server) describeShareOffsets(group string, topics []kmsg.DescribeShareGroupOffsetsRequestGroupTopic, d *durable, elsewhere func(leader int32, ti, pi int, topic string, p int32)) []kmsg.DescribeShareGroupOffsetsResponseGroupTopic {
+func (s *Server) describeShareOffsets(group string, topics []kmsg.DescribeShareGroupOffsetsRequestGroupTopic, rk sharehost.Replicas, d *durable, elsewhere func(leader int32, ti, pi int, topic string, p int32)) []kmsg.DescribeShareGroupOffsetsResponseGroupTopic {
 	st := s.groups.share
 	if topics == nil { // every share-partition with state
 		byName := map[string][]int32{}
-		for _, k := range st.GroupKeys(group) {
+		for _, k := range st.GroupKeys(group, rk) {
 			if t := s.eng.TopicByID(k.TopicID); t != nil && !t.Deleted() && !slices.Contains(byName[t.Name()], k.Part) {
 				byName[t.Name()] = append(byName[t.Name()], k.Part)
 			}

@@ -51,6 +51,10 @@ func handleDeleteShareGroupOffsets(s *Server, rc *reqCtx) {
 		}
 	}
 	st := s.groups.share
+	var rk sharehost.Replicas
+	if !fwd {
+		rk = st.ReplicaKeys([]string{req.GroupID}, true) // without the lock
+	}
 	st.Lock()
 	switch g := st.Groups().Group(req.GroupID); {
 	case fwd:
@@ -58,7 +62,7 @@ func handleDeleteShareGroupOffsets(s *Server, rc *reqCtx) {
 		st.Unlock()
 		fail(kerr.NonEmptyGroup.Code, "The group has active members.")
 		return
-	case !st.Known(req.GroupID):
+	case !st.Known(req.GroupID, rk):
 		st.Unlock()
 		fail(kerr.GroupIDNotFound.Code, "Group "+req.GroupID+" not found.")
 		return

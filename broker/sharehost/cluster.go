@@ -381,10 +381,36 @@ func (h *Host) dropUnled() {
 	}
 }
 
-// replicaKeys returns the share-partitions of group with state in this
-// broker's replicas of __share_group_state (a tombstone last: none).
-func (h *Host) replicaKeys(group string) map[Key]bool {
-	out := map[Key]bool{}
+// Replicas holds, per group, the share-partitions with state in this
+// broker's replicas of __share_group_state (ReplicaKeys), read without
+// the host's lock for the calls that take it (Known, GroupKeys,
+// deleteKeys).
+type Replicas map[string]map[Key]bool
+
+// ReplicaKeys reads this broker's replicas of __share_group_state once,
+// without the host's lock, for the share-partitions of groups with state
+// there (a tombstone last: none). With unknownOnly, the groups known here
+// (members, or share-partitions loaded or stored) are left out: Known
+// answers for them without the read. Nil on a single broker.
+func (h *Host) ReplicaKeys(groups []string, unknownOnly bool) Replicas {
+	if h.cluster == nil || h.err != nil || len(groups) == 0 {
+		return nil
+	}
+	want := map[string]bool{}
+	h.mu.Lock()
+	for _, g := range groups {
+		if !unknownOnly || !h.knownHere(g) {
+			want[g] = true
+		}
+	}
+	h.mu.Unlock()
+	out := Replicas{}
+	if len(want) == 0 {
+		return out
+	}
+	for g := range want {
+		out[g] = map[Key]bool{}
+	}
 	n, ok := h.statePartitions()
 	if !ok {
 		return out
@@ -394,8 +420,8 @@ func (h *Host) replicaKeys(group string) map[Key]bool {
 			if hdr.Control() {
 				return nil
 			}
-			if kind, k, ok := decodeShareKey(r.Key); ok && kind == shareKeyState && k.Group == group {
-				out[k] = r.Value != nil
+			if kind, k, ok := decodeShareKey(r.Key); ok && kind == shareKeyState && want[k.Group] {
+				out[k.Group][k] = r.Value != nil
 			}
 			return nil
 		})
@@ -403,9 +429,11 @@ func (h *Host) replicaKeys(group string) map[Key]bool {
 			h.log.Error("share: reading "+StateTopic+" failed", "partition", p, "err", err)
 		}
 	}
-	for k, live := range out {
-		if !live {
-			delete(out, k)
+	for _, keys := range out {
+		for k, live := range keys {
+			if !live {
+				delete(keys, k)
+			}
 		}
 	}
 	return out

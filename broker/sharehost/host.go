@@ -865,15 +865,16 @@ func (h *Host) DeleteGroup(id string) (code int16, d Durable, remote []Key, ok b
 	if h.err != nil || id == "" {
 		return 0, nil, nil, false
 	}
+	rk := h.ReplicaKeys([]string{id}, false) // read without the lock
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !h.Known(id) {
+	if !h.Known(id, rk) {
 		return 0, nil, nil, false
 	}
 	if g := h.groups.Group(id); g != nil && len(g.Members) > 0 {
 		return kerr.NonEmptyGroup.Code, nil, nil, true
 	}
-	code, d, remote = h.deleteKeys(id, false)
+	code, d, remote = h.deleteKeys(id, false, rk)
 	if code == 0 {
 		h.groups.Delete(id) // no members: removed if it was known
 	}
@@ -887,16 +888,18 @@ func (h *Host) DeleteLed(id string) (code int16, d Durable) {
 	if h.err != nil || id == "" {
 		return kerr.CoordinatorNotAvailable.Code, nil
 	}
+	rk := h.ReplicaKeys([]string{id}, false) // read without the lock
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	code, d, _ = h.deleteKeys(id, true)
+	code, d, _ = h.deleteKeys(id, true, rk)
 	return code, d
 }
 
 // deleteKeys tombstones group id's share-partitions (lock held): in a
 // cluster those this broker leads, or whose topic is gone unless ledOnly,
-// the others returned in remote.
-func (h *Host) deleteKeys(id string, ledOnly bool) (code int16, d Durable, remote []Key) {
+// the others returned in remote; rk is what this broker's replicas of the
+// state topic have (ReplicaKeys).
+func (h *Host) deleteKeys(id string, ledOnly bool, rk Replicas) (code int16, d Durable, remote []Key) {
 	keys := map[Key]bool{}
 	for k := range h.parts {
 		if k.Group == id {
@@ -909,7 +912,7 @@ func (h *Host) deleteKeys(id string, ledOnly bool) (code int16, d Durable, remot
 		}
 	}
 	if h.cluster != nil {
-		for k := range h.replicaKeys(id) {
+		for k := range rk[id] {
 			keys[k] = true
 		}
 	}
@@ -962,8 +965,15 @@ func cmpKey(a, b Key) int {
 }
 
 // Known reports whether the host knows group: members, or state of a
-// share-partition (lock held).
-func (h *Host) Known(group string) bool {
+// share-partition (lock held); in a cluster, state in this broker's
+// replicas of the state topic counts, as rk has it (ReplicaKeys, read
+// before the lock was taken).
+func (h *Host) Known(group string, rk Replicas) bool {
+	return h.knownHere(group) || (h.cluster != nil && len(rk[group]) > 0)
+}
+
+// knownHere is Known without the replicas (lock held).
+func (h *Host) knownHere(group string) bool {
 	if h.groups.Group(group) != nil {
 		return true
 	}
@@ -977,6 +987,5 @@ func (h *Host) Known(group string) bool {
 			return true
 		}
 	}
-	// In a cluster, a group whose share-partitions are led elsewhere.
-	return h.cluster != nil && len(h.replicaKeys(group)) > 0
+	return false
 }

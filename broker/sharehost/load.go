@@ -17,8 +17,11 @@ package sharehost
 // no result for the leader epoch it leads at (the waiting fetches' retry,
 // a leadership that moved between Load and Lock) starts the load and
 // answers LEADER_NOT_AVAILABLE, which clients retry; it never reads under
-// the lock. The offset admin APIs (Existing, Reset) still read under the
-// lock when nothing was loaded for them (partition(..., sync)).
+// the lock. The offset admin APIs (Existing, Reset) call Load as well but
+// still read under the lock when nothing was loaded for them
+// (partition(..., sync)); ShareGroupDescribe, the offset admin APIs and
+// DeleteGroups read the replicas' keys of their groups before the lock
+// (ReplicaKeys, cluster.go).
 
 import (
 	"encoding/json"

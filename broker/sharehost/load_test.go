@@ -226,3 +226,49 @@ func TestDeletedStateIsNotLoadedBack(t *testing.T) {
 		t.Fatal("a read begun before the state was deleted was kept")
 	}
 }
+
+// TestDeleteGroupReadsWithoutTheLock: DeleteGroups reads this broker's
+// replicas of the state topic for the group's share-partitions (all its
+// state partitions) before it takes the host's lock: while that read is
+// held up, another share-partition is fetched and acknowledged.
+func TestDeleteGroupReadsWithoutTheLock(t *testing.T) {
+	eng, jobs := loadEngine(t)
+	c := &gatedCluster{entered: make(chan struct{}), release: make(chan struct{})}
+	h := loadHost(t, eng, c)
+	delDone := make(chan struct{})
+	var delCode int16
+	var delOK bool
+	go func() {
+		defer close(delDone)
+		delCode, _, _, delOK = h.DeleteGroup("other")
+	}()
+	waitFor(t, c.entered, "DeleteGroups' read of the state topic")
+
+	bDone := make(chan struct{})
+	var bErr error
+	go func() {
+		defer close(bDone)
+		h.Load([]Key{{Group: "g", TopicID: jobs.ID(), Part: 1}})
+		h.Lock()
+		defer h.Unlock()
+		var d Durable
+		sp, code := h.Partition("g", jobs, 1, &d)
+		if code != 0 {
+			bErr = kerr.ErrorForCode(code)
+			return
+		}
+		sp.P.Acquire(1000, "m", 10, 3)
+		if _, aerr := sp.P.Acknowledge(1001, "m", []share.AckBatch{{First: 0, Last: 2, Types: []share.AckType{share.AckAccept}}}); aerr != nil {
+			bErr = aerr
+		}
+	}()
+	waitFor(t, bDone, "fetch and acknowledge of partition 1 while DeleteGroups reads")
+	if bErr != nil {
+		t.Fatalf("partition 1: %v", bErr)
+	}
+	close(c.release)
+	waitFor(t, delDone, "DeleteGroups after its read ended")
+	if delOK || delCode != 0 {
+		t.Fatalf("DeleteGroups of a group without state: ok %v code %d, want it left to the group coordinator", delOK, delCode)
+	}
+}

@@ -13,13 +13,14 @@ import (
 )
 
 // GroupKeys returns the share-partitions of group with state, loaded or
-// stored (lock held), in no order.
-func (h *Host) GroupKeys(group string) []Key {
+// stored (lock held), in no order; in a cluster those in rk too (this
+// broker's replicas of the state topic, ReplicaKeys).
+func (h *Host) GroupKeys(group string, rk Replicas) []Key {
 	var out []Key
 	if h.cluster != nil {
 		// The share-partitions led elsewhere too, as this broker's
 		// replicas of __share_group_state have them.
-		for k := range h.replicaKeys(group) {
+		for k := range rk[group] {
 			if _, live := h.parts[k]; !live {
 				if _, stored := h.stored[k]; !stored {
 					out = append(out, k)
@@ -106,19 +107,14 @@ func (h *Host) Reset(group string, t *engine.Topic, p int32, offset int64, d *Du
 
 // Forget deletes the state of share-partition k (a tombstone appended,
 // added to d) if it has any (lock held). In a cluster the partition's
-// leader calls it, and a share-partition it has not loaded is looked up
-// in __share_group_state.
+// leader calls it, and a share-partition it has not loaded may have state
+// in __share_group_state: it is tombstoned without reading that under the
+// lock (a tombstone of a key without state is one record of a compacted
+// topic).
 func (h *Host) Forget(k Key, d *Durable) error {
 	_, live := h.parts[k]
 	_, stored := h.stored[k]
-	if !live && !stored && h.cluster != nil {
-		_, found, err := h.loadState(shareStateKey(k))
-		if err != nil {
-			return err
-		}
-		stored = found
-	}
-	if !live && !stored {
+	if !live && !stored && h.cluster == nil {
 		return nil
 	}
 	w, err := h.appendShareRecord(shareStateKey(k), nil)
