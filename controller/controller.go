@@ -211,6 +211,8 @@ type Controller struct {
 	watchMu  sync.Mutex
 	watchers map[*Watcher]struct{}
 
+	desc describeState // describe.go: the members' last answers to DescribeQuorum
+
 	ctx       context.Context // canceled by Close; parent of every internal wait
 	cancel    context.CancelFunc
 	closing   <-chan struct{} // ctx.Done()
@@ -691,6 +693,8 @@ func (c *Controller) serveRPC(conn net.Conn) {
 		}
 	case rpcJoin:
 		status, out = c.handleJoin(payload)
+	case rpcDescribe:
+		status, out = c.handleDescribe(payload) // describe.go
 	default:
 		status, out = statusFailed, []byte("unknown rpc kind")
 	}

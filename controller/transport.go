@@ -30,7 +30,9 @@ import (
 //
 //	kind 1 propose  payload: an encoded Command
 //	kind 2 join     payload: node id (zigzag varint), raft address (string)
-//	status 0 ok           payload: an encoded Result (propose) or empty (join)
+//	kind 3 describe payload: empty; answer: this node's Raft figures and
+//	                controller listeners (describe.go), whatever its role
+//	status 0 ok           payload: an encoded Result (propose), empty (join) or a nodeInfo (describe)
 //	status 1 not leader   the receiver is not the leader: try again elsewhere
 //	status 2 unknown      the proposal may or may not have been applied; payload: message
 //	status 3 failed       not applied; payload: message
@@ -43,8 +45,9 @@ const (
 	rpcMagic   byte = 0xC7
 	rpcVersion byte = 1
 
-	rpcPropose byte = 1
-	rpcJoin    byte = 2
+	rpcPropose  byte = 1
+	rpcJoin     byte = 2
+	rpcDescribe byte = 3
 
 	statusOK        byte = 0
 	statusNotLeader byte = 1
