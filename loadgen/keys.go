@@ -21,14 +21,37 @@ type keyPicker struct {
 	share float64
 	rng   *rand.Rand
 	zipf  *rand.Zipf
+	// table holds every key formatted (keyBytes each) when the key space
+	// is at most keyTableMax: a record's key is then a slice of it, not
+	// formatted per record.
+	table []byte
 }
+
+// keyTableMax is the largest key space whose keys are formatted once up
+// front (16 MiB at keyBytes each).
+const keyTableMax = 1 << 20
 
 func newKeyPicker(dist string, n int64, share, s float64, seed uint64) *keyPicker {
 	k := &keyPicker{dist: dist, n: uint64(max(n, 1)), share: share, rng: rand.New(rand.NewPCG(seed, 0x5eed))}
 	if dist == KeyDistZipf && k.n > 1 {
 		k.zipf = rand.NewZipf(k.rng, s, 1, k.n-1)
 	}
+	if k.n <= keyTableMax {
+		k.table = make([]byte, k.n*keyBytes)
+		for i := range k.n {
+			formatKey(k.table[i*keyBytes:(i+1)*keyBytes], i)
+		}
+	}
 	return k
+}
+
+// key returns key i formatted: a read-only slice of the table when there
+// is one (its capacity ends with it), else formatted into dst.
+func (k *keyPicker) key(dst []byte, i uint64) []byte {
+	if k.table != nil {
+		return k.table[i*keyBytes : (i+1)*keyBytes : (i+1)*keyBytes]
+	}
+	return formatKey(dst[:0], i)
 }
 
 func (k *keyPicker) next() uint64 {

@@ -131,3 +131,32 @@ func TestPayloadWrapsWithinItsPool(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyTable: a key space up to keyTableMax is formatted once, and each
+// key from the table equals the formatted one and cannot be appended into
+// its neighbour; larger spaces format into the caller's buffer.
+func TestKeyTable(t *testing.T) {
+	k := newKeyPicker(KeyDistUniform, 1000, 0, 0, 1)
+	if k.table == nil {
+		t.Fatal("no table for 1,000 keys")
+	}
+	var buf [keyBytes]byte
+	for _, i := range []uint64{0, 1, 42, 999} {
+		got := k.key(nil, i)
+		if want := formatKey(buf[:], i); string(got) != string(want) || cap(got) != keyBytes {
+			t.Fatalf("key(%d) = %q (cap %d), want %q", i, got, cap(got), want)
+		}
+	}
+	next := string(k.key(nil, 43))
+	_ = append(k.key(nil, 42), 'x') // must not write into key 43
+	if string(k.key(nil, 43)) != next {
+		t.Fatalf("appending to key 42 changed key 43 to %q", k.key(nil, 43))
+	}
+	big := newKeyPicker(KeyDistUniform, keyTableMax+1, 0, 0, 1)
+	if big.table != nil {
+		t.Fatal("a table for more than keyTableMax keys")
+	}
+	if got := string(big.key(buf[:], 7)); got != "key-000000000007" {
+		t.Fatalf("key(7) without a table = %q", got)
+	}
+}

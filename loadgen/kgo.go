@@ -218,7 +218,7 @@ func (p *kgoProducer) run(ctx context.Context) error {
 		unixNs := env.baseUnix + int64(t)
 		sr.sentUnixNs = unixNs
 		if keyed {
-			r.Key = formatKey(r.Key[:0], p.keys.next())
+			r.Key = p.keys.key(r.Key, p.keys.next())
 		} else {
 			r.Key = nil // the key buffer stays reachable through Value's capacity
 		}

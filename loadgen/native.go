@@ -142,7 +142,7 @@ func (p *nativeProducer) run(ctx context.Context) error {
 			}
 			var key []byte
 			if p.keys != nil {
-				key = formatKey(p.keyBuf[:0], p.keys.next())
+				key = p.keys.key(p.keyBuf[:], p.keys.next())
 			}
 			unixNs := env.baseUnix + int64(t)
 			if _, err := p.acc.Append(nowT, unixNs/1e6, key, p.pay.next(unixNs), int64(t)); err != nil && env.measured(t) {
