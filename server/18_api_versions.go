@@ -55,6 +55,9 @@ func handleApiVersions(s *Server, rc *reqCtx) {
 		return
 	}
 	resp.ApiKeys = apiKeys()
+	if rc.ctl {
+		resp.ApiKeys = controllerAPIKeys() // controller_listener.go
+	}
 	if req.Version >= 3 {
 		resp.SupportedFeatures = supportedFeatures[:]
 		resp.FinalizedFeaturesEpoch = featuresEpoch

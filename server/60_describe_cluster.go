@@ -22,6 +22,10 @@ const (
 // MISMATCHED_ENDPOINT_TYPE, an unknown type UNSUPPORTED_ENDPOINT_TYPE (as in
 // Kafka). Authorized operations are returned only when asked for.
 func handleDescribeCluster(s *Server, rc *reqCtx) {
+	if rc.ctl {
+		handleDescribeClusterControllers(s, rc) // 55_describe_quorum.go
+		return
+	}
 	req := rc.req.(*kmsg.DescribeClusterRequest)
 	resp := kmsg.NewPtrDescribeClusterResponse()
 	resp.EndpointType = endpointBrokers

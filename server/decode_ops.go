@@ -956,6 +956,23 @@ var decodeOps = map[int16][]dop{
 			{k: dTags},
 		}},
 	},
+	55: { // DescribeQuorumRequest
+		{k: dArray, n: sizeOf[kmsg.DescribeQuorumRequestTopic](), body: []dop{
+			{k: dString},
+			{k: dArray, n: sizeOf[kmsg.DescribeQuorumRequestTopicPartition](), body: []dop{
+				{k: dFixed, n: 4},
+				{k: dIf, min: 0, max: -1, flex: 1, body: []dop{
+					{k: dTags},
+				}},
+			}},
+			{k: dIf, min: 0, max: -1, flex: 1, body: []dop{
+				{k: dTags},
+			}},
+		}},
+		{k: dIf, min: 0, max: -1, flex: 1, body: []dop{
+			{k: dTags},
+		}},
+	},
 	60: { // DescribeClusterRequest
 		{k: dFixed, n: 1},
 		{k: dIf, min: 1, max: -1, body: []dop{

@@ -51,6 +51,9 @@ type Listener struct {
 	// address is registered with the controller and used for transaction
 	// markers to this broker.
 	InterBroker bool
+	// Controller makes it a controller listener (controller.listener.names,
+	// KIP-919): it serves controller clients only (controller_listener.go).
+	Controller bool
 }
 
 // listenerSet holds the advertised endpoint of every listener served.
@@ -96,7 +99,10 @@ func (s *Server) ServeListener(ln net.Listener, l Listener) error {
 	}
 	ls.byName[l.Name] = &listenerEntry{ep: ep, protocol: proto}
 	ls.mu.Unlock()
-	if l.InterBroker {
+	if l.Controller {
+		s.noteControllerListener(l.Name)
+	}
+	if l.InterBroker && !s.cfg.ControllerOnly {
 		s.advertised.Store(&ep)
 		s.noteListener(ln) // txn_coord.go: the transaction host dials its own broker here
 	}

@@ -167,6 +167,13 @@ type Config struct {
 	// applies. nil: only the topic defaults can be changed at runtime.
 	Reconfigure func(dynamic map[string]string, apply bool) (*netpoll.ConnLimits, error)
 
+	// ControllerOnly makes the Server a controller-only node's
+	// (process.roles=controller) Kafka listener: no engine, every
+	// listener a controller listener (controller_listener.go), and
+	// Cluster.Controller the node's voter, used only to describe the
+	// quorum.
+	ControllerOnly bool
+
 	Groups  GroupsConfig  // consumer groups (groups.go)
 	Txn     TxnConfig     // producer ids, idempotence, transactions (producers.go)
 	Cluster ClusterConfig // replication and the controller (cluster.go)
@@ -220,6 +227,10 @@ type Server struct {
 	blackhole blackholeState  // 00_produce.go: --blackhole offsets
 	mutations mutationBuckets // mutation_quota.go: controller_mutation_rate buckets
 	dyn       dynState        // dynconfig.go: dynamic broker configs
+
+	// ctlListeners are the names of the controller listeners served
+	// (controller_listener.go); nil: none.
+	ctlListeners atomic.Pointer[map[string]bool]
 }
 
 type endpoint struct {
@@ -269,6 +280,9 @@ func New(cfg Config, eng *engine.Engine) *Server {
 		MaxQueuedBytes:        cfg.MaxQueuedBytes,
 		Limits:                cfg.ConnLimits,
 	}, connHandler{s})
+	if cfg.ControllerOnly {
+		return s // controller_listener.go: nothing runs beside the requests
+	}
 	s.initCluster()
 	s.initDynamic() // dynconfig.go
 	s.initTxn()
@@ -307,7 +321,9 @@ func (s *Server) Serve(ln net.Listener) error {
 		}
 		s.advertised.Store(&ep)
 	}
-	s.noteListener(ln) // txn_coord.go: the coordinator's own address
+	if !s.cfg.ControllerOnly {
+		s.noteListener(ln) // txn_coord.go: the coordinator's own address
+	}
 	// metrics.go: counts the connections accepted.
 	return s.np.Serve(s.meterListener(ln, ""))
 }
@@ -316,6 +332,9 @@ func (s *Server) Serve(ln net.Listener) error {
 // goroutines. It does not close the engine.
 func (s *Server) Close() error {
 	err := s.np.Close()
+	if s.cfg.ControllerOnly {
+		return err
+	}
 	s.closeGroups()
 	s.closeTxn()
 	s.closeCluster()
@@ -390,7 +409,14 @@ func (s *Server) dispatch(c peer, frame []byte, r replySink) {
 		return
 	}
 	api, _ := lookupAPI(hdr.key) // decodeRequest succeeded, so the key is registered
+	ctl := s.onControllerListener(c)
+	if ctl && !controllerAPIs[hdr.key] { // controller_listener.go
+		s.connError(c, hdr, errNotControllerAPI)
+		r.Close()
+		return
+	}
 	rc := &reqCtx{
+		ctl:     ctl,
 		conn:    c,
 		reply:   r,
 		key:     hdr.key,
@@ -488,6 +514,7 @@ type reqCtx struct {
 	req     kmsg.Request // decoded body, version set; nil only for ApiVersions above our max
 	log     *slog.Logger
 	state   atomic.Uint32
+	ctl     bool // on a controller listener (controller_listener.go)
 
 	// metered is the Server timing rc for its metrics and start when its
 	// frame was read (metrics.go); nil when metrics are off.

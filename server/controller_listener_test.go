@@ -1,0 +1,234 @@
+package server
+
+import (
+	"io"
+	"log/slog"
+	"net"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stratalog/strata/controller"
+	"github.com/stratalog/strata/engine"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// ctlNode is one controller-only node of a test: its voter and the Server
+// on its controller listener.
+type ctlNode struct {
+	ctl  *controller.Controller
+	s    *Server
+	addr string // the controller listener
+}
+
+// startControllers starts n controller-only nodes on 127.0.0.1, each
+// serving a CONTROLLER listener.
+func startControllers(t *testing.T, n int) []*ctlNode {
+	t.Helper()
+	voters := map[int32]string{}
+	lns := map[int32]net.Listener{}
+	for i := int32(0); i < int32(n); i++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns[i], voters[i] = ln, ln.Addr().String()
+	}
+	var nodes []*ctlNode
+	for i := int32(0); i < int32(n); i++ {
+		ctl, err := controller.New(controller.Config{
+			NodeID: i, Voters: voters, DataDir: t.TempDir(), Listener: lns[i],
+			Logger:           slog.New(slog.NewTextHandler(io.Discard, nil)),
+			HeartbeatTimeout: 200 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond,
+			LeaderLeaseTimeout: 100 * time.Millisecond, CommitTimeout: 5 * time.Millisecond,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		kln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		host, port := AdvertisedEndpoint("", 0, kln.Addr())
+		ctl.SetKafkaEndpoints([]controller.Endpoint{{Name: "CONTROLLER", Host: host, Port: port}})
+		s := New(Config{NodeID: i, ClusterID: "strata-test-cluster", ControllerOnly: true,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Cluster: ClusterConfig{Controller: ctl}}, nil)
+		served := make(chan error, 1)
+		go func() { served <- s.ServeListener(kln, Listener{Name: "CONTROLLER", Controller: true}) }()
+		t.Cleanup(func() {
+			s.Close()
+			<-served
+			ctl.Close()
+		})
+		nodes = append(nodes, &ctlNode{ctl: ctl, s: s, addr: kln.Addr().String()})
+	}
+	return nodes
+}
+
+// quorumLeader waits until every node knows the same leader.
+func quorumLeader(t *testing.T, nodes []*ctlNode) int32 {
+	t.Helper()
+	for range 500 { // 10 s
+		id, ok := nodes[0].ctl.Leader()
+		agree := ok
+		for _, n := range nodes[1:] {
+			if other, ok := n.ctl.Leader(); !ok || other != id {
+				agree = false
+			}
+		}
+		if agree {
+			return id
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("no quorum leader")
+	return -1
+}
+
+// TestControllerListener: a controller-only node's controller listener
+// answers ApiVersions with the controller APIs only, DescribeCluster
+// (EndpointType=2) with the three controllers and the active one,
+// DescribeQuorum with the leader and the three voters (v2: their
+// listeners), refuses brokers (MISMATCHED_ENDPOINT_TYPE) and closes the
+// connection on an API it does not serve (Metadata).
+func TestControllerListener(t *testing.T) {
+	nodes := startControllers(t, 3)
+	leader := quorumLeader(t, nodes)
+	follower := nodes[(leader+1)%3]
+
+	c := dialRaw(t, follower.addr)
+	av := kmsg.NewPtrApiVersionsRequest()
+	av.SetVersion(3)
+	av.ClientSoftwareName, av.ClientSoftwareVersion = "test", "1"
+	avr := kmsg.NewPtrApiVersionsResponse()
+	c.roundTrip(av, 1, avr)
+	var keys []int16
+	for _, k := range avr.ApiKeys {
+		keys = append(keys, k.ApiKey)
+	}
+	if avr.ErrorCode != 0 || !slices.Equal(keys, []int16{17, 18, 36, 55, 60}) {
+		t.Fatalf("ApiVersions: error %d, keys %v", avr.ErrorCode, keys)
+	}
+	for v, typ := range map[int16]int8{0: endpointBrokers, 1: endpointBrokers} {
+		req := kmsg.NewPtrDescribeClusterRequest()
+		req.SetVersion(v)
+		req.EndpointType = typ
+		resp := kmsg.NewPtrDescribeClusterResponse()
+		c.roundTrip(req, 2, resp)
+		if resp.ErrorCode != kerr.MismatchedEndpointType.Code || len(resp.Brokers) != 0 {
+			t.Fatalf("DescribeCluster v%d brokers on a controller: %+v", v, resp)
+		}
+	}
+
+	// franz-go with the controller listener as its seed.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(follower.addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	seed := cl.SeedBrokers()[0]
+	dc := kmsg.NewPtrDescribeClusterRequest()
+	dc.EndpointType = endpointControllers
+	r, err := seed.Request(testCtx(t), dc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dcr := r.(*kmsg.DescribeClusterResponse)
+	if dcr.ErrorCode != 0 || dcr.EndpointType != endpointControllers || dcr.ClusterID != "strata-test-cluster" || dcr.ControllerID != leader || len(dcr.Brokers) != 3 {
+		t.Fatalf("DescribeCluster controllers: %+v", dcr)
+	}
+	for i, b := range dcr.Brokers {
+		if b.NodeID != int32(i) || net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))) != nodes[i].addr {
+			t.Fatalf("controller %d: %+v, listening on %s", i, b, nodes[i].addr)
+		}
+	}
+	dq := kmsg.NewPtrDescribeQuorumRequest()
+	dqt := kmsg.NewDescribeQuorumRequestTopic()
+	dqt.Topic = "__cluster_metadata"
+	dqt.Partitions = []kmsg.DescribeQuorumRequestTopicPartition{{Partition: 0}}
+	dq.Topics = []kmsg.DescribeQuorumRequestTopic{dqt}
+	r, err = seed.Request(testCtx(t), dq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dqr := r.(*kmsg.DescribeQuorumResponse)
+	if dqr.Version != 2 || dqr.ErrorCode != 0 || len(dqr.Topics) != 1 || len(dqr.Topics[0].Partitions) != 1 || len(dqr.Nodes) != 3 {
+		t.Fatalf("DescribeQuorum: %+v", dqr)
+	}
+	p := dqr.Topics[0].Partitions[0]
+	if p.ErrorCode != 0 || p.LeaderID != leader || p.LeaderEpoch < 1 || p.HighWatermark < 1 || len(p.CurrentVoters) != 3 || len(p.Observers) != 0 {
+		t.Fatalf("DescribeQuorum partition: %+v", p)
+	}
+	for i, v := range p.CurrentVoters {
+		if v.ReplicaID != int32(i) || v.LogEndOffset < 1 || v.LastFetchTimestamp <= 0 {
+			t.Fatalf("voter %d: %+v", i, v)
+		}
+	}
+	for i, n := range dqr.Nodes {
+		if n.NodeID != int32(i) || len(n.Listeners) != 1 || n.Listeners[0].Name != "CONTROLLER" ||
+			net.JoinHostPort(n.Listeners[0].Host, strconv.Itoa(int(n.Listeners[0].Port))) != nodes[i].addr {
+			t.Fatalf("node %d: %+v", i, n)
+		}
+	}
+	// Another partition of the metadata log is unknown.
+	dq.Topics[0].Partitions[0].Partition = 1
+	r, err = seed.Request(testCtx(t), dq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := r.(*kmsg.DescribeQuorumResponse).ErrorCode; code != kerr.UnknownTopicOrPartition.Code {
+		t.Fatalf("DescribeQuorum of partition 1: error %d", code)
+	}
+
+	// Metadata is not served: the connection is closed.
+	c.writeFrame(encodeRequest(kmsg.NewPtrMetadataRequest(), 3, "raw-test"))
+	c.expectClosed()
+}
+
+// TestBrokerDescribeQuorum: brokers answer DescribeQuorum (kafka-metadata-quorum
+// --bootstrap-server) from their own member of the quorum, and a broker
+// listener still refuses DescribeCluster for controllers.
+func TestBrokerDescribeQuorum(t *testing.T) {
+	brokers, _ := startInCluster(t, 3)
+	waitRegistered(t, brokers)
+	adm := newClient(t, brokers[1].addr)
+	dq := kmsg.NewPtrDescribeQuorumRequest()
+	dq.Topics = []kmsg.DescribeQuorumRequestTopic{{Topic: "__cluster_metadata", Partitions: []kmsg.DescribeQuorumRequestTopicPartition{{Partition: 0}}}}
+	r, err := adm.Request(testCtx(t), dq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dqr := r.(*kmsg.DescribeQuorumResponse)
+	leader, _ := brokers[1].ctl.Leader()
+	if dqr.ErrorCode != 0 || len(dqr.Topics) != 1 {
+		t.Fatalf("%+v", dqr)
+	}
+	p := dqr.Topics[0].Partitions[0]
+	if p.LeaderID != leader || len(p.CurrentVoters) != 3 || p.HighWatermark < 1 {
+		t.Fatalf("%+v (leader %d)", p, leader)
+	}
+	for i, v := range p.CurrentVoters {
+		if v.ReplicaID != int32(i) || v.LogEndOffset < 1 {
+			t.Fatalf("voter %d: %+v", i, v)
+		}
+	}
+}
+
+// TestSingleBrokerDescribeQuorum: a single broker is the only voter and
+// the leader.
+func TestSingleBrokerDescribeQuorum(t *testing.T) {
+	addr, _, _ := startBroker(t, func(c *Config, _ *engine.Options) { c.NodeID = 4 })
+	c := dialRaw(t, addr)
+	dq := kmsg.NewPtrDescribeQuorumRequest()
+	dq.SetVersion(1)
+	dq.Topics = []kmsg.DescribeQuorumRequestTopic{{Topic: "__cluster_metadata", Partitions: []kmsg.DescribeQuorumRequestTopicPartition{{Partition: 0}}}}
+	resp := kmsg.NewPtrDescribeQuorumResponse()
+	c.roundTrip(dq, 1, resp)
+	if resp.ErrorCode != 0 || len(resp.Topics) != 1 || resp.Topics[0].Partitions[0].LeaderID != 4 ||
+		len(resp.Topics[0].Partitions[0].CurrentVoters) != 1 || resp.Topics[0].Partitions[0].CurrentVoters[0].ReplicaID != 4 {
+		t.Fatalf("%+v", resp)
+	}
+}
