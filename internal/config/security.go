@@ -53,6 +53,11 @@ type Listener struct {
 	// listener.name.<listener>.max.connections and
 	// .max.connection.creation.rate; 2147483647 (unlimited) when not set.
 	MaxConnections, MaxConnectionCreationRate int
+	// Controller: the listener is named in controller.listener.names
+	// (KIP-919): it serves controller clients only, never brokers' (never
+	// the inter-broker listener); PLAINTEXT unless
+	// listener.security.protocol.map says otherwise, as in Kafka.
+	Controller bool
 }
 
 // Advertised returns the advertised host:port.
@@ -68,6 +73,7 @@ type securityProps struct {
 	protoMap    string // listener.security.protocol.map
 	interName   string // inter.broker.listener.name
 	interProto  string // security.inter.broker.protocol
+	ctlNames    string // controller.listener.names
 	ssl         map[string]string
 	perListener map[string]string // listener.name.<name>.<key> → value
 	sasl        map[string]string // SASL keys by their full name (sasl.go)
@@ -166,6 +172,7 @@ var _ = func() bool {
 	fields["listener.security.protocol.map"] = set(func(s *securityProps, v string) { s.protoMap = v })
 	fields["inter.broker.listener.name"] = set(func(s *securityProps, v string) { s.interName = v })
 	fields["security.inter.broker.protocol"] = set(func(s *securityProps, v string) { s.interProto = v })
+	fields["controller.listener.names"] = set(func(s *securityProps, v string) { s.ctlNames = v })
 	for _, k := range configkeys.All() {
 		if strings.HasPrefix(k.Broker, "ssl.") {
 			name := k.Broker
@@ -274,8 +281,17 @@ func (b *Broker) finishListeners() error {
 		adv = []listenerEntry{{entries[0].name, b.AdvertisedHost, strconv.Itoa(int(b.AdvertisedPort))}}
 	}
 	b.Listeners = b.Listeners[:0]
+	ctlNames := map[string]bool{}
+	for _, n := range strings.Split(b.sec.ctlNames, ",") {
+		if n = strings.ToUpper(strings.TrimSpace(n)); n != "" {
+			ctlNames[n] = true
+		}
+	}
 	for _, e := range entries {
 		proto, ok := protos[e.name]
+		if !ok && ctlNames[e.name] {
+			proto, ok = ProtocolPlaintext, true // Kafka's default for a controller listener
+		}
 		if !ok {
 			return fmt.Errorf("config: listeners: listener %s has no security protocol (add %s:PROTOCOL to listener.security.protocol.map)", e.name, e.name)
 		}
@@ -284,7 +300,7 @@ func (b *Broker) finishListeners() error {
 		default:
 			return fmt.Errorf("config: listeners: listener %s uses %s, which this broker does not support", e.name, proto)
 		}
-		l := Listener{Name: e.name, Protocol: proto, Listen: net.JoinHostPort(e.host, e.port)}
+		l := Listener{Name: e.name, Protocol: proto, Listen: net.JoinHostPort(e.host, e.port), Controller: ctlNames[e.name]}
 		l.AdvertisedHost = e.host
 		if ip := net.ParseIP(e.host); e.host == "" || (ip != nil && ip.IsUnspecified()) {
 			l.AdvertisedHost = "127.0.0.1"
@@ -348,19 +364,34 @@ func (b *Broker) finishListeners() error {
 			return fmt.Errorf("config: security.inter.broker.protocol=%s: not a security protocol", b.sec.interProto)
 		}
 	}
+	// The brokers' listeners: a controller listener is never the
+	// inter-broker one (a controller-only node's listeners may all be
+	// controller listeners: then the first stands for it, whose
+	// security the quorum port's follows).
+	var brokerLns []Listener
+	for _, l := range b.Listeners {
+		if !l.Controller {
+			brokerLns = append(brokerLns, l)
+		}
+	}
 	switch {
 	case inter != "":
 		if !slices.ContainsFunc(b.Listeners, func(l Listener) bool { return l.Name == inter }) {
 			return fmt.Errorf("config: %s: listener %s is not in listeners", key, inter)
 		}
-	case slices.ContainsFunc(b.Listeners, func(l Listener) bool { return l.Name == ProtocolPlaintext }):
+		if ctlNames[inter] {
+			return fmt.Errorf("config: %s: listener %s is a controller listener (controller.listener.names)", key, inter)
+		}
+	case slices.ContainsFunc(brokerLns, func(l Listener) bool { return l.Name == ProtocolPlaintext }):
 		inter = ProtocolPlaintext // Kafka's default, security.inter.broker.protocol=PLAINTEXT
+	case len(brokerLns) == 0:
+		inter = b.Listeners[0].Name
 	default:
 		// Kafka would refuse to start; one listener is the only choice.
-		if len(b.Listeners) > 1 {
-			return fmt.Errorf("config: inter.broker.listener.name: no PLAINTEXT listener, so name the listener brokers use among %s", listenerNames(b.Listeners))
+		if len(brokerLns) > 1 {
+			return fmt.Errorf("config: inter.broker.listener.name: no PLAINTEXT listener, so name the listener brokers use among %s", listenerNames(brokerLns))
 		}
-		inter = b.Listeners[0].Name
+		inter = brokerLns[0].Name
 	}
 	b.InterBrokerListener = inter
 	if err := b.finishSASL(); err != nil { // sasl.go
