@@ -56,6 +56,7 @@ var clusterVerbs = []verbDoc{
 			"floor (log.dir.min.free.bytes, log.dir.min.free.percent) and, per broker only, ssl.keystore.location and ssl.truststore.location (also per\n" +
 			"listener). Other keys are refused, naming the key."}},
 	logDirsVerb, // cli_logdirs.go
+	quorumVerb,  // cli_quorum.go
 }
 
 type clusterFlags struct {
@@ -71,6 +72,7 @@ type clusterFlags struct {
 	dflt         bool      // describe-config --default
 	topics       multiFlag // log-dirs
 	partitions   bool      // log-dirs
+	controllers  string    // quorum --bootstrap-controller
 }
 
 func newClusterFlags(v verbDoc) *clusterFlags {
@@ -89,6 +91,9 @@ func newClusterFlags(v verbDoc) *clusterFlags {
 		f.fs.Var(&f.format, "format", formatHelp)
 		f.fs.Var(&f.topics, "topic", "only the partitions of `topic` (repeatable)")
 		f.fs.BoolVar(&f.partitions, "partitions", false, "list every partition with its size and offset lag")
+	case "quorum":
+		f.fs.Var(&f.format, "format", formatHelp)
+		f.fs.StringVar(&f.controllers, "bootstrap-controller", "", "ask the controllers' `host:port,...` (their controller listeners) instead of the brokers")
 	case "alter-config":
 		f.fs.IntVar(&f.broker, "broker", -1, "the broker `id` to change (-1: the cluster-wide default)")
 		f.fs.Var(&f.set, "set", "`key=value` to set (repeatable)")
@@ -115,6 +120,9 @@ func clusterMainEnv(args []string, stdout, stderr io.Writer, getenv func(string)
 	f.brokers = resolveBrokers(f.brokers, getenv)
 	if err := f.check(v.verb, pos); err != nil {
 		return asUsage(v.doc, err)
+	}
+	if v.verb == "quorum" {
+		return clusterQuorum(f, stdout) // cli_quorum.go
 	}
 	adm, cl, err := adminClient(splitSeeds(f.brokers), f.timeout)
 	if err != nil {

@@ -17,7 +17,7 @@ Usage:
   strata serve [--listen host:port] [--data-dir DIR] [--node-id N] [--config FILE] ...
   strata topics create|list|describe|delete|add-partitions|alter-config ... [--brokers host:port,...]
   strata groups list|describe|delete|reset-offsets ... [--brokers host:port,...]
-  strata cluster describe|describe-config|alter-config|log-dirs ... [--brokers host:port,...]
+  strata cluster describe|describe-config|alter-config|log-dirs|quorum ... [--brokers host:port,...]
   strata acls add|list|remove ... [--brokers host:port,...] [--sasl-mechanism M --sasl-username U]
   strata users create|delete|list ... [--brokers host:port,...] [--sasl-mechanism M --sasl-username U]
   strata produce TOPIC [-K DELIM] [-H key=value ...] [--acks all|1|0] [--compression CODEC] ...  < lines

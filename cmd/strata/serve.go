@@ -215,6 +215,7 @@ func serve(cfg config.Broker, remoteProps map[string]string, logger *slog.Logger
 	clusterID := meta.ClusterID
 	if ctl != nil {
 		clusterID = quorumClusterID(cfg.ControllerQuorum)
+		ctl.SetKafkaEndpoints(controllerEndpoints(cfg, lns)) // serve_listeners.go: KIP-919
 	}
 	srv := server.New(server.Config{
 		NodeID:             cfg.NodeID,
@@ -272,7 +273,8 @@ func serve(cfg config.Broker, remoteProps map[string]string, logger *slog.Logger
 	for i, l := range cfg.Listeners {
 		logger.Info("strata broker listening", "node", cfg.NodeID, "listener", l.Name, "protocol", l.Protocol,
 			"listen", lns[i].Addr().String(), "advertised", advertisedAddr(l, lns[i].Addr()),
-			"inter_broker", l.Name == cfg.InterBrokerListener, "data_dir", absDir, "cluster_id", clusterID)
+			"inter_broker", l.Name == cfg.InterBrokerListener && !l.Controller, "controller", l.Controller,
+			"data_dir", absDir, "cluster_id", clusterID)
 	}
 
 	errc := make(chan error, len(lns))

@@ -47,7 +47,8 @@ func serverListeners(cfg config.Broker, logger *slog.Logger, scram *sasl.Store) 
 		sl := server.Listener{
 			Name: l.Name, Protocol: l.Protocol,
 			AdvertisedHost: l.AdvertisedHost, AdvertisedPort: l.AdvertisedPort,
-			InterBroker: l.Name == cfg.InterBrokerListener,
+			InterBroker: l.Name == cfg.InterBrokerListener && !l.Controller,
+			Controller:  l.Controller, // controller.listener.names (KIP-919)
 		}
 		if l.SSL != nil {
 			sl.TLS = l.SSL.ServerTLS(logger)
@@ -202,17 +203,51 @@ func advertisedAddr(l config.Listener, bound net.Addr) string {
 }
 
 // registeredEndpoints are the advertised endpoints of the bound listeners
-// lns (in cfg.Listeners' order), which a broker of a cluster registers
-// with the controller; nil for a single broker (it answers from its own
-// listeners).
+// lns (in cfg.Listeners' order) but the controller listeners, which a
+// broker of a cluster registers with the controller; nil for a single
+// broker (it answers from its own listeners).
 func registeredEndpoints(cfg config.Broker, lns []net.Listener) []controller.Endpoint {
 	if cfg.ControllerQuorum == "" {
 		return nil
 	}
-	eps := make([]controller.Endpoint, len(cfg.Listeners))
+	return endpointsOf(cfg, lns, false)
+}
+
+// controllerEndpoints are the advertised endpoints of the bound
+// controller listeners (controller.listener.names), which the node's
+// controller tells the others (controller.SetKafkaEndpoints).
+func controllerEndpoints(cfg config.Broker, lns []net.Listener) []controller.Endpoint {
+	return endpointsOf(cfg, lns, true)
+}
+
+func endpointsOf(cfg config.Broker, lns []net.Listener, ctl bool) []controller.Endpoint {
+	eps := []controller.Endpoint{}
 	for i, l := range cfg.Listeners {
+		if l.Controller != ctl {
+			continue
+		}
 		host, port := server.AdvertisedEndpoint(l.AdvertisedHost, l.AdvertisedPort, lns[i].Addr())
-		eps[i] = controller.Endpoint{Name: l.Name, Host: host, Port: port}
+		eps = append(eps, controller.Endpoint{Name: l.Name, Host: host, Port: port})
 	}
 	return eps
+}
+
+// hasControllerListener reports whether cfg names a controller listener.
+func hasControllerListener(cfg config.Broker) bool {
+	for _, l := range cfg.Listeners {
+		if l.Controller {
+			return true
+		}
+	}
+	return false
+}
+
+// listenerAddr is the address listener name binds (cfg.Listeners).
+func listenerAddr(cfg config.Broker, name string) string {
+	for _, l := range cfg.Listeners {
+		if l.Name == name {
+			return l.Listen
+		}
+	}
+	return ""
 }

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -17,6 +19,7 @@ import (
 	"github.com/stratalog/strata/controller"
 	"github.com/stratalog/strata/internal/config"
 	"github.com/stratalog/strata/metrics"
+	"github.com/stratalog/strata/server"
 )
 
 // roles is what a node runs (process.roles): a broker (log engine, Kafka
@@ -49,12 +52,23 @@ func nodeRoles(cfg config.Broker) (roles, error) {
 		voters = v
 	}
 	_, voter := voters[cfg.NodeID]
+	if hasControllerListener(cfg) { // serve_listeners.go
+		switch {
+		case voters == nil:
+			return roles{}, fmt.Errorf("controller.listener.names: a controller listener needs controller.quorum.voters (--controller-quorum)")
+		case cfg.ProcessRoles == nil && !voter:
+			return roles{}, fmt.Errorf("controller.listener.names: node id %d is not a voter of controller.quorum.voters, so it cannot serve a controller listener", cfg.NodeID)
+		}
+	}
 	if cfg.ProcessRoles == nil {
 		return roles{broker: true, controller: voter}, nil
 	}
 	r := roles{broker: slices.Contains(cfg.ProcessRoles, "broker"), controller: slices.Contains(cfg.ProcessRoles, "controller")}
 	if !r.broker && !r.controller { // the key's parser allows nothing else; a caller's slice might
 		return roles{}, fmt.Errorf("process.roles=%s: the roles are broker, controller or both", strings.Join(cfg.ProcessRoles, ","))
+	}
+	if hasControllerListener(cfg) && !r.controller {
+		return roles{}, fmt.Errorf("controller.listener.names: a broker-only node (process.roles=broker) must not have a controller listener in listeners")
 	}
 	switch {
 	case r.controller && r.broker && voters == nil:
@@ -83,8 +97,10 @@ func rolesText(r roles) string {
 
 // serveController runs a controller-only node (process.roles=controller):
 // its voter of the metadata quorum, which brokers reach on its quorum
-// address (Raft and the controller RPC share that port), and nothing
-// else: no log engine, no Kafka listener, no broker registration. It runs
+// address (Raft and the controller RPC share that port), and its
+// controller listeners (controller.listener.names, KIP-919: ApiVersions,
+// DescribeCluster, DescribeQuorum for controller clients); no log
+// engine, no broker listener, no broker registration. It runs
 // until SIGINT or SIGTERM. Its Raft state is in <data dir>/controller, as
 // a combined node's.
 func serveController(cfg config.Broker, logger *slog.Logger) error {
@@ -118,9 +134,44 @@ func serveController(cfg config.Broker, logger *slog.Logger) error {
 	sigc := make(chan os.Signal, 1)
 	signal.Notify(sigc, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigc)
+	// The controller listeners (controller.listener.names, KIP-919):
+	// bound before the controller starts, served once it runs.
+	var ctlLns []net.Listener
+	var ctlCfgs []server.Listener
+	var ctlEps []controller.Endpoint
+	for _, l := range serverListeners(cfg, logger, scram) { // serve_listeners.go
+		if !l.Controller {
+			continue
+		}
+		ln, err := net.Listen("tcp", listenerAddr(cfg, l.Name))
+		if err != nil {
+			closeListeners(ctlLns)
+			return err
+		}
+		host, port := server.AdvertisedEndpoint(l.AdvertisedHost, l.AdvertisedPort, ln.Addr())
+		ctlLns, ctlCfgs = append(ctlLns, ln), append(ctlCfgs, l)
+		ctlEps = append(ctlEps, controller.Endpoint{Name: l.Name, Host: host, Port: port})
+	}
 	ctl, err := startController(cfg, absDir, authz, scram, logger)
 	if err != nil {
+		closeListeners(ctlLns)
 		return err
+	}
+	var srv *server.Server
+	errc := make(chan error, len(ctlLns))
+	if len(ctlLns) > 0 {
+		ctl.SetKafkaEndpoints(ctlEps)
+		srv = server.New(server.Config{
+			NodeID: cfg.NodeID, ClusterID: quorumClusterID(cfg.ControllerQuorum), ControllerOnly: true,
+			MaxRequestBytes: cfg.MaxRequestBytes, ConnectionsMaxIdle: time.Duration(cfg.MaxIdleMs) * time.Millisecond,
+			Logger: logger, Scram: scram, Authorizer: authz,
+			Cluster: server.ClusterConfig{Controller: ctl},
+		}, nil)
+		for i, l := range ctlCfgs {
+			logger.Info("strata controller listener", "node", cfg.NodeID, "listener", l.Name, "protocol", l.Protocol,
+				"listen", ctlLns[i].Addr().String(), "advertised", net.JoinHostPort(ctlEps[i].Host, strconv.Itoa(int(ctlEps[i].Port))))
+			go func() { errc <- srv.ServeListener(ctlLns[i], l) }()
+		}
 	}
 	if met != nil {
 		met.SetController(func() (metrics.RaftStats, bool) {
@@ -156,9 +207,18 @@ func serveController(cfg config.Broker, logger *slog.Logger) error {
 	logger.Info("strata controller listening", "node", cfg.NodeID, "process_roles", "controller",
 		"listen", ctlAddr(cfg), "data_dir", absDir,
 		"cluster_id", quorumClusterID(cfg.ControllerQuorum))
-	sig := <-sigc
-	logger.Info("shutting down", "signal", sig.String())
+	select {
+	case sig := <-sigc:
+		logger.Info("shutting down", "signal", sig.String())
+	case err := <-errc:
+		logger.Error("controller listener failed", "err", err)
+	}
 	met.Stopping() // /readyz: not ready
+	if srv != nil {
+		if err := srv.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			logger.Warn("closing the controller listeners", "err", err)
+		}
+	}
 	stopSync()
 	<-syncDone
 	if err := ctl.Close(); err != nil {

@@ -185,7 +185,7 @@ var keys = []Key{
 	{Broker: "process.roles", Type: List, Values: []string{"broker", "controller"}, Shown: "from the quorum", Flag: "process-roles", Section: "cluster", Strata: true,
 		Doc: "`broker,controller`: a broker that is a voter of the quorum; `broker`: a broker outside it (it must not be a voter); `controller`: only a voter of the quorum, with no log, broker listener or broker registration (it must be a voter; it serves its controller listeners); none: `broker,controller` for a voter, else `broker`"},
 	{Broker: "controller.listener.names", Type: List, Shown: "none", Section: "cluster",
-		Doc: "the listeners in `listeners` that serve controller clients (KIP-919: ApiVersions, DescribeCluster for controllers, DescribeQuorum; `strata metadata-quorum --bootstrap-controller`); PLAINTEXT unless `listener.security.protocol.map` names them; a controller-only or combined node serves them, a broker-only node must have none"},
+		Doc: "the listeners in `listeners` that serve controller clients (KIP-919: ApiVersions, DescribeCluster for controllers, DescribeQuorum; `strata cluster quorum --bootstrap-controller`); PLAINTEXT unless `listener.security.protocol.map` names them; a controller-only or combined node serves them, a broker-only node must have none"},
 	{Broker: "broker.rack", Type: String, Shown: "none", Flag: "rack", Section: "cluster",
 		Doc: "replicas of a partition are spread over racks"},
 	{Broker: "broker.session.timeout.ms", Type: Int, Min: 1, Max: math.MaxInt32, Default: "9000", Section: "cluster",
