@@ -11,6 +11,7 @@ import (
 
 	"github.com/stratalog/strata/controller"
 	"github.com/stratalog/strata/engine"
+	"github.com/stratalog/strata/internal/sasl"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -230,5 +231,58 @@ func TestSingleBrokerDescribeQuorum(t *testing.T) {
 	if resp.ErrorCode != 0 || len(resp.Topics) != 1 || resp.Topics[0].Partitions[0].LeaderID != 4 ||
 		len(resp.Topics[0].Partitions[0].CurrentVoters) != 1 || resp.Topics[0].Partitions[0].CurrentVoters[0].ReplicaID != 4 {
 		t.Fatalf("%+v", resp)
+	}
+}
+
+// TestControllerListenerSASL: a SASL_PLAINTEXT controller listener
+// authenticates first, as a broker's does: DescribeCluster before
+// authenticating closes the connection; after PLAIN it is answered.
+func TestControllerListenerSASL(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctl, err := controller.New(controller.Config{
+		NodeID: 0, Voters: map[int32]string{0: ln.Addr().String()}, DataDir: t.TempDir(), Listener: ln,
+		Logger:           slog.New(slog.NewTextHandler(io.Discard, nil)),
+		HeartbeatTimeout: 200 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond,
+		LeaderLeaseTimeout: 100 * time.Millisecond, CommitTimeout: 5 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctl.Close()
+	kln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, port := AdvertisedEndpoint("", 0, kln.Addr())
+	ctl.SetKafkaEndpoints([]controller.Endpoint{{Name: "CONTROLLER", Host: host, Port: port}})
+	s := New(Config{NodeID: 0, ClusterID: "strata-test-cluster", ControllerOnly: true,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Cluster: ClusterConfig{Controller: ctl}}, nil)
+	served := make(chan error, 1)
+	go func() {
+		served <- s.ServeListener(kln, Listener{Name: "CONTROLLER", Controller: true,
+			SASL: &sasl.Config{Mechanisms: []string{sasl.Plain}, PlainUsers: map[string]string{"admin": "admin-secret"}}})
+	}()
+	defer func() { s.Close(); <-served }()
+	quorumLeader(t, []*ctlNode{{ctl: ctl}})
+
+	dc := kmsg.NewPtrDescribeClusterRequest()
+	dc.SetVersion(1)
+	dc.EndpointType = endpointControllers
+	anon := dialRaw(t, kln.Addr().String())
+	anon.writeFrame(encodeRequest(dc, 1, "raw-test"))
+	anon.expectClosed()
+
+	c := dialRaw(t, kln.Addr().String())
+	if ar := plainAuth(c, "admin", "admin-secret", 1, 1); ar.ErrorCode != 0 {
+		t.Fatalf("PLAIN: error %d", ar.ErrorCode)
+	}
+	resp := kmsg.NewPtrDescribeClusterResponse()
+	c.roundTrip(dc, 3, resp)
+	if resp.ErrorCode != 0 || resp.ControllerID != 0 || len(resp.Brokers) != 1 ||
+		net.JoinHostPort(resp.Brokers[0].Host, strconv.Itoa(int(resp.Brokers[0].Port))) != kln.Addr().String() {
+		t.Fatalf("DescribeCluster after PLAIN: %+v", resp)
 	}
 }
