@@ -4,11 +4,13 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/stratalog/strata/auth"
 	"github.com/stratalog/strata/controller"
 	"github.com/stratalog/strata/engine"
 	"github.com/stratalog/strata/internal/sasl"
@@ -236,13 +238,21 @@ func TestSingleBrokerDescribeQuorum(t *testing.T) {
 
 // TestControllerListenerSASL: a SASL_PLAINTEXT controller listener
 // authenticates first, as a broker's does: DescribeCluster before
-// authenticating closes the connection; after PLAIN it is answered.
+// authenticating closes the connection; after PLAIN it is answered for
+// the super user. With the authorizer, DescribeCluster needs ALTER on the
+// cluster and DescribeQuorum DESCRIBE (CLUSTER_AUTHORIZATION_FAILED), as
+// in Kafka's ControllerApis.
 func TestControllerListenerSASL(t *testing.T) {
+	authz, err := auth.Open(auth.Config{SuperUsers: []string{"User:admin"}}, filepath.Join(t.TempDir(), "acls.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctl, err := controller.New(controller.Config{
+	var ctl *controller.Controller
+	ctl, err = controller.New(controller.Config{
 		NodeID: 0, Voters: map[int32]string{0: ln.Addr().String()}, DataDir: t.TempDir(), Listener: ln,
 		Logger:           slog.New(slog.NewTextHandler(io.Discard, nil)),
 		HeartbeatTimeout: 200 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond,
@@ -258,12 +268,12 @@ func TestControllerListenerSASL(t *testing.T) {
 	}
 	host, port := AdvertisedEndpoint("", 0, kln.Addr())
 	ctl.SetKafkaEndpoints([]controller.Endpoint{{Name: "CONTROLLER", Host: host, Port: port}})
-	s := New(Config{NodeID: 0, ClusterID: "strata-test-cluster", ControllerOnly: true,
+	s := New(Config{NodeID: 0, ClusterID: "strata-test-cluster", ControllerOnly: true, Authorizer: authz,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Cluster: ClusterConfig{Controller: ctl}}, nil)
 	served := make(chan error, 1)
 	go func() {
 		served <- s.ServeListener(kln, Listener{Name: "CONTROLLER", Controller: true,
-			SASL: &sasl.Config{Mechanisms: []string{sasl.Plain}, PlainUsers: map[string]string{"admin": "admin-secret"}}})
+			SASL: &sasl.Config{Mechanisms: []string{sasl.Plain}, PlainUsers: map[string]string{"admin": "admin-secret", "alice": "alice-secret"}}})
 	}()
 	defer func() { s.Close(); <-served }()
 	quorumLeader(t, []*ctlNode{{ctl: ctl}})
@@ -285,4 +295,30 @@ func TestControllerListenerSASL(t *testing.T) {
 		net.JoinHostPort(resp.Brokers[0].Host, strconv.Itoa(int(resp.Brokers[0].Port))) != kln.Addr().String() {
 		t.Fatalf("DescribeCluster after PLAIN: %+v", resp)
 	}
+
+	// alice: neither, then DESCRIBE on the cluster: DescribeQuorum only.
+	a := dialRaw(t, kln.Addr().String())
+	if ar := plainAuth(a, "alice", "alice-secret", 1, 1); ar.ErrorCode != 0 {
+		t.Fatalf("PLAIN alice: error %d", ar.ErrorCode)
+	}
+	dq := kmsg.NewPtrDescribeQuorumRequest()
+	dq.SetVersion(2)
+	dq.Topics = []kmsg.DescribeQuorumRequestTopic{{Topic: "__cluster_metadata", Partitions: []kmsg.DescribeQuorumRequestTopicPartition{{Partition: 0}}}}
+	check := func(corr int32, wantDC, wantDQ int16) {
+		t.Helper()
+		dcr := kmsg.NewPtrDescribeClusterResponse()
+		a.roundTrip(dc, corr, dcr)
+		dqr := kmsg.NewPtrDescribeQuorumResponse()
+		a.roundTrip(dq, corr+1, dqr)
+		if dcr.ErrorCode != wantDC || dqr.ErrorCode != wantDQ {
+			t.Fatalf("alice: DescribeCluster error %d (want %d), DescribeQuorum error %d (want %d)", dcr.ErrorCode, wantDC, dqr.ErrorCode, wantDQ)
+		}
+	}
+	denied := kerr.ClusterAuthorizationFailed.Code
+	check(10, denied, denied)
+	if err := authz.Create([]auth.Binding{{ResourceType: auth.ResourceCluster, ResourceName: auth.ClusterName, PatternType: auth.PatternLiteral,
+		Principal: "User:alice", Host: "*", Operation: auth.OpDescribe, Permission: auth.PermissionAllow}}); err != nil {
+		t.Fatal(err)
+	}
+	check(20, denied, 0)
 }
