@@ -80,6 +80,16 @@ type describeState struct {
 	endpoints atomic.Pointer[[]Endpoint] // this node's controller listeners
 	mu        sync.Mutex
 	seen      map[int32]QuorumMember // the last answer of each member, by id
+	// flight is the DescribeQuorum under way, which concurrent callers
+	// share (one fan-out at a time, however many clients ask).
+	flightMu sync.Mutex
+	flight   *describeFlight
+}
+
+type describeFlight struct {
+	done chan struct{}
+	q    QuorumInfo
+	err  error
 }
 
 // SetKafkaEndpoints sets the Kafka-protocol listeners on which this node
@@ -117,9 +127,35 @@ func (c *Controller) handleDescribe(payload []byte) (byte, []byte) {
 const describeTimeout = 2 * time.Second
 
 // DescribeQuorum asks every member of the Raft configuration for its
-// figures (in parallel, each within ctx and describeTimeout) and returns
-// the quorum as this node sees it, voters and observers sorted by id.
+// figures (in parallel, each within describeTimeout) and returns the
+// quorum as this node sees it, voters and observers sorted by id. Callers
+// that ask while an answer is being gathered share it; ctx bounds the
+// wait.
 func (c *Controller) DescribeQuorum(ctx context.Context) (QuorumInfo, error) {
+	d := &c.desc
+	d.flightMu.Lock()
+	f := d.flight
+	if f == nil {
+		f = &describeFlight{done: make(chan struct{})}
+		d.flight = f
+		go func() { // ends within describeTimeout
+			f.q, f.err = c.describeQuorum(context.Background())
+			d.flightMu.Lock()
+			d.flight = nil
+			d.flightMu.Unlock()
+			close(f.done)
+		}()
+	}
+	d.flightMu.Unlock()
+	select {
+	case <-f.done:
+		return f.q, f.err
+	case <-ctx.Done():
+		return QuorumInfo{}, ctx.Err()
+	}
+}
+
+func (c *Controller) describeQuorum(ctx context.Context) (QuorumInfo, error) {
 	<-c.raftReady
 	if c.raft == nil {
 		return QuorumInfo{}, ErrClosed

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -57,6 +58,28 @@ func TestDescribeQuorum(t *testing.T) {
 		}
 		if v.LastFetchMs != want || len(v.Endpoints) != 1 {
 			t.Fatalf("voter %d (down %d): %+v, want last fetch %d", v.ID, down, v, want)
+		}
+	}
+}
+
+// TestDescribeQuorumConcurrent: callers asking at once share answers and
+// each gets the whole quorum.
+func TestDescribeQuorumConcurrent(t *testing.T) {
+	c := newCluster(t, 3)
+	l := c.leader()
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() {
+			q, err := l.DescribeQuorum(testCtx(t))
+			if err == nil && (len(q.Voters) != 3 || q.LeaderID != l.NodeID()) {
+				err = fmt.Errorf("quorum %+v", q)
+			}
+			errs <- err
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
 		}
 	}
 }
