@@ -384,57 +384,8 @@ func TestClusterTieredLeaderMove(t *testing.T) {
 // way), where the new replica restarts its log; it then catches up and
 // joins the ISR, and consumers still read every record from offset 0.
 func TestClusterTieredNewReplica(t *testing.T) {
-	storeDir := t.TempDir()
-	props := clusterProps + "strata.remote.storage.type=local\nstrata.remote.storage.local.dir=" + storeDir + "\n" +
-		"remote.log.manager.task.interval.ms=100\nlog.retention.check.interval.ms=100\n"
-	c := startClusterProps(t, 3, 3, props)
-	ctx := testCtx(t, 4*time.Minute)
-	cl := c.client()
-	c.waitBrokers(ctx, cl, 0, 3)
-	adm := kadm.NewClient(cl)
-	resp, err := adm.CreateTopic(ctx, 1, 2, map[string]*string{
-		"remote.storage.enable": kadm.StringPtr("true"),
-		"segment.bytes":         kadm.StringPtr("4096"),
-		"local.retention.bytes": kadm.StringPtr("0"),
-		"file.delete.delay.ms":  kadm.StringPtr("0"),
-	}, "tiered")
-	if err != nil || resp.Err != nil {
-		t.Fatalf("create: %v %v", err, resp.Err)
-	}
-	const n = 400
-	pcl := c.client(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic("tiered"), kgo.ProducerBatchCompression(kgo.NoCompression()))
-	v12 := kversion.Stable()
-	v12.SetMaxKeyVersion(0, 12) // Produce by topic name
-	icl := c.client(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.MaxVersions(v12))
-	// An idempotent producer writes the first 20 records, five batches of
-	// four (sequences 0-19); the last one, offsets 16-19, is retried later
-	// at a leader whose log starts past it.
-	pid, pepoch := initProducerID(ctx, t, pcl)
-	for seq := int32(0); seq < 20; seq += 4 {
-		if p := produceIdempotent(ctx, t, adm, icl, pid, pepoch, seq); p.ErrorCode != 0 || p.BaseOffset != int64(seq) {
-			t.Fatalf("idempotent produce of sequence %d: error %d at offset %d", seq, p.ErrorCode, p.BaseOffset)
-		}
-	}
-	for i := 20; i < n; i += 20 {
-		var recs []*kgo.Record
-		for j := i; j < i+20; j++ {
-			recs = append(recs, &kgo.Record{Value: []byte(fmt.Sprintf("v%d-%s", j, strings.Repeat("x", 100)))})
-		}
-		if err := pcl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-			t.Fatalf("produce: %v\n%s", err, c.warnings())
-		}
-	}
-	md, err := adm.Metadata(ctx, "tiered")
-	if err != nil {
-		t.Fatal(err)
-	}
-	replicas := md.Topics["tiered"].Partitions[0].Replicas
-	added := int32(-1)
-	for id := int32(0); id < 3; id++ {
-		if id != replicas[0] && id != replicas[1] {
-			added = id
-		}
-	}
+	r := startTieredReplicaRun(t, "", "0")
+	c, ctx, storeDir, replicas, added := r.c, r.ctx, r.storeDir, r.replicas, r.added
 	waitFor(t, 90*time.Second, func() string {
 		copied := storeLogObjects(t, storeDir)
 		if len(copied) < 8 {
@@ -463,27 +414,7 @@ func TestClusterTieredNewReplica(t *testing.T) {
 		}
 		return ""
 	})
-	want := append(append([]int32(nil), replicas...), added)
-	var req kadm.AlterPartitionAssignmentsReq
-	req.Assign("tiered", 0, want)
-	rs, err := adm.AlterPartitionAssignments(ctx, req)
-	if err == nil {
-		err = rs.Error()
-	}
-	if err != nil {
-		t.Fatalf("reassign to %v: %v", want, err)
-	}
-	waitFor(t, 90*time.Second, func() string {
-		md, err := adm.Metadata(ctx, "tiered")
-		if err != nil {
-			return err.Error()
-		}
-		p := md.Topics["tiered"].Partitions[0]
-		if len(p.Replicas) != 3 || len(p.ISR) != 3 {
-			return fmt.Sprintf("replicas %v isr %v, want %v in sync\n%s", p.Replicas, p.ISR, want, c.warnings())
-		}
-		return ""
-	})
+	r.addReplica(t)
 	// The added replica restarted at the leader's local log start: it
 	// never held the first segment, and says where it started.
 	nb := c.brokers[added]
@@ -508,42 +439,14 @@ func TestClusterTieredNewReplica(t *testing.T) {
 	// last batch, written long before the new leader's log start, is a
 	// duplicate answered with its original offset (its producer state came
 	// from the remote snapshot), and the next sequence is appended.
-	order := append([]int32{added}, replicas...)
-	var req2 kadm.AlterPartitionAssignmentsReq
-	req2.Assign("tiered", 0, order)
-	if rs, err := adm.AlterPartitionAssignments(ctx, req2); err != nil || rs.Error() != nil {
-		t.Fatalf("reorder replicas to %v: %v %v", order, err, rs.Error())
-	}
-	waitFor(t, 90*time.Second, func() string {
-		md, err := adm.Metadata(ctx, "tiered")
-		if err != nil {
-			return err.Error()
-		}
-		p := md.Topics["tiered"].Partitions[0]
-		if fmt.Sprint(p.Replicas) != fmt.Sprint(order) || len(p.ISR) != 3 {
-			return fmt.Sprintf("replicas %v isr %v, want %v all in sync", p.Replicas, p.ISR, order)
-		}
-		if p.Leader == added {
-			return ""
-		}
-		ts := make(kadm.TopicsSet)
-		ts.Add("tiered", 0)
-		adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, ts)
-		return fmt.Sprintf("leader %d, want %d", p.Leader, added)
-	})
-	if p := produceIdempotent(ctx, t, adm, icl, pid, pepoch, 16); p.ErrorCode != 0 || p.BaseOffset != 16 {
-		t.Fatalf("retry of sequence 16 at the new leader: error %d at offset %d, want the duplicate at 16\n%s", p.ErrorCode, p.BaseOffset, c.warnings())
-	}
-	if p := produceIdempotent(ctx, t, adm, icl, pid, pepoch, 20); p.ErrorCode != 0 || p.BaseOffset != n {
-		t.Fatalf("sequence 20 at the new leader: error %d at offset %d, want %d", p.ErrorCode, p.BaseOffset, n)
-	}
+	r.leadFromAdded(t)
 	// Consumers still read everything from offset 0.
 	ccl := c.client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"tiered": {0: kgo.NewOffset().AtStart()}}))
 	next := int64(0)
 	deadline := time.Now().Add(60 * time.Second)
-	for next < n {
+	for next < tieredRecords {
 		if time.Now().After(deadline) {
-			t.Fatalf("consumed up to %d of %d\n%s", next, n, c.warnings())
+			t.Fatalf("consumed up to %d of %d\n%s", next, tieredRecords, c.warnings())
 		}
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		fs := ccl.PollFetches(pctx)
@@ -569,56 +472,8 @@ func TestClusterTieredNewReplica(t *testing.T) {
 // before its log start as the duplicate at its original offset, and takes
 // the next sequence.
 func TestClusterTieredNewReplicaAfterBacklog(t *testing.T) {
-	storeDir := t.TempDir()
-	props := clusterProps + "strata.remote.storage.type=local\nstrata.remote.storage.local.dir=" + storeDir + "\n" +
-		"remote.log.manager.task.interval.ms=100\nlog.retention.check.interval.ms=100\n" +
-		"remote.log.manager.copy.max.bytes.per.second=4096\n"
-	c := startClusterProps(t, 3, 3, props)
-	ctx := testCtx(t, 4*time.Minute)
-	cl := c.client()
-	c.waitBrokers(ctx, cl, 0, 3)
-	adm := kadm.NewClient(cl)
-	resp, err := adm.CreateTopic(ctx, 1, 2, map[string]*string{
-		"remote.storage.enable": kadm.StringPtr("true"),
-		"segment.bytes":         kadm.StringPtr("4096"),
-		"local.retention.bytes": kadm.StringPtr("20480"),
-		"file.delete.delay.ms":  kadm.StringPtr("0"),
-	}, "tiered")
-	if err != nil || resp.Err != nil {
-		t.Fatalf("create: %v %v", err, resp.Err)
-	}
-	const n = 400
-	pcl := c.client(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic("tiered"), kgo.ProducerBatchCompression(kgo.NoCompression()))
-	v12 := kversion.Stable()
-	v12.SetMaxKeyVersion(0, 12) // Produce by topic name
-	icl := c.client(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.MaxVersions(v12))
-	pid, pepoch := initProducerID(ctx, t, pcl)
-	for seq := int32(0); seq < 20; seq += 4 {
-		if p := produceIdempotent(ctx, t, adm, icl, pid, pepoch, seq); p.ErrorCode != 0 || p.BaseOffset != int64(seq) {
-			t.Fatalf("idempotent produce of sequence %d: error %d at offset %d", seq, p.ErrorCode, p.BaseOffset)
-		}
-	}
-	for i := 20; i < n; i += 20 {
-		var recs []*kgo.Record
-		for j := i; j < i+20; j++ {
-			recs = append(recs, &kgo.Record{Value: []byte(fmt.Sprintf("v%d-%s", j, strings.Repeat("x", 100)))})
-		}
-		if err := pcl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-			t.Fatalf("produce: %v\n%s", err, c.warnings())
-		}
-	}
-	md, err := adm.Metadata(ctx, "tiered")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p0 := md.Topics["tiered"].Partitions[0]
-	replicas, leader := p0.Replicas, p0.Leader
-	added := int32(-1)
-	for id := int32(0); id < 3; id++ {
-		if id != replicas[0] && id != replicas[1] {
-			added = id
-		}
-	}
+	r := startTieredReplicaRun(t, "remote.log.manager.copy.max.bytes.per.second=4096\n", "20480")
+	c, storeDir, leader, added := r.c, r.storeDir, r.leader, r.added
 	// Wait (bounded) until the leader copied its newest sealed segment and
 	// local retention moved its log start past the producer's batches.
 	leaderDir := filepath.Join(c.brokers[leader].dataDir, "tiered-0")
@@ -661,37 +516,131 @@ func TestClusterTieredNewReplicaAfterBacklog(t *testing.T) {
 		}
 	}
 
-	want := append(append([]int32(nil), replicas...), added)
-	var req kadm.AlterPartitionAssignmentsReq
-	req.Assign("tiered", 0, want)
-	if rs, err := adm.AlterPartitionAssignments(ctx, req); err != nil || rs.Error() != nil {
-		t.Fatalf("reassign to %v: %v %v", want, err, rs.Error())
-	}
-	waitFor(t, 90*time.Second, func() string {
-		md, err := adm.Metadata(ctx, "tiered")
-		if err != nil {
-			return err.Error()
-		}
-		p := md.Topics["tiered"].Partitions[0]
-		if len(p.Replicas) != 3 || len(p.ISR) != 3 {
-			return fmt.Sprintf("replicas %v isr %v, want %v in sync\n%s", p.Replicas, p.ISR, want, c.warnings())
-		}
-		return ""
-	})
+	r.addReplica(t)
 	nb := c.brokers[added]
 	logs := nb.logs.String()
 	if !strings.Contains(logs, "follower log below the leader's local log start; restarting it from remote storage") ||
 		!strings.Contains(logs, "producerSnapshot=true") || strings.Contains(logs, "leaderLocalLogStart=0 ") {
 		t.Fatalf("the added replica did not restart from remote storage with a producer snapshot:\n%s", logs)
 	}
-	order := append([]int32{added}, replicas...)
-	var req2 kadm.AlterPartitionAssignmentsReq
-	req2.Assign("tiered", 0, order)
-	if rs, err := adm.AlterPartitionAssignments(ctx, req2); err != nil || rs.Error() != nil {
+	r.leadFromAdded(t)
+}
+
+// tieredReplicaRun is the setup TestClusterTieredNewReplica and
+// TestClusterTieredNewReplicaAfterBacklog share: three brokers with the
+// local-directory store, a tiered topic "tiered" of one partition on two
+// replicas (4 KiB segments, local.retention.bytes as given), an idempotent
+// producer's first 20 records (five batches of four, sequences 0-19) and
+// 380 more from a plain producer, and the broker that does not replicate
+// the partition (added).
+type tieredReplicaRun struct {
+	c        *testCluster
+	ctx      context.Context
+	adm      *kadm.Client
+	icl      *kgo.Client // Produce v12 (by topic name), acks=all
+	pid      int64
+	pepoch   int16
+	storeDir string
+	replicas []int32
+	leader   int32
+	added    int32
+}
+
+// tieredRecords is how many records startTieredReplicaRun writes.
+const tieredRecords = 400
+
+func startTieredReplicaRun(t *testing.T, extraProps, localRetentionBytes string) *tieredReplicaRun {
+	t.Helper()
+	r := &tieredReplicaRun{storeDir: t.TempDir()}
+	props := clusterProps + "strata.remote.storage.type=local\nstrata.remote.storage.local.dir=" + r.storeDir + "\n" +
+		"remote.log.manager.task.interval.ms=100\nlog.retention.check.interval.ms=100\n" + extraProps
+	r.c = startClusterProps(t, 3, 3, props)
+	r.ctx = testCtx(t, 4*time.Minute)
+	cl := r.c.client()
+	r.c.waitBrokers(r.ctx, cl, 0, 3)
+	r.adm = kadm.NewClient(cl)
+	resp, err := r.adm.CreateTopic(r.ctx, 1, 2, map[string]*string{
+		"remote.storage.enable": kadm.StringPtr("true"),
+		"segment.bytes":         kadm.StringPtr("4096"),
+		"local.retention.bytes": kadm.StringPtr(localRetentionBytes),
+		"file.delete.delay.ms":  kadm.StringPtr("0"),
+	}, "tiered")
+	if err != nil || resp.Err != nil {
+		t.Fatalf("create: %v %v", err, resp.Err)
+	}
+	pcl := r.c.client(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic("tiered"), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	v12 := kversion.Stable()
+	v12.SetMaxKeyVersion(0, 12) // Produce by topic name
+	r.icl = r.c.client(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.MaxVersions(v12))
+	// The idempotent producer's last batch, offsets 16-19, is retried
+	// later at a leader whose log starts past it (leadFromAdded).
+	r.pid, r.pepoch = initProducerID(r.ctx, t, pcl)
+	for seq := int32(0); seq < 20; seq += 4 {
+		if p := produceIdempotent(r.ctx, t, r.adm, r.icl, r.pid, r.pepoch, seq); p.ErrorCode != 0 || p.BaseOffset != int64(seq) {
+			t.Fatalf("idempotent produce of sequence %d: error %d at offset %d", seq, p.ErrorCode, p.BaseOffset)
+		}
+	}
+	for i := 20; i < tieredRecords; i += 20 {
+		var recs []*kgo.Record
+		for j := i; j < i+20; j++ {
+			recs = append(recs, &kgo.Record{Value: []byte(fmt.Sprintf("v%d-%s", j, strings.Repeat("x", 100)))})
+		}
+		if err := pcl.ProduceSync(r.ctx, recs...).FirstErr(); err != nil {
+			t.Fatalf("produce: %v\n%s", err, r.c.warnings())
+		}
+	}
+	md, err := r.adm.Metadata(r.ctx, "tiered")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p0 := md.Topics["tiered"].Partitions[0]
+	r.replicas, r.leader, r.added = p0.Replicas, p0.Leader, -1
+	for id := int32(0); id < 3; id++ {
+		if id != r.replicas[0] && id != r.replicas[1] {
+			r.added = id
+		}
+	}
+	return r
+}
+
+// addReplica reassigns the partition to its replicas plus added and waits
+// (bounded) until all three are in sync.
+func (r *tieredReplicaRun) addReplica(t *testing.T) {
+	t.Helper()
+	want := append(append([]int32(nil), r.replicas...), r.added)
+	var req kadm.AlterPartitionAssignmentsReq
+	req.Assign("tiered", 0, want)
+	if rs, err := r.adm.AlterPartitionAssignments(r.ctx, req); err != nil || rs.Error() != nil {
+		t.Fatalf("reassign to %v: %v %v", want, err, rs.Error())
+	}
+	waitFor(t, 90*time.Second, func() string {
+		md, err := r.adm.Metadata(r.ctx, "tiered")
+		if err != nil {
+			return err.Error()
+		}
+		p := md.Topics["tiered"].Partitions[0]
+		if len(p.Replicas) != 3 || len(p.ISR) != 3 {
+			return fmt.Sprintf("replicas %v isr %v, want %v in sync\n%s", p.Replicas, p.ISR, want, r.c.warnings())
+		}
+		return ""
+	})
+}
+
+// leadFromAdded makes the added replica the leader: the idempotent
+// producer's retry of its last batch, written long before the new leader's
+// log start, is a duplicate answered with its original offset (its
+// producer state came from the remote snapshot), and the next sequence is
+// appended at the log end.
+func (r *tieredReplicaRun) leadFromAdded(t *testing.T) {
+	t.Helper()
+	order := append([]int32{r.added}, r.replicas...)
+	var req kadm.AlterPartitionAssignmentsReq
+	req.Assign("tiered", 0, order)
+	if rs, err := r.adm.AlterPartitionAssignments(r.ctx, req); err != nil || rs.Error() != nil {
 		t.Fatalf("reorder replicas to %v: %v %v", order, err, rs.Error())
 	}
 	waitFor(t, 90*time.Second, func() string {
-		md, err := adm.Metadata(ctx, "tiered")
+		md, err := r.adm.Metadata(r.ctx, "tiered")
 		if err != nil {
 			return err.Error()
 		}
@@ -699,18 +648,18 @@ func TestClusterTieredNewReplicaAfterBacklog(t *testing.T) {
 		if fmt.Sprint(p.Replicas) != fmt.Sprint(order) || len(p.ISR) != 3 {
 			return fmt.Sprintf("replicas %v isr %v, want %v all in sync", p.Replicas, p.ISR, order)
 		}
-		if p.Leader == added {
+		if p.Leader == r.added {
 			return ""
 		}
 		ts := make(kadm.TopicsSet)
 		ts.Add("tiered", 0)
-		adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, ts)
-		return fmt.Sprintf("leader %d, want %d", p.Leader, added)
+		r.adm.ElectLeaders(r.ctx, kadm.ElectPreferredReplica, ts)
+		return fmt.Sprintf("leader %d, want %d", p.Leader, r.added)
 	})
-	if p := produceIdempotent(ctx, t, adm, icl, pid, pepoch, 16); p.ErrorCode != 0 || p.BaseOffset != 16 {
-		t.Fatalf("retry of sequence 16 at the new leader: error %d at offset %d, want the duplicate at 16\n%s", p.ErrorCode, p.BaseOffset, c.warnings())
+	if p := produceIdempotent(r.ctx, t, r.adm, r.icl, r.pid, r.pepoch, 16); p.ErrorCode != 0 || p.BaseOffset != 16 {
+		t.Fatalf("retry of sequence 16 at the new leader: error %d at offset %d, want the duplicate at 16\n%s", p.ErrorCode, p.BaseOffset, r.c.warnings())
 	}
-	if p := produceIdempotent(ctx, t, adm, icl, pid, pepoch, 20); p.ErrorCode != 0 || p.BaseOffset != n {
-		t.Fatalf("sequence 20 at the new leader: error %d at offset %d, want %d", p.ErrorCode, p.BaseOffset, n)
+	if p := produceIdempotent(r.ctx, t, r.adm, r.icl, r.pid, r.pepoch, 20); p.ErrorCode != 0 || p.BaseOffset != tieredRecords {
+		t.Fatalf("sequence 20 at the new leader: error %d at offset %d, want %d", p.ErrorCode, p.BaseOffset, tieredRecords)
 	}
 }
