@@ -43,41 +43,8 @@ func TestClusterShareGroupLeaderSIGKILL(t *testing.T) {
 	if err != nil || ct.Err != nil {
 		t.Fatalf("create: %v %v", err, ct.Err)
 	}
-	leaders := map[int32]int32{}
-	for id := int32(0); id < 3; id++ {
-		waitFor(t, 30*time.Second, func() string {
-			md, err := metadataFrom(ctx, cl, id)
-			if err != nil {
-				return err.Error()
-			}
-			mt := topicOf(md, topic)
-			if mt == nil || len(mt.Partitions) != partitions {
-				return "topic missing"
-			}
-			for _, p := range mt.Partitions {
-				if p.Leader < 0 || len(p.ISR) != 3 {
-					return fmt.Sprintf("partition %d: leader %d isr %v", p.Partition, p.Leader, p.ISR)
-				}
-				leaders[p.Partition] = p.Leader
-			}
-			return ""
-		})
-	}
-	{
-		req := kmsg.NewPtrIncrementalAlterConfigsRequest()
-		r := kmsg.NewIncrementalAlterConfigsRequestResource()
-		r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
-		for _, kv := range [][2]string{{"share.auto.offset.reset", "earliest"}, {"share.record.lock.duration.ms", "5000"}} {
-			c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
-			c.Name, c.Op, c.Value = kv[0], kmsg.IncrementalAlterConfigOpSet, kmsg.StringPtr(kv[1])
-			r.Configs = append(r.Configs, c)
-		}
-		req.Resources = append(req.Resources, r)
-		resp, err := req.RequestWith(ctx, cl)
-		if err != nil || resp.Resources[0].ErrorCode != 0 {
-			t.Fatalf("group configs: %v %+v", err, resp)
-		}
-	}
+	leaders := waitTopicLeaders(ctx, t, cl, topic, partitions)
+	setGroupConfigs(ctx, t, cl, group, [2]string{"share.auto.offset.reset", "earliest"}, [2]string{"share.record.lock.duration.ms", "5000"})
 	for i := range records {
 		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte(fmt.Sprint(i))}).FirstErr(); err != nil {
 			t.Fatalf("produce %d: %v", i, err)
@@ -218,4 +185,51 @@ func TestClusterShareGroupLeaderSIGKILL(t *testing.T) {
 		}
 	}
 	t.Logf("%d records delivered, %d held by the silent member and redelivered, %d of the killed leader's partitions delivered after the kill, %d delivered twice (partitions of the killed leader)", len(delivered), len(held), after, dups)
+}
+
+// waitTopicLeaders waits (bounded) until every broker's Metadata lists
+// topic with its partitions each led and fully in sync, and returns the
+// partitions' leaders.
+func waitTopicLeaders(ctx context.Context, t *testing.T, cl *kgo.Client, topic string, partitions int) map[int32]int32 {
+	t.Helper()
+	leaders := map[int32]int32{}
+	for id := int32(0); id < 3; id++ {
+		waitFor(t, 30*time.Second, func() string {
+			md, err := metadataFrom(ctx, cl, id)
+			if err != nil {
+				return err.Error()
+			}
+			mt := topicOf(md, topic)
+			if mt == nil || len(mt.Partitions) != partitions {
+				return "topic missing"
+			}
+			for _, p := range mt.Partitions {
+				if p.Leader < 0 || len(p.ISR) != 3 {
+					return fmt.Sprintf("partition %d: leader %d isr %v", p.Partition, p.Leader, p.ISR)
+				}
+				leaders[p.Partition] = p.Leader
+			}
+			return ""
+		})
+	}
+	return leaders
+}
+
+// setGroupConfigs sets group configs (name, value) of group through cl
+// (IncrementalAlterConfigs; the broker tells the others).
+func setGroupConfigs(ctx context.Context, t *testing.T, cl *kgo.Client, group string, kvs ...[2]string) {
+	t.Helper()
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	r := kmsg.NewIncrementalAlterConfigsRequestResource()
+	r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
+	for _, kv := range kvs {
+		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		c.Name, c.Op, c.Value = kv[0], kmsg.IncrementalAlterConfigOpSet, kmsg.StringPtr(kv[1])
+		r.Configs = append(r.Configs, c)
+	}
+	req.Resources = append(req.Resources, r)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil || resp.Resources[0].ErrorCode != 0 {
+		t.Fatalf("group configs: %v %+v", err, resp)
+	}
 }

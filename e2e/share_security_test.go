@@ -70,42 +70,9 @@ func TestClusterShareSecuredForwarding(t *testing.T) {
 	if err != nil || ct.Err != nil {
 		t.Fatalf("create: %v %v", err, ct.Err)
 	}
-	leaders := map[int32]int32{}
-	for id := int32(0); id < 3; id++ {
-		waitFor(t, 30*time.Second, func() string {
-			md, err := metadataFrom(ctx, admin, id)
-			if err != nil {
-				return err.Error()
-			}
-			mt := topicOf(md, topic)
-			if mt == nil || len(mt.Partitions) != partitions {
-				return "topic missing"
-			}
-			for _, p := range mt.Partitions {
-				if p.Leader < 0 || len(p.ISR) != 3 {
-					return fmt.Sprintf("partition %d: leader %d isr %v", p.Partition, p.Leader, p.ISR)
-				}
-				leaders[p.Partition] = p.Leader
-			}
-			return ""
-		})
-	}
+	leaders := waitTopicLeaders(ctx, t, admin, topic, partitions)
 	// The group configs, set at one broker, which tells the others.
-	{
-		req := kmsg.NewPtrIncrementalAlterConfigsRequest()
-		r := kmsg.NewIncrementalAlterConfigsRequestResource()
-		r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
-		for _, kv := range [][2]string{{"share.auto.offset.reset", "earliest"}, {"share.record.lock.duration.ms", "3600000"}} {
-			cfg := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
-			cfg.Name, cfg.Op, cfg.Value = kv[0], kmsg.IncrementalAlterConfigOpSet, kmsg.StringPtr(kv[1])
-			r.Configs = append(r.Configs, cfg)
-		}
-		req.Resources = append(req.Resources, r)
-		resp, err := req.RequestWith(ctx, admin)
-		if err != nil || resp.Resources[0].ErrorCode != 0 {
-			t.Fatalf("group configs: %v %+v", err, resp)
-		}
-	}
+	setGroupConfigs(ctx, t, admin, group, [2]string{"share.auto.offset.reset", "earliest"}, [2]string{"share.record.lock.duration.ms", "3600000"})
 
 	carol := c.client(kgo.SASL(scram.Auth{User: "carol", Pass: "carol-secret"}.AsSha512Mechanism()))
 	// carol's login may reach a broker before the SCRAM user does.
