@@ -17,11 +17,11 @@ import (
 )
 
 // commandNames are the commands, as completion offers them.
-var commandNames = []string{"serve", "topics", "groups", "cluster", "acls", "users", "produce", "consume", "loadgen", "plan", "version", "completion", "help"}
+var commandNames = []string{"serve", "topics", "groups", "dlq", "cluster", "acls", "users", "produce", "consume", "loadgen", "plan", "version", "completion", "help"}
 
 // verbCommands are the commands whose first argument is a verb (listed
 // by "strata CMD --help").
-var verbCommands = []string{"topics", "groups", "cluster", "acls", "users"}
+var verbCommands = []string{"topics", "groups", "dlq", "cluster", "acls", "users"}
 
 // completionShells are the shells `strata completion` writes for.
 var completionShells = []string{"bash", "zsh", "fish"}

@@ -47,6 +47,9 @@ func TestHelpEveryCommand(t *testing.T) {
 		{[]string{"groups", "list", "--help"}, []string{"strata groups list [--type TYPE ...] [--state STATE ...]", "Reconciling", "only groups in this state", "only groups of this type"}, []string{"-topic"}},
 		{[]string{"groups", "describe", "--help"}, []string{"strata groups describe GROUP", "retention cliff"}, []string{"-state"}},
 		{[]string{"groups", "reset-offsets", "--help"}, []string{"--to-datetime", "commit the new offsets"}, []string{"-state"}},
+		{[]string{"dlq", "--help"}, []string{"Verbs:", "move", "redrive", "strata dlq VERB --help"}, nil},
+		{[]string{"dlq", "move", "--help"}, []string{"strata dlq move --topic T", "-from-offset", "-group", "-reason"}, []string{"-source-topic"}},
+		{[]string{"dlq", "redrive", "--help"}, []string{"strata dlq redrive --dlq D --to T", "-source-topic", "murmur2"}, []string{"-reason"}},
 		// The exit status it states is the one TestUsageErrors sees (1).
 		{[]string{"plan", "--help"}, []string{"strata plan (--preset reference", "Exit status", "-calibrate", "-strict", "1 for a mistake on the command line"}, []string{"2 for a mistake"}},
 		{[]string{"loadgen", "--help"}, []string{"strata loadgen (--brokers", "Examples:", "-find-max", "-max-steps"}, nil},
@@ -124,7 +127,10 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"serve", "--node-id", "x", "extra"}, `strata serve: unexpected arguments ["extra"]`, "strata serve"},
 		{[]string{"serve", "--node-id", "x"}, `strata serve: --node-id: config: node.id="x": not an integer`, "strata serve"},
 		{[]string{"serve", "--log-level", "loud", "--node-id", "x"}, `strata serve: --log-level: `, "strata serve"},
-		{[]string{"frobnicate"}, `strata: unknown command "frobnicate"`, "strata serve|topics|groups|cluster|acls|users|produce|consume|loadgen|plan|version|completion"},
+		{[]string{"frobnicate"}, `strata: unknown command "frobnicate"`, "strata serve|topics|groups|dlq|cluster|acls|users|produce|consume|loadgen|plan|version|completion"},
+		{[]string{"dlq", "move", "--partition", "0", "--from-offset", "0", "--to-offset", "1"}, "strata dlq move: move: --topic is required", "strata dlq move --topic T"},
+		{[]string{"dlq", "move", "--topic", "t", "--partition", "0", "--from-offset", "5", "--to-offset", "5"}, "strata dlq move: move: --to-offset 5 must be above --from-offset 5", "strata dlq move"},
+		{[]string{"dlq", "redrive", "--dlq", "d"}, "strata dlq redrive: redrive: --to is required", "strata dlq redrive --dlq D"},
 		{[]string{"topics", "list", "--format", "yaml"}, `strata topics list: invalid value "yaml" for flag -format: want text or json`, "strata topics list"},
 		{[]string{"groups", "describe", "g", "--format", "xml"}, `strata groups describe: invalid value "xml" for flag -format: want text or json`, "strata groups describe"},
 		{[]string{"produce"}, "strata produce: name one topic, got []", "strata produce TOPIC"},
@@ -177,7 +183,7 @@ func TestTopUsageNamesEveryVerb(t *testing.T) {
 	for _, c := range []struct {
 		cmd   string
 		verbs []verbDoc
-	}{{"topics", topicsVerbs}, {"groups", groupsVerbs}, {"cluster", clusterVerbs}, {"acls", aclsVerbs}, {"users", usersVerbs}} {
+	}{{"topics", topicsVerbs}, {"groups", groupsVerbs}, {"dlq", dlqVerbs}, {"cluster", clusterVerbs}, {"acls", aclsVerbs}, {"users", usersVerbs}} {
 		names := make([]string, len(c.verbs))
 		for i, v := range c.verbs {
 			names[i] = v.verb

@@ -17,6 +17,7 @@ Usage:
   strata serve [--listen host:port] [--data-dir DIR] [--node-id N] [--config FILE] ...
   strata topics create|list|describe|delete|add-partitions|alter-config ... [--brokers host:port,...]
   strata groups list|describe|delete|reset-offsets ... [--brokers host:port,...]
+  strata dlq move|redrive ... [--brokers host:port,...]
   strata cluster describe|describe-config|alter-config|log-dirs|quorum ... [--brokers host:port,...]
   strata acls add|list|remove ... [--brokers host:port,...] [--sasl-mechanism M --sasl-username U]
   strata users create|delete|list ... [--brokers host:port,...] [--sasl-mechanism M --sasl-username U]
@@ -27,7 +28,7 @@ Usage:
   strata version
   strata completion bash|zsh|fish
 
-The client commands (topics, groups, cluster, acls, users, produce, consume) take their brokers from --brokers, else
+The client commands (topics, groups, dlq, cluster, acls, users, produce, consume) take their brokers from --brokers, else
 $STRATA_BROKERS, else 127.0.0.1:9092.
 
 Run "strata COMMAND --help" for a command's flags ("strata help COMMAND"
@@ -63,7 +64,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	// strata COMMAND help VERB, as cobra's trees answer it (only the
 	// commands with verbs: "strata consume help x" reads topics help and x).
-	if len(rest) == 2 && rest[0] == "help" && slices.Contains([]string{"topics", "groups", "cluster", "acls", "users"}, cmd) {
+	if len(rest) == 2 && rest[0] == "help" && slices.Contains([]string{"topics", "groups", "dlq", "cluster", "acls", "users"}, cmd) {
 		rest = []string{rest[1], "--help"}
 	}
 	var err error
@@ -78,6 +79,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = topicsMain(rest, stdout, stderr)
 	case "groups":
 		err = groupsMain(rest, stdout, stderr, timeNow)
+	case "dlq":
+		err = dlqMain(rest, stdout, stderr) // dlq.go
 	case "cluster":
 		err = clusterMain(rest, stdout, stderr)
 	case "acls":
@@ -97,7 +100,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	default:
 		fmt.Fprintf(stderr, "strata: unknown command %q\nUsage: strata %s ...\nRun \"strata --help\" for the commands.\n",
-			cmd, strings.Join([]string{"serve", "topics", "groups", "cluster", "acls", "users", "produce", "consume", "loadgen", "plan", "version", "completion"}, "|"))
+			cmd, strings.Join([]string{"serve", "topics", "groups", "dlq", "cluster", "acls", "users", "produce", "consume", "loadgen", "plan", "version", "completion"}, "|"))
 		return 1
 	}
 	return exitCode(cmd, err, stderr)

@@ -1,0 +1,293 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+func runDLQCLI(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	err := dlqMainEnv(args, &out, &errb, func(string) string { return "" })
+	return out.String() + errb.String(), err
+}
+
+// readPartition reads topic/partition's records [from, to) (bounded by
+// the test's context).
+func readPartition(t *testing.T, ctx context.Context, addr, topic string, partition int32, from, to int64) []*kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {partition: kgo.NewOffset().At(from)}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var recs []*kgo.Record
+	for int64(len(recs)) < to-from {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("reading %s/%d [%d, %d): %v after %d records", topic, partition, from, to, err, len(recs))
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Offset < to {
+				recs = append(recs, r)
+			}
+		})
+	}
+	return recs
+}
+
+func headerMap(t *testing.T, r *kgo.Record) map[string]string {
+	t.Helper()
+	m := map[string]string{}
+	for _, h := range r.Headers {
+		if _, dup := m[h.Key]; dup {
+			t.Errorf("offset %d: header %s twice", r.Offset, h.Key)
+		}
+		m[h.Key] = string(h.Value)
+	}
+	return m
+}
+
+func endOffset(t *testing.T, ctx context.Context, adm *kadm.Client, topic string, partition int32) int64 {
+	t.Helper()
+	eo, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, ok := eo.Lookup(topic, partition)
+	if !ok || o.Err != nil {
+		t.Fatalf("end offset of %s/%d: %v %v", topic, partition, ok, o.Err)
+	}
+	return o.Offset
+}
+
+// TestDLQMoveAndRedrive moves records [10, 20) of a 30-record partition to
+// a dead-letter topic with a group's offset inside the range, then re-drives
+// them back to the source topic.
+func TestDLQMoveAndRedrive(t *testing.T) {
+	addr := startGroupsBroker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), groupsTestTimeout)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	enable := "true"
+	if _, err := adm.CreateTopic(ctx, 2, 1, nil, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{dlqTopicEnable: &enable}, "dlq.orders"); err != nil {
+		t.Fatal(err)
+	}
+	var recs []*kgo.Record
+	for i := range 30 {
+		recs = append(recs, &kgo.Record{Topic: "orders", Partition: 1, Key: fmt.Appendf(nil, "k%d", i), Value: fmt.Appendf(nil, "v%d", i),
+			Headers: []kgo.RecordHeader{{Key: "trace", Value: fmt.Appendf(nil, "t%d", i)}}})
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	offs := kadm.Offsets{}
+	offs.AddOffset("orders", 1, 12, -1) // the group stopped at a poison record inside the range
+	if r, err := adm.CommitOffsets(ctx, "billing", offs); err != nil || r.Error() != nil {
+		t.Fatalf("commit: %v %v", err, r.Error())
+	}
+
+	out, err := runDLQCLI(t, "move", "--brokers", addr, "--topic", "orders", "--partition", "1", "--from-offset", "10", "--to-offset", "20",
+		"--group", "billing", "--format", "json")
+	if err != nil {
+		t.Fatalf("move: %v\n%s", err, out)
+	}
+	mv := decodeJSON[dlqMoveJSON](t, out)
+	if mv.Moved != 10 || mv.DLQ != "dlq.orders" || mv.DLQPartition != 0 || mv.FirstDLQOffset != 0 ||
+		mv.GroupCommitted == nil || *mv.GroupCommitted != 12 || mv.GroupNewOffset == nil || *mv.GroupNewOffset != 20 {
+		t.Fatalf("move answered:\n%s", out)
+	}
+	dead := readPartition(t, ctx, addr, "dlq.orders", 0, 0, 10)
+	for i, r := range dead {
+		src := 10 + i
+		if string(r.Key) != fmt.Sprintf("k%d", src) || string(r.Value) != fmt.Sprintf("v%d", src) {
+			t.Errorf("dead letter %d: key %q value %q, want k%d v%d (in order)", i, r.Key, r.Value, src, src)
+		}
+		h := headerMap(t, r)
+		want := map[string]string{"trace": fmt.Sprintf("t%d", src), dlqHeaderTopic: "orders", dlqHeaderPartition: "1",
+			dlqHeaderOffset: fmt.Sprint(src), dlqHeaderGroup: "billing", dlqHeaderMessage: "moved"}
+		if fmt.Sprint(h) != fmt.Sprint(want) {
+			t.Errorf("dead letter %d headers %v, want %v", i, h, want)
+		}
+	}
+	fo, err := adm.FetchOffsets(ctx, "billing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := fo.Lookup("orders", 1); !ok || o.At != 20 {
+		t.Errorf("billing's offset for orders/1 is %+v, want 20", o)
+	}
+	if end := endOffset(t, ctx, adm, "orders", 1); end != 30 {
+		t.Errorf("orders/1 ends at %d after the move, want 30 (the source records stay)", end)
+	}
+
+	// A committed offset outside the range is left alone (text output).
+	out, err = runDLQCLI(t, "move", "--brokers", addr, "--topic", "orders", "--partition", "1", "--from-offset", "25", "--to-offset", "27",
+		"--group", "billing", "--reason", "bad schema")
+	if err != nil || !strings.Contains(out, "Moved 2 records of orders/1 [25, 27) to dlq.orders partition 0") ||
+		!strings.Contains(out, "committed offset 20 is outside [25, 27), unchanged") {
+		t.Fatalf("second move: %v\n%s", err, out)
+	}
+	if r := readPartition(t, ctx, addr, "dlq.orders", 0, 10, 11)[0]; headerMap(t, r)[dlqHeaderMessage] != "bad schema" {
+		t.Errorf("--reason: headers %v", headerMap(t, r))
+	}
+
+	// A share group's dead letter without a copy of the record: headers only.
+	shareDL := &kgo.Record{Topic: "dlq.orders", Partition: 0, Headers: []kgo.RecordHeader{
+		{Key: dlqHeaderTopic, Value: []byte("orders")}, {Key: dlqHeaderPartition, Value: []byte("0")}, {Key: dlqHeaderOffset, Value: []byte("0")},
+		{Key: dlqHeaderGroup, Value: []byte("sg")}, {Key: "__dlq.errors.delivery.count", Value: []byte("1")},
+		{Key: dlqHeaderMessage, Value: []byte("Offset rejected by client.")}}}
+	if err := cl.ProduceSync(ctx, shareDL).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Re-drive the first ten back: they land at the end of orders/1 with
+	// their original headers only.
+	out, err = runDLQCLI(t, "redrive", "--brokers", addr, "--dlq", "dlq.orders", "--to", "orders", "--to-offset", "10", "--format", "json")
+	if err != nil {
+		t.Fatalf("redrive: %v\n%s", err, out)
+	}
+	rd := decodeJSON[dlqRedriveJSON](t, out)
+	if rd.Redriven != 10 || rd.Skipped != 0 || len(rd.Partitions) != 1 || rd.Partitions[0].Redriven != 10 {
+		t.Fatalf("redrive answered:\n%s", out)
+	}
+	back := readPartition(t, ctx, addr, "orders", 1, 30, 40)
+	for i, r := range back {
+		src := 10 + i
+		if r.Offset != int64(30+i) || string(r.Key) != fmt.Sprintf("k%d", src) || string(r.Value) != fmt.Sprintf("v%d", src) {
+			t.Errorf("re-driven %d: offset %d key %q value %q, want offset %d k%d v%d", i, r.Offset, r.Key, r.Value, 30+i, src, src)
+		}
+		if h := headerMap(t, r); len(h) != 1 || h["trace"] != fmt.Sprintf("t%d", src) {
+			t.Errorf("re-driven %d headers %v, want only trace=t%d", i, h, src)
+		}
+	}
+	if end := endOffset(t, ctx, adm, "orders", 0); end != 0 {
+		t.Errorf("orders/0 has %d records, want 0 (the partition header names 1)", end)
+	}
+
+	// The rest: the two moved records and the share group's dead letter,
+	// which has no record to re-drive.
+	out, err = runDLQCLI(t, "redrive", "--brokers", addr, "--dlq", "dlq.orders", "--to", "orders", "--from-offset", "10")
+	if err != nil || !strings.Contains(out, "Re-drove 2 records from dlq.orders to orders.") ||
+		!strings.Contains(out, "Skipped 1 dead letters with a null key and value") {
+		t.Fatalf("second redrive: %v\n%s", err, out)
+	}
+	if end := endOffset(t, ctx, adm, "orders", 1); end != 42 {
+		t.Errorf("orders/1 ends at %d, want 42", end)
+	}
+}
+
+func TestDLQMoveRefusals(t *testing.T) {
+	addr := startGroupsBroker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), groupsTestTimeout)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	enable := "true"
+	for _, c := range []struct {
+		name string
+		cfg  map[string]*string
+	}{{"src", nil}, {"dlq.plain", nil}, {"dlq.src", map[string]*string{dlqTopicEnable: &enable}}, {"noprefix", map[string]*string{dlqTopicEnable: &enable}}} {
+		if _, err := adm.CreateTopic(ctx, 1, 1, c.cfg, c.name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 5 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "src", Value: fmt.Appendf(nil, "v%d", i)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	move := func(extra ...string) (string, error) {
+		return runDLQCLI(t, append([]string{"move", "--brokers", addr, "--topic", "src", "--partition", "0", "--from-offset", "1", "--to-offset", "3"}, extra...)...)
+	}
+	for _, c := range []struct {
+		extra []string
+		want  string
+	}{
+		{[]string{"--dlq", "dlq.plain"}, "does not have errors.deadletterqueue.group.enable=true"},
+		{[]string{"--dlq", "dlq.missing"}, "does not exist"},
+		{[]string{"--dlq", "noprefix"}, `does not start with the broker's errors.deadletterqueue.topic.name.prefix "dlq."`},
+		{[]string{"--dlq", "__dlq"}, "starting with __"},
+		{[]string{"--to-offset", "9"}, "past src/0's end 5"},
+	} {
+		out, err := move(c.extra...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("move %v: %v, want an error with %q\n%s", c.extra, err, c.want, out)
+		}
+	}
+	for _, topic := range []string{"dlq.plain", "dlq.src", "noprefix"} {
+		if end := endOffset(t, ctx, adm, topic, 0); end != 0 {
+			t.Errorf("%s has %d records after refusals", topic, end)
+		}
+	}
+	// Mistakes on the command line are usage errors.
+	for _, args := range [][]string{
+		{"move", "--topic", "src", "--partition", "0", "--from-offset", "3", "--to-offset", "3"},
+		{"move", "--partition", "0", "--from-offset", "1", "--to-offset", "3"},
+		{"redrive", "--dlq", "dlq.src"},
+	} {
+		if _, err := runDLQCLI(t, append(args, "--brokers", addr)...); err == nil || exitCode("dlq", err, &bytes.Buffer{}) != 1 {
+			t.Errorf("%v: %v, want a usage error", args, err)
+		} else if _, ok := err.(*usageError); !ok {
+			t.Errorf("%v: %T %v, want a usage error", args, err, err)
+		}
+	}
+
+	// A group with a member is refused before anything is moved.
+	member, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumerGroup("busy"), kgo.ConsumeTopics("src"),
+		kgo.SessionTimeout(2*time.Second), kgo.HeartbeatInterval(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	polled := make(chan struct{})
+	go func() { defer close(polled); member.PollFetches(ctx) }()
+	defer func() { member.Close(); <-polled }()
+	deadline := time.Now().Add(groupsTestTimeout)
+	for {
+		d, err := adm.DescribeGroups(ctx, "busy")
+		if err == nil && d["busy"].State == "Stable" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("member never joined")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	out, err := move("--group", "busy")
+	if err == nil || !strings.Contains(err.Error(), "group busy is Stable with 1 members: stop its consumers first") {
+		t.Fatalf("move with an active group: %v\n%s", err, out)
+	}
+	if end := endOffset(t, ctx, adm, "dlq.src", 0); end != 0 {
+		t.Errorf("dlq.src has %d records after the refusal", end)
+	}
+	// Without --group the default dead-letter topic is the prefix and the
+	// topic: dlq.src.
+	out, err = move()
+	if err != nil || !strings.Contains(out, "Moved 2 records of src/0 [1, 3) to dlq.src partition 0") {
+		t.Fatalf("move: %v\n%s", err, out)
+	}
+	h := headerMap(t, readPartition(t, ctx, addr, "dlq.src", 0, 0, 1)[0])
+	if _, hasGroup := h[dlqHeaderGroup]; hasGroup || h[dlqHeaderOffset] != "1" {
+		t.Errorf("headers without --group: %v", h)
+	}
+}
