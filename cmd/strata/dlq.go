@@ -267,13 +267,31 @@ func checkGroupEmpty(ctx context.Context, adm *kadm.Client, g string) error {
 			return fmt.Errorf("group %s is a share group: its dead letters are written by the broker (docs/share-groups.md); use a classic or consumer group", g)
 		}
 	}
+	refuse := func(state string, members int) error {
+		if state == "Empty" || state == "Dead" {
+			return nil
+		}
+		return fmt.Errorf("group %s is %s with %d members: stop its consumers first (offsets can only be changed for an inactive group); nothing was moved",
+			g, state, members)
+	}
+	// A KIP-848 group's members are ConsumerGroupDescribe's.
+	if consumers, err := adm.ListGroupsByType(ctx, []string{"consumer"}); err == nil {
+		if _, ok := consumers[g]; ok {
+			ds, err := adm.DescribeConsumerGroups(ctx, g)
+			if err != nil {
+				return err
+			}
+			if d, ok := ds[g]; ok && d.Err == nil {
+				return refuse(d.State, len(d.Members))
+			}
+		}
+	}
 	ds, err := adm.DescribeGroups(ctx, g)
 	if err != nil {
 		return err
 	}
-	if d, ok := ds[g]; ok && d.Err == nil && d.State != "Empty" && d.State != "Dead" {
-		return fmt.Errorf("group %s is %s with %d members: stop its consumers first (offsets can only be changed for an inactive group); nothing was moved",
-			g, d.State, len(d.Members))
+	if d, ok := ds[g]; ok && d.Err == nil {
+		return refuse(d.State, len(d.Members))
 	}
 	return nil
 }

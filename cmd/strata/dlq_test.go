@@ -253,41 +253,73 @@ func TestDLQMoveRefusals(t *testing.T) {
 		}
 	}
 
-	// A group with a member is refused before anything is moved.
-	member, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumerGroup("busy"), kgo.ConsumeTopics("src"),
-		kgo.SessionTimeout(2*time.Second), kgo.HeartbeatInterval(100*time.Millisecond))
+	// A group with a member, classic or KIP-848, is refused before
+	// anything is moved.
+	for _, g := range []struct {
+		name string
+		opts []kgo.Opt
+	}{
+		{"busy", nil},
+		{"busy848", []kgo.Opt{kgo.ServerSideBalancer(), kgo.Balancers(kgo.StickyBalancer())}},
+	} {
+		member, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.ConsumerGroup(g.name), kgo.ConsumeTopics("src"),
+			kgo.SessionTimeout(2 * time.Second), kgo.HeartbeatInterval(100 * time.Millisecond)}, g.opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		polled := make(chan struct{})
+		go func() { defer close(polled); member.PollFetches(ctx) }()
+		deadline := time.Now().Add(groupsTestTimeout)
+		for {
+			d, err := adm.DescribeGroups(ctx, g.name)
+			if err == nil && d[g.name].State == "Stable" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("member of %s never joined", g.name)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		out, err := move("--group", g.name)
+		if err == nil || !strings.Contains(err.Error(), "group "+g.name+" is Stable with 1 members: stop its consumers first") {
+			t.Errorf("move with the active group %s: %v\n%s", g.name, err, out)
+		}
+		member.Close()
+		<-polled
+	}
+	if end := endOffset(t, ctx, adm, "dlq.src", 0); end != 0 {
+		t.Errorf("dlq.src has %d records after the refusals", end)
+	}
+	// The KIP-848 group, now without members, has its offset moved past
+	// the range; the default dead-letter topic is the prefix and the
+	// topic: dlq.src.
+	offs := kadm.Offsets{}
+	offs.AddOffset("src", 0, 1, -1)
+	if r, err := adm.CommitOffsets(ctx, "busy848", offs); err != nil || r.Error() != nil {
+		t.Fatalf("commit: %v %v", err, r.Error())
+	}
+	out, err := move("--group", "busy848")
+	if err != nil || !strings.Contains(out, "Moved 2 records of src/0 [1, 3) to dlq.src partition 0") ||
+		!strings.Contains(out, "Group busy848: committed offset 1 -> 3.") {
+		t.Fatalf("move: %v\n%s", err, out)
+	}
+	fo, err := adm.FetchOffsets(ctx, "busy848")
 	if err != nil {
 		t.Fatal(err)
 	}
-	polled := make(chan struct{})
-	go func() { defer close(polled); member.PollFetches(ctx) }()
-	defer func() { member.Close(); <-polled }()
-	deadline := time.Now().Add(groupsTestTimeout)
-	for {
-		d, err := adm.DescribeGroups(ctx, "busy")
-		if err == nil && d["busy"].State == "Stable" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("member never joined")
-		}
-		time.Sleep(20 * time.Millisecond)
+	if o, ok := fo.Lookup("src", 0); !ok || o.At != 3 {
+		t.Errorf("busy848's offset for src/0 is %+v, want 3", o)
 	}
-	out, err := move("--group", "busy")
-	if err == nil || !strings.Contains(err.Error(), "group busy is Stable with 1 members: stop its consumers first") {
-		t.Fatalf("move with an active group: %v\n%s", err, out)
-	}
-	if end := endOffset(t, ctx, adm, "dlq.src", 0); end != 0 {
-		t.Errorf("dlq.src has %d records after the refusal", end)
-	}
-	// Without --group the default dead-letter topic is the prefix and the
-	// topic: dlq.src.
-	out, err = move()
-	if err != nil || !strings.Contains(out, "Moved 2 records of src/0 [1, 3) to dlq.src partition 0") {
+	// Without --group: no group header.
+	if out, err := move("--from-offset", "3", "--to-offset", "5"); err != nil || !strings.Contains(out, "Moved 2 records of src/0 [3, 5)") {
 		t.Fatalf("move: %v\n%s", err, out)
 	}
-	h := headerMap(t, readPartition(t, ctx, addr, "dlq.src", 0, 0, 1)[0])
-	if _, hasGroup := h[dlqHeaderGroup]; hasGroup || h[dlqHeaderOffset] != "1" {
+	dead := readPartition(t, ctx, addr, "dlq.src", 0, 0, 4)
+	if h := headerMap(t, dead[0]); h[dlqHeaderGroup] != "busy848" || h[dlqHeaderOffset] != "1" {
+		t.Errorf("headers with --group: %v", h)
+	}
+	h := headerMap(t, dead[2])
+	if _, hasGroup := h[dlqHeaderGroup]; hasGroup || h[dlqHeaderOffset] != "3" {
 		t.Errorf("headers without --group: %v", h)
 	}
 }
