@@ -131,6 +131,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"dlq", "move", "--partition", "0", "--from-offset", "0", "--to-offset", "1"}, "strata dlq move: move: --topic is required", "strata dlq move --topic T"},
 		{[]string{"dlq", "move", "--topic", "t", "--partition", "0", "--from-offset", "5", "--to-offset", "5"}, "strata dlq move: move: --to-offset 5 must be above --from-offset 5", "strata dlq move"},
 		{[]string{"dlq", "redrive", "--dlq", "d"}, "strata dlq redrive: redrive: --to is required", "strata dlq redrive --dlq D"},
+		{[]string{"dlq", "redrive", "--dlq", "d", "--to", "t", "--sasl-mechanism", "GSSAPI"}, `strata dlq redrive: --sasl-mechanism "GSSAPI": want PLAIN`, "strata dlq redrive"},
 		{[]string{"topics", "list", "--format", "yaml"}, `strata topics list: invalid value "yaml" for flag -format: want text or json`, "strata topics list"},
 		{[]string{"groups", "describe", "g", "--format", "xml"}, `strata groups describe: invalid value "xml" for flag -format: want text or json`, "strata groups describe"},
 		{[]string{"produce"}, "strata produce: name one topic, got []", "strata produce TOPIC"},

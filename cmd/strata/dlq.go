@@ -52,7 +52,9 @@ const (
 
 const dlqAbout = `Dead-letter topics (KIP-1191) for classic and KIP-848 consumer groups: move a range
 of records to a dead-letter topic, and re-drive dead letters back to a topic. Every verb
-takes --brokers (default: $STRATA_BROKERS, else 127.0.0.1:9092) and --timeout.`
+takes --brokers (default: $STRATA_BROKERS, else 127.0.0.1:9092), --timeout, and
+--sasl-mechanism, --sasl-username, --sasl-password (default: $STRATA_SASL_PASSWORD),
+--tls and --tls-ca for a secured listener.`
 
 var dlqVerbs = []verbDoc{
 	{"move", "copy a range of records to a dead-letter topic", cmdDoc{name: "dlq move",
@@ -91,6 +93,7 @@ type dlqFlags struct {
 	target      string
 	sourceTopic string
 	format      outputFormat
+	sec         secFlags // acls.go: --sasl-*, --tls, --tls-ca
 }
 
 func newDLQFlags(v verbDoc) *dlqFlags {
@@ -99,6 +102,7 @@ func newDLQFlags(v verbDoc) *dlqFlags {
 	f.fs.DurationVar(&f.timeout, "timeout", 60*time.Second, "how long the whole command may take")
 	f.fs.Var(&f.format, "format", formatHelp)
 	f.fs.StringVar(&f.dlq, "dlq", "", "the dead-letter `topic`")
+	f.sec.register(f.fs)
 	switch v.verb {
 	case "move":
 		f.fs.StringVar(&f.topic, "topic", "", "the source `topic` (required)")
@@ -135,16 +139,25 @@ func dlqMainEnv(args []string, stdout, _ io.Writer, getenv func(string) string) 
 		return usagef(v.doc, "unexpected arguments %q", pos)
 	}
 	f.brokers = resolveBrokers(f.brokers, getenv)
+	f.sec.resolve(getenv)
 	if err := dlqCheckArgs(f, v.verb); err != nil {
 		return asUsage(v.doc, err)
 	}
-	seeds := splitSeeds(f.brokers)
+	opts, err := f.sec.clientOpts()
+	if err != nil {
+		return asUsage(v.doc, err)
+	}
+	adm, cl, err := dlqClient(splitSeeds(f.brokers), f.timeout, opts)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
 	defer cancel()
 	if v.verb == "move" {
-		return dlqMove(ctx, seeds, f, stdout)
+		return dlqMove(ctx, adm, cl, f, stdout)
 	}
-	return dlqRedrive(ctx, seeds, f, stdout)
+	return dlqRedrive(ctx, adm, cl, f, stdout)
 }
 
 func dlqCheckArgs(f *dlqFlags, verb string) error {
@@ -178,10 +191,10 @@ func dlqCheckArgs(f *dlqFlags, verb string) error {
 
 // dlqClient is a client that produces idempotently with acks=all (kgo's
 // default producer is idempotent) and partitions by Record.Partition.
-func dlqClient(seeds []string, timeout time.Duration) (*kadm.Client, *kgo.Client, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RequestTimeoutOverhead(timeout),
+func dlqClient(seeds []string, timeout time.Duration, opts []kgo.Opt) (*kadm.Client, *kgo.Client, error) {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.RequestTimeoutOverhead(timeout),
 		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.ProducerBatchMaxBytes(1<<20))
+		kgo.ProducerBatchMaxBytes(1 << 20)}, opts...)...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -474,12 +487,7 @@ type dlqMoveJSON struct {
 	GroupNewOffset *int64 `json:"group_new_offset"`       // null: not changed
 }
 
-func dlqMove(ctx context.Context, seeds []string, f *dlqFlags, w io.Writer) error {
-	adm, cl, err := dlqClient(seeds, f.timeout)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
+func dlqMove(ctx context.Context, adm *kadm.Client, cl *kgo.Client, f *dlqFlags, w io.Writer) error {
 	prefix, prefixKnown := brokerDLQPrefix(ctx, adm)
 	if f.dlq == "" {
 		p := prefix
@@ -623,12 +631,7 @@ type dlqRedrivePartitionJSON struct {
 	Redriven   int   `json:"redriven"`
 }
 
-func dlqRedrive(ctx context.Context, seeds []string, f *dlqFlags, w io.Writer) error {
-	adm, cl, err := dlqClient(seeds, f.timeout)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
+func dlqRedrive(ctx context.Context, adm *kadm.Client, cl *kgo.Client, f *dlqFlags, w io.Writer) error {
 	tds, err := adm.ListTopics(ctx, f.target)
 	if err != nil {
 		return err
