@@ -46,15 +46,7 @@ var carolDescribe = auth.Binding{ResourceType: auth.ResourceCluster, ResourceNam
 
 func startSecCluster(t *testing.T, n int) ([]*secBroker, map[int32]string) {
 	t.Helper()
-	voters := map[int32]string{}
-	lns := map[int32]net.Listener{}
-	for i := int32(0); i < int32(n); i++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns[i], voters[i] = ln, ln.Addr().String()
-	}
+	voters, lns := quorumListeners(t, n)
 	var bs []*secBroker
 	for i := int32(0); i < int32(n); i++ {
 		b := &secBroker{id: i, dataDir: t.TempDir(), ctlDir: t.TempDir()}

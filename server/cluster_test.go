@@ -51,15 +51,8 @@ func startInCluster(t *testing.T, n int) (brokers []*inCluster, voters map[int32
 // controller's Config.
 func startInClusterWith(t *testing.T, n int, tune func(*controller.Config)) (brokers []*inCluster, voters map[int32]string) {
 	t.Helper()
-	voters = map[int32]string{}
-	lns := map[int32]net.Listener{}
-	for i := int32(0); i < int32(n); i++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns[i], voters[i] = ln, ln.Addr().String()
-	}
+	var lns map[int32]net.Listener
+	voters, lns = quorumListeners(t, n)
 	for i := int32(0); i < int32(n); i++ {
 		b := &inCluster{id: i, dataDir: t.TempDir(), ctlDir: t.TempDir(), tune: tune}
 		b.start(t, voters, lns[i])
@@ -909,4 +902,20 @@ func TestClusterRequestsWaitForMetadata(t *testing.T) {
 	}
 	brokers[1].restart(t, voters)
 	waitMetadata(t, cl, brokers[0], hasTopic)
+}
+
+// quorumListeners opens n listeners on free 127.0.0.1 ports for the Raft
+// quorum of n voters (node ids 0..n-1) and returns their addresses as
+// controller voters and the listeners, which the controllers take over.
+func quorumListeners(t *testing.T, n int) (map[int32]string, map[int32]net.Listener) {
+	t.Helper()
+	voters, lns := map[int32]string{}, map[int32]net.Listener{}
+	for i := range int32(n) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns[i], voters[i] = ln, ln.Addr().String()
+	}
+	return voters, lns
 }

@@ -31,15 +31,7 @@ type ctlNode struct {
 // serving a CONTROLLER listener.
 func startControllers(t *testing.T, n int) []*ctlNode {
 	t.Helper()
-	voters := map[int32]string{}
-	lns := map[int32]net.Listener{}
-	for i := int32(0); i < int32(n); i++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns[i], voters[i] = ln, ln.Addr().String()
-	}
+	voters, lns := quorumListeners(t, n)
 	var nodes []*ctlNode
 	for i := int32(0); i < int32(n); i++ {
 		ctl, err := controller.New(controller.Config{

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"net"
 	"reflect"
 	"strconv"
 	"testing"
@@ -322,15 +321,7 @@ func TestMetricsPartitionLabels(t *testing.T) {
 // brokers' /metrics URLs.
 func startMeteredCluster(t *testing.T, n int) ([]*inCluster, map[int32]string, []string) {
 	t.Helper()
-	voters := map[int32]string{}
-	lns := map[int32]net.Listener{}
-	for i := range int32(n) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns[i], voters[i] = ln, ln.Addr().String()
-	}
+	voters, lns := quorumListeners(t, n)
 	var brokers []*inCluster
 	var urls []string
 	for i := range int32(n) {

@@ -75,15 +75,7 @@ func (b *inCluster) stopOffline(t *testing.T) {
 // partitions it led stay on it, answering KAFKA_STORAGE_ERROR, and the
 // test times out waiting for the leadership to move.
 func TestClusterOfflineDirMovesLeadership(t *testing.T) {
-	voters := map[int32]string{}
-	lns := map[int32]net.Listener{}
-	for i := int32(0); i < 3; i++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns[i], voters[i] = ln, ln.Addr().String()
-	}
+	voters, lns := quorumListeners(t, 3)
 	var brokers []*inCluster
 	faults := map[int32]*atomic.Bool{}
 	for i := int32(0); i < 3; i++ {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"testing"
 	"time"
 
@@ -21,15 +20,7 @@ import (
 // server Config.
 func startShareCluster(t *testing.T, n int, cfg func(*Config)) []*inCluster {
 	t.Helper()
-	voters := map[int32]string{}
-	lns := map[int32]net.Listener{}
-	for i := int32(0); i < int32(n); i++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns[i], voters[i] = ln, ln.Addr().String()
-	}
+	voters, lns := quorumListeners(t, n)
 	var brokers []*inCluster
 	for i := int32(0); i < int32(n); i++ {
 		b := &inCluster{id: i, dataDir: t.TempDir(), ctlDir: t.TempDir(), cfg: cfg}
