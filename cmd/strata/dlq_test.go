@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 func runDLQCLI(t *testing.T, args ...string) (string, error) {
@@ -321,5 +322,89 @@ func TestDLQMoveRefusals(t *testing.T) {
 	h := headerMap(t, dead[2])
 	if _, hasGroup := h[dlqHeaderGroup]; hasGroup || h[dlqHeaderOffset] != "3" {
 		t.Errorf("headers without --group: %v", h)
+	}
+}
+
+// TestDLQRedriveShareDeadLetters re-drives dead letters the broker wrote
+// for a share group with errors.deadletterqueue.copy.record.enable=true:
+// the rejected records go back to their partition with key and value.
+func TestDLQRedriveShareDeadLetters(t *testing.T) {
+	addr := startGroupsBroker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), groupsTestTimeout)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	enable := "true"
+	if _, err := adm.CreateTopic(ctx, 2, 1, nil, "jobs"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{dlqTopicEnable: &enable}, "dlq.jobs"); err != nil {
+		t.Fatal(err)
+	}
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	res := kmsg.NewIncrementalAlterConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, "workers"
+	for _, kv := range [][2]string{{"share.auto.offset.reset", "earliest"}, {"errors.deadletterqueue.topic.name", "dlq.jobs"},
+		{"errors.deadletterqueue.copy.record.enable", "true"}} {
+		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		c.Name, c.Value = kv[0], kmsg.StringPtr(kv[1])
+		res.Configs = append(res.Configs, c)
+	}
+	req.Resources = append(req.Resources, res)
+	if resp, err := req.RequestWith(ctx, cl); err != nil || resp.Resources[0].ErrorCode != 0 {
+		t.Fatalf("group config: %v %+v", err, resp)
+	}
+	for i, v := range []string{"ok-0", "poison-1", "ok-2", "poison-3"} {
+		r := &kgo.Record{Topic: "jobs", Partition: 1, Key: fmt.Appendf(nil, "k%d", i), Value: []byte(v)}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	consumer, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ShareGroup("workers"), kgo.ConsumeTopics("jobs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for got := 0; got < 4; {
+		fs := consumer.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("consumed %d of 4", got)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if strings.HasPrefix(string(r.Value), "poison") {
+				r.Ack(kgo.AckReject)
+			} else {
+				r.Ack(kgo.AckAccept)
+			}
+			got++
+		})
+		if err := consumer.FlushAcks(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	consumer.Close()
+	for endOffset(t, ctx, adm, "dlq.jobs", 0) < 2 { // the dead-letter writer runs off the ack
+		if ctx.Err() != nil {
+			t.Fatal("the two dead letters were never written")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	out, err := runDLQCLI(t, "redrive", "--brokers", addr, "--dlq", "dlq.jobs", "--to", "jobs", "--source-topic", "jobs")
+	if err != nil || !strings.Contains(out, "Re-drove 2 records from dlq.jobs to jobs.") || strings.Contains(out, "Skipped") {
+		t.Fatalf("redrive: %v\n%s", err, out)
+	}
+	back := readPartition(t, ctx, addr, "jobs", 1, 4, 6)
+	for i, want := range []string{"poison-1", "poison-3"} {
+		r := back[i]
+		if string(r.Value) != want || string(r.Key) != fmt.Sprintf("k%d", 2*i+1) || len(r.Headers) != 0 {
+			t.Errorf("re-driven offset %d: key %q value %q headers %v, want k%d %s and no headers", r.Offset, r.Key, r.Value, r.Headers, 2*i+1, want)
+		}
+	}
+	if end := endOffset(t, ctx, adm, "jobs", 0); end != 0 {
+		t.Errorf("jobs/0 has %d records, want 0", end)
 	}
 }
