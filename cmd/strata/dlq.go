@@ -482,6 +482,7 @@ type dlqMoveJSON struct {
 	DLQPartition   int32  `json:"dlq_partition"`
 	Moved          int    `json:"moved"`
 	FirstDLQOffset int64  `json:"first_dlq_offset"` // -1: none moved
+	LastDLQOffset  int64  `json:"last_dlq_offset"`  // -1: none moved
 	Group          string `json:"group,omitempty"`
 	GroupCommitted *int64 `json:"group_committed_before"` // null: no group, or none committed
 	GroupNewOffset *int64 `json:"group_new_offset"`       // null: not changed
@@ -516,7 +517,7 @@ func dlqMove(ctx context.Context, adm *kadm.Client, cl *kgo.Client, f *dlqFlags,
 		return fmt.Errorf("--to-offset %d is past %s/%d's end %d (its last stable offset)", f.to, f.topic, part, end)
 	}
 	out := dlqMoveJSON{Topic: f.topic, Partition: part, FromOffset: f.from, ToOffset: f.to, DLQ: f.dlq,
-		DLQPartition: part % int32(nDLQ), FirstDLQOffset: -1, Group: f.group}
+		DLQPartition: part % int32(nDLQ), FirstDLQOffset: -1, LastDLQOffset: -1, Group: f.group}
 	if f.group != "" {
 		if err := checkGroupEmpty(ctx, adm, f.group); err != nil {
 			return err
@@ -544,6 +545,7 @@ func dlqMove(ctx context.Context, adm *kadm.Client, cl *kgo.Client, f *dlqFlags,
 			if out.FirstDLQOffset < 0 {
 				out.FirstDLQOffset = batch[0].Offset
 			}
+			out.LastDLQOffset = batch[len(batch)-1].Offset
 			out.Moved += len(batch)
 		}
 		batch = batch[:0]
@@ -580,7 +582,7 @@ func dlqMove(ctx context.Context, adm *kadm.Client, cl *kgo.Client, f *dlqFlags,
 	}
 	fmt.Fprintf(w, "Moved %d records of %s/%d [%d, %d) to %s partition %d", out.Moved, f.topic, part, f.from, f.to, f.dlq, out.DLQPartition)
 	if out.Moved > 0 {
-		fmt.Fprintf(w, " (offsets %d..)", out.FirstDLQOffset)
+		fmt.Fprintf(w, ", offsets %d to %d", out.FirstDLQOffset, out.LastDLQOffset)
 	}
 	fmt.Fprintln(w, ".")
 	switch {

@@ -110,7 +110,7 @@ func TestDLQMoveAndRedrive(t *testing.T) {
 		t.Fatalf("move: %v\n%s", err, out)
 	}
 	mv := decodeJSON[dlqMoveJSON](t, out)
-	if mv.Moved != 10 || mv.DLQ != "dlq.orders" || mv.DLQPartition != 0 || mv.FirstDLQOffset != 0 ||
+	if mv.Moved != 10 || mv.DLQ != "dlq.orders" || mv.DLQPartition != 0 || mv.FirstDLQOffset != 0 || mv.LastDLQOffset != 9 ||
 		mv.GroupCommitted == nil || *mv.GroupCommitted != 12 || mv.GroupNewOffset == nil || *mv.GroupNewOffset != 20 {
 		t.Fatalf("move answered:\n%s", out)
 	}
@@ -141,7 +141,7 @@ func TestDLQMoveAndRedrive(t *testing.T) {
 	// A committed offset outside the range is left alone (text output).
 	out, err = runDLQCLI(t, "move", "--brokers", addr, "--topic", "orders", "--partition", "1", "--from-offset", "25", "--to-offset", "27",
 		"--group", "billing", "--reason", "bad schema")
-	if err != nil || !strings.Contains(out, "Moved 2 records of orders/1 [25, 27) to dlq.orders partition 0") ||
+	if err != nil || !strings.Contains(out, "Moved 2 records of orders/1 [25, 27) to dlq.orders partition 0, offsets 10 to 11.") ||
 		!strings.Contains(out, "committed offset 20 is outside [25, 27), unchanged") {
 		t.Fatalf("second move: %v\n%s", err, out)
 	}
