@@ -45,9 +45,9 @@ const (
 	dlqHeaderGroup     = "__dlq.errors.group"
 	dlqHeaderMessage   = "__dlq.errors.message"
 
-	dlqTopicEnable  = "errors.deadletterqueue.group.enable"
-	dlqBrokerPrefix = "errors.deadletterqueue.topic.name.prefix"
-	dlqDefaultPrefx = "dlq."
+	dlqTopicEnable   = "errors.deadletterqueue.group.enable"
+	dlqBrokerPrefix  = "errors.deadletterqueue.topic.name.prefix"
+	dlqDefaultPrefix = "dlq."
 )
 
 const dlqAbout = `Dead-letter topics (KIP-1191) for classic and KIP-848 consumer groups: move a range
@@ -493,7 +493,7 @@ func dlqMove(ctx context.Context, adm *kadm.Client, cl *kgo.Client, f *dlqFlags,
 	if f.dlq == "" {
 		p := prefix
 		if !prefixKnown || p == "" {
-			p = dlqDefaultPrefx
+			p = dlqDefaultPrefix
 		}
 		f.dlq = p + f.topic
 	}
