@@ -408,3 +408,75 @@ func TestDLQRedriveShareDeadLetters(t *testing.T) {
 		t.Errorf("jobs/0 has %d records, want 0", end)
 	}
 }
+
+// TestDLQMoveReadCommitted: move reads with read_committed, so an aborted
+// transaction's records are not moved, a committed one's are, and a range
+// that ends on a transaction marker finishes.
+func TestDLQMoveReadCommitted(t *testing.T) {
+	addr := startGroupsBroker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), groupsTestTimeout)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	enable := "true"
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "tx"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{dlqTopicEnable: &enable}, "dlq.tx"); err != nil {
+		t.Fatal(err)
+	}
+	plain := func(vs ...string) {
+		for _, v := range vs {
+			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "tx", Value: []byte(v)}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	txn, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.TransactionalID("dlq-test"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer txn.Close()
+	inTxn := func(commit kgo.TransactionEndTry, vs ...string) {
+		if err := txn.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range vs {
+			if err := txn.ProduceSync(ctx, &kgo.Record{Topic: "tx", Value: []byte(v)}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := txn.EndTransaction(ctx, commit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plain("p0", "p1", "p2")          // 0..2
+	inTxn(kgo.TryAbort, "a3", "a4")  // 3, 4, abort marker 5
+	inTxn(kgo.TryCommit, "c6", "c7") // 6, 7, commit marker 8
+	plain("p9")                      // 9
+	if end := endOffset(t, ctx, adm, "tx", 0); end != 10 {
+		t.Fatalf("tx ends at %d, want 10 (offsets in the comments above)", end)
+	}
+	out, err := runDLQCLI(t, "move", "--brokers", addr, "--topic", "tx", "--partition", "0", "--from-offset", "3", "--to-offset", "6")
+	if err != nil || !strings.Contains(out, "Moved 0 records of tx/0 [3, 6)") {
+		t.Fatalf("move of the aborted transaction: %v\n%s", err, out)
+	}
+	out, err = runDLQCLI(t, "move", "--brokers", addr, "--topic", "tx", "--partition", "0", "--from-offset", "0", "--to-offset", "9", "--format", "json")
+	if err != nil {
+		t.Fatalf("move: %v\n%s", err, out)
+	}
+	if mv := decodeJSON[dlqMoveJSON](t, out); mv.Moved != 5 {
+		t.Fatalf("moved %d, want 5:\n%s", mv.Moved, out)
+	}
+	var got []string
+	for _, r := range readPartition(t, ctx, addr, "dlq.tx", 0, 0, 5) {
+		got = append(got, string(r.Value)+"@"+headerMap(t, r)[dlqHeaderOffset])
+	}
+	if want := "[p0@0 p1@1 p2@2 c6@6 c7@7]"; fmt.Sprint(got) != want {
+		t.Errorf("dead letters %v, want %s", got, want)
+	}
+}
