@@ -21,6 +21,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/stratalog/strata/partitioner"
 	"io"
 	"os"
 	"sort"
@@ -713,7 +714,7 @@ func dlqRedrive(ctx context.Context, adm *kadm.Client, cl *kgo.Client, f *dlqFla
 			case srcPart >= 0 && srcPart < nTarget:
 				rec2.Partition = srcPart
 			case rec.Key != nil:
-				rec2.Partition = int32((murmur2(rec.Key) & 0x7fffffff) % uint32(nTarget))
+				rec2.Partition = partitioner.KeyPartition(rec.Key, nTarget)
 			default:
 				rec2.Partition = int32(rr % uint32(nTarget))
 				rr++
@@ -743,38 +744,4 @@ func dlqRedrive(ctx context.Context, adm *kadm.Client, cl *kgo.Client, f *dlqFla
 		fmt.Fprintf(w, "Skipped %d dead letters of other source topics than %s.\n", out.Filtered, f.sourceTopic)
 	}
 	return nil
-}
-
-// murmur2 is Kafka's murmur2 (the Java client's Utils.murmur2), which the
-// default partitioner hashes keys with.
-func murmur2(b []byte) uint32 {
-	const (
-		seed uint32 = 0x9747b28c
-		m    uint32 = 0x5bd1e995
-		r           = 24
-	)
-	h := seed ^ uint32(len(b))
-	for ; len(b) >= 4; b = b[4:] {
-		k := uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
-		k *= m
-		k ^= k >> r
-		k *= m
-		h *= m
-		h ^= k
-	}
-	switch len(b) {
-	case 3:
-		h ^= uint32(b[2]) << 16
-		fallthrough
-	case 2:
-		h ^= uint32(b[1]) << 8
-		fallthrough
-	case 1:
-		h ^= uint32(b[0])
-		h *= m
-	}
-	h ^= h >> 13
-	h *= m
-	h ^= h >> 15
-	return h
 }

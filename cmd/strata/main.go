@@ -32,8 +32,8 @@ The client commands (topics, groups, dlq, cluster, acls, users, produce, consume
 $STRATA_BROKERS, else 127.0.0.1:9092.
 
 Run "strata COMMAND --help" for a command's flags ("strata help COMMAND"
-does the same). Exit status: 0 success, 1 the command failed, 2 a mistake on
-the command line.
+does the same). Exit status: 0 success, 1 the command failed or a mistake
+on the command line.
 `
 
 // The release build (scripts/release) stamps these at link time:
