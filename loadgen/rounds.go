@@ -52,6 +52,8 @@ type Round struct {
 	// --compare-share-group, whose rec/s are consumed records/s.
 	E2EP99Ms         float64 `json:"e2e_p99_ms,omitempty"`
 	BaselineE2EP99Ms float64 `json:"baseline_e2e_p99_ms,omitempty"`
+	// RecordsRedelivered is the share group's (--compare-share-group).
+	RecordsRedelivered *int64 `json:"records_redelivered,omitempty"`
 	// DeviceBytesPerRecordByte is the strata run's (0 without a device).
 	DeviceBytesPerRecordByte float64 `json:"device_bytes_per_record_byte,omitempty"`
 }
@@ -163,6 +165,7 @@ func newRound(first string, rep *Report) Round {
 	if bl.Mode == BaselineConsumerGroup {
 		r.RecordsPerSec, r.BaselineRecordsPerSec = rep.Result.ConsumedPerSec, bl.Result.ConsumedPerSec
 		r.E2EP99Ms, r.BaselineE2EP99Ms = rep.Result.E2EP99Ms, bl.Result.E2EP99Ms
+		r.RecordsRedelivered = rep.Result.RecordsRedelivered
 	}
 	if d := rep.Result.Device; d != nil {
 		r.DeviceBytesPerRecordByte = d.BytesPerRecordByte

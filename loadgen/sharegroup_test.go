@@ -87,6 +87,11 @@ func TestCompareShareGroup(t *testing.T) {
 	if rs.Rounds[0].First != sideShareGroup || rs.Rounds[1].First != sideConsumerGroup {
 		t.Fatalf("rounds first %q, %q", rs.Rounds[0].First, rs.Rounds[1].First)
 	}
+	for i, r := range rs.Rounds {
+		if r.RecordsRedelivered == nil || *r.RecordsRedelivered != 0 || r.RecordsPerSec <= 0 || r.E2EP99Ms <= 0 {
+			t.Fatalf("round %d: redelivered %v, share group %v rec/s, e2e p99 %v", i+1, r.RecordsRedelivered, r.RecordsPerSec, r.E2EP99Ms)
+		}
+	}
 	round := rs.Report // 1 or 2
 	wantShare, wantGroup := roundGroup("cmp", round-1), roundGroup("cmp-consumers", round-1)
 	for _, side := range []struct {
