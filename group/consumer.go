@@ -35,6 +35,7 @@ import (
 
 	"github.com/stratalog/strata/group/assign"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 type groupKind int8
@@ -544,6 +545,35 @@ func (g *Group) consumerDescription() ConsumerDescription {
 		d.Members = append(d.Members, ConsumerMemberDescription{MemberID: m.ID, InstanceID: m.InstanceID, RackID: m.RackID,
 			ClientID: m.ClientID, ClientHost: m.ClientHost, Regex: m.Regex, Epoch: m.Epoch, Topics: slices.Clone(m.Topics),
 			Assigned: cloneAssigned(m.Assigned), Target: target})
+	}
+	return d
+}
+
+// classicDescription is a consumer group in DescribeGroups' classic shape,
+// as Kafka answers it: protocol type "consumer", the server-side assignor
+// as the protocol, and per member a ConsumerProtocolSubscription (v0, its
+// subscribed topic names) as metadata and a ConsumerProtocolAssignment (v0,
+// the partitions it currently owns) as assignment.
+func (g *Group) classicDescription() Description {
+	cd := g.consumerDescription()
+	d := Description{Group: g.ID, ProtocolType: "consumer", Protocol: cd.Assignor, State: g.state, StateName: cd.State, Generation: cd.Epoch}
+	for _, m := range cd.Members {
+		sub := kmsg.NewConsumerMemberMetadata()
+		sub.Topics = m.Topics
+		if sub.Topics == nil {
+			sub.Topics = []string{}
+		}
+		asg := kmsg.NewConsumerMemberAssignment()
+		topics := make([]string, 0, len(m.Assigned))
+		for t := range m.Assigned {
+			topics = append(topics, t)
+		}
+		sort.Strings(topics)
+		for _, t := range topics {
+			asg.Topics = append(asg.Topics, kmsg.ConsumerMemberAssignmentTopic{Topic: t, Partitions: m.Assigned[t]})
+		}
+		d.Members = append(d.Members, MemberDescription{MemberID: m.MemberID, InstanceID: m.InstanceID, ClientID: m.ClientID,
+			ClientHost: m.ClientHost, Metadata: sub.AppendTo(nil), Assignment: asg.AppendTo(nil)})
 	}
 	return d
 }

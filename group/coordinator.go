@@ -648,7 +648,8 @@ type Description struct {
 }
 
 // Describe returns the description of group; a group that does not exist
-// is Dead with found false.
+// is Dead with found false. A KIP-848 consumer group is described in the
+// classic shape (classicDescription).
 func (c *Coordinator) Describe(group string) (d Description, found bool, code int16) {
 	sh, g, code := c.lock(group, false)
 	if code != 0 {
@@ -657,6 +658,9 @@ func (c *Coordinator) Describe(group string) (d Description, found bool, code in
 	defer sh.mu.Unlock()
 	if g == nil {
 		return Description{Group: group, State: Dead}, false, 0
+	}
+	if g.kind == kindConsumer {
+		return g.classicDescription(), true, 0
 	}
 	d = Description{Group: group, ProtocolType: g.protocolType, Protocol: g.protocol, State: g.state, StateName: g.StateName(), Generation: g.generation}
 	for _, id := range g.order {

@@ -4,10 +4,15 @@ package server
 //
 // Each group's state, protocol type, selected protocol and members with
 // their subscription metadata (Stable and CompletingRebalance) and
-// assignment (Stable). A group that does not exist is state "Dead" with no
-// error before v6 and GROUP_ID_NOT_FOUND from v6 (KIP-1043), as Kafka.
-// Authorized operations are not computed (no ACLs): the field keeps its
-// "not requested" value.
+// assignment (Stable). A KIP-848 consumer group is answered in the same
+// classic shape, as Kafka 4 does (group.Coordinator.Describe): protocol
+// type "consumer", its server-side assignor as the protocol, its own state
+// name, and in every state each member with a ConsumerProtocolSubscription
+// (v0: its subscribed topic names) as metadata and a
+// ConsumerProtocolAssignment (the partitions it owns now) as assignment.
+// A group that does not exist is state "Dead" with no error before v6 and
+// GROUP_ID_NOT_FOUND from v6 (KIP-1043), as Kafka. Authorized operations
+// are not computed (no ACLs): the field keeps its "not requested" value.
 
 import (
 	"github.com/stratalog/strata/auth"

@@ -3,10 +3,12 @@ package server
 import (
 	"encoding/binary"
 	"log/slog"
+	"slices"
 	"testing"
 
 	"github.com/stratalog/strata/engine"
 	"github.com/stratalog/strata/group"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -103,4 +105,68 @@ func FuzzGroupAPIs(f *testing.F) {
 			t.Fatalf("%s v%d response does not decode: %v", kmsg.NameForKey(h.key), resp.GetVersion(), err)
 		}
 	})
+}
+
+// TestDescribeGroupsConsumerGroup848: a KIP-848 member (raw
+// ConsumerGroupHeartbeat, server assignor range) appears in DescribeGroups
+// in the classic shape, as Kafka answers it: protocol type "consumer", the
+// assignor as protocol, the member's client id, a ConsumerProtocolSubscription
+// of its subscribed topics and a ConsumerProtocolAssignment of what it owns.
+func TestDescribeGroupsConsumerGroup848(t *testing.T) {
+	addr, _, _ := startBroker(t, groupTestConfig)
+	const topic, gid, mid = "t848", "g848", "m848"
+	if _, err := newAdmin(t, addr).CreateTopic(testCtx(t), 3, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	cl := newClient(t, addr, kgo.ClientID("c848"))
+	var (
+		epoch int32
+		owned []kmsg.ConsumerGroupHeartbeatRequestTopic
+		g     kmsg.DescribeGroupsResponseGroup
+	)
+	for i := 0; i < 20; i++ { // join, then acknowledge the assignment until Stable
+		hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		hb.Group, hb.MemberID, hb.MemberEpoch, hb.RebalanceTimeoutMillis = gid, mid, epoch, 5000
+		hb.SubscribedTopicNames, hb.ServerAssignor = []string{topic}, kmsg.StringPtr("range")
+		hb.Topics = owned
+		if owned == nil {
+			hb.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		}
+		hr := issue[*kmsg.ConsumerGroupHeartbeatResponse](t, cl, hb)
+		if hr.ErrorCode != 0 {
+			t.Fatalf("heartbeat %d: error %d", i, hr.ErrorCode)
+		}
+		epoch = hr.MemberEpoch
+		if hr.Assignment != nil {
+			owned = owned[:0]
+			for _, at := range hr.Assignment.Topics {
+				owned = append(owned, kmsg.ConsumerGroupHeartbeatRequestTopic{TopicID: at.TopicID, Partitions: at.Partitions})
+			}
+		}
+		dg := kmsg.NewPtrDescribeGroupsRequest()
+		dg.Groups = []string{gid}
+		g = issue[*kmsg.DescribeGroupsResponse](t, cl, dg).Groups[0]
+		if g.State == "Stable" {
+			break
+		}
+	}
+	if g.ErrorCode != 0 || g.State != "Stable" || g.ProtocolType != "consumer" || g.Protocol != "range" {
+		t.Fatalf("group: error %d state %q protocol type %q protocol %q, want 0 Stable consumer range", g.ErrorCode, g.State, g.ProtocolType, g.Protocol)
+	}
+	if len(g.Members) != 1 {
+		t.Fatalf("members: %d, want 1", len(g.Members))
+	}
+	m := g.Members[0]
+	if m.MemberID != mid || m.ClientID != "c848" || m.ClientHost == "" || m.InstanceID != nil {
+		t.Errorf("member: id %q client id %q host %q instance %v, want %s c848 a host and none", m.MemberID, m.ClientID, m.ClientHost, m.InstanceID, mid)
+	}
+	var sub kmsg.ConsumerMemberMetadata
+	if err := sub.ReadFrom(m.ProtocolMetadata); err != nil || !slices.Equal(sub.Topics, []string{topic}) {
+		t.Errorf("metadata: %v, topics %v, want [%s]", err, sub.Topics, topic)
+	}
+	var asg kmsg.ConsumerMemberAssignment
+	if err := asg.ReadFrom(m.MemberAssignment); err != nil || len(asg.Topics) != 1 || asg.Topics[0].Topic != topic ||
+		!slices.Equal(asg.Topics[0].Partitions, []int32{0, 1, 2}) {
+		t.Errorf("assignment: %v, %+v, want %s [0 1 2]", err, asg.Topics, topic)
+	}
 }
