@@ -457,7 +457,15 @@ func TestDLQMoveReadCommitted(t *testing.T) {
 	plain("p0", "p1", "p2")          // 0..2
 	inTxn(kgo.TryAbort, "a3", "a4")  // 3, 4, abort marker 5
 	inTxn(kgo.TryCommit, "c6", "c7") // 6, 7, commit marker 8
-	plain("p9")                      // 9
+	// The coordinator writes the commit marker after EndTransaction has
+	// returned (as Kafka's does): wait for it, or p9 can take offset 8.
+	for i := 0; endOffset(t, ctx, adm, "tx", 0) != 9; i++ {
+		if i == 200 {
+			t.Fatalf("the commit marker was not written: tx ends at %d, want 9", endOffset(t, ctx, adm, "tx", 0))
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	plain("p9") // 9
 	if end := endOffset(t, ctx, adm, "tx", 0); end != 10 {
 		t.Fatalf("tx ends at %d, want 10 (offsets in the comments above)", end)
 	}
