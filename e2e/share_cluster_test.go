@@ -22,7 +22,8 @@ type shareTP struct {
 // serve` processes (issue 24). 150 records on a 3-partition topic; a
 // member acquires records of every partition and goes silent (its
 // connection open, nothing acknowledged); four franz-go share consumers
-// accept what they get; mid-run the leader of partition 0 is SIGKILLed.
+// accept what they get; mid-run the leader of partition 0 is SIGKILLed
+// (or, when the group's coordinator leads a partition, the coordinator).
 // The kill happens once every record delivered so far has its
 // acceptance answered. Every record is delivered, the silent member's
 // records included (after their lock expires, or the failover), none
@@ -130,7 +131,27 @@ func TestClusterShareGroupLeaderSIGKILL(t *testing.T) {
 		}
 		return ""
 	})
+	// The victim leads partition 0, or another partition when the group's
+	// coordinator leads one: then the coordinator moves with the leader,
+	// and the members' heartbeats reach a coordinator that never saw them
+	// (share.Groups adopts them; answering UNKNOWN_MEMBER_ID would make
+	// franz-go reset its share sessions and drop the acknowledgements of
+	// records it holds on every partition).
 	victim := leaders[0]
+	coord := groupCoordinator(ctx, t, cl, group)
+	for _, l := range leaders {
+		if l == coord {
+			victim = coord
+		}
+	}
+	// A probe member (subscribed to another topic, so the queue's
+	// assignment is the consumers' alone) joins at the coordinator; after
+	// the kill its heartbeat at the epoch it has must be taken by the new
+	// coordinator.
+	if _, err := adm.CreateTopic(ctx, 1, 3, nil, "probe"); err != nil {
+		t.Fatalf("create probe topic: %v", err)
+	}
+	probeEpoch := shareHeartbeat(ctx, t, cl.Broker(int(coord)), group, "probe-member", 0)
 	killed := map[int32]bool{}
 	for p, l := range leaders {
 		killed[p] = l == victim
@@ -146,7 +167,19 @@ func TestClusterShareGroupLeaderSIGKILL(t *testing.T) {
 	mu.Unlock()
 	c.brokers[victim].kill()
 	gate.Unlock()
-	t.Logf("SIGKILLed broker %d (leader of partitions %v) after %d deliveries", victim, killed, count())
+	t.Logf("SIGKILLed broker %d (leader of partitions %v, group coordinator %v) after %d deliveries", victim, killed, victim == coord, count())
+	if victim == coord {
+		var next int32
+		waitFor(t, 60*time.Second, func() string {
+			if next = groupCoordinator(ctx, t, cl, group); next == victim {
+				return "the group's coordinator is still the killed broker"
+			}
+			return ""
+		})
+		if e := shareHeartbeat(ctx, t, cl.Broker(int(next)), group, "probe-member", probeEpoch); e <= probeEpoch {
+			t.Errorf("the new coordinator %d gave the probe member epoch %d after %d", next, e, probeEpoch)
+		}
+	}
 	waitFor(t, 150*time.Second, func() string {
 		if n := count(); n < records {
 			return fmt.Sprintf("%d of %d records delivered after the kill\n%s", n, records, c.warnings())
@@ -185,6 +218,52 @@ func TestClusterShareGroupLeaderSIGKILL(t *testing.T) {
 		}
 	}
 	t.Logf("%d records delivered, %d held by the silent member and redelivered, %d of the killed leader's partitions delivered after the kill, %d delivered twice (partitions of the killed leader)", len(delivered), len(held), after, dups)
+}
+
+// shareHeartbeat sends member's ShareGroupHeartbeat at epoch, subscribed
+// to topic "probe", to broker b (retried while the coordinator is loading
+// or moving) and returns the epoch it is given.
+func shareHeartbeat(ctx context.Context, t *testing.T, b *kgo.Broker, group, member string, epoch int32) int32 {
+	t.Helper()
+	var got int32
+	waitFor(t, 30*time.Second, func() string {
+		req := kmsg.NewPtrShareGroupHeartbeatRequest()
+		req.GroupID, req.MemberID, req.MemberEpoch = group, member, epoch
+		req.SubscribedTopicNames = []string{"probe"}
+		resp, err := req.RequestWith(ctx, b)
+		switch {
+		case err != nil:
+			return err.Error()
+		case resp.ErrorCode == kerr.CoordinatorLoadInProgress.Code || resp.ErrorCode == kerr.CoordinatorNotAvailable.Code || resp.ErrorCode == kerr.NotCoordinator.Code:
+			return kerr.ErrorForCode(resp.ErrorCode).Error()
+		case resp.ErrorCode != 0:
+			t.Fatalf("ShareGroupHeartbeat of %s at epoch %d: %v", member, epoch, kerr.ErrorForCode(resp.ErrorCode))
+		}
+		got = resp.MemberEpoch
+		return ""
+	})
+	return got
+}
+
+// groupCoordinator asks for group's coordinator (FindCoordinator, retried
+// while the coordinator is not available yet).
+func groupCoordinator(ctx context.Context, t *testing.T, cl *kgo.Client, group string) int32 {
+	t.Helper()
+	var id int32
+	waitFor(t, 30*time.Second, func() string {
+		req := kmsg.NewPtrFindCoordinatorRequest()
+		req.CoordinatorKeys = []string{group}
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			return err.Error()
+		}
+		if len(resp.Coordinators) != 1 || resp.Coordinators[0].ErrorCode != 0 {
+			return fmt.Sprintf("FindCoordinator: %+v", resp.Coordinators)
+		}
+		id = resp.Coordinators[0].NodeID
+		return ""
+	})
+	return id
 }
 
 // waitTopicLeaders waits (bounded) until every broker's Metadata lists

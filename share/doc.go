@@ -119,7 +119,10 @@
 // and JSON, not Kafka's ShareSnapshot/ShareUpdate schema) to the compacted
 // internal topic __share_group_state, the request is answered once that
 // append is durable, and a restarted broker Restores each share-partition
-// from its last snapshot. Membership is not persisted (members rejoin).
+// from its last snapshot. Membership is not persisted; a coordinator that
+// takes over adopts the members whose heartbeats carry their subscription,
+// at their epochs (Groups), so their share sessions and acknowledgements
+// survive the move.
 // In a cluster the share-partition is its partition leader's, the state
 // topic is replicated, and a new leader loads the share-partition from its
 // replica (broker/sharehost/cluster.go), reading it without the mutex and

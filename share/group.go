@@ -74,16 +74,43 @@ func (g *Group) State() string {
 // ShareGroupHeartbeat, session timeouts and the assignment (KIP-932's
 // simple assignor). A pure state machine like Partition: time is an
 // input (nowMs), no I/O, no goroutine, no lock (the owner serializes
-// calls). Membership is not persisted, as in Kafka a member that loses its
-// coordinator rejoins (the share-partitions' state is what is durable).
+// calls).
+//
+// Membership is not persisted (the share-partitions' state is what is
+// durable), yet it survives a coordinator move as Kafka's persisted
+// membership makes it: a heartbeat at a member epoch above 0 from a member
+// this coordinator does not know, carrying its subscription (clients send
+// their whole state again after any coordinator error), takes the member
+// in at that epoch (adopt) instead of answering UNKNOWN_MEMBER_ID. The
+// member is then reassigned like any other, at a group epoch above the one
+// it presented. Answering UNKNOWN_MEMBER_ID instead would make the client
+// rejoin at epoch 0 and reset its share sessions everywhere, dropping the
+// acknowledgements of every record it holds (franz-go discards them as
+// stale), so those records would be delivered again after their locks
+// expire, on partitions whose leaders never moved. A member that left or
+// timed out here is not adopted for a session timeout afterwards: it gets
+// UNKNOWN_MEMBER_ID as in Kafka.
 type Groups struct {
 	cfg    GroupConfig
 	groups map[string]*Group
+	// departed: members that left or expired here, keyed group "\x00"
+	// member, with the time (ms) until which they are not adopted.
+	departed map[string]int64
 }
 
 // NewGroups returns an empty coordinator.
 func NewGroups(cfg GroupConfig) *Groups {
-	return &Groups{cfg: cfg.withDefaults(), groups: map[string]*Group{}}
+	return &Groups{cfg: cfg.withDefaults(), groups: map[string]*Group{}, departed: map[string]int64{}}
+}
+
+// adoptable reports whether a heartbeat for a member this coordinator does
+// not know takes it in (see Groups).
+func (gs *Groups) adoptable(nowMs int64, req HeartbeatRequest) bool {
+	if req.MemberEpoch <= 0 || req.Topics == nil {
+		return false
+	}
+	until, ok := gs.departed[req.Group+"\x00"+req.MemberID]
+	return !ok || nowMs >= until
 }
 
 // Config returns the effective configuration.
@@ -140,26 +167,34 @@ func (gs *Groups) Heartbeat(nowMs int64, req HeartbeatRequest, cat Catalog) Hear
 		if g == nil || g.Members[req.MemberID] == nil {
 			return fail(kerr.UnknownMemberID.Code, "")
 		}
-		gs.remove(g, req.MemberID)
+		gs.remove(nowMs, g, req.MemberID)
 		return HeartbeatResult{MemberEpoch: -1, Left: &Departure{Group: req.Group, Member: req.MemberID}}
 	}
-	if g == nil {
-		if req.MemberEpoch != 0 {
+	adopt := false
+	if g == nil || g.Members[req.MemberID] == nil {
+		if req.MemberEpoch != 0 && !gs.adoptable(nowMs, req) {
 			return fail(kerr.UnknownMemberID.Code, "")
 		}
+		adopt = req.MemberEpoch != 0
+	}
+	if g == nil {
 		g = &Group{ID: req.Group, Members: map[string]*Member{}}
 		gs.groups[req.Group] = g
 	}
 	m := g.Members[req.MemberID]
 	seen := false // the member has its current assignment
 	switch {
-	case m == nil && req.MemberEpoch != 0:
-		return fail(kerr.UnknownMemberID.Code, "")
 	case m == nil:
 		if len(g.Members) >= gs.cfg.MaxSize {
 			return fail(kerr.GroupMaxSizeReached.Code, "")
 		}
 		m = &Member{ID: req.MemberID}
+		if adopt {
+			// The epoch it had at its old coordinator; the group's moves
+			// past it, so the assignment below gives it a newer one.
+			m.Epoch, m.PrevEpoch = req.MemberEpoch, req.MemberEpoch
+			g.Epoch = max(g.Epoch, req.MemberEpoch)
+		}
 		g.Members[req.MemberID] = m
 		g.Epoch++
 	case req.MemberEpoch == 0:
@@ -203,11 +238,16 @@ func (gs *Groups) Heartbeat(nowMs int64, req HeartbeatRequest, cat Catalog) Hear
 // them (the shell releases their records).
 func (gs *Groups) Expire(nowMs int64) []Departure {
 	var out []Departure
+	for k, until := range gs.departed {
+		if nowMs >= until {
+			delete(gs.departed, k)
+		}
+	}
 	for _, id := range sortedKeys(gs.groups) {
 		g := gs.groups[id]
 		for _, mid := range sortedKeys(g.Members) {
 			if g.Members[mid].deadlineMs <= nowMs {
-				gs.remove(g, mid)
+				gs.remove(nowMs, g, mid)
 				out = append(out, Departure{Group: id, Member: mid})
 			}
 		}
@@ -244,8 +284,9 @@ func (gs *Groups) Delete(id string) int16 {
 	return 0
 }
 
-func (gs *Groups) remove(g *Group, member string) {
+func (gs *Groups) remove(nowMs int64, g *Group, member string) {
 	delete(g.Members, member)
+	gs.departed[g.ID+"\x00"+member] = nowMs + int64(gs.cfg.SessionTimeoutMs)
 	// The others keep their epochs until the next heartbeat reassigns
 	// them (assign moves them to the group epoch then).
 	g.Epoch++

@@ -57,6 +57,60 @@ func TestGroupsJoinShareOnePartition(t *testing.T) {
 	}
 }
 
+// TestGroupsAdoptAfterCoordinatorMove: a coordinator that never saw a
+// member takes it in at the epoch it presents when its heartbeat carries
+// its subscription (what a client sends after a coordinator error), so the
+// client keeps its share sessions; without the subscription, or for a
+// member that left or timed out here within a session timeout, it answers
+// UNKNOWN_MEMBER_ID as before.
+func TestGroupsAdoptAfterCoordinatorMove(t *testing.T) {
+	cat := catalog{"t": 3}
+	old := NewGroups(GroupConfig{SessionTimeoutMs: 1000})
+	a := hb(t, old, 0, "a", 0, []string{"t"}, cat)
+	b := hb(t, old, 0, "b", 0, []string{"t"}, cat)
+	a = hb(t, old, 0, "a", a.MemberEpoch, nil, cat)
+
+	moved := NewGroups(GroupConfig{SessionTimeoutMs: 1000}) // the new coordinator
+	if r := moved.Heartbeat(10, HeartbeatRequest{Group: "g", MemberID: "a", MemberEpoch: a.MemberEpoch}, cat); r.Err != kerr.UnknownMemberID.Code {
+		t.Fatalf("a heartbeat without its subscription: %+v, want UNKNOWN_MEMBER_ID", r)
+	}
+	a2 := hb(t, moved, 20, "a", a.MemberEpoch, []string{"t"}, cat)
+	if !a2.HasAssignment || a2.MemberEpoch <= a.MemberEpoch || len(a2.Assignment["t"]) != 3 {
+		t.Fatalf("a adopted: %+v (its epoch was %d)", a2, a.MemberEpoch)
+	}
+	b2 := hb(t, moved, 30, "b", b.MemberEpoch, []string{"t"}, cat)
+	if b2.MemberEpoch <= a2.MemberEpoch || len(b2.Assignment["t"]) == 0 {
+		t.Fatalf("b adopted: %+v", b2)
+	}
+	// a is moved to the group's epoch on its next heartbeat, and shares.
+	a3 := hb(t, moved, 40, "a", a2.MemberEpoch, nil, cat)
+	if len(a3.Assignment["t"])+len(b2.Assignment["t"]) != 3 || a3.MemberEpoch != b2.MemberEpoch {
+		t.Fatalf("after both: a %+v, b %+v", a3, b2)
+	}
+	// A member that leaves is not taken back at its old epoch.
+	if l := hb(t, moved, 50, "a", -1, nil, cat); l.Left == nil {
+		t.Fatalf("leave: %+v", l)
+	}
+	if r := moved.Heartbeat(60, HeartbeatRequest{Group: "g", MemberID: "a", MemberEpoch: a3.MemberEpoch, Topics: []string{"t"}}, cat); r.Err != kerr.UnknownMemberID.Code {
+		t.Fatalf("a after leaving: %+v, want UNKNOWN_MEMBER_ID", r)
+	}
+	// Nor one that timed out, until a session timeout has passed.
+	if d := moved.Expire(1030); !slices.Equal(d, []Departure{{"g", "b"}}) {
+		t.Fatalf("expired %v, want b", d)
+	}
+	if r := moved.Heartbeat(1040, HeartbeatRequest{Group: "g", MemberID: "b", MemberEpoch: b2.MemberEpoch, Topics: []string{"t"}}, cat); r.Err != kerr.UnknownMemberID.Code {
+		t.Fatalf("b after its session expired: %+v, want UNKNOWN_MEMBER_ID", r)
+	}
+	moved.Expire(2040)
+	if len(moved.departed) != 0 {
+		t.Fatalf("departures kept past a session timeout: %v", moved.departed)
+	}
+	// It rejoins at epoch 0 as always.
+	if r := hb(t, moved, 2050, "b", 0, []string{"t"}, cat); len(r.Assignment["t"]) != 3 {
+		t.Fatalf("b rejoined: %+v", r)
+	}
+}
+
 func TestGroupsSpreadPartitions(t *testing.T) {
 	gs := NewGroups(GroupConfig{})
 	cat := catalog{"t": 4}
