@@ -4,8 +4,10 @@
 // embedded Go API (Topic.Produce / Consume, Engine.Commit / Committed, and
 // in-process consumer groups: Engine.ConsumerGroup, consumergroup.go; and
 // in-process share groups, queues with per-record acknowledgement, over
-// package share's state machine: Engine.ShareGroup, sharegroup.go). It
-// knows nothing of the Kafka wire protocol.
+// package share's state machine: Engine.ShareGroup, sharegroup.go; and
+// dead-letter topics by hand, Engine.MoveToDeadLetter and
+// RedriveDeadLetters, deadletter.go). It knows nothing of the Kafka wire
+// protocol.
 //
 // # On disk
 //

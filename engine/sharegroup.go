@@ -36,11 +36,14 @@ package engine
 // would hold its own state.
 //
 // Not here: dead-letter topics (KIP-1191). The writer of dead letters is
-// the broker's (server/share_dlq.go); an embedded share group archives a
+// the broker's (broker/sharehost/dlq.go); an embedded share group archives a
 // rejected record or one at the delivery count limit without writing it
 // anywhere, and a restored share-partition's records still waiting for
 // their dead letter (ARCHIVING, left by a broker) are archived, as the
-// broker does when a group's dead-letter topic is unset. Membership is
+// broker does when a group's dead-letter topic is unset. (Moving a range
+// of records to a dead-letter topic by hand, and re-driving it, is
+// Engine.MoveToDeadLetter and RedriveDeadLetters, deadletter.go, for
+// consumer groups; not a share group's path.) Membership is
 // not persisted and there are no session timeouts: members live in the
 // process, and a member that stops without Leave gives its records back when
 // their locks expire. Reads are read_uncommitted (up to the high watermark).

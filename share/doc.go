@@ -32,6 +32,9 @@
 //	              group.share.delivery.count.limit,
 //	              group.share.partition.max.record.locks, dead letters) and
 //	              share.auto.offset.reset (ParseReset, Reset.Timestamp)
+//	deadletter.go the names of KIP-1191's dead-letter topics: the context
+//	              headers, the topic config that allows a topic to be one,
+//	              the broker's name prefix and its default
 //
 // # Model
 //

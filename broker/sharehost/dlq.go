@@ -69,19 +69,19 @@ import (
 )
 
 // DefaultDeadLetterTopicPrefix is errors.deadletterqueue.topic.name.prefix.
-const DefaultDeadLetterTopicPrefix = "dlq."
+const DefaultDeadLetterTopicPrefix = share.DefaultDeadLetterTopicPrefix
 
 // topicDLQEnable is the topic config that lets a topic be a dead-letter topic.
-const topicDLQEnable = "errors.deadletterqueue.group.enable"
+const topicDLQEnable = share.TopicConfigDeadLetterEnable
 
-// Kafka's dead-letter context headers.
+// Kafka's dead-letter context headers (package share names them).
 const (
-	dlqHeaderTopic     = "__dlq.errors.topic"
-	dlqHeaderPartition = "__dlq.errors.partition"
-	dlqHeaderOffset    = "__dlq.errors.offset"
-	dlqHeaderGroup     = "__dlq.errors.group"
-	dlqHeaderCount     = "__dlq.errors.delivery.count"
-	dlqHeaderMessage   = "__dlq.errors.message"
+	dlqHeaderTopic     = share.DeadLetterHeaderTopic
+	dlqHeaderPartition = share.DeadLetterHeaderPartition
+	dlqHeaderOffset    = share.DeadLetterHeaderOffset
+	dlqHeaderGroup     = share.DeadLetterHeaderGroup
+	dlqHeaderCount     = share.DeadLetterHeaderDeliveryCount
+	dlqHeaderMessage   = share.DeadLetterHeaderMessage
 )
 
 const (

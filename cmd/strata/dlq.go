@@ -21,7 +21,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/stratalog/strata/partitioner"
 	"io"
 	"os"
 	"sort"
@@ -29,6 +28,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stratalog/strata/partitioner"
+	"github.com/stratalog/strata/share"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -36,19 +37,20 @@ import (
 )
 
 // The dead-letter context headers, as broker/sharehost/dlq.go writes them
-// (KIP-1191). move writes all but the delivery count (a consumer group
-// has none); redrive drops every header starting with dlqHeaderPrefix.
+// (KIP-1191; package share names them). move writes all but the delivery
+// count (a consumer group has none); redrive drops every header starting
+// with dlqHeaderPrefix.
 const (
-	dlqHeaderPrefix    = "__dlq.errors."
-	dlqHeaderTopic     = "__dlq.errors.topic"
-	dlqHeaderPartition = "__dlq.errors.partition"
-	dlqHeaderOffset    = "__dlq.errors.offset"
-	dlqHeaderGroup     = "__dlq.errors.group"
-	dlqHeaderMessage   = "__dlq.errors.message"
+	dlqHeaderPrefix    = share.DeadLetterHeaderPrefix
+	dlqHeaderTopic     = share.DeadLetterHeaderTopic
+	dlqHeaderPartition = share.DeadLetterHeaderPartition
+	dlqHeaderOffset    = share.DeadLetterHeaderOffset
+	dlqHeaderGroup     = share.DeadLetterHeaderGroup
+	dlqHeaderMessage   = share.DeadLetterHeaderMessage
 
-	dlqTopicEnable   = "errors.deadletterqueue.group.enable"
-	dlqBrokerPrefix  = "errors.deadletterqueue.topic.name.prefix"
-	dlqDefaultPrefix = "dlq."
+	dlqTopicEnable   = share.TopicConfigDeadLetterEnable
+	dlqBrokerPrefix  = share.BrokerConfigDeadLetterTopicPrefix
+	dlqDefaultPrefix = share.DefaultDeadLetterTopicPrefix
 )
 
 const dlqAbout = `Dead-letter topics (KIP-1191) for classic and KIP-848 consumer groups: move a range
