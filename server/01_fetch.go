@@ -337,6 +337,9 @@ func (f *fetchState) readPartition(topic *engine.Topic, rp *kmsg.FetchRequestTop
 			fp.aborted = l.AbortedTransactions(fp.aborted[:0], rp.FetchOffset, rr.LastStableOffset)
 		}
 		fp.chunks = rr.Chunks
+		if f.results == nil {
+			f.results = getReadResults()
+		}
 		f.results = append(f.results, rr)
 	} else {
 		rr.Release()
@@ -361,6 +364,29 @@ func leaderEpochCheck(clientEpoch, ourEpoch int32) int16 {
 		return kerr.FencedLeaderEpoch.Code
 	}
 	return 0
+}
+
+// readResultsPool recycles the slices of reads a fetch response holds
+// until netpoll has written it (a consumer's fetch of 96 partitions grew
+// one from nothing per response: 2 % of the broker's CPU at 100,000 rec/s
+// with one consumer).
+var readResultsPool sync.Pool // of *[]engine.ReadResult, length 0
+
+func getReadResults() []engine.ReadResult {
+	if p, ok := readResultsPool.Get().(*[]engine.ReadResult); ok {
+		return *p
+	}
+	return make([]engine.ReadResult, 0, 16)
+}
+
+// putReadResults returns rs (every read released) to the pool.
+func putReadResults(rs []engine.ReadResult) {
+	if cap(rs) > 4096 {
+		return // a fetch of an unusually many partitions: let it go
+	}
+	clear(rs)
+	rs = rs[:0]
+	readResultsPool.Put(&rs)
 }
 
 // release releases the reads of the last pass (a long poll re-reads).
@@ -392,6 +418,7 @@ func (f *fetchState) send() {
 			for i := range results {
 				results[i].Release()
 			}
+			putReadResults(results)
 		}
 	}
 	f.s.meterFetch(&f.body, f.consumer) // metrics.go
@@ -596,6 +623,9 @@ func (f *fetchState) readReplica(l *engine.Log, rp *kmsg.FetchRequestTopicPartit
 	fp.highWatermark, fp.lastStableOffset, fp.logStartOffset = l.HighWatermark(), l.LastStableOffset(), rr.LogStartOffset
 	if len(rr.Chunks) > 0 {
 		fp.chunks = rr.Chunks
+		if f.results == nil {
+			f.results = getReadResults()
+		}
 		f.results = append(f.results, rr)
 	} else {
 		rr.Release()
