@@ -384,7 +384,7 @@ func TestClusterTieredLeaderMove(t *testing.T) {
 // way), where the new replica restarts its log; it then catches up and
 // joins the ISR, and consumers still read every record from offset 0.
 func TestClusterTieredNewReplica(t *testing.T) {
-	r := startTieredReplicaRun(t, "", "0")
+	r := startTieredReplicaRun(t, "", "0", true)
 	c, ctx, storeDir, replicas, added := r.c, r.ctx, r.storeDir, r.replicas, r.added
 	waitFor(t, 90*time.Second, func() string {
 		copied := storeLogObjects(t, storeDir)
@@ -472,7 +472,7 @@ func TestClusterTieredNewReplica(t *testing.T) {
 // before its log start as the duplicate at its original offset, and takes
 // the next sequence.
 func TestClusterTieredNewReplicaAfterBacklog(t *testing.T) {
-	r := startTieredReplicaRun(t, "remote.log.manager.copy.max.bytes.per.second=4096\n", "20480")
+	r := startTieredReplicaRun(t, "remote.log.manager.copy.max.bytes.per.second=4096\n", "20480", true)
 	c, storeDir, leader, added := r.c, r.storeDir, r.leader, r.added
 	// Wait (bounded) until the leader copied its newest sealed segment and
 	// local retention moved its log start past the producer's batches.
@@ -526,13 +526,99 @@ func TestClusterTieredNewReplicaAfterBacklog(t *testing.T) {
 	r.leadFromAdded(t)
 }
 
+// TestClusterTieredEnabledOnExistingTopic: the topic is written with
+// remote storage off (400 records roll 19 segments, the leader's producer
+// snapshots trimmed to its newest three meanwhile), then
+// remote.storage.enable is turned on with local.retention.bytes keeping
+// about five segments: the leader copies every segment, each with its
+// .snapshot object (the engine rebuilds the producer state at the ends of
+// those whose snapshot is gone, as Kafka, which keeps each segment's,
+// copies one with every segment), and local retention moves its log start
+// to the end of such a segment. A replica added then restarts from remote
+// storage there with the producer state and, made leader, answers the
+// idempotent producer's retry of offset 16 as the duplicate and takes its
+// next sequence at 400.
+func TestClusterTieredEnabledOnExistingTopic(t *testing.T) {
+	r := startTieredReplicaRun(t, "", "20480", false)
+	c, storeDir, leader, added := r.c, r.storeDir, r.leader, r.added
+	leaderDir := filepath.Join(c.brokers[leader].dataDir, "tiered-0")
+	files := func(suffix string) []string {
+		ents, _ := os.ReadDir(leaderDir)
+		var out []string
+		for _, e := range ents {
+			if b, ok := strings.CutSuffix(e.Name(), suffix); ok {
+				out = append(out, b)
+			}
+		}
+		sort.Strings(out)
+		return out
+	}
+	sealed := files(".log")
+	sealed = sealed[:len(sealed)-1]
+	if snaps := files(".snapshot"); len(sealed) < 15 || len(snaps) > 3 || len(storeLogObjects(t, storeDir)) != 0 {
+		t.Fatalf("before remote storage: %d sealed segments, snapshots %v, %d copied; want at least 15, at most three, none",
+			len(sealed), snaps, len(storeLogObjects(t, storeDir)))
+	}
+	rs, err := r.adm.AlterTopicConfigs(r.ctx, []kadm.AlterConfig{{Name: "remote.storage.enable", Value: kadm.StringPtr("true")}}, "tiered")
+	if err == nil {
+		_, err = rs.On("tiered", nil)
+	}
+	if err != nil {
+		t.Fatalf("turning remote storage on: %v", err)
+	}
+	// Every segment sealed before is copied (oldest first: the newest
+	// one's epoch checkpoint, its last object, ends it), each with its
+	// producer snapshot, and local retention moves the log start.
+	var copied []string
+	waitFor(t, 60*time.Second, func() string {
+		copied = storeLogObjects(t, storeDir)
+		if local := files(".log"); len(local) == 0 || local[0] == fmt.Sprintf("%020d", 0) {
+			return fmt.Sprintf("the leader's local segments %v, %d copied\n%s", local, len(copied), c.warnings())
+		}
+		for _, k := range copied {
+			ckpt := filepath.Join(storeDir, filepath.FromSlash(strings.TrimSuffix(k, ".log")+".leader-epoch-checkpoint"))
+			if _, err := os.Stat(ckpt); err == nil && strings.HasPrefix(k, "tiered-0/"+sealed[len(sealed)-1]+"-") {
+				return ""
+			}
+		}
+		return fmt.Sprintf("%d segments copied, the last sealed before %s not yet", len(copied), sealed[len(sealed)-1])
+	})
+	bases := map[string]bool{}
+	for _, k := range copied {
+		name := strings.TrimPrefix(k, "tiered-0/")
+		bases[name[:20]] = true
+		snap := filepath.Join(storeDir, filepath.FromSlash(strings.TrimSuffix(k, ".log")+".snapshot"))
+		if _, err := os.Stat(snap); err != nil {
+			t.Fatalf("segment %s copied without its producer snapshot: %v", k, err)
+		}
+	}
+	for _, b := range sealed {
+		if !bases[b] {
+			t.Fatalf("segment %s, sealed before remote storage was on, not copied (copied: %v)", b, copied)
+		}
+	}
+	local := files(".log")
+	if k := sort.SearchStrings(sealed, local[0]); k >= len(sealed)-3 {
+		t.Fatalf("the leader's local log starts at %s, one of the last three segments sealed before (%v): its snapshot was never trimmed, the test shows nothing", local[0], sealed)
+	}
+
+	r.addReplica(t)
+	logs := c.brokers[added].logs.String()
+	if !strings.Contains(logs, "follower log below the leader's local log start; restarting it from remote storage") ||
+		!strings.Contains(logs, "producerSnapshot=true") || strings.Contains(logs, "leaderLocalLogStart=0 ") {
+		t.Fatalf("the added replica did not restart from remote storage with a producer snapshot:\n%s", logs)
+	}
+	r.leadFromAdded(t)
+}
+
 // tieredReplicaRun is the setup TestClusterTieredNewReplica and
 // TestClusterTieredNewReplicaAfterBacklog share: three brokers with the
 // local-directory store, a tiered topic "tiered" of one partition on two
 // replicas (4 KiB segments, local.retention.bytes as given), an idempotent
 // producer's first 20 records (five batches of four, sequences 0-19) and
 // 380 more from a plain producer, and the broker that does not replicate
-// the partition (added).
+// the partition (added). With remote false the topic is created with
+// remote.storage.enable=false (the caller turns it on).
 type tieredReplicaRun struct {
 	c        *testCluster
 	ctx      context.Context
@@ -549,7 +635,7 @@ type tieredReplicaRun struct {
 // tieredRecords is how many records startTieredReplicaRun writes.
 const tieredRecords = 400
 
-func startTieredReplicaRun(t *testing.T, extraProps, localRetentionBytes string) *tieredReplicaRun {
+func startTieredReplicaRun(t *testing.T, extraProps, localRetentionBytes string, remote bool) *tieredReplicaRun {
 	t.Helper()
 	r := &tieredReplicaRun{storeDir: t.TempDir()}
 	props := clusterProps + "strata.remote.storage.type=local\nstrata.remote.storage.local.dir=" + r.storeDir + "\n" +
@@ -560,7 +646,7 @@ func startTieredReplicaRun(t *testing.T, extraProps, localRetentionBytes string)
 	r.c.waitBrokers(r.ctx, cl, 0, 3)
 	r.adm = kadm.NewClient(cl)
 	resp, err := r.adm.CreateTopic(r.ctx, 1, 2, map[string]*string{
-		"remote.storage.enable": kadm.StringPtr("true"),
+		"remote.storage.enable": kadm.StringPtr(fmt.Sprint(remote)),
 		"segment.bytes":         kadm.StringPtr("4096"),
 		"local.retention.bytes": kadm.StringPtr(localRetentionBytes),
 		"file.delete.delay.ms":  kadm.StringPtr("0"),

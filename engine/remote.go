@@ -190,8 +190,9 @@ type SegmentFiles struct {
 	// TxnIndex is the aborted-transaction index (.txnindex), nil if the
 	// segment has none.
 	TxnIndex []byte
-	// ProducerSnapshot is the producer-state snapshot taken at End (the
-	// roll that sealed the segment), nil if the engine no longer keeps it.
+	// ProducerSnapshot is the producer-state snapshot at End: the one the
+	// roll that sealed the segment wrote, or, if the engine no longer
+	// keeps it, one rebuilt from the log (remote_snapshot.go). Never nil.
 	ProducerSnapshot []byte
 	// LeaderEpochCheckpoint is the leader-epoch checkpoint's text with
 	// the entries starting below End.
@@ -249,7 +250,7 @@ func (l *Log) OpenSealedSegment(base int64) (*SegmentFiles, error) {
 		f.Close()
 		return nil, err
 	}
-	if f.ProducerSnapshot, err = readOptional(l.e.fs, l.snapshotPath(seg.End)); err != nil {
+	if f.ProducerSnapshot, err = l.segmentSnapshot(seg); err != nil { // remote_snapshot.go
 		f.Close()
 		return nil, err
 	}

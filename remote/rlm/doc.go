@@ -15,9 +15,11 @@
 //
 //	<topic>-<partition>/<20-digit base offset>-<segment id><kind>
 //
-// with kind .log, .index, .timeindex, and, when the engine has them,
-// .txnindex (aborted transactions), .snapshot (the producer state at the
-// segment's end: the engine keeps it until the segment is copied) and
+// with kind .log, .index, .timeindex, .txnindex (aborted transactions;
+// when the segment has any), .snapshot (the producer state at the
+// segment's end: the engine keeps it until the segment is copied, and
+// rebuilds it from the log for a segment that rolled before the topic got
+// remote.storage.enable; a segment is never copied without one) and
 // .leader-epoch-checkpoint (the epochs starting below its end). Each object is hashed first and put with its SHA-256
 // (objstore verifies it before committing the object). The partition's
 // metadata goes COPY_SEGMENT_STARTED (persisted before the first put) →

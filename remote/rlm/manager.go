@@ -583,6 +583,13 @@ func (m *Manager) copySegment(ctx context.Context, l *engine.Log, k tp, s engine
 		return err
 	}
 	defer f.Close()
+	if f.ProducerSnapshot == nil {
+		// Kafka's copy requires the segment's producer snapshot too: a
+		// replica restored from a segment without one would take its
+		// producers' retries as new records. The engine rebuilds a
+		// missing one, so this is not expected.
+		return fmt.Errorf("no producer snapshot at %d", s.End)
+	}
 	seg := Segment{
 		ID: newSegmentID(), Base: s.Base, End: s.End, MaxTimestamp: s.MaxTimestamp, Size: s.Size,
 		LeaderEpoch: s.LeaderEpoch, State: CopyStarted, EventMs: m.o.Now().UnixMilli(),
