@@ -444,7 +444,48 @@ const shareReadBytes = 8 << 20
 // to fn: a broker with no replica of a __share_group_state partition
 // loads a share-partition this way.
 func (c *shareCluster) ReadPartition(ctx context.Context, topic string, p int32, fn func(batches []byte) error) error {
-	from := int64(0)
+	return c.readFrom(ctx, topic, p, 0, fn)
+}
+
+// ReadPartitionSince reads partition p of topic from its leader, from the
+// first offset whose timestamp is at or after ts (a ListOffsets there; -2:
+// the log start) to its high watermark, passing each Fetch answer's
+// record batches to fn: the dead-letter writer's search for the dead
+// letters a share-partition's previous leader wrote.
+func (c *shareCluster) ReadPartitionSince(ctx context.Context, topic string, p int32, ts int64, fn func(batches []byte) error) error {
+	leader, addr, err := c.leaderAddr(topic, p)
+	if err != nil {
+		return err
+	}
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.SetVersion(4)
+	req.ReplicaID = -1
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewListOffsetsRequestTopicPartition()
+	rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = p, ts, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+	if err := c.client.RoundTrip(ctx, addr, req, resp); err != nil {
+		return err
+	}
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		return fmt.Errorf("list offsets of %s-%d: malformed answer", topic, p)
+	}
+	lp := &resp.Topics[0].Partitions[0]
+	if err := kerr.ErrorForCode(lp.ErrorCode); err != nil {
+		return fmt.Errorf("list offsets of %s-%d at broker %d: %w", topic, p, leader, err)
+	}
+	if lp.Offset < 0 {
+		return nil // no record that recent
+	}
+	return c.readFrom(ctx, topic, p, lp.Offset, fn)
+}
+
+// readFrom is ReadPartition from offset from (below the log start: from
+// there).
+func (c *shareCluster) readFrom(ctx context.Context, topic string, p int32, from int64, fn func(batches []byte) error) error {
 	for round := 0; ; round++ {
 		if round > 100000 {
 			return fmt.Errorf("reading %s-%d: no end after %d fetches", topic, p, round)

@@ -495,3 +495,98 @@ func TestShareGroupDeadLetterBackPressure(t *testing.T) {
 // waitABit paces the polling loops of these tests (not a deadline: the
 // test's context is).
 func waitABit() <-chan time.Time { return time.After(10 * time.Millisecond) }
+
+// rejectRange REJECTs offsets first..last of topic's partition 0 as member
+// m of group sg, in its share session at epoch.
+func rejectRange(t *testing.T, cl *kgo.Client, topicID [16]byte, epoch int32, first, last int64) {
+	t.Helper()
+	ack := kmsg.NewPtrShareAcknowledgeRequest()
+	ack.GroupID, ack.MemberID, ack.ShareSessionEpoch = kmsg.StringPtr("sg"), kmsg.StringPtr("m"), epoch
+	rt := kmsg.NewShareAcknowledgeRequestTopic()
+	rt.TopicID = topicID
+	rt.Partitions = []kmsg.ShareAcknowledgeRequestTopicPartition{{AcknowledgementBatches: []kmsg.ShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{
+		{FirstOffset: first, LastOffset: last, AcknowledgeTypes: []int8{3}}}}} // REJECT
+	ack.Topics = append(ack.Topics, rt)
+	if resp := issue[*kmsg.ShareAcknowledgeResponse](t, cl, ack); resp.ErrorCode != 0 || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("reject %d-%d: %+v", first, last, resp)
+	}
+}
+
+// waitEnd waits until topic's partition 0 ends at want.
+func waitEnd(t *testing.T, adm *kadm.Client, topic string, want int64) {
+	t.Helper()
+	for {
+		got := endOffsets(t, adm, topic)[0]
+		if got == want {
+			return
+		}
+		select {
+		case <-testCtx(t).Done():
+			t.Fatalf("%s ends at %d, want %d", topic, got, want)
+		case <-waitABit():
+		}
+	}
+}
+
+// A broker that stops after a dead-letter append is durable but before
+// the records it holds are ARCHIVED (persisted) restores them ARCHIVING;
+// it finds their dead letters in the dead-letter topic and archives them
+// without writing them again, and writes those of the records whose
+// dead letters were never written: one dead letter per record.
+func TestShareGroupDeadLetterExactlyOnceAfterCrash(t *testing.T) {
+	dir := t.TempDir()
+	addr, srv, stop := openBroker(t, dir)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm := kadm.NewClient(cl)
+	createShareTopic(t, adm, "jobs", 1)
+	createDLQTopic(t, adm, "dlq.jobs", 1)
+	setGroupConfig(t, cl, "sg", "share.auto.offset.reset", "earliest", "errors.deadletterqueue.topic.name", "dlq.jobs")
+	var vs []string
+	for i := range 8 {
+		vs = append(vs, "bad-"+strconv.Itoa(i))
+	}
+	produceValues(t, cl, "jobs", vs...)
+	// The writer stops once its first append is durable, as a broker
+	// that crashes before it persists ARCHIVED.
+	srv.groups.share.HoldDeadLettered(true)
+	topicID := srv.eng.Topic("jobs").ID()
+	if n := acquireRaw(t, cl, "sg", "m", "jobs", topicID); n != 8 {
+		t.Fatalf("acquired %d, want 8", n)
+	}
+	rejectRange(t, cl, topicID, 1, 0, 4)
+	waitEnd(t, adm, "dlq.jobs", 5)
+	// These stay ARCHIVING with no dead letter: the writer is stuck.
+	rejectRange(t, cl, topicID, 2, 5, 7)
+	if n := archiving(srv, "sg", "jobs", 0); n != 8 {
+		t.Fatalf("ARCHIVING records: %d, want 8", n)
+	}
+	cl.Close()
+	stop()
+
+	addr, srv, _ = openBroker(t, dir)
+	cl2 := newClient(t, addr)
+	adm = kadm.NewClient(cl2)
+	waitSPSO(t, srv, "sg", "jobs", 0, 8)
+	if n := archiving(srv, "sg", "jobs", 0); n != 0 {
+		t.Fatalf("ARCHIVING records after the restart: %d, want 0", n)
+	}
+	if ends := endOffsets(t, adm, "dlq.jobs"); ends[0] != 8 {
+		t.Fatalf("dead-letter end offsets %v, want 8 records: one per rejected record", ends)
+	}
+	offs := map[string]int{}
+	for _, r := range readDLQ(t, addr, "dlq.jobs", 8) {
+		h := dlqHeaders(r)
+		offs[h["__dlq.errors.offset"]]++
+		if h["__dlq.errors.group"] != "sg" || h["__dlq.errors.topic"] != "jobs" || h["__dlq.errors.delivery.count"] != "1" {
+			t.Errorf("headers %v", h)
+		}
+	}
+	for i := range 8 {
+		if n := offs[strconv.Itoa(i)]; n != 1 {
+			t.Errorf("offset %d has %d dead letters, want 1 (%v)", i, n, offs)
+		}
+	}
+}

@@ -140,6 +140,11 @@ type Partition struct {
 	start, end int64
 	recs       []record // recs[i] is offset start+i
 	acquired   int      // records in Acquired
+	archiving  int      // records in Archiving
+	// archivingSince is when the records in Archiving began to be some
+	// (ms, the nowMs of the transition that made the first of them
+	// ARCHIVING while none was), 0 while none is: State.ArchivingSinceMs.
+	archivingSince int64
 }
 
 // New returns the state of a share-partition that has none persisted,
@@ -155,6 +160,7 @@ func Restore(cfg Config, s State) (*Partition, error) {
 		return nil, err
 	}
 	p := &Partition{cfg: cfg.withDefaults(), stateEpoch: s.StateEpoch, start: s.StartOffset, end: s.StartOffset}
+	p.archivingSince = max(s.ArchivingSinceMs, 0)
 	for _, b := range s.Batches {
 		for p.end < b.First {
 			p.recs = append(p.recs, record{})
@@ -167,12 +173,16 @@ func Restore(cfg Config, s State) (*Partition, error) {
 				if r.reason == ReasonNone {
 					r.reason = ReasonRejected
 				}
+				p.archiving++
 			}
 			p.recs = append(p.recs, r)
 			p.end++
 		}
 	}
 	p.advance()
+	if p.archiving == 0 {
+		p.archivingSince = 0
+	}
 	return p, nil
 }
 
@@ -190,6 +200,7 @@ func (p *Partition) SetConfig(cfg Config) Effects {
 		for i := range p.recs {
 			if r := &p.recs[i]; r.state == Archiving {
 				r.state, r.reason = Archived, ReasonNone
+				p.unarchiving()
 				c.touch(p.start + int64(i))
 			}
 		}
@@ -228,9 +239,16 @@ func (p *Partition) Snapshot() State {
 	return p.stateOf(p.start, p.end)
 }
 
+// ArchivingSince is when the records now ARCHIVING began to be some (the
+// nowMs of the transition that made the first of them ARCHIVING while none
+// was), 0 when none is or the state was restored from a snapshot that did
+// not record it: a dead letter written for any of them has a timestamp
+// (the shell's clock when it wrote it) at or after it.
+func (p *Partition) ArchivingSince() int64 { return p.archivingSince }
+
 // stateOf returns the persisted state of offsets [from, to) as an update.
 func (p *Partition) stateOf(from, to int64) State {
-	s := State{StateEpoch: p.stateEpoch, StartOffset: p.start}
+	s := State{StateEpoch: p.stateEpoch, StartOffset: p.start, ArchivingSinceMs: p.archivingSince}
 	from, to = max(from, p.start), min(to, p.end)
 	for o := from; o < to; o++ {
 		st, n, why := p.recs[o-p.start].persisted()
@@ -278,7 +296,7 @@ func (c *changes) touch(o int64) { c.lo, c.hi = min(c.lo, o), max(c.hi, o) }
 
 func (p *Partition) effects(c changes, e Effects) Effects {
 	if c.startMoved || c.lo <= c.hi {
-		w := State{StateEpoch: p.stateEpoch, StartOffset: p.start}
+		w := State{StateEpoch: p.stateEpoch, StartOffset: p.start, ArchivingSinceMs: p.archivingSince}
 		if c.lo <= c.hi {
 			w.Batches = p.explicit(c.lo, c.hi+1)
 		}
@@ -303,6 +321,13 @@ func (p *Partition) explicit(from, to int64) []StateBatch {
 	return out
 }
 
+// unarchiving counts a record that left Archiving.
+func (p *Partition) unarchiving() {
+	if p.archiving--; p.archiving <= 0 {
+		p.archiving, p.archivingSince = 0, 0
+	}
+}
+
 // advance moves the SPSO past the terminal head of the window.
 func (p *Partition) advance() bool {
 	n := 0
@@ -320,23 +345,27 @@ func (p *Partition) advance() bool {
 // release ends an acquisition that was not acknowledged (lock expiry,
 // RELEASE, the member left): AVAILABLE again, or at the delivery count
 // limit ARCHIVED (ARCHIVING with a dead-letter topic).
-func (p *Partition) release(o int64, r *record, e *Effects) {
+func (p *Partition) release(nowMs, o int64, r *record, e *Effects) {
 	r.member, r.lockUntil = "", 0
 	p.acquired--
 	if r.count >= p.cfg.DeliveryCountLimit {
-		p.archive(o, r, ReasonDeliveryLimit, e)
+		p.archive(nowMs, o, r, ReasonDeliveryLimit, e)
 		return
 	}
 	r.state = Available
 	e.Available = true
 }
 
-func (p *Partition) archive(o int64, r *record, why Reason, e *Effects) {
+func (p *Partition) archive(nowMs, o int64, r *record, why Reason, e *Effects) {
 	if !p.cfg.DeadLetter {
 		r.state = Archived
 		return
 	}
 	r.state, r.reason = Archiving, why
+	if p.archiving == 0 {
+		p.archivingSince = max(nowMs, 1) // 0 means unknown
+	}
+	p.archiving++
 	e.DeadLetters = append(e.DeadLetters, DeadLetter{Offset: o, Count: r.count, Reason: why})
 }
 
@@ -356,7 +385,7 @@ func (p *Partition) expire(nowMs int64, c *changes, e *Effects) {
 	for i := range p.recs {
 		if r := &p.recs[i]; r.state == Acquired && r.lockUntil <= nowMs {
 			o := p.start + int64(i)
-			p.release(o, r, e)
+			p.release(nowMs, o, r, e)
 			c.touch(o)
 		}
 	}
@@ -485,11 +514,11 @@ func (p *Partition) Acknowledge(nowMs int64, member string, batches []AckBatch) 
 				r.member, r.lockUntil = "", 0
 				p.acquired--
 			case AckRelease:
-				p.release(o, r, &e)
+				p.release(nowMs, o, r, &e)
 			case AckReject:
 				r.member, r.lockUntil = "", 0
 				p.acquired--
-				p.archive(o, r, ReasonRejected, &e)
+				p.archive(nowMs, o, r, ReasonRejected, &e)
 			case AckGap:
 				r.state = Archived
 				r.member, r.lockUntil = "", 0
@@ -511,7 +540,7 @@ func (p *Partition) ReleaseMember(nowMs int64, member string) Effects {
 	for i := range p.recs {
 		if r := &p.recs[i]; r.state == Acquired && r.member == member {
 			o := p.start + int64(i)
-			p.release(o, r, &e)
+			p.release(nowMs, o, r, &e)
 			c.touch(o)
 		}
 	}
@@ -529,6 +558,7 @@ func (p *Partition) DeadLettered(first, last int64) (int, Effects) {
 	for o := max(first, p.start); o <= last && o < p.end; o++ {
 		if r := &p.recs[o-p.start]; r.state == Archiving {
 			r.state, r.reason = Archived, ReasonNone
+			p.unarchiving()
 			c.touch(o)
 			n++
 		}
@@ -546,8 +576,11 @@ func (p *Partition) AdvanceLogStart(logStart int64) Effects {
 	}
 	n := min(logStart-p.start, int64(len(p.recs)))
 	for _, r := range p.recs[:n] {
-		if r.state == Acquired {
+		switch r.state {
+		case Acquired:
 			p.acquired--
+		case Archiving:
+			p.unarchiving()
 		}
 	}
 	p.recs = append(p.recs[:0], p.recs[n:]...)
@@ -570,6 +603,7 @@ func (p *Partition) ResetStart(offset int64) (bool, Effects) {
 	}
 	p.recs = p.recs[:0]
 	p.start, p.end = offset, offset
+	p.archiving, p.archivingSince = 0, 0
 	p.stateEpoch++
 	w := State{StateEpoch: p.stateEpoch, StartOffset: offset}
 	return true, Effects{Write: &w}

@@ -25,10 +25,18 @@ type StateBatch struct {
 // persisted: as KIP-932 says, an acquired record with delivery count n is
 // recorded as AVAILABLE with count n-1, so a leader that fails loses the
 // memory of the deliveries under way and delivers those records again.
+//
+// ArchivingSinceMs is Strata's: when the records ARCHIVING began to be
+// some (ms, the share-partition owner's clock), 0 while none is. Every
+// dead letter written for them is stamped later (the writer's clock), so
+// a new owner looks for the dead letters already written from there on
+// (broker/sharehost/dlq.go). A snapshot without it (written before it
+// existed) reads as 0: unknown, looked for from the start.
 type State struct {
-	StateEpoch  int32 // bumped by an offset reset (AlterShareGroupOffsets)
-	StartOffset int64 // the SPSO
-	Batches     []StateBatch
+	StateEpoch       int32 // bumped by an offset reset (AlterShareGroupOffsets)
+	StartOffset      int64 // the SPSO
+	Batches          []StateBatch
+	ArchivingSinceMs int64 `json:",omitempty"`
 }
 
 // Clone returns a deep copy.
@@ -46,7 +54,7 @@ func (s State) Apply(u State) State {
 	if u.StateEpoch != s.StateEpoch {
 		return normalize(u.Clone())
 	}
-	out := State{StateEpoch: s.StateEpoch, StartOffset: u.StartOffset}
+	out := State{StateEpoch: s.StateEpoch, StartOffset: u.StartOffset, ArchivingSinceMs: u.ArchivingSinceMs}
 	old := trimBelow(s.Batches, u.StartOffset)
 	for _, nb := range trimBelow(u.Batches, u.StartOffset) {
 		var cut []StateBatch

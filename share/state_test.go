@@ -86,3 +86,52 @@ func TestStateApply(t *testing.T) {
 		}
 	}
 }
+
+// ArchivingSince is when the records ARCHIVING began to be some: set by
+// the transition that made the first of them ARCHIVING, kept while any
+// is, persisted (and restored) with the state, 0 once none is. A
+// snapshot written before the field existed reads as 0 (unknown).
+func TestArchivingSince(t *testing.T) {
+	p := New(Config{LockDurationMs: 1000, DeliveryCountLimit: 2, DeadLetter: true}, 0)
+	p.Acquire(10, "m", 4, 4)
+	if p.ArchivingSince() != 0 {
+		t.Fatalf("since %d with nothing ARCHIVING", p.ArchivingSince())
+	}
+	e, aerr := p.Acknowledge(20, "m", []AckBatch{{First: 0, Last: 0, Types: []AckType{AckReject}}})
+	if aerr != nil || e.Write == nil || e.Write.ArchivingSinceMs != 20 || p.ArchivingSince() != 20 {
+		t.Fatalf("reject at 20: since %d, write %+v (%v)", p.ArchivingSince(), e.Write, aerr)
+	}
+	if _, aerr := p.Acknowledge(30, "m", []AckBatch{{First: 1, Last: 1, Types: []AckType{AckReject}}}); aerr != nil || p.ArchivingSince() != 20 {
+		t.Fatalf("a second reject at 30: since %d, want 20 (%v)", p.ArchivingSince(), aerr)
+	}
+	v, err := EncodeState(p.Snapshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := DecodeState(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := Restore(p.cfg, s)
+	if err != nil || q.ArchivingSince() != 20 {
+		t.Fatalf("restored since %d, want 20 (%v)", q.ArchivingSince(), err)
+	}
+	q.DeadLettered(0, 0)
+	if q.ArchivingSince() != 20 {
+		t.Fatalf("since %d with offset 1 still ARCHIVING, want 20", q.ArchivingSince())
+	}
+	if _, e := q.DeadLettered(1, 1); q.ArchivingSince() != 0 || e.Write == nil || e.Write.ArchivingSinceMs != 0 {
+		t.Fatalf("since %d (write %+v) with nothing ARCHIVING, want 0", q.ArchivingSince(), e.Write)
+	}
+	old, err := DecodeState([]byte(`{"StateEpoch":0,"StartOffset":0,"Batches":[{"First":0,"Last":0,"State":3,"Count":1,"Reason":1}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Restore(p.cfg, old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.ArchivingSince() != 0 || len(r.DeadLetters()) != 1 {
+		t.Fatalf("a snapshot without ArchivingSinceMs: since %d, dead letters %v", r.ArchivingSince(), r.DeadLetters())
+	}
+}

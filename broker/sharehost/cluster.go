@@ -52,6 +52,12 @@ type Cluster interface {
 	// log start to its high watermark, passing the record batches to fn
 	// (a broker with no replica of a state partition).
 	ReadPartition(ctx context.Context, topic string, p int32, fn func(batches []byte) error) error
+	// ReadPartitionSince reads partition p of topic at its leader, from
+	// the first offset whose timestamp is at or after ts (ListOffsets;
+	// -2: the log start) to its high watermark, passing the record
+	// batches to fn a Fetch answer at a time (the dead-letter writer's
+	// search for dead letters already written: dlq.go).
+	ReadPartitionSince(ctx context.Context, topic string, p int32, ts int64, fn func(batches []byte) error) error
 	// InSync reports whether this broker is in the ISR of partition p of
 	// topic: its replica holds every acknowledged write.
 	InSync(topic string, p int32) bool

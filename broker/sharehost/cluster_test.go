@@ -110,6 +110,10 @@ func (c *remoteCluster) Produce(context.Context, string, int32, []byte) error {
 	return errors.New("not here")
 }
 
+func (c *remoteCluster) ReadPartitionSince(context.Context, string, int32, int64, func([]byte) error) error {
+	return errors.New("not in this test")
+}
+
 func (c *remoteCluster) ReadPartition(_ context.Context, topic string, p int32, fn func([]byte) error) error {
 	if topic != StateTopic {
 		return errors.New("wrong topic")

@@ -25,10 +25,29 @@ package sharehost
 // (the group config, default false), null otherwise. Only once that append
 // is Durable does Partition.DeadLettered archive the records (and that
 // state is persisted after the ARCHIVING one): a record is never ARCHIVED
-// without its dead letter. A restarted broker restores the share-partitions
-// holding ARCHIVING records at once and writes them again, so a crash
-// between the two appends writes a dead letter twice (at least once, as in
-// Kafka).
+// without its dead letter.
+//
+// Exactly once: a share-partition restored with ARCHIVING records (a
+// restarted broker restores those at once, restoreArchiving; a new
+// partition leader when it loads them, load.go) may have had their dead
+// letters written before the crash or failover, between the two persists.
+// Part.dlqFind is then set (and after any failed write: a produce that
+// timed out may have landed), and the next job is a search, not a write
+// (findDeadLetters): the dead-letter partition is read from the first
+// record stamped at or after the share-partition's ArchivingSince (persisted
+// with the state: share.State.ArchivingSinceMs) less dlqScanSlack
+// (ListOffsets by timestamp: Log.OffsetForTimestamp here, at the
+// partition's leader in a cluster, Cluster.ReadPartitionSince) to its
+// high watermark, a chunk at a time; its dead letters are the records
+// whose headers name the group, source topic and partition, and the
+// offset and delivery count of one of the ARCHIVING records (dlqMatch).
+// Those found are archived without a write; the others are written by the
+// next jobs. A search that fails is retried with the writes' backoff.
+// ArchivingSince 0 (a state from before it was recorded) searches the
+// whole partition. Not seen, and so written again: dead letters deleted
+// by retention before the search, one not yet below the high watermark,
+// one a deposed leader appends after the search, and dead letters routed
+// to another partition because the topic's partition count changed.
 //
 // The write runs off the share state's lock: the share-partition's other
 // records are acquired and acknowledged meanwhile. A write that fails (the
@@ -57,10 +76,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/stratalog/strata/engine"
@@ -85,7 +106,14 @@ const (
 )
 
 const (
-	dlqJobMax     = 100 // records per dead-letter append
+	dlqJobMax = 100 // records per dead-letter append
+	// dlqScanSlack is how far before a share-partition's ArchivingSince
+	// the dead-letter partition is searched (findDeadLetters): a clock stepped
+	// back between the ARCHIVING transition and the write, or the
+	// dead-letter partition leader's clock behind this one's with
+	// LogAppendTime.
+	dlqScanSlack  = 60 * time.Second
+	dlqScanBytes  = 1 << 20 // read per round of a local search
 	dlqBackoffMin = 100 * time.Millisecond
 	dlqBackoffMax = 10 * time.Second
 	// dlqRecordOverhead bounds a record's encoding beyond its key, value
@@ -98,6 +126,7 @@ type dlqState struct {
 	kick     chan struct{} // wakes shareDLQLoop
 	done     chan struct{} // closed when it returns
 	restored bool          // the stored states with ARCHIVING records were restored
+	hold     atomic.Bool   // HoldDeadLettered (tests)
 
 	mu      sync.Mutex // guards results (appended by durability callbacks) and creating
 	results []dlqResult
@@ -116,11 +145,17 @@ type dlqJob struct {
 	letters []share.DeadLetter
 	topic   string // the group's dead-letter topic
 	copy    bool
+	// find: the job writes nothing; it searches the dead-letter
+	// partition for letters already written (dlqFind), since is the
+	// share-partition's ArchivingSince.
+	find  bool
+	since int64
 }
 
 type dlqResult struct {
-	job *dlqJob
-	err error
+	job   *dlqJob
+	err   error
+	found []int64 // a find job's offsets whose dead letters exist
 }
 
 // dlqKick wakes the dead-letter writer; it never blocks.
@@ -192,20 +227,21 @@ func (h *Host) dlqJobs(nowMs int64) []*dlqJob {
 		}
 		letters := sp.P.DeadLetters()
 		if len(letters) == 0 {
-			sp.dlqWant = false
+			sp.dlqWant, sp.dlqFind = false, false
 			continue
 		}
 		topic := st.configs[k.Group][CfgDLQTopicName]
 		if topic == "" {
 			continue // SetConfig archives them
 		}
-		if len(letters) > dlqJobMax {
-			letters = letters[:dlqJobMax]
+		if len(letters) > dlqJobMax && !sp.dlqFind {
+			letters = letters[:dlqJobMax] // a search takes them all: the window bounds them
 		}
 		sp.dlqBusy = true
 		jobs = append(jobs, &dlqJob{
 			k: k, sp: sp, src: sp.Log, srcName: sp.Name, letters: letters, topic: topic,
 			copy: st.configs[k.Group][CfgDLQCopyRecord] == "true",
+			find: sp.dlqFind, since: sp.P.ArchivingSince(),
 		})
 	}
 	return jobs
@@ -220,6 +256,9 @@ func (h *Host) dlqFinish(nowMs int64, r dlqResult) {
 		return // the share-partition was dropped meanwhile
 	}
 	if r.err != nil {
+		// A write that failed may have reached the log all the same (a
+		// produce that timed out): the next one looks first.
+		sp.dlqFind = true
 		sp.dlqBackoff = min(max(2*sp.dlqBackoff, dlqBackoffMin), dlqBackoffMax)
 		sp.dlqRetryAt = nowMs + sp.dlqBackoff.Milliseconds()
 		if msg := r.err.Error(); msg != sp.dlqErr {
@@ -230,12 +269,27 @@ func (h *Host) dlqFinish(nowMs int64, r dlqResult) {
 		return
 	}
 	sp.dlqBackoff, sp.dlqRetryAt, sp.dlqErr = 0, 0, ""
+	done := make([]int64, 0, len(j.letters))
+	if j.find {
+		// The letters not found were never written: the next jobs
+		// write them.
+		sp.dlqFind = false
+		done = r.found
+	} else {
+		if h.dlq.hold.Load() {
+			sp.dlqBusy = true // HoldDeadLettered: stopped before ARCHIVED
+			return
+		}
+		for _, l := range j.letters {
+			done = append(done, l.Offset)
+		}
+	}
 	// Each written offset on its own: an offset between two of them
 	// that went ARCHIVING later has no dead letter yet. The state is
 	// persisted once (persistPart writes the whole snapshot).
 	var e share.Effects
-	for _, l := range j.letters {
-		_, el := sp.P.DeadLettered(l.Offset, l.Offset)
+	for _, o := range done {
+		_, el := sp.P.DeadLettered(o, o)
 		e.Write = cmp.Or(el.Write, e.Write)
 		e.Available = e.Available || el.Available
 	}
@@ -336,6 +390,10 @@ func (h *Host) writeDeadLetters(j *dlqJob) {
 	t, err := h.dlqTopic(j)
 	if err != nil {
 		report(err)
+		return
+	}
+	if j.find {
+		h.findDeadLetters(j, t)
 		return
 	}
 	part := j.k.Part % t.Partitions()
@@ -448,4 +506,179 @@ func readSources(l *engine.Log, letters []share.DeadLetter) map[int64]*record.Re
 		})
 	}
 	return out
+}
+
+// HoldDeadLettered, with hold set (tests), stops the dead-letter writer of
+// each share-partition once an append of dead letters is durable, before
+// the records are archived: the persisted state keeps them ARCHIVING, as
+// a broker that stops between the two writes leaves it.
+func (h *Host) HoldDeadLettered(hold bool) { h.dlq.hold.Store(hold) }
+
+// findDeadLetters runs a find job (without st.mu): it searches the job's
+// dead-letter partition of t for the dead letters already written for its
+// records, and reports their offsets (dlqResult.found).
+func (h *Host) findDeadLetters(j *dlqJob, t *engine.Topic) {
+	report := func(found []int64, err error) {
+		h.dlq.mu.Lock()
+		h.dlq.results = append(h.dlq.results, dlqResult{job: j, err: err, found: found})
+		h.dlq.mu.Unlock()
+		h.dlqKick()
+	}
+	part := j.k.Part % t.Partitions()
+	// Dead letters are stamped with the writer's clock when it writes
+	// them, after the records went ARCHIVING (or the partition leader's
+	// with LogAppendTime): from ArchivingSince, less the slack. Since 0
+	// (a state from before it was recorded): the whole partition.
+	from := int64(-2) // ListOffsets' earliest
+	if j.since > 0 {
+		from = max(j.since-dlqScanSlack.Milliseconds(), 0)
+	}
+	m := newDLQMatch(j)
+	if h.cluster != nil {
+		// The partition may be led elsewhere: read at its leader.
+		h.bg.Go(func() {
+			ctx, cancel := context.WithTimeout(h.ctx, writeTimeout)
+			defer cancel()
+			err := h.cluster.ReadPartitionSince(ctx, t.Name(), part, from, m.batches)
+			if err != nil {
+				err = fmt.Errorf("searching DLQ topic %s partition %d for dead letters already written: %w", t.Name(), part, err)
+			}
+			report(m.found(), err)
+		})
+		return
+	}
+	l := t.Partition(part)
+	if l == nil {
+		report(nil, fmt.Errorf("DLQ topic %s partition %d is not here", t.Name(), part))
+		return
+	}
+	if err := scanFrom(h.ctx, l, from, m.batches); err != nil {
+		report(nil, fmt.Errorf("searching DLQ topic %s partition %d for dead letters already written: %w", t.Name(), part, err))
+		return
+	}
+	report(m.found(), nil)
+}
+
+// scanFrom passes fn the record batches of l from the first offset whose
+// timestamp is at or after ts (-2: the log start) to the high watermark,
+// dlqScanBytes at a time, until ctx ends (the host closes).
+func scanFrom(ctx context.Context, l *engine.Log, ts int64, fn func(batches []byte) error) error {
+	from := l.LogStartOffset()
+	if ts >= 0 {
+		off, _, found := l.OffsetForTimestamp(ts)
+		if !found {
+			return nil // no record that recent
+		}
+		from = max(off, from)
+	}
+	for from < l.HighWatermark() {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		res, err := l.ReadMem(from, dlqScanBytes, true)
+		if errors.Is(err, engine.ErrOffsetOutOfRange) && l.LogStartOffset() > from {
+			from = l.LogStartOffset() // retention under the scan
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		buf, err := chunkBytes(res)
+		res.Release()
+		if err != nil {
+			return err
+		}
+		next := from
+		for rest := buf; len(rest) > 0; {
+			batch, r, hdr, err := record.Next(rest)
+			if err != nil {
+				break // a partial batch at the end of the read
+			}
+			rest = r
+			next = max(next, hdr.LastOffset()+1)
+			if err := fn(batch); err != nil {
+				return err
+			}
+		}
+		if next == from {
+			return nil // nothing more below the high watermark
+		}
+		from = next
+	}
+	return nil
+}
+
+// dlqMatch finds a job's dead letters among the records of its
+// dead-letter partition: a record whose context headers name the job's
+// group, source topic and partition, and the offset and delivery count
+// of one of its letters.
+type dlqMatch struct {
+	j    *dlqJob
+	want map[int64]int16 // offset -> delivery count
+	hit  map[int64]bool
+	part string
+}
+
+func newDLQMatch(j *dlqJob) *dlqMatch {
+	m := &dlqMatch{j: j, want: make(map[int64]int16, len(j.letters)), hit: map[int64]bool{},
+		part: strconv.FormatInt(int64(j.k.Part), 10)}
+	for _, l := range j.letters {
+		m.want[l.Offset] = l.Count
+	}
+	return m
+}
+
+// batches matches the records of a run of record batches.
+func (m *dlqMatch) batches(data []byte) error {
+	for rest := data; len(rest) > 0; {
+		batch, r, _, err := record.Next(rest)
+		if err != nil {
+			return err
+		}
+		rest = r
+		err = record.Iterate(batch, func(hdr *record.Header, r *record.Record) error {
+			if !hdr.Control() {
+				m.record(r)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (m *dlqMatch) record(r *record.Record) {
+	var group, topic, part, off, count []byte
+	for _, h := range r.Headers {
+		switch h.Key {
+		case dlqHeaderGroup:
+			group = h.Value
+		case dlqHeaderTopic:
+			topic = h.Value
+		case dlqHeaderPartition:
+			part = h.Value
+		case dlqHeaderOffset:
+			off = h.Value
+		case dlqHeaderCount:
+			count = h.Value
+		}
+	}
+	if string(group) != m.j.k.Group || string(topic) != m.j.srcName || string(part) != m.part {
+		return
+	}
+	o, err := strconv.ParseInt(string(off), 10, 64)
+	if err != nil {
+		return
+	}
+	n, err := strconv.ParseInt(string(count), 10, 16)
+	if c, ok := m.want[o]; ok && err == nil && int16(n) == c {
+		m.hit[o] = true
+	}
+}
+
+// found returns the offsets whose dead letters were found.
+func (m *dlqMatch) found() []int64 {
+	return slices.Sorted(maps.Keys(m.hit))
 }

@@ -121,11 +121,15 @@ type Part struct {
 	Name string // topic name
 
 	// Dead letters (dlq.go): dlqWant says records may be ARCHIVING,
-	// dlqBusy that a write of some of them is under way, dlqRetryAt when
-	// a failed write may be tried again (ms) and dlqBackoff how long the
-	// next failure waits; dlqErr is the last failure, logged once.
+	// dlqBusy that a write of some of them is under way, dlqFind that
+	// some of them may have dead letters already (restored, or after a
+	// failed write), so the dead-letter partition is searched before
+	// the next write, dlqRetryAt when a failed write may be tried again
+	// (ms) and dlqBackoff how long the next failure waits; dlqErr is the
+	// last failure, logged once.
 	dlqWant    bool
 	dlqBusy    bool
+	dlqFind    bool
 	dlqRetryAt int64
 	dlqBackoff time.Duration
 	dlqErr     string
@@ -626,6 +630,7 @@ func (h *Host) partition(group string, t *engine.Topic, p int32, d *Durable, syn
 			// ARCHIVING records: written to the dead-letter topic
 			// again, or archived if the group has none any more.
 			sp.dlqWant = len(sp.P.DeadLetters()) > 0
+			sp.dlqFind = sp.dlqWant // written before a crash or a failover, maybe
 			if e := sp.P.SetConfig(h.PartConfig(group)); e.Write != nil {
 				st.parts[k] = sp
 				if err := h.Apply(k, sp, e, d); err != nil {
