@@ -80,6 +80,12 @@ type Options struct {
 	// made durable by one journal write and flush per group commit
 	// (journal.go) in that many bytes of journal files; 0 = off.
 	JournalBytes int64
+	// JournalEnds is log.io.journal.ends=true: the journal holds no record
+	// bytes, only each flush round's segment ends; every byte is written
+	// once, into its zero-filled segment (it needs zero fill, NoZeroFill
+	// false, and the journal, JournalBytes > 0), and a round's one device
+	// flush is the journal's fdatasync of those ends (journal.go, ends).
+	JournalEnds bool
 	// VerifyRecovery is log.recovery.verify: Open checks the CRC of every
 	// batch of every log, not only of what follows the recovery point;
 	// a corrupt log is marked (corrupt.go) and the others open.
@@ -148,9 +154,11 @@ type Engine struct {
 
 	fl flushPipeline // the flush workers and the coordinator (flusher.go)
 
-	io    *ioBackend // segment writes: io_uring O_DIRECT or pwrite (backend.go)
-	jnl   *journal   // nil unless Options.JournalBytes (journal.go)
-	tails *tailPool  // buffers of the partitions' tail caches (tailcache.go)
+	io  *ioBackend // segment writes: io_uring O_DIRECT or pwrite (backend.go)
+	jnl *journal   // nil unless Options.JournalBytes (journal.go)
+	// jnlEnds: Options.JournalEnds, the journal holds segment ends only.
+	jnlEnds bool
+	tails   *tailPool // buffers of the partitions' tail caches (tailcache.go)
 
 	maint maintenance // retention goroutine and delayed file deletion (retention.go)
 	cl    cleaner     // the log cleaner goroutine (cleaner.go)
@@ -237,6 +245,11 @@ func Open(opts Options) (*Engine, error) {
 	if e.tails != nil {
 		e.logger.Info("tail cache", "bytes", int64(e.tails.max)*tailBufBytes, "per_partition_max", tailBufsPerLog*tailBufBytes)
 	}
+	if opts.JournalEnds && (opts.JournalBytes <= 0 || opts.NoZeroFill || opts.DisableSharedFlush) {
+		e.io.close()
+		return nil, fmt.Errorf("engine: log.io.journal.ends=true needs the journal (log.io.journal.bytes > 0), log.io.zero.fill=true and log.io.flush.shared=true")
+	}
+	e.jnlEnds = opts.JournalEnds
 	if opts.JournalBytes > 0 {
 		// Before any log opens: replay puts the journal's records into
 		// their segment files, and the recovery below finds them.

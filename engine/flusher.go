@@ -413,6 +413,7 @@ func (e *Engine) finishJob(j *flushJob) {
 type flushBatch struct {
 	logs []*Log
 	jobs []flushJob
+	ends []endRecord // Options.JournalEnds: the round's segment ends
 }
 
 // flushBatch makes a batch of logs durable with one shared device flush
@@ -455,7 +456,8 @@ func (e *Engine) flushBatch(b *flushBatch) {
 		}
 	}
 	if anyShared {
-		e.shareFlush(jobs)
+		b.ends = e.shareFlush(jobs, b.ends[:0])
+		clear(b.ends)
 	}
 	for pass := 0; pass < 2; pass++ {
 		for i := range jobs {
@@ -475,7 +477,10 @@ func (e *Engine) flushBatch(b *flushBatch) {
 // shareFlush waits for the writes of the jobs' shared active segments, runs
 // (or joins) one device flush that starts after them, and marks them
 // durable. The sync hook sees each segment as if it had synced alone.
-func (e *Engine) shareFlush(jobs []flushJob) {
+// With Options.JournalEnds the flush is the journal's: the segments' new
+// ends are staged there (in ends, reusable storage returned) and the
+// journal group's fdatasync makes writes and ends durable at once.
+func (e *Engine) shareFlush(jobs []flushJob, ends []endRecord) []endRecord {
 	waiting := 0
 	var need uint64  // the first device flush that covers every job's writes
 	noEpoch := false // a segment without flush numbers: only a flush starting now covers it
@@ -507,12 +512,25 @@ func (e *Engine) shareFlush(jobs []flushJob) {
 		waiting++
 	}
 	if waiting == 0 {
-		return
+		return ends
 	}
 	if noEpoch {
 		need = 0
 	}
-	ferr := e.io.dev.waitFor(need)
+	var ferr error
+	if e.jnlEnds && e.jnl != nil {
+		for i := range jobs {
+			j := &jobs[i]
+			if !j.shared || j.err != nil {
+				continue
+			}
+			s := j.segs[len(j.segs)-1]
+			ends = append(ends, endRecord{l: j.l, base: s.base, from: s.seg.Durable(), end: j.target, endOffset: j.end})
+		}
+		ferr = e.jnl.ends(ends)
+	} else {
+		ferr = e.io.dev.waitFor(need)
+	}
 	for i := range jobs {
 		j := &jobs[i]
 		if !j.shared || j.err != nil {
@@ -527,6 +545,7 @@ func (e *Engine) shareFlush(jobs []flushJob) {
 			j.err = err
 		}
 	}
+	return ends
 }
 
 // complete publishes a finished flush of j.l (ok: its syncs succeeded) and

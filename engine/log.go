@@ -329,7 +329,7 @@ func (l *Log) appendBatches(batches []byte, leaderEpoch int32, m *txnMarker) (Ap
 	l.unflushed += records
 	// With the journal (journal.go) the batches become durable with the
 	// journal's next group; the segment's chunk is written when full.
-	journaled := !caching && l.e.jnl != nil && l.e.jnl.stageAppend(l, s.base, pos, batches, next, spans)
+	journaled := !caching && l.e.jnl != nil && !l.e.jnlEnds && l.e.jnl.stageAppend(l, s.base, pos, batches, next, spans)
 	// With write.caching the log waits (deferred) until flush.ms or
 	// flush.messages is reached; without, it is queued for a flush worker.
 	urgent := !journaled && (!caching || l.unflushed >= cfg.FlushMessages || nowMs-l.lastFlushMs >= cfg.FlushMs)
@@ -356,7 +356,7 @@ func (l *Log) appendBatches(batches []byte, leaderEpoch int32, m *txnMarker) (Ap
 // from there instead of copying them (stageAppend takes the spans over).
 // Caller holds l.mu.
 func (l *Log) appendSegment(s *logSegment, batches []byte, caching bool) (int64, []segment.Span, error) {
-	if caching || l.e.jnl == nil || len(batches) < journalSpanMin {
+	if caching || l.e.jnl == nil || l.e.jnlEnds || len(batches) < journalSpanMin {
 		pos, err := s.seg.Append(batches)
 		return pos, nil, err
 	}

@@ -452,7 +452,7 @@ func (l *Log) AppendAsFollower(batches []byte) (AppendInfo, error) {
 	caching := l.config().WriteCaching
 	l.unflushed += next - base // offsets spanned: records, or more across gaps
 	// As in appendBatches: durable with the journal's next group.
-	journaled := !caching && l.e.jnl != nil && l.e.jnl.stageAppend(l, s.base, pos, batches, next, spans)
+	journaled := !caching && l.e.jnl != nil && !l.e.jnlEnds && l.e.jnl.stageAppend(l, s.base, pos, batches, next, spans)
 	urgent := !journaled && (!caching || l.unflushed >= l.config().FlushMessages || nowMs-l.lastFlushMs >= l.config().FlushMs)
 	l.e.markDirty(l, urgent)
 	if urgent {

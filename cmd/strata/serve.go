@@ -182,6 +182,7 @@ func serve(cfg config.Broker, remoteProps map[string]string, logger *slog.Logger
 		DisableSharedFlush:     cfg.NoSharedFlush,
 		NoZeroFill:             cfg.NoZeroFill,
 		JournalBytes:           cfg.JournalBytes,
+		JournalEnds:            cfg.JournalEnds,
 		VerifyRecovery:         cfg.VerifyRecovery,
 		ScrubBytesPerSecond:    cfg.ScrubBytesPerSec,
 		RefetchCorrupt:         cfg.ControllerQuorum != "", // a corrupt replica re-fetches from its leader

@@ -69,6 +69,7 @@ type Broker struct {
 	NoSharedFlush     bool   // log.io.flush.shared=false (Strata; engine.Options.DisableSharedFlush)
 	NoZeroFill        bool   // log.io.zero.fill=false (Strata; engine.Options.NoZeroFill)
 	JournalBytes      int64  // log.io.journal.bytes (Strata; engine.Options.JournalBytes)
+	JournalEnds       bool   // log.io.journal.ends (Strata; engine.Options.JournalEnds)
 	VerifyRecovery    bool   // log.recovery.verify (Strata; engine.Options.VerifyRecovery)
 	ScrubBytesPerSec  int64  // log.scrub.bytes.per.second (Strata; engine.Options.ScrubBytesPerSecond): 0 off
 	TailCacheBytes    int64  // log.tail.cache.bytes (Strata; engine.Options.TailCacheBytes): -1 off
@@ -259,6 +260,7 @@ var fields = map[string]setter{
 	"log.io.flush.shared":        func(b *Broker, v configkeys.Value) { b.NoSharedFlush = !v.Bool },
 	"log.io.zero.fill":           func(b *Broker, v configkeys.Value) { b.NoZeroFill = !v.Bool },
 	"log.io.journal.bytes":       func(b *Broker, v configkeys.Value) { b.JournalBytes = v.Int },
+	"log.io.journal.ends":        func(b *Broker, v configkeys.Value) { b.JournalEnds = v.Bool },
 	"log.recovery.verify":        func(b *Broker, v configkeys.Value) { b.VerifyRecovery = v.Bool },
 	"log.scrub.bytes.per.second": func(b *Broker, v configkeys.Value) { b.ScrubBytesPerSec = v.Int },
 	// Tiered storage (cmd/strata/serve_remote.go).
