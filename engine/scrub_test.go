@@ -247,7 +247,13 @@ func TestScrubberGoroutine(t *testing.T) {
 		o.ScrubBytesPerSecond = 1 << 20
 		o.scrubTicks = ticks
 	})
+	// The goroutine reads the engine clock after it receives a tick, so
+	// the clock moves only once the step that reads it is over (a tick is
+	// received once the step before it is over): moved earlier, a slow
+	// first step could read the advanced clock and the next find no
+	// tokens.
 	ticks <- time.Time{} // the first step: the throttle's start
+	ticks <- time.Time{} // received once the first step is over; nothing to do
 	clk.Advance(1000)
 	ticks <- time.Time{} // one second of bytes: the whole pass
 	ticks <- time.Time{} // received once the step before it is over
