@@ -549,34 +549,6 @@ func (r *committedReader) read(from int64) ([]byte, error) {
 	return buf, nil
 }
 
-// abortedRange is AbortedTransactions with each transaction's ABORT marker
-// offset: the aborted transactions whose marker is at or after from and
-// whose first offset is below to, appended to dst.
-func (l *Log) abortedRange(dst []abortedTxn, from, to int64) []abortedTxn {
-	if from >= to || !l.producers.txn.anyAborted.Load() {
-		return dst
-	}
-	segs := *l.segs.Load()
-	i := max(floorSegment(segs, from), 0)
-	l.idxMu.RLock()
-	defer l.idxMu.RUnlock()
-	for ; i < len(segs); i++ {
-		complete := false
-		for _, a := range segs[i].aborted {
-			if a.lastOffset >= from && a.firstOffset < to {
-				dst = append(dst, a)
-			}
-			if a.lso >= to {
-				complete = true
-			}
-		}
-		if complete {
-			break
-		}
-	}
-	return dst
-}
-
 // abortedBatch reports whether h, a transactional data batch, belongs to
 // one of the aborted transactions: its producer's, between the
 // transaction's first offset and its ABORT marker.

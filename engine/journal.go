@@ -647,6 +647,12 @@ func (j *journal) barrier(l *Log, keep bool) error {
 		return ErrClosed
 	}
 	j.putRecord(l, journalRecBarrier, 0, 0, nil)
+	return j.waitStage()
+}
+
+// waitStage waits until the stage being filled is written and durable and
+// returns the writer's error. Caller holds j.mu, which waitStage releases.
+func (j *journal) waitStage() error {
 	done := make(chan error, 1)
 	j.stage.waiters = append(j.stage.waiters, done)
 	if j.holds > 0 {
@@ -695,13 +701,7 @@ func (j *journal) ends(rs []endRecord) error {
 		clear(pl[16:journalEndPayload])
 		j.endRecs++
 	}
-	done := make(chan error, 1)
-	j.stage.waiters = append(j.stage.waiters, done)
-	if j.holds > 0 {
-		j.cond.Broadcast() // a held stage: the writer takes it now (held)
-	}
-	j.mu.Unlock()
-	return <-done
+	return j.waitStage()
 }
 
 // run is the writer goroutine: it writes each staged group, fdatasyncs the

@@ -272,6 +272,21 @@ func (l *Log) addAbortedTxn(a abortedTxn) error {
 // first offset is below to (what a read_committed Fetch of that range
 // returns). Safe for concurrent use; it takes no lock but idxMu (read).
 func (l *Log) AbortedTransactions(dst []AbortedTxn, from, to int64) []AbortedTxn {
+	return appendAborted(l, dst, from, to, func(a abortedTxn) AbortedTxn {
+		return AbortedTxn{ProducerID: a.pid, FirstOffset: a.firstOffset}
+	})
+}
+
+// abortedRange is AbortedTransactions with each transaction's ABORT marker
+// offset (abortedTxn): for readers that skip aborted batches themselves.
+func (l *Log) abortedRange(dst []abortedTxn, from, to int64) []abortedTxn {
+	return appendAborted(l, dst, from, to, func(a abortedTxn) abortedTxn { return a })
+}
+
+// appendAborted appends conv of each aborted transaction of l overlapping
+// [from, to) to dst (AbortedTransactions). conv captures nothing, so the
+// walk allocates nothing beyond dst's growth.
+func appendAborted[T any](l *Log, dst []T, from, to int64, conv func(abortedTxn) T) []T {
 	if from >= to || !l.producers.txn.anyAborted.Load() {
 		return dst
 	}
@@ -283,7 +298,7 @@ func (l *Log) AbortedTransactions(dst []AbortedTxn, from, to int64) []AbortedTxn
 		complete := false
 		for _, a := range segs[i].aborted {
 			if a.lastOffset >= from && a.firstOffset < to {
-				dst = append(dst, AbortedTxn{ProducerID: a.pid, FirstOffset: a.firstOffset})
+				dst = append(dst, conv(a))
 			}
 			if a.lso >= to {
 				complete = true
