@@ -634,7 +634,18 @@ func (j *journal) barrier(l *Log, keep bool) error {
 		}
 	}
 	j.mu.Lock()
-	for j.err == nil && !j.closing && !j.stage.fits(recordBytes(l.topic, 0), 0) {
+	if err := j.room(recordBytes(l.topic, 0)); err != nil {
+		return err
+	}
+	j.putRecord(l, journalRecBarrier, 0, 0, nil)
+	return j.waitStage()
+}
+
+// room waits until the stage has room for a record of n bytes (no spans)
+// and returns nil with j.mu held, or the journal's error (ErrClosed once it
+// closes) with j.mu released. Caller holds j.mu.
+func (j *journal) room(n int) error {
+	for j.err == nil && !j.closing && !j.stage.fits(n, 0) {
 		j.cond.Wait()
 	}
 	if j.err != nil {
@@ -646,8 +657,7 @@ func (j *journal) barrier(l *Log, keep bool) error {
 		j.mu.Unlock()
 		return ErrClosed
 	}
-	j.putRecord(l, journalRecBarrier, 0, 0, nil)
-	return j.waitStage()
+	return nil
 }
 
 // waitStage waits until the stage being filled is written and durable and
@@ -682,17 +692,8 @@ func (j *journal) ends(rs []endRecord) error {
 	j.mu.Lock()
 	for _, r := range rs {
 		n := recordBytes(r.l.topic, journalEndPayload)
-		for j.err == nil && !j.closing && !j.stage.fits(n, 0) {
-			j.cond.Wait()
-		}
-		if j.err != nil {
-			err := j.err
-			j.mu.Unlock()
+		if err := j.room(n); err != nil {
 			return err
-		}
-		if j.closing {
-			j.mu.Unlock()
-			return ErrClosed
 		}
 		rec := j.putHeader(r.l, journalRecEnd, r.base, r.end, n)
 		pl := rec[journalRecHdr+len(r.l.topic):]
