@@ -1,6 +1,7 @@
 package server
 
 import (
+	"crypto/tls"
 	"io"
 	"log/slog"
 	"net"
@@ -14,9 +15,11 @@ import (
 	"github.com/stratalog/strata/controller"
 	"github.com/stratalog/strata/engine"
 	"github.com/stratalog/strata/internal/sasl"
+	"github.com/stratalog/strata/internal/tlstest"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
 )
 
 // ctlNode is one controller-only node of a test: its voter and the Server
@@ -28,8 +31,16 @@ type ctlNode struct {
 }
 
 // startControllers starts n controller-only nodes on 127.0.0.1, each
-// serving a CONTROLLER listener.
+// serving a PLAINTEXT CONTROLLER listener.
 func startControllers(t *testing.T, n int) []*ctlNode {
+	t.Helper()
+	return startControllersOn(t, n, Listener{Name: "CONTROLLER", Controller: true})
+}
+
+// startControllersOn starts n controller-only nodes on 127.0.0.1, each
+// serving a controller listener like l (its TLS, SASL), registered under
+// l.Name.
+func startControllersOn(t *testing.T, n int, l Listener) []*ctlNode {
 	t.Helper()
 	voters, lns := quorumListeners(t, n)
 	var nodes []*ctlNode
@@ -48,11 +59,11 @@ func startControllers(t *testing.T, n int) []*ctlNode {
 			t.Fatal(err)
 		}
 		host, port := AdvertisedEndpoint("", 0, kln.Addr())
-		ctl.SetKafkaEndpoints([]controller.Endpoint{{Name: "CONTROLLER", Host: host, Port: port}})
+		ctl.SetKafkaEndpoints([]controller.Endpoint{{Name: l.Name, Host: host, Port: port}})
 		s := New(Config{NodeID: i, ClusterID: "strata-test-cluster", ControllerOnly: true,
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Cluster: ClusterConfig{Controller: ctl}}, nil)
 		served := make(chan error, 1)
-		go func() { served <- s.ServeListener(kln, Listener{Name: "CONTROLLER", Controller: true}) }()
+		go func() { served <- s.ServeListener(kln, l) }()
 		t.Cleanup(func() {
 			s.Close()
 			<-served
@@ -313,4 +324,94 @@ func TestControllerListenerSASL(t *testing.T) {
 		t.Fatal(err)
 	}
 	check(20, denied, 0)
+}
+
+// TestControllerListenerSSL: an SSL controller listener (and a SASL_SSL
+// one) serves franz-go seeded with it over TLS as the PLAINTEXT one does:
+// DescribeCluster (EndpointType=2) names the three controllers on that
+// listener and the active one, DescribeQuorum the leader and the three
+// voters. A client without TLS gets no answer (the handshake fails and
+// the connection is closed); on SASL_SSL, TLS without SASL is closed too.
+func TestControllerListenerSSL(t *testing.T) {
+	dir := t.TempDir()
+	ca := tlstest.NewCA(t, dir, "ca")
+	srv := ca.Server(t, dir, "controller")
+	nodes := startControllersOn(t, 3, Listener{Name: "CONTROLLER", Protocol: "SSL", Controller: true,
+		TLS: &tls.Config{Certificates: []tls.Certificate{srv.TLS}}})
+	leader := quorumLeader(t, nodes)
+	follower := nodes[(leader+1)%3]
+	clientTLS := tlstest.ClientConfig(ca, nil)
+
+	seed := func(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Broker {
+		t.Helper()
+		return newClient(t, addr, opts...).SeedBrokers()[0]
+	}
+	dc := kmsg.NewPtrDescribeClusterRequest()
+	dc.EndpointType = endpointControllers
+	dq := kmsg.NewPtrDescribeQuorumRequest()
+	dq.Topics = []kmsg.DescribeQuorumRequestTopic{{Topic: "__cluster_metadata", Partitions: []kmsg.DescribeQuorumRequestTopicPartition{{Partition: 0}}}}
+
+	b := seed(t, follower.addr, kgo.DialTLSConfig(clientTLS))
+	r, err := b.Request(testCtx(t), dc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dcr := r.(*kmsg.DescribeClusterResponse)
+	if dcr.ErrorCode != 0 || dcr.EndpointType != endpointControllers || dcr.ClusterID != "strata-test-cluster" || dcr.ControllerID != leader || len(dcr.Brokers) != 3 {
+		t.Fatalf("DescribeCluster controllers over TLS: %+v", dcr)
+	}
+	for i, br := range dcr.Brokers {
+		if br.NodeID != int32(i) || net.JoinHostPort(br.Host, strconv.Itoa(int(br.Port))) != nodes[i].addr {
+			t.Fatalf("controller %d: %+v, listening on %s", i, br, nodes[i].addr)
+		}
+	}
+	r, err = b.Request(testCtx(t), dq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dqr := r.(*kmsg.DescribeQuorumResponse)
+	if dqr.ErrorCode != 0 || len(dqr.Topics) != 1 || len(dqr.Topics[0].Partitions) != 1 {
+		t.Fatalf("DescribeQuorum over TLS: %+v", dqr)
+	}
+	if p := dqr.Topics[0].Partitions[0]; p.ErrorCode != 0 || p.LeaderID != leader || len(p.CurrentVoters) != 3 || p.HighWatermark < 1 {
+		t.Fatalf("DescribeQuorum partition over TLS: %+v", p)
+	}
+
+	// Without TLS: the server reads no ClientHello and closes.
+	ctx := testCtx(t)
+	if _, err := seed(t, follower.addr).Request(ctx, dq); err == nil || ctx.Err() != nil {
+		t.Fatalf("DescribeQuorum without TLS: error %v (context: %v), want the connection closed", err, ctx.Err())
+	}
+	raw := dialRaw(t, follower.addr)
+	raw.writeFrame(encodeRequest(kmsg.NewPtrApiVersionsRequest(), 1, "raw-test"))
+	raw.expectClosed()
+
+	// SASL_SSL: TLS and PLAIN.
+	sslNodes := startControllersOn(t, 1, Listener{Name: "CONTROLLER", Protocol: "SASL_SSL", Controller: true,
+		TLS:  &tls.Config{Certificates: []tls.Certificate{srv.TLS}},
+		SASL: &sasl.Config{Mechanisms: []string{sasl.Plain}, PlainUsers: map[string]string{"admin": "admin-secret"}}})
+	quorumLeader(t, sslNodes)
+	addr := sslNodes[0].addr
+	b = seed(t, addr, kgo.DialTLSConfig(clientTLS), kgo.SASL(plain.Auth{User: "admin", Pass: "admin-secret"}.AsMechanism()))
+	if r, err = b.Request(testCtx(t), dq); err != nil {
+		t.Fatal(err)
+	}
+	if dqr := r.(*kmsg.DescribeQuorumResponse); dqr.ErrorCode != 0 || len(dqr.Topics) != 1 ||
+		dqr.Topics[0].Partitions[0].LeaderID != 0 || len(dqr.Topics[0].Partitions[0].CurrentVoters) != 1 {
+		t.Fatalf("DescribeQuorum over SASL_SSL: %+v", dqr)
+	}
+	if r, err = b.Request(testCtx(t), dc); err != nil {
+		t.Fatal(err)
+	}
+	if dcr := r.(*kmsg.DescribeClusterResponse); dcr.ErrorCode != 0 || len(dcr.Brokers) != 1 ||
+		net.JoinHostPort(dcr.Brokers[0].Host, strconv.Itoa(int(dcr.Brokers[0].Port))) != addr {
+		t.Fatalf("DescribeCluster over SASL_SSL: %+v", dcr)
+	}
+	ctx = testCtx(t)
+	if _, err := seed(t, addr, kgo.DialTLSConfig(clientTLS)).Request(ctx, dq); err == nil || ctx.Err() != nil {
+		t.Fatalf("DescribeQuorum over TLS without SASL: error %v (context: %v), want the connection closed", err, ctx.Err())
+	}
+	if _, err := seed(t, addr, kgo.DialTLSConfig(clientTLS), kgo.SASL(plain.Auth{User: "admin", Pass: "wrong"}.AsMechanism())).Request(ctx, dq); err == nil || ctx.Err() != nil {
+		t.Fatalf("DescribeQuorum with a wrong password: error %v (context: %v)", err, ctx.Err())
+	}
 }

@@ -19,12 +19,15 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 const clusterAbout = `The cluster as a whole: brokers, controller, partitions that need attention, broker
-configuration, log directories. Every verb takes --brokers (default: $STRATA_BROKERS, else 127.0.0.1:9092)
-and --timeout.`
+configuration, log directories, the metadata quorum. Every verb takes --brokers (default:
+$STRATA_BROKERS, else 127.0.0.1:9092), --timeout, and --sasl-mechanism, --sasl-username,
+--sasl-password (default: $STRATA_SASL_PASSWORD), --tls and --tls-ca for a secured listener
+(quorum's --bootstrap-controller too: a controller listener's security protocol).`
 
 var clusterVerbs = []verbDoc{
 	{"describe", "brokers, controller and unhealthy partitions", cmdDoc{name: "cluster describe",
@@ -73,12 +76,14 @@ type clusterFlags struct {
 	topics       multiFlag // log-dirs
 	partitions   bool      // log-dirs
 	controllers  string    // quorum --bootstrap-controller
+	sec          secFlags  // acls.go: --sasl-*, --tls, --tls-ca
 }
 
 func newClusterFlags(v verbDoc) *clusterFlags {
 	f := &clusterFlags{fs: flag.NewFlagSet("strata cluster "+v.verb, flag.ContinueOnError), format: formatText}
 	f.fs.StringVar(&f.brokers, "brokers", "", brokersHelp)
 	f.fs.DurationVar(&f.timeout, "timeout", 30*time.Second, "how long to wait for the cluster")
+	f.sec.register(f.fs)
 	switch v.verb {
 	case "describe":
 		f.fs.Var(&f.format, "format", formatHelp)
@@ -118,17 +123,23 @@ func clusterMainEnv(args []string, stdout, stderr io.Writer, getenv func(string)
 		return err
 	}
 	f.brokers = resolveBrokers(f.brokers, getenv)
+	f.sec.resolve(getenv)
 	if err := f.check(v.verb, pos); err != nil {
 		return asUsage(v.doc, err)
 	}
-	if v.verb == "quorum" {
-		return clusterQuorum(f, stdout) // cli_quorum.go
+	opts, err := f.sec.clientOpts()
+	if err != nil {
+		return asUsage(v.doc, err)
 	}
-	adm, cl, err := adminClient(splitSeeds(f.brokers), f.timeout)
+	if v.verb == "quorum" {
+		return clusterQuorum(f, opts, stdout) // cli_quorum.go
+	}
+	cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers(splitSeeds(f.brokers)...), kgo.RequestTimeoutOverhead(f.timeout))...)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
+	adm := kadm.NewClient(cl)
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
 	defer cancel()
 	switch v.verb {

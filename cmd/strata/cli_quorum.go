@@ -22,13 +22,16 @@ import (
 )
 
 var quorumVerb = verbDoc{"quorum", "the metadata quorum: leader, epoch, voters and their lag", cmdDoc{name: "cluster quorum",
-	usage: "strata cluster quorum [--bootstrap-controller host:port,...] [--format text|json]",
+	usage: "strata cluster quorum [--bootstrap-controller host:port,...] [--tls] [--tls-ca FILE] [--sasl-mechanism M --sasl-username U] [--format text|json]",
 	about: "Prints the metadata quorum (DescribeQuorum, as kafka-metadata-quorum describe --status\n" +
 		"--replication): the leader, its epoch, the high watermark, and every voter and observer\n" +
 		"with its log end offset, its lag behind the leader and when it last fetched and was last\n" +
 		"caught up. With --bootstrap-controller it asks the controllers' controller listeners\n" +
 		"(controller.listener.names) directly, brokers down or not, and also prints the cluster id\n" +
-		"and every controller's endpoint (DescribeCluster for controllers); plaintext listeners only."}}
+		"and every controller's endpoint (DescribeCluster for controllers). --tls, --tls-ca and\n" +
+		"--sasl-* reach an SSL, SASL_SSL or SASL_PLAINTEXT listener, a broker's or a controller's\n" +
+		"(a controller listener asks for ALTER on the cluster for DescribeCluster and DESCRIBE for\n" +
+		"DescribeQuorum when an authorizer is on)."}}
 
 // quorumJSON is `cluster quorum --format json`.
 type quorumJSON struct {
@@ -61,12 +64,14 @@ func describeQuorumRequest() *kmsg.DescribeQuorumRequest {
 	return req
 }
 
-func clusterQuorum(f *clusterFlags, stdout io.Writer) error {
+// clusterQuorum asks the brokers, or with --bootstrap-controller the
+// controllers, for the quorum; opts are the flags' SASL and TLS options.
+func clusterQuorum(f *clusterFlags, opts []kgo.Opt, stdout io.Writer) error {
 	seeds := splitSeeds(f.brokers)
 	if f.controllers != "" {
 		seeds = splitSeeds(f.controllers)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RequestTimeoutOverhead(f.timeout))
+	cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers(seeds...), kgo.RequestTimeoutOverhead(f.timeout))...)
 	if err != nil {
 		return err
 	}
