@@ -100,13 +100,16 @@ package engine
 // (ends: the segment's base, its durable end before the round and after
 // it as positions, and the log end offset the round covers) and waits for
 // the group holding them, whose fdatasync flushes the device cache after
-// the group's write, so after the segments' writes too. Replay counts end
-// records and does not use them yet: recovery reads zero-filled segments
-// as the write-once mode does (a lost write leaves a zeroed header). They
-// are the ground for segment files recycled instead of zero-filled, where
-// a lost write leaves a deleted segment's bytes and recovery needs the
-// durable ends to know where acknowledged bytes stop
-// (docs/performance.md, "Session 23"). Measured beside the write-once
+// the group's write, so after the segments' writes too. Replay gives each
+// segment the durable end its end records vouch for (journal_replay.go,
+// trustEnds: a record whose group a later group follows was flushed; one
+// of the newest group only if its round's bytes are there), and recovery
+// (walkSegment) cuts a bad batch at or past that end as a lost write,
+// whatever bytes it left, and reports one below it as corruption even
+// with nothing valid after it. That is what segment files recycled
+// instead of zero-filled need, where a lost write leaves a deleted
+// segment's bytes, not a zeroed header (docs/performance.md, "Session
+// 23"); the pool of recycled files is not built yet. Measured beside the write-once
 // mode in the same minutes it costs about the same (148,308 against
 // 149,145 rec/s keyed closed loop on a loaded machine, 2.29 against 2.22
 // us of broker CPU per record).

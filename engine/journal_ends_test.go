@@ -1,6 +1,10 @@
 package engine
 
 import (
+	"bytes"
+	"encoding/binary"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -104,5 +108,134 @@ func TestJournalEndsNeedsZeroFill(t *testing.T) {
 		if !strings.Contains(err.Error(), "log.io.journal.ends") {
 			t.Fatalf("Open: %v", err)
 		}
+	}
+}
+
+// TestJournalEndsCutLostWriteWithoutZeros: a crash that loses a round's
+// write while a later write of the same segment reached the disk, over
+// bytes that are not zeros (a recycled file's old bytes, which the zeroed
+// header test of the write-once mode cannot tell from damage): recovery
+// trusts the durable end the journal's end records vouch for and cuts
+// from it (nothing past it was acknowledged) instead of reporting the
+// partition corrupt; every acknowledged batch is there. Damage to bytes
+// of rounds whose flush completed (a later journal group follows) is
+// reported as corruption, not cut: in the middle of the log, and in the
+// last batch with nothing valid after it.
+func TestJournalEndsCutLostWriteWithoutZeros(t *testing.T) {
+	if fs, ok := sharedFlushFS(t.TempDir()); !ok {
+		t.Fatalf("the test directory's filesystem (%s) has no shared device flushes; ext4 or XFS is needed, as CI has", fs)
+	}
+	dir := t.TempDir()
+	e := openEngine(t, dir, endsOpts)
+	tp := mustTopic(t, e, "lost", 2, nil)
+	l := tp.Partition(0)
+	var want [][]byte
+	var last int64
+	for i := range 30 {
+		b := batchOf(t, 3, 500, int64(i), i)
+		info := mustAppend(t, l, b)
+		if err := waitDurable(t, l, info.LastOffset); err != nil {
+			t.Fatal(err)
+		}
+		want, last = append(want, append([]byte(nil), b...)), info.LastOffset
+	}
+	l.mu.Lock()
+	seg := l.active
+	l.mu.Unlock()
+	durable, path := seg.seg.Durable(), seg.logPath
+	crash, damaged := t.TempDir(), t.TempDir()
+	copyDir(t, dir, crash)
+	copyDir(t, dir, damaged)
+	// Rounds of the other partition until one stages an end record (a
+	// zero-filled segment's first sync is its own fdatasync): a later
+	// journal group, so partition 0's last round is known flushed too.
+	other := tp.Partition(1)
+	endRecs := func() uint64 {
+		e.jnl.mu.Lock()
+		defer e.jnl.mu.Unlock()
+		return e.jnl.endRecs
+	}
+	for before, i := endRecs(), 0; endRecs() == before; i++ {
+		if i == 10 {
+			t.Fatal("ten rounds of partition 1 staged no end record")
+		}
+		info := mustAppend(t, other, batchOf(t, 1, 10, 0, i))
+		if err := waitDurable(t, other, info.LastOffset); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tailDamaged := t.TempDir()
+	copyDir(t, dir, tailDamaged)
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Damage to an acknowledged round that later groups follow (its flush
+	// completed) is damage, though it lies past the recovery point: the
+	// partition is reported corrupt, nothing cut.
+	dpath := filepath.Join(damaged, strings.TrimPrefix(path, dir))
+	df, err := os.OpenFile(dpath, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := int64(0)
+	for _, b := range want[:10] {
+		at += int64(len(b))
+	}
+	if _, err := df.WriteAt(bytes.Repeat([]byte{0xa7}, 64), at+30); err != nil {
+		t.Fatal(err)
+	}
+	df.Close()
+	ed := openEngine(t, damaged, endsOpts)
+	err = readHead(ed.Topic("lost").Partition(0), want, false)
+	ed.Close()
+	if err == nil || !strings.Contains(err.Error(), "corrupt") {
+		t.Fatalf("damage to an acknowledged round: %v, want the partition reported corrupt", err)
+	}
+	// The same for the last round's last batch, with nothing valid after
+	// it (which would pass for a torn tail), once a later group shows its
+	// round was flushed.
+	tpath := filepath.Join(tailDamaged, strings.TrimPrefix(path, dir))
+	tf, err := os.OpenFile(tpath, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tf.WriteAt(bytes.Repeat([]byte{0xa7}, 64), durable-int64(len(want[len(want)-1]))+30); err != nil {
+		t.Fatal(err)
+	}
+	tf.Close()
+	et := openEngine(t, tailDamaged, endsOpts)
+	err = readHead(et.Topic("lost").Partition(0), want, false)
+	et.Close()
+	if err == nil || !strings.Contains(err.Error(), "corrupt") {
+		t.Fatalf("damage to the last acknowledged batch: %v, want the partition reported corrupt", err)
+	}
+
+	// The crash: the round after the last acknowledged one wrote two
+	// batches; the first write was lost over old bytes, the second landed.
+	cpath := filepath.Join(crash, strings.TrimPrefix(path, dir))
+	f, err := os.OpenFile(cpath, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := bytes.Repeat([]byte{0xa7}, 4096)
+	late := batchOf(t, 3, 500, 99, 99)
+	binary.BigEndian.PutUint64(late, uint64(last+4)) // after the lost batch's offsets
+	if _, err := f.WriteAt(append(old, late...), durable); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+
+	e2 := openEngine(t, crash, endsOpts)
+	defer e2.Close()
+	if end, ok := e2.jnl.replayed.ends[cpath]; !ok || end != durable {
+		t.Fatalf("replay trusts %d (%v) for %s, want the durable end %d", end, ok, cpath, durable)
+	}
+	l2 := e2.Topic("lost").Partition(0)
+	if err := readHead(l2, want, false); err != nil {
+		t.Fatalf("after the crash: %v", err)
+	}
+	if end := l2.LogEndOffset(); end != last+1 {
+		t.Fatalf("log end %d after the crash, want %d (the lost round cut)", end, last+1)
 	}
 }

@@ -60,6 +60,17 @@ type replayStats struct {
 	written  int   // write records written into their segments
 	skipped  int   // write records not written (gone, barrier, other topic)
 	bytes    int64 // payload bytes written
+	// ends (Options.JournalEnds): each segment's durable end as the end
+	// records at or past the start vouch for it (trustEnds), by path.
+	ends map[string]int64
+}
+
+// endRec is an end record's span of its segment (journalRecEnd). flushed:
+// a later group follows the record's, so its group's fdatasync completed
+// (the writer writes a group only after the one before it is durable).
+type endRec struct {
+	from, end, endOffset int64
+	flushed              bool
 }
 
 // scanJournalFile returns file i's valid groups, in order, up to the first
@@ -286,8 +297,21 @@ func replayJournal(e *Engine, files []vfs.File, sizes []int64) (replayStats, err
 			return rs, err
 		}
 	}
-	// Pass 2: the write records no barrier cancels.
+	// Pass 2: the write records no barrier cancels (and the end records).
+	endsOf := map[string][]endRec{}
 	owner := map[string]bool{} // partition directory -> holds that topic id
+	mine := func(pdir string, id [16]byte) bool {
+		m, ok := owner[pdir+string(id[:])]
+		if !ok {
+			data, err := readSmallFileFS(e.fs, filepath.Join(pdir, partitionMetaFile))
+			if err == nil {
+				got, perr := parsePartitionMetadata(data)
+				m = perr == nil && got == id
+			}
+			owner[pdir+string(id[:])] = m
+		}
+		return m
+	}
 	touched := map[string]segment.File{}
 	defer func() {
 		if e.io.files != nil {
@@ -307,6 +331,20 @@ func replayJournal(e *Engine, files []vfs.File, sizes []int64) (replayStats, err
 				return nil
 			}
 			rs.records++
+			if r.typ == journalRecEnd {
+				if b, ok := barriers[journalKey{r.topicID, r.part}]; (ok && seq < b) || len(r.payload) < 16 {
+					return nil // cut or replaced after it (a barrier): its end says nothing
+				}
+				pdir := filepath.Join(e.dir, partitionDirName(r.topic, r.part))
+				if !mine(pdir, r.topicID) {
+					return nil // deleted topic, or recreated under another id
+				}
+				path := segmentFileName(pdir, r.base, logSuffix)
+				endsOf[path] = append(endsOf[path], endRec{from: int64(binary.BigEndian.Uint64(r.payload)),
+					end: r.pos, endOffset: int64(binary.BigEndian.Uint64(r.payload[8:])),
+					flushed: newest.count == 0 || seq < newest.firstSeq})
+				return nil
+			}
 			if r.typ != journalRecWrite {
 				return nil
 			}
@@ -315,16 +353,7 @@ func replayJournal(e *Engine, files []vfs.File, sizes []int64) (replayStats, err
 				return nil
 			}
 			pdir := filepath.Join(e.dir, partitionDirName(r.topic, r.part))
-			mine, ok := owner[pdir+string(r.topicID[:])]
-			if !ok {
-				data, err := readSmallFileFS(e.fs, filepath.Join(pdir, partitionMetaFile))
-				if err == nil {
-					id, perr := parsePartitionMetadata(data)
-					mine = perr == nil && id == r.topicID
-				}
-				owner[pdir+string(r.topicID[:])] = mine
-			}
-			if !mine {
+			if !mine(pdir, r.topicID) {
 				rs.skipped++ // deleted topic, or recreated under another id
 				return nil
 			}
@@ -356,5 +385,98 @@ func replayJournal(e *Engine, files []vfs.File, sizes []int64) (replayStats, err
 			return rs, fmt.Errorf("engine: journal: syncing %s: %w", path, err)
 		}
 	}
+	for path, recs := range endsOf {
+		end, err := trustEnds(e, path, recs)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // deleted on purpose (retention, DeleteRecords, truncation, the topic)
+		}
+		if err != nil {
+			return rs, fmt.Errorf("engine: journal: checking the ends of %s: %w", path, err)
+		}
+		if rs.ends == nil {
+			rs.ends = map[string]int64{}
+		}
+		rs.ends[path] = end
+	}
 	return rs, nil
+}
+
+// trustEnds returns the durable end of the segment file at path that its
+// end records (recs, in journal order) vouch for: from the first record's
+// from (made durable by an earlier round's flush, or below the journal's
+// start), a record in a group a later group follows (flushed: its flush
+// completed, its round was acknowledged) moves it to its end whatever the
+// bytes hold — bad bytes below it are damage, for recovery to report —
+// and a record of the newest group does so only when the bytes between
+// are whole batches with valid CRCs, offsets at or above the segment's
+// base and rising, the last ending at or past the record's log end
+// offset. A crash before that group's flush completed keeps the end
+// record or the round's writes or both, in any combination; the first
+// newest-group record that fails stops it (nothing after it was
+// acknowledged). Damage to the newest round's bytes after its flush looks
+// the same and is cut as a torn tail, as Kafka cuts what follows its
+// recovery point.
+func trustEnds(e *Engine, path string, recs []endRec) (int64, error) {
+	f, err := openForReplay(e, path)
+	if err != nil {
+		return 0, err
+	}
+	if e.io.files == nil {
+		defer f.Close()
+	}
+	base, _ := parseSegmentFileName(filepath.Base(path), logSuffix)
+	trusted := recs[0].from
+	next := base // the least offset the next batch may have
+	var buf []byte
+	for _, r := range recs {
+		if r.end <= trusted {
+			continue
+		}
+		if r.flushed {
+			trusted, next = r.end, base
+			continue
+		}
+		if r.from > trusted {
+			break
+		}
+		n := r.end - trusted
+		if n > 1<<30 {
+			break
+		}
+		if int64(cap(buf)) < n {
+			buf = make([]byte, n)
+		}
+		b := buf[:n]
+		if _, err := f.ReadAt(b, trusted); err != nil && !errors.Is(err, io.EOF) {
+			return 0, err
+		}
+		last, ok := wholeBatchesFrom(b, next)
+		if !ok || last+1 < r.endOffset {
+			break
+		}
+		trusted, next = r.end, last+1
+	}
+	return trusted, nil
+}
+
+// wholeBatchesFrom reports whether b is whole batches with valid CRCs
+// whose base offsets rise from min, and the last offset of the last.
+func wholeBatchesFrom(b []byte, min int64) (last int64, ok bool) {
+	last = -1
+	for len(b) > 0 {
+		if len(b) < record.HeaderSize {
+			return 0, false
+		}
+		size := 12 + int(int32(binary.BigEndian.Uint32(b[8:])))
+		if size < record.HeaderSize || size > len(b) || !record.CheckCRC(b[:size]) {
+			return 0, false
+		}
+		h, err := record.ParseHeader(b[:record.HeaderSize])
+		if err != nil || h.BaseOffset < min {
+			return 0, false
+		}
+		last, min = h.LastOffset(), h.LastOffset()+1
+		b = b[size:]
+	}
+	return last, last >= 0
 }

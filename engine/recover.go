@@ -542,20 +542,31 @@ func (l *Log) walkSegment(s *logSegment, minOffset, rp int64, last, clean, verif
 		}
 		validEnd = badPos
 	case validEnd < size:
+		durableEnd, ends := l.durableEnd(s)
 		reason := "batch fails its checks below the recovery point"
-		if end >= rp {
+		switch {
+		case ends && validEnd < durableEnd:
+			reason = "batch fails its checks below the durable end the journal's end records name"
+		case end >= rp:
 			reason = "batch fails its checks with valid batches after it"
 		}
 		bad, err := l.corruptionAt(s, validEnd, end, reason)
 		if err != nil {
 			return 0, false, nil, err
 		}
-		lostWrite := bad.NextValid >= 0 && !clean && end >= rp && zeroHeaderAt(s, validEnd, size)
-		if (bad.NextValid >= 0 && !lostWrite) || (end < rp && (!last || wholeBatchAt(s, validEnd, size))) {
+		// A lost write leaves a zeroed header in a zero-filled segment; with
+		// the journal's end records (Options.JournalEnds) anything at or
+		// past the durable end they vouch for was never acknowledged,
+		// whatever bytes it left.
+		// Below that end it is damage to acknowledged bytes, even with
+		// nothing valid after it (which would otherwise look like a torn
+		// tail).
+		lostWrite := bad.NextValid >= 0 && !clean && end >= rp && (zeroHeaderAt(s, validEnd, size) || (ends && validEnd >= durableEnd))
+		if (bad.NextValid >= 0 && !lostWrite) || (end < rp && (!last || wholeBatchAt(s, validEnd, size))) || (ends && validEnd < durableEnd) {
 			return end, false, bad, nil
 		}
 		if lostWrite {
-			l.e.logger.Warn("a write lost in the crash left a zeroed batch header before later writes that reached the disk; cutting from it (none of it was acknowledged)",
+			l.e.logger.Warn("a write lost in the crash (a zeroed batch header, or bytes past the durable end the journal's end records name) before later writes that reached the disk; cutting from it (none of it was acknowledged)",
 				"segment", s.logPath, "pos", validEnd, "offset", end, "bytes_cut", size-validEnd, "next_valid_offset", bad.NextValid)
 		}
 		// A torn tail: cut it (Recover from the bad batch finds nothing).
@@ -568,6 +579,16 @@ func (l *Log) walkSegment(s *logSegment, minOffset, rp int64, last, clean, verif
 		end = max(minOffset, s.base)
 	}
 	return end, validEnd < size, nil, nil
+}
+
+// durableEnd returns the durable end of s the journal's end records vouch
+// for (journal_replay.go, trustEnds), if they name s.
+func (l *Log) durableEnd(s *logSegment) (int64, bool) {
+	if l.e.jnl == nil {
+		return 0, false
+	}
+	end, ok := l.e.jnl.replayed.ends[s.logPath]
+	return end, ok
 }
 
 // zeroHeaderAt reports whether the batch header's bytes at pos of s (as
