@@ -173,58 +173,44 @@ func TestJournalEndsCutLostWriteWithoutZeros(t *testing.T) {
 	// Damage to an acknowledged round that later groups follow (its flush
 	// completed) is damage, though it lies past the recovery point: the
 	// partition is reported corrupt, nothing cut.
-	dpath := filepath.Join(damaged, strings.TrimPrefix(path, dir))
-	df, err := os.OpenFile(dpath, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
+	// writeAt writes b at pos of the segment file (path) in the copy root.
+	writeAt := func(root string, b []byte, pos int64) {
+		t.Helper()
+		f, err := os.OpenFile(filepath.Join(root, strings.TrimPrefix(path, dir)), os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if _, err := f.WriteAt(b, pos); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantCorrupt := func(root, what string) {
+		t.Helper()
+		e := openEngine(t, root, endsOpts)
+		defer e.Close()
+		if err := readHead(e.Topic("lost").Partition(0), want, false); err == nil || !strings.Contains(err.Error(), "corrupt") {
+			t.Fatalf("damage to %s: %v, want the partition reported corrupt", what, err)
+		}
 	}
 	at := int64(0)
 	for _, b := range want[:10] {
 		at += int64(len(b))
 	}
-	if _, err := df.WriteAt(bytes.Repeat([]byte{0xa7}, 64), at+30); err != nil {
-		t.Fatal(err)
-	}
-	df.Close()
-	ed := openEngine(t, damaged, endsOpts)
-	err = readHead(ed.Topic("lost").Partition(0), want, false)
-	ed.Close()
-	if err == nil || !strings.Contains(err.Error(), "corrupt") {
-		t.Fatalf("damage to an acknowledged round: %v, want the partition reported corrupt", err)
-	}
+	writeAt(damaged, bytes.Repeat([]byte{0xa7}, 64), at+30)
+	wantCorrupt(damaged, "an acknowledged round")
 	// The same for the last round's last batch, with nothing valid after
 	// it (which would pass for a torn tail), once a later group shows its
 	// round was flushed.
-	tpath := filepath.Join(tailDamaged, strings.TrimPrefix(path, dir))
-	tf, err := os.OpenFile(tpath, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tf.WriteAt(bytes.Repeat([]byte{0xa7}, 64), durable-int64(len(want[len(want)-1]))+30); err != nil {
-		t.Fatal(err)
-	}
-	tf.Close()
-	et := openEngine(t, tailDamaged, endsOpts)
-	err = readHead(et.Topic("lost").Partition(0), want, false)
-	et.Close()
-	if err == nil || !strings.Contains(err.Error(), "corrupt") {
-		t.Fatalf("damage to the last acknowledged batch: %v, want the partition reported corrupt", err)
-	}
+	writeAt(tailDamaged, bytes.Repeat([]byte{0xa7}, 64), durable-int64(len(want[len(want)-1]))+30)
+	wantCorrupt(tailDamaged, "the last acknowledged batch")
 
 	// The crash: the round after the last acknowledged one wrote two
 	// batches; the first write was lost over old bytes, the second landed.
 	cpath := filepath.Join(crash, strings.TrimPrefix(path, dir))
-	f, err := os.OpenFile(cpath, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	old := bytes.Repeat([]byte{0xa7}, 4096)
 	late := batchOf(t, 3, 500, 99, 99)
 	binary.BigEndian.PutUint64(late, uint64(last+4)) // after the lost batch's offsets
-	if _, err := f.WriteAt(append(old, late...), durable); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	writeAt(crash, append(bytes.Repeat([]byte{0xa7}, 4096), late...), durable)
 
 	e2 := openEngine(t, crash, endsOpts)
 	defer e2.Close()
