@@ -49,8 +49,25 @@ type Member struct {
 	ID, ClientID, ClientHost, RackID string
 	Epoch, PrevEpoch                 int32
 	Topics                           []string           // subscribed topic names, sorted
-	Assignment                       map[string][]int32 // topic -> partitions
+	Assignment                       map[string][]int32 // topic -> partitions, as last sent to the member
 	deadlineMs                       int64              // session expires at this time
+	// The assignment the group's last assignment gave the member, at
+	// targetEpoch, until its own heartbeat hands it over (hasTarget).
+	// Epoch and Assignment are what the member was told: they move only in
+	// its own heartbeat, as in Kafka, so a member several reassignments
+	// behind still heartbeats at an epoch the coordinator accepts.
+	target      map[string][]int32
+	targetEpoch int32
+	hasTarget   bool
+}
+
+// pending is the assignment the member will have: its target, or what it
+// was told.
+func (m *Member) pending() map[string][]int32 {
+	if m.hasTarget {
+		return m.target
+	}
+	return m.Assignment
 }
 
 // Group is one share group.
@@ -226,6 +243,14 @@ func (gs *Groups) Heartbeat(nowMs int64, req HeartbeatRequest, cat Catalog) Hear
 	if g.AssignmentEpoch != g.Epoch {
 		assign(g, cat)
 	}
+	if m.hasTarget {
+		// Handed over now: the member held req.MemberEpoch (a lost
+		// answer leaves it there), so that stays acceptable.
+		if m.Epoch != m.targetEpoch {
+			m.PrevEpoch, m.Epoch = req.MemberEpoch, m.targetEpoch
+		}
+		m.Assignment, m.target, m.hasTarget = m.target, nil, false
+	}
 	res := HeartbeatResult{MemberEpoch: m.Epoch, IntervalMs: gs.cfg.HeartbeatIntervalMs}
 	if !seen || req.MemberEpoch != m.Epoch || req.Topics != nil {
 		res.HasAssignment = true
@@ -316,7 +341,8 @@ func metaKey(g *Group, cat Catalog) string {
 // subscribers sorted by id); with more subscribers than partitions, each
 // subscriber gets one partition and partitions are shared (subscriber i
 // gets partition i mod P), so every member has work and every partition a
-// consumer. Members whose assignment changed move to the group epoch.
+// consumer. A member whose assignment changed gets it as its target at the
+// group epoch, and takes both in its own next heartbeat.
 func assign(g *Group, cat Catalog) {
 	subs := map[string][]string{} // topic -> member ids, sorted
 	for _, id := range sortedKeys(g.Members) {
@@ -351,11 +377,12 @@ func assign(g *Group, cat Catalog) {
 		if a == nil {
 			a = map[string][]int32{}
 		}
-		if !equalAssignment(a, m.Assignment) || m.Epoch == 0 {
-			m.Assignment = a
-			if m.Epoch != g.Epoch {
-				m.PrevEpoch, m.Epoch = m.Epoch, g.Epoch
-			}
+		switch {
+		case m.Epoch != 0 && equalAssignment(a, m.Assignment):
+			// Back to what it was told (or never changed): nothing to hand over.
+			m.target, m.hasTarget = nil, false
+		case !m.hasTarget || !equalAssignment(a, m.target):
+			m.target, m.targetEpoch, m.hasTarget = a, g.Epoch, true
 		}
 	}
 	g.AssignmentEpoch = g.Epoch
