@@ -78,6 +78,15 @@
 // without a directory sync between them fails. One seed gives one
 // outcome.
 //
+// SetDeviceCache adds the device's volatile write cache, shared by every
+// file, that the engine's shared device flushes rely on: a write wholly
+// inside a file's durable size (an overwrite of blocks already written
+// and synced, no metadata change) is durable once a Sync of any file
+// returns nil after it, as an fdatasync of any file flushes the device's
+// cache. Everything else still needs its own sync. Its crashes keep or
+// lose each unsynced change of a file on its own, not a prefix, and a
+// torn write keeps any subset of its 512-byte sectors. Off by default.
+//
 // PowerOffAfter(n) cuts the power inside a sequence of operations: the
 // next n run, and every later one (on the FS or its open files) fails with
 // ErrCrashed and changes nothing, so a test can crash between the fsync
@@ -108,8 +117,9 @@
 // Symbolic and hard links (a cross-directory rename synced on one side
 // only can leave an inode under two names, as fsck might), permissions,
 // file times (ModTime is the zero time: a MemFS reads no clock), free
-// space, sector-sized atomic writes (a tear may fall on any byte), and a
-// crash keeping a later unsynced write of a file without an earlier one
-// (write-back can do that page by page; the files behind the seam have at
-// most one unsynced write in flight, or are checked by a CRC).
+// space, and, without SetDeviceCache, sector-sized atomic writes (a tear
+// may fall on any byte) and a crash keeping a later unsynced write of a
+// file without an earlier one (write-back can do that page by page; the
+// files behind the seam have at most one unsynced write in flight, or are
+// checked by a CRC).
 package vfs

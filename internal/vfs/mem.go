@@ -36,6 +36,15 @@ type MemFS struct {
 	offAt   int64 // power is lost after operation offAt; 0 = never
 	down    bool  // power lost: every call fails with ErrCrashed
 	faults  []*fault
+
+	// Device cache (SetDeviceCache): overwrites inside a file's durable
+	// size wait in a volatile cache shared by every file until a Sync of
+	// any file; devDirty holds the files with such writes not yet flushed.
+	devCache bool
+	devDirty map[*memNode]struct{}
+	// Where PowerOffAfter's cut fell: the first operation refused.
+	offOp   Op
+	offPath string
 }
 
 // memNode is an inode: a regular file or a directory.
@@ -57,11 +66,16 @@ type memNode struct {
 }
 
 // dataOp is one unsynced write (data != nil or empty write) or truncate.
+// With the device cache, dev marks a write that overwrote bytes inside the
+// file's durable size (no metadata change) and flushed one that a device
+// cache flush (any file's Sync) made durable since.
 type dataOp struct {
-	off   int64
-	data  []byte
-	trunc bool
-	size  int64
+	off     int64
+	data    []byte
+	trunc   bool
+	size    int64
+	dev     bool
+	flushed bool
 }
 
 // metaOp is one unsynced directory change: name now points at node (nil:
@@ -74,6 +88,59 @@ type metaOp struct {
 }
 
 func (n *memNode) isDir() bool { return n.mode.IsDir() }
+
+// SetDeviceCache turns the device cache model on (or off) for m and the
+// file systems its Crash returns: the disk under m has a volatile write
+// cache shared by all its files, as the engine's shared device flushes
+// rely on (the journal's fdatasync making completed overwrites of
+// zero-filled segments durable). A write that lies wholly inside the
+// file's durable size (the size as of its last Sync, and below every
+// truncation made since) is an overwrite of blocks already written and
+// made durable: it needs no metadata, so it becomes durable once a Sync of
+// ANY file (the fdatasync that flushes the device's cache) returns nil
+// after it. Every other change (a write that extends the file, a
+// truncation, directory changes) still needs its own file's or directory's
+// sync. A directory sync is not taken as a device flush (a file system may
+// or may not flush for it; the model assumes the worse). At a crash, and
+// unlike the default model's prefix, each unsynced write and truncation
+// of a file is kept or lost on its own (KeepUnsynced), and with Tear a
+// lost write may leave any of its 512-byte sectors behind (a device
+// writes sectors atomically, a multi-sector write in any order). Call it
+// before the first operation whose durability it should govern.
+func (m *MemFS) SetDeviceCache(on bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.devCache = on
+}
+
+// PowerLostAt reports the operation and path PowerOffAfter's cut fell on
+// (the first one refused), and false when the power has not gone off that
+// way.
+func (m *MemFS) PowerLostAt() (Op, string, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.offOp, m.offPath, m.offOp != 0
+}
+
+// flushDevice is a device cache flush: every overwrite held in the cache
+// is durable from now on. A file's leading durable changes are folded into
+// its synced contents. Caller holds mu.
+func (m *MemFS) flushDevice() {
+	for n := range m.devDirty {
+		for i := range n.pending {
+			if n.pending[i].dev {
+				n.pending[i].flushed = true
+			}
+		}
+		k := 0
+		for k < len(n.pending) && n.pending[k].flushed {
+			n.synced = applyData(n.synced, n.pending[k])
+			k++
+		}
+		n.pending = slices.Delete(n.pending, 0, k)
+	}
+	clear(m.devDirty)
+}
 
 // NewMemFS returns an empty file system: only its root directory, "/",
 // exists. Relative paths are resolved from the root.
@@ -146,6 +213,10 @@ func (m *MemFS) begin(op Op, paths ...string) (injected bool, err error) {
 	if m.offAt > 0 && m.ops > m.offAt {
 		m.ops--
 		m.down = true
+		m.offOp = op
+		if len(paths) > 0 {
+			m.offPath = paths[0]
+		}
 		return false, ErrCrashed
 	}
 	for _, f := range m.faults {
@@ -249,10 +320,32 @@ func applyData(dst []byte, op dataOp) []byte {
 	return writeAt(dst, op.data, op.off)
 }
 
-// write records a write to n. Caller holds mu.
-func (n *memNode) write(p []byte, off int64) {
+// write records a write to n; with the device cache, one inside n's
+// durable size waits in the cache for any file's Sync. Caller holds mu.
+func (m *MemFS) write(n *memNode, p []byte, off int64) {
 	n.data = writeAt(n.data, p, off)
-	n.pending = append(n.pending, dataOp{off: off, data: slices.Clone(p)})
+	op := dataOp{off: off, data: slices.Clone(p)}
+	if m.devCache && len(p) > 0 && off+int64(len(p)) <= n.durableFloor() {
+		op.dev = true
+		if m.devDirty == nil {
+			m.devDirty = map[*memNode]struct{}{}
+		}
+		m.devDirty[n] = struct{}{}
+	}
+	n.pending = append(n.pending, op)
+}
+
+// durableFloor is the end of n's bytes whose blocks are durable with
+// their metadata: its synced size, lowered by every truncation since.
+// Caller holds mu.
+func (n *memNode) durableFloor() int64 {
+	floor := int64(len(n.synced))
+	for _, op := range n.pending {
+		if op.trunc {
+			floor = min(floor, op.size)
+		}
+	}
+	return floor
 }
 
 // truncate records a size change of n. Caller holds mu.
@@ -273,13 +366,13 @@ func (n *memNode) sync(failed bool) {
 		}
 		return
 	}
-	if !failed {
-		s := slices.Clone(n.synced)
-		for _, op := range n.pending {
+	s := slices.Clone(n.synced)
+	for _, op := range n.pending {
+		if !failed || op.flushed { // a failed sync loses only what no flush made durable
 			s = applyData(s, op)
 		}
-		n.synced = s
 	}
+	n.synced = s
 	n.pending = nil
 }
 
@@ -648,7 +741,7 @@ func (f *memFile) Write(p []byte) (int, error) {
 	if f.flag&os.O_APPEND != 0 {
 		f.pos = int64(len(f.node.data))
 	}
-	f.node.write(p, f.pos)
+	f.fs.write(f.node, p, f.pos)
 	f.pos += int64(len(p))
 	return len(p), nil
 }
@@ -668,7 +761,7 @@ func (f *memFile) WriteAt(p []byte, off int64) (int, error) {
 	case off < 0:
 		return 0, pathErr("writeat", f.name, errors.New("negative offset"))
 	}
-	f.node.write(p, off)
+	f.fs.write(f.node, p, off)
 	return len(p), nil
 }
 
@@ -697,6 +790,9 @@ func (f *memFile) Sync() error {
 		return err
 	}
 	f.node.sync(injected)
+	if f.fs.devCache && !injected && !f.node.isDir() {
+		f.fs.flushDevice() // an fsync ends with a device cache flush
+	}
 	return err
 }
 
@@ -750,7 +846,7 @@ func (m *MemFS) Crash(opts CrashOptions) *MemFS {
 	defer m.mu.Unlock()
 	m.down = true
 	c := &crasher{opts: opts, rng: rand.New(rand.NewPCG(opts.Seed, crashStream)),
-		out: &MemFS{}, made: map[*memNode]*memNode{}}
+		out: &MemFS{devCache: m.devCache}, made: map[*memNode]*memNode{}}
 	if opts.KeepUnsynced {
 		seqs := pendingSeqs(m.root)
 		if opts.Reorder {
@@ -841,6 +937,9 @@ func (c *crasher) rebuild(n *memNode) *memNode {
 
 // fileAfterCrash is the contents of file n after the crash.
 func (c *crasher) fileAfterCrash(n *memNode) []byte {
+	if c.out.devCache {
+		return c.fileAfterCrashDev(n)
+	}
 	data := slices.Clone(n.synced)
 	keep := 0
 	if c.opts.KeepUnsynced {
@@ -856,6 +955,34 @@ func (c *crasher) fileAfterCrash(n *memNode) []byte {
 	data = writeAt(data, op.data[:c.rng.IntN(len(op.data))], op.off)
 	if end := op.off + int64(len(op.data)); c.rng.IntN(2) == 0 && end > int64(len(data)) {
 		data = resize(data, end)
+	}
+	return data
+}
+
+// sectorBytes is the unit a device writes atomically (the device cache
+// model's tears).
+const sectorBytes = 512
+
+// fileAfterCrashDev is fileAfterCrash with the device cache: flushed
+// writes are kept, and each other change independently (KeepUnsynced);
+// with Tear, half of the lost writes leave a random subset of their
+// sectors (each write's range cut at multiples of sectorBytes).
+func (c *crasher) fileAfterCrashDev(n *memNode) []byte {
+	data := slices.Clone(n.synced)
+	for _, op := range n.pending {
+		switch {
+		case op.flushed || (c.opts.KeepUnsynced && c.rng.IntN(2) == 0):
+			data = applyData(data, op)
+		case c.opts.Tear && !op.trunc && len(op.data) > 0 && c.rng.IntN(2) == 0:
+			end := op.off + int64(len(op.data))
+			for lo := op.off; lo < end; {
+				hi := min((lo/sectorBytes+1)*sectorBytes, end)
+				if c.rng.IntN(2) == 0 {
+					data = writeAt(data, op.data[lo-op.off:hi-op.off], lo)
+				}
+				lo = hi
+			}
+		}
 	}
 	return data
 }
