@@ -215,6 +215,38 @@ type fileLayer interface {
 	Open(path string) (segment.File, error)
 }
 
+// sharedFiles is a fileLayer whose files sit on a device with a volatile
+// write cache shared by all of them, and whose segment files are
+// zero-filled ahead of their appends as segment.Options.PreWrite does
+// (the ends-mode crash test's layer over a vfs.MemFS with its device
+// cache on: journal_ends_crash_test.go). It exists so that the shared
+// flush paths (flushBatch, shareFlush with Options.JournalEnds, the
+// journal's checkpoints) run over a file layer: a segment over a layer's
+// File has no ring writer, so its own StartShared always answers "not
+// shared"; with a sharedFiles layer the backend asks the layer instead
+// (startShared and the methods after it), and devFlush's flush is the
+// layer's Flush. Whether a write the layer calls shared really needed no
+// metadata is for the layer's file system to decide at a crash, not
+// trusted. Production backends never have one.
+type sharedFiles interface {
+	fileLayer
+	// Flush is one device cache flush: an fdatasync of a file of the
+	// layer.
+	Flush() error
+	// Shareable reports whether every byte of the segment file at path
+	// below size was written over blocks made durable with their
+	// metadata (zero-filled and synced ahead), and no truncation came
+	// since the file's last own Sync: segment.Segment.StartShared's
+	// condition for a ring segment.
+	Shareable(path string, size int64) bool
+	// MarkDurable and Durable are segment.Segment's for the file at path:
+	// its durable end after a device cache flush, and the end the last
+	// own Sync or flush covered (-1 after a truncation until the next
+	// Sync).
+	MarkDurable(path string, end int64)
+	Durable(path string) int64
+}
+
 // ioBackend makes the Engine's segments.
 type ioBackend struct {
 	// onStarve is the journal's unhold, set once it is open (starved).
@@ -223,6 +255,7 @@ type ioBackend struct {
 	ring     *uring.Ring
 	cache    *segment.FileCache // descriptors of idle sealed segments (see sealedFilesOpen)
 	files    fileLayer
+	shared   sharedFiles // files, when it shares device flushes (tests)
 	logger   *slog.Logger
 	// dev shares device cache flushes among PreWrite segments (nil: each
 	// segment fdatasyncs itself; see devflush.go).
@@ -259,6 +292,11 @@ func newIOBackend(choice string, dir string, files fileLayer, shared, zeroFill b
 	b := &ioBackend{logger: logger, refs: 1, cache: segment.NewFileCache(sealedFilesOpen)}
 	if files != nil {
 		b.name, b.files = "test files", files
+		if sf, ok := files.(sharedFiles); ok && shared && zeroFill {
+			// The layer's device flush, instead of an anchor file's
+			// fdatasync (openDevFlush): no descriptor to close.
+			b.shared, b.dev = sf, newDevFlush(nil, 0, sf.Flush)
+		}
 		return b, nil
 	}
 	choice, err := ParseIOBackend(choice)
@@ -331,6 +369,49 @@ func (b *ioBackend) sharedMeta(dir string) bool {
 	}
 	dev, err := segment.DeviceOf(dir)
 	return err == nil && dev == b.dev.dev
+}
+
+// startShared, waitWritten, writtenEpoch, markDurable and durable are
+// segment.Segment's StartShared, WaitWritten, WrittenEpoch, MarkDurable
+// and Durable, answered by the file layer when it shares device flushes
+// (sharedFiles): its writes are done when Append returns (target: the
+// size), and carry no flush epoch (a flush that starts afterwards covers
+// them).
+func (b *ioBackend) startShared(s *segment.Segment) (target int64, shared bool, err error) {
+	if b.shared == nil {
+		return s.StartShared()
+	}
+	size := s.Size()
+	return size, b.shared.Shareable(s.Path(), size), nil
+}
+
+func (b *ioBackend) waitWritten(s *segment.Segment, target int64) error {
+	if b.shared == nil {
+		return s.WaitWritten(target)
+	}
+	return nil
+}
+
+func (b *ioBackend) writtenEpoch(s *segment.Segment) (uint64, bool) {
+	if b.shared == nil {
+		return s.WrittenEpoch()
+	}
+	return 0, false
+}
+
+func (b *ioBackend) markDurable(s *segment.Segment, target int64) error {
+	if b.shared == nil {
+		return s.MarkDurable(target)
+	}
+	b.shared.MarkDurable(s.Path(), target)
+	return nil
+}
+
+func (b *ioBackend) durable(s *segment.Segment) int64 {
+	if b.shared == nil {
+		return s.Durable()
+	}
+	return b.shared.Durable(s.Path())
 }
 
 // segOptions are the Options of a ring-backed active segment in dir.

@@ -442,7 +442,7 @@ func (e *Engine) flushBatch(b *flushBatch) {
 			continue
 		}
 		s := j.segs[j.own-1] // the active segment is last
-		target, shared, err := s.seg.StartShared()
+		target, shared, err := e.io.startShared(s.seg)
 		switch {
 		case err != nil:
 			if !s.deleting.Load() {
@@ -492,9 +492,9 @@ func (e *Engine) shareFlush(jobs []flushJob, ends []endRecord) []endRecord {
 		s := j.segs[len(j.segs)-1]
 		path, _, _ := s.paths()
 		e.syncs.Add(1)
-		if err := s.seg.WaitWritten(j.target); err != nil {
+		if err := e.io.waitWritten(s.seg, j.target); err != nil {
 			j.err = err
-		} else if ep, ok := s.seg.WrittenEpoch(); ok {
+		} else if ep, ok := e.io.writtenEpoch(s.seg); ok {
 			need = max(need, ep+1)
 		} else {
 			noEpoch = true
@@ -525,7 +525,7 @@ func (e *Engine) shareFlush(jobs []flushJob, ends []endRecord) []endRecord {
 				continue
 			}
 			s := j.segs[len(j.segs)-1]
-			ends = append(ends, endRecord{l: j.l, base: s.base, from: s.seg.Durable(), end: j.target, endOffset: j.end})
+			ends = append(ends, endRecord{l: j.l, base: s.base, from: e.io.durable(s.seg), end: j.target, endOffset: j.end})
 		}
 		ferr = e.jnl.ends(ends)
 	} else {
@@ -541,7 +541,7 @@ func (e *Engine) shareFlush(jobs []flushJob, ends []endRecord) []endRecord {
 			continue
 		}
 		s := j.segs[len(j.segs)-1]
-		if err := s.seg.MarkDurable(j.target); err != nil {
+		if err := e.io.markDurable(s.seg, j.target); err != nil {
 			j.err = err
 		}
 	}

@@ -1112,7 +1112,7 @@ func (j *journal) checkpoint() error {
 	}
 	for _, s := range held {
 		path, _, _ := s.paths()
-		target, ok, err := s.seg.StartShared()
+		target, ok, err := j.e.io.startShared(s.seg)
 		if err == nil && !ok {
 			err = j.e.syncFile(path, s.seg.Sync)
 		}
@@ -1127,7 +1127,7 @@ func (j *journal) checkpoint() error {
 		}
 	}
 	for _, w := range waits {
-		if err := w.s.seg.WaitWritten(w.target); err != nil && !w.s.deleting.Load() {
+		if err := j.e.io.waitWritten(w.s.seg, w.target); err != nil && !w.s.deleting.Load() {
 			return err
 		}
 	}
@@ -1136,7 +1136,7 @@ func (j *journal) checkpoint() error {
 			return err
 		}
 		for _, w := range waits {
-			_ = w.s.seg.MarkDurable(w.target)
+			_ = j.e.io.markDurable(w.s.seg, w.target)
 		}
 	}
 	j.mu.Lock()
