@@ -718,6 +718,15 @@ func (j *journal) run() {
 			j.cond.Wait()
 		}
 		if j.stage.count == 0 || j.err != nil {
+			// A failed journal writes nothing more: what waits for the
+			// stage (the ends of a flush round, a barrier) staged before
+			// the failure and gets its error, or it would wait forever
+			// (stagers after it see j.err in room).
+			for _, w := range j.stage.waiters {
+				w <- j.err
+			}
+			clear(j.stage.waiters)
+			j.stage.waiters = j.stage.waiters[:0]
 			j.mu.Unlock()
 			return
 		}

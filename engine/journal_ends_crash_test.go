@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -416,3 +418,90 @@ func cutKind(op vfs.Op, path, dir string) string {
 	return file + " " + ops[op]
 }
 
+// TestJournalEndsFailedGroupReleasesNextRound: a journal group whose
+// fdatasync fails while the next round's end records wait in the stage:
+// that round must fail too (the journal is offline), not wait forever for
+// a writer that stopped, and Close must return. Found by
+// TestJournalEndsCrash (a power loss in a journal group's sync hung
+// Engine.Close in stopFlusher: a flush worker waited in journal.ends).
+func TestJournalEndsFailedGroupReleasesNextRound(t *testing.T) {
+	defer func(v int64) { journalMinBytes = v }(journalMinBytes)
+	journalMinBytes = journalFiles * (16 << 10)
+	dir := filepath.Join(t.TempDir(), "d")
+	mfs := newDataFS(t, dir)
+	mfs.SetDeviceCache(true)
+	layer, err := newEndsLayer(mfs, dir, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		armed   atomic.Bool
+		entered = make(chan struct{})
+		release = make(chan struct{})
+	)
+	e := openEngine(t, dir, func(o *Options) {
+		o.fs, o.files, o.journalFS = layer.fs, layer, layer.fs
+		o.JournalBytes, o.JournalEnds = journalMinBytes, true
+		o.syncHook = func(path string) error {
+			if strings.Contains(path, journalDirName) && armed.CompareAndSwap(true, false) {
+				close(entered)
+				<-release
+				return syscall.EIO
+			}
+			return nil
+		}
+	})
+	tp := mustTopic(t, e, "ends", 2, nil)
+	l0, l1 := tp.Partition(0), tp.Partition(1)
+	// Two rounds each: the first syncs the new segments themselves, the
+	// second shares the journal's flush.
+	for i := range 2 {
+		for _, l := range []*Log{l0, l1} {
+			if err := waitDurable(t, l, mustAppend(t, l, batchOf(t, 1, 10, 0, i)).LastOffset); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	ends := func() (uint64, uint32) {
+		e.jnl.mu.Lock()
+		defer e.jnl.mu.Unlock()
+		return e.jnl.endRecs, e.jnl.stage.count
+	}
+	if n, _ := ends(); n == 0 {
+		t.Fatal("no round went through the journal")
+	}
+	armed.Store(true)
+	done := make(chan error, 2)
+	info := mustAppend(t, l0, batchOf(t, 1, 10, 0, 9))
+	l0.WhenDurable(info.LastOffset, func(err error) { done <- err })
+	<-entered // the writer holds l0's round in its sync
+	info = mustAppend(t, l1, batchOf(t, 1, 10, 0, 9))
+	l1.WhenDurable(info.LastOffset, func(err error) { done <- err })
+	for i := 0; ; i++ { // l1's round stages its end record behind the held group
+		if _, staged := ends(); staged > 0 {
+			break
+		}
+		if i == 3000 {
+			t.Fatal("l1's round never staged an end record")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(release)
+	for range 2 {
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Fatal("a round after a failed journal sync was acknowledged")
+			}
+		case <-time.After(30 * time.Second): // deadlock guard, not a timing assertion
+			t.Fatal("a round whose end records were staged behind a failed journal group never completed")
+		}
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- e.Close() }()
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second): // deadlock guard
+		t.Fatal("Close did not return after the journal failed")
+	}
+}
