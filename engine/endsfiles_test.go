@@ -29,6 +29,11 @@ type endsLayer struct {
 	mfs  *vfs.MemFS
 	fs   *endsFS
 	step int64 // the zero-fill step: a segment's reservation grows by it
+	// stale: the reservation is filled with old bytes instead of zeros,
+	// as a recycled segment file (a deleted segment's) would hold them
+	// (the case the ends mode is for: a lost write leaves those bytes, not
+	// a zeroed header); still written and synced ahead.
+	stale bool
 
 	mu     sync.Mutex
 	files  map[string]*endsFile
@@ -197,7 +202,11 @@ func (f *endsFile) reserve(need int64) error {
 	to := max(f.reserved+f.l.step, (need+f.l.step-1)/f.l.step*f.l.step)
 	if to > f.size {
 		up := !f.l.mfs.PoweredOff()
-		if _, err := f.f.WriteAt(make([]byte, to-f.size), f.size); err != nil {
+		fill := make([]byte, to-f.size)
+		if f.l.stale {
+			staleBytes(fill, f.size)
+		}
+		if _, err := f.f.WriteAt(fill, f.size); err != nil {
 			f.l.cut(&f.l.zeroCut, up, err)
 			return err
 		}
@@ -303,3 +312,13 @@ func (f *endsFile) ReadAt(p []byte, off int64) (int, error) { return f.f.ReadAt(
 func (f *endsFile) Read(p []byte) (int, error)              { return f.f.Read(p) }
 func (f *endsFile) Write(p []byte) (int, error)             { return 0, errors.ErrUnsupported }
 func (f *endsFile) Name() string                            { return f.f.Name() }
+
+// staleBytes fills b, which lies at off of a file, with the bytes a
+// recycled file holds there: not zeros, not batches (a function of the
+// position, so a crash's mix of old and new is reproducible).
+func staleBytes(b []byte, off int64) {
+	for i := range b {
+		x := uint64(off+int64(i)) * 0x9e3779b97f4a7c15
+		b[i] = byte(x>>56) | 1
+	}
+}
