@@ -367,17 +367,33 @@ func TestTornTailStillTruncated(t *testing.T) {
 	active := segmentFileName(pdir, bases[len(bases)-1], logSuffix)
 	walk := naiveWalk(t, active)
 	lastB := walk[len(walk)-1]
-	for _, torn := range []string{"cut", "flip"} {
+	// "offset": a torn write that lost the sector holding the batch's base
+	// offset (zeros there) and kept the rest: its CRC, which does not cover
+	// the base offset, still passes, and only the offsets tell it is bad.
+	for _, torn := range []string{"cut", "flip", "offset"} {
 		t.Run(torn, func(t *testing.T) {
 			dir := t.TempDir()
 			copyDir(t, image, dir)
 			path := filepath.Join(dir, "cor-0", filepath.Base(active))
-			if torn == "cut" {
+			switch torn {
+			case "cut":
 				if err := os.Truncate(path, lastB.pos+int64(lastB.size)/2); err != nil {
 					t.Fatal(err)
 				}
-			} else {
+			case "flip":
 				flip(t, path, lastB.pos+int64(lastB.size)-1)
+			default:
+				f, err := os.OpenFile(path, os.O_WRONLY, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, err = f.WriteAt(make([]byte, 8), lastB.pos)
+				if cerr := f.Close(); err == nil {
+					err = cerr
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
 			}
 			e := openEngine(t, dir, nil)
 			defer e.Close()

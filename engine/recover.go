@@ -569,8 +569,12 @@ func (l *Log) walkSegment(s *logSegment, minOffset, rp int64, last, clean, verif
 			l.e.logger.Warn("a write lost in the crash (a zeroed batch header, or bytes past the durable end the journal's end records name) before later writes that reached the disk; cutting from it (none of it was acknowledged)",
 				"segment", s.logPath, "pos", validEnd, "offset", end, "bytes_cut", size-validEnd, "next_valid_offset", bad.NextValid)
 		}
-		// A torn tail: cut it (Recover from the bad batch finds nothing).
-		if validEnd, err = s.seg.Recover(validEnd, nil); err != nil {
+		// A torn tail: cut it at the bad batch. Not Segment.Recover from
+		// there: a walk that starts at the bad batch knows no previous
+		// offset, so it would take a batch Verify refused only for its
+		// offsets (a torn write that lost the sector holding its base
+		// offset, which the CRC does not cover, and kept the rest).
+		if err := s.seg.TruncateTo(validEnd); err != nil {
 			return 0, false, nil, fmt.Errorf("recovering %s: %w", s.logPath, err)
 		}
 		l.e.logger.Warn("truncated torn tail (writes not synced before the crash)", "segment", s.logPath, "validEnd", validEnd, "size", size)
