@@ -120,7 +120,7 @@ func (s *Segment) walk(from, to int64, visit func(BatchInfo), truncate bool) (va
 			return 0, err
 		}
 	}
-	end, err := s.file.Size()
+	end, err := s.walkEnd()
 	if err != nil {
 		return 0, err
 	}
@@ -199,7 +199,7 @@ func (s *Segment) NextValidBatch(pos, minBase int64) (b BatchInfo, found bool, e
 			return BatchInfo{}, false, err
 		}
 	}
-	end, err := s.file.Size()
+	end, err := s.walkEnd()
 	if err != nil {
 		return BatchInfo{}, false, err
 	}

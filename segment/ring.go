@@ -114,6 +114,65 @@ func CreateWith(path string, prealloc int64, o Options) (*Segment, error) {
 	return s, nil
 }
 
+// RecycleWith opens the existing file at path, without truncating it, as a
+// new empty segment (Size 0) that appends overwrite: a recycled segment
+// file, whose blocks up to its size are allocated, written and durable
+// with the file's metadata (a sealed, synced segment of the same
+// filesystem, renamed to path by the caller). Direct PreWrite segments
+// only. The bytes [0, the file's size aligned down to a page) count as
+// reserved: appends there need no fallocate and no zero-fill, and since
+// they are pure overwrites the segment shares device cache flushes
+// (StartShared) from its first append, with Durable 0. Past them the
+// zero-fill runs ahead as for CreateWith, but not past prealloc (when > 0)
+// ahead of the appends. The file's old bytes past Size are never read
+// (reads stop at Written, Recover and Verify at Size), and Seal, Close and
+// TruncateTo cut i_size back to Size; after a crash they are still there,
+// for the caller's recovery to tell from the segment's own. The parent
+// directory is fsynced so the new name survives a crash.
+func RecycleWith(path string, prealloc int64, o Options) (*Segment, error) {
+	if o.Ring == nil || !o.Direct || !o.PreWrite {
+		return nil, fmt.Errorf("segment: RecycleWith needs a Direct PreWrite segment: %w", errors.ErrUnsupported)
+	}
+	s, err := openRing(path, false, o)
+	if err != nil {
+		return nil, err
+	}
+	w := s.w
+	old := s.size.Load()
+	s.size.Store(0)
+	s.prealloc = prealloc
+	w.reset(0)
+	w.reserved, w.leadCap = alignDown(old), prealloc
+	w.recycledEnd.Store(old)
+	w.durable.Store(0)
+	w.cleanGen.Store(w.metaGen.Load() + 1) // nothing but data to make durable: shareable
+	if err := vfs.SyncDir(filepath.Dir(path)); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// ZeroFilled is how many bytes of zeros the segment's PreWrite zero-fill
+// wrote so far (0 for other segments).
+func (s *Segment) ZeroFilled() int64 {
+	if s.w == nil {
+		return 0
+	}
+	return s.w.zeroed.Load()
+}
+
+// walkEnd is where a walk of the file (Recover, Verify, NextValidBatch)
+// stops: the file's size, or Size for a recycled file whose old bytes lie
+// past it (RecycleWith).
+func (s *Segment) walkEnd() (int64, error) {
+	end, err := s.file.Size()
+	if err == nil && s.w != nil && s.w.recycledEnd.Load() > 0 {
+		end = min(end, s.size.Load())
+	}
+	return end, err
+}
+
 // OpenWith is Open with explicit Options. For a Direct segment that was not
 // closed cleanly, Size() is i_size, which may include a zero tail: call
 // Recover (which truncates it) before appending.
@@ -160,9 +219,18 @@ type ringWriter struct {
 	curBase  int64  // file position of cur[0], page aligned
 	curLo    int64  // first byte of cur not yet submitted (>= curBase)
 	appended int64  // end of the appended bytes
-	reserved int64  // direct: i_size raised to here
+	reserved int64  // direct: i_size raised to here (RecycleWith: written blocks up to here)
 	preBusy  bool   // a zero-fill of [reserved, preEnd) is running
 	zero     []byte
+	// leadCap (RecycleWith: the segment's prealloc) stops the zero-fill
+	// running ahead of the appends at that size: a recycled segment rolls
+	// there, so zeros past it would only be cut again by Seal. 0 = no cap.
+	leadCap int64
+	// recycledEnd is the size of a recycled file (RecycleWith) while its
+	// old bytes lie past Size: Close cuts i_size back to Size, walks stop
+	// at Size. 0 once truncated, or for any other segment.
+	recycledEnd atomic.Int64
+	zeroed      atomic.Int64 // bytes of zeros written (PreWrite; ZeroFilled)
 
 	// wmu guards the op free list, the in-flight count and wm; wcond is
 	// signalled from Done callbacks (which never block on it).
@@ -695,7 +763,7 @@ func (w *ringWriter) reserveFor(s *Segment, end int64) error {
 		default:
 		}
 	}
-	if !w.preBusy && end > w.reserved-3*preallocStep(w.reserved)/4 {
+	if !w.preBusy && (w.leadCap <= 0 || w.reserved < alignUp(w.leadCap)) && end > w.reserved-3*preallocStep(w.reserved)/4 {
 		return w.startPrewrite(w.nextStep(s, w.reserved+1))
 	}
 	return nil
@@ -799,6 +867,9 @@ func (w *ringWriter) onPrewrite(op *uring.Op) {
 	w.preMu.Lock()
 	if op.Err != nil && w.preErr == nil {
 		w.preErr = op.Err
+	}
+	if op.Err == nil {
+		w.zeroed.Add(int64(len(op.Buf)))
 	}
 	more := w.preErr == nil && w.preNext < w.preEnd
 	perr := w.preErr
@@ -1047,6 +1118,7 @@ func (w *ringWriter) shareable() bool {
 // called before the cut).
 func (w *ringWriter) truncated(size int64) {
 	w.metaGen.Add(1)
+	w.recycledEnd.Store(0) // i_size is size: the old bytes past it are gone
 	w.reset(size)
 	w.durable.Store(-1)
 	if w.direct {
@@ -1079,7 +1151,7 @@ func (w *ringWriter) close(s *Segment) error {
 	size := w.appended
 	w.mu.Unlock()
 	w.zero = nil
-	if w.direct && w.failed.Load() == nil && w.reserved > size {
+	if w.direct && w.failed.Load() == nil && (w.reserved > size || w.recycledEnd.Load() > size) {
 		if err := s.file.Truncate(size); err != nil && first == nil {
 			first = err
 		}
