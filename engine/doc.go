@@ -296,7 +296,31 @@
 // byte once without stale data on the recovery path (segment files
 // recycled by retention, an ends log whose records carry each round's
 // durable ends and batch CRCs, recovery from those ends instead of a walk)
-// is written down there; it is not built.
+// is written down there; the ends log (log.io.journal.ends, journal.go)
+// and the pool are built, experimental.
+//
+// The pool of recycled segment files (recycle.go; ends mode only): the
+// .log file of a segment retention deleted goes, once its last reader let
+// go of it, into its partition's pool (<old base>.log.recycle, at most two
+// per partition) instead of being unlinked, and the next roll renames it
+// to the new segment's name, fsyncs the directory and appends over it
+// without truncating (segment.RecycleWith): its blocks are written and
+// durable, so appends are pure overwrites made durable by the round's
+// device flush alone, with no zeros below the old file's size; only a
+// fresh file (empty pool) is zero-filled. Only in ends mode, because the
+// old batches past the new segment's end are whole and valid: there every
+// round of a recycled segment has an end record, recovery stops at the
+// durable end they vouch for, old batches (offsets below the segment's
+// base) end any walk, and a bad batch past the recovery point over old
+// bytes in a segment no end record names (none yet, or the journal's start
+// moved past them) is a lost write, cut; in the other modes recovery would
+// have to take those bytes for damage. A crash at any point is safe: a
+// *.log.deleted or *.log.recycle file is never part of a log (Open removes
+// the first and adopts the second, up to the bound), and a file renamed to
+// a segment's name before any round of it was acknowledged holds only old
+// batches, which the walk cuts. Seal, TruncateTo and Close cut i_size back to the
+// segment's size, so a sealed or cleanly closed segment has the layout of
+// a fresh one.
 //
 // # The file-system seam
 //

@@ -175,6 +175,8 @@ type Engine struct {
 	syncs           atomic.Int64 // fdatasyncs of segment data (tests, benchmarks)
 	// ownSyncs counts active segments' own fdatasyncs (not shared: tests)
 	ownSyncs atomic.Int64
+	// recycledSegs counts segments made over pooled files (recycle.go).
+	recycledSegs atomic.Int64
 }
 
 // cmpOrHook returns the first non-nil hook.

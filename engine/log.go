@@ -70,6 +70,8 @@ type Log struct {
 
 	corrupt atomic.Pointer[Corruption] // set once: the log is corrupt and serves nothing (corrupt.go)
 
+	pool segPool // recycled segment files (recycle.go)
+
 	// Recovery statistics of the last Open (tests): bases of walked segments
 	// and bytes the walk covered.
 	recoveredBases []int64
@@ -463,7 +465,7 @@ func (l *Log) createSegment(base int64) (*logSegment, error) {
 	if l.config().Preallocate {
 		prealloc = l.config().SegmentBytes
 	}
-	seg, grp, err := l.e.io.create(s.logPath, prealloc)
+	seg, grp, err := l.newSegmentFile(s.logPath, base, prealloc) // a recycled file, if l has one (recycle.go)
 	if err != nil {
 		s.removeFiles(l.e.fs)
 		return nil, err
@@ -1100,6 +1102,7 @@ func (l *Log) writeEpochCheckpoint() error { return l.saveEpochs() }
 // The active segment's time index gets its final entry first so a clean
 // restart knows the segment's largest timestamp.
 func (l *Log) shutdown(err error, deleted bool) {
+	l.pool.close() // pooled files stay for the next Open, or go with a deleted directory
 	l.mu.Lock()
 	l.closed = true
 	l.deleted = l.deleted || deleted

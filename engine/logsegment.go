@@ -71,9 +71,14 @@ type logSegment struct {
 	// read them with paths() unless the segment is private to the caller.
 	pathMu                    sync.Mutex
 	logPath, offPath, timPath string
-	deleting                  atomic.Bool // set before the rename starts
-	deleted                   atomic.Bool // files renamed; unlink at close
-	txnPath                   string      // .txnindex (txnindex.go), created at its first entry
+	// pool, set by retention before the rename (recycle.go): the last
+	// release puts the data file there instead of unlinking it; poolEnd
+	// bounds the offsets it holds.
+	pool     atomic.Pointer[segPool]
+	poolEnd  int64
+	deleting atomic.Bool // set before the rename starts
+	deleted  atomic.Bool // files renamed; unlink at close
+	txnPath  string      // .txnindex (txnindex.go), created at its first entry
 }
 
 // readEnd is the end of the bytes readers may take from the file: the
@@ -147,6 +152,9 @@ func (s *logSegment) closeFiles() {
 	}
 	if s.deleted.Load() {
 		lp, op, tp := s.paths()
+		if p := s.pool.Load(); p != nil && p.put(s.fsys(), lp, s.end.Load(), s.poolEnd) {
+			lp = op // pooled (recycle.go): only the indexes go
+		}
 		errs = append(errs, removeSegmentPaths(s.fsys(), lp, op, tp, s.txnPathOf()))
 	}
 	if err := errors.Join(errs...); err != nil {

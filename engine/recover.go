@@ -71,8 +71,9 @@ func (l *Log) install(segs []*logSegment, logStart, logEnd int64) {
 
 // partitionFiles is what a partition directory holds.
 type partitionFiles struct {
-	bases   []int64 // .log files, sorted
-	indexes map[string]bool
+	bases    []int64 // .log files, sorted
+	indexes  map[string]bool
+	recycled []string // pooled segment files, *.log.recycle (recycle.go)
 }
 
 // scanPartitionDir lists segment files, removing leftovers (*.deleted,
@@ -103,6 +104,9 @@ func (e *Engine) scanPartitionDir(dir string) (partitionFiles, error) {
 			strings.HasSuffix(name, corruptSuffix): // bytes a corrupt log's cut kept aside (corrupt.go)
 			continue
 		case strings.HasSuffix(name, snapshotSuffix): // producer state (producers.go)
+			continue
+		case strings.HasSuffix(name, logSuffix+recycleSuffix) && !ent.IsDir(): // a pooled segment file (recycle.go)
+			pf.recycled = append(pf.recycled, path)
 			continue
 		}
 		if base, ok := parseSegmentFileName(name, logSuffix); ok && !ent.IsDir() {
@@ -190,6 +194,14 @@ func (e *Engine) openLog(t *Topic, p int32, rp, logStart int64, clean bool) (*Lo
 	if len(l.recoveredBases) > 0 {
 		l.e.logger.Info("recovered unflushed segments", "log", l.String(), "recoveryPoint", rp, "logEnd", logEnd,
 			"segments", len(l.recoveredBases), "bytesWalked", l.recoveredBytes, "took", l.e.now().Sub(walkStart))
+	}
+	// Pooled files were deleted below the first segment's base (recycle.go).
+	firstBase := int64(0)
+	if len(segs) > 0 {
+		firstBase = segs[0].base
+	}
+	if err := l.adoptRecycled(pf.recycled, firstBase, len(segs) > 0); err != nil {
+		e.logger.Warn("removing recycled segment files", "log", l.String(), "err", err)
 	}
 	if len(segs) == 0 {
 		base := max(logStart, 0)
@@ -514,9 +526,22 @@ func (l *Log) walkSegment(s *logSegment, minOffset, rp int64, last, clean, verif
 	size := s.seg.Size()
 	end = minOffset
 	badPos := int64(-1)
+	// With the journal's end records (Options.JournalEnds) the last
+	// segment's batches past the durable end they vouch for and at or past
+	// the recovery point were never acknowledged, and in a recycled file
+	// (recycle.go) they may be an old segment's: the walk stops there.
+	durableEnd, named := l.durableEnd(s)
+	stopAt, pastEnd := int64(-1), false
+	if named && last && !clean {
+		stopAt = durableEnd
+	}
 	l.idxMu.Lock()
 	validEnd, err := s.seg.Verify(from, func(b segment.BatchInfo) {
 		if badPos >= 0 {
+			return
+		}
+		if stopAt >= 0 && b.Pos >= stopAt && b.BaseOffset >= rp {
+			badPos, pastEnd = b.Pos, true
 			return
 		}
 		if b.BaseOffset < end || b.LastOffset-s.base > math.MaxInt32 || b.Pos > math.MaxInt32 {
@@ -535,6 +560,12 @@ func (l *Log) walkSegment(s *logSegment, minOffset, rp int64, last, clean, verif
 	l.recoveredBytes += validEnd - from
 	s.trustEnd = from // the bytes before the resume point are checked by reads (corrupt.go)
 	switch {
+	case badPos >= 0 && pastEnd:
+		l.e.logger.Warn("batches past the durable end the journal's end records name (never acknowledged); truncating", "segment", s.logPath, "pos", badPos, "bytes_cut", size-badPos)
+		if err := s.seg.TruncateTo(badPos); err != nil {
+			return 0, false, nil, err
+		}
+		validEnd = badPos
 	case badPos >= 0:
 		l.e.logger.Warn("batch offsets out of order; truncating", "segment", s.logPath, "pos", badPos)
 		if err := s.seg.TruncateTo(badPos); err != nil {
@@ -542,7 +573,7 @@ func (l *Log) walkSegment(s *logSegment, minOffset, rp int64, last, clean, verif
 		}
 		validEnd = badPos
 	case validEnd < size:
-		durableEnd, ends := l.durableEnd(s)
+		ends := named
 		reason := "batch fails its checks below the recovery point"
 		switch {
 		case ends && validEnd < durableEnd:
@@ -561,7 +592,12 @@ func (l *Log) walkSegment(s *logSegment, minOffset, rp int64, last, clean, verif
 		// Below that end it is damage to acknowledged bytes, even with
 		// nothing valid after it (which would otherwise look like a torn
 		// tail).
-		lostWrite := bad.NextValid >= 0 && !clean && end >= rp && (zeroHeaderAt(s, validEnd, size) || (ends && validEnd >= durableEnd))
+		// In ends mode only a recycled file (recycle.go) holds batches
+		// with offsets below its base: a bad batch past the recovery point
+		// with such old batches after it is a write lost over old bytes,
+		// also in a segment no end record names.
+		lostWrite := bad.NextValid >= 0 && !clean && end >= rp && (zeroHeaderAt(s, validEnd, size) || (ends && validEnd >= durableEnd) ||
+			(!ends && l.e.jnlEnds && staleBatchAfter(s, validEnd)))
 		if (bad.NextValid >= 0 && !lostWrite) || (end < rp && (!last || wholeBatchAt(s, validEnd, size))) || (ends && validEnd < durableEnd) {
 			return end, false, bad, nil
 		}

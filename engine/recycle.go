@@ -1,0 +1,227 @@
+package engine
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/stratalog/strata/internal/vfs"
+	"github.com/stratalog/strata/segment"
+)
+
+// Recycled segment files (Options.JournalEnds only): a partition keeps the
+// .log files retention deletes in a small pool in its directory and makes
+// its next segments over them instead of over fresh zero-filled files, as
+// PostgreSQL and RocksDB recycle their WAL files. A deleted segment's file
+// has every block up to its size allocated, written and durable with its
+// metadata (it was sealed and synced), so appends into it are pure
+// overwrites that the round's device cache flush alone makes durable: no
+// fallocate, no zeros, and the device writes each record byte once
+// (segment.RecycleWith). A file is zero-filled only past the old file's
+// size, or when the pool is empty.
+//
+// The pool: when the last reference to a segment deleted by retention
+// goes (logSegment.closeFiles: after file.delete.delay.ms and after every
+// reader released it), its .log.deleted file is renamed to
+// <old base>.log.recycle instead of unlinked, if the pool holds fewer than
+// recyclePoolMax files; its index files go as before. createSegment takes
+// one when it has one whose old offsets all lie below the new base (end):
+// renames it to the new <base>.log, opens it without truncating (Size 0),
+// and fsyncs the directory before the segment is used, so no journal
+// record names a segment whose name a crash could undo. Directory scans
+// at Open keep up to recyclePoolMax *.log.recycle files of a partition in
+// its pool and remove the rest (all of them outside this mode); Kafka's
+// scan ignores the suffix. A deleted topic's pool goes with its directory.
+//
+// Why two: retention deletes about one segment per roll in steady state,
+// so one file waits for the next roll and a second covers a pass that
+// deletes two at once; every pooled file holds a segment's worth of disk
+// beyond retention.bytes, so more would cost disk for nothing.
+//
+// Why only with the journal's end records: a recycled file holds an old
+// segment's batches past the new segment's end, whole and with valid
+// CRCs. Recovery in the other modes tells a lost write from damage by its
+// zeroed header and keeps every valid batch after it; here recovery stops
+// at the durable end the end records vouch for (walkSegment) and a batch
+// whose offsets do not follow the previous one's ends the walk, so old
+// batches (offsets below the segment's base) are never taken for the
+// segment's own. Every acknowledged round of a recycled segment has an end
+// record (it shares the journal's flush from its first round, with durable
+// end 0). A segment no end record names (none staged yet, or the journal's
+// start moved past them) keeps the whole batches the walk finds; a bad
+// batch past the recovery point with old batches after it is a lost write
+// over old bytes and is cut, not reported (staleBatchAfter): damage to
+// acknowledged bytes there looks the same, the price of not zero-filling
+// (as for the newest round's bytes in journal_replay.go's trustEnds).
+
+const (
+	recycleSuffix  = ".recycle" // <old base>.log.recycle
+	recyclePoolMax = 2          // pooled files per partition (see above)
+	// recycleMinBytes: smaller files (segments rolled by segment.ms) save
+	// less zero-fill than a later, larger one would.
+	recycleMinBytes = 256 << 10
+)
+
+// segPool is a partition's pool of recycled segment files.
+type segPool struct {
+	mu     sync.Mutex
+	files  []pooledFile
+	closed bool // the log closed or was deleted: nothing enters or leaves
+}
+
+// pooledFile is one file of a pool; end bounds the offsets of the batches
+// it holds (they are all below it).
+type pooledFile struct {
+	path string
+	end  int64
+}
+
+// recycles reports whether l's deleted segment files are pooled and its
+// new segments made over them: ends mode with zero-filled O_DIRECT
+// segments sharing device flushes in l's directory.
+func (l *Log) recycles() bool {
+	e := l.e
+	return e.jnlEnds && e.jnl != nil && e.io != nil && e.io.files == nil && e.io.direct() && e.io.prewrite(l.dir)
+}
+
+// put renames a deleted segment's data file (path, *.log.deleted, size
+// bytes, offsets below end) into the pool; false when it does not go there
+// (pool closed or full, file too small, rename failed): remove it then.
+func (p *segPool) put(fsys vfs.FS, path string, size, end int64) bool {
+	if !strings.HasSuffix(path, logSuffix+deletedSuffix) || size < recycleMinBytes {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || len(p.files) >= recyclePoolMax {
+		return false
+	}
+	name := strings.TrimSuffix(path, deletedSuffix) + recycleSuffix
+	if err := fsys.Rename(path, name); err != nil {
+		return false
+	}
+	p.files = append(p.files, pooledFile{path: name, end: end})
+	return true
+}
+
+// take removes from the pool a file whose offsets all lie below base.
+func (p *segPool) take(base int64) (pooledFile, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return pooledFile{}, false
+	}
+	for i := len(p.files) - 1; i >= 0; i-- {
+		if f := p.files[i]; f.end <= base {
+			p.files = append(p.files[:i], p.files[i+1:]...)
+			return f, true
+		}
+	}
+	return pooledFile{}, false
+}
+
+// close stops the pool; its files stay where they are (a clean restart
+// adopts them, a deleted partition's go with its directory).
+func (p *segPool) close() {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+}
+
+// size is the number of pooled files.
+func (p *segPool) size() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.files)
+}
+
+// adoptRecycled takes the *.log.recycle files Open found in l's directory
+// (paths) into its pool, up to recyclePoolMax, and removes the others (all
+// of them unless l recycles, or without a segment whose base bounds their
+// offsets). firstBase is the base of l's first recovered segment: every
+// pooled file was deleted below it.
+func (l *Log) adoptRecycled(paths []string, firstBase int64, ok bool) error {
+	keep := ok && l.recycles()
+	var errs []error
+	for _, path := range paths {
+		if keep && l.pool.size() < recyclePoolMax {
+			l.pool.mu.Lock()
+			l.pool.files = append(l.pool.files, pooledFile{path: path, end: firstBase})
+			l.pool.mu.Unlock()
+			continue
+		}
+		if err := l.e.fs.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// newSegmentFile makes the data file of a new active segment at path
+// (base): over a pooled file when l's pool has one for base, else a fresh
+// one of prealloc bytes. A pooled file that cannot be reused is removed
+// and a fresh file made instead.
+func (l *Log) newSegmentFile(path string, base, prealloc int64) (*segment.Segment, *poolGroup, error) {
+	if l.recycles() {
+		if f, ok := l.pool.take(base); ok {
+			seg, grp, err := l.recycleFile(f.path, path)
+			if err == nil {
+				l.e.recycledSegs.Add(1)
+				return seg, grp, nil
+			}
+			l.e.logger.Warn("reusing a recycled segment file failed; creating a fresh one", "from", f.path, "to", path, "err", err)
+			if rerr := l.e.fs.Remove(f.path); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+				l.e.logger.Warn("removing a recycled segment file", "path", f.path, "err", rerr)
+			}
+		}
+	}
+	return l.e.io.create(path, prealloc) // truncates a renamed file left at path
+}
+
+// recycleFile renames the pooled file from to path and opens it as a new
+// segment over its old blocks (segment.RecycleWith, which fsyncs the
+// directory); the zero-fill past them stops at segment.bytes.
+func (l *Log) recycleFile(from, path string) (*segment.Segment, *poolGroup, error) {
+	if err := l.e.fs.Rename(from, path); err != nil {
+		return nil, nil, err
+	}
+	return l.e.io.recycle(path, l.config().SegmentBytes)
+}
+
+// recycle opens the file at path as a recycled Direct segment
+// (segment.RecycleWith). The group must be released after it is closed.
+func (b *ioBackend) recycle(path string, prealloc int64) (*segment.Segment, *poolGroup, error) {
+	if b.ring == nil || b.files != nil {
+		return nil, nil, errors.ErrUnsupported
+	}
+	g, err := b.acquireGroup()
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := segment.RecycleWith(path, prealloc, b.segOptions(filepath.Dir(path), g.pool))
+	if err != nil {
+		b.releaseGroup(g, true)
+		return nil, nil, err
+	}
+	return s, g, nil
+}
+
+// staleBatchAfter reports whether a whole batch with a valid CRC and
+// offsets below s's base lies past pos in s's file: an old segment's bytes
+// in a recycled file, which no segment created fresh can hold. It looks
+// at up to 16 valid batches past pos.
+func staleBatchAfter(s *logSegment, pos int64) bool {
+	for range 16 {
+		nb, found, err := s.seg.NextValidBatch(pos, 0)
+		if err != nil || !found {
+			return false
+		}
+		if nb.BaseOffset < s.base {
+			return true
+		}
+		pos = nb.Pos + int64(nb.Size) - 1
+	}
+	return false
+}
