@@ -627,6 +627,9 @@ func (e *Engine) Close() error {
 		l.mu.Unlock()
 	}
 	e.stopFlusher() // every log is durable now (unless offline)
+	if n := e.recycledSegs.Load(); n > 0 {
+		e.logger.Info("segments made over recycled files", "segments", n) // recycle.go
+	}
 	if e.jnl != nil {
 		// Its last group says nothing is left to replay (unless offline).
 		if err := e.jnl.close(e.Offline() == nil); err != nil {

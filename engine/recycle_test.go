@@ -387,3 +387,40 @@ func TestRecyclingOnlyInEndsMode(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestTrustEndsRecordPastTrustedEnd: a newest-group end record starting
+// past the trusted end (a journal checkpoint's device flush raised the
+// segment's durable end between two rounds) is trusted when the bytes from
+// the trusted end to its end are whole batches that follow, gap included,
+// and not when the gap holds anything else (old bytes of a recycled file).
+func TestTrustEndsRecordPastTrustedEnd(t *testing.T) {
+	e := openEngine(t, t.TempDir(), endsOpts)
+	defer e.Close()
+	var data []byte
+	var bounds []int64
+	for i := range 6 {
+		b := batchOf(t, 4, 300, int64(i), i)
+		binary.BigEndian.PutUint64(b, uint64(1000+4*i)) // the segment's base is 1000
+		data = append(data, b...)
+		bounds = append(bounds, int64(len(data)))
+	}
+	path := filepath.Join(t.TempDir(), "00000000000000001000.log")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	recs := []endRec{
+		{from: 0, end: bounds[1], endOffset: 1008, flushed: true},
+		{from: bounds[3], end: bounds[5], endOffset: 1024}, // the newest group's
+	}
+	if got, err := trustEnds(e, path, recs); err != nil || got != bounds[5] {
+		t.Fatalf("trusted end %d (%v), want %d: the gap [%d, %d) holds the batches that follow", got, err, bounds[5], bounds[1], bounds[3])
+	}
+	// Old bytes in the gap: a batch of offsets below the base.
+	binary.BigEndian.PutUint64(data[bounds[2]:], 7)
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := trustEnds(e, path, recs); err != nil || got != bounds[1] {
+		t.Fatalf("trusted end %d (%v), want %d: the gap holds an old batch", got, err, bounds[1])
+	}
+}
