@@ -137,8 +137,11 @@ func (s *logSegment) release() {
 
 func (s *logSegment) closeFiles() {
 	var errs []error
+	closed := false // the data file closed cleanly (a failed one is never pooled)
 	if s.seg != nil {
-		errs = append(errs, s.seg.Close())
+		err := s.seg.Close()
+		closed = err == nil
+		errs = append(errs, err)
 		if s.grp != nil {
 			s.io.releaseGroup(s.grp, s.grpOut)
 			s.grp, s.grpOut = nil, false
@@ -152,7 +155,7 @@ func (s *logSegment) closeFiles() {
 	}
 	if s.deleted.Load() {
 		lp, op, tp := s.paths()
-		if p := s.pool.Load(); p != nil && p.put(s.fsys(), lp, s.end.Load(), s.poolEnd) {
+		if p := s.pool.Load(); p != nil && closed && p.put(s.fsys(), lp, s.end.Load(), s.poolEnd) {
 			lp = op // pooled (recycle.go): only the indexes go
 		}
 		errs = append(errs, removeSegmentPaths(s.fsys(), lp, op, tp, s.txnPathOf()))
