@@ -260,6 +260,10 @@ type ioBackend struct {
 	// dev shares device cache flushes among PreWrite segments (nil: each
 	// segment fdatasyncs itself; see devflush.go).
 	dev *devFlush
+	// capLead (Options.JournalEnds): a new segment's zero-fill stops at
+	// segment.bytes (segment.Options.CapLead; createSegment passes it as
+	// the prealloc), where the segment rolls. Set by Open before any log.
+	capLead bool
 	// metaFlush: dev's flush is a syncfs and its segments are not
 	// zero-filled (log.io.zero.fill=false): they share it with
 	// segment.Options.SharedMeta, and active indexes are mapped private
@@ -416,7 +420,7 @@ func (b *ioBackend) durable(s *segment.Segment) int64 {
 
 // segOptions are the Options of a ring-backed active segment in dir.
 func (b *ioBackend) segOptions(dir string, pool *uring.Pool) segment.Options {
-	return segment.Options{Ring: b.ring, Direct: true, Pool: pool, PreWrite: b.prewrite(dir), SharedMeta: b.sharedMeta(dir),
+	return segment.Options{Ring: b.ring, Direct: true, Pool: pool, PreWrite: b.prewrite(dir), SharedMeta: b.sharedMeta(dir), CapLead: b.capLead,
 		Zeros: b.zeros, FlushEpoch: b.flushEpoch()}
 }
 

@@ -307,7 +307,10 @@
 // without truncating (segment.RecycleWith): its blocks are written and
 // durable, so appends are pure overwrites made durable by the round's
 // device flush alone, with no zeros below the old file's size; only a
-// fresh file (empty pool) is zero-filled. Only in ends mode, because the
+// fresh file (empty pool) is zero-filled, and in this mode only up to
+// segment.bytes (segment.Options.CapLead: the zero-fill used to run a step
+// past where the segment rolls, 4 MiB of zeros for a 1 MiB segment in a
+// test, a third of each 8 MiB segment's zeros). Only in ends mode, because the
 // old batches past the new segment's end are whole and valid: there every
 // round of a recycled segment has an end record, recovery stops at the
 // durable end they vouch for, old batches (offsets below the segment's

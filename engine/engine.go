@@ -252,6 +252,7 @@ func Open(opts Options) (*Engine, error) {
 		return nil, fmt.Errorf("engine: log.io.journal.ends=true needs the journal (log.io.journal.bytes > 0), log.io.zero.fill=true and log.io.flush.shared=true")
 	}
 	e.jnlEnds = opts.JournalEnds
+	e.io.capLead = opts.JournalEnds // zeros up to segment.bytes, not a step past it (recycle.go)
 	if opts.JournalBytes > 0 {
 		// Before any log opens: replay puts the journal's records into
 		// their segment files, and the recovery below finds them.

@@ -462,7 +462,7 @@ func (l *Log) createSegment(base int64) (*logSegment, error) {
 		return nil, err
 	}
 	prealloc := int64(0)
-	if l.config().Preallocate {
+	if l.config().Preallocate || (l.e.jnlEnds && l.e.io.direct()) { // ends mode: the zero-fill's cap (recycle.go)
 		prealloc = l.config().SegmentBytes
 	}
 	seg, grp, err := l.newSegmentFile(s.logPath, base, prealloc) // a recycled file, if l has one (recycle.go)

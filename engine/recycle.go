@@ -20,7 +20,10 @@ import (
 // overwrites that the round's device cache flush alone makes durable: no
 // fallocate, no zeros, and the device writes each record byte once
 // (segment.RecycleWith). A file is zero-filled only past the old file's
-// size, or when the pool is empty.
+// size, or when the pool is empty; in this mode a fresh file's zero-fill
+// also stops at segment.bytes (segment.Options.CapLead) instead of running
+// a step past it (a fresh 1 MiB segment wrote 3-4 MiB of zeros without
+// the cap: TestRecycledSegmentsFeedRolls).
 //
 // The pool: when the last reference to a segment deleted by retention
 // goes (logSegment.closeFiles: after file.delete.delay.ms and after every

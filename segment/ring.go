@@ -55,6 +55,12 @@ type Options struct {
 	// reservation's fallocate, a truncation — is metadata that flush
 	// writes, so the segment shares it from the start.
 	SharedMeta bool
+	// CapLead (PreWrite): the zero-fill running ahead of the appends stops
+	// at the prealloc CreateWith was given (the segment's size limit, where
+	// it rolls: zeros past it would only be cut again by Seal) instead of
+	// going a step past it; an append past it still reserves what it needs.
+	// RecycleWith always caps it.
+	CapLead bool
 	// Zeros, when set, is the buffer of zeros PreWrite writes from: page
 	// aligned, a multiple of uring.Alignment long, never written by anyone
 	// (a chunk of a pool registered with Ring, so the zero-fill writes are
@@ -101,6 +107,9 @@ func CreateWith(path string, prealloc int64, o Options) (*Segment, error) {
 		return nil, err
 	}
 	s.prealloc = prealloc
+	if o.CapLead {
+		s.w.leadCap = prealloc
+	}
 	if prealloc > 0 || o.Direct {
 		if err := s.w.reserveFor(s, 0); err != nil {
 			s.Close()
@@ -222,7 +231,7 @@ type ringWriter struct {
 	reserved int64  // direct: i_size raised to here (RecycleWith: written blocks up to here)
 	preBusy  bool   // a zero-fill of [reserved, preEnd) is running
 	zero     []byte
-	// leadCap (RecycleWith: the segment's prealloc) stops the zero-fill
+	// leadCap (RecycleWith, CapLead: the segment's prealloc) stops the zero-fill
 	// running ahead of the appends at that size: a recycled segment rolls
 	// there, so zeros past it would only be cut again by Seal. 0 = no cap.
 	leadCap int64
