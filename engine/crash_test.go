@@ -208,10 +208,7 @@ func crashRound(t *testing.T, dir string, seed uint64, journal bool, st *crashSt
 	}
 	const parts = 3
 	tp := mustTopic(t, e, "crash", parts, cfg)
-	logs := make([]*Log, parts)
-	for p := range logs {
-		logs[p] = tp.Partition(int32(p))
-	}
+	logs := topicLogs(tp, parts)
 
 	// Batches are built here: makeBatch may call t.Fatal.
 	const writers, perWriter = 3, 40

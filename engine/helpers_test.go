@@ -48,6 +48,15 @@ func openEngine(t testing.TB, dir string, mutate func(*Options)) *Engine {
 	return e
 }
 
+// topicLogs returns the first n partitions of tp.
+func topicLogs(tp *Topic, n int) []*Log {
+	logs := make([]*Log, n)
+	for p := range logs {
+		logs[p] = tp.Partition(int32(p))
+	}
+	return logs
+}
+
 // mustTopic creates a topic and returns its partition 0.
 func mustTopic(t testing.TB, e *Engine, name string, partitions int32, cfg map[string]string) *Topic {
 	t.Helper()

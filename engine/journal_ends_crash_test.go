@@ -192,10 +192,7 @@ func endsCrashRun(t *testing.T, dir string, seed uint64, cutRange int64, st *end
 		"segment.index.bytes":  "4096",
 	}
 	tp := mustTopic(t, e, "ends", int32(parts), cfg)
-	logs := make([]*Log, parts)
-	for p := range logs {
-		logs[p] = tp.Partition(int32(p))
-	}
+	logs := topicLogs(tp, parts)
 	const producers, perProducer = 2, 40
 	type job struct {
 		part  int

@@ -262,12 +262,7 @@ func TestRecycledCrashNeverServesStale(t *testing.T) {
 	l := mustTopic(t, e, "stale", 1, recycleCfg()).Partition(0)
 	var all []appended
 	seed := 0
-	appendUntilSegments(t, l, 3, &seed, &all)
-	if n, err := l.deleteRetainedSegments(e.nowMs()); n != 2 || err != nil {
-		t.Fatalf("retention deleted %d segments (%v), want 2", n, err)
-	}
-	e.releaseDue(math.MaxInt64)
-	appendUntilSegments(t, l, 2, &seed, &all)
+	retainTwoOfThree(t, e, l, &seed, &all)
 	for range 3 {
 		all = append(all, appendRound(t, l, &seed)...)
 	}
@@ -356,12 +351,7 @@ func TestRecyclingOnlyInEndsMode(t *testing.T) {
 	}
 	var all []appended
 	seed := 0
-	appendUntilSegments(t, l, 3, &seed, &all)
-	if n, err := l.deleteRetainedSegments(e.nowMs()); n != 2 || err != nil {
-		t.Fatalf("retention deleted %d segments (%v), want 2", n, err)
-	}
-	e.releaseDue(math.MaxInt64)
-	appendUntilSegments(t, l, 2, &seed, &all)
+	retainTwoOfThree(t, e, l, &seed, &all)
 	if n, p, files := e.recycledSegs.Load(), l.pool.size(), globCount(t, l.dir, "*"+recycleSuffix); n != 0 || p != 0 || files != 0 {
 		t.Fatalf("outside ends mode: %d recycled segments, pool of %d, %d *.recycle files", n, p, files)
 	}
@@ -423,4 +413,17 @@ func TestTrustEndsRecordPastTrustedEnd(t *testing.T) {
 	if got, err := trustEnds(e, path, recs); err != nil || got != bounds[1] {
 		t.Fatalf("trusted end %d (%v), want %d: the gap holds an old batch", got, err, bounds[1])
 	}
+}
+
+// retainTwoOfThree appends until l has three segments, lets retention
+// delete the two older ones and release them (to the pool, in ends mode),
+// and appends until l has two segments again.
+func retainTwoOfThree(t *testing.T, e *Engine, l *Log, seed *int, all *[]appended) {
+	t.Helper()
+	appendUntilSegments(t, l, 3, seed, all)
+	if n, err := l.deleteRetainedSegments(e.nowMs()); n != 2 || err != nil {
+		t.Fatalf("retention deleted %d segments (%v), want 2", n, err)
+	}
+	e.releaseDue(math.MaxInt64)
+	appendUntilSegments(t, l, 2, seed, all)
 }
