@@ -592,12 +592,17 @@ func (l *Log) walkSegment(s *logSegment, minOffset, rp int64, last, clean, verif
 		// Below that end it is damage to acknowledged bytes, even with
 		// nothing valid after it (which would otherwise look like a torn
 		// tail).
-		// In ends mode only a recycled file (recycle.go) holds batches
-		// with offsets below its base: a bad batch past the recovery point
-		// with such old batches after it is a write lost over old bytes,
-		// also in a segment no end record names.
+		// In ends mode a segment no end record names (its rounds synced
+		// themselves, or a journal checkpoint flushed its bytes and moved
+		// the start past their records) has every acknowledged byte
+		// below the recovery point or made durable by a flush, which a
+		// crash does not tear: a bad batch past the recovery point there
+		// is a lost write too, over zeros, over a recycled file's old
+		// bytes (recycle.go) or torn at a sector, whatever lies after it.
+		// Damage in place to those flushed bytes looks the same: the price
+		// of not zero-filling headers, as for the newest round in trustEnds.
 		lostWrite := bad.NextValid >= 0 && !clean && end >= rp && (zeroHeaderAt(s, validEnd, size) || (ends && validEnd >= durableEnd) ||
-			(!ends && l.e.jnlEnds && staleBatchAfter(s, validEnd)))
+			(!ends && l.e.jnlEnds))
 		if (bad.NextValid >= 0 && !lostWrite) || (end < rp && (!last || wholeBatchAt(s, validEnd, size))) || (ends && validEnd < durableEnd) {
 			return end, false, bad, nil
 		}

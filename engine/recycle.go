@@ -54,10 +54,10 @@ import (
 // record (it shares the journal's flush from its first round, with durable
 // end 0). A segment no end record names (none staged yet, or the journal's
 // start moved past them) keeps the whole batches the walk finds; a bad
-// batch past the recovery point with old batches after it is a lost write
-// over old bytes and is cut, not reported (staleBatchAfter): damage to
-// acknowledged bytes there looks the same, the price of not zero-filling
-// (as for the newest round's bytes in journal_replay.go's trustEnds).
+// batch past the recovery point is a lost write (over old bytes, zeros or
+// torn) and is cut, not reported (walkSegment): damage to acknowledged
+// bytes there looks the same, the price of not zero-filling (as for the
+// newest round's bytes in journal_replay.go's trustEnds).
 
 const (
 	recycleSuffix  = ".recycle" // <old base>.log.recycle
@@ -209,22 +209,4 @@ func (b *ioBackend) recycle(path string, prealloc int64) (*segment.Segment, *poo
 		return nil, nil, err
 	}
 	return s, g, nil
-}
-
-// staleBatchAfter reports whether a whole batch with a valid CRC and
-// offsets below s's base lies past pos in s's file: an old segment's bytes
-// in a recycled file, which no segment created fresh can hold. It looks
-// at up to 16 valid batches past pos.
-func staleBatchAfter(s *logSegment, pos int64) bool {
-	for range 16 {
-		nb, found, err := s.seg.NextValidBatch(pos, 0)
-		if err != nil || !found {
-			return false
-		}
-		if nb.BaseOffset < s.base {
-			return true
-		}
-		pos = nb.Pos + int64(nb.Size) - 1
-	}
-	return false
 }
