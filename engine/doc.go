@@ -394,12 +394,11 @@
 // found that a torn tail was cut with a fresh walk from the bad batch,
 // which took back a batch whose base offset's sector was lost (zeros; the
 // CRC does not cover the base offset): the tail is now cut at the bad
-// batch (TestTornTailStillTruncated/offset). One gap it tolerates, by its
-// exact signature (STRATA_ENDS_CRASH_STRICT=1 fails on it): a segment
-// whose last durable round synced itself (a new segment's first round) or
-// whose end records a journal checkpoint passed has no trusted end, so a
-// torn write of a later, unacknowledged round followed by one that landed
-// is reported as corruption (the partition offline), not cut.
+// batch (TestTornTailStillTruncated/offset); and that a segment no end
+// record names (its rounds synced themselves, or a checkpoint passed its
+// records) reported a torn write of a later round as corruption, which is
+// now cut as a lost write (walkSegment). Odd seeds fill segments with old
+// bytes instead of zeros, as a recycled file (recycle.go) holds.
 //
 // # Recovery
 //
