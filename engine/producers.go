@@ -796,6 +796,42 @@ func (l *Log) loadProducers() {
 	l.sweepProducers(nowMs)
 }
 
+// followProducers applies batches, just appended as a follower at
+// [base, next), to the producer state from memory when the state covers
+// the log up to base (Kafka's follower updates its producer state on
+// append too); otherwise syncProducers replays them from the segment
+// later. Without it every follower read each segment back whole at its
+// roll (snapshotProducers), a read of every replicated byte. Caller
+// holds mu.
+func (l *Log) followProducers(batches []byte, base, next, nowMs int64) {
+	ps := &l.producers
+	if ps.coveredEnd != base {
+		return
+	}
+	done := base
+	for rest := batches; len(rest) > 0; {
+		b, r, h, err := record.Next(rest)
+		if err != nil {
+			break // validated by the caller: not expected; the replay catches up
+		}
+		rest = r
+		if h.ProducerID >= 0 && h.Control() {
+			if err := l.replayMarker(&h, b, nowMs); err != nil {
+				l.e.logger.Warn("following producer state", "log", l.String(), "err", err)
+				break
+			}
+		} else if h.ProducerID >= 0 {
+			l.replayBatch(&h, nowMs)
+		}
+		done = h.LastOffset() + 1
+	}
+	if len(batches) > 0 && done >= next {
+		done = next
+	}
+	ps.changed = ps.changed || done != base
+	ps.setCovered(done)
+}
+
 // syncProducers brings the state to the log end after the log changed
 // without Append: batches appended as a follower are replayed; a log end
 // below what the state covers, or a log start above it (truncation, a log
