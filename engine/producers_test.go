@@ -429,6 +429,14 @@ func TestProducerFollowerCatchUp(t *testing.T) {
 	if _, err := follower.AppendAsFollower(all); err != nil {
 		t.Fatal(err)
 	}
+	// Applied from memory on append (followProducers): no replay from the
+	// segment is left for the roll's snapshot or the next leader append.
+	follower.mu.Lock()
+	covered, replayed := follower.producers.coveredEnd, follower.producers.replayed
+	follower.mu.Unlock()
+	if end := follower.LogEndOffset(); covered != end || replayed != 8 {
+		t.Fatalf("after the follower append: producer state covers %d of log end %d, %d batches applied, want all 8", covered, end, replayed)
+	}
 	runSteps(t, follower, []produceStep{
 		{name: "retry after promotion", pid: 3, seq: 7, n: 1, dupOf: 7},
 		{name: "next after promotion", pid: 3, seq: 8, n: 1, dupOf: -1, offset: 8},
