@@ -796,14 +796,14 @@ func (l *Log) loadProducers() {
 	l.sweepProducers(nowMs)
 }
 
-// followProducers applies batches, just appended as a follower at
-// [base, next), to the producer state from memory when the state covers
+// followProducers applies batches, just appended as a follower from
+// base, to the producer state from memory when the state covers
 // the log up to base (Kafka's follower updates its producer state on
 // append too); otherwise syncProducers replays them from the segment
 // later. Without it every follower read each segment back whole at its
 // roll (snapshotProducers), a read of every replicated byte. Caller
 // holds mu.
-func (l *Log) followProducers(batches []byte, base, next, nowMs int64) {
+func (l *Log) followProducers(batches []byte, base, nowMs int64) {
 	ps := &l.producers
 	if ps.coveredEnd != base {
 		return
@@ -824,9 +824,6 @@ func (l *Log) followProducers(batches []byte, base, next, nowMs int64) {
 			l.replayBatch(&h, nowMs)
 		}
 		done = h.LastOffset() + 1
-	}
-	if len(batches) > 0 && done >= next {
-		done = next
 	}
 	ps.changed = ps.changed || done != base
 	ps.setCovered(done)

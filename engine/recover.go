@@ -530,9 +530,9 @@ func (l *Log) walkSegment(s *logSegment, minOffset, rp int64, last, clean, verif
 	// segment's batches past the durable end they vouch for and at or past
 	// the recovery point were never acknowledged, and in a recycled file
 	// (recycle.go) they may be an old segment's: the walk stops there.
-	durableEnd, named := l.durableEnd(s)
+	durableEnd, ends := l.durableEnd(s)
 	stopAt, pastEnd := int64(-1), false
-	if named && last && !clean {
+	if ends && last && !clean {
 		stopAt = durableEnd
 	}
 	l.idxMu.Lock()
@@ -560,20 +560,17 @@ func (l *Log) walkSegment(s *logSegment, minOffset, rp int64, last, clean, verif
 	l.recoveredBytes += validEnd - from
 	s.trustEnd = from // the bytes before the resume point are checked by reads (corrupt.go)
 	switch {
-	case badPos >= 0 && pastEnd:
-		l.e.logger.Warn("batches past the durable end the journal's end records name (never acknowledged); truncating", "segment", s.logPath, "pos", badPos, "bytes_cut", size-badPos)
-		if err := s.seg.TruncateTo(badPos); err != nil {
-			return 0, false, nil, err
-		}
-		validEnd = badPos
 	case badPos >= 0:
-		l.e.logger.Warn("batch offsets out of order; truncating", "segment", s.logPath, "pos", badPos)
+		why := "batch offsets out of order; truncating"
+		if pastEnd {
+			why = "batches past the durable end the journal's end records name (never acknowledged); truncating"
+		}
+		l.e.logger.Warn(why, "segment", s.logPath, "pos", badPos, "bytes_cut", size-badPos)
 		if err := s.seg.TruncateTo(badPos); err != nil {
 			return 0, false, nil, err
 		}
 		validEnd = badPos
 	case validEnd < size:
-		ends := named
 		reason := "batch fails its checks below the recovery point"
 		switch {
 		case ends && validEnd < durableEnd:

@@ -125,6 +125,17 @@ func (p *segPool) take(base int64) (pooledFile, bool) {
 	return pooledFile{}, false
 }
 
+// adopt takes f into the pool unless it is full (Open's scan).
+func (p *segPool) adopt(f pooledFile) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.files) >= recyclePoolMax {
+		return false
+	}
+	p.files = append(p.files, f)
+	return true
+}
+
 // close stops the pool; its files stay where they are (a clean restart
 // adopts them, a deleted partition's go with its directory).
 func (p *segPool) close() {
@@ -149,10 +160,7 @@ func (l *Log) adoptRecycled(paths []string, firstBase int64, ok bool) error {
 	keep := ok && l.recycles()
 	var errs []error
 	for _, path := range paths {
-		if keep && l.pool.size() < recyclePoolMax {
-			l.pool.mu.Lock()
-			l.pool.files = append(l.pool.files, pooledFile{path: path, end: firstBase})
-			l.pool.mu.Unlock()
+		if keep && l.pool.adopt(pooledFile{path: path, end: firstBase}) {
 			continue
 		}
 		if err := l.e.fs.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {

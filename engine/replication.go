@@ -448,7 +448,7 @@ func (l *Log) AppendAsFollower(batches []byte) (AppendInfo, error) {
 	l.epochMu.Unlock()
 	s.end.Store(pos + int64(n))
 	l.logEnd.Store(next)
-	l.followProducers(batches, base, next, nowMs)
+	l.followProducers(batches, base, nowMs)
 	l.activeDirty = true
 	caching := l.config().WriteCaching
 	l.unflushed += next - base // offsets spanned: records, or more across gaps
