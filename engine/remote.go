@@ -201,6 +201,14 @@ type SegmentFiles struct {
 	s *logSegment
 }
 
+// LogReader returns a reader of the .log's Size bytes for a one-pass
+// copy: O_DIRECT reads into a buffer of its own on a real file
+// (segment.SequentialReader), so an upload neither fills the page cache
+// nor pays for it. Close it before f.
+func (f *SegmentFiles) LogReader() io.ReadCloser {
+	return f.s.seg.SequentialReader(f.Segment.Size)
+}
+
 // Close releases the segment.
 func (f *SegmentFiles) Close() {
 	if f.s != nil {

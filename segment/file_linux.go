@@ -4,6 +4,8 @@ package segment
 
 import (
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"sync"
 
@@ -173,4 +175,68 @@ func dioAlign(f *os.File) int64 {
 		return pageBytes
 	}
 	return a
+}
+
+// directReader reads [0, size) of a file opened O_DIRECT of its own, in
+// reads of up to seqChunk into a page-aligned anonymous mapping
+// (Segment.SequentialReader).
+type directReader struct {
+	f        *os.File
+	buf      []byte // mapped, seqChunk bytes
+	pos, n   int    // unread bytes are buf[pos:n]
+	off      int64  // file offset of the next read
+	size     int64
+	err      error
+	unmapped bool
+}
+
+// openDirectReader opens f's file again (through /proc/self/fd, so a
+// renamed or unlinked segment still reads) with O_DIRECT.
+func openDirectReader(f *os.File, size int64) (*directReader, error) {
+	df, err := os.OpenFile(fmt.Sprintf("/proc/self/fd/%d", f.Fd()), os.O_RDONLY|unix.O_DIRECT, 0)
+	if err != nil {
+		return nil, err
+	}
+	buf, err := unix.Mmap(-1, 0, seqChunk, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		df.Close()
+		return nil, err
+	}
+	return &directReader{f: df, buf: buf, size: size}, nil
+}
+
+func (r *directReader) Read(p []byte) (int, error) {
+	if r.pos == r.n {
+		if r.err != nil {
+			return 0, r.err
+		}
+		if r.off >= r.size {
+			r.err = io.EOF
+			return 0, io.EOF
+		}
+		want := min(int64(seqChunk), r.size-r.off)
+		k, err := r.f.ReadAt(r.buf[:(want+pageBytes-1)/pageBytes*pageBytes], r.off)
+		if int64(k) >= want {
+			k, err = int(want), nil
+		} else if err == nil || err == io.EOF {
+			err = io.ErrUnexpectedEOF // the file is shorter than size
+		}
+		r.pos, r.n, r.off, r.err = 0, k, r.off+int64(k), err
+		if k == 0 {
+			return 0, err
+		}
+	}
+	c := copy(p, r.buf[r.pos:r.n])
+	r.pos += c
+	return c, nil
+}
+
+func (r *directReader) Close() error {
+	if !r.unmapped {
+		r.unmapped = true
+		unix.Munmap(r.buf)
+		r.buf = nil
+		r.pos, r.n, r.err = 0, 0, io.ErrClosedPipe
+	}
+	return r.f.Close()
 }

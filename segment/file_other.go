@@ -4,6 +4,7 @@ package segment
 
 import (
 	"errors"
+	"io"
 	"os"
 )
 
@@ -37,3 +38,9 @@ func zeroChunk() []byte { return make([]byte, 1<<20) }
 func adviseRandom(*os.File)                 {}
 func adviseNormal(*os.File)                 {}
 func adviseWillNeed(*os.File, int64, int64) {}
+
+// openDirectReader: no O_DIRECT here (SequentialReader reads through
+// ReadAt).
+func openDirectReader(*os.File, int64) (io.ReadCloser, error) {
+	return nil, errors.New("segment: no O_DIRECT on this platform")
+}
