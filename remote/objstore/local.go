@@ -123,6 +123,16 @@ func tmpName() string {
 
 // Put implements ObjectStore.
 func (l *Local) Put(ctx context.Context, key string, r io.Reader, size int64, sum Sum) (Info, error) {
+	return l.put(ctx, key, r, size, sum, false)
+}
+
+// PutSum implements SumPutter: the header's sum is written after the
+// content, before the file is synced and renamed into place.
+func (l *Local) PutSum(ctx context.Context, key string, r io.Reader, size int64) (Info, error) {
+	return l.put(ctx, key, r, size, Sum{}, true)
+}
+
+func (l *Local) put(ctx context.Context, key string, r io.Reader, size int64, sum Sum, anySum bool) (Info, error) {
 	const op = "put"
 	if err := ValidKey(key); err != nil {
 		return Info{}, newErr(op, key, Permanent, err)
@@ -162,11 +172,20 @@ func (l *Local) Put(ctx context.Context, key string, r io.Reader, size int64, su
 		return fail(fsErr(op, key, err))
 	}
 	v := newVerifyReader(ctx, r, size, sum)
-	if _, err := io.Copy(f, v); err != nil {
+	v.anySum = anySum
+	// 1 MiB reads (io.Copy would read 32 KiB at a time through the
+	// file's ReadFrom).
+	if _, err := io.CopyBuffer(struct{ io.Writer }{f}, v, make([]byte, min(1<<20, max(size, 1)))); err != nil {
 		return fail(l.copyErr(ctx, op, key, v, err))
 	}
 	if err := v.check(); err != nil {
 		return fail(l.copyErr(ctx, op, key, v, err))
+	}
+	if anySum {
+		sum = v.content
+		if _, err := f.WriteAt(sum[:], 16); err != nil {
+			return fail(fsErr(op, key, err))
+		}
 	}
 	if err := f.Sync(); err != nil {
 		return fail(fsErr(op, key, err))

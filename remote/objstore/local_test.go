@@ -199,3 +199,44 @@ func TestLocalKeyPathConflicts(t *testing.T) {
 		})
 	}
 }
+
+// PutSum stores the content with its own sum in the header (what Get
+// verifies and Head reports), after one read of it; a content shorter or
+// longer than size is refused and leaves no object.
+func TestLocalPutSum(t *testing.T) {
+	s, err := OpenLocal(vfs.OS, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	data := randBytes(11, 3<<20+17)
+	info, err := s.PutSum(ctx, "t/seg", bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.SHA256 != SumOf(data) || info.Size != int64(len(data)) {
+		t.Fatalf("PutSum info %+v: want sum %s size %d", info, SumOf(data), len(data))
+	}
+	if h, err := s.Head(ctx, "t/seg"); err != nil || h.SHA256 != SumOf(data) {
+		t.Fatalf("Head: %+v %v, want sum %s", h, err, SumOf(data))
+	}
+	rc, _, err := s.Get(ctx, "t/seg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(rc)
+	rc.Close()
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("Get after PutSum: %d bytes, %v", len(got), err)
+	}
+	for _, c := range []struct {
+		name string
+		size int64
+	}{{"short", int64(len(data)) + 1}, {"long", int64(len(data)) - 1}} {
+		_, err := s.PutSum(ctx, "t/"+c.name, bytes.NewReader(data), c.size)
+		wantKind(t, "PutSum of a "+c.name+" content", err, Permanent, ErrChecksumMismatch)
+		if _, err := s.Head(ctx, "t/"+c.name); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("%s: Head after a refused PutSum: %v, want not found", c.name, err)
+		}
+	}
+}

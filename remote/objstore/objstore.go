@@ -88,6 +88,17 @@ type ObjectStore interface {
 	List(ctx context.Context, prefix, after string, max int) (Page, error)
 }
 
+// SumPutter is an ObjectStore that can take the content's sum from the
+// bytes it stores (the local-directory store writes its header last), so a
+// caller with no sum yet reads the content once instead of twice: once to
+// hash it and again to store it.
+type SumPutter interface {
+	// PutSum is Put with the sum computed from the size bytes read from
+	// r and returned in Info.SHA256; a content shorter or longer than
+	// size fails with ErrChecksumMismatch, all or nothing as Put.
+	PutSum(ctx context.Context, key string, r io.Reader, size int64) (Info, error)
+}
+
 // MaxListPage is the largest page List returns.
 const MaxListPage = 1000
 
@@ -215,13 +226,15 @@ func validPrefix(p string) bool {
 // body) fails before it has the whole (wrong) content. A source that ends
 // early fails the same way. ctx is checked on every Read.
 type verifyReader struct {
-	ctx  context.Context
-	r    io.Reader
-	h    hash.Hash
-	want Sum
-	size int64
-	n    int64
-	err  error // sticky; io.EOF once verified
+	ctx     context.Context
+	r       io.Reader
+	h       hash.Hash
+	want    Sum
+	anySum  bool // PutSum: the sum is the content's, only the size is checked
+	size    int64
+	n       int64
+	err     error // sticky; io.EOF once verified
+	content Sum   // the content's sum, once verified
 }
 
 func newVerifyReader(ctx context.Context, r io.Reader, size int64, want Sum) *verifyReader {
@@ -266,7 +279,8 @@ func (v *verifyReader) Read(p []byte) (int, error) {
 // finish checks, with all size bytes read, the sum and that the source is
 // at its end; it sets the sticky state (io.EOF when good).
 func (v *verifyReader) finish() error {
-	if Sum(v.h.Sum(nil)) != v.want {
+	v.content = Sum(v.h.Sum(nil))
+	if !v.anySum && v.content != v.want {
 		v.err = ErrChecksumMismatch
 		return v.err
 	}

@@ -613,15 +613,31 @@ func (m *Manager) copySegment(ctx context.Context, l *engine.Log, k tp, s engine
 	}
 	files := map[string]FileMeta{}
 	var total int64
+	sp, oneRead := m.o.Store.(objstore.SumPutter)
 	for _, u := range ups {
-		h := sha256.New()
-		if n, err := io.Copy(h, u.open()); err != nil || n != u.size {
-			return fmt.Errorf("reading %s: %d of %d bytes: %v", u.kind, n, u.size, err)
-		}
-		sum := objstore.Sum(h.Sum(nil))
 		key := ObjectKey(l.Topic(), l.Partition(), s.Base, seg.ID, u.kind)
+		var sum objstore.Sum
+		if !oneRead || u.kind != KindLog {
+			h := sha256.New()
+			if n, err := io.CopyBuffer(h, u.open(), make([]byte, min(1<<20, max(u.size, 1)))); err != nil || n != u.size {
+				return fmt.Errorf("reading %s: %d of %d bytes: %v", u.kind, n, u.size, err)
+			}
+			sum = objstore.Sum(h.Sum(nil))
+		}
 		putStart := m.o.Now()
 		err := m.retry(ctx, "put "+key, func(ctx context.Context) error {
+			if oneRead && u.kind == KindLog {
+				// The segment is read once, with O_DIRECT (its bytes
+				// are not in the page cache, and a copy should not put
+				// them there), and hashed once, where a sum first and
+				// a put after read and hash it twice: CPU the produce
+				// path competes with.
+				r := f.LogReader()
+				defer r.Close()
+				info, err := sp.PutSum(ctx, key, r, u.size)
+				sum = info.SHA256
+				return err
+			}
 			_, err := m.o.Store.Put(ctx, key, u.open(), u.size, sum)
 			return err
 		})
