@@ -1039,6 +1039,7 @@ func (l *Log) DeleteRecords(before int64) (int64, error) {
 	if k > 0 {
 		rest := append([]*logSegment(nil), segs[k:]...)
 		l.segs.Store(&rest)
+		l.poolVictims(victims) // recycle.go
 		kept := l.pending[:0]
 		for _, p := range l.pending {
 			if !containsSegment(victims, p) {

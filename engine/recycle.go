@@ -89,6 +89,21 @@ func (l *Log) recycles() bool {
 	return e.jnlEnds && e.jnl != nil && e.io != nil && e.io.files == nil && e.io.direct() && e.io.prewrite(l.dir)
 }
 
+// poolVictims sends the data files of segments cut from the log's start
+// (retention, DeleteRecords: a follower follows its leader's log start
+// with DeleteRecords, so its deletions come that way) to l's pool once
+// released; every offset they hold is below the new log start. Caller
+// holds l.mu and has moved the log start.
+func (l *Log) poolVictims(victims []*logSegment) {
+	if !l.recycles() {
+		return
+	}
+	for _, v := range victims {
+		v.poolEnd = l.logStart.Load()
+		v.pool.Store(&l.pool)
+	}
+}
+
 // put renames a deleted segment's data file (path, *.log.deleted, size
 // bytes, offsets below end) into the pool; false when it does not go there
 // (pool closed or full, file too small, rename failed): remove it then.

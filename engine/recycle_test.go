@@ -118,6 +118,35 @@ func appendUntilSegments(t *testing.T, l *Log, n int, seed *int, all *[]appended
 // fresh file, every acknowledged batch reads back exactly, Close cuts the
 // recycled file to the segment's size, and Open adopts the pool (bounded)
 // after a clean close and after a crash.
+// A follower follows its leader's log start with DeleteRecords, so its
+// segments are cut that way rather than by its own retention: they feed
+// the pool as retention's do (a three-broker run in ends mode recycled
+// about half of its rolls while they did not).
+func TestDeleteRecordsFeedsPool(t *testing.T) {
+	if fs, ok := sharedFlushFS(t.TempDir()); !ok {
+		t.Fatalf("the test directory's filesystem (%s) has no shared device flushes; ext4 or XFS is needed, as CI has", fs)
+	}
+	e := openEngine(t, t.TempDir(), recycleOpts)
+	l := mustTopic(t, e, "pool", 1, recycleCfg()).Partition(0)
+	var all []appended
+	seed := 0
+	appendUntilSegments(t, l, 4, &seed, &all)
+	segs := *l.segs.Load()
+	if _, err := l.DeleteRecords(segs[2].base); err != nil {
+		t.Fatal(err)
+	}
+	if got, files := l.pool.size(), globCount(t, l.dir, "*.log"+recycleSuffix); got != 2 || files != 2 {
+		t.Fatalf("pool of %d, %d *.log.recycle files after DeleteRecords cut two segments, want 2", got, files)
+	}
+	appendUntilSegments(t, l, 4, &seed, &all) // two rolls
+	if n := e.recycledSegs.Load(); n != 2 {
+		t.Fatalf("%d segments made over recycled files, want 2", n)
+	}
+	if err := checkBatches(l, all); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestRecycledSegmentsFeedRolls(t *testing.T) {
 	if fs, ok := sharedFlushFS(t.TempDir()); !ok {
 		t.Fatalf("the test directory's filesystem (%s) has no shared device flushes; ext4 or XFS is needed, as CI has", fs)

@@ -233,14 +233,7 @@ func (l *Log) deleteRetainedSegments(nowMs int64) (int, error) {
 		return 0, nil
 	}
 	victims, epochErr := l.cutSegmentsLocked(k)
-	if l.recycles() {
-		// Their data files go to the partition's pool once released
-		// (recycle.go); every offset they hold is below the new start.
-		for _, v := range victims {
-			v.poolEnd = l.logStart.Load()
-			v.pool.Store(&l.pool)
-		}
-	}
+	l.poolVictims(victims)
 	l.mu.Unlock()
 
 	for _, v := range victims {
