@@ -12,7 +12,8 @@ import (
 )
 
 // Recycled segment files (Options.JournalEnds only): a partition keeps the
-// .log files retention deletes in a small pool in its directory and makes
+// .log files retention (or DeleteRecords, the way a follower follows its
+// leader's log start) deletes in a small pool in its directory and makes
 // its next segments over them instead of over fresh zero-filled files, as
 // PostgreSQL and RocksDB recycle their WAL files. A deleted segment's file
 // has every block up to its size allocated, written and durable with its
@@ -25,9 +26,9 @@ import (
 // a step past it (a fresh 1 MiB segment wrote 3-4 MiB of zeros without
 // the cap: TestRecycledSegmentsFeedRolls).
 //
-// The pool: when the last reference to a segment deleted by retention
-// goes (logSegment.closeFiles: after file.delete.delay.ms and after every
-// reader released it), its .log.deleted file is renamed to
+// The pool: when the last reference to a segment deleted by retention or
+// DeleteRecords goes (logSegment.closeFiles: after every reader released
+// it, and for retention after file.delete.delay.ms), its .log.deleted file is renamed to
 // <old base>.log.recycle instead of unlinked, if the pool holds fewer than
 // recyclePoolMax files; its index files go as before. createSegment takes
 // one when it has one whose old offsets all lie below the new base (end):
