@@ -824,13 +824,6 @@ func (e *Engine) HoldJournal() {
 	}
 }
 
-// JournalEnds reports whether the journal holds segments' ends only
-// (log.io.journal.ends=true). Then a hold delays no data write: rounds
-// write their segments while the caller appends, and only their end
-// records wait for the release to share one group (one write and one
-// flush instead of one per round), so holding pays at any request size.
-func (e *Engine) JournalEnds() bool { return e.jnl != nil && e.jnlEnds }
-
 // ReleaseJournal ends a HoldJournal.
 func (e *Engine) ReleaseJournal() {
 	if e.jnl != nil {

@@ -136,7 +136,7 @@ func (s *Server) produceAppend(rc *reqCtx, req *kmsg.ProduceRequest, reqErr int1
 	var recordBytes int
 	txnID := req.TransactionID != nil
 	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
-	if req.Acks == -1 && !s.cfg.Blackhole && holdJournal(req, s.eng.JournalEnds()) {
+	if req.Acks == -1 && !s.cfg.Blackhole && holdJournal(req) {
 		// One journal group for the request's partitions (engine/journal.go,
 		// "Holding the next group open"); released when the loop ends,
 		// panics included.
@@ -215,13 +215,8 @@ const produceHoldMaxBytes = 1 << 20
 
 // holdJournal reports whether req's appends should share one journal
 // group: it touches more than one partition and carries at most
-// produceHoldMaxBytes of records, or any size when the journal holds
-// segment ends only (anySize: engine.JournalEnds). There a request's
-// partitions went into five or six rounds of ~12 logs, each waiting for a
-// group of its own behind the others'; held, keyed closed loop (~2 MB
-// requests), 102.8-117.6 % of the records/s over three alternated rounds
-// (docs/performance.md, session 25).
-func holdJournal(req *kmsg.ProduceRequest, anySize bool) bool {
+// produceHoldMaxBytes of records.
+func holdJournal(req *kmsg.ProduceRequest) bool {
 	parts, bytes := 0, 0
 	for i := range req.Topics {
 		for j := range req.Topics[i].Partitions {
@@ -229,7 +224,7 @@ func holdJournal(req *kmsg.ProduceRequest, anySize bool) bool {
 			bytes += len(req.Topics[i].Partitions[j].Records)
 		}
 	}
-	return parts > 1 && (anySize || bytes <= produceHoldMaxBytes)
+	return parts > 1 && bytes <= produceHoldMaxBytes
 }
 
 // produceTopic resolves a request topic (by name before v13, by id after);

@@ -507,18 +507,15 @@ func TestHoldJournal(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		req  *kmsg.ProduceRequest
-		ends bool
 		want bool
 	}{
-		{"one partition", req([]int{1000}), false, false},
-		{"two partitions", req([]int{1000, 1000}), false, true},
-		{"two topics of one partition", req([]int{1000}, []int{1000}), false, true},
-		{"at the bound", req([]int{produceHoldMaxBytes / 2, produceHoldMaxBytes / 2}), false, true},
-		{"past the bound", req([]int{produceHoldMaxBytes / 2, produceHoldMaxBytes/2 + 1}), false, false},
-		{"past the bound, ends journal", req([]int{produceHoldMaxBytes, produceHoldMaxBytes}), true, true},
-		{"one partition, ends journal", req([]int{1000}), true, false},
+		{"one partition", req([]int{1000}), false},
+		{"two partitions", req([]int{1000, 1000}), true},
+		{"two topics of one partition", req([]int{1000}, []int{1000}), true},
+		{"at the bound", req([]int{produceHoldMaxBytes / 2, produceHoldMaxBytes / 2}), true},
+		{"past the bound", req([]int{produceHoldMaxBytes / 2, produceHoldMaxBytes/2 + 1}), false},
 	} {
-		if got := holdJournal(tc.req, tc.ends); got != tc.want {
+		if got := holdJournal(tc.req); got != tc.want {
 			t.Errorf("%s: holdJournal = %v, want %v", tc.name, got, tc.want)
 		}
 	}
