@@ -28,10 +28,11 @@ import (
 //
 // The pool: when the last reference to a segment deleted by retention or
 // DeleteRecords goes (logSegment.closeFiles: after every reader released
-// it, and for retention after file.delete.delay.ms), its .log.deleted file is renamed to
-// <old base>.log.recycle instead of unlinked, if the pool holds fewer than
-// recyclePoolMax files; its index files go as before. createSegment takes
-// one when it has one whose old offsets all lie below the new base (end):
+// it, and for retention after file.delete.delay.ms), its .log.deleted file
+// is renamed to <old base>.log.recycle instead of unlinked, if the pool
+// holds fewer than recyclePoolMax files; its index files go as before.
+// createSegment takes one when it has one whose old offsets all lie below
+// the new base (end):
 // renames it to the new <base>.log, opens it without truncating (Size 0),
 // and fsyncs the directory before the segment is used, so no journal
 // record names a segment whose name a crash could undo. Directory scans

@@ -110,14 +110,6 @@ func appendUntilSegments(t *testing.T, l *Log, n int, seed *int, all *[]appended
 	}
 }
 
-// TestRecycledSegmentsFeedRolls: retention of a partition in ends mode
-// keeps the deleted segments' files in the partition's pool (at most
-// recyclePoolMax, as *.log.recycle), the next rolls make their segments
-// over them (no zero-fill below the old size, shared flushes from the
-// first round: no own fdatasync), a roll with the pool empty zero-fills a
-// fresh file, every acknowledged batch reads back exactly, Close cuts the
-// recycled file to the segment's size, and Open adopts the pool (bounded)
-// after a clean close and after a crash.
 // A follower follows its leader's log start with DeleteRecords, so its
 // segments are cut that way rather than by its own retention: they feed
 // the pool as retention's do (a three-broker run in ends mode recycled
@@ -147,6 +139,14 @@ func TestDeleteRecordsFeedsPool(t *testing.T) {
 	}
 }
 
+// TestRecycledSegmentsFeedRolls: retention of a partition in ends mode
+// keeps the deleted segments' files in the partition's pool (at most
+// recyclePoolMax, as *.log.recycle), the next rolls make their segments
+// over them (no zero-fill below the old size, shared flushes from the
+// first round: no own fdatasync), a roll with the pool empty zero-fills a
+// fresh file, every acknowledged batch reads back exactly, Close cuts the
+// recycled file to the segment's size, and Open adopts the pool (bounded)
+// after a clean close and after a crash.
 func TestRecycledSegmentsFeedRolls(t *testing.T) {
 	if fs, ok := sharedFlushFS(t.TempDir()); !ok {
 		t.Fatalf("the test directory's filesystem (%s) has no shared device flushes; ext4 or XFS is needed, as CI has", fs)
