@@ -16,9 +16,12 @@ const seqChunk = 1 << 20
 // with), and the device gets 1 MiB reads rather than readahead windows.
 // Elsewhere (another file system, a file that refuses O_DIRECT) it reads
 // through ReadAt. Dirty pages of the range are written back by the kernel
-// before a direct read, so the bytes are those ReadAt would give. The
-// segment must stay open (pinned) until the reader is closed.
+// before a direct read, so the bytes are those ReadAt would give; as with
+// ReadAt, the reader ends at Written if that is below size (a Direct
+// segment's appends still being written behind). The segment must stay
+// open (pinned) until the reader is closed.
 func (s *Segment) SequentialReader(size int64) io.ReadCloser {
+	size = min(size, s.readable())
 	if o, ok := s.file.(*osFile); ok {
 		if f, err := o.get(false); err == nil {
 			r, err := openDirectReader(f, size)
