@@ -87,7 +87,12 @@ func produceIdempotent(ctx context.Context, t *testing.T, adm *kadm.Client, cl *
 	if err != nil {
 		t.Fatal(err)
 	}
-	leader := int32(-1)
+	// As a Kafka client does, the batch is sent again (the same sequence:
+	// a duplicate is answered with its first offset) while the leader
+	// answers UNKNOWN_TOPIC_OR_PARTITION or NOT_LEADER_OR_FOLLOWER: the
+	// broker that answered the metadata may know the partition's leader
+	// before that leader has opened it.
+	var out kmsg.ProduceResponseTopicPartition
 	waitFor(t, 30*time.Second, func() string {
 		md, err := adm.Metadata(ctx, "tiered")
 		if err != nil {
@@ -97,24 +102,27 @@ func produceIdempotent(ctx context.Context, t *testing.T, adm *kadm.Client, cl *
 		if !ok || p.Err != nil || p.Leader < 0 {
 			return fmt.Sprintf("no leader of tiered-0 in %+v", md.Topics["tiered"])
 		}
-		leader = p.Leader
+		req := kmsg.NewPtrProduceRequest()
+		req.Acks, req.TimeoutMillis = -1, 30000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "tiered"
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Records = batch
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		// Produce is not routed by the client: to the leader.
+		kr, err := cl.Broker(int(p.Leader)).Request(ctx, req)
+		resp, _ := kr.(*kmsg.ProduceResponse)
+		if err != nil || resp == nil || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+			t.Fatalf("idempotent produce of sequence %d: %v %+v", seq, err, resp)
+		}
+		out = resp.Topics[0].Partitions[0]
+		if c := out.ErrorCode; c == kerr.UnknownTopicOrPartition.Code || c == kerr.NotLeaderForPartition.Code {
+			return fmt.Sprintf("broker %d answered error %d", p.Leader, c)
+		}
 		return ""
 	})
-	req := kmsg.NewPtrProduceRequest()
-	req.Acks, req.TimeoutMillis = -1, 30000
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = "tiered"
-	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Records = batch
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	// Produce is not routed by the client: to the leader.
-	kr, err := cl.Broker(int(leader)).Request(ctx, req)
-	resp, _ := kr.(*kmsg.ProduceResponse)
-	if err != nil || resp == nil || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-		t.Fatalf("idempotent produce of sequence %d: %v %+v", seq, err, resp)
-	}
-	return resp.Topics[0].Partitions[0]
+	return out
 }
 
 // storeLogObjects lists the .log objects of a local-directory object
