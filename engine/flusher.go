@@ -17,7 +17,8 @@ import (
 // logs from a FIFO queue as soon as each worker is free (one at a time, or
 // with shared device flushes every queued log as one batch: flushBatch),
 // fdatasyncs the log's dirty files and advances its durable offset and HW. A log is in the
-// queue at most once and is never flushed by two workers at once: appends
+// queue at most once and is never flushed by two workers at once (except
+// in the ends mode once a round's end records are staged: releaseRound): appends
 // that arrive while it is being flushed mark it to be queued again when that
 // flush ends. A coordinator goroutine owns the clock-driven work: the
 // recovery-point checkpoint and write-caching deadlines (flush.ms).
@@ -42,6 +43,13 @@ const (
 	// durable with one device flush (flushBatch); a second worker gathers
 	// the logs queued meanwhile and shares the next flush.
 	sharedFlushWorkers = 8
+	// endsFlushWorkers is the pool size in the ends mode
+	// (Options.JournalEnds), where a round's worker waits for a journal
+	// group (one write and fdatasync at a time, ~3 ms under keyed load)
+	// after handing its logs back (releaseRound): rounds overlap more
+	// (six or so busy at once keyed closed loop, measured), and a log
+	// dirtied while every worker waits is not written until one is free.
+	endsFlushWorkers = 16
 	// maxFlushBatch bounds the logs one worker takes at once.
 	maxFlushBatch = 256
 )
@@ -121,6 +129,9 @@ func (e *Engine) startFlusher() {
 		p.workers = defaultFlushWorkers
 		if p.batch {
 			p.workers = sharedFlushWorkers
+			if e.jnlEnds {
+				p.workers = endsFlushWorkers
+			}
 		}
 	}
 	p.wg.Add(p.workers)
@@ -312,6 +323,9 @@ type flushJob struct {
 	own    int   // segs[:own] sync themselves (syncSegs)
 	shared bool  // segs[len(segs)-1] is made durable by the batch's flush
 	target int64 // its StartShared target
+	// released: the log went back to the pipeline before the job's flush
+	// completed (releaseRound); complete only publishes the end.
+	released bool
 }
 
 // capture records under l.mu what flushing l must sync (pinning the
@@ -527,7 +541,15 @@ func (e *Engine) shareFlush(jobs []flushJob, ends []endRecord) []endRecord {
 			s := j.segs[len(j.segs)-1]
 			ends = append(ends, endRecord{l: j.l, base: s.base, from: e.io.durable(s.seg), end: j.target, endOffset: j.end})
 		}
-		ferr = e.jnl.ends(ends)
+		var done <-chan error
+		if done, ferr = e.jnl.stageEnds(ends); ferr == nil {
+			for i := range jobs {
+				if j := &jobs[i]; j.shared && j.err == nil && j.own == 0 && !j.syncDir {
+					e.releaseRound(j)
+				}
+			}
+			ferr = <-done
+		}
 	} else {
 		ferr = e.io.dev.waitFor(need)
 	}
@@ -548,9 +570,47 @@ func (e *Engine) shareFlush(jobs []flushJob, ends []endRecord) []endRecord {
 	return ends
 }
 
+// releaseRound hands j's log back to the pipeline before j's flush
+// completes (ends mode): its segment writes completed and its end
+// records are staged, so a round that captures the log from here on
+// stages its own end records after these, into the same journal group or
+// a later one, and waits for writes that include j's. Appends made while
+// j ran then go into the next round at once instead of waiting for j's
+// group (with several produce requests in flight, each touching nearly
+// every partition, nearly every append found its log running and waited
+// for two rounds). Only a job with nothing to sync but its shared active
+// segment is released (a sealed segment or a directory is synced after
+// the shared flush, and a later round must not publish an end past them
+// first). Durable ends and HWs only rise (noteDurable, advanceHW,
+// MarkDurable), so the rounds may publish in either order; flushTails
+// keeps lockIdle waiting until j published.
+func (e *Engine) releaseRound(j *flushJob) {
+	l := j.l
+	l.mu.Lock()
+	e.handBack(l)
+	l.flushTails++
+	j.released = true
+	l.mu.Unlock()
+}
+
+// handBack moves a log whose flush ended (or was released) out of the
+// running states: queued again if it was dirtied urgently meanwhile,
+// deferred if write-caching data remains, else idle. Caller holds l.mu.
+func (e *Engine) handBack(l *Log) {
+	switch {
+	case l.flushState == flushRunningAgain:
+		l.flushState = flushQueued
+		e.pushFlush(l)
+	case l.activeDirty:
+		l.flushState = flushDeferred // write caching below its thresholds
+		e.deferLog(l)
+	default:
+		l.flushState = flushIdle
+	}
+}
+
 // complete publishes a finished flush of j.l (ok: its syncs succeeded) and
-// hands the log back to the pipeline: queued again if it was dirtied
-// urgently meanwhile, deferred if write-caching data remains, else idle.
+// hands the log back to the pipeline (handBack), unless releaseRound did.
 func (e *Engine) complete(j *flushJob, ok bool) {
 	l := j.l
 	if ok && e.Offline() == nil {
@@ -560,17 +620,17 @@ func (e *Engine) complete(j *flushJob, ok bool) {
 		}
 	}
 	l.mu.Lock()
-	switch {
-	case !ok || e.Offline() != nil:
+	if j.released {
+		l.flushTails--
+		j.released = false
+		l.mu.Unlock()
+		j.l = nil
+		return
+	}
+	if !ok || e.Offline() != nil {
 		l.flushState = flushIdle // offline: nothing is synced again
-	case l.flushState == flushRunningAgain:
-		l.flushState = flushQueued
-		e.pushFlush(l)
-	case l.activeDirty:
-		l.flushState = flushDeferred // write caching below its thresholds
-		e.deferLog(l)
-	default:
-		l.flushState = flushIdle
+	} else {
+		e.handBack(l)
 	}
 	l.mu.Unlock()
 	j.l = nil

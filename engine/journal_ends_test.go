@@ -7,7 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // endsOpts: the journal holding segment ends only (Options.JournalEnds),
@@ -223,5 +225,75 @@ func TestJournalEndsCutLostWriteWithoutZeros(t *testing.T) {
 	}
 	if end := l2.LogEndOffset(); end != last+1 {
 		t.Fatalf("log end %d after the crash, want %d (the lost round cut)", end, last+1)
+	}
+}
+
+// TestJournalEndsReleasedRound: in the ends mode a round hands its log
+// back once its end records are staged (releaseRound), so an append made
+// while that round waits for its journal group gets a round of its own at
+// once instead of waiting for the group; both publish their ends once
+// their groups are durable, and TruncateTo waits for them.
+func TestJournalEndsReleasedRound(t *testing.T) {
+	if fs, ok := sharedFlushFS(t.TempDir()); !ok {
+		t.Fatalf("the test directory's filesystem (%s) has no shared device flushes; ext4 or XFS is needed, as CI has", fs)
+	}
+	var blocking atomic.Bool
+	gate := make(chan struct{})
+	opened := false
+	open := func() {
+		if !opened {
+			opened = true
+			close(gate)
+		}
+	}
+	e := openEngine(t, t.TempDir(), func(o *Options) {
+		endsOpts(o)
+		o.syncHook = func(path string) error { // the journal's fdatasync waits at the gate
+			if blocking.Load() && strings.Contains(path, journalDirName) {
+				<-gate
+			}
+			return nil
+		}
+	})
+	defer e.Close()
+	defer open() // a failure below must not leave Close waiting at the gate
+	tp := mustTopic(t, e, "released", 1, nil)
+	l := tp.Partition(0)
+	endRecs := func() uint64 { e.jnl.mu.Lock(); defer e.jnl.mu.Unlock(); return e.jnl.endRecs }
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(time.Minute); !cond(); { // a hang detector
+			if time.Now().After(deadline) {
+				t.Fatalf("still waiting for %s", what)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if err := waitDurable(t, l, mustAppend(t, l, batchOf(t, 2, 1000, 0, 1)).LastOffset); err != nil {
+		t.Fatal(err)
+	}
+	r0 := endRecs()
+	blocking.Store(true)
+	first := mustAppend(t, l, batchOf(t, 2, 1000, 0, 2)).LastOffset
+	waitFor("the first round's end record", func() bool { return endRecs() == r0+1 })
+	second := mustAppend(t, l, batchOf(t, 2, 1000, 0, 3)).LastOffset
+	waitFor("the second round's end record while the first waits for its group", func() bool { return endRecs() == r0+2 })
+	if d := l.durable.Load(); d > first {
+		t.Fatalf("durable to %d while the journal's flush waits", d)
+	}
+	truncated := make(chan error, 1)
+	go func() { _, err := l.TruncateTo(second + 1); truncated <- err }() // a no-op past the end, after lockIdle
+	open()
+	if err := waitDurable(t, l, second); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-truncated; err != nil {
+		t.Fatal(err)
+	}
+	l.mu.Lock()
+	tails, state := l.flushTails, l.flushState
+	l.mu.Unlock()
+	if tails != 0 || state != flushIdle {
+		t.Fatalf("after both rounds: flushTails %d, state %d", tails, state)
 	}
 }

@@ -31,6 +31,7 @@ type Log struct {
 	closed      bool          // Close or DeleteTopic: Append fails
 	deleted     bool          // DeleteTopic: the flusher skips the log
 	flushState  flushState    // where the log stands in the flush pipeline
+	flushTails  int           // rounds handed back early (releaseRound) still publishing their end
 	deferListed bool          // in the coordinator's deferred list (write caching)
 	pending     []*logSegment // sealed by a roll, not yet synced
 	activeDirty bool          // the active segment has unsynced bytes

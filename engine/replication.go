@@ -505,12 +505,13 @@ func validateFollowerBatches(batches []byte) (n int, first, last record.Header, 
 }
 
 // lockIdle takes l.mu once no flush of l is running (a running flush
-// captured an end it would publish as durable after the truncation). A
-// flush takes one fdatasync, so this waits briefly.
+// captured an end it would publish as durable after the truncation),
+// including rounds that handed the log back early (flushTails). A flush
+// takes one fdatasync, so this waits briefly.
 func (l *Log) lockIdle() {
 	for {
 		l.mu.Lock()
-		if l.flushState != flushRunning && l.flushState != flushRunningAgain {
+		if l.flushState != flushRunning && l.flushState != flushRunningAgain && l.flushTails == 0 {
 			return
 		}
 		l.mu.Unlock()
