@@ -235,17 +235,14 @@ func (r *directReader) Read(p []byte) (int, error) {
 // readInto reads straight into p when p is page-aligned and holds at
 // least a page (a copy loop's 1 MiB buffer: Go allocates large objects
 // on page boundaries), sparing the copy out of the reader's own buffer
-// (~9 % of a broker's CPU during uploads). ok false: p does not qualify,
-// or the file's remaining bytes, rounded up to a page, do not fit in it.
+// (~9 % of a broker's CPU during uploads). ok false: p does not qualify.
+// The read fits in p: it is whole pages of p, or the file's last bytes,
+// fewer than those pages, rounded up to a page.
 func (r *directReader) readInto(p []byte) (k int, ok bool, err error) {
 	if len(p) < pageBytes || uintptr(unsafe.Pointer(unsafe.SliceData(p)))%pageBytes != 0 {
 		return 0, false, nil
 	}
-	want := min(int64(len(p))/pageBytes*pageBytes, int64(seqChunk), r.size-r.off)
-	if (want+pageBytes-1)/pageBytes*pageBytes > int64(len(p)) {
-		return 0, false, nil
-	}
-	k, err = r.fill(p, want)
+	k, err = r.fill(p, min(int64(len(p))/pageBytes*pageBytes, int64(seqChunk)))
 	return k, true, err
 }
 
