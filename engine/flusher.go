@@ -611,23 +611,38 @@ func (e *Engine) handBack(l *Log) {
 
 // complete publishes a finished flush of j.l (ok: its syncs succeeded) and
 // hands the log back to the pipeline (handBack), unless releaseRound did.
+//
+// While rounds released early (releaseRound) are still waiting for their
+// journal groups, a round that completes without one (nothing left to
+// write, or segments it synced itself) must not publish its end: that end
+// covers the released rounds' bytes, which are durable only once their
+// groups are (seen in TestJournalEndsCrash: an empty round published the
+// end of a released round whose group the power cut, and the
+// acknowledged batch was lost). It leaves its end in l.heldEnd for the
+// last released round to publish. Publishing happens outside l.mu (it runs
+// acknowledgement callbacks) but before the log is idle again, so lockIdle
+// never lets a truncation in between a captured end and its publication.
 func (e *Engine) complete(j *flushJob, ok bool) {
 	l := j.l
-	if ok && e.Offline() == nil {
-		e.noteDurable(l, j.end)
-		if !l.config().WriteCaching {
-			l.flushedTo(j.end) // replication.go: the HW, or the replica manager
-		}
+	ok = ok && e.Offline() == nil
+	if j.released {
+		e.completeTail(j, ok)
+		return
 	}
 	l.mu.Lock()
-	if j.released {
-		l.flushTails--
-		j.released = false
+	if ok && l.flushTails > 0 {
+		l.heldEnd = max(l.heldEnd, j.end)
+		e.handBack(l)
 		l.mu.Unlock()
 		j.l = nil
 		return
 	}
-	if !ok || e.Offline() != nil {
+	l.mu.Unlock()
+	if ok {
+		e.publish(l, j.end)
+	}
+	l.mu.Lock()
+	if !ok {
 		l.flushState = flushIdle // offline: nothing is synced again
 	} else {
 		e.handBack(l)
@@ -636,14 +651,55 @@ func (e *Engine) complete(j *flushJob, ok bool) {
 	j.l = nil
 }
 
+// completeTail completes a round releaseRound handed back: it publishes
+// its own end and, if it is the last released round still out, the ends
+// later rounds held for it (complete), then stops counting in flushTails.
+func (e *Engine) completeTail(j *flushJob, ok bool) {
+	l := j.l
+	var done int64 = -1
+	if ok {
+		e.publish(l, j.end)
+		done = j.end
+	}
+	l.mu.Lock()
+	for ok && l.flushTails == 1 && l.heldEnd > done {
+		done = l.heldEnd
+		l.mu.Unlock()
+		e.publish(l, done)
+		l.mu.Lock()
+	}
+	l.flushTails--
+	if l.flushTails == 0 {
+		l.heldEnd = 0
+	}
+	j.released = false
+	l.mu.Unlock()
+	j.l = nil
+}
+
+// publish makes end l's durable offset and, without write caching, its HW
+// (or the replica manager's durable end).
+func (e *Engine) publish(l *Log, end int64) {
+	e.noteDurable(l, end)
+	if !l.config().WriteCaching {
+		l.flushedTo(end) // replication.go: the HW, or the replica manager
+	}
+}
+
 // noteDurable raises l's durable offset to end (never lowers it) and has
 // the coordinator write the recovery-point checkpoint.
 func (e *Engine) noteDurable(l *Log, end int64) {
-	if end > l.durable.Load() {
-		l.durable.Store(end)
-		if !e.fl.ckptDirty.Load() && e.fl.ckptDirty.CompareAndSwap(false, true) {
-			e.kickFlusher()
+	for {
+		cur := l.durable.Load()
+		if end <= cur {
+			return
 		}
+		if l.durable.CompareAndSwap(cur, end) { // released rounds complete concurrently
+			break
+		}
+	}
+	if !e.fl.ckptDirty.Load() && e.fl.ckptDirty.CompareAndSwap(false, true) {
+		e.kickFlusher()
 	}
 }
 

@@ -651,6 +651,7 @@ func (j *journal) barrier(l *Log, keep bool) error {
 		return err
 	}
 	j.putRecord(l, journalRecBarrier, 0, 0, nil)
+	l.lastEnd = stagedEnd{}
 	return j.waitStage()
 }
 
@@ -685,6 +686,25 @@ func (j *journal) waitStage() error {
 	return <-done
 }
 
+// stagedEnd is a log's last staged end record (Log.lastEnd). An end
+// record's from is the segment's durable end before its round, which with
+// released rounds (flusher.go, releaseRound) may lag: the previous round
+// of the log staged its end record but has not seen its group durable, so
+// the segment's durable end is not yet raised. If that record's group was
+// taken by the writer before this record's stage (an earlier group), this
+// record's group can reach the disk only after that group's fdatasync, so
+// its end is durable whenever this record is read: stageEnds raises from
+// to it. Without that, a journal checkpoint that moved the start past the
+// earlier record left replay trusting only the lagging from (trustEnds),
+// and a crash that lost this round's writes had recovery cut the earlier,
+// acknowledged round's batches as never acknowledged. A barrier (the
+// log's bytes cut or replaced) forgets it. Guarded by the journal's mu.
+type stagedEnd struct {
+	ok        bool
+	base, end int64
+	seq       uint64
+}
+
 // endRecord is one segment's end for ends (a shared flush round's share).
 type endRecord struct {
 	l         *Log
@@ -712,9 +732,14 @@ func (j *journal) stageEnds(rs []endRecord) (<-chan error, error) {
 		if err := j.room(n); err != nil {
 			return nil, err
 		}
+		from := r.from
+		if le := r.l.lastEnd; le.ok && le.base == r.base && (j.stage.count == 0 || le.seq < j.stage.firstSeq) {
+			from = max(from, min(le.end, r.end)) // see stagedEnd
+		}
 		rec := j.putHeader(r.l, journalRecEnd, r.base, r.end, n)
+		r.l.lastEnd = stagedEnd{ok: true, base: r.base, end: r.end, seq: j.nextSeq - 1}
 		pl := rec[journalRecHdr+len(r.l.topic):]
-		binary.BigEndian.PutUint64(pl[0:], uint64(r.from))
+		binary.BigEndian.PutUint64(pl[0:], uint64(from))
 		binary.BigEndian.PutUint64(pl[8:], uint64(r.endOffset))
 		clear(pl[16:journalEndPayload])
 		j.endRecs++

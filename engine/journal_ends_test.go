@@ -297,3 +297,163 @@ func TestJournalEndsReleasedRound(t *testing.T) {
 		t.Fatalf("after both rounds: flushTails %d, state %d", tails, state)
 	}
 }
+
+// TestJournalEndsRoundBehindReleased: while a released round
+// (releaseRound) waits for its journal group, a later round of the same
+// log that completes without a group (here one with nothing left to write)
+// must not publish an end that covers the released round's bytes: they are
+// durable only once that group is. The crash test found it (seed 483, an
+// acknowledged batch lost when the power cut the released round's group).
+func TestJournalEndsRoundBehindReleased(t *testing.T) {
+	if fs, ok := sharedFlushFS(t.TempDir()); !ok {
+		t.Fatalf("the test directory's filesystem (%s) has no shared device flushes; ext4 or XFS is needed, as CI has", fs)
+	}
+	var blocking atomic.Bool
+	gate := make(chan struct{})
+	opened := false
+	open := func() {
+		if !opened {
+			opened = true
+			close(gate)
+		}
+	}
+	e := openEngine(t, t.TempDir(), func(o *Options) {
+		endsOpts(o)
+		o.syncHook = func(path string) error { // the journal's fdatasync waits at the gate
+			if blocking.Load() && strings.Contains(path, journalDirName) {
+				<-gate
+			}
+			return nil
+		}
+	})
+	defer e.Close()
+	defer open() // a failure below must not leave Close waiting at the gate
+	tp := mustTopic(t, e, "behind", 1, nil)
+	l := tp.Partition(0)
+	endRecs := func() uint64 { e.jnl.mu.Lock(); defer e.jnl.mu.Unlock(); return e.jnl.endRecs }
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(time.Minute); !cond(); { // a hang detector
+			if time.Now().After(deadline) {
+				t.Fatalf("still waiting for %s", what)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if err := waitDurable(t, l, mustAppend(t, l, batchOf(t, 2, 1000, 0, 1)).LastOffset); err != nil {
+		t.Fatal(err)
+	}
+	hw0 := l.HighWatermark()
+	r0 := endRecs()
+	blocking.Store(true)
+	last := mustAppend(t, l, batchOf(t, 2, 1000, 0, 2)).LastOffset
+	waitFor("the round's end record", func() bool { return endRecs() == r0+1 })
+	waitFor("the round's release", func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.flushTails == 1 && l.flushState == flushIdle
+	})
+	// A second round with nothing to write: it completes at once.
+	syncs := e.syncs.Load()
+	l.mu.Lock()
+	e.markDirty(l, true)
+	l.mu.Unlock()
+	waitFor("the empty round", func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.flushState == flushIdle
+	})
+	if s := e.syncs.Load(); s != syncs {
+		t.Fatalf("the second round synced %d segments; the test wants one with nothing to write", s-syncs)
+	}
+	if hw, d := l.HighWatermark(), l.durable.Load(); hw != hw0 || d > hw0 {
+		t.Fatalf("HW %d, durable %d while the released round's group waits (before it: %d)", hw, d, hw0)
+	}
+	open()
+	if err := waitDurable(t, l, last); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("the released round's completion", func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.flushTails == 0 && l.heldEnd == 0
+	})
+	if hw := l.HighWatermark(); hw != last+1 {
+		t.Fatalf("HW %d after the group, want %d", hw, last+1)
+	}
+}
+
+// TestJournalEndsFromEarlierGroup: a round's end record names as its from
+// the end a previous round's record vouches for when that record is in an
+// earlier journal group (stagedEnd), even while that group's fdatasync is
+// still running and the segment's durable end not yet raised: recovery may
+// find only the later record (a checkpoint moved the start past the
+// earlier one), and a from that lagged would let it cut acknowledged
+// batches as never acknowledged.
+func TestJournalEndsFromEarlierGroup(t *testing.T) {
+	if fs, ok := sharedFlushFS(t.TempDir()); !ok {
+		t.Fatalf("the test directory's filesystem (%s) has no shared device flushes; ext4 or XFS is needed, as CI has", fs)
+	}
+	var blocking atomic.Bool
+	gate := make(chan struct{})
+	opened := false
+	open := func() {
+		if !opened {
+			opened = true
+			close(gate)
+		}
+	}
+	e := openEngine(t, t.TempDir(), func(o *Options) {
+		endsOpts(o)
+		o.syncHook = func(path string) error { // the journal's fdatasync waits at the gate
+			if blocking.Load() && strings.Contains(path, journalDirName) {
+				<-gate
+			}
+			return nil
+		}
+	})
+	defer e.Close()
+	defer open() // a failure below must not leave Close waiting at the gate
+	tp := mustTopic(t, e, "from", 1, nil)
+	l := tp.Partition(0)
+	endRecs := func() uint64 { e.jnl.mu.Lock(); defer e.jnl.mu.Unlock(); return e.jnl.endRecs }
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(time.Minute); !cond(); { // a hang detector
+			if time.Now().After(deadline) {
+				t.Fatalf("still waiting for %s", what)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	b1, b2, b3 := batchOf(t, 2, 1000, 0, 1), batchOf(t, 2, 1000, 0, 2), batchOf(t, 2, 1000, 0, 3)
+	if err := waitDurable(t, l, mustAppend(t, l, b1).LastOffset); err != nil {
+		t.Fatal(err)
+	}
+	r0 := endRecs()
+	blocking.Store(true)
+	mustAppend(t, l, b2)
+	waitFor("the first round's end record", func() bool { return endRecs() == r0+1 })
+	waitFor("the writer taking its group", func() bool { e.jnl.mu.Lock(); defer e.jnl.mu.Unlock(); return e.jnl.stage.count == 0 })
+	last := mustAppend(t, l, b3).LastOffset
+	waitFor("the second round's end record", func() bool { return endRecs() == r0+2 })
+	e.jnl.mu.Lock()
+	g := e.jnl.stage
+	var pos, from int64 = -1, -1
+	if g.count == 1 {
+		r := g.buf[journalGroupHdr:]
+		pos = int64(binary.BigEndian.Uint64(r[40:]))
+		from = int64(binary.BigEndian.Uint64(r[journalRecHdr+len(l.topic):]))
+	}
+	e.jnl.mu.Unlock()
+	if g.count != 1 {
+		t.Fatalf("the next stage holds %d records, want the second round's end record alone", g.count)
+	}
+	if want := int64(len(b1) + len(b2)); from != want || pos != want+int64(len(b3)) {
+		t.Fatalf("the second round's end record: from %d, end %d; want from %d (the first round's end), end %d", from, pos, want, want+int64(len(b3)))
+	}
+	open()
+	if err := waitDurable(t, l, last); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -26,12 +26,16 @@ type Log struct {
 	cfg     atomic.Pointer[LogConfig] // current config, replaced whole by setConfig; read with config()
 
 	// mu serializes appends, rolls, DeleteRecords and the flusher's capture.
-	mu          sync.Mutex
-	active      *logSegment
-	closed      bool          // Close or DeleteTopic: Append fails
-	deleted     bool          // DeleteTopic: the flusher skips the log
-	flushState  flushState    // where the log stands in the flush pipeline
-	flushTails  int           // rounds handed back early (releaseRound) still publishing their end
+	mu         sync.Mutex
+	active     *logSegment
+	closed     bool       // Close or DeleteTopic: Append fails
+	deleted    bool       // DeleteTopic: the flusher skips the log
+	flushState flushState // where the log stands in the flush pipeline
+	flushTails int        // rounds handed back early (releaseRound) still publishing their end
+	heldEnd    int64      // an end later rounds left for the last of flushTails to publish (complete)
+	// lastEnd is the last end record staged for the log (ends mode,
+	// journal.stageEnds), guarded by the journal's mu.
+	lastEnd     stagedEnd
 	deferListed bool          // in the coordinator's deferred list (write caching)
 	pending     []*logSegment // sealed by a roll, not yet synced
 	activeDirty bool          // the active segment has unsynced bytes
@@ -53,7 +57,7 @@ type Log struct {
 	logEnd   atomic.Int64
 	logStart atomic.Int64
 	hw       atomic.Int64 // written under hwMu
-	durable  atomic.Int64 // synced end = recovery point; written by the flush worker that holds the log
+	durable  atomic.Int64 // synced end = recovery point; raised by noteDurable, lowered by truncations (under lockIdle)
 
 	hwMu    sync.Mutex
 	waiters []durableWaiter // sorted by offset
@@ -526,8 +530,10 @@ func (l *Log) WhenDurable(offset int64, fn func(error)) {
 	l.hwMu.Unlock()
 }
 
-// Wait returns a channel closed when the HW moves past offset (HW > offset),
-// or the log closes or goes offline. Long-poll fetches select on it.
+// Wait returns a channel that is already closed if the HW is past offset
+// (HW > offset) or the log closed or went offline, and otherwise is closed
+// the next time the HW advances, past offset or not: callers check the HW
+// again (long-poll fetches select on it). WhenDurable waits for one offset.
 func (l *Log) Wait(offset int64) <-chan struct{} {
 	l.hwMu.Lock()
 	defer l.hwMu.Unlock()
