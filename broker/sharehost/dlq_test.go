@@ -54,7 +54,11 @@ func TestDeadLetterSearch(t *testing.T) {
 	write(5004, "g", "src", 2, 9, 2)   // another delivery count
 	write(5005, "g", "src", 2, 10, 3)  // ours
 	write(5006, "g", "src", 2, 11, 1)  // not a letter of the job
-	<-l.Wait(l.LogEndOffset() - 1)     // durable: below the high watermark
+	durable := make(chan error, 1)
+	l.WhenDurable(l.LogEndOffset()-1, func(err error) { durable <- err }) // below the high watermark
+	if err := <-durable; err != nil {
+		t.Fatal(err)
+	}
 
 	j := &dlqJob{k: Key{Group: "g", Part: 2}, srcName: "src", letters: []share.DeadLetter{
 		{Offset: 7, Count: 1}, {Offset: 8, Count: 1}, {Offset: 9, Count: 1}, {Offset: 10, Count: 3}}}
