@@ -145,6 +145,9 @@ func (s *Server) alterTopicConfigs(ctx context.Context, name string, validateOnl
 // (which persists it) and applies the engine's share locally at once; the
 // other brokers apply it when their metadata view reaches the change.
 func (s *Server) clusterAlterTopicConfigs(ctx context.Context, name string, validateOnly bool, edit configEdit) error {
+	if err := s.catchUp(ctx); err != nil { // edit the configs in force, not a lagging copy
+		return err
+	}
 	vt := s.topicInView(ctx, name)
 	if vt == nil {
 		return newAPIError(kerr.UnknownTopicOrPartition, "topic %q does not exist", name)

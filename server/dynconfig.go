@@ -421,6 +421,9 @@ func (s *Server) editLayer(layer map[string]string, perBroker bool, edit brokerE
 // applies what concerns it (the other brokers do when their metadata
 // reaches it).
 func (s *Server) clusterAlterBrokerConfigs(ctx context.Context, id int32, perBroker, validateOnly bool, edit brokerEdit) error {
+	if err := s.catchUp(ctx); err != nil {
+		return err
+	}
 	var layer map[string]string
 	s.cluster.ctl.Read(func(st *controller.State) { layer = st.BrokerConfigs(id) })
 	nl, err := s.editLayer(layer, perBroker, edit)
@@ -468,6 +471,32 @@ func (s *Server) clusterAlterBrokerConfigs(ctx context.Context, id int32, perBro
 		return newAPIError(kerr.RequestTimedOut, "the change is in the metadata but this broker has not applied it yet: %v", err)
 	}
 	s.syncDynamic()
+	return nil
+}
+
+// catchUp waits until this broker's copy of the metadata holds every
+// change committed before the call, so that an alter edits the configs in
+// force and not a copy that lags: an IncrementalAlterConfigs DELETE sent to
+// a broker that had not yet applied the SET made through another broker
+// found nothing to delete, proposed nothing and answered success (seen in
+// TestClusterDynamicBrokerConfigs). It proposes a change that changes
+// nothing (AlterBrokerConfigs of the default entity with nothing to set or
+// delete) and waits for it here: one metadata round trip per alter, an
+// administrative request.
+func (s *Server) catchUp(ctx context.Context) error {
+	r, err := s.cluster.ctl.Propose(ctx, controller.AlterBrokerConfigs{Broker: controller.DefaultBrokerConfigs})
+	if err != nil {
+		return proposeErr(err)
+	}
+	if r.Code != 0 {
+		return resultErr(r.Code, r.Message)
+	}
+	if err := s.cluster.ctl.WaitApplied(ctx, r.Offset); err != nil {
+		return newAPIError(kerr.RequestTimedOut, "this broker has not caught up with the metadata: %v", err)
+	}
+	if err := s.waitView(ctx, r.Offset); err != nil {
+		return newAPIError(kerr.RequestTimedOut, "this broker has not caught up with the metadata: %v", err)
+	}
 	return nil
 }
 

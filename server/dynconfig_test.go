@@ -6,10 +6,12 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/stratalog/strata/controller"
 	"github.com/stratalog/strata/engine"
 	"github.com/stratalog/strata/netpoll"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -409,4 +411,55 @@ func TestClusterDynamicBrokerConfigs(t *testing.T) {
 		d := brokers[2].eng.LogDefaults()
 		return d.RetentionMs == 3_600_000 && d.SegmentBytes == 2097152
 	})
+}
+
+// An alter through one broker right after another through a second edits
+// what the first left, not the second broker's copy of the metadata if it
+// lags (catchUp): a DELETE of a default just SET elsewhere removes it.
+func TestClusterAlterAfterAlterElsewhere(t *testing.T) {
+	brokers, _ := startInCluster(t, 3)
+	waitRegistered(t, brokers)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*testTimeout)
+	defer cancel()
+	cl := newClient(t, brokers[0].addr)
+	alter := func(b *inCluster, op kmsg.IncrementalAlterConfigOp, value string) {
+		t.Helper()
+		req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+		rr := kmsg.NewIncrementalAlterConfigsRequestResource()
+		rr.ResourceType = kmsg.ConfigResourceTypeBroker
+		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		c.Name, c.Op = "log.retention.ms", op
+		if op == kmsg.IncrementalAlterConfigOpSet {
+			c.Value = kmsg.StringPtr(value)
+		}
+		rr.Configs = append(rr.Configs, c)
+		req.Resources = append(req.Resources, rr)
+		resp, err := cl.Broker(int(b.id)).Request(ctx, req)
+		if err != nil {
+			t.Fatalf("broker %d: %v", b.id, err)
+		}
+		if r := resp.(*kmsg.IncrementalAlterConfigsResponse).Resources[0]; r.ErrorCode != 0 {
+			t.Fatalf("alter through broker %d: %d %s", b.id, r.ErrorCode, strOr(r.ErrorMessage, ""))
+		}
+	}
+	for i := range 12 {
+		set, del := brokers[i%3], brokers[(i+1)%3]
+		alter(set, kmsg.IncrementalAlterConfigOpSet, strconv.Itoa(3_600_000+i))
+		alter(del, kmsg.IncrementalAlterConfigOpDelete, "")
+		// Every broker at the same metadata offset: what they hold is final.
+		for deadline := time.Now().Add(testTimeout); ; time.Sleep(5 * time.Millisecond) {
+			off := brokers[0].ctl.Offset()
+			if brokers[1].ctl.Offset() == off && brokers[2].ctl.Offset() == off {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the brokers' metadata never converged")
+			}
+		}
+		var left map[string]string
+		brokers[0].ctl.Read(func(st *controller.State) { left = st.BrokerConfigs(controller.DefaultBrokerConfigs) })
+		if v, ok := left["log.retention.ms"]; ok {
+			t.Fatalf("round %d: set through broker %d, deleted through broker %d, still %s", i, set.id, del.id, v)
+		}
+	}
 }
