@@ -107,6 +107,10 @@ type Config struct {
 	// Profile is a file for the first spawned broker's CPU profile (pprof),
 	// written when the broker stops at the end of the run.
 	Profile string
+	// ConsumerProfile is a file for the consumer process's CPU profile
+	// (pprof), from its consumers' start to its end (the last round's
+	// with CompareRounds or a baseline: each run's process rewrites it).
+	ConsumerProfile string
 
 	// Workload.
 	Topic             string

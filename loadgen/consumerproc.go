@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -82,6 +83,8 @@ type childSetup struct {
 	// Security is the clients' (the password too: the setup goes
 	// through the child's stdin, never its arguments).
 	Security Security `json:"security"`
+	// Profile is a file for the process's CPU profile (Config.ConsumerProfile).
+	Profile string `json:"profile,omitempty"`
 }
 
 // childStart is the parent's second message: the schedule's start and the
@@ -155,7 +158,7 @@ func startConsumerProc(ctx context.Context, env *runEnv, start map[int32]int64) 
 		Topic: cfg.Topic, Partitions: ti.partitions, Consumers: cfg.Consumers, Group: cfg.Group, ShareGroup: cfg.ShareGroup,
 		Engine: cfg.consumerEngine(), ConsumerDelayNs: int64(cfg.ConsumerDelay), Seeds: env.seeds,
 		Leaders: ti.leaders, Addrs: ti.addrs, MaxFetch: ti.maxFetch, StartOffsets: start, BaseUnixNs: env.baseUnix,
-		Security: cfg.Security,
+		Security: cfg.Security, Profile: cfg.ConsumerProfile,
 	}
 	p := &consumerProc{
 		cmd:      exec.Command(bin, "loadgen", ConsumerProcessArg),
@@ -438,6 +441,18 @@ func RunConsumerProcess(ctx context.Context, in io.Reader, out io.Writer, now fu
 		return fmt.Errorf("loadgen consumer process: reading its start: %w", err)
 	}
 	env.startOff, env.measureOff = time.Duration(start.StartOffNs), time.Duration(start.MeasureOffNs)
+	if setup.Profile != "" {
+		f, err := os.Create(setup.Profile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			w.send(&childReport{Error: fmt.Sprintf("consumer profile: %v", err)})
+			return fmt.Errorf("loadgen consumer process: %w", err)
+		}
+		defer f.Close()
+		defer pprof.StopCPUProfile()
+	}
 
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -115,13 +115,18 @@ func checkDevice(t *testing.T, r *Result, written bool) {
 func TestLoadAgainstSpawnedBroker(t *testing.T) {
 	for _, engine := range []string{EngineKgo, EngineNative} {
 		t.Run(engine, func(t *testing.T) {
-			rep, err := Run(testCtx(t, 2*time.Minute), smallRun(engine))
+			cfg := smallRun(engine)
+			cfg.ConsumerProfile = filepath.Join(t.TempDir(), "consumer.pprof")
+			rep, err := Run(testCtx(t, 2*time.Minute), cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
 			checkClean(t, rep, 4000)
 			if rep.Result.TargetRate != 2000 || rep.Result.DurationS < 1.9 {
 				t.Fatalf("target %v over %v s", rep.Result.TargetRate, rep.Result.DurationS)
+			}
+			if prof, err := os.ReadFile(cfg.ConsumerProfile); err != nil || len(prof) == 0 {
+				t.Fatalf("consumer process CPU profile: %d bytes, %v", len(prof), err)
 			}
 			checkDevice(t, &rep.Result, true)
 		})

@@ -156,6 +156,7 @@ func parseLoadgenFlagSet(args []string, helpOut io.Writer) (loadgen.Config, load
 	fs.BoolVar(&cfg.CompareDevice, "compare-device", false, "with --spawn: afterwards measure the durable sequential write ceiling of the data directory's filesystem (O_DIRECT 1 MiB writes, 16 in flight, fdatasync every 16 MiB) and report acked MB/s over it")
 	fs.Int64Var(&cfg.DeviceProbeBytes, "compare-device-bytes", cfg.DeviceProbeBytes, "--compare-device: bytes the probe writes (it stops after 30 s in any case)")
 	fs.StringVar(&cfg.Profile, "profile", "", "with --spawn: write the first broker's CPU profile (pprof) to this file")
+	fs.StringVar(&cfg.ConsumerProfile, "consumer-profile", "", "write the consumer process's CPU profile (pprof) to this file (with --consumers)")
 	fs.StringVar(&out.clientProfile, "client-profile", "", "write the load generator's own CPU profile (pprof; its producers, not the consumer processes) to this file")
 	fs.StringVar(&cfg.Topic, "topic", cfg.Topic, "topic to produce to (created if missing)")
 	partitions := fs.Int("partitions", int(cfg.Partitions), "partitions when the topic is created")
