@@ -234,56 +234,26 @@ func TestJournalEndsCutLostWriteWithoutZeros(t *testing.T) {
 // once instead of waiting for the group; both publish their ends once
 // their groups are durable, and TruncateTo waits for them.
 func TestJournalEndsReleasedRound(t *testing.T) {
-	if fs, ok := sharedFlushFS(t.TempDir()); !ok {
-		t.Fatalf("the test directory's filesystem (%s) has no shared device flushes; ext4 or XFS is needed, as CI has", fs)
-	}
-	var blocking atomic.Bool
-	gate := make(chan struct{})
-	opened := false
-	open := func() {
-		if !opened {
-			opened = true
-			close(gate)
-		}
-	}
-	e := openEngine(t, t.TempDir(), func(o *Options) {
-		endsOpts(o)
-		o.syncHook = func(path string) error { // the journal's fdatasync waits at the gate
-			if blocking.Load() && strings.Contains(path, journalDirName) {
-				<-gate
-			}
-			return nil
-		}
-	})
-	defer e.Close()
-	defer open() // a failure below must not leave Close waiting at the gate
-	tp := mustTopic(t, e, "released", 1, nil)
-	l := tp.Partition(0)
-	endRecs := func() uint64 { e.jnl.mu.Lock(); defer e.jnl.mu.Unlock(); return e.jnl.endRecs }
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(time.Minute); !cond(); { // a hang detector
-			if time.Now().After(deadline) {
-				t.Fatalf("still waiting for %s", what)
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}
+	g := newGatedEnds(t, "released")
+	defer g.e.Close()
+	defer g.open() // a failure below must not leave Close waiting at the gate
+	l := g.l
+	waitFor := func(what string, cond func() bool) { t.Helper(); g.waitFor(t, what, cond) }
 	if err := waitDurable(t, l, mustAppend(t, l, batchOf(t, 2, 1000, 0, 1)).LastOffset); err != nil {
 		t.Fatal(err)
 	}
-	r0 := endRecs()
-	blocking.Store(true)
+	r0 := g.endRecs()
+	g.blocking.Store(true)
 	first := mustAppend(t, l, batchOf(t, 2, 1000, 0, 2)).LastOffset
-	waitFor("the first round's end record", func() bool { return endRecs() == r0+1 })
+	waitFor("the first round's end record", func() bool { return g.endRecs() == r0+1 })
 	second := mustAppend(t, l, batchOf(t, 2, 1000, 0, 3)).LastOffset
-	waitFor("the second round's end record while the first waits for its group", func() bool { return endRecs() == r0+2 })
+	waitFor("the second round's end record while the first waits for its group", func() bool { return g.endRecs() == r0+2 })
 	if d := l.durable.Load(); d > first {
 		t.Fatalf("durable to %d while the journal's flush waits", d)
 	}
 	truncated := make(chan error, 1)
 	go func() { _, err := l.TruncateTo(second + 1); truncated <- err }() // a no-op past the end, after lockIdle
-	open()
+	g.open()
 	if err := waitDurable(t, l, second); err != nil {
 		t.Fatal(err)
 	}
@@ -305,49 +275,19 @@ func TestJournalEndsReleasedRound(t *testing.T) {
 // durable only once that group is. The crash test found it (seed 483, an
 // acknowledged batch lost when the power cut the released round's group).
 func TestJournalEndsRoundBehindReleased(t *testing.T) {
-	if fs, ok := sharedFlushFS(t.TempDir()); !ok {
-		t.Fatalf("the test directory's filesystem (%s) has no shared device flushes; ext4 or XFS is needed, as CI has", fs)
-	}
-	var blocking atomic.Bool
-	gate := make(chan struct{})
-	opened := false
-	open := func() {
-		if !opened {
-			opened = true
-			close(gate)
-		}
-	}
-	e := openEngine(t, t.TempDir(), func(o *Options) {
-		endsOpts(o)
-		o.syncHook = func(path string) error { // the journal's fdatasync waits at the gate
-			if blocking.Load() && strings.Contains(path, journalDirName) {
-				<-gate
-			}
-			return nil
-		}
-	})
-	defer e.Close()
-	defer open() // a failure below must not leave Close waiting at the gate
-	tp := mustTopic(t, e, "behind", 1, nil)
-	l := tp.Partition(0)
-	endRecs := func() uint64 { e.jnl.mu.Lock(); defer e.jnl.mu.Unlock(); return e.jnl.endRecs }
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(time.Minute); !cond(); { // a hang detector
-			if time.Now().After(deadline) {
-				t.Fatalf("still waiting for %s", what)
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}
+	g := newGatedEnds(t, "behind")
+	defer g.e.Close()
+	defer g.open() // a failure below must not leave Close waiting at the gate
+	e, l := g.e, g.l
+	waitFor := func(what string, cond func() bool) { t.Helper(); g.waitFor(t, what, cond) }
 	if err := waitDurable(t, l, mustAppend(t, l, batchOf(t, 2, 1000, 0, 1)).LastOffset); err != nil {
 		t.Fatal(err)
 	}
 	hw0 := l.HighWatermark()
-	r0 := endRecs()
-	blocking.Store(true)
+	r0 := g.endRecs()
+	g.blocking.Store(true)
 	last := mustAppend(t, l, batchOf(t, 2, 1000, 0, 2)).LastOffset
-	waitFor("the round's end record", func() bool { return endRecs() == r0+1 })
+	waitFor("the round's end record", func() bool { return g.endRecs() == r0+1 })
 	waitFor("the round's release", func() bool {
 		l.mu.Lock()
 		defer l.mu.Unlock()
@@ -369,7 +309,7 @@ func TestJournalEndsRoundBehindReleased(t *testing.T) {
 	if hw, d := l.HighWatermark(), l.durable.Load(); hw != hw0 || d > hw0 {
 		t.Fatalf("HW %d, durable %d while the released round's group waits (before it: %d)", hw, d, hw0)
 	}
-	open()
+	g.open()
 	if err := waitDurable(t, l, last); err != nil {
 		t.Fatal(err)
 	}
@@ -391,69 +331,95 @@ func TestJournalEndsRoundBehindReleased(t *testing.T) {
 // earlier one), and a from that lagged would let it cut acknowledged
 // batches as never acknowledged.
 func TestJournalEndsFromEarlierGroup(t *testing.T) {
-	if fs, ok := sharedFlushFS(t.TempDir()); !ok {
-		t.Fatalf("the test directory's filesystem (%s) has no shared device flushes; ext4 or XFS is needed, as CI has", fs)
-	}
-	var blocking atomic.Bool
-	gate := make(chan struct{})
-	opened := false
-	open := func() {
-		if !opened {
-			opened = true
-			close(gate)
-		}
-	}
-	e := openEngine(t, t.TempDir(), func(o *Options) {
-		endsOpts(o)
-		o.syncHook = func(path string) error { // the journal's fdatasync waits at the gate
-			if blocking.Load() && strings.Contains(path, journalDirName) {
-				<-gate
-			}
-			return nil
-		}
-	})
-	defer e.Close()
-	defer open() // a failure below must not leave Close waiting at the gate
-	tp := mustTopic(t, e, "from", 1, nil)
-	l := tp.Partition(0)
-	endRecs := func() uint64 { e.jnl.mu.Lock(); defer e.jnl.mu.Unlock(); return e.jnl.endRecs }
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(time.Minute); !cond(); { // a hang detector
-			if time.Now().After(deadline) {
-				t.Fatalf("still waiting for %s", what)
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}
+	g := newGatedEnds(t, "from")
+	defer g.e.Close()
+	defer g.open() // a failure below must not leave Close waiting at the gate
+	e, l := g.e, g.l
+	waitFor := func(what string, cond func() bool) { t.Helper(); g.waitFor(t, what, cond) }
 	b1, b2, b3 := batchOf(t, 2, 1000, 0, 1), batchOf(t, 2, 1000, 0, 2), batchOf(t, 2, 1000, 0, 3)
 	if err := waitDurable(t, l, mustAppend(t, l, b1).LastOffset); err != nil {
 		t.Fatal(err)
 	}
-	r0 := endRecs()
-	blocking.Store(true)
+	r0 := g.endRecs()
+	g.blocking.Store(true)
 	mustAppend(t, l, b2)
-	waitFor("the first round's end record", func() bool { return endRecs() == r0+1 })
+	waitFor("the first round's end record", func() bool { return g.endRecs() == r0+1 })
 	waitFor("the writer taking its group", func() bool { e.jnl.mu.Lock(); defer e.jnl.mu.Unlock(); return e.jnl.stage.count == 0 })
 	last := mustAppend(t, l, b3).LastOffset
-	waitFor("the second round's end record", func() bool { return endRecs() == r0+2 })
+	waitFor("the second round's end record", func() bool { return g.endRecs() == r0+2 })
 	e.jnl.mu.Lock()
-	g := e.jnl.stage
+	st := e.jnl.stage
+	count := st.count
 	var pos, from int64 = -1, -1
-	if g.count == 1 {
-		r := g.buf[journalGroupHdr:]
+	if count == 1 {
+		r := st.buf[journalGroupHdr:]
 		pos = int64(binary.BigEndian.Uint64(r[40:]))
 		from = int64(binary.BigEndian.Uint64(r[journalRecHdr+len(l.topic):]))
 	}
 	e.jnl.mu.Unlock()
-	if g.count != 1 {
-		t.Fatalf("the next stage holds %d records, want the second round's end record alone", g.count)
+	if count != 1 {
+		t.Fatalf("the next stage holds %d records, want the second round's end record alone", count)
 	}
 	if want := int64(len(b1) + len(b2)); from != want || pos != want+int64(len(b3)) {
 		t.Fatalf("the second round's end record: from %d, end %d; want from %d (the first round's end), end %d", from, pos, want, want+int64(len(b3)))
 	}
-	open()
+	g.open()
 	if err := waitDurable(t, l, last); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// gatedEnds is an ends-mode engine whose journal fdatasyncs wait at a
+// gate while blocking is set, with one single-partition topic.
+type gatedEnds struct {
+	e        *Engine
+	l        *Log
+	blocking atomic.Bool
+	gate     chan struct{}
+	opened   bool
+}
+
+func newGatedEnds(t *testing.T, topic string) *gatedEnds {
+	t.Helper()
+	if fs, ok := sharedFlushFS(t.TempDir()); !ok {
+		t.Fatalf("the test directory's filesystem (%s) has no shared device flushes; ext4 or XFS is needed, as CI has", fs)
+	}
+	g := &gatedEnds{gate: make(chan struct{})}
+	g.e = openEngine(t, t.TempDir(), func(o *Options) {
+		endsOpts(o)
+		o.syncHook = func(path string) error { // the journal's fdatasync waits at the gate
+			if g.blocking.Load() && strings.Contains(path, journalDirName) {
+				<-g.gate
+			}
+			return nil
+		}
+	})
+	g.l = mustTopic(t, g.e, topic, 1, nil).Partition(0)
+	return g
+}
+
+// open lets the journal's fdatasyncs through (once; the test's goroutine).
+func (g *gatedEnds) open() {
+	if !g.opened {
+		g.opened = true
+		close(g.gate)
+	}
+}
+
+// endRecs is the count of end records staged so far.
+func (g *gatedEnds) endRecs() uint64 {
+	g.e.jnl.mu.Lock()
+	defer g.e.jnl.mu.Unlock()
+	return g.e.jnl.endRecs
+}
+
+// waitFor polls cond; a minute without it is a hang, not a timing check.
+func (g *gatedEnds) waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("still waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -321,17 +321,7 @@ func TestClusterDynamicBrokerConfigs(t *testing.T) {
 	}
 	alter := func(b *inCluster, resource, name, value string) {
 		t.Helper()
-		req := kmsg.NewPtrIncrementalAlterConfigsRequest()
-		rr := kmsg.NewIncrementalAlterConfigsRequestResource()
-		rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeBroker, resource
-		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
-		c.Name, c.Value = name, kmsg.StringPtr(value)
-		rr.Configs = append(rr.Configs, c)
-		req.Resources = append(req.Resources, rr)
-		resp := send(b, req).(*kmsg.IncrementalAlterConfigsResponse)
-		if r := resp.Resources[0]; r.ErrorCode != 0 {
-			t.Fatalf("alter %q %s=%s through broker %d: %d %s", resource, name, value, b.id, r.ErrorCode, strOr(r.ErrorMessage, ""))
-		}
+		alterBrokerConfig(ctx, t, cl, b, resource, name, &value)
 	}
 	describe := func(b *inCluster, name string) kmsg.DescribeConfigsResponseResourceConfig {
 		t.Helper()
@@ -422,30 +412,11 @@ func TestClusterAlterAfterAlterElsewhere(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*testTimeout)
 	defer cancel()
 	cl := newClient(t, brokers[0].addr)
-	alter := func(b *inCluster, op kmsg.IncrementalAlterConfigOp, value string) {
-		t.Helper()
-		req := kmsg.NewPtrIncrementalAlterConfigsRequest()
-		rr := kmsg.NewIncrementalAlterConfigsRequestResource()
-		rr.ResourceType = kmsg.ConfigResourceTypeBroker
-		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
-		c.Name, c.Op = "log.retention.ms", op
-		if op == kmsg.IncrementalAlterConfigOpSet {
-			c.Value = kmsg.StringPtr(value)
-		}
-		rr.Configs = append(rr.Configs, c)
-		req.Resources = append(req.Resources, rr)
-		resp, err := cl.Broker(int(b.id)).Request(ctx, req)
-		if err != nil {
-			t.Fatalf("broker %d: %v", b.id, err)
-		}
-		if r := resp.(*kmsg.IncrementalAlterConfigsResponse).Resources[0]; r.ErrorCode != 0 {
-			t.Fatalf("alter through broker %d: %d %s", b.id, r.ErrorCode, strOr(r.ErrorMessage, ""))
-		}
-	}
 	for i := range 12 {
 		set, del := brokers[i%3], brokers[(i+1)%3]
-		alter(set, kmsg.IncrementalAlterConfigOpSet, strconv.Itoa(3_600_000+i))
-		alter(del, kmsg.IncrementalAlterConfigOpDelete, "")
+		v := strconv.Itoa(3_600_000 + i)
+		alterBrokerConfig(ctx, t, cl, set, "", "log.retention.ms", &v)
+		alterBrokerConfig(ctx, t, cl, del, "", "log.retention.ms", nil)
 		// Every broker at the same metadata offset: what they hold is final.
 		for deadline := time.Now().Add(testTimeout); ; time.Sleep(5 * time.Millisecond) {
 			off := brokers[0].ctl.Offset()
@@ -461,5 +432,28 @@ func TestClusterAlterAfterAlterElsewhere(t *testing.T) {
 		if v, ok := left["log.retention.ms"]; ok {
 			t.Fatalf("round %d: set through broker %d, deleted through broker %d, still %s", i, set.id, del.id, v)
 		}
+	}
+}
+
+// alterBrokerConfig sets (value nil: deletes) config name of BROKER
+// resource through broker b with IncrementalAlterConfigs.
+func alterBrokerConfig(ctx context.Context, t *testing.T, cl *kgo.Client, b *inCluster, resource, name string, value *string) {
+	t.Helper()
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	rr := kmsg.NewIncrementalAlterConfigsRequestResource()
+	rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeBroker, resource
+	c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	c.Name, c.Value = name, value
+	if value == nil {
+		c.Op = kmsg.IncrementalAlterConfigOpDelete
+	}
+	rr.Configs = append(rr.Configs, c)
+	req.Resources = append(req.Resources, rr)
+	resp, err := cl.Broker(int(b.id)).Request(ctx, req)
+	if err != nil {
+		t.Fatalf("broker %d: %v", b.id, err)
+	}
+	if r := resp.(*kmsg.IncrementalAlterConfigsResponse).Resources[0]; r.ErrorCode != 0 {
+		t.Fatalf("alter %q %s=%v through broker %d: %d %s", resource, name, strOr(value, "(delete)"), b.id, r.ErrorCode, strOr(r.ErrorMessage, ""))
 	}
 }
