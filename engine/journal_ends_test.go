@@ -235,10 +235,8 @@ func TestJournalEndsCutLostWriteWithoutZeros(t *testing.T) {
 // their groups are durable, and TruncateTo waits for them.
 func TestJournalEndsReleasedRound(t *testing.T) {
 	g := newGatedEnds(t, "released")
-	defer g.e.Close()
-	defer g.open() // a failure below must not leave Close waiting at the gate
 	l := g.l
-	waitFor := func(what string, cond func() bool) { t.Helper(); g.waitFor(t, what, cond) }
+	waitFor := g.waitFor
 	if err := waitDurable(t, l, mustAppend(t, l, batchOf(t, 2, 1000, 0, 1)).LastOffset); err != nil {
 		t.Fatal(err)
 	}
@@ -276,10 +274,8 @@ func TestJournalEndsReleasedRound(t *testing.T) {
 // acknowledged batch lost when the power cut the released round's group).
 func TestJournalEndsRoundBehindReleased(t *testing.T) {
 	g := newGatedEnds(t, "behind")
-	defer g.e.Close()
-	defer g.open() // a failure below must not leave Close waiting at the gate
 	e, l := g.e, g.l
-	waitFor := func(what string, cond func() bool) { t.Helper(); g.waitFor(t, what, cond) }
+	waitFor := g.waitFor
 	if err := waitDurable(t, l, mustAppend(t, l, batchOf(t, 2, 1000, 0, 1)).LastOffset); err != nil {
 		t.Fatal(err)
 	}
@@ -332,10 +328,8 @@ func TestJournalEndsRoundBehindReleased(t *testing.T) {
 // batches as never acknowledged.
 func TestJournalEndsFromEarlierGroup(t *testing.T) {
 	g := newGatedEnds(t, "from")
-	defer g.e.Close()
-	defer g.open() // a failure below must not leave Close waiting at the gate
 	e, l := g.e, g.l
-	waitFor := func(what string, cond func() bool) { t.Helper(); g.waitFor(t, what, cond) }
+	waitFor := g.waitFor
 	b1, b2, b3 := batchOf(t, 2, 1000, 0, 1), batchOf(t, 2, 1000, 0, 2), batchOf(t, 2, 1000, 0, 3)
 	if err := waitDurable(t, l, mustAppend(t, l, b1).LastOffset); err != nil {
 		t.Fatal(err)
@@ -372,6 +366,7 @@ func TestJournalEndsFromEarlierGroup(t *testing.T) {
 // gatedEnds is an ends-mode engine whose journal fdatasyncs wait at a
 // gate while blocking is set, with one single-partition topic.
 type gatedEnds struct {
+	t        *testing.T
 	e        *Engine
 	l        *Log
 	blocking atomic.Bool
@@ -384,7 +379,7 @@ func newGatedEnds(t *testing.T, topic string) *gatedEnds {
 	if fs, ok := sharedFlushFS(t.TempDir()); !ok {
 		t.Fatalf("the test directory's filesystem (%s) has no shared device flushes; ext4 or XFS is needed, as CI has", fs)
 	}
-	g := &gatedEnds{gate: make(chan struct{})}
+	g := &gatedEnds{t: t, gate: make(chan struct{})}
 	g.e = openEngine(t, t.TempDir(), func(o *Options) {
 		endsOpts(o)
 		o.syncHook = func(path string) error { // the journal's fdatasync waits at the gate
@@ -394,11 +389,14 @@ func newGatedEnds(t *testing.T, topic string) *gatedEnds {
 			return nil
 		}
 	})
+	t.Cleanup(func() { g.e.Close() })
+	t.Cleanup(g.open) // runs first: a failed test must not leave Close waiting at the gate
 	g.l = mustTopic(t, g.e, topic, 1, nil).Partition(0)
 	return g
 }
 
-// open lets the journal's fdatasyncs through (once; the test's goroutine).
+// open lets the journal's fdatasyncs through (once; the test's goroutine
+// or its cleanup).
 func (g *gatedEnds) open() {
 	if !g.opened {
 		g.opened = true
@@ -414,11 +412,11 @@ func (g *gatedEnds) endRecs() uint64 {
 }
 
 // waitFor polls cond; a minute without it is a hang, not a timing check.
-func (g *gatedEnds) waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
+func (g *gatedEnds) waitFor(what string, cond func() bool) {
+	g.t.Helper()
 	for deadline := time.Now().Add(time.Minute); !cond(); {
 		if time.Now().After(deadline) {
-			t.Fatalf("still waiting for %s", what)
+			g.t.Fatalf("still waiting for %s", what)
 		}
 		time.Sleep(time.Millisecond)
 	}
