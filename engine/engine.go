@@ -82,9 +82,12 @@ type Options struct {
 	JournalBytes int64
 	// JournalEnds is log.io.journal.ends=true: the journal holds no record
 	// bytes, only each flush round's segment ends; every byte is written
-	// once, into its zero-filled segment (it needs zero fill, NoZeroFill
-	// false, and the journal, JournalBytes > 0), and a round's one device
-	// flush is the journal's fdatasync of those ends (journal.go, ends).
+	// once, into its segment (fresh files zero-filled, whatever NoZeroFill
+	// says; recycled ones not at all, recycle.go), and a round's one
+	// device flush is the journal's fdatasync of those ends (journal.go,
+	// ends). It takes effect with the journal (JournalBytes > 0) and
+	// shared device flushes (the O_DIRECT backend on ext4 or XFS, not
+	// DisableSharedFlush); elsewhere the journal holds the records.
 	JournalEnds bool
 	// VerifyRecovery is log.recovery.verify: Open checks the CRC of every
 	// batch of every log, not only of what follows the recovery point;
@@ -228,7 +231,11 @@ func Open(opts Options) (*Engine, error) {
 	if files == nil && e.fs != vfs.OS {
 		files = fsFiles{e.fs} // segfile.go: segment data on the engine's file system
 	}
-	io, err := newIOBackend(opts.IOBackend, e.dir, files, !opts.DisableSharedFlush, !opts.NoZeroFill, e.logger)
+	// The ends mode runs where the journal and shared device flushes do;
+	// it zero-fills fresh segment files whatever log.io.zero.fill says
+	// (that key is for the other modes).
+	ends := opts.JournalEnds && opts.JournalBytes > 0 && !opts.DisableSharedFlush
+	io, err := newIOBackend(opts.IOBackend, e.dir, files, !opts.DisableSharedFlush, !opts.NoZeroFill || ends, e.logger)
 	if err != nil {
 		return nil, err
 	}
@@ -247,12 +254,19 @@ func Open(opts Options) (*Engine, error) {
 	if e.tails != nil {
 		e.logger.Info("tail cache", "bytes", int64(e.tails.max)*tailBufBytes, "per_partition_max", tailBufsPerLog*tailBufBytes)
 	}
-	if opts.JournalEnds && (opts.JournalBytes <= 0 || opts.NoZeroFill || opts.DisableSharedFlush) {
-		e.io.close()
-		return nil, fmt.Errorf("engine: log.io.journal.ends=true needs the journal (log.io.journal.bytes > 0), log.io.zero.fill=true and log.io.flush.shared=true")
+	if opts.JournalEnds && (!ends || io.dev == nil) {
+		// Without the journal, or without a device flush that every
+		// segment's completed writes share (pwrite, another filesystem,
+		// log.io.flush.shared=false), the journal holds the records.
+		reason := "no shared device flush for the data directory (log.io.flush.shared, the backend or the filesystem)"
+		if opts.JournalBytes <= 0 {
+			reason = "no journal (log.io.journal.bytes=0)"
+		}
+		e.logger.Info("journal ends off", "reason", reason)
+		ends = false
 	}
-	e.jnlEnds = opts.JournalEnds
-	e.io.capLead = opts.JournalEnds // zeros up to segment.bytes, not a step past it (recycle.go)
+	e.jnlEnds = ends
+	e.io.capLead = ends // zeros up to segment.bytes, not a step past it (recycle.go)
 	if opts.JournalBytes > 0 {
 		// Before any log opens: replay puts the journal's records into
 		// their segment files, and the recovery below finds them.

@@ -91,7 +91,8 @@ package engine
 // once per segment.bytes), so a record never names a segment whose file
 // could be missing after a crash unless it was deleted on purpose.
 //
-// With Options.JournalEnds (log.io.journal.ends=true, experimental) the
+// With Options.JournalEnds (log.io.journal.ends=true, strata serve's
+// default where the device flush is shared: doc.go) the
 // journal holds no record bytes: appends take the write-once path (each
 // byte written once, into its zero-filled segment, by the flush round
 // that makes it durable: flusher.go, flushBatch), and the round's one
@@ -378,7 +379,12 @@ func openJournal(e *Engine, total int64) (*journal, error) {
 	j.nextSeq, j.startSeq = rs.next, rs.next
 	j.fileLast = rs.fileLast
 	j.cur, j.off = rs.lastFile, j.fileBytes // the first group moves on to the next file
-	e.logger.Info("journal", "dir", j.dir, "bytes", j.fileBytes*journalFiles, "files", journalFiles, "created", created,
+	// The mode (log.io.journal.ends).
+	holds := "records"
+	if e.jnlEnds {
+		holds = "segment ends"
+	}
+	e.logger.Info("journal", "holds", holds, "dir", j.dir, "bytes", j.fileBytes*journalFiles, "files", journalFiles, "created", created,
 		"replayed_records", rs.records, "replayed_writes", rs.written, "replay_skipped", rs.skipped, "replayed_bytes", rs.bytes)
 	// The two staging buffers are aligned (a chunk pool), so that on the
 	// OS file system groups go to the files with O_DIRECT: no copy into

@@ -93,23 +93,53 @@ func TestJournalEndsMakesAppendsDurable(t *testing.T) {
 	}
 }
 
-// log.io.journal.ends needs the journal, zero fill and shared flushes.
-func TestJournalEndsNeedsZeroFill(t *testing.T) {
-	for _, mutate := range []func(*Options){
-		func(o *Options) { endsOpts(o); o.NoZeroFill = true },
-		func(o *Options) { endsOpts(o); o.JournalBytes = 0 },
-		func(o *Options) { endsOpts(o); o.DisableSharedFlush = true },
+// TestJournalEndsWhereItRuns: log.io.journal.ends takes effect with the
+// journal and shared device flushes, zero-filling fresh segments even with
+// log.io.zero.fill=false; without the journal, with one fdatasync per
+// segment, or with the pwrite backend the engine opens without it (the
+// journal holding the records where there is one), as the default must on
+// any machine.
+func TestJournalEndsWhereItRuns(t *testing.T) {
+	if fs, ok := sharedFlushFS(t.TempDir()); !ok {
+		t.Fatalf("the test directory's filesystem (%s) has no shared device flushes; ext4 or XFS is needed, as CI has", fs)
+	}
+	for _, c := range []struct {
+		name   string
+		mutate func(*Options)
+		ends   bool
+	}{
+		{"ends", endsOpts, true},
+		{"zero.fill=false", func(o *Options) { endsOpts(o); o.NoZeroFill = true }, true},
+		{"no journal", func(o *Options) { endsOpts(o); o.JournalBytes = 0 }, false},
+		{"flush.shared=false", func(o *Options) { endsOpts(o); o.DisableSharedFlush = true }, false},
+		{"pwrite", func(o *Options) { endsOpts(o); o.IOBackend = IOBackendPwrite }, false},
 	} {
-		opts := Options{Dir: t.TempDir(), Logger: quietLogger()}
-		mutate(&opts)
-		e, err := Open(opts)
-		if err == nil {
-			e.Close()
-			t.Fatalf("Open with %+v: no error", opts)
-		}
-		if !strings.Contains(err.Error(), "log.io.journal.ends") {
-			t.Fatalf("Open: %v", err)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			e := openEngine(t, dir, c.mutate)
+			if e.jnlEnds != c.ends {
+				t.Fatalf("ends mode %v, want %v", e.jnlEnds, c.ends)
+			}
+			if c.ends && !e.io.prewrite(dir) {
+				t.Fatal("fresh segments are not zero-filled in ends mode")
+			}
+			l := mustTopic(t, e, "t", 1, nil).Partition(0)
+			for i := range 5 { // a new segment's first round syncs it alone
+				info := mustAppend(t, l, batchOf(t, 3, 100, int64(i), i))
+				if err := waitDurable(t, l, info.LastOffset); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if e.jnl == nil {
+				return
+			}
+			e.jnl.mu.Lock()
+			ends, staged := e.jnl.endRecs, e.jnl.nextSeq-1
+			e.jnl.mu.Unlock()
+			if c.ends != (ends > 0) || (!c.ends && staged == 0) {
+				t.Fatalf("%d records staged, %d of them ends; ends mode %v", staged, ends, c.ends)
+			}
+		})
 	}
 }
 
