@@ -22,13 +22,14 @@ import (
 // passes its CRC. Then it appends garbage to the active segments (a torn
 // write), restarts again and checks the same.
 //
-// It runs with the three ways acks=all appends are made durable: through
-// the journal, segments written once behind it (the default: the journal
-// replays what the segments lack); without the journal, segments
-// zero-filled ahead of the appends with shared device flushes; and without
-// it, written once into unwritten extents with shared syncfs flushes and
-// private index mappings, whose index entries a SIGKILL loses back to the
-// last write-back.
+// It runs with the four ways acks=all appends are made durable: segments
+// written once, their rounds' ends in the journal (the default: recovery
+// trusts the durable ends the journal names); the journal holding the
+// records, segments written once behind it (the journal replays what the
+// segments lack); without the journal, segments zero-filled ahead of the
+// appends with shared device flushes; and without it, written once into
+// unwritten extents with shared syncfs flushes and private index mappings,
+// whose index entries a SIGKILL loses back to the last write-back.
 func TestCrashKeepsAcknowledgedRecords(t *testing.T) {
 	for _, c := range durabilityModes {
 		t.Run(c.name, func(t *testing.T) {
@@ -40,7 +41,8 @@ func TestCrashKeepsAcknowledgedRecords(t *testing.T) {
 // durabilityModes are the broker's ways of making acks=all appends
 // durable, as properties.
 var durabilityModes = []struct{ name, props string }{
-	{"journal", ""},
+	{"journal-ends", ""},
+	{"journal-records", "log.io.journal.ends=false\n"},
 	{"no-journal-zero-fill", "log.io.journal.bytes=0\nlog.io.zero.fill=true\n"},
 	{"no-journal-write-once", "log.io.journal.bytes=0\nlog.io.zero.fill=false\n"},
 }

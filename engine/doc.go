@@ -297,7 +297,35 @@
 // recycled by retention, an ends log whose records carry each round's
 // durable ends and batch CRCs, recovery from those ends instead of a walk)
 // is written down there; the ends log (log.io.journal.ends, journal.go)
-// and the pool are built, experimental.
+// and the pool are built.
+//
+// # The default since 2026-12-04: the ends log (measured)
+//
+// strata serve runs the ends log by default where it can (the journal on,
+// the O_DIRECT backend sharing device flushes on ext4 or XFS; elsewhere
+// the journal holds the records, Options.JournalEnds). Measured against
+// the journal holding the records (the build before, same properties,
+// alternated with fresh brokers: strata loadgen --compare-binary; keyed
+// franz-go, 96 partitions, 8 MiB segments and 16 MiB of retention so that
+// retention recycles files within the run; docs/performance.md, "Session
+// 28"): closed loop, 105.1 % of its throughput (median of three rounds,
+// 100.4-115.1 %) at 1.13 device bytes per record byte against 2.17, the
+// device busy 57 % of the time against 78 %; three brokers with
+// replication factor 3, 114.3 % (102.6-126.0 %) at 3.41 against 6.55
+// bytes per byte; at 200,000 and 100,000 records/s with a consumer the
+// same rate at 1.19 and 1.38-1.47 bytes per byte against 2.2, with 5 and
+// 16-22 % more broker CPU per record. That CPU is the price of its many
+// small writes: every round writes each partition's new bytes in place
+// (a 100,000 records/s run made 214,831 device writes of 9.6 KiB in 15 s),
+// where the journal writes one group and the segments' 128 KiB chunks; on
+// this virtual machine each write costs several microseconds of kernel
+// time. The device's bytes decide it: the write path's purpose is the
+// device's limit, a cluster writes every byte once per replica, and the
+// CPU cost shrinks with the cores a production broker has. Until
+// retention first deletes segments, fresh files are zero-filled: the
+// device then writes about twice the record bytes, as with the journal
+// holding the records (2.31 against 2.25 at 100,000 records/s), and the
+// broker spends 11-14 % more CPU.
 //
 // The pool of recycled segment files (recycle.go; ends mode only): the
 // .log file of a segment retention deleted goes, once its last reader let
