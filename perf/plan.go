@@ -145,7 +145,7 @@ func inputs(w Workload, assumed []string) []Input {
 	}
 	in = append(in,
 		Input{"disk_write_mbps", "per-broker disk write", w.Limits.DiskWriteMBps, "MB/s", src("disk_write_mbps")},
-		Input{"disk_amp", "disk bytes written per log byte (2: segments are zero-filled before their appends)", w.Limits.DiskWriteAmplification, "", src("disk_amp")},
+		Input{"disk_amp", "disk bytes written per log byte (2: fresh segment files are zero-filled before their appends; ~1.2 once retention recycles them)", w.Limits.DiskWriteAmplification, "", src("disk_amp")},
 		Input{"net_mbps", "per-broker network, each direction", w.Limits.NetworkMBps, "MB/s", src("net_mbps")},
 		Input{"cores", "per-broker cores", w.Limits.Cores, "", src("cores")},
 	)

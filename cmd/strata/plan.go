@@ -118,7 +118,7 @@ func newPlanFlags(stderr io.Writer) *planFlags {
 	bind(pf, "partitions", "partitions (0 = derive)", func(w *W) *int { return &w.Partitions }, newInt)
 	bind(pf, "brokers", "brokers (0 = derive); a given count is checked against every limit", func(w *W) *int { return &w.FixedBrokers }, newInt)
 	bind(pf, "disk-mbps", fmt.Sprintf("per-broker disk write MB/s (default %d, assumed)", perf.DefaultDiskWriteMBps), func(w *W) *float64 { return &w.Limits.DiskWriteMBps }, newFloat)
-	bind(pf, "disk-amp", fmt.Sprintf("bytes the log disks write per log byte (default %d: segments are zero-filled before their appends; 1 with log.io.flush.shared=false)", perf.DefaultDiskWriteAmplification), func(w *W) *float64 { return &w.Limits.DiskWriteAmplification }, newFloat)
+	bind(pf, "disk-amp", fmt.Sprintf("bytes the log disks write per log byte (default %d: fresh segment files are zero-filled before their appends; about 1.2 once retention recycles them, log.io.journal.ends; 1 with log.io.flush.shared=false and log.io.journal.bytes=0)", perf.DefaultDiskWriteAmplification), func(w *W) *float64 { return &w.Limits.DiskWriteAmplification }, newFloat)
 	bind(pf, "net-mbps", fmt.Sprintf("per-broker network MB/s, each direction (default %d = 10 GbE, assumed)", perf.DefaultNetworkMBps), func(w *W) *float64 { return &w.Limits.NetworkMBps }, newFloat)
 	bind(pf, "cores", fmt.Sprintf("per-broker cores (default %d, assumed)", perf.DefaultCores), func(w *W) *float64 { return &w.Limits.Cores }, newFloat)
 	bind(pf, "core-mbps", fmt.Sprintf("produce MB/s one core handles (default %d, assumed; --calibrate measures it)", perf.DefaultPerCoreMBps), func(w *W) *float64 { return &w.Limits.PerCoreMBps }, newFloat)
