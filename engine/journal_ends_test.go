@@ -451,3 +451,64 @@ func (g *gatedEnds) waitFor(what string, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestJournalModeSwitchAfterCrash: a data directory left by a crash in one
+// journal mode opens in the other with every acknowledged batch, as an
+// upgrade across the default's change (records to ends) or a switch back
+// needs: replay writes the records' bytes and trusts the ends whatever
+// the mode it runs in.
+func TestJournalModeSwitchAfterCrash(t *testing.T) {
+	if fs, ok := sharedFlushFS(t.TempDir()); !ok {
+		t.Fatalf("the test directory's filesystem (%s) has no shared device flushes; ext4 or XFS is needed, as CI has", fs)
+	}
+	records := func(o *Options) { o.IOBackend, o.JournalBytes = IOBackendUring, JournalMinBytes }
+	for _, c := range []struct {
+		name     string
+		from, to func(*Options)
+		replays  bool // the segments lack bytes the journal's records hold
+	}{
+		{"records to ends", records, endsOpts, true},
+		{"ends to records", endsOpts, records, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			e := openEngine(t, dir, c.from)
+			const parts = 4
+			tp := mustTopic(t, e, "switch", parts, nil)
+			var want [parts][][]byte
+			for round := range 20 {
+				var wg sync.WaitGroup
+				for p := range parts {
+					l := tp.Partition(int32(p))
+					b := batchOf(t, 3, 700, int64(round), round*parts+p)
+					info := mustAppend(t, l, b)
+					want[p] = append(want[p], append([]byte(nil), b...))
+					wg.Add(1)
+					l.WhenDurable(info.LastOffset, func(err error) {
+						if err != nil {
+							t.Error(err)
+						}
+						wg.Done()
+					})
+				}
+				wg.Wait()
+			}
+			crash := t.TempDir()
+			copyDir(t, dir, crash) // the files as a SIGKILL leaves them
+			if err := e.Close(); err != nil {
+				t.Fatal(err)
+			}
+			e2 := openEngine(t, crash, c.to)
+			defer e2.Close()
+			if w := e2.jnl.replayed.written; (w > 0) != c.replays {
+				t.Fatalf("the journal replayed %d writes", w)
+			}
+			tp2 := e2.Topic("switch")
+			for p := range parts {
+				if err := readHead(tp2.Partition(int32(p)), want[p], false); err != nil {
+					t.Errorf("partition %d: %v", p, err)
+				}
+			}
+		})
+	}
+}
