@@ -24,6 +24,10 @@ import (
 //   - CreateTopic and CreatePartitions fail with ErrNoSpace (a refused
 //     produce never reaches a roll, so no segment is created for it).
 //
+// Before refusing, the partitions' pools of recycled segment files
+// (recycle.go) are emptied, and while below the floor retention and
+// DeleteRecords unlink what they delete instead of pooling it.
+//
 // Not refused, because they free space or are small and needed for what
 // keeps working: reads, DeleteRecords, DeleteTopic, retention and
 // compaction; appends to the internal topics (committed offsets, group and
@@ -139,6 +143,13 @@ func (e *Engine) checkFloor(nowMs int64) {
 	}
 	f.statErr = false
 	floor := f.floorBytes(total)
+	if floor > 0 && usable < floor && e.drainPools() > 0 {
+		// Pooled segment files (recycle.go) hold disk beyond retention:
+		// freed first, then the space is asked for again.
+		if u, t, err := vfs.FreeSpace(e.dir); err == nil {
+			usable, total = u, t
+		}
+	}
 	below := f.last.Below
 	switch {
 	case floor == 0:

@@ -97,8 +97,8 @@ func (l *Log) recycles() bool {
 // released; every offset they hold is below the new log start. Caller
 // holds l.mu and has moved the log start.
 func (l *Log) poolVictims(victims []*logSegment) {
-	if !l.recycles() {
-		return
+	if !l.recycles() || l.e.floor.refused.Load() != nil {
+		return // below the free-space floor deleted files are unlinked (drainPools)
 	}
 	for _, v := range victims {
 		v.poolEnd = l.logStart.Load()
@@ -159,6 +159,47 @@ func (p *segPool) close() {
 	p.mu.Lock()
 	p.closed = true
 	p.mu.Unlock()
+}
+
+// drain removes every pooled file and returns how many bytes that freed
+// (the pool stays open: later deletions may fill it again).
+func (p *segPool) drain(fsys vfs.FS) (files int, bytes int64, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var errs []error
+	for _, f := range p.files {
+		var size int64
+		if fi, serr := fsys.Stat(f.path); serr == nil {
+			size = fi.Size()
+		}
+		if rerr := fsys.Remove(f.path); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+			errs = append(errs, rerr)
+			continue
+		}
+		files++
+		bytes += size
+	}
+	p.files = p.files[:0]
+	return files, bytes, errors.Join(errs...)
+}
+
+// drainPools empties every partition's pool: the free-space floor's first
+// remedy (diskfloor.go), since each pooled file holds a segment's worth of
+// disk beyond retention. It reports the files removed.
+func (e *Engine) drainPools() int {
+	total, freed := 0, int64(0)
+	for _, l := range e.allLogs() {
+		n, b, err := l.pool.drain(e.fs)
+		if err != nil {
+			e.logger.Warn("removing pooled segment files", "dir", l.dir, "err", err)
+		}
+		total += n
+		freed += b
+	}
+	if total > 0 {
+		e.logger.Info("free-space floor: removed the pooled segment files", "files", total, "bytes", freed)
+	}
+	return total
 }
 
 // size is the number of pooled files.

@@ -139,6 +139,55 @@ func TestDeleteRecordsFeedsPool(t *testing.T) {
 	}
 }
 
+// TestFloorDrainsPools: crossing the free-space floor first removes the
+// pooled segment files (each holds a segment's worth of disk beyond
+// retention), and while below it deleted segments are unlinked, not
+// pooled; above it they are pooled again.
+func TestFloorDrainsPools(t *testing.T) {
+	if fs, ok := sharedFlushFS(t.TempDir()); !ok {
+		t.Fatalf("the test directory's filesystem (%s) has no shared device flushes; ext4 or XFS is needed, as CI has", fs)
+	}
+	e := openEngine(t, t.TempDir(), recycleOpts)
+	l := mustTopic(t, e, "pool", 1, recycleCfg()).Partition(0)
+	var all []appended
+	seed := 0
+	appendUntilSegments(t, l, 7, &seed, &all)
+	segs := *l.segs.Load()
+	pooled := func() (int, int) { return l.pool.size(), globCount(t, l.dir, "*.log"+recycleSuffix) }
+	if _, err := l.DeleteRecords(segs[2].base); err != nil {
+		t.Fatal(err)
+	}
+	if n, files := pooled(); n != 2 || files != 2 {
+		t.Fatalf("pool of %d, %d files, want 2", n, files)
+	}
+	e.SetMinFreeSpace(math.MaxInt64, 100) // the whole filesystem: below the floor
+	if !e.FreeSpace().Below {
+		t.Fatal("not below a floor of the whole filesystem")
+	}
+	if n, files := pooled(); n != 0 || files != 0 {
+		t.Fatalf("below the floor: pool of %d, %d files, want none", n, files)
+	}
+	if _, err := l.DeleteRecords(segs[4].base); err != nil {
+		t.Fatal(err)
+	}
+	if n, files := pooled(); n != 0 || files != 0 {
+		t.Fatalf("deleted below the floor: pool of %d, %d files, want none", n, files)
+	}
+	if files := globCount(t, l.dir, "*.log*"); files != len(segs)-4 {
+		t.Fatalf("%d *.log* files, want the %d segments left", files, len(segs)-4)
+	}
+	e.SetMinFreeSpace(-1, -1)
+	if _, err := l.DeleteRecords(segs[5].base); err != nil {
+		t.Fatal(err)
+	}
+	if n, files := pooled(); n != 1 || files != 1 {
+		t.Fatalf("floor off: pool of %d, %d files, want 1", n, files)
+	}
+	if err := checkBatches(l, all); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestRecycledSegmentsFeedRolls: retention of a partition in ends mode
 // keeps the deleted segments' files in the partition's pool (at most
 // recyclePoolMax, as *.log.recycle), the next rolls make their segments
