@@ -23,7 +23,8 @@ var ErrBadCalibration = errors.New("perf: bad calibration file")
 //	{"result": {"records_per_sec": float, "mb_per_sec": float,
 //	            "produce_p99_ms": float, "broker_cpu_seconds": float,
 //	            "duration_s": float, "record_bytes": int,
-//	            "records_per_batch": float},
+//	            "records_per_batch": float,
+//	            "device": {"bytes_per_record_byte": float}},
 //	 "config": {"find_max": bool, "record_bytes": int,
 //	            "replication_factor": int, "spawn": int, ...},
 //	 "target": {"spawned": int, ...}}
@@ -34,7 +35,9 @@ var ErrBadCalibration = errors.New("perf: bad calibration file")
 // to other machines better than a raw rate; and, when the run was a capacity
 // search (config.find_max) over a known number of spawned brokers
 // (config.spawn or target.spawned), a per-broker ceiling = appended /
-// brokers.
+// brokers. When the run measured its disk (result.device, spawned brokers)
+// and disk_amp is not given, disk_amp = max(1, bytes_per_record_byte /
+// replication_factor): what that disk wrote per log byte appended.
 type Calibration struct {
 	Source            string  `json:"source,omitempty"` // file name, for the report
 	RecordsPerSec     float64 `json:"records_per_sec"`
@@ -47,6 +50,11 @@ type Calibration struct {
 	CapacitySearch    bool    `json:"capacity_search"`    // the run ramped to its limit (--find-max)
 	ReplicationFactor int     `json:"replication_factor"` // of the run's topic; 0 = 1
 	Brokers           int     `json:"brokers"`            // brokers the run spawned; 0 = unknown
+	// DeviceBytesPerRecordByte is what the spawned brokers' disk wrote per
+	// acknowledged record byte (result.device.bytes_per_record_byte):
+	// every replica on that disk, so disk_amp is it over the run's
+	// replication factor. 0 = not measured.
+	DeviceBytesPerRecordByte float64 `json:"device_bytes_per_record_byte,omitempty"`
 
 	// Tiered storage's counters (remote.go): bytes copied to the object
 	// store and the store's time for them, bytes remote reads returned
@@ -124,6 +132,15 @@ func ParseCalibration(data []byte) (Calibration, error) {
 		{"remote_read_seconds", &c.RemoteReadSeconds},
 	} {
 		if err := jsonNumber(doc.Result, f.key, f.dst); err != nil {
+			return Calibration{}, err
+		}
+	}
+	if raw, ok := doc.Result["device"]; ok && string(raw) != "null" {
+		var dev map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &dev); err != nil {
+			return Calibration{}, fmt.Errorf("%w: \"device\" is not an object: %s", ErrBadCalibration, truncate(string(raw), 40))
+		}
+		if err := jsonNumber(dev, "bytes_per_record_byte", &c.DeviceBytesPerRecordByte); err != nil {
 			return Calibration{}, err
 		}
 	}
@@ -212,6 +229,10 @@ func (c *Calibration) rf() float64 {
 	return float64(max(1, c.ReplicationFactor))
 }
 
+// hasDeviceAmp reports whether the run measured its disk's bytes per
+// record byte, from which disk_amp is derived.
+func (c *Calibration) hasDeviceAmp() bool { return c != nil && c.DeviceBytesPerRecordByte > 0 }
+
 // appendedMBps is what the run's brokers appended in total.
 func (c *Calibration) appendedMBps() float64 { return c.mbps() * c.rf() }
 
@@ -241,6 +262,7 @@ func (c *Calibration) validate() error {
 		{"records_per_batch", c.RecordsPerBatch},
 		{"remote_copied_bytes", c.RemoteCopiedBytes}, {"remote_copy_seconds", c.RemoteCopySeconds},
 		{"remote_read_bytes", c.RemoteReadBytes}, {"remote_read_seconds", c.RemoteReadSeconds},
+		{"device.bytes_per_record_byte", c.DeviceBytesPerRecordByte},
 	} {
 		if math.IsNaN(f.v) || math.IsInf(f.v, 0) || f.v < 0 || f.v > maxLimit*10 {
 			return fmt.Errorf("%w: %s = %v", ErrBadCalibration, f.name, f.v)
@@ -248,6 +270,10 @@ func (c *Calibration) validate() error {
 	}
 	if c.ReplicationFactor < 0 || c.ReplicationFactor > maxReplication || c.Brokers < 0 || c.Brokers > maxCount {
 		return fmt.Errorf("%w: replication factor %d, brokers %d", ErrBadCalibration, c.ReplicationFactor, c.Brokers)
+	}
+	if c.DeviceBytesPerRecordByte/c.rf() > maxDiskAmplification {
+		return fmt.Errorf("%w: device.bytes_per_record_byte %v over replication factor %v is above the disk write amplification a plan takes (%d)",
+			ErrBadCalibration, c.DeviceBytesPerRecordByte, c.rf(), maxDiskAmplification)
 	}
 	if !c.hasCPU() && !c.hasCeiling() && !c.hasUpload() && !c.hasRemoteRead() {
 		return fmt.Errorf("%w: no usable figures: need broker_cpu_seconds and duration_s with mb_per_sec "+

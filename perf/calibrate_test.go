@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -82,6 +83,9 @@ func TestParseCalibrationRejects(t *testing.T) {
 		`{"result": {"mb_per_sec": 300}, "config": {"find_max": true, "spawn": -1}}`, // not a count
 		`{"result": {"mb_per_sec": 300}, "config": {"find_max": true, "spawn": 1.5}}`,
 		`{"result": {"mb_per_sec": 300}, "config": {"find_max": true, "spawn": 1, "replication_factor": "3"}}`,
+		`{"result": {"mb_per_sec": 100, "broker_cpu_seconds": 1, "duration_s": 1, "device": 2}}`,
+		`{"result": {"mb_per_sec": 100, "broker_cpu_seconds": 1, "duration_s": 1, "device": {"bytes_per_record_byte": -1}}}`,
+		`{"result": {"mb_per_sec": 100, "broker_cpu_seconds": 1, "duration_s": 1, "device": {"bytes_per_record_byte": 31}}, "config": {"replication_factor": 3}}`,
 	} {
 		if c, err := ParseCalibration([]byte(in)); !errors.Is(err, ErrBadCalibration) {
 			t.Errorf("%q: got %+v, %v; want ErrBadCalibration", in, c, err)
@@ -205,6 +209,38 @@ func TestCalibrationReplicatedRun(t *testing.T) {
 	near(t, "cal_appended_mbps", stepValue(t, rep, "cal_appended_mbps"), 900, 0)
 	near(t, "core_mbps", stepValue(t, rep, "core_mbps"), 300, 1e-12)
 	near(t, "broker_ceiling_mbps", stepValue(t, rep, "broker_ceiling_mbps"), 300, 0)
+}
+
+// TestCalibrationDiskAmp: a run that measured its disk (result.device)
+// sets disk_amp to its device bytes per record byte over the run's
+// replication factor (every replica on that disk), at least 1, unless
+// disk_amp is given; without a device figure the default stays.
+func TestCalibrationDiskAmp(t *testing.T) {
+	run := func(device string, rf int, given float64) Report {
+		t.Helper()
+		c, err := ParseCalibration([]byte(`{"result": {"mb_per_sec": 300, "broker_cpu_seconds": 90, "duration_s": 30` + device + `},
+			"config": {"spawn": 3, "replication_factor": ` + strconv.Itoa(rf) + `}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := reference(t)
+		w.Calibration = &c
+		w.Limits.DiskWriteAmplification = given
+		rep := mustPlan(t, w)
+		checkReport(t, rep)
+		return rep
+	}
+	rep := run(`, "device": {"name": "vda", "bytes_per_record_byte": 3.41}`, 3, 0)
+	near(t, "disk_amp", stepValue(t, rep, "disk_amp"), 3.41/3, 1e-12)
+	near(t, "workload disk_amp", rep.Workload.Limits.DiskWriteAmplification, 3.41/3, 1e-12)
+	near(t, "disk_device_total", stepValue(t, rep, "disk_device_total"), stepValue(t, rep, "disk_write_total")*3.41/3, 1e-9)
+	rep = run(`, "device": {"bytes_per_record_byte": 0.98}`, 1, 0)
+	near(t, "disk_amp at least 1", stepValue(t, rep, "disk_amp"), 1, 0)
+	rep = run(`, "device": {"bytes_per_record_byte": 3.41}`, 3, 1.5)
+	near(t, "given disk_amp", rep.Workload.Limits.DiskWriteAmplification, 1.5, 0)
+	near(t, "disk_device_total with the given amp", stepValue(t, rep, "disk_device_total"), stepValue(t, rep, "disk_write_total")*1.5, 1e-9)
+	rep = run(``, 3, 0)
+	near(t, "default disk_amp", rep.Workload.Limits.DiskWriteAmplification, DefaultDiskWriteAmplification, 0)
 }
 
 func FuzzParseCalibration(f *testing.F) {

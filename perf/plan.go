@@ -47,6 +47,7 @@ type model struct {
 	diskWriteTotal, diskDeviceTotal float64 // log bytes appended; bytes the disks write (zero-fill included)
 	netInTotal, netOutTotal         float64
 	perCoreMBps, ceilingMBps        float64 // ceilingMBps: 0 unless calibrated by a capacity search
+	amp                             float64 // disk_amp: given, assumed or calibrated
 	uploadMBps, remoteReadMBps      float64 // tiered storage's rates; 0: not modelled
 	localTB                         float64
 }
@@ -88,6 +89,7 @@ func run(w Workload, assumed []string) (*model, error) {
 		return nil, m.rec.err
 	}
 	m.rep.Workload.Limits.PerCoreMBps = m.perCoreMBps
+	m.rep.Workload.Limits.DiskWriteAmplification = m.amp
 	m.rep.Workload.Limits.UploadMBps, m.rep.Workload.Limits.RemoteReadMBps = m.uploadMBps, m.remoteReadMBps
 	m.rep.Steps = m.rec.steps
 	return m, nil
@@ -145,7 +147,11 @@ func inputs(w Workload, assumed []string) []Input {
 	}
 	in = append(in,
 		Input{"disk_write_mbps", "per-broker disk write", w.Limits.DiskWriteMBps, "MB/s", src("disk_write_mbps")},
-		Input{"disk_amp", "disk bytes written per log byte (2: fresh segment files are zero-filled before their appends; ~1.2 once retention recycles them)", w.Limits.DiskWriteAmplification, "", src("disk_amp")},
+	)
+	if w.Limits.DiskWriteAmplification > 0 { // else calibrated: a step of the plan
+		in = append(in, Input{"disk_amp", "disk bytes written per log byte (2: fresh segment files are zero-filled before their appends; ~1.2 once retention recycles them)", w.Limits.DiskWriteAmplification, "", src("disk_amp")})
+	}
+	in = append(in,
 		Input{"net_mbps", "per-broker network, each direction", w.Limits.NetworkMBps, "MB/s", src("net_mbps")},
 		Input{"cores", "per-broker cores", w.Limits.Cores, "", src("cores")},
 	)
@@ -182,6 +188,7 @@ func inputs(w Workload, assumed []string) []Input {
 		add("cal_cpu_s", "loadgen run: broker CPU time", c.BrokerCPUSeconds, "s")
 		add("cal_duration_s", "loadgen run: duration", c.DurationSec, "s")
 		add("cal_p99_ms", "loadgen run: produce p99 latency", c.ProduceP99Ms, "ms")
+		add("cal_device_bpb", "loadgen run: device bytes written per record byte", c.DeviceBytesPerRecordByte, "")
 		add("cal_copied_bytes", "tiered storage: bytes copied to the object store ("+MetricRemoteCopiedBytes+")", c.RemoteCopiedBytes, "B")
 		add("cal_copy_s", "tiered storage: the store's time for those copies ("+MetricRemoteCopySeconds+")", c.RemoteCopySeconds, "s")
 		add("cal_read_bytes", "tiered storage: bytes remote reads returned ("+MetricRemoteReadBytes+")", c.RemoteReadBytes, "B")
@@ -212,6 +219,12 @@ func (m *model) throughput() {
 	m.diskWriteTotal = r.add("disk_write_total", "cluster disk writes at peak: every replica appends", "MB/s",
 		"write_peak × rf", "%s × %s", a(wp, rf), wp*rf)
 	amp := w.Limits.DiskWriteAmplification
+	if amp == 0 { // not given, and the calibration run measured its disk (resolve)
+		c := w.Calibration
+		amp = r.add("disk_amp", "disk bytes written per log byte, as the calibration run's disk wrote them (every replica on it)", "",
+			"max(1, cal_device_bpb / cal_rf)", "max(1, %s / %s)", a(c.DeviceBytesPerRecordByte, c.rf()), max(1, c.DeviceBytesPerRecordByte/c.rf()))
+	}
+	m.amp = amp
 	m.diskDeviceTotal = r.add("disk_device_total", "cluster bytes the log disks write at peak: zero-filling each segment before its appends writes it twice", "MB/s",
 		"disk_write_total × disk_amp", "%s × %s", a(m.diskWriteTotal, amp), m.diskWriteTotal*amp)
 	m.netInTotal = r.add("net_in_total", "cluster network in at peak: produce + replication to followers", "MB/s",

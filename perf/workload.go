@@ -282,7 +282,9 @@ func resolve(w Workload) (Workload, []string, error) {
 		w.CompressionRatio = 1
 	}
 	def("disk_write_mbps", &w.Limits.DiskWriteMBps, DefaultDiskWriteMBps)
-	def("disk_amp", &w.Limits.DiskWriteAmplification, DefaultDiskWriteAmplification)
+	if !w.Calibration.hasDeviceAmp() {
+		def("disk_amp", &w.Limits.DiskWriteAmplification, DefaultDiskWriteAmplification)
+	} // else 0 until throughput derives it from the run's disk (plan.go)
 	def("net_mbps", &w.Limits.NetworkMBps, DefaultNetworkMBps)
 	def("cores", &w.Limits.Cores, DefaultCores)
 	if w.Calibration == nil || !w.Calibration.hasCPU() {
