@@ -122,27 +122,7 @@ func TestSharedFlushMakesAppendsDurable(t *testing.T) {
 				t.Fatalf("dev flush %v (syncfs %v) in mode %s on %s, want %v", e.io.dev != nil, e.io.metaFlush, mode, fs, on)
 			}
 			tp := mustTopic(t, e, "shared", 8, nil)
-			var want [8][][]byte
-			for round := range 40 {
-				var wg sync.WaitGroup
-				for p := range 8 {
-					l := tp.Partition(int32(p))
-					b := batchOf(t, 4, 1000, int64(round), round*8+p)
-					info := mustAppend(t, l, b)
-					want[p] = append(want[p], append([]byte(nil), b...))
-					wg.Add(1)
-					l.WhenDurable(info.LastOffset, func(err error) {
-						if err != nil {
-							t.Error(err)
-						}
-						if hw := l.HighWatermark(); hw < info.LastOffset+1 {
-							t.Errorf("durable callback with HW %d below %d", hw, info.LastOffset+1)
-						}
-						wg.Done()
-					})
-				}
-				wg.Wait()
-			}
+			want := appendRoundsDurable(t, tp, 8, 40, 4, 1000, hwCoversDurable(t))
 			if d := e.io.dev; d != nil {
 				if d.flushes.Load() == 0 || d.waits.Load() == 0 {
 					t.Fatalf("shared flush on, but %d flushes for %d segment syncs", d.flushes.Load(), d.waits.Load())

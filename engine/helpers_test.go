@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -337,4 +338,54 @@ func resultBytes(res *ReadResult) ([]byte, error) {
 		data = append(data, buf...)
 	}
 	return data, nil
+}
+
+// requireSharedFlush fails t unless its temporary directories' filesystem
+// shares device flushes (ext4 or XFS, as CI has): the ends mode and the
+// pool of recycled files run only there.
+func requireSharedFlush(t *testing.T) {
+	t.Helper()
+	if fs, ok := sharedFlushFS(t.TempDir()); !ok {
+		t.Fatalf("the test directory's filesystem (%s) has no shared device flushes; ext4 or XFS is needed, as CI has", fs)
+	}
+}
+
+// appendRoundsDurable appends rounds of one batch of n records of valueLen
+// bytes to each of tp's first parts partitions, each round waiting until
+// its batches are durable, and returns each partition's batches in order.
+// onDurable, if not nil, runs in each batch's durability callback.
+func appendRoundsDurable(t *testing.T, tp *Topic, parts, rounds, n, valueLen int, onDurable func(*Log, AppendInfo)) [][][]byte {
+	t.Helper()
+	want := make([][][]byte, parts)
+	for round := range rounds {
+		var wg sync.WaitGroup
+		for p := range parts {
+			l := tp.Partition(int32(p))
+			b := batchOf(t, n, valueLen, int64(round), round*parts+p)
+			info := mustAppend(t, l, b)
+			want[p] = append(want[p], append([]byte(nil), b...))
+			wg.Add(1)
+			l.WhenDurable(info.LastOffset, func(err error) {
+				if err != nil {
+					t.Error(err)
+				}
+				if onDurable != nil {
+					onDurable(l, info)
+				}
+				wg.Done()
+			})
+		}
+		wg.Wait()
+	}
+	return want
+}
+
+// hwCoversDurable is an appendRoundsDurable check: a batch's durability
+// callback runs with the HW already past it.
+func hwCoversDurable(t *testing.T) func(*Log, AppendInfo) {
+	return func(l *Log, info AppendInfo) {
+		if hw := l.HighWatermark(); hw < info.LastOffset+1 {
+			t.Errorf("durable callback with HW %d below %d", hw, info.LastOffset+1)
+		}
+	}
 }

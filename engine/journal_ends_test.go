@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,9 +25,7 @@ func endsOpts(o *Options) {
 // copy of the directory as the process left it) and after a clean close,
 // the journal replaying no bytes into the segments.
 func TestJournalEndsMakesAppendsDurable(t *testing.T) {
-	if fs, ok := sharedFlushFS(t.TempDir()); !ok {
-		t.Fatalf("the test directory's filesystem (%s) has no shared device flushes; ext4 or XFS is needed, as CI has", fs)
-	}
+	requireSharedFlush(t)
 	dir := t.TempDir()
 	e := openEngine(t, dir, endsOpts)
 	if e.jnl == nil || !e.jnlEnds || e.io.dev == nil {
@@ -36,27 +33,7 @@ func TestJournalEndsMakesAppendsDurable(t *testing.T) {
 	}
 	const parts = 8
 	tp := mustTopic(t, e, "ends", parts, nil)
-	var want [parts][][]byte
-	for round := range 40 {
-		var wg sync.WaitGroup
-		for p := range parts {
-			l := tp.Partition(int32(p))
-			b := batchOf(t, 4, 1000, int64(round), round*parts+p)
-			info := mustAppend(t, l, b)
-			want[p] = append(want[p], append([]byte(nil), b...))
-			wg.Add(1)
-			l.WhenDurable(info.LastOffset, func(err error) {
-				if err != nil {
-					t.Error(err)
-				}
-				if hw := l.HighWatermark(); hw < info.LastOffset+1 {
-					t.Errorf("durable callback with HW %d below %d", hw, info.LastOffset+1)
-				}
-				wg.Done()
-			})
-		}
-		wg.Wait()
-	}
+	want := appendRoundsDurable(t, tp, parts, 40, 4, 1000, hwCoversDurable(t))
 	e.jnl.mu.Lock()
 	ends, staged := e.jnl.endRecs, e.jnl.nextSeq
 	e.jnl.mu.Unlock()
@@ -100,9 +77,7 @@ func TestJournalEndsMakesAppendsDurable(t *testing.T) {
 // journal holding the records where there is one), as the default must on
 // any machine.
 func TestJournalEndsWhereItRuns(t *testing.T) {
-	if fs, ok := sharedFlushFS(t.TempDir()); !ok {
-		t.Fatalf("the test directory's filesystem (%s) has no shared device flushes; ext4 or XFS is needed, as CI has", fs)
-	}
+	requireSharedFlush(t)
 	for _, c := range []struct {
 		name   string
 		mutate func(*Options)
@@ -154,9 +129,7 @@ func TestJournalEndsWhereItRuns(t *testing.T) {
 // reported as corruption, not cut: in the middle of the log, and in the
 // last batch with nothing valid after it.
 func TestJournalEndsCutLostWriteWithoutZeros(t *testing.T) {
-	if fs, ok := sharedFlushFS(t.TempDir()); !ok {
-		t.Fatalf("the test directory's filesystem (%s) has no shared device flushes; ext4 or XFS is needed, as CI has", fs)
-	}
+	requireSharedFlush(t)
 	dir := t.TempDir()
 	e := openEngine(t, dir, endsOpts)
 	tp := mustTopic(t, e, "lost", 2, nil)
@@ -406,9 +379,7 @@ type gatedEnds struct {
 
 func newGatedEnds(t *testing.T, topic string) *gatedEnds {
 	t.Helper()
-	if fs, ok := sharedFlushFS(t.TempDir()); !ok {
-		t.Fatalf("the test directory's filesystem (%s) has no shared device flushes; ext4 or XFS is needed, as CI has", fs)
-	}
+	requireSharedFlush(t)
 	g := &gatedEnds{t: t, gate: make(chan struct{})}
 	g.e = openEngine(t, t.TempDir(), func(o *Options) {
 		endsOpts(o)
@@ -458,9 +429,7 @@ func (g *gatedEnds) waitFor(what string, cond func() bool) {
 // needs: replay writes the records' bytes and trusts the ends whatever
 // the mode it runs in.
 func TestJournalModeSwitchAfterCrash(t *testing.T) {
-	if fs, ok := sharedFlushFS(t.TempDir()); !ok {
-		t.Fatalf("the test directory's filesystem (%s) has no shared device flushes; ext4 or XFS is needed, as CI has", fs)
-	}
+	requireSharedFlush(t)
 	records := func(o *Options) { o.IOBackend, o.JournalBytes = IOBackendUring, JournalMinBytes }
 	for _, c := range []struct {
 		name     string
@@ -474,25 +443,7 @@ func TestJournalModeSwitchAfterCrash(t *testing.T) {
 			dir := t.TempDir()
 			e := openEngine(t, dir, c.from)
 			const parts = 4
-			tp := mustTopic(t, e, "switch", parts, nil)
-			var want [parts][][]byte
-			for round := range 20 {
-				var wg sync.WaitGroup
-				for p := range parts {
-					l := tp.Partition(int32(p))
-					b := batchOf(t, 3, 700, int64(round), round*parts+p)
-					info := mustAppend(t, l, b)
-					want[p] = append(want[p], append([]byte(nil), b...))
-					wg.Add(1)
-					l.WhenDurable(info.LastOffset, func(err error) {
-						if err != nil {
-							t.Error(err)
-						}
-						wg.Done()
-					})
-				}
-				wg.Wait()
-			}
+			want := appendRoundsDurable(t, mustTopic(t, e, "switch", parts, nil), parts, 20, 3, 700, nil)
 			crash := t.TempDir()
 			copyDir(t, dir, crash) // the files as a SIGKILL leaves them
 			if err := e.Close(); err != nil {

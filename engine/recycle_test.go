@@ -110,19 +110,26 @@ func appendUntilSegments(t *testing.T, l *Log, n int, seed *int, all *[]appended
 	}
 }
 
+// poolLog opens an engine in ends mode with a one-partition topic whose
+// segments are small and appends until it has n segments; it returns the
+// batches appended and the seed of the next.
+func poolLog(t *testing.T, n int) (*Engine, *Log, []appended, int) {
+	t.Helper()
+	requireSharedFlush(t)
+	e := openEngine(t, t.TempDir(), recycleOpts)
+	l := mustTopic(t, e, "pool", 1, recycleCfg()).Partition(0)
+	var all []appended
+	seed := 0
+	appendUntilSegments(t, l, n, &seed, &all)
+	return e, l, all, seed
+}
+
 // A follower follows its leader's log start with DeleteRecords, so its
 // segments are cut that way rather than by its own retention: they feed
 // the pool as retention's do (a three-broker run in ends mode recycled
 // about half of its rolls while they did not).
 func TestDeleteRecordsFeedsPool(t *testing.T) {
-	if fs, ok := sharedFlushFS(t.TempDir()); !ok {
-		t.Fatalf("the test directory's filesystem (%s) has no shared device flushes; ext4 or XFS is needed, as CI has", fs)
-	}
-	e := openEngine(t, t.TempDir(), recycleOpts)
-	l := mustTopic(t, e, "pool", 1, recycleCfg()).Partition(0)
-	var all []appended
-	seed := 0
-	appendUntilSegments(t, l, 4, &seed, &all)
+	e, l, all, seed := poolLog(t, 4)
 	segs := *l.segs.Load()
 	if _, err := l.DeleteRecords(segs[2].base); err != nil {
 		t.Fatal(err)
@@ -144,14 +151,7 @@ func TestDeleteRecordsFeedsPool(t *testing.T) {
 // retention), and while below it deleted segments are unlinked, not
 // pooled; above it they are pooled again.
 func TestFloorDrainsPools(t *testing.T) {
-	if fs, ok := sharedFlushFS(t.TempDir()); !ok {
-		t.Fatalf("the test directory's filesystem (%s) has no shared device flushes; ext4 or XFS is needed, as CI has", fs)
-	}
-	e := openEngine(t, t.TempDir(), recycleOpts)
-	l := mustTopic(t, e, "pool", 1, recycleCfg()).Partition(0)
-	var all []appended
-	seed := 0
-	appendUntilSegments(t, l, 7, &seed, &all)
+	e, l, all, _ := poolLog(t, 7)
 	segs := *l.segs.Load()
 	pooled := func() (int, int) { return l.pool.size(), globCount(t, l.dir, "*.log"+recycleSuffix) }
 	if _, err := l.DeleteRecords(segs[2].base); err != nil {
@@ -197,9 +197,7 @@ func TestFloorDrainsPools(t *testing.T) {
 // recycled file to the segment's size, and Open adopts the pool (bounded)
 // after a clean close and after a crash.
 func TestRecycledSegmentsFeedRolls(t *testing.T) {
-	if fs, ok := sharedFlushFS(t.TempDir()); !ok {
-		t.Fatalf("the test directory's filesystem (%s) has no shared device flushes; ext4 or XFS is needed, as CI has", fs)
-	}
+	requireSharedFlush(t)
 	dir := t.TempDir()
 	e := openEngine(t, dir, recycleOpts)
 	l := mustTopic(t, e, "pool", 1, recycleCfg()).Partition(0)
@@ -332,9 +330,7 @@ func TestRecycledSegmentsFeedRolls(t *testing.T) {
 // whose end records the journal no longer holds, simulated here by
 // removing the journal).
 func TestRecycledCrashNeverServesStale(t *testing.T) {
-	if fs, ok := sharedFlushFS(t.TempDir()); !ok {
-		t.Fatalf("the test directory's filesystem (%s) has no shared device flushes; ext4 or XFS is needed, as CI has", fs)
-	}
+	requireSharedFlush(t)
 	dir := t.TempDir()
 	e := openEngine(t, dir, recycleOpts)
 	l := mustTopic(t, e, "stale", 1, recycleCfg()).Partition(0)
