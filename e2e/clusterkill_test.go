@@ -21,7 +21,7 @@ import (
 // power).
 //
 // It runs in each of durabilityModes (crash_test.go): with the journal
-// holding segment ends (the default) or records, and without it, with zero-filled segments or with
+// holding records (the default) or segment ends, and without it, with zero-filled segments or with
 // segments written once into unwritten extents, whose private index
 // mappings reach their files only at write-backs (recovery rebuilds what
 // the kill lost of them).

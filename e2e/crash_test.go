@@ -22,11 +22,11 @@ import (
 // passes its CRC. Then it appends garbage to the active segments (a torn
 // write), restarts again and checks the same.
 //
-// It runs with the four ways acks=all appends are made durable: segments
-// written once, their rounds' ends in the journal (the default: recovery
-// trusts the durable ends the journal names); the journal holding the
-// records, segments written once behind it (the journal replays what the
-// segments lack); without the journal, segments zero-filled ahead of the
+// It runs with the four ways acks=all appends are made durable: the
+// journal holding the records, segments written once behind it (the
+// default: the journal replays what the segments lack); segments written
+// once, their rounds' ends in the journal (log.io.journal.ends: recovery
+// trusts the durable ends the journal names); without the journal, segments zero-filled ahead of the
 // appends with shared device flushes; and without it, written once into
 // unwritten extents with shared syncfs flushes and private index mappings,
 // whose index entries a SIGKILL loses back to the last write-back.
@@ -41,8 +41,8 @@ func TestCrashKeepsAcknowledgedRecords(t *testing.T) {
 // durabilityModes are the broker's ways of making acks=all appends
 // durable, as properties.
 var durabilityModes = []struct{ name, props string }{
-	{"journal-ends", ""},
-	{"journal-records", "log.io.journal.ends=false\n"},
+	{"journal-records", ""},
+	{"journal-ends", "log.io.journal.ends=true\n"},
 	{"no-journal-zero-fill", "log.io.journal.bytes=0\nlog.io.zero.fill=true\n"},
 	{"no-journal-write-once", "log.io.journal.bytes=0\nlog.io.zero.fill=false\n"},
 }

@@ -299,33 +299,36 @@
 // is written down there; the ends log (log.io.journal.ends, journal.go)
 // and the pool are built.
 //
-// # The default since 2026-12-04: the ends log (measured)
+// # The ends log: not the default yet (measured)
 //
-// strata serve runs the ends log by default where it can (the journal on,
-// the O_DIRECT backend sharing device flushes on ext4 or XFS; elsewhere
-// the journal holds the records, Options.JournalEnds). Measured against
-// the journal holding the records (the build before, same properties,
-// alternated with fresh brokers: strata loadgen --compare-binary; keyed
-// franz-go, 96 partitions, 8 MiB segments and 16 MiB of retention so that
-// retention recycles files within the run; docs/performance.md, "Session
-// 28"): closed loop, 105.1 % of its throughput (median of three rounds,
-// 100.4-115.1 %) at 1.13 device bytes per record byte against 2.17, the
-// device busy 57 % of the time against 78 %; three brokers with
-// replication factor 3, 114.3 % (102.6-126.0 %) at 3.41 against 6.55
-// bytes per byte; at 200,000 and 100,000 records/s with a consumer the
-// same rate at 1.19 and 1.38-1.47 bytes per byte against 2.2, with 5 and
-// 16-22 % more broker CPU per record. That CPU is the price of its many
-// small writes: every round writes each partition's new bytes in place
-// (a 100,000 records/s run made 214,831 device writes of 9.6 KiB in 15 s),
-// where the journal writes one group and the segments' 128 KiB chunks; on
-// this virtual machine each write costs several microseconds of kernel
-// time. The device's bytes decide it: the write path's purpose is the
-// device's limit, a cluster writes every byte once per replica, and the
-// CPU cost shrinks with the cores a production broker has. Until
-// retention first deletes segments, fresh files are zero-filled: the
-// device then writes about twice the record bytes, as with the journal
-// holding the records (2.31 against 2.25 at 100,000 records/s), and the
-// broker spends 11-14 % more CPU.
+// The ends log runs where the journal and shared device flushes do (the
+// O_DIRECT backend on ext4 or XFS; elsewhere the journal holds the records,
+// Options.JournalEnds). Measured against the journal holding the records
+// (strata loadgen --compare-binary, alternated with fresh brokers; keyed
+// franz-go, 96 partitions; docs/performance.md, "Session 28"), it wins
+// once retention recycles segment files and loses before: with 8 MiB
+// segments and 16 MiB of retention, so that retention recycles files
+// within the run, a closed loop ran at 105.1 % of the records mode's
+// throughput (median of three rounds, 100.4-115.1 %) at 1.13 device bytes
+// per record byte against 2.17, and three brokers with replication factor
+// 3 at 114.3 % (102.6-126.0 %) with 3.41 against 6.55; at 200,000 and
+// 100,000 records/s with a consumer the same rate at 1.19 and 1.38-1.47
+// bytes per byte against 2.2, but with 5 and 16-22 % more broker CPU per
+// record, from its many small in-place writes (every round writes each
+// partition's new bytes: 214,831 device writes of 9.6 KiB in 15 s at
+// 100,000 records/s, where the journal writes one group and the segments'
+// 128 KiB chunks; on this virtual machine each costs several microseconds
+// of kernel time). Before retention first deletes (fresh files, zero-filled
+// ahead of the appends, as in any benchmark run with the default 1 GiB
+// segments and a new cluster's first retention period) the device writes
+// as much as with the journal (2.14 against 2.09 bytes per byte) and the
+// broker spends more CPU: a default-configuration closed loop ran at 92.8 %
+// (86.2 and 99.3 %) with 1.29-1.52 against 1.12-1.19 us of broker CPU per
+// record, twelve brokers with replication factor 3 at 74.5 %. So it stays
+// opt-in until fresh segments cost it no more than the journal does (for
+// instance by journaling a fresh segment's records until retention hands
+// the partition a recycled file); the pool, its free-space handling and
+// the crash tests are in place for the switch.
 //
 // The pool of recycled segment files (recycle.go; ends mode only): the
 // .log file of a segment retention deleted goes, once its last reader let

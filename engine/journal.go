@@ -91,8 +91,8 @@ package engine
 // once per segment.bytes), so a record never names a segment whose file
 // could be missing after a crash unless it was deleted on purpose.
 //
-// With Options.JournalEnds (log.io.journal.ends=true, strata serve's
-// default where the device flush is shared: doc.go) the
+// With Options.JournalEnds (log.io.journal.ends=true; doc.go, "The ends
+// log: not the default yet") the
 // journal holds no record bytes: appends take the write-once path (each
 // byte written once, into its zero-filled segment, by the flush round
 // that makes it durable: flusher.go, flushBatch), and the round's one
