@@ -74,8 +74,8 @@ func TestJournalEndsMakesAppendsDurable(t *testing.T) {
 // journal and shared device flushes, zero-filling fresh segments even with
 // log.io.zero.fill=false; without the journal, with one fdatasync per
 // segment, or with the pwrite backend the engine opens without it (the
-// journal holding the records where there is one), as the default must on
-// any machine.
+// journal holding the records where there is one), so the key never stops
+// a broker from starting.
 func TestJournalEndsWhereItRuns(t *testing.T) {
 	requireSharedFlush(t)
 	for _, c := range []struct {

@@ -31,8 +31,8 @@
 // network out = write × (rf - 1 + groups), plus one copy for the upload to
 // object storage when tiered; CPU = disk writes / (cores × per-core MB/s).
 // The disk-write limit is checked against disk writes × DiskWriteAmplification
-// (default 2: the broker zero-fills each segment before its appends, so its
-// disks write every log byte twice; 1 with log.io.flush.shared=false).
+// (default 2: the broker's journal and segments each write every log byte;
+// 1 with log.io.flush.shared=false and log.io.journal.bytes=0).
 //
 // Brokers: for each limit ceil(demand / (per-broker limit × target
 // utilisation)); the plan needs the largest, plus BrokersThatMayFail, and at

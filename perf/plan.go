@@ -44,7 +44,7 @@ type model struct {
 	rf, compression, recordBytes, util float64
 	failures                           int
 
-	diskWriteTotal, diskDeviceTotal float64 // log bytes appended; bytes the disks write (zero-fill included)
+	diskWriteTotal, diskDeviceTotal float64 // log bytes appended; bytes the disks write (journal copy included)
 	netInTotal, netOutTotal         float64
 	perCoreMBps, ceilingMBps        float64 // ceilingMBps: 0 unless calibrated by a capacity search
 	amp                             float64 // disk_amp: given, assumed or calibrated
@@ -149,7 +149,7 @@ func inputs(w Workload, assumed []string) []Input {
 		Input{"disk_write_mbps", "per-broker disk write", w.Limits.DiskWriteMBps, "MB/s", src("disk_write_mbps")},
 	)
 	if w.Limits.DiskWriteAmplification > 0 { // else calibrated: a step of the plan
-		in = append(in, Input{"disk_amp", "disk bytes written per log byte (2: fresh segment files are zero-filled before their appends; ~1.2 once retention recycles them)", w.Limits.DiskWriteAmplification, "", src("disk_amp")})
+		in = append(in, Input{"disk_amp", "disk bytes written per log byte (2: the journal and the segment each write it; ~1.2 with log.io.journal.ends once retention recycles files)", w.Limits.DiskWriteAmplification, "", src("disk_amp")})
 	}
 	in = append(in,
 		Input{"net_mbps", "per-broker network, each direction", w.Limits.NetworkMBps, "MB/s", src("net_mbps")},
@@ -225,7 +225,7 @@ func (m *model) throughput() {
 			"max(1, cal_device_bpb / cal_rf)", "max(1, %s / %s)", a(c.DeviceBytesPerRecordByte, c.rf()), max(1, c.DeviceBytesPerRecordByte/c.rf()))
 	}
 	m.amp = amp
-	m.diskDeviceTotal = r.add("disk_device_total", "cluster bytes the log disks write at peak: zero-filling each segment before its appends writes it twice", "MB/s",
+	m.diskDeviceTotal = r.add("disk_device_total", "cluster bytes the log disks write at peak: the journal's copy writes each byte twice", "MB/s",
 		"disk_write_total × disk_amp", "%s × %s", a(m.diskWriteTotal, amp), m.diskWriteTotal*amp)
 	m.netInTotal = r.add("net_in_total", "cluster network in at peak: produce + replication to followers", "MB/s",
 		"write_peak + write_peak × (rf - 1)", "%s + %s × (%s - 1)", a(wp, wp, rf), wp+wp*(rf-1))
@@ -448,7 +448,7 @@ func (m *model) perBroker() {
 	B := float64(m.rep.Brokers)
 	m.rep.DiskWritePerBrokerMBps = r.add("disk_write_broker", "log bytes each broker appends", "MB/s",
 		"disk_write_total / brokers", "%s / %s", a(m.diskWriteTotal, B), m.diskWriteTotal/B)
-	m.rep.DiskDevicePerBrokerMBps = r.add("disk_device_broker", "bytes each broker's log disks write, zero-fill included", "MB/s",
+	m.rep.DiskDevicePerBrokerMBps = r.add("disk_device_broker", "bytes each broker's log disks write, journal copy included", "MB/s",
 		"disk_device_total / brokers", "%s / %s", a(m.diskDeviceTotal, B), m.diskDeviceTotal/B)
 	m.rep.NetInPerBrokerMBps = r.add("net_in_broker", "network in per broker", "MB/s",
 		"net_in_total / brokers", "%s / %s", a(m.netInTotal, B), m.netInTotal/B)

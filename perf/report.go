@@ -150,7 +150,7 @@ type Report struct {
 	WritePeakMBps          float64 `json:"write_peak_mbps"`
 	DiskWritePerBrokerMBps float64 `json:"disk_write_per_broker_mbps"` // log bytes appended
 	// DiskDevicePerBrokerMBps is what the log disks write: the log bytes
-	// times the disk write amplification (segment zero-fill).
+	// times the disk write amplification (the journal's copy).
 	DiskDevicePerBrokerMBps float64 `json:"disk_device_per_broker_mbps"`
 	NetInPerBrokerMBps      float64 `json:"net_in_per_broker_mbps"`
 	NetOutPerBrokerMBps     float64 `json:"net_out_per_broker_mbps"`

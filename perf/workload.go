@@ -12,10 +12,9 @@ import (
 // never silently rests on a number nobody chose.
 const (
 	DefaultDiskWriteMBps = 500 // one NVMe drive, sustained sequential write
-	// DefaultDiskWriteAmplification: the broker zero-fills each segment
-	// ahead of its appends (log.io.flush.shared=true, the default: appends
-	// then overwrite written blocks, so one device cache flush makes many
-	// partitions durable), so its disks write every log byte twice.
+	// DefaultDiskWriteAmplification: with the broker's defaults every
+	// acks=all append is written to the journal and to its segment
+	// (log.io.journal.bytes), so its disks write every log byte twice.
 	DefaultDiskWriteAmplification = 2
 	DefaultNetworkMBps            = 1250 // 10 GbE, per direction
 	DefaultCores                  = 8
@@ -50,8 +49,9 @@ const (
 type BrokerLimits struct {
 	DiskWriteMBps float64 `json:"disk_write_mbps"` // sustained write to the log disks
 	// DiskWriteAmplification is bytes the log disks write per log byte
-	// appended: 2 with zero-filled segments (the broker's default), 1 with
-	// log.io.flush.shared=false.
+	// appended: 2 with the journal (the broker's default), about 1.2 with
+	// log.io.journal.ends=true once retention recycles files, 1 with
+	// log.io.flush.shared=false and log.io.journal.bytes=0.
 	DiskWriteAmplification float64 `json:"disk_write_amplification"`
 	NetworkMBps            float64 `json:"network_mbps"`        // per direction (full duplex)
 	Cores                  float64 `json:"cores"`               // cores the broker may use
