@@ -97,6 +97,29 @@ func (p *dropProxy) untrack(c net.Conn) {
 	c.Close()
 }
 
+// dialBroker connects to the broker, waiting up to 10 s for one that is
+// being restarted. Closing the client's connection at once instead would
+// be a fault no real broker makes: a stopped broker refuses connections,
+// which clients retry, whereas franz-go (by design) fails the records of a
+// connection that is accepted and closed before its first answer, taking
+// it for a TLS or SASL mismatch.
+func (p *dropProxy) dialBroker() (net.Conn, error) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", *p.target.Load(), 5*time.Second)
+		if err == nil || time.Now().After(deadline) || p.isClosed() {
+			return c, err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (p *dropProxy) isClosed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed
+}
+
 // maxFrame bounds a proxied frame (the broker's own request limit).
 const maxFrame = 100 << 20
 
@@ -117,9 +140,9 @@ func readFrame(r io.Reader) ([]byte, error) {
 func (p *dropProxy) handle(client net.Conn) {
 	defer p.wg.Done()
 	defer p.untrack(client)
-	broker, err := net.DialTimeout("tcp", *p.target.Load(), 5*time.Second)
+	broker, err := p.dialBroker()
 	if err != nil {
-		return // the broker is down: the client sees a closed connection
+		return // the broker stayed down: the client sees a closed connection
 	}
 	if !p.track(broker) {
 		broker.Close()
@@ -253,6 +276,7 @@ func TestIdempotentProduceThroughFaults(t *testing.T) {
 				time.Sleep(time.Millisecond)
 			}
 			b.kill()
+			time.Sleep(500 * time.Millisecond)
 			b.start()
 			t.Logf("killed and restarted the broker after %d sends, %d acknowledged", i, acked.Load())
 		}
