@@ -507,7 +507,7 @@ func (f *fetchState) run() {
 		if gone {
 			f.s.log.Debug("fetch: long poll ended: connection closed", "remote", remoteAddr(f.rc.conn))
 			f.finish()
-			f.rc.skip()
+			f.rc.drop()
 			return
 		}
 		bytes, failed := f.read()

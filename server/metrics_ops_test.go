@@ -488,3 +488,28 @@ func TestMetricsCountNestedErrors(t *testing.T) {
 		t.Errorf("%v allocations counting a Metadata response's errors", n)
 	}
 }
+
+// A Fetch whose connection closes while it long-polls is answered by
+// nobody, and its response still counts as sent (dropped with its
+// connection), so Fetch's send count catches up with its total count. A
+// consumer closed while its next fetch waited left the send count one
+// short forever, and TestMetricsRequestPhasesAndConnections waited for it.
+func TestMetricsFetchClosedInLongPoll(t *testing.T) {
+	addr, url, _ := startMeteredBroker(t)
+	ctx := testCtx(t)
+	adm := newAdmin(t, addr)
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "idle"); err != nil {
+		t.Fatal(err)
+	}
+	cons := newClient(t, addr, kgo.ConsumeTopics("idle"), kgo.FetchMaxWait(30*time.Second))
+	// Nothing to read: the client's fetch long-polls for 30 s.
+	waitCtx, cancel := context.WithTimeout(ctx, time.Second)
+	cons.PollFetches(waitCtx)
+	cancel()
+	cons.Close()
+	f := waitMetric(t, url, "the long-polling Fetch counted as answered and sent", func(f metricstest.Families) bool {
+		return f.HistogramCount(metrics.RequestTotalTime, "request", "Fetch") >= 1 &&
+			f.HistogramCount(metrics.ResponseSendTime, "request", "Fetch") == f.HistogramCount(metrics.RequestTotalTime, "request", "Fetch")
+	})
+	t.Logf("Fetch: %d answered, %d sent", f.HistogramCount(metrics.RequestTotalTime, "request", "Fetch"), f.HistogramCount(metrics.ResponseSendTime, "request", "Fetch"))
+}

@@ -600,6 +600,18 @@ func (rc *reqCtx) skip() {
 	}
 }
 
+// drop completes rc whose connection closed before it was answered (a
+// Fetch's long poll): nothing is sent, and its response is counted as
+// sent at once, as one dropped with its connection is (sendMeter), so
+// every metered response has its send observed.
+func (rc *reqCtx) drop() {
+	if rc.complete() {
+		rc.meter(nil, false)
+		rc.sendMeter().done()
+		rc.reply.Skip()
+	}
+}
+
 // close completes rc without a response and closes the connection after the
 // earlier responses are written, logging why.
 func (rc *reqCtx) close(err error) {
