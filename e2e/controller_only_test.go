@@ -203,10 +203,21 @@ func TestClusterControllerOnlyNodes(t *testing.T) {
 
 	create("after")
 	produceAndRead("after")
-	next, nextTerm := activeController(ctls)
-	if next < 0 || next == active || nextTerm <= term {
-		t.Fatalf("after the kill: controller %d leads in term %d (was %d in term %d)\n%s", next, nextTerm, active, term, dump())
+	// The new leader commits the topic as soon as raft elects it; its
+	// "leading the metadata quorum" line may come a little after.
+	var next, nextTerm int
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		next, nextTerm = activeController(ctls)
+		if next >= 0 && next != active && nextTerm > term {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the kill: controller %d leads in term %d (was %d in term %d)\n%s", next, nextTerm, active, term, dump())
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
+	t.Logf("controller %d leads in term %d", next, nextTerm)
 	// The topics created before and after the kill are both described.
 	topics, err := adm.ListTopics(ctx, "before", "after")
 	if err != nil || len(topics) != 2 || topics.Error() != nil {
