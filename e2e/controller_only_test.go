@@ -194,10 +194,15 @@ func TestClusterControllerOnlyNodes(t *testing.T) {
 	create("before")
 	produceAndRead("before")
 
-	active, term := activeController(ctls)
-	if active < 0 {
-		t.Fatalf("no controller logged leading the quorum\n%s", dump())
-	}
+	// A leader logs "leading the metadata quorum" once its session-reset
+	// tick commits, which may come after it committed the topic above.
+	var active, term int
+	waitFor(t, 30*time.Second, func() string {
+		if active, term = activeController(ctls); active < 0 {
+			return "no controller logged leading the quorum\n" + dump()
+		}
+		return ""
+	})
 	t.Logf("killing controller %d (leader in term %d)", active, term)
 	ctls[active].kill()
 
@@ -206,17 +211,12 @@ func TestClusterControllerOnlyNodes(t *testing.T) {
 	// The new leader commits the topic as soon as raft elects it; its
 	// "leading the metadata quorum" line may come a little after.
 	var next, nextTerm int
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		next, nextTerm = activeController(ctls)
-		if next >= 0 && next != active && nextTerm > term {
-			break
+	waitFor(t, 30*time.Second, func() string {
+		if next, nextTerm = activeController(ctls); next < 0 || next == active || nextTerm <= term {
+			return fmt.Sprintf("after the kill: controller %d leads in term %d (was %d in term %d)\n%s", next, nextTerm, active, term, dump())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after the kill: controller %d leads in term %d (was %d in term %d)\n%s", next, nextTerm, active, term, dump())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return ""
+	})
 	t.Logf("controller %d leads in term %d", next, nextTerm)
 	// The topics created before and after the kill are both described.
 	topics, err := adm.ListTopics(ctx, "before", "after")
