@@ -87,9 +87,12 @@ package engine
 // the operations that cut or replace segment bytes (TruncateTo,
 // TruncateFullyAndStartAt, the cleaner's swap) after the log's segments
 // were synced and before they cut anything, and they wait for it to be
-// durable. Rolls sync the sealed segment and the directory at once (rare:
-// once per segment.bytes), so a record never names a segment whose file
-// could be missing after a crash unless it was deleted on purpose.
+// durable. Rolls sync the directory at once (rare: once per
+// segment.bytes), so a record never names a segment whose file could be
+// missing after a crash unless it was deleted on purpose; the sealed
+// segment's bytes are synced by the flush the roll queues, or by a
+// checkpoint that comes first (checkpoint takes every sealed segment the
+// flusher has not synced), not by the roll, which holds the partition.
 //
 // With Options.JournalEnds (log.io.journal.ends=true; doc.go, "The ends
 // log: not the default yet") the
@@ -1157,13 +1160,20 @@ func (j *journal) checkpoint() error {
 		}
 	}()
 	// Without l.mu (a stager may hold it while it waits for the writer,
-	// which may wait for this checkpoint): the segment list snapshot. Only
-	// the active segment can hold journaled bytes not yet durable; a
-	// sealed one was synced by the roll that sealed it, and its Sync
-	// returns at once.
+	// which may wait for this checkpoint): the segment list snapshot. The
+	// active segment and the sealed ones the flusher has not synced yet
+	// (idxUnsynced; a roll does not sync the segment it seals, log.go)
+	// can hold journaled bytes not yet durable. The flusher syncs a log's
+	// sealed segments oldest first, so the walk back from the newest
+	// stops at the first sealed one it finds synced; the one before the
+	// active segment is always taken (it may be sealing right now).
 	for l := range logs {
 		segs := *l.segs.Load()
-		for _, s := range segs[max(0, len(segs)-2):] {
+		for i := len(segs) - 1; i >= 0; i-- {
+			s := segs[i]
+			if i < len(segs)-2 && !s.idxUnsynced.Load() {
+				break
+			}
 			if s.acquire() {
 				held = append(held, s)
 			}
