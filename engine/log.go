@@ -423,8 +423,10 @@ func (l *Log) shouldRoll(s *logSegment, n, lastOffset, nowMs int64) bool {
 // holds mu. The old segment and the directory are synced by the flusher.
 func (l *Log) roll() error {
 	old := l.active
-	// With the journal holding records, the new file is made durable by
-	// the directory sync below (createSegment leaves it to the caller).
+	// In the ends mode the roll syncs the new file and the sealed segment
+	// itself; where the journal holds the records, the directory sync
+	// below makes the new file durable and the sealed segment is synced
+	// later (see below).
 	rollSyncs := l.e.jnl != nil && l.e.jnlEnds
 	// The old segment's tail goes to the device now, so that seal's wait
 	// for it overlaps the new segment's creation (a directory fsync):
