@@ -420,7 +420,8 @@ func (l *Log) shouldRoll(s *logSegment, n, lastOffset, nowMs int64) bool {
 }
 
 // roll seals the active segment and starts a new one at the log end. Caller
-// holds mu. The old segment and the directory are synced by the flusher.
+// holds mu. The flush it queues syncs the old segment and the directory;
+// with the journal the directory is synced here too (see below).
 func (l *Log) roll() error {
 	old := l.active
 	// In the ends mode the roll syncs the new file and the sealed segment
