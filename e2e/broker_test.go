@@ -56,16 +56,32 @@ type broker struct {
 
 type syncBuffer = stratatest.LogBuffer
 
+// picked are the ports freeAddr handed out (or found taken) in this process.
+var (
+	pickedMu sync.Mutex
+	picked   = map[int]bool{}
+)
+
 // freeAddr returns a loopback address free now, for a process started
 // later to listen on. Its port is below Linux's ephemeral range
 // (net.ipv4.ip_local_port_range, 32768-60999 by default): a port the
 // kernel picks for :0 can be handed to another test's outgoing connection
 // or listener before the broker binds it (a controller failed to start
 // with "address already in use" in CI that way).
+// A port is never handed out twice in this process: a test picks its
+// cluster's quorum addresses before it starts the first node, and a
+// listener picked meanwhile could otherwise get one of them.
 func freeAddr(t *testing.T) string {
 	t.Helper()
 	for i := 0; i < 200; i++ {
 		port := 20000 + rand.IntN(12000)
+		pickedMu.Lock()
+		taken := picked[port]
+		picked[port] = true
+		pickedMu.Unlock()
+		if taken {
+			continue
+		}
 		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err != nil {
 			continue // taken: try another

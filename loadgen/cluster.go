@@ -43,28 +43,33 @@ const spawnFormTimeout = 60 * time.Second
 // with k controller-only nodes ("" for a single broker without
 // controllers, which runs without a controller), and the controller-only
 // nodes' quorum addresses (none when k is 0: the first brokers are the
-// voters).
-func spawnQuorum(n, k int) (string, []string, error) {
+// voters), and the brokers' by broker (n entries, "" for a broker that is
+// no voter). Every address stays held (freeLoopbackAddr) until its node's
+// launch.
+func spawnQuorum(n, k int) (quorum string, ctlAddrs, raftAddrs []string, err error) {
+	raftAddrs = make([]string, n)
 	if n <= 1 && k == 0 {
-		return "", nil, nil
+		return "", nil, raftAddrs, nil
 	}
 	first, count := 0, min(n, maxSpawnVoters)
 	if k > 0 {
 		first, count = n, k
 	}
 	voters := make([]string, 0, count)
-	var addrs []string
 	for id := first; id < first+count; id++ {
 		addr, err := freeLoopbackAddr()
 		if err != nil {
-			return "", nil, err
+			releaseAddrs(append(ctlAddrs, raftAddrs...)...)
+			return "", nil, nil, err
 		}
 		voters = append(voters, fmt.Sprintf("%d@%s", id, addr))
 		if k > 0 {
-			addrs = append(addrs, addr)
+			ctlAddrs = append(ctlAddrs, addr)
+		} else {
+			raftAddrs[id] = addr
 		}
 	}
-	return strings.Join(voters, ","), addrs, nil
+	return strings.Join(voters, ","), ctlAddrs, raftAddrs, nil
 }
 
 // startControllerNode starts controller-only node id on its quorum
@@ -75,6 +80,7 @@ func startControllerNode(ctx context.Context, bin, dir, props string, withMetric
 	name := "controller-" + strconv.Itoa(id)
 	b := &SpawnedBroker{NodeID: id, Addr: addr, ListenAddr: addr,
 		DataDir: filepath.Join(dir, name), LogPath: filepath.Join(dir, name+".log"), bin: bin}
+	defer func() { releaseAddrs(b.MetricsAddr) }() // after a failed start; launch releases it first
 	if withMetrics {
 		shared, err := os.ReadFile(props)
 		if err != nil {
@@ -83,12 +89,14 @@ func startControllerNode(ctx context.Context, bin, dir, props string, withMetric
 		if b.MetricsAddr, err = freeLoopbackAddr(); err != nil {
 			return nil, err
 		}
+		b.holds = []string{b.MetricsAddr}
 		own := fmt.Appendf(shared, "# written by strata loadgen --spawn-controllers for node %d\n%s=http://%s\n", id, metricsListenersKey, b.MetricsAddr)
 		props = filepath.Join(dir, name+".properties")
 		if err := os.WriteFile(props, own, 0o644); err != nil {
 			return nil, err
 		}
 	}
+	b.holds = append(b.holds, addr)
 	b.args = []string{"serve", "--process-roles", "controller", "--node-id", strconv.Itoa(id),
 		"--controller-quorum", quorum, "--data-dir", b.DataDir, "--config", props}
 	if err := b.launch(os.O_TRUNC); err != nil {

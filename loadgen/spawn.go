@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -69,6 +68,9 @@ type SpawnedBroker struct {
 	// same ports).
 	bin  string
 	args []string
+	// holds are the addresses picked for this node (freeLoopbackAddr)
+	// that its first launch releases, just before the process starts.
+	holds []string
 	// mu guards cmd and exited, which a restart replaces while the
 	// sampler reads the process's CPU (faults.go).
 	mu     sync.Mutex
@@ -163,11 +165,12 @@ func Spawn(ctx context.Context, opts SpawnOptions) (*Cluster, error) {
 	if opts.Proxy {
 		c.proxies = newProxySet()
 	}
-	quorum, ctlAddrs, err := spawnQuorum(n, opts.Controllers) // cluster.go
+	quorum, ctlAddrs, raftAddrs, err := spawnQuorum(n, opts.Controllers) // cluster.go
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
+	defer releaseAddrs(append(ctlAddrs, raftAddrs...)...) // those of nodes not started, after an error
 	for i, addr := range ctlAddrs {
 		ctl, err := startControllerNode(ctx, bin, dir, props, !userMetrics, n+i, addr, quorum)
 		if ctl != nil {
@@ -192,7 +195,7 @@ func Spawn(ctx context.Context, opts SpawnOptions) (*Cluster, error) {
 		if i == 0 && opts.CPUProfile != "" {
 			extra = append(extra, "--cpuprofile", opts.CPUProfile)
 		}
-		b, err := startBroker(ctx, bin, dir, props, !userMetrics, c.proxies, opts.DiskBytes, lst, i, extra...)
+		b, err := startBroker(ctx, bin, dir, props, !userMetrics, c.proxies, opts.DiskBytes, lst, i, raftAddrs[i], extra...)
 		if b != nil {
 			c.Brokers = append(c.Brokers, b)
 		}
@@ -288,11 +291,14 @@ const metricsListenersKey = "metrics.listeners"
 // metrics, on a properties file of its own that adds a metrics listener
 // on a free loopback port; with proxies, behind a proxy of its own that
 // it advertises.
-func startBroker(ctx context.Context, bin, dir, props string, withMetrics bool, proxies *proxySet, diskBytes int64, lst spawnListeners, id int, extra ...string) (*SpawnedBroker, error) {
+func startBroker(ctx context.Context, bin, dir, props string, withMetrics bool, proxies *proxySet, diskBytes int64, lst spawnListeners, id int, raftAddr string, extra ...string) (*SpawnedBroker, error) {
+	holds := []string{raftAddr}               // "" without a quorum address: ignored
+	defer func() { releaseAddrs(holds...) }() // after a failed start; launch releases them first
 	addr, err := freeLoopbackAddr()
 	if err != nil {
 		return nil, err
 	}
+	holds = append(holds, addr)
 	listen := addr // one PLAINTEXT listener
 	var own map[string]string
 	if len(lst.names) > 0 {
@@ -304,6 +310,7 @@ func startBroker(ctx context.Context, bin, dir, props string, withMetrics bool, 
 				if a, err = freeLoopbackAddr(); err != nil {
 					return nil, err
 				}
+				holds = append(holds, a)
 			}
 			own[name] = a
 			ls = append(ls, name+"://"+a)
@@ -333,6 +340,7 @@ func startBroker(ctx context.Context, bin, dir, props string, withMetrics bool, 
 			if b.MetricsAddr, err = freeLoopbackAddr(); err != nil {
 				return nil, err
 			}
+			holds = append(holds, b.MetricsAddr)
 			own = fmt.Appendf(own, "%s=http://%s\n", metricsListenersKey, b.MetricsAddr)
 		}
 		if proxies != nil {
@@ -351,7 +359,7 @@ func startBroker(ctx context.Context, bin, dir, props string, withMetrics bool, 
 		}
 		b.smallFS = true
 	}
-	b.bin = bin
+	b.bin, b.holds = bin, holds
 	b.args = append([]string{"serve", "--listen", listen, "--data-dir", b.DataDir, "--node-id", strconv.Itoa(id), "--config", props}, extra...)
 	if err := b.launch(os.O_TRUNC); err != nil {
 		if b.smallFS {
@@ -370,6 +378,8 @@ func (b *SpawnedBroker) launch(logFlag int) error {
 		return err
 	}
 	defer logf.Close() // the child keeps its own descriptor
+	releaseAddrs(b.holds...)
+	b.holds = nil
 	cmd := exec.Command(b.bin, b.args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	setParentDeathSignal(cmd)
@@ -521,25 +531,6 @@ func stopNodes(nodes []*SpawnedBroker, what string) []error {
 		}
 	}
 	return errs
-}
-
-// freeLoopbackAddr returns a loopback address free now, for a spawned
-// broker to listen on. Its port is below Linux's default ephemeral range
-// (32768-60999): a port the kernel picks for :0 can be handed to an
-// outgoing connection before the broker binds it.
-func freeLoopbackAddr() (string, error) {
-	var err error
-	for i := 0; i < 200; i++ {
-		var ln net.Listener
-		ln, err = net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000)))
-		if err != nil {
-			continue // taken: try another
-		}
-		addr := ln.Addr().String()
-		ln.Close()
-		return addr, nil
-	}
-	return "", fmt.Errorf("no free loopback port in 20000-31999 after 200 tries: %w", err)
 }
 
 // tailFile is the last n bytes of a log file, for error messages.
