@@ -133,8 +133,12 @@ type Config struct {
 	Compression       record.Codec
 	Idempotent        bool
 	MaxInflight       int // produce requests in flight per broker connection
-	Consumers         int
-	Group             string // consume through this consumer group instead of direct assignment
+	// MaxBufferedRecords is the kgo engine's client-side window
+	// (kgo.MaxBufferedRecords): 0 = franz-go's own default (50,000), raised
+	// to one full batch per partition where that is more.
+	MaxBufferedRecords int
+	Consumers          int
+	Group              string // consume through this consumer group instead of direct assignment
 	// ShareGroup consumes through this KIP-932 share group instead: the
 	// kgo consumers join it as members, acknowledge every record ACCEPT,
 	// and before each measured run its share-partitions start at the
@@ -369,6 +373,12 @@ func (c *Config) Validate() error {
 	if c.MaxInflight < 1 || c.MaxInflight > MaxInflight || (c.Idempotent && c.MaxInflight > 5) {
 		bad("--max-inflight %d out of range 1..%d (1..5 when idempotent)", c.MaxInflight, MaxInflight)
 	}
+	if c.MaxBufferedRecords < 0 || c.MaxBufferedRecords > 10_000_000 {
+		bad("--max-buffered-records %d out of range 0..10000000", c.MaxBufferedRecords)
+	}
+	if c.MaxBufferedRecords > 0 && c.Engine != EngineKgo {
+		bad("--max-buffered-records is the kgo engine's window (the native engine's is --max-inflight)")
+	}
 	if c.Consumers < 0 || c.Consumers > MaxConsumers {
 		bad("--consumers %d out of range 0..%d", c.Consumers, MaxConsumers)
 	}
@@ -551,6 +561,7 @@ type configJSON struct {
 	Compression       string   `json:"compression"`
 	Idempotent        bool     `json:"idempotent"`
 	MaxInflight       int      `json:"max_inflight"`
+	MaxBuffered       int      `json:"max_buffered_records,omitempty"` // kgo engine: the client's window
 	Consumers         int      `json:"consumers"`
 	ConsumerEngine    string   `json:"consumer_engine,omitempty"`
 	ConsumerDelayS    float64  `json:"consumer_delay_s,omitempty"`
@@ -595,7 +606,7 @@ func (c *Config) json() configJSON {
 		Producers: c.Producers, Rate: c.Rate, DurationS: c.Duration.Seconds(),
 		Records: c.Records, WarmupS: c.Warmup.Seconds(), Acks: acksName(c.Acks), LingerMs: ms(c.Linger),
 		BatchBytes: c.BatchBytes, Compression: c.Compression.String(),
-		Idempotent: c.Idempotent, MaxInflight: c.MaxInflight, Consumers: c.Consumers,
+		Idempotent: c.Idempotent, MaxInflight: c.MaxInflight, MaxBuffered: c.maxBufferedRecords(int(c.Partitions)), Consumers: c.Consumers,
 		Group: c.Group, ShareGroup: c.ShareGroup, CompareShareGroup: c.CompareShareGroup, Seed: c.Seed, DrainTimeoutS: c.DrainTimeout.Seconds(), FindMax: c.FindMax,
 	}
 	if c.CompareDevice {
@@ -688,9 +699,32 @@ func (c *Config) describe() string {
 	if c.ReplicationFactor > 1 {
 		rf = fmt.Sprintf(", replication factor %d", c.ReplicationFactor)
 	}
-	return fmt.Sprintf("topic %s (%d partitions%s), %d B %s records, %s, %d producer(s), %s%s, acks=%s, linger %v, batch %d B, compression %v, idempotent %v, %d%s consumer(s)%s%s%s",
+	window := ""
+	if n := c.maxBufferedRecords(int(c.Partitions)); n > 0 {
+		window = fmt.Sprintf(", %s records buffered at most", commas(float64(n), 0))
+	}
+	return fmt.Sprintf("topic %s (%d partitions%s), %d B %s records, %s, %d producer(s), %s%s, acks=%s, linger %v, batch %d B, compression %v, idempotent %v%s, %d%s consumer(s)%s%s%s",
 		c.Topic, c.Partitions, rf, c.RecordBytes, payload, keys, c.Producers, pace, bound, acksName(c.Acks),
-		c.Linger, c.BatchBytes, c.Compression, c.Idempotent, c.Consumers, c.consumerNote(), c.groupNote(), c.consumerWhere(), extra)
+		c.Linger, c.BatchBytes, c.Compression, c.Idempotent, window, c.Consumers, c.consumerNote(), c.groupNote(), c.consumerWhere(), extra)
+}
+
+// kgoDefaultBufferedRecords is franz-go's own MaxBufferedRecords default.
+const kgoDefaultBufferedRecords = 50_000
+
+// maxBufferedRecords is the kgo engine's client-side window for a topic of
+// partitions partitions (0 for the native engine): --max-buffered-records,
+// else franz-go's default, raised where one full batch per partition needs
+// more (at 10,000 partitions of 64 KiB batches, 640,000 records of 1 KiB).
+// With an idempotent producer (one request in flight per broker) a closed
+// loop runs at about this many records over the mean send-to-ack latency.
+func (c *Config) maxBufferedRecords(partitions int) int {
+	if c.Engine != EngineKgo {
+		return 0
+	}
+	if c.MaxBufferedRecords > 0 {
+		return c.MaxBufferedRecords
+	}
+	return max(kgoDefaultBufferedRecords, partitions*c.BatchBytes/max(c.RecordBytes, 1))
 }
 
 // consumerEngine is the engine the consumers run with.

@@ -79,7 +79,7 @@ func newKgoProducer(ctx context.Context, env *runEnv, k int, rec *recorder) (*kg
 		kgo.ProducerBatchMaxBytes(int32(cfg.BatchBytes)),
 		kgo.RequiredAcks(kgoAcks(cfg.Acks)),
 		kgo.ProducerBatchCompression(kgoCodec(cfg.Compression)),
-		kgo.MaxBufferedRecords(max(10000, int(env.topic.partitions)*cfg.BatchBytes/cfg.RecordBytes)),
+		kgo.MaxBufferedRecords(cfg.maxBufferedRecords(int(env.topic.partitions))),
 		kgo.RecordDeliveryTimeout(deliveryTimeout(env)),
 		kgo.ProduceRequestTimeout(produceTimeoutMs * time.Millisecond),
 		kgo.WithHooks(countingHooks{env.st}),

@@ -233,6 +233,8 @@ func TestConfigValidation(t *testing.T) {
 		"negative delay":    func(c *Config) { c.ConsumerDelay = -time.Second },
 		"engine":            func(c *Config) { c.Engine = "librdkafka" },
 		"inflight":          func(c *Config) { c.MaxInflight = 0 },
+		"buffered negative": func(c *Config) { c.MaxBufferedRecords = -1 },
+		"buffered native":   func(c *Config) { c.Engine = EngineNative; c.MaxBufferedRecords = 1000 },
 		"negative rate":     func(c *Config) { c.Rate = -1 },
 		"find-max step":     func(c *Config) { c.FindMax = true; c.StepDuration = time.Millisecond },
 	} {
@@ -240,6 +242,27 @@ func TestConfigValidation(t *testing.T) {
 		mutate(&c)
 		if err := c.Validate(); err == nil {
 			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// The kgo engine's window is franz-go's default unless set, raised to a
+// batch per partition; the native engine has none.
+func TestMaxBufferedRecords(t *testing.T) {
+	c := DefaultConfig()
+	for _, tc := range []struct {
+		engine     string
+		set, parts int
+		want       int
+	}{
+		{EngineKgo, 0, 96, 50_000},
+		{EngineKgo, 0, 10_000, 10_000 * 64},
+		{EngineKgo, 10_000, 96, 10_000},
+		{EngineNative, 0, 96, 0},
+	} {
+		c.Engine, c.MaxBufferedRecords = tc.engine, tc.set
+		if got := c.maxBufferedRecords(tc.parts); got != tc.want {
+			t.Errorf("%s, set %d, %d partitions: %d, want %d", tc.engine, tc.set, tc.parts, got, tc.want)
 		}
 	}
 }

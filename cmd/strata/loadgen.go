@@ -178,6 +178,7 @@ func parseLoadgenFlagSet(args []string, helpOut io.Writer) (loadgen.Config, load
 	compression := fs.String("compression", "none", "none, gzip, snappy, lz4 or zstd")
 	fs.BoolVar(&cfg.Idempotent, "idempotent", false, "idempotent producer (needs InitProducerID on the broker)")
 	fs.IntVar(&cfg.MaxInflight, "max-inflight", cfg.MaxInflight, "produce requests in flight per broker connection")
+	fs.IntVar(&cfg.MaxBufferedRecords, "max-buffered-records", 0, "kgo engine: records the client buffers before Produce blocks (0 = franz-go's default, 50,000, or one batch per partition where that is more); a closed loop runs at about this over the send-to-ack latency")
 	fs.IntVar(&cfg.Consumers, "consumers", 0, "tail consumers (partitions split among them) measuring end-to-end latency")
 	fs.BoolVar(&cfg.ConsumersInProcess, "consumers-in-process", false, "run the consumers in the loadgen process, sharing the producers' Go runtime (default: a child process of their own)")
 	fs.StringVar(&cfg.Group, "group", "", "consume through this consumer group instead of direct assignment (needs group support)")

@@ -45,6 +45,10 @@ func TestParseLoadgenFlags(t *testing.T) {
 		cfg.Warmup != 2*time.Second || out.json != "x.json" || out.report != "x.html" || !out.progress {
 		t.Fatalf("parsed: %+v %+v", cfg, out)
 	}
+	cfg, _, err = parseLoadgenFlags(strings.Fields("--spawn 1 --max-buffered-records 10000"), io.Discard)
+	if err != nil || cfg.MaxBufferedRecords != 10000 {
+		t.Fatalf("--max-buffered-records: %+v, %v", cfg, err)
+	}
 	cfg, _, err = parseLoadgenFlags(strings.Fields("--spawn 1 --compare-blackhole --profile b.pprof"), io.Discard)
 	if err != nil || !cfg.CompareBlackhole || cfg.Profile != "b.pprof" || cfg.SpawnBlackhole {
 		t.Fatalf("--compare-blackhole --profile: %+v, %v", cfg, err)
