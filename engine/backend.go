@@ -96,15 +96,31 @@ import (
 // carried page); the others are writes in flight, returned by completions.
 // A pool shared by k segments therefore cannot deadlock with k+1 chunks;
 // groups of segsPerPool active segments share a pool of
-// segsPerPool+poolSpareChunks chunks of poolChunkBytes (128 KiB: 6 MiB for
-// 32 segments), so every segment keeps a pipeline of writes in flight
-// while its neighbours are idle. Chunks are 128 KiB, not the segment
-// package's 64 KiB default, because a produce batch (up to 64 KiB with the
-// usual client batch.size) that crosses a chunk boundary costs two device
-// writes before its fdatasync: at 100,000 1 KiB records/s over 96
-// partitions 128 KiB chunks cut the ring's ops from 2.9 to 2.0 per batch
-// (1 write + 1 fdatasync; docs/performance.md). Half as many spare chunks
-// keep the bytes in flight per pool the same. A segment gives its share
+// segsPerPool+poolSpareChunks chunks (64), so every segment keeps a
+// pipeline of writes in flight while its neighbours are idle. Pools have
+// chunks of poolChunkBytes (128 KiB: 8 MiB a pool), except up to
+// bigChunkGroups pools of bigPoolChunkBytes (256 KiB: 16 MiB a pool) for
+// the active segments of logs with write caching (log.write.caching /
+// write.caching; beyond those pools they share the others). Chunks are
+// larger than the segment package's 64 KiB default because a produce
+// batch (up to 64 KiB with the usual client batch.size) that crosses a
+// chunk boundary costs two device writes before its fdatasync: at 100,000
+// 1 KiB records/s over 96 partitions 128 KiB chunks cut the ring's ops
+// from 2.9 to 2.0 per batch (1 write + 1 fdatasync; docs/performance.md).
+// And every chunk write costs the broker a submission in the kernel (the
+// block layer and a virtio notification here) whatever its size: with
+// write caching, where chunk writes are the whole device path, 256 KiB
+// chunks halved the device writes of a keyed closed loop and cut the
+// broker's CPU per record by 8-15 % (512 KiB gained nothing more). Where
+// the journal makes appends durable (acks=all without write caching) the
+// larger chunks cut broker CPU in a closed loop too, but doubled the
+// journal's commit p99 and the broker's produce p99 at 100,000 records/s
+// (not traced; the candidates: every checkpoint writes each log's partial
+// chunk, twice as much, and chunk writes queue before the journal's in
+// the device): those logs keep
+// 128 KiB (docs/performance.md, session 31). The big pools are bounded so
+// that memory at high partition counts stays what it was (the tail chunk
+// each active segment holds). A segment gives its share
 // back when it is sealed (Seal drains its tail; a sealed segment keeps its ring descriptor for
 // reads until it closes), so pools follow the number of active segments
 // (partitions), not of segments on disk. Groups are mapped as needed and
@@ -112,9 +128,10 @@ import (
 // earlier); each is registered with the ring as one fixed buffer (the
 // first at ring setup, later ones by Ring.RegisterPool), so chunk writes
 // are WRITE_FIXED: no page pinning per write (that pinning was 5 % of the
-// broker's CPU at 340,000 records/s with only the first pool registered). Memory: 192 KiB per
-// partition (10,000 partitions: about 1.9 GiB, of which the 128 KiB tail
-// chunk each active segment holds is 1.25 GiB).
+// broker's CPU at 340,000 records/s with only the first pool registered).
+// Memory: 256 KiB per partition (10,000 partitions: about 2.5 GiB, of
+// which the 128 KiB tail chunk each active segment holds is 1.25 GiB),
+// plus at most 64 MiB of big pools.
 
 // sealedFilesOpen is how many idle sealed segments keep their .log
 // descriptor open (segment.FileCache, least recently read first to close).
@@ -137,8 +154,12 @@ const (
 const (
 	segsPerPool  = 32
 	chunksPerSeg = 1
-	// poolChunkBytes is the chunk size of the shared pools (see above).
-	poolChunkBytes = 2 * segment.DirectChunkBytes
+	// poolChunkBytes and bigPoolChunkBytes are the chunk sizes of the
+	// shared pools; at most bigChunkGroups pools have the big ones, for
+	// segments of logs with write caching (see above).
+	poolChunkBytes    = 2 * segment.DirectChunkBytes
+	bigPoolChunkBytes = 4 * segment.DirectChunkBytes
+	bigChunkGroups    = 4
 )
 
 // poolSpareChunks are the chunks of a pool beyond one per segment: writes
@@ -177,11 +198,16 @@ func zeroWriteBytes(buf, maxSegments int) int {
 	return min(buf, max(maxSegments, 16)*uring.Alignment)
 }
 
-// newGroupPool maps one shared chunk pool. An appender that finds it empty
-// first lets the journal write a group it holds open (b.starved): that
-// group's spans may pin the chunks the appender waits for.
-func (b *ioBackend) newGroupPool() (*uring.Pool, error) {
-	p, err := uring.NewPool(poolChunkBytes, segsPerPool*chunksPerSeg+poolSpareChunks)
+// newGroupPool maps one shared chunk pool, of big chunks if big. An
+// appender that finds it empty first lets the journal write a group it
+// holds open (b.starved): that group's spans may pin the chunks the
+// appender waits for.
+func (b *ioBackend) newGroupPool(big bool) (*uring.Pool, error) {
+	chunk := poolChunkBytes
+	if big {
+		chunk = bigPoolChunkBytes
+	}
+	p, err := uring.NewPool(chunk, segsPerPool*chunksPerSeg+poolSpareChunks)
 	if err == nil {
 		p.SetStarveHook(b.starved)
 	}
@@ -289,6 +315,7 @@ type ioBackend struct {
 type poolGroup struct {
 	pool  *uring.Pool
 	users int
+	big   bool // bigPoolChunkBytes chunks, for logs with write caching
 }
 
 // newIOBackend sets up the backend named by choice ("" = auto) for dir.
@@ -426,7 +453,7 @@ func (b *ioBackend) segOptions(dir string, pool *uring.Pool) segment.Options {
 
 // startRing sets up the ring, the first chunk pool and the probe segment.
 func (b *ioBackend) startRing(dir string) error {
-	first, err := b.newGroupPool()
+	first, err := b.newGroupPool(false)
 	if err != nil {
 		return fmt.Errorf("chunk pool: %w", err)
 	}
@@ -517,34 +544,59 @@ func fileSlots() int {
 func (b *ioBackend) direct() bool { return b.ring != nil }
 
 // acquireGroup picks a pool with room for one more segment (mapping a new
-// group if none has) and takes a backend reference.
-func (b *ioBackend) acquireGroup() (*poolGroup, error) {
+// group if none has) and takes a backend reference. With big (a log with
+// write caching) the pool has big chunks, unless bigChunkGroups of those
+// are mapped and full: then an ordinary one.
+func (b *ioBackend) acquireGroup(big bool) (*poolGroup, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.refs == 0 {
 		return nil, ErrClosed
 	}
-	var g *poolGroup
-	for _, c := range b.groups {
-		if c.users < segsPerPool {
-			g = c
-			break
-		}
+	g, n := b.roomIn(big)
+	if g == nil && big && n >= bigChunkGroups {
+		g, _ = b.roomIn(false)
+		big = false
 	}
 	if g == nil {
-		p, err := b.newGroupPool()
-		if err != nil {
+		var err error
+		if g, err = b.mapGroup(big); err != nil {
 			return nil, err
 		}
-		if err := b.ring.RegisterPool(p); err != nil {
-			p.Close()
-			return nil, err
-		}
-		g = &poolGroup{pool: p}
-		b.groups = append(b.groups, g)
 	}
 	g.users++
 	b.refs++
+	return g, nil
+}
+
+// roomIn returns a group of the big or ordinary kind with room for one
+// more segment (nil if none) and how many groups of that kind there are.
+// Caller holds mu.
+func (b *ioBackend) roomIn(big bool) (room *poolGroup, n int) {
+	for _, c := range b.groups {
+		if c.big != big {
+			continue
+		}
+		n++
+		if room == nil && c.users < segsPerPool {
+			room = c
+		}
+	}
+	return room, n
+}
+
+// mapGroup maps, registers and adds a pool group. Caller holds mu.
+func (b *ioBackend) mapGroup(big bool) (*poolGroup, error) {
+	p, err := b.newGroupPool(big)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.ring.RegisterPool(p); err != nil {
+		p.Close()
+		return nil, err
+	}
+	g := &poolGroup{pool: p, big: big}
+	b.groups = append(b.groups, g)
 	return g, nil
 }
 
@@ -613,9 +665,11 @@ func (b *ioBackend) shutdown() {
 	}
 }
 
-// create makes a new segment file for appending. The returned group (nil
-// unless ring-backed) must be released after the segment is closed.
-func (b *ioBackend) create(path string, prealloc int64) (*segment.Segment, *poolGroup, error) {
+// create makes a new segment file for appending, ring-backed ones in a
+// pool of big chunks if big (a log with write caching, acquireGroup). The
+// returned group (nil unless ring-backed) must be released after the
+// segment is closed.
+func (b *ioBackend) create(path string, prealloc int64, big bool) (*segment.Segment, *poolGroup, error) {
 	switch {
 	case b.files != nil:
 		f, err := b.files.Create(path)
@@ -631,7 +685,7 @@ func (b *ioBackend) create(path string, prealloc int64) (*segment.Segment, *pool
 		s, err := segment.CreateWith(path, prealloc, segment.Options{})
 		return s, nil, err
 	}
-	g, err := b.acquireGroup()
+	g, err := b.acquireGroup(big)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -644,8 +698,9 @@ func (b *ioBackend) create(path string, prealloc int64) (*segment.Segment, *pool
 }
 
 // open opens an existing segment file; active ones (that will take
-// appends) are ring-backed, the others plain (they are only read).
-func (b *ioBackend) open(path string, active bool) (*segment.Segment, *poolGroup, error) {
+// appends) are ring-backed (big as for create), the others plain (they
+// are only read).
+func (b *ioBackend) open(path string, active, big bool) (*segment.Segment, *poolGroup, error) {
 	switch {
 	case b.files != nil:
 		f, err := b.files.Open(path)
@@ -668,7 +723,7 @@ func (b *ioBackend) open(path string, active bool) (*segment.Segment, *poolGroup
 		}
 		return s, nil, err
 	}
-	g, err := b.acquireGroup()
+	g, err := b.acquireGroup(big)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -468,6 +468,58 @@ func TestDirectManyPartitions(t *testing.T) {
 	}
 }
 
+// TestDirectWriteCachingBigChunks: active segments of logs with write
+// caching get pools of big chunks, at most bigChunkGroups of them (the
+// rest share ordinary pools); other logs keep ordinary chunks; appends
+// read back from both.
+func TestDirectWriteCachingBigChunks(t *testing.T) {
+	e := openEngine(t, t.TempDir(), func(o *Options) { o.IOBackend = IOBackendUring })
+	const wcParts = bigChunkGroups*segsPerPool + 3
+	wc := mustTopic(t, e, "wc", wcParts, map[string]string{"write.caching": "true", "preallocate": "false"})
+	plain := mustTopic(t, e, "plain", 2, map[string]string{"preallocate": "false"})
+	for _, l := range []*Log{wc.Partition(0), wc.Partition(wcParts - 1), plain.Partition(1)} {
+		b := batchOf(t, 2, 300, 0, 0)
+		info := mustAppend(t, l, b)
+		if err := waitDurable(t, l, info.LastOffset); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := readAll(t, l, 0, 1<<20); len(got) != 1 || !bytes.Equal(got[0], b) {
+			t.Fatalf("%s read back wrong", l.dir)
+		}
+	}
+	chunk := func(l *Log) int {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.active.grp.pool.ChunkBytes()
+	}
+	e.io.mu.Lock()
+	var bigs, users, ordinary int
+	for _, g := range e.io.groups {
+		if g.big {
+			bigs++
+			users += g.users
+			if g.pool.ChunkBytes() != bigPoolChunkBytes {
+				t.Errorf("a big pool has %d-byte chunks", g.pool.ChunkBytes())
+			}
+		} else {
+			ordinary++
+		}
+	}
+	e.io.mu.Unlock()
+	if bigs != bigChunkGroups || users != bigChunkGroups*segsPerPool || ordinary < 1 {
+		t.Fatalf("%d big pools with %d segments, %d ordinary: want %d big pools, full", bigs, users, ordinary, bigChunkGroups)
+	}
+	if c := chunk(wc.Partition(0)); c != bigPoolChunkBytes {
+		t.Fatalf("write-caching partition 0: %d-byte chunks, want %d", c, bigPoolChunkBytes)
+	}
+	if c := chunk(wc.Partition(wcParts - 1)); c != poolChunkBytes {
+		t.Fatalf("write-caching partition past the big pools: %d-byte chunks, want %d", c, poolChunkBytes)
+	}
+	if c := chunk(plain.Partition(0)); c != poolChunkBytes {
+		t.Fatalf("partition without write caching: %d-byte chunks, want %d", c, poolChunkBytes)
+	}
+}
+
 // TestDirectSealedSegmentsFreePoolShares: rolled (sealed) Direct segments
 // give their pool share back, so a partition with many segments does not
 // map pool after pool.

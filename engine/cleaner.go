@@ -1009,7 +1009,7 @@ func (w *segmentRewriter) swap(group []*logSegment, ns *logSegment, size int64) 
 		l.mu.Unlock()
 		return e.ioFailure("syncing "+l.dir, err)
 	}
-	seg, grp, err := e.io.open(ns.logPath, false) // sealed: a plain read-only segment
+	seg, grp, err := e.io.open(ns.logPath, false, false) // sealed: a plain read-only segment
 	if err == nil {
 		ns.seg, ns.io, ns.grp = seg, e.io, grp
 		if _, err = ns.openSealedIndexes(); err != nil {

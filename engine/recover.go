@@ -281,7 +281,7 @@ func (l *Log) recoverSegments(pf partitionFiles, rp int64, clean, verify bool) (
 		last := i == len(pf.bases)-1
 		s := newLogSegment(l.dir, base, l.e.logger)
 		s.txnLoaded = !pf.indexes[filepath.Base(s.txnPath)] // no .txnindex: no aborted transactions (txnindex.go)
-		seg, grp, err := l.e.io.open(s.logPath, last)
+		seg, grp, err := l.e.io.open(s.logPath, last, l.config().WriteCaching)
 		if err != nil {
 			return segs, 0, nil, err
 		}
@@ -688,7 +688,7 @@ func (l *Log) reopenRing(s *logSegment) error {
 	if s.grp != nil || !l.e.io.direct() {
 		return nil
 	}
-	seg, grp, err := l.e.io.open(s.logPath, true)
+	seg, grp, err := l.e.io.open(s.logPath, true, l.config().WriteCaching)
 	if err != nil {
 		return err
 	}

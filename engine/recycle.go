@@ -246,7 +246,7 @@ func (l *Log) newSegmentFile(path string, base, prealloc int64) (*segment.Segmen
 			}
 		}
 	}
-	return l.e.io.create(path, prealloc) // truncates a renamed file left at path
+	return l.e.io.create(path, prealloc, l.config().WriteCaching) // truncates a renamed file left at path
 }
 
 // recycleFile renames the pooled file from to path and opens it as a new
@@ -256,16 +256,16 @@ func (l *Log) recycleFile(from, path string) (*segment.Segment, *poolGroup, erro
 	if err := l.e.fs.Rename(from, path); err != nil {
 		return nil, nil, err
 	}
-	return l.e.io.recycle(path, l.config().SegmentBytes)
+	return l.e.io.recycle(path, l.config().SegmentBytes, l.config().WriteCaching)
 }
 
 // recycle opens the file at path as a recycled Direct segment
 // (segment.RecycleWith). The group must be released after it is closed.
-func (b *ioBackend) recycle(path string, prealloc int64) (*segment.Segment, *poolGroup, error) {
+func (b *ioBackend) recycle(path string, prealloc int64, big bool) (*segment.Segment, *poolGroup, error) {
 	if b.ring == nil || b.files != nil {
 		return nil, nil, errors.ErrUnsupported
 	}
-	g, err := b.acquireGroup()
+	g, err := b.acquireGroup(big)
 	if err != nil {
 		return nil, nil, err
 	}
