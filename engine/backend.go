@@ -111,18 +111,18 @@ import (
 // block layer and a virtio notification here) whatever its size: with
 // write caching, where chunk writes are the whole device path, 256 KiB
 // chunks halved the device writes of a keyed closed loop and cut the
-// broker's CPU per record by 8-15 % (512 KiB gained nothing more). Where
-// the journal makes appends durable (acks=all without write caching) the
-// larger chunks cut broker CPU in a closed loop too, but doubled the
-// journal's commit p99 and the broker's produce p99 at 100,000 records/s
-// (not traced; the candidates: every checkpoint writes each log's partial
-// chunk, twice as much, and chunk writes queue before the journal's in
-// the device): those logs keep
-// 128 KiB (docs/performance.md, session 31). The big pools are bounded so
-// that memory at high partition counts stays what it was (the tail chunk
-// each active segment holds). A segment gives its share
-// back when it is sealed (Seal drains its tail; a sealed segment keeps its ring descriptor for
-// reads until it closes), so pools follow the number of active segments
+// broker's CPU per record by 0-15 % in five rounds (512 KiB gained nothing
+// more). Where the journal makes appends durable (acks=all without write
+// caching) the larger chunks cut broker CPU in a closed loop too, but
+// doubled the journal's commit p99 and the broker's produce p99 at 100,000
+// records/s (not traced; the candidates: every checkpoint writes each
+// log's partial chunk, twice as much, and chunk writes queue before the
+// journal's in the device): those logs keep 128 KiB (docs/performance.md,
+// session 31). The big pools are bounded so that memory at high partition
+// counts stays what it was (the tail chunk each active segment holds). A
+// segment gives its share back when it is sealed (Seal drains its tail; a
+// sealed segment keeps its ring descriptor for reads until it closes), so
+// pools follow the number of active segments
 // (partitions), not of segments on disk. Groups are mapped as needed and
 // kept until Close (a pool registered with the ring cannot be unmapped
 // earlier); each is registered with the ring as one fixed buffer (the
