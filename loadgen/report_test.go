@@ -202,6 +202,23 @@ func TestTableShowsTheFigures(t *testing.T) {
 	}
 }
 
+// The baseline table compares the device's writes and reads side by side
+// (reads: a consumer that fell behind the tail cache onto the device).
+func TestBaselineTableShowsDeviceReads(t *testing.T) {
+	r := syntheticReport(false)
+	r.Result.Device = &DeviceTraffic{Name: "vda", WriteBytes: 8_727_000_000, ReadBytes: 221_000_000, BytesPerRecordByte: 2.13, BusyShare: 0.464}
+	bl := &Baseline{Mode: BaselineBinary, Binary: "/old/strata", Result: r.Result, Ratio: 1}
+	bl.Result.Device = &DeviceTraffic{Name: "vda", WriteBytes: 8_700_000_000, ReadBytes: 100_000, BytesPerRecordByte: 2.12, BusyShare: 0.4}
+	var b strings.Builder
+	writeBaseline(&b, r, bl)
+	out := b.String()
+	for _, want := range []string{"device MB written", "8727.0", "8700.0", "device MB read", "221.0", "0.1"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("baseline table lacks %q:\n%s", want, out)
+		}
+	}
+}
+
 func TestCommas(t *testing.T) {
 	for v, want := range map[float64]string{0: "0", 999: "999", 1000: "1,000", 1234567.891: "1,234,568", -45000: "-45,000"} {
 		if got := commas(v, 0); got != want {

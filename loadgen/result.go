@@ -531,6 +531,9 @@ func writeBaseline(b *strings.Builder, r *Report, bl *Baseline) {
 	}
 	if d, bd := r.Result.Device, bl.Result.Device; d != nil && bd != nil {
 		fmt.Fprintf(tw, "device MB written\t%.1f\t%.1f\t\n", float64(d.WriteBytes)/1e6, float64(bd.WriteBytes)/1e6)
+		// Reads show a consumer that fell behind the tail cache onto the
+		// device (O_DIRECT writes leave the page cache cold).
+		fmt.Fprintf(tw, "device MB read\t%.1f\t%.1f\t\n", float64(d.ReadBytes)/1e6, float64(bd.ReadBytes)/1e6)
 		fmt.Fprintf(tw, "device bytes/record byte\t%.2f\t%.2f\t\n", d.BytesPerRecordByte, bd.BytesPerRecordByte)
 		fmt.Fprintf(tw, "device busy\t%.1f%%\t%.1f%%\t\n", 100*d.BusyShare, 100*bd.BusyShare)
 	}
