@@ -715,8 +715,8 @@ const kgoDefaultBufferedRecords = 50_000
 // partitions partitions (0 for the native engine): --max-buffered-records,
 // else franz-go's default, raised where one full batch per partition needs
 // more (at 10,000 partitions of 64 KiB batches, 640,000 records of 1 KiB).
-// With an idempotent producer (one request in flight per broker) a closed
-// loop runs at about this many records over the mean send-to-ack latency.
+// A closed loop runs at about this many records over the mean send-to-ack
+// latency (Produce blocks while this many are unacknowledged).
 func (c *Config) maxBufferedRecords(partitions int) int {
 	if c.Engine != EngineKgo {
 		return 0
