@@ -555,6 +555,7 @@ type configJSON struct {
 	DurationS         float64  `json:"duration_s"`
 	Records           int64    `json:"records"`
 	WarmupS           float64  `json:"warmup_s"`
+	WarmupConsumers   bool     `json:"warmup_consumers,omitempty"` // the consumers ran through the warm-up (consumersWarmUp)
 	Acks              string   `json:"acks"`
 	LingerMs          float64  `json:"linger_ms"`
 	BatchBytes        int      `json:"batch_bytes"`
@@ -604,7 +605,7 @@ func (c *Config) json() configJSON {
 		RecordBytes: c.RecordBytes, Compressible: c.Compressible, Keys: c.Keys,
 		KeyDist: c.KeyDist, HotKeyShare: c.HotKeyShare, ZipfS: c.ZipfS,
 		Producers: c.Producers, Rate: c.Rate, DurationS: c.Duration.Seconds(),
-		Records: c.Records, WarmupS: c.Warmup.Seconds(), Acks: acksName(c.Acks), LingerMs: ms(c.Linger),
+		Records: c.Records, WarmupS: c.Warmup.Seconds(), WarmupConsumers: c.Warmup > 0 && c.consumersWarmUp(), Acks: acksName(c.Acks), LingerMs: ms(c.Linger),
 		BatchBytes: c.BatchBytes, Compression: c.Compression.String(),
 		Idempotent: c.Idempotent, MaxInflight: c.MaxInflight, MaxBuffered: c.maxBufferedRecords(int(c.Partitions)), Consumers: c.Consumers,
 		Group: c.Group, ShareGroup: c.ShareGroup, CompareShareGroup: c.CompareShareGroup, Seed: c.Seed, DrainTimeoutS: c.DrainTimeout.Seconds(), FindMax: c.FindMax,
@@ -683,6 +684,9 @@ func (c *Config) describe() string {
 	}
 	if c.Warmup > 0 {
 		bound += fmt.Sprintf(" after a %v warm-up", c.Warmup)
+		if c.consumersWarmUp() {
+			bound += " with the consumers"
+		}
 	}
 	extra := ""
 	extra += c.Security.describe()

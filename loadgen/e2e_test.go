@@ -155,49 +155,63 @@ func TestConsumerDelay(t *testing.T) {
 }
 
 // TestLeadInNotCounted: after a warm-up, each measured run starts with a
-// lead-in (a quarter of it, here 500 ms) whose records are produced and
-// consumed but not counted, on both engines.
+// lead-in whose records are produced (and consumed) but not counted, on
+// both engines. Without consumers the warm-up is a run of its own and the
+// lead-in a quarter of the measured run (500 ms here); with consumers the
+// warm-up is the lead-in, the consumers reading from its start
+// (consumersWarmUp), so the topic holds fewer records.
 func TestLeadInNotCounted(t *testing.T) {
 	for _, engine := range []string{EngineKgo, EngineNative} {
-		t.Run(engine, func(t *testing.T) {
-			ctx := testCtx(t, 2*time.Minute)
-			cl, err := Spawn(ctx, SpawnOptions{Bin: strataBin, Brokers: 1, SegmentBytes: 8 << 20})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { cl.Stop() })
-			cfg := smallRun(engine)
-			cfg.Spawn, cfg.Brokers = 0, cl.Addrs()
-			cfg.Warmup = 500 * time.Millisecond
-			rep, err := Run(ctx, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r := rep.Result // 2 s at 2000 rec/s
-			if r.RecordsSent != 4000 || r.RecordsAcked != 4000 || r.RecordsConsumed != 4000 || r.RecordsFailed != 0 || len(r.Errors) != 0 {
-				t.Fatalf("sent %d acked %d consumed %d failed %d, want 4000, 4000, 4000, 0: %+v",
-					r.RecordsSent, r.RecordsAcked, r.RecordsConsumed, r.RecordsFailed, r.Errors)
-			}
-			if d := rep.Result.DurationS; d < 1.9 || d > 3 {
-				t.Fatalf("measured %v s, want about 2", d)
-			}
-			// The log holds the warm-up's 1000, the lead-in's 1000 and the
-			// measured 4000.
-			admin, err := kgo.NewClient(kgo.SeedBrokers(cl.Addrs()...))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer admin.Close()
-			ends, err := kadm.NewClient(admin).ListEndOffsets(ctx, cfg.Topic)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var total int64
-			ends.Each(func(lo kadm.ListedOffset) { total += lo.Offset })
-			if total != 6000 {
-				t.Fatalf("the topic holds %d records, want 6000 (warm-up 1000, lead-in 1000, measured 4000)", total)
-			}
-		})
+		for _, consumers := range []int{0, 1} {
+			t.Run(fmt.Sprintf("%s/consumers=%d", engine, consumers), func(t *testing.T) {
+				ctx := testCtx(t, 2*time.Minute)
+				cl, err := Spawn(ctx, SpawnOptions{Bin: strataBin, Brokers: 1, SegmentBytes: 8 << 20})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { cl.Stop() })
+				cfg := smallRun(engine)
+				cfg.Spawn, cfg.Brokers = 0, cl.Addrs()
+				cfg.Warmup = 500 * time.Millisecond
+				cfg.Consumers = consumers
+				rep, err := Run(ctx, cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				r := rep.Result // 2 s at 2000 rec/s
+				if r.RecordsSent != 4000 || r.RecordsAcked != 4000 || r.RecordsConsumed != int64(4000*consumers) || r.RecordsFailed != 0 || len(r.Errors) != 0 {
+					t.Fatalf("sent %d acked %d consumed %d failed %d, want 4000, 4000, %d, 0: %+v",
+						r.RecordsSent, r.RecordsAcked, r.RecordsConsumed, r.RecordsFailed, 4000*consumers, r.Errors)
+				}
+				if d := rep.Result.DurationS; d < 1.9 || d > 3 {
+					t.Fatalf("measured %v s, want about 2", d)
+				}
+				if rep.Config.WarmupConsumers != (consumers > 0) {
+					t.Fatalf("config warmup_consumers %v with %d consumers", rep.Config.WarmupConsumers, consumers)
+				}
+				admin, err := kgo.NewClient(kgo.SeedBrokers(cl.Addrs()...))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer admin.Close()
+				ends, err := kadm.NewClient(admin).ListEndOffsets(ctx, cfg.Topic)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var total int64
+				ends.Each(func(lo kadm.ListedOffset) { total += lo.Offset })
+				// Without consumers: the warm-up's 1000, the lead-in's 1000
+				// and the measured 4000; with them: the warm-up as the
+				// lead-in, 1000, and the measured 4000.
+				want := int64(6000)
+				if consumers > 0 {
+					want = 5000
+				}
+				if total != want {
+					t.Fatalf("the topic holds %d records, want %d", total, want)
+				}
+			})
+		}
 	}
 }
 

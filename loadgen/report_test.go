@@ -284,6 +284,39 @@ func TestMaxBufferedRecords(t *testing.T) {
 	}
 }
 
+// Consumers run through the warm-up unless the run starts them late,
+// counts records, searches, faults, verifies or compares share groups; the
+// workload line says which.
+func TestConsumersWarmUp(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		set  func(*Config)
+		want bool
+	}{
+		{"consumers", func(c *Config) {}, true},
+		{"no consumers", func(c *Config) { c.Consumers = 0 }, false},
+		{"consumer delay", func(c *Config) { c.ConsumerDelay = time.Second }, false},
+		{"record count", func(c *Config) { c.Records = 1000 }, false},
+		{"find max", func(c *Config) { c.FindMax = true }, false},
+		{"faults", func(c *Config) { c.Faults = []string{FaultKill} }, false},
+		{"verify", func(c *Config) { c.Verify = true }, false},
+		{"share group comparison", func(c *Config) { c.CompareShareGroup = true }, false},
+	} {
+		c := DefaultConfig()
+		c.Consumers, c.Duration, c.Warmup = 1, 20*time.Second, 10*time.Second
+		tc.set(&c)
+		if got := c.consumersWarmUp(); got != tc.want {
+			t.Errorf("%s: consumersWarmUp %v, want %v", tc.name, got, tc.want)
+		}
+		if got := strings.Contains(c.describe(), "warm-up with the consumers"); got != tc.want {
+			t.Errorf("%s: workload line %q", tc.name, c.describe())
+		}
+		if got := c.json().WarmupConsumers; got != tc.want {
+			t.Errorf("%s: warmup_consumers %v", tc.name, got)
+		}
+	}
+}
+
 func TestParseAcks(t *testing.T) {
 	for in, want := range map[string]int16{"all": -1, "-1": -1, "1": 1, "0": 0} {
 		if got, err := ParseAcks(in); err != nil || got != want {
