@@ -10,7 +10,9 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime/debug"
 	"runtime/pprof"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -99,6 +101,7 @@ type childStart struct {
 type childReport struct {
 	Ready         bool         `json:"ready,omitempty"`
 	PID           int          `json:"pid,omitempty"`
+	GCPercent     int          `json:"gc_percent,omitempty"` // with Ready: the process's GOGC
 	Error         string       `json:"error,omitempty"`
 	Final         bool         `json:"final,omitempty"`
 	Consumed      int64        `json:"consumed"`
@@ -108,6 +111,30 @@ type childReport struct {
 	Clamped       int64        `json:"clamped,omitempty"`
 	E2E           string       `json:"e2e,omitempty"`
 	Errors        []ErrorCount `json:"errors,omitempty"`
+}
+
+// consumerProcGC is the consumer process's GOGC unless the environment
+// sets one. Its heap is mostly franz-go's fetch responses, one buffer
+// allocated per response and dropped once its records are polled: at Go's
+// default of 100 the runtime kept handing those pages back to the kernel
+// (madvise) and faulting fresh ones in (the zeroing of each new buffer),
+// 60 % of the process's CPU at 100,000 records/s, taken from the two cores
+// the broker and the producer share; at 400 it used a third of that
+// (docs/performance.md, "Session 32"). The requests it sends are the same.
+const consumerProcGC = 400
+
+// consumerGCPercent is the consumer process's GC percent: GOGC's when set
+// to a number (or "off", -1), consumerProcGC otherwise.
+func consumerGCPercent(gogc string) int {
+	switch {
+	case gogc == "off":
+		return -1
+	case gogc != "":
+		if n, err := strconv.Atoi(gogc); err == nil {
+			return n
+		}
+	}
+	return consumerProcGC
 }
 
 // consumerBin is the executable of the consumer process: StrataBin, or
@@ -134,13 +161,14 @@ type consumerProc struct {
 	rec    *recorder // the child's latencies, in st.e2e
 	stderr *tailBuffer
 
-	ready    chan error    // one value: nil once the consumers are built, else why not
-	readDone chan struct{} // closed when the reader has ended
-	exited   chan struct{} // closed when the child has been reaped
-	readErr  error         // written by the reader before readDone
-	waitErr  error         // written by the waiter before exited
-	final    atomic.Bool
-	cpuNs    atomic.Int64
+	ready     chan error    // one value: nil once the consumers are built, else why not
+	readDone  chan struct{} // closed when the reader has ended
+	exited    chan struct{} // closed when the child has been reaped
+	readErr   error         // written by the reader before readDone
+	gcPercent int           // the child's GOGC, from its ready report (before ready)
+	waitErr   error         // written by the waiter before exited
+	final     atomic.Bool
+	cpuNs     atomic.Int64
 
 	stopOnce sync.Once
 	stopErr  error
@@ -317,6 +345,7 @@ loop:
 				signal(p.readErr)
 				break loop
 			}
+			p.gcPercent = m.GCPercent
 			signal(nil)
 		default:
 			if err := p.apply(&m, &last); err != nil {
@@ -398,6 +427,8 @@ func (t *tailBuffer) bytes() []byte {
 // its reports to out (see the protocol above). now is the wall clock, read
 // once to place the run clock.
 func RunConsumerProcess(ctx context.Context, in io.Reader, out io.Writer, now func() time.Time) error {
+	gcPercent := consumerGCPercent(os.Getenv("GOGC"))
+	debug.SetGCPercent(gcPercent)
 	dec := json.NewDecoder(in)
 	w := &childWriter{enc: json.NewEncoder(out)}
 	var setup childSetup
@@ -424,7 +455,7 @@ func RunConsumerProcess(ctx context.Context, in io.Reader, out io.Writer, now fu
 			consumers = append(consumers, c)
 		}
 	}
-	if err := w.send(&childReport{Ready: true, PID: os.Getpid()}); err != nil {
+	if err := w.send(&childReport{Ready: true, PID: os.Getpid(), GCPercent: gcPercent}); err != nil {
 		for _, c := range consumers {
 			c.close()
 		}

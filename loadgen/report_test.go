@@ -42,7 +42,7 @@ func syntheticReport(findMax bool) *Report {
 		result: Result{Engine: "native", Brokers: rep.Target.Brokers, TargetRate: 50000, DurationS: 20, RecordBytes: 1024,
 			RecordsSent: 1_000_000, RecordsAcked: 1_000_000, RecordsConsumed: 1_000_000, RecordsPerSec: 50000, MBPerSec: 51.2,
 			ProduceP50Ms: 5, ProduceP99Ms: 9.9, ProduceP999Ms: 10, ProduceMaxMs: 10, E2EP99Ms: 10.4,
-			ClientCPUSeconds: 4, ClientCPUMainSeconds: 2.75, ClientCPUConsumerProcessSeconds: &ccpu, ConsumerPID: 4242,
+			ClientCPUSeconds: 4, ClientCPUMainSeconds: 2.75, ClientCPUConsumerProcessSeconds: &ccpu, ConsumerPID: 4242, ConsumerGCPercent: 400,
 			BrokerCPUSeconds:      &cpu,
 			BrokerProduceRequests: 12345, BrokerProduceMeanMs: 3.1, BrokerProduceP50Ms: 2.71, BrokerProduceP90Ms: 4.2,
 			BrokerProduceP99Ms: 7.77, BrokerProduceP999Ms: 8.8, BrokerProduceMaxBucketMs: 12.34},
@@ -195,7 +195,7 @@ func TestTableShowsTheFigures(t *testing.T) {
 	out := buf.String()
 	for _, want := range []string{"native engine", "1 spawned strata broker(s)", "50,000.0", "51.20", "9.90", "end-to-end",
 		"broker cpu", "11.50 s", "max healthy rate: 50,000 rec/s", "unhealthy: produce p99 40 ms over 15 ms",
-		"broker produce (request→response)", "7.77", "≤ 12.34", "12,345 Produce requests", "loadgen 2.75 s + consumer process 1.25 s"} {
+		"broker produce (request→response)", "7.77", "≤ 12.34", "12,345 Produce requests", "loadgen 2.75 s + consumer process 1.25 s (GOGC 400)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}

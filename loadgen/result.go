@@ -84,6 +84,9 @@ type Result struct {
 	// ConsumerPID is the consumer process's id (0: consumers in process or
 	// none).
 	ConsumerPID int `json:"consumer_pid,omitempty"`
+	// ConsumerGCPercent is the consumer process's GOGC (consumerProcGC
+	// unless the environment sets one).
+	ConsumerGCPercent int `json:"consumer_gc_percent,omitempty"`
 	// Broker figures exist for spawned brokers only (null otherwise).
 	BrokerCPUSeconds     *float64 `json:"broker_cpu_seconds"`
 	BrokerCPUUsPerRecord float64  `json:"broker_cpu_us_per_record,omitempty"`
@@ -465,7 +468,11 @@ func (r *Result) clientCPUParts() string {
 	if r.ClientCPUConsumerProcessSeconds == nil {
 		return ""
 	}
-	return fmt.Sprintf(": loadgen %.2f s + consumer process %.2f s", r.ClientCPUMainSeconds, *r.ClientCPUConsumerProcessSeconds)
+	gc := ""
+	if r.ConsumerGCPercent != 0 {
+		gc = fmt.Sprintf(" (GOGC %d)", r.ConsumerGCPercent)
+	}
+	return fmt.Sprintf(": loadgen %.2f s + consumer process %.2f s%s", r.ClientCPUMainSeconds, *r.ClientCPUConsumerProcessSeconds, gc)
 }
 
 // commas formats v with the given decimals and thousands separators.

@@ -490,6 +490,7 @@ func runOnce(ctx context.Context, cfg *Config, admin *kgo.Client, ti *topicInfo,
 	out.result = buildResult(cfg, env, rate, prodEnd-env.measureOff, u0, u1, smp)
 	if cproc != nil {
 		out.result.ConsumerPID = cproc.pid()
+		out.result.ConsumerGCPercent = cproc.gcPercent
 	}
 	if cfg.Consumers > 0 {
 		out.result.ConsumerLagAtEnd = &lagEnd
