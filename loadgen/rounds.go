@@ -48,8 +48,9 @@ type Round struct {
 	// blackhole: the same requests cost the client more next to a broker
 	// that stores (docs/performance.md, session 17).
 	BaselineClientCPUUs float64 `json:"baseline_client_cpu_us_per_record"`
-	// E2EP99Ms and BaselineE2EP99Ms are the end-to-end p99s with
-	// --compare-share-group, whose rec/s are consumed records/s.
+	// E2EP99Ms and BaselineE2EP99Ms are the end-to-end p99s of the sides
+	// that consumed (0: none); with --compare-share-group the rec/s are
+	// consumed records/s too.
 	E2EP99Ms         float64 `json:"e2e_p99_ms,omitempty"`
 	BaselineE2EP99Ms float64 `json:"baseline_e2e_p99_ms,omitempty"`
 	// RecordsRedelivered is the share group's (--compare-share-group).
@@ -162,6 +163,14 @@ func newRound(first string, rep *Report) Round {
 		Ratio: bl.Ratio, ProduceP99Ms: rep.Result.ProduceP99Ms, BaselineProduceP99Ms: bl.Result.ProduceP99Ms,
 		BrokerCPUUsPerRecord: rep.Result.BrokerCPUUsPerRecord, BaselineBrokerCPUUs: bl.Result.BrokerCPUUsPerRecord,
 		ClientCPUUsPerRecord: rep.Result.ClientCPUUsPerRecord, BaselineClientCPUUs: bl.Result.ClientCPUUsPerRecord}
+	// End-to-end p99s where a side consumed (the blackhole side never
+	// does: baselineConfig drops the consumers).
+	if rep.Result.RecordsConsumed > 0 {
+		r.E2EP99Ms = rep.Result.E2EP99Ms
+	}
+	if bl.Result.RecordsConsumed > 0 {
+		r.BaselineE2EP99Ms = bl.Result.E2EP99Ms
+	}
 	if bl.Mode == BaselineConsumerGroup {
 		r.RecordsPerSec, r.BaselineRecordsPerSec = rep.Result.ConsumedPerSec, bl.Result.ConsumedPerSec
 		r.E2EP99Ms, r.BaselineE2EP99Ms = rep.Result.E2EP99Ms, bl.Result.E2EP99Ms
@@ -214,7 +223,22 @@ func writeRounds(b *strings.Builder, rs *Rounds) {
 	}
 	fmt.Fprintf(b, "\nrounds: %s and %s alternated, %s (the figures above are round %d's)\n", main, side, how, rs.Report)
 	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "round\tfirst\t%[2]s rec/s\t%[1]s rec/s\tratio\t%[3]s\t%[1]s %[3]s\tbroker µs/rec\t%[1]s µs/rec\tclient µs/rec\t%[1]s client µs/rec\tdevice B/B\t\n", side, main, p99)
+	// Beside the produce p99s, the end-to-end p99s of runs with consumers.
+	e2e := false
+	for _, r := range rs.Rounds {
+		e2e = e2e || !share && (r.E2EP99Ms > 0 || r.BaselineE2EP99Ms > 0)
+	}
+	e2eHead := ""
+	if e2e {
+		e2eHead = fmt.Sprintf("e2e p99 ms\t%s e2e p99 ms\t", side)
+	}
+	fmt.Fprintf(tw, "round\tfirst\t%[2]s rec/s\t%[1]s rec/s\tratio\t%[3]s\t%[1]s %[3]s\t%[4]sbroker µs/rec\t%[1]s µs/rec\tclient µs/rec\t%[1]s client µs/rec\tdevice B/B\t\n", side, main, p99, e2eHead)
+	ms := func(v float64) string {
+		if v <= 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.2f", v)
+	}
 	for i, r := range rs.Rounds {
 		if share {
 			r.ProduceP99Ms, r.BaselineProduceP99Ms = r.E2EP99Ms, r.BaselineE2EP99Ms
@@ -223,9 +247,13 @@ func writeRounds(b *strings.Builder, rs *Rounds) {
 		if r.DeviceBytesPerRecordByte > 0 {
 			dev = fmt.Sprintf("%.2f", r.DeviceBytesPerRecordByte)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%.1f%%\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t\n", i+1, r.First,
+		e2eCols := ""
+		if e2e {
+			e2eCols = ms(r.E2EP99Ms) + "\t" + ms(r.BaselineE2EP99Ms) + "\t"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%.1f%%\t%.2f\t%.2f\t%s%.2f\t%.2f\t%.2f\t%.2f\t%s\t\n", i+1, r.First,
 			commas(r.RecordsPerSec, 0), commas(r.BaselineRecordsPerSec, 0), 100*r.Ratio,
-			r.ProduceP99Ms, r.BaselineProduceP99Ms, r.BrokerCPUUsPerRecord, r.BaselineBrokerCPUUs,
+			r.ProduceP99Ms, r.BaselineProduceP99Ms, e2eCols, r.BrokerCPUUsPerRecord, r.BaselineBrokerCPUUs,
 			r.ClientCPUUsPerRecord, r.BaselineClientCPUUs, dev)
 	}
 	tw.Flush()

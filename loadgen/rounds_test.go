@@ -37,6 +37,10 @@ func TestCompareRounds(t *testing.T) {
 		if want := r.RecordsPerSec / r.BaselineRecordsPerSec; r.Ratio < want*0.999 || r.Ratio > want*1.001 {
 			t.Fatalf("round %d: ratio %v, want %v", i+1, r.Ratio, want)
 		}
+		// The strata side consumed; the blackhole side has no consumers.
+		if r.E2EP99Ms <= 0 || r.BaselineE2EP99Ms != 0 {
+			t.Fatalf("round %d: e2e p99 %v ms, blackhole's %v", i+1, r.E2EP99Ms, r.BaselineE2EP99Ms)
+		}
 	}
 	lo, hi := min(rs.Rounds[0].Ratio, rs.Rounds[1].Ratio), max(rs.Rounds[0].Ratio, rs.Rounds[1].Ratio)
 	if rs.MinRatio != lo || rs.MaxRatio != hi || rs.MedianRatio != (lo+hi)/2 {
@@ -49,7 +53,7 @@ func TestCompareRounds(t *testing.T) {
 	if err := rep.WriteTable(&out); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "over 2 rounds: median") {
+	if !strings.Contains(out.String(), "over 2 rounds: median") || !strings.Contains(out.String(), "blackhole e2e p99 ms") {
 		t.Fatalf("table without the rounds:\n%s", out.String())
 	}
 	b, err := json.Marshal(rep)
