@@ -171,7 +171,7 @@ func parseLoadgenFlagSet(args []string, helpOut io.Writer) (loadgen.Config, load
 	fs.Float64Var(&cfg.Rate, "rate", 0, "records/s over all producers, open loop; 0 = as fast as possible (closed loop)")
 	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long to produce (0 = until --records)")
 	fs.Int64Var(&cfg.Records, "records", 0, "records to produce at most (0 = until --duration)")
-	fs.DurationVar(&cfg.Warmup, "warmup", 0, "produce this long first without measuring (fresh brokers stall on first writes)")
+	fs.DurationVar(&cfg.Warmup, "warmup", 0, "produce this long first without measuring (fresh brokers stall on first writes); consumers, if any, run through it")
 	acks := fs.String("acks", "all", "all, 1 or 0")
 	fs.DurationVar(&cfg.Linger, "linger", cfg.Linger, "producer linger")
 	fs.IntVar(&cfg.BatchBytes, "batch-bytes", cfg.BatchBytes, "producer batch size limit")
