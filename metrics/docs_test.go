@@ -22,6 +22,7 @@ func TestDocsListEveryMetric(t *testing.T) {
 		b.Request(0, 9, time.Millisecond)
 		b.RequestPhases(0, time.Millisecond, time.Millisecond)
 		b.ResponseSent(0, time.Millisecond)
+		b.RequestOnReader(0, time.Millisecond)
 		b.Error(0, 6)
 		b.Topic("t").In(1, 1)
 		b.Listener("PLAINTEXT").Accepted()

@@ -64,7 +64,7 @@ type Broker struct {
 	opts Options
 
 	// The request phases (requests.go).
-	queueTime, processTime, sendTime, throttle *keyHist
+	queueTime, processTime, sendTime, throttle, readerTime *keyHist
 
 	// Cluster events (cluster.go).
 	isrShrinks, isrExpands, elections atomic.Uint64
@@ -117,6 +117,8 @@ func NewWithOptions(o Options) *Broker {
 		"Time from a request's whole frame read to its handler started, by Kafka API (decoding, and admission: Strata calls handlers on the connection's reader, without a request queue).", RequestTimeBuckets())
 	b.processTime = newKeyHist(RequestProcessingTime,
 		"Time from a request's handler started to its response handed to the connection, by Kafka API (for Produce with acks=all: including the wait for durability and replication; for Fetch: including the long poll).", RequestTimeBuckets())
+	b.readerTime = newKeyHist(RequestReaderTime,
+		"Time a request's handler held its connection's reader (the handler's synchronous part; for Produce the appends, not the wait for durability and replication), by Kafka API: the connection reads no further request meanwhile.", RequestTimeBuckets())
 	b.sendTime = newKeyHist(ResponseSendTime,
 		"Time from a response handed to its connection to written to the socket (queued behind earlier responses of the connection included), by Kafka API.", RequestTimeBuckets())
 	b.throttle = newKeyHist(RequestThrottleTime,
@@ -129,7 +131,7 @@ func NewWithOptions(o Options) *Broker {
 		Buckets: RequestTimeBuckets(),
 	}, []string{"request"})
 	b.reg.MustRegister(
-		b.totalTime, b.queueTime.vec, b.processTime.vec, b.sendTime.vec, b.throttle.vec,
+		b.totalTime, b.queueTime.vec, b.processTime.vec, b.readerTime.vec, b.sendTime.vec, b.throttle.vec,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		(*brokerCollector)(b),

@@ -23,6 +23,8 @@ func TestRequestPhases(t *testing.T) {
 	b.RequestPhases(-1, time.Second, time.Second)
 	b.ResponseSent(0, 5*time.Millisecond)
 	b.ResponseSent(500, time.Second)
+	b.RequestOnReader(0, 4*time.Millisecond)
+	b.RequestOnReader(-1, time.Second)
 	b.Throttle(0, 0)
 	b.Throttle(1, 1500)
 	b.Throttle(3, 100) // not Produce or Fetch: dropped
@@ -36,6 +38,7 @@ func TestRequestPhases(t *testing.T) {
 		{RequestProcessingTime, "Produce", 2, 0.040},
 		{RequestQueueTime, "Metadata", 1, 0},
 		{ResponseSendTime, "Produce", 1, 0.005},
+		{RequestReaderTime, "Produce", 1, 0.004},
 		{RequestThrottleTime, "Produce", 1, 0},
 		{RequestThrottleTime, "Fetch", 1, 1.5},
 	} {

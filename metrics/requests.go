@@ -18,6 +18,11 @@ const (
 	RequestQueueTime      = "strata_request_queue_time_seconds"
 	RequestProcessingTime = "strata_request_processing_time_seconds"
 	ResponseSendTime      = "strata_response_send_time_seconds"
+	// RequestReaderTime is the part of the handler's time spent on the
+	// connection's reader (the handler's synchronous part: for Produce
+	// the appends, not the wait for durability): the connection reads no
+	// further request meanwhile.
+	RequestReaderTime = "strata_request_reader_time_seconds"
 	// RequestThrottleTime is the throttle_time_ms of Produce and Fetch
 	// responses, in seconds.
 	RequestThrottleTime = "strata_request_throttle_time_seconds"
@@ -74,6 +79,15 @@ func (b *Broker) RequestPhases(key int16, queue, processing time.Duration) {
 	}
 	b.queueTime.observe(key, queue.Seconds())
 	b.processTime.observe(key, processing.Seconds())
+}
+
+// RequestOnReader records the time a request of API key's handler held
+// its connection's reader.
+func (b *Broker) RequestOnReader(key int16, d time.Duration) {
+	if b == nil {
+		return
+	}
+	b.readerTime.observe(key, d.Seconds())
 }
 
 // ResponseSent records the time a response of API key took from being

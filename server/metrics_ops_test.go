@@ -114,8 +114,14 @@ func TestMetricsRequestPhasesAndConnections(t *testing.T) {
 	f = waitMetric(t, url, "every Produce and Fetch response's send observed", func(f metricstest.Families) bool {
 		fetches := f.HistogramCount(metrics.RequestTotalTime, "request", "Fetch")
 		return f.HistogramCount(metrics.ResponseSendTime, "request", "Produce") == uint64(reqs) &&
-			f.HistogramCount(metrics.ResponseSendTime, "request", "Fetch") == fetches
+			f.HistogramCount(metrics.ResponseSendTime, "request", "Fetch") == fetches &&
+			// the reader's share is observed when the handler returns,
+			// which may come after the response went out
+			f.HistogramCount(metrics.RequestReaderTime, "request", "Produce") == uint64(reqs)
 	})
+	if histSum(f, metrics.RequestReaderTime, "request", "Produce") <= 0 {
+		t.Errorf("Produce handlers held their reader no time")
+	}
 	for _, name := range []string{metrics.RequestQueueTime, metrics.RequestProcessingTime, metrics.RequestThrottleTime} {
 		if got := f.HistogramCount(name, "request", "Produce"); got != uint64(reqs) {
 			t.Errorf("%s{Produce} counted %d, the client wrote %d Produce requests", name, got, reqs)
