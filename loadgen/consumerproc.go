@@ -116,10 +116,11 @@ type childReport struct {
 // consumerProcGC is the consumer process's GOGC unless the environment
 // sets one. Its heap is mostly franz-go's fetch responses, one buffer
 // allocated per response and dropped once its records are polled: at Go's
-// default of 100 the runtime kept handing those pages back to the kernel
-// (madvise) and faulting fresh ones in (the zeroing of each new buffer),
-// 60 % of the process's CPU at 100,000 records/s, taken from the two cores
-// the broker and the producer share; at 400 it used a third of that
+// default of 100 its GC ran four times as often and the runtime kept
+// handing those pages back to the kernel (madvise) and faulting fresh ones
+// in (the zeroing of each new buffer; the two were a quarter of its
+// profile at 100,000 records/s); at 400 the process used a third of the
+// CPU, taken from the two cores the broker and the producer share
 // (docs/performance.md, "Session 32"). The requests it sends are the same.
 const consumerProcGC = 400
 

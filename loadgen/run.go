@@ -822,8 +822,9 @@ func runTarget(ctx context.Context, cfg Config) (rep *Report, err error) {
 // first fetches turning the broker's tail cache on) can fall behind by
 // more than a partition's share of the tail cache (about 0.4 s at 200,000
 // records/s over 96 partitions) and then reads from the device until it
-// catches up: end-to-end p99 over a 20 s run went from 496 ms to 73 ms
-// with a 3 s lead-in (docs/performance.md, "Session 32"). Runs whose
+// catches up: keyed at 200,000 records/s, end-to-end p99 over 20 s was
+// 496 ms (its first two seconds 636-826 ms, the rest 14-53), and 73 ms in
+// a run with a 3 s lead-in (docs/performance.md, "Session 32"). Runs whose
 // consumers are meant to start late (--consumer-delay), count records,
 // search for a maximum, inject faults, verify or compare share groups
 // keep the warm-up of their own (producers only).
