@@ -136,6 +136,13 @@ func (s *Server) produceAppend(rc *reqCtx, req *kmsg.ProduceRequest, reqErr int1
 	var recordBytes int
 	txnID := req.TransactionID != nil
 	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
+	if req.Acks == -1 && !s.cfg.Blackhole {
+		n := 0
+		for i := range req.Topics {
+			n += len(req.Topics[i].Partitions)
+		}
+		durable = make([]produceDurable, 0, n)
+	}
 	if req.Acks == -1 && !s.cfg.Blackhole && holdJournal(req) {
 		// One journal group for the request's partitions (engine/journal.go,
 		// "Holding the next group open"); released when the loop ends,

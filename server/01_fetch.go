@@ -409,7 +409,7 @@ func (f *fetchState) send() {
 	}
 	buf := make([]byte, 0, 5+estimateFetchBodyBytes(&f.body))
 	buf = f.rc.appendResponseHeader(buf)
-	parts := appendFetchBody(buf, nil, &f.body)
+	parts := appendFetchBody(buf, make([]netpoll.Part, 0, fetchBodyParts(&f.body)), &f.body)
 	results := f.results
 	f.results = nil
 	var done func()
@@ -423,7 +423,7 @@ func (f *fetchState) send() {
 	}
 	f.s.meterFetch(&f.body, f.consumer) // metrics.go
 	f.s.meterRecordsOut(&f.body, f.consumer)
-	f.rc.sendParts(parts[0].Buf, parts[1:], done)
+	f.rc.sendParts(parts, done)
 }
 
 // startPoll parks f until a partition's HW moves, wait passes or the

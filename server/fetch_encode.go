@@ -115,6 +115,20 @@ func fetchBodyBytes(b *fetchBody) int64 {
 	return n
 }
 
+// fetchBodyParts is the most parts appendFetchBody makes of b: a run of buf
+// before each partition's chunks and one per chunk, and the last run.
+func fetchBodyParts(b *fetchBody) int {
+	n := 1
+	for i := range b.topics {
+		for j := range b.topics[i].partitions {
+			if c := len(b.topics[i].partitions[j].chunks); c > 0 {
+				n += 1 + c
+			}
+		}
+	}
+	return n
+}
+
 // appendFetchBody appends b's encoding to buf (which may already hold the
 // response header) and returns the parts to send: buf's bytes cut into runs
 // around each partition's records, and the file ranges of the record chunks,

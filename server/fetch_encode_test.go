@@ -342,6 +342,34 @@ func (r *encFuzzReader) byte() byte  { return r.bytes(1)[0] }
 func (r *encFuzzReader) u16() uint16 { return binary.BigEndian.Uint16(r.bytes(2)) }
 func (r *encFuzzReader) u32() uint32 { return binary.BigEndian.Uint32(r.bytes(4)) }
 
+// TestFetchBodyParts: fetchBodyParts bounds the parts appendFetchBody
+// makes, so a slice of that capacity never grows (the response's parts
+// are one allocation), for partitions with and without chunks, memory and
+// file chunks, and empty ones.
+func TestFetchBodyParts(t *testing.T) {
+	f := encTestFile(t, []byte{0})
+	mem := engine.Chunk{Buf: []byte{1, 2, 3}}
+	file := engine.Chunk{File: f, Pos: 0, Len: 1}
+	for _, chunks := range [][][]engine.Chunk{
+		nil,
+		{nil},
+		{{file}},
+		{nil, {mem, file}, nil, {file}},
+		{{mem}, {mem, mem, mem}, {{File: f}}, {file, mem}},
+	} {
+		body := fetchBody{version: fetchMaxVersion, topics: []fetchTopic{{id: [16]byte{1}}, {id: [16]byte{2}}}}
+		for p, cs := range chunks {
+			tp := &body.topics[p%2]
+			tp.partitions = append(tp.partitions, fetchPartition{partition: int32(p), highWatermark: 1, lastStableOffset: 1, chunks: cs})
+		}
+		n := fetchBodyParts(&body)
+		parts := appendFetchBody(nil, make([]netpoll.Part, 0, n), &body)
+		if len(parts) > n || cap(parts) != n {
+			t.Fatalf("%d partitions: %d parts in a slice of capacity %d, fetchBodyParts said %d", len(chunks), len(parts), cap(parts), n)
+		}
+	}
+}
+
 // BenchmarkFetchEncode frames responses of 1 and 100 partitions, each with
 // one 1 MiB chunk; bytes/op counts the records the response carries, which
 // the encoder never touches.

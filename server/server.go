@@ -578,18 +578,16 @@ func (rc *reqCtx) respondEncoded(resp kmsg.Response) {
 	rc.reply.SendParts(ob.parts[:], ob.release)
 }
 
-// sendParts sends a response assembled by the handler: head already includes
-// the response header (see appendResponseHeader); parts follow it. done (may
-// be nil) runs after the write finished or failed. Used by Fetch.
-func (rc *reqCtx) sendParts(head []byte, parts []netpoll.Part, done func()) {
+// sendParts sends a response assembled by the handler, parts in wire
+// order: the first begins with the response header (see
+// appendResponseHeader). done (may be nil) runs after the write finished or
+// failed. Used by Fetch.
+func (rc *reqCtx) sendParts(parts []netpoll.Part, done func()) {
 	if !rc.complete() {
 		return
 	}
-	all := make([]netpoll.Part, 0, 1+len(parts))
-	all = append(all, netpoll.Part{Buf: head})
-	all = append(all, parts...)
 	rc.meter(nil, false)
-	rc.reply.SendParts(all, rc.meterSent(done))
+	rc.reply.SendParts(parts, rc.meterSent(done))
 }
 
 // skip completes rc without a response (Produce with acks=0).
