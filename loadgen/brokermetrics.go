@@ -45,15 +45,16 @@ type promHist struct {
 	sum    float64
 }
 
-// scrapeProduceHist reads the Produce request-time histogram from a
-// /metrics URL; a broker that has not answered a Produce yet has an empty
-// one.
-func scrapeProduceHist(ctx context.Context, cl *http.Client, url string) (promHist, error) {
+// scrapeProduceHist reads the Produce series of the request-time histogram
+// family (metrics.RequestTotalTime or metrics.RequestReaderTime) from a
+// /metrics URL; a broker that has not answered a Produce yet, or does not
+// export the family, has an empty one.
+func scrapeProduceHist(ctx context.Context, cl *http.Client, url, family string) (promHist, error) {
 	fams, err := scrapeFamilies(ctx, cl, url)
 	if err != nil {
 		return promHist{}, err
 	}
-	fam := fams[metrics.RequestTotalTime]
+	fam := fams[family]
 	if fam == nil {
 		return promHist{}, nil
 	}
@@ -67,11 +68,11 @@ func scrapeProduceHist(ctx context.Context, cl *http.Client, url string) (promHi
 		}
 		dh := m.GetHistogram()
 		if dh == nil {
-			return promHist{}, fmt.Errorf("GET %s: %s is not a histogram", url, metrics.RequestTotalTime)
+			return promHist{}, fmt.Errorf("GET %s: %s is not a histogram", url, family)
 		}
 		h, err := histFrom(dh)
 		if err != nil {
-			return promHist{}, fmt.Errorf("GET %s: %s: %w", url, metrics.RequestTotalTime, err)
+			return promHist{}, fmt.Errorf("GET %s: %s: %w", url, family, err)
 		}
 		return h, nil
 	}
@@ -212,6 +213,18 @@ func (h promHist) maxBucket() float64 {
 // histograms; nil when they are not measured. The first failure of a run
 // is logged (clusterlog) and ends the measurement for the run.
 func (c *Cluster) brokerProduceSample(ctx context.Context) *promHist {
+	return c.produceSample(ctx, metrics.RequestTotalTime)
+}
+
+// brokerReaderSample is brokerProduceSample of the time Produce handlers
+// held their connection's reader (metrics.RequestReaderTime): a client's
+// latency far above the broker's request→response with long reader times
+// is requests waiting in the socket behind earlier ones.
+func (c *Cluster) brokerReaderSample(ctx context.Context) *promHist {
+	return c.produceSample(ctx, metrics.RequestReaderTime)
+}
+
+func (c *Cluster) produceSample(ctx context.Context, family string) *promHist {
 	if c == nil || c.metricsOff {
 		return nil
 	}
@@ -221,7 +234,7 @@ func (c *Cluster) brokerProduceSample(ctx context.Context) *promHist {
 			return nil
 		}
 		sctx, cancel := context.WithTimeout(ctx, brokerMetricsTimeout)
-		h, err := scrapeProduceHist(sctx, c.httpClient(), "http://"+b.MetricsAddr+"/metrics")
+		h, err := scrapeProduceHist(sctx, c.httpClient(), "http://"+b.MetricsAddr+"/metrics", family)
 		cancel()
 		if err == nil {
 			sum, err = sum.add(h)
@@ -248,6 +261,37 @@ func (c *Cluster) metricsFailed(err error) {
 	if c.log != nil {
 		fmt.Fprintf(c.log, "broker produce latency not measured: %v\n", err)
 	}
+}
+
+// setBrokerReader fills r's reader-time figures (BrokerReader*) from two
+// readings of brokerReaderSample.
+func (r *Result) setBrokerReader(h0, h1 *promHist) error {
+	if h0 == nil || h1 == nil {
+		return nil
+	}
+	d, err := h1.sub(*h0)
+	if err != nil {
+		return err
+	}
+	if d.count == 0 {
+		return nil
+	}
+	const s2ms = 1000
+	r.BrokerReaderRequests = int64(d.count)
+	r.BrokerReaderMeanMs = s2ms * d.sum / float64(d.count)
+	r.BrokerReaderP50Ms = s2ms * d.quantile(0.5)
+	r.BrokerReaderP90Ms = s2ms * d.quantile(0.9)
+	r.BrokerReaderP99Ms = s2ms * d.quantile(0.99)
+	r.BrokerReaderP999Ms = s2ms * d.quantile(0.999)
+	top := d.maxBucket()
+	if math.IsInf(top, 1) { // past the last finite bound (30 s): that bound
+		top = d.bounds[len(d.bounds)-1]
+		if math.IsInf(top, 1) && len(d.bounds) > 1 {
+			top = d.bounds[len(d.bounds)-2]
+		}
+	}
+	r.BrokerReaderMaxBucketMs = s2ms * top
+	return nil
 }
 
 // setBrokerProduce fills r's broker-side produce figures from two readings.

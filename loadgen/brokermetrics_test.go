@@ -93,6 +93,53 @@ func TestBrokerProduceFromMetrics(t *testing.T) {
 	}
 }
 
+// TestBrokerReaderFromMetrics: the reader-time figures come from
+// strata_request_reader_time_seconds{request="Produce"} over the window,
+// summed over the brokers, apart from the request→response ones; a broker
+// without the series (an older build) adds nothing.
+func TestBrokerReaderFromMetrics(t *testing.T) {
+	m0, m1 := metrics.New(), metrics.New()
+	c := &Cluster{Brokers: []*SpawnedBroker{{NodeID: 0, MetricsAddr: metricsServer(t, m0)}, {NodeID: 1, MetricsAddr: metricsServer(t, m1)}}}
+	ctx := testCtx(t, time.Minute)
+	m0.RequestOnReader(0, time.Second) // before the window
+	r0 := c.brokerReaderSample(ctx)
+	for i := range 100 {
+		m := m0
+		if i%2 == 1 {
+			m = m1
+		}
+		d := time.Millisecond
+		if i == 0 {
+			d = 120 * time.Millisecond
+		}
+		m.RequestOnReader(0, d)
+		m.Request(0, 9, 200*time.Millisecond) // request→response: not these
+		m.RequestOnReader(1, time.Second)     // Fetch: not counted
+	}
+	r1 := c.brokerReaderSample(ctx)
+	var r Result
+	if err := r.setBrokerReader(r0, r1); err != nil || c.metricsOff {
+		t.Fatal(err)
+	}
+	lo1, hi1 := bucketOf(t, 0.001)
+	_, hi120 := bucketOf(t, 0.12)
+	if r.BrokerReaderRequests != 100 || r.BrokerReaderP50Ms/1000 <= lo1 || r.BrokerReaderP50Ms/1000 > hi1 || r.BrokerReaderMaxBucketMs/1000 != hi120 {
+		t.Fatalf("%d requests, p50 %v ms, max bucket %v ms: want 100, in (%v, %v] s, %v s", r.BrokerReaderRequests, r.BrokerReaderP50Ms, r.BrokerReaderMaxBucketMs, lo1, hi1, hi120)
+	}
+	if math.Abs(r.BrokerReaderMeanMs-(99*1+120)/100.0) > 1e-6 {
+		t.Fatalf("mean %v ms", r.BrokerReaderMeanMs)
+	}
+	if r.BrokerProduceRequests != 0 {
+		t.Fatalf("request→response figures set: %d", r.BrokerProduceRequests)
+	}
+	var out strings.Builder
+	r.BrokerProduceRequests, r.BrokerProduceP50Ms = 100, 200
+	rep := &Report{Result: r}
+	if err := rep.WriteTable(&out); err != nil || !strings.Contains(out.String(), "of which on the connection's reader") {
+		t.Fatalf("table (%v):\n%s", err, out.String())
+	}
+}
+
 // TestPromHistQuantiles: linear interpolation within a bucket from the
 // previous bound (0 for the first), the +Inf bucket answered by the last
 // finite bound, and readings that went back refused.
@@ -183,6 +230,11 @@ func TestBrokerProduceLatencyOfSpawnedBrokers(t *testing.T) {
 	}
 	if strings.Contains(log.String(), "latency not measured") {
 		t.Fatalf("log: %s", log.String())
+	}
+	// The handlers' time on their readers: measured too, and a part of
+	// the request→response time.
+	if r.BrokerReaderRequests < r.BrokerProduceRequests/2 || r.BrokerReaderP50Ms <= 0 || r.BrokerReaderP50Ms > r.BrokerProduceP99Ms {
+		t.Fatalf("reader time: %d requests, p50 %v ms (request→response p99 %v ms)", r.BrokerReaderRequests, r.BrokerReaderP50Ms, r.BrokerProduceP99Ms)
 	}
 	t.Logf("%d Produce requests (client: %d); broker p50 %.2f p99 %.2f max ≤ %.2f ms; client p50 %.2f p99 %.2f ms",
 		r.BrokerProduceRequests, r.Requests, r.BrokerProduceP50Ms, r.BrokerProduceP99Ms, r.BrokerProduceMaxBucketMs, r.ProduceP50Ms, r.ProduceP99Ms)

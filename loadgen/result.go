@@ -107,6 +107,17 @@ type Result struct {
 	BrokerProduceP999Ms         float64 `json:"broker_produce_p999_ms,omitempty"`
 	BrokerProduceMaxBucketMs    float64 `json:"broker_produce_max_bucket_ms,omitempty"`
 	BrokerProducePastLastBucket bool    `json:"broker_produce_past_last_bucket,omitempty"`
+	// BrokerReader* are the same for the time the brokers' Produce
+	// handlers held their connection's reader (the appends; the
+	// connection reads no further request meanwhile):
+	// strata_request_reader_time_seconds. Absent where not measured.
+	BrokerReaderRequests    int64   `json:"broker_reader_requests,omitempty"`
+	BrokerReaderMeanMs      float64 `json:"broker_reader_mean_ms,omitempty"`
+	BrokerReaderP50Ms       float64 `json:"broker_reader_p50_ms,omitempty"`
+	BrokerReaderP90Ms       float64 `json:"broker_reader_p90_ms,omitempty"`
+	BrokerReaderP99Ms       float64 `json:"broker_reader_p99_ms,omitempty"`
+	BrokerReaderP999Ms      float64 `json:"broker_reader_p999_ms,omitempty"`
+	BrokerReaderMaxBucketMs float64 `json:"broker_reader_max_bucket_ms,omitempty"`
 	// The spawned brokers' journal over the window (journalmetrics.go):
 	// groups written, a group's write + fdatasync and an append's wait
 	// for its group (first append staged → durable). Absent without a
@@ -360,6 +371,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if res.BrokerProduceRequests > 0 {
 		fmt.Fprintf(tw, "broker produce (request→response)\t%s\t%s\t%s\t%s\t%s\t%s\t\n", f2(res.BrokerProduceP50Ms), f2(res.BrokerProduceP90Ms),
 			f2(res.BrokerProduceP99Ms), f2(res.BrokerProduceP999Ms), res.brokerProduceMax(), f2(res.BrokerProduceMeanMs))
+		if res.BrokerReaderRequests > 0 {
+			fmt.Fprintf(tw, "of which on the connection's reader\t%s\t%s\t%s\t%s\t%s\t%s\t\n", f2(res.BrokerReaderP50Ms), f2(res.BrokerReaderP90Ms),
+				f2(res.BrokerReaderP99Ms), f2(res.BrokerReaderP999Ms), "≤ "+f2(res.BrokerReaderMaxBucketMs), f2(res.BrokerReaderMeanMs))
+		}
 	}
 	if r.Config.Consumers > 0 {
 		fmt.Fprintf(tw, "end-to-end (send→poll)\t%s\t%s\t%s\t%s\t%s\t%s\t\n", f2(res.E2EP50Ms), f2(res.E2EP90Ms), f2(res.E2EP99Ms),

@@ -434,6 +434,7 @@ func runOnce(ctx context.Context, cfg *Config, admin *kgo.Client, ti *topicInfo,
 	st.markMeasured()
 	smp := newSampler(st, env.now, env.measureOff, usageNow, cfg.Progress, cfg.RecordBytes)
 	u0, d0, h0 := smp.last.usage, cluster.deviceSample(), cluster.brokerProduceSample(ctx)
+	rd0 := cluster.brokerReaderSample(ctx)
 	j0 := cluster.brokerJournalSample(ctx)
 	r0 := cluster.brokerRemoteSample(ctx)
 	smp.start()
@@ -449,6 +450,7 @@ func runOnce(ctx context.Context, cfg *Config, admin *kgo.Client, ti *topicInfo,
 		fmt.Fprintf(logw, "faults: %d injected\n", faultsRes.Total)
 	}
 	u1, d1, h1 := usageNow(), cluster.deviceSample(), cluster.brokerProduceSample(ctx)
+	rd1 := cluster.brokerReaderSample(ctx)
 	j1 := cluster.brokerJournalSample(ctx)
 
 	if cfg.Consumers > 0 {
@@ -502,9 +504,12 @@ func runOnce(ctx context.Context, cfg *Config, admin *kgo.Client, ti *topicInfo,
 	if slices.Contains(cfg.Faults, FaultKill) {
 		// A restarted broker's metrics start from zero: differences over
 		// the window would mean nothing.
-		h0, h1, j0, j1, r0, r1 = nil, nil, nil, nil, nil, nil
+		h0, h1, j0, j1, r0, r1, rd0, rd1 = nil, nil, nil, nil, nil, nil, nil, nil
 	}
 	if err := out.result.setBrokerProduce(h0, h1); err != nil {
+		cluster.metricsFailed(err)
+	}
+	if err := out.result.setBrokerReader(rd0, rd1); err != nil {
 		cluster.metricsFailed(err)
 	}
 	if err := out.result.setBrokerJournal(j0, j1); err != nil {
