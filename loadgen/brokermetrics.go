@@ -263,64 +263,56 @@ func (c *Cluster) metricsFailed(err error) {
 	}
 }
 
-// setBrokerReader fills r's reader-time figures (BrokerReader*) from two
-// readings of brokerReaderSample.
-func (r *Result) setBrokerReader(h0, h1 *promHist) error {
+// windowFigs are a request-time histogram's figures over the window, in
+// milliseconds: the difference of two readings (ok false when either is
+// missing or the window holds no request).
+type windowFigs struct {
+	n                                int64
+	mean, p50, p90, p99, p999, maxMs float64
+	pastLast                         bool // past the last finite bound: at least maxMs
+}
+
+func figsOf(h0, h1 *promHist) (f windowFigs, ok bool, err error) {
 	if h0 == nil || h1 == nil {
-		return nil
+		return f, false, nil
 	}
 	d, err := h1.sub(*h0)
-	if err != nil {
-		return err
-	}
-	if d.count == 0 {
-		return nil
+	if err != nil || d.count == 0 {
+		return f, false, err
 	}
 	const s2ms = 1000
-	r.BrokerReaderRequests = int64(d.count)
-	r.BrokerReaderMeanMs = s2ms * d.sum / float64(d.count)
-	r.BrokerReaderP50Ms = s2ms * d.quantile(0.5)
-	r.BrokerReaderP90Ms = s2ms * d.quantile(0.9)
-	r.BrokerReaderP99Ms = s2ms * d.quantile(0.99)
-	r.BrokerReaderP999Ms = s2ms * d.quantile(0.999)
+	f = windowFigs{n: int64(d.count), mean: s2ms * d.sum / float64(d.count), p50: s2ms * d.quantile(0.5),
+		p90: s2ms * d.quantile(0.9), p99: s2ms * d.quantile(0.99), p999: s2ms * d.quantile(0.999)}
 	top := d.maxBucket()
-	if math.IsInf(top, 1) { // past the last finite bound (30 s): that bound
+	if math.IsInf(top, 1) {
+		f.pastLast = true
 		top = d.bounds[len(d.bounds)-1]
 		if math.IsInf(top, 1) && len(d.bounds) > 1 {
 			top = d.bounds[len(d.bounds)-2]
 		}
 	}
-	r.BrokerReaderMaxBucketMs = s2ms * top
-	return nil
+	f.maxMs = s2ms * top
+	return f, true, nil
+}
+
+// setBrokerReader fills r's reader-time figures (BrokerReader*) from two
+// readings of brokerReaderSample.
+func (r *Result) setBrokerReader(h0, h1 *promHist) error {
+	f, ok, err := figsOf(h0, h1)
+	if ok {
+		r.BrokerReaderRequests, r.BrokerReaderMeanMs, r.BrokerReaderMaxBucketMs = f.n, f.mean, f.maxMs
+		r.BrokerReaderP50Ms, r.BrokerReaderP90Ms, r.BrokerReaderP99Ms, r.BrokerReaderP999Ms = f.p50, f.p90, f.p99, f.p999
+	}
+	return err
 }
 
 // setBrokerProduce fills r's broker-side produce figures from two readings.
 func (r *Result) setBrokerProduce(h0, h1 *promHist) error {
-	if h0 == nil || h1 == nil {
-		return nil
+	f, ok, err := figsOf(h0, h1)
+	if ok {
+		r.BrokerProduceRequests, r.BrokerProduceMeanMs, r.BrokerProduceMaxBucketMs = f.n, f.mean, f.maxMs
+		r.BrokerProduceP50Ms, r.BrokerProduceP90Ms, r.BrokerProduceP99Ms, r.BrokerProduceP999Ms = f.p50, f.p90, f.p99, f.p999
+		r.BrokerProducePastLastBucket = f.pastLast
 	}
-	d, err := h1.sub(*h0)
-	if err != nil {
-		return err
-	}
-	if d.count == 0 {
-		return nil
-	}
-	const s2ms = 1000
-	r.BrokerProduceRequests = int64(d.count)
-	r.BrokerProduceMeanMs = s2ms * d.sum / float64(d.count)
-	r.BrokerProduceP50Ms = s2ms * d.quantile(0.5)
-	r.BrokerProduceP90Ms = s2ms * d.quantile(0.9)
-	r.BrokerProduceP99Ms = s2ms * d.quantile(0.99)
-	r.BrokerProduceP999Ms = s2ms * d.quantile(0.999)
-	top := d.maxBucket()
-	if math.IsInf(top, 1) { // past the last finite bound: at least that
-		r.BrokerProducePastLastBucket = true
-		top = d.bounds[len(d.bounds)-1]
-		if math.IsInf(top, 1) && len(d.bounds) > 1 {
-			top = d.bounds[len(d.bounds)-2]
-		}
-	}
-	r.BrokerProduceMaxBucketMs = s2ms * top
-	return nil
+	return err
 }
