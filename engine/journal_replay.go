@@ -425,7 +425,10 @@ func trustEnds(e *Engine, path string, recs []endRec) (int64, error) {
 		defer f.Close()
 	}
 	base, _ := parseSegmentFileName(filepath.Base(path), logSuffix)
-	trusted := recs[0].from
+	// A round whose segment was truncated and not synced since records
+	// from -1 (segment.Segment.Durable: unknown): nothing below the round
+	// is vouched for, so its bytes are checked from the segment's start.
+	trusted := max(recs[0].from, 0)
 	next := base // the least offset the next batch may have
 	var buf []byte
 	for _, r := range recs {

@@ -489,6 +489,42 @@ func TestTrustEndsRecordPastTrustedEnd(t *testing.T) {
 	}
 }
 
+// TestTrustEndsUnknownFrom: a round recorded after a truncation that no
+// sync followed carries from = -1 (the segment's durable end unknown);
+// replay checks that round's bytes from the segment's start instead of
+// failing the engine's Open on a read at a negative offset (seen in
+// TestJournalEndsCrash, seed 149, once).
+func TestTrustEndsUnknownFrom(t *testing.T) {
+	e := openEngine(t, t.TempDir(), endsOpts)
+	defer e.Close()
+	var data []byte
+	var bounds []int64
+	for i := range 3 {
+		b := batchOf(t, 4, 300, int64(i), i)
+		binary.BigEndian.PutUint64(b, uint64(1000+4*i))
+		data = append(data, b...)
+		bounds = append(bounds, int64(len(data)))
+	}
+	path := filepath.Join(t.TempDir(), "00000000000000001000.log")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := trustEnds(e, path, []endRec{{from: -1, end: bounds[2], endOffset: 1012}}); err != nil || got != bounds[2] {
+		t.Fatalf("newest round from -1: trusted end %d (%v), want %d", got, err, bounds[2])
+	}
+	if got, err := trustEnds(e, path, []endRec{{from: -1, end: bounds[0], endOffset: 1004, flushed: true}, {from: -1, end: bounds[2], endOffset: 1012}}); err != nil || got != bounds[2] {
+		t.Fatalf("a flushed round, then the newest, from -1: trusted end %d (%v), want %d", got, err, bounds[2])
+	}
+	// The newest round's bytes torn: nothing past the start is vouched for.
+	data[bounds[0]+20] ^= 0xff
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := trustEnds(e, path, []endRec{{from: -1, end: bounds[2], endOffset: 1012}}); err != nil || got != 0 {
+		t.Fatalf("torn newest round from -1: trusted end %d (%v), want 0", got, err)
+	}
+}
+
 // retainTwoOfThree appends until l has three segments, lets retention
 // delete the two older ones and release them (to the pool, in ends mode),
 // and appends until l has two segments again.
