@@ -452,6 +452,24 @@ func TestRecyclingOnlyInEndsMode(t *testing.T) {
 	}
 }
 
+// trustEndsSegment writes a segment file of base 1000 holding n batches
+// of 4 records (offsets 1000 on) and returns its path, bytes and the
+// batches' end positions.
+func trustEndsSegment(t *testing.T, n int) (path string, data []byte, bounds []int64) {
+	t.Helper()
+	for i := range n {
+		b := batchOf(t, 4, 300, int64(i), i)
+		binary.BigEndian.PutUint64(b, uint64(1000+4*i)) // the segment's base is 1000
+		data = append(data, b...)
+		bounds = append(bounds, int64(len(data)))
+	}
+	path = filepath.Join(t.TempDir(), "00000000000000001000.log")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path, data, bounds
+}
+
 // TestTrustEndsRecordPastTrustedEnd: a newest-group end record starting
 // past the trusted end (a journal checkpoint's device flush raised the
 // segment's durable end between two rounds) is trusted when the bytes from
@@ -460,18 +478,7 @@ func TestRecyclingOnlyInEndsMode(t *testing.T) {
 func TestTrustEndsRecordPastTrustedEnd(t *testing.T) {
 	e := openEngine(t, t.TempDir(), endsOpts)
 	defer e.Close()
-	var data []byte
-	var bounds []int64
-	for i := range 6 {
-		b := batchOf(t, 4, 300, int64(i), i)
-		binary.BigEndian.PutUint64(b, uint64(1000+4*i)) // the segment's base is 1000
-		data = append(data, b...)
-		bounds = append(bounds, int64(len(data)))
-	}
-	path := filepath.Join(t.TempDir(), "00000000000000001000.log")
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	path, data, bounds := trustEndsSegment(t, 6)
 	recs := []endRec{
 		{from: 0, end: bounds[1], endOffset: 1008, flushed: true},
 		{from: bounds[3], end: bounds[5], endOffset: 1024}, // the newest group's
@@ -497,18 +504,7 @@ func TestTrustEndsRecordPastTrustedEnd(t *testing.T) {
 func TestTrustEndsUnknownFrom(t *testing.T) {
 	e := openEngine(t, t.TempDir(), endsOpts)
 	defer e.Close()
-	var data []byte
-	var bounds []int64
-	for i := range 3 {
-		b := batchOf(t, 4, 300, int64(i), i)
-		binary.BigEndian.PutUint64(b, uint64(1000+4*i))
-		data = append(data, b...)
-		bounds = append(bounds, int64(len(data)))
-	}
-	path := filepath.Join(t.TempDir(), "00000000000000001000.log")
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	path, data, bounds := trustEndsSegment(t, 3)
 	if got, err := trustEnds(e, path, []endRec{{from: -1, end: bounds[2], endOffset: 1012}}); err != nil || got != bounds[2] {
 		t.Fatalf("newest round from -1: trusted end %d (%v), want %d", got, err, bounds[2])
 	}
