@@ -45,15 +45,11 @@ type promHist struct {
 	sum    float64
 }
 
-// scrapeProduceHist reads the Produce series of the request-time histogram
-// family (metrics.RequestTotalTime or metrics.RequestReaderTime) from a
-// /metrics URL; a broker that has not answered a Produce yet, or does not
-// export the family, has an empty one.
-func scrapeProduceHist(ctx context.Context, cl *http.Client, url, family string) (promHist, error) {
-	fams, err := scrapeFamilies(ctx, cl, url)
-	if err != nil {
-		return promHist{}, err
-	}
+// produceHist is the Produce series of the request-time histogram family
+// (metrics.RequestTotalTime or metrics.RequestReaderTime) in a scrape of
+// url; a broker that has not answered a Produce yet, or does not export
+// the family, has an empty one.
+func produceHist(fams map[string]*dto.MetricFamily, url, family string) (promHist, error) {
 	fam := fams[family]
 	if fam == nil {
 		return promHist{}, nil
@@ -210,41 +206,44 @@ func (h promHist) maxBucket() float64 {
 }
 
 // brokerProduceSample reads and sums the spawned brokers' Produce
-// histograms; nil when they are not measured. The first failure of a run
-// is logged (clusterlog) and ends the measurement for the run.
-func (c *Cluster) brokerProduceSample(ctx context.Context) *promHist {
-	return c.produceSample(ctx, metrics.RequestTotalTime)
-}
-
-// brokerReaderSample is brokerProduceSample of the time Produce handlers
-// held their connection's reader (metrics.RequestReaderTime): a client's
+// histograms, one scrape per broker: request→response (total) and the
+// time handlers held their connection's reader (reader: a client's
 // latency far above the broker's request→response with long reader times
-// is requests waiting in the socket behind earlier ones.
-func (c *Cluster) brokerReaderSample(ctx context.Context) *promHist {
-	return c.produceSample(ctx, metrics.RequestReaderTime)
-}
-
-func (c *Cluster) produceSample(ctx context.Context, family string) *promHist {
+// is requests waiting in the socket behind earlier ones). Both nil when
+// they are not measured. The first failure of a run is logged
+// (clusterlog) and ends the measurement for the run.
+func (c *Cluster) brokerProduceSample(ctx context.Context) (total, reader *promHist) {
 	if c == nil || c.metricsOff {
-		return nil
+		return nil, nil
 	}
-	var sum promHist
+	var sum, rsum promHist
 	for _, b := range c.Brokers {
 		if b.MetricsAddr == "" {
-			return nil
+			return nil, nil
 		}
+		url := "http://" + b.MetricsAddr + "/metrics"
 		sctx, cancel := context.WithTimeout(ctx, brokerMetricsTimeout)
-		h, err := scrapeProduceHist(sctx, c.httpClient(), "http://"+b.MetricsAddr+"/metrics", family)
+		fams, err := scrapeFamilies(sctx, c.httpClient(), url)
 		cancel()
+		var h, rh promHist
+		if err == nil {
+			h, err = produceHist(fams, url, metrics.RequestTotalTime)
+		}
+		if err == nil {
+			rh, err = produceHist(fams, url, metrics.RequestReaderTime)
+		}
 		if err == nil {
 			sum, err = sum.add(h)
 		}
+		if err == nil {
+			rsum, err = rsum.add(rh)
+		}
 		if err != nil {
 			c.metricsFailed(fmt.Errorf("broker %d: %w", b.NodeID, err))
-			return nil
+			return nil, nil
 		}
 	}
-	return &sum
+	return &sum, &rsum
 }
 
 func (c *Cluster) httpClient() *http.Client {
@@ -296,7 +295,7 @@ func figsOf(h0, h1 *promHist) (f windowFigs, ok bool, err error) {
 }
 
 // setBrokerReader fills r's reader-time figures (BrokerReader*) from two
-// readings of brokerReaderSample.
+// readings of brokerProduceSample's reader histogram.
 func (r *Result) setBrokerReader(h0, h1 *promHist) error {
 	f, ok, err := figsOf(h0, h1)
 	if ok {

@@ -46,7 +46,7 @@ func TestBrokerProduceFromMetrics(t *testing.T) {
 	for range 500 {
 		m0.Request(0, 9, 5*time.Millisecond) // before the window
 	}
-	h0 := c.brokerProduceSample(ctx) // broker 1 has no Produce series yet
+	h0, _ := c.brokerProduceSample(ctx) // broker 1 has no Produce series yet
 	if h0 == nil || h0.count != 500 {
 		t.Fatalf("first reading %+v", h0)
 	}
@@ -62,7 +62,7 @@ func TestBrokerProduceFromMetrics(t *testing.T) {
 		m.Request(0, 9, d)
 		m.Request(1, 11, 400*time.Millisecond) // Fetch: not counted
 	}
-	h1 := c.brokerProduceSample(ctx)
+	h1, _ := c.brokerProduceSample(ctx)
 	if h1 == nil || c.metricsOff {
 		t.Fatal("second reading failed")
 	}
@@ -102,7 +102,7 @@ func TestBrokerReaderFromMetrics(t *testing.T) {
 	c := &Cluster{Brokers: []*SpawnedBroker{{NodeID: 0, MetricsAddr: metricsServer(t, m0)}, {NodeID: 1, MetricsAddr: metricsServer(t, m1)}}}
 	ctx := testCtx(t, time.Minute)
 	m0.RequestOnReader(0, time.Second) // before the window
-	r0 := c.brokerReaderSample(ctx)
+	_, r0 := c.brokerProduceSample(ctx)
 	for i := range 100 {
 		m := m0
 		if i%2 == 1 {
@@ -116,7 +116,7 @@ func TestBrokerReaderFromMetrics(t *testing.T) {
 		m.Request(0, 9, 200*time.Millisecond) // request→response: not these
 		m.RequestOnReader(1, time.Second)     // Fetch: not counted
 	}
-	r1 := c.brokerReaderSample(ctx)
+	_, r1 := c.brokerProduceSample(ctx)
 	var r Result
 	if err := r.setBrokerReader(r0, r1); err != nil || c.metricsOff {
 		t.Fatal(err)
@@ -185,10 +185,10 @@ func TestBrokerMetricsFailureIsToldOnce(t *testing.T) {
 	var log strings.Builder
 	c := &Cluster{log: &log, Brokers: []*SpawnedBroker{{MetricsAddr: strings.TrimPrefix(srv.URL, "http://")}}}
 	ctx := context.Background()
-	if h := c.brokerProduceSample(ctx); h != nil {
+	if h, rh := c.brokerProduceSample(ctx); h != nil || rh != nil {
 		t.Fatalf("garbage read as %+v", h)
 	}
-	if h := c.brokerProduceSample(ctx); h != nil || strings.Count(log.String(), "latency not measured") != 1 {
+	if h, _ := c.brokerProduceSample(ctx); h != nil || strings.Count(log.String(), "latency not measured") != 1 {
 		t.Fatalf("second reading %+v; log %q", h, log.String())
 	}
 	var r Result

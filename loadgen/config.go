@@ -605,7 +605,7 @@ func (c *Config) json() configJSON {
 		RecordBytes: c.RecordBytes, Compressible: c.Compressible, Keys: c.Keys,
 		KeyDist: c.KeyDist, HotKeyShare: c.HotKeyShare, ZipfS: c.ZipfS,
 		Producers: c.Producers, Rate: c.Rate, DurationS: c.Duration.Seconds(),
-		Records: c.Records, WarmupS: c.Warmup.Seconds(), WarmupConsumers: c.Warmup > 0 && c.consumersWarmUp(), Acks: acksName(c.Acks), LingerMs: ms(c.Linger),
+		Records: c.Records, WarmupS: c.Warmup.Seconds(), WarmupConsumers: c.consumersWarmUp(), Acks: acksName(c.Acks), LingerMs: ms(c.Linger),
 		BatchBytes: c.BatchBytes, Compression: c.Compression.String(),
 		Idempotent: c.Idempotent, MaxInflight: c.MaxInflight, MaxBuffered: c.maxBufferedRecords(int(c.Partitions)), Consumers: c.Consumers,
 		Group: c.Group, ShareGroup: c.ShareGroup, CompareShareGroup: c.CompareShareGroup, Seed: c.Seed, DrainTimeoutS: c.DrainTimeout.Seconds(), FindMax: c.FindMax,

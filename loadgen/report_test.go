@@ -295,6 +295,7 @@ func TestConsumersWarmUp(t *testing.T) {
 	}{
 		{"consumers", func(c *Config) {}, true},
 		{"no consumers", func(c *Config) { c.Consumers = 0 }, false},
+		{"no warm-up", func(c *Config) { c.Warmup = 0 }, false},
 		{"consumer delay", func(c *Config) { c.ConsumerDelay = time.Second }, false},
 		{"record count", func(c *Config) { c.Records = 1000 }, false},
 		{"find max", func(c *Config) { c.FindMax = true }, false},

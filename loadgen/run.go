@@ -433,8 +433,8 @@ func runOnce(ctx context.Context, cfg *Config, admin *kgo.Client, ti *topicInfo,
 	}
 	st.markMeasured()
 	smp := newSampler(st, env.now, env.measureOff, usageNow, cfg.Progress, cfg.RecordBytes)
-	u0, d0, h0 := smp.last.usage, cluster.deviceSample(), cluster.brokerProduceSample(ctx)
-	rd0 := cluster.brokerReaderSample(ctx)
+	u0, d0 := smp.last.usage, cluster.deviceSample()
+	h0, rd0 := cluster.brokerProduceSample(ctx)
 	j0 := cluster.brokerJournalSample(ctx)
 	r0 := cluster.brokerRemoteSample(ctx)
 	smp.start()
@@ -449,8 +449,8 @@ func runOnce(ctx context.Context, cfg *Config, admin *kgo.Client, ti *topicInfo,
 		faultsRes.ClientDataLoss = env.dataLoss.Load()
 		fmt.Fprintf(logw, "faults: %d injected\n", faultsRes.Total)
 	}
-	u1, d1, h1 := usageNow(), cluster.deviceSample(), cluster.brokerProduceSample(ctx)
-	rd1 := cluster.brokerReaderSample(ctx)
+	u1, d1 := usageNow(), cluster.deviceSample()
+	h1, rd1 := cluster.brokerProduceSample(ctx)
 	j1 := cluster.brokerJournalSample(ctx)
 
 	if cfg.Consumers > 0 {
@@ -781,7 +781,7 @@ func runTarget(ctx context.Context, cfg Config) (rep *Report, err error) {
 	// against 20-40 ms in the seconds after it).
 	lead := time.Duration(0)
 	switch {
-	case cfg.Warmup > 0 && cfg.consumersWarmUp():
+	case cfg.consumersWarmUp():
 		// The warm-up is the measured run's lead-in: producers and
 		// consumers start together and run on into the measurement.
 		lead = cfg.Warmup
@@ -818,8 +818,8 @@ func runTarget(ctx context.Context, cfg Config) (rep *Report, err error) {
 	return rep, findMax(ctx, &cfg, admin, ti, seeds, cluster, rep, logw)
 }
 
-// consumersWarmUp reports whether the consumers run through the warm-up,
-// as in the OpenMessaging Benchmark: the warm-up is then the measured
+// consumersWarmUp reports whether the run has a warm-up and its consumers
+// run through it, as in the OpenMessaging Benchmark: the warm-up is then the measured
 // run's lead-in instead of a run of its own, so the measurement starts
 // with consumers that have been reading for the whole warm-up rather than
 // ones started a second before it. A consumer started at the log's end
@@ -834,7 +834,7 @@ func runTarget(ctx context.Context, cfg Config) (rep *Report, err error) {
 // search for a maximum, inject faults, verify or compare share groups
 // keep the warm-up of their own (producers only).
 func (c *Config) consumersWarmUp() bool {
-	return c.Consumers > 0 && c.ConsumerDelay == 0 && c.Records == 0 && c.Duration > 0 &&
+	return c.Warmup > 0 && c.Consumers > 0 && c.ConsumerDelay == 0 && c.Records == 0 && c.Duration > 0 &&
 		!c.FindMax && !c.CompareShareGroup && len(c.Faults) == 0 && !c.Verify
 }
 

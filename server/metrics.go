@@ -286,6 +286,16 @@ func (s *Server) meterStart(rc *reqCtx, read time.Time) {
 	}
 }
 
+// meterReader records the time since began (meterRead, before the
+// handler) that a request of API key held its connection's reader
+// (metrics.RequestReaderTime). rc itself may be answered and its
+// connection gone by now: the caller passes the key.
+func (s *Server) meterReader(key int16, began time.Time) {
+	if m := s.cfg.Metrics; m != nil {
+		m.RequestOnReader(key, s.now().Sub(began))
+	}
+}
+
 // meter records rc as answered, just before its response (resp; nil for
 // a hand-framed response, a skip or a close) is handed to the connection,
 // so a client never sees an answer the metrics do not count yet: the

@@ -78,13 +78,6 @@ type requestTimer struct {
 // serveTimed runs fn for rc, timing it when a request_percentage quota
 // is set and rc is not exempt (dispatch's call of the handler).
 func (s *Server) serveTimed(rc *reqCtx, fn handler) {
-	if m := s.cfg.Metrics; m != nil {
-		// The reader's share (metrics.RequestReaderTime): rc may be
-		// answered and its connection gone when fn returns; key is read
-		// first.
-		key, began := rc.key, s.now()
-		defer func() { m.RequestOnReader(key, s.now().Sub(began)) }()
-	}
 	q := s.cfg.Quotas
 	if q == nil || !q.Sets(auth.QuotaRequestPercentage) || requestQuotaExempt(rc) {
 		fn(s, rc)

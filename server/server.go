@@ -440,7 +440,9 @@ func (s *Server) dispatch(c peer, frame []byte, r replySink) {
 			}
 		}
 	}()
+	began := s.meterRead()
 	s.serveTimed(rc, api.fn) // quota.go: api.fn(s, rc), timed for request_percentage
+	s.meterReader(hdr.key, began)
 }
 
 // Bad-request log lines: at most badFrameLogBurst per badFrameLogWindow,
