@@ -71,9 +71,13 @@ func TestOpenRemote(t *testing.T) {
 	if thr.RemoteCopyMaxBytesPerSec != math.MaxInt64 || thr.RemoteFetchMaxBytesPerSec != math.MaxInt64 {
 		t.Fatalf("throttle defaults %d %d, want unbounded", thr.RemoteCopyMaxBytesPerSec, thr.RemoteFetchMaxBytesPerSec)
 	}
-	if err := thr.Apply(map[string]string{"remote.log.manager.copy.max.bytes.per.second": "1000", "remote.log.manager.fetch.max.bytes.per.second": "2000"}); err != nil ||
-		thr.RemoteCopyMaxBytesPerSec != 1000 || thr.RemoteFetchMaxBytesPerSec != 2000 {
-		t.Fatalf("throttles %d %d: %v", thr.RemoteCopyMaxBytesPerSec, thr.RemoteFetchMaxBytesPerSec, err)
+	if thr.RemoteCopySpreadMs != 5000 {
+		t.Fatalf("remote.log.manager.copy.spread.ms default %d, want 5000", thr.RemoteCopySpreadMs)
+	}
+	if err := thr.Apply(map[string]string{"remote.log.manager.copy.max.bytes.per.second": "1000", "remote.log.manager.fetch.max.bytes.per.second": "2000",
+		"remote.log.manager.copy.spread.ms": "0"}); err != nil ||
+		thr.RemoteCopyMaxBytesPerSec != 1000 || thr.RemoteFetchMaxBytesPerSec != 2000 || thr.RemoteCopySpreadMs != 0 {
+		t.Fatalf("throttles %d %d spread %d: %v", thr.RemoteCopyMaxBytesPerSec, thr.RemoteFetchMaxBytesPerSec, thr.RemoteCopySpreadMs, err)
 	}
 	m, err = openRemote(thr, props, filepath.Join(dir, "data"), eng, srv, logger)
 	if err != nil || m == nil {

@@ -77,6 +77,7 @@ type Broker struct {
 	// Tiered storage's remote log manager (remote/rlm.Options).
 	RemoteTaskIntervalMs      int64 // remote.log.manager.task.interval.ms (Strata default)
 	RemoteCopyMaxBytesPerSec  int64 // remote.log.manager.copy.max.bytes.per.second
+	RemoteCopySpreadMs        int64 // remote.log.manager.copy.spread.ms
 	RemoteFetchMaxBytesPerSec int64 // remote.log.manager.fetch.max.bytes.per.second
 	RemoteReaderCacheBytes    int64 // remote.log.reader.cache.bytes (Strata)
 	RemoteReadAheadBytes      int64 // remote.log.reader.read.ahead.bytes (Strata): 0 off
@@ -266,6 +267,7 @@ var fields = map[string]setter{
 	// Tiered storage (cmd/strata/serve_remote.go).
 	"remote.log.manager.task.interval.ms":           func(b *Broker, v configkeys.Value) { b.RemoteTaskIntervalMs = v.Int },
 	"remote.log.manager.copy.max.bytes.per.second":  func(b *Broker, v configkeys.Value) { b.RemoteCopyMaxBytesPerSec = v.Int },
+	"remote.log.manager.copy.spread.ms":             func(b *Broker, v configkeys.Value) { b.RemoteCopySpreadMs = v.Int },
 	"remote.log.manager.fetch.max.bytes.per.second": func(b *Broker, v configkeys.Value) { b.RemoteFetchMaxBytesPerSec = v.Int },
 	"remote.log.reader.cache.bytes":                 func(b *Broker, v configkeys.Value) { b.RemoteReaderCacheBytes = v.Int },
 	"remote.log.reader.read.ahead.bytes":            func(b *Broker, v configkeys.Value) { b.RemoteReadAheadBytes = v.Int },

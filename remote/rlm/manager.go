@@ -60,10 +60,15 @@ type Options struct {
 	BackoffMin, BackoffMax time.Duration
 	// OpTimeout bounds each store call (0: 60 s).
 	OpTimeout time.Duration
-	// CopyMaxBytesPerSecond throttles copies: after each object the
-	// manager waits until the bytes copied fit the rate (0 or
-	// math.MaxInt64: unbounded). The wait is measured with Now.
+	// CopyMaxBytesPerSecond throttles copies: each read of a copied
+	// object first waits until the bytes read before it fit the rate (0
+	// or math.MaxInt64: unbounded). The wait is measured with Now.
 	CopyMaxBytesPerSecond int64
+	// CopySpread paces copies by their backlog: each read goes at the
+	// backlog's bytes over CopySpread a second, at least 16 MiB/s, and
+	// never faster than CopyMaxBytesPerSecond (pace.go, copySpreadRate;
+	// 0: off, copies go at full speed up to CopyMaxBytesPerSecond).
+	CopySpread time.Duration
 	// FetchMaxBytesPerSecond throttles remote reads: a Read first waits
 	// until the bytes earlier Reads returned fit the rate (0 or
 	// math.MaxInt64: unbounded). The wait is measured with Now and
@@ -149,7 +154,11 @@ type Manager struct {
 	fetched, hits, misses, reads, readNanos, readAheads atomic.Int64
 	copyThrottleNanos, fetchThrottleNanos               atomic.Int64
 	copyNanos, readBytes                                atomic.Int64
-	readLatency                                         engine.LatencyHist // readLatencyBounds
+	// copyBacklog is the copy backlog's bytes (Lag) when the current
+	// segment's copy started, less the .log bytes read since: the spread
+	// pace's input (copyRate).
+	copyBacklog atomic.Int64
+	readLatency engine.LatencyHist // readLatencyBounds
 }
 
 // Open loads the metadata in o.Dir, installs the manager as the engine's
@@ -219,6 +228,9 @@ func Open(o Options) (*Manager, error) {
 		o: o, log: o.Logger.With("component", "remote-log-manager"), cache: newSegCache(o.CacheBytes),
 		parts: parts, kick: make(chan struct{}, 1), done: make(chan struct{}), flights: map[string]*flight{},
 		copyPace: newPacer(o.CopyMaxBytesPerSecond), fetchPace: newPacer(o.FetchMaxBytesPerSecond),
+	}
+	if m.copyPace == nil && o.CopySpread > 0 {
+		m.copyPace = &pacer{} // the spread's pace alone (copyRate)
 	}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	if o.Metadata != nil {
@@ -590,6 +602,12 @@ func (m *Manager) copySegment(ctx context.Context, l *engine.Log, k tp, s engine
 		// missing one, so this is not expected.
 		return fmt.Errorf("no producer snapshot at %d", s.End)
 	}
+	if m.o.CopySpread > 0 {
+		// The spread's pace is set by the backlog as this copy starts
+		// (segments sealed since the pass began included).
+		_, backlog := m.Lag()
+		m.copyBacklog.Store(backlog)
+	}
 	seg := Segment{
 		ID: newSegmentID(), Base: s.Base, End: s.End, MaxTimestamp: s.MaxTimestamp, Size: s.Size,
 		LeaderEpoch: s.LeaderEpoch, State: CopyStarted, EventMs: m.o.Now().UnixMilli(),
@@ -634,11 +652,11 @@ func (m *Manager) copySegment(ctx context.Context, l *engine.Log, k tp, s engine
 				// path competes with.
 				r := f.LogReader()
 				defer r.Close()
-				info, err := sp.PutSum(ctx, key, r, u.size)
+				info, err := sp.PutSum(ctx, key, m.pacedReader(ctx, r, true), u.size)
 				sum = info.SHA256
 				return err
 			}
-			_, err := m.o.Store.Put(ctx, key, u.open(), u.size, sum)
+			_, err := m.o.Store.Put(ctx, key, m.pacedReader(ctx, u.open(), u.kind == KindLog), u.size, sum)
 			return err
 		})
 		m.copyNanos.Add(int64(m.o.Now().Sub(putStart)))
@@ -647,9 +665,6 @@ func (m *Manager) copySegment(ctx context.Context, l *engine.Log, k tp, s engine
 		}
 		files[u.kind] = FileMeta{Size: u.size, SHA256: sum.String()}
 		total += u.size
-		if err := m.throttle(ctx, u.size); err != nil {
-			return err
-		}
 	}
 	err = m.update(k, l.Topic(), Event{Type: string(CopyFinished), LeaderEpoch: epoch,
 		Segment: &Segment{ID: seg.ID, Base: seg.Base, End: seg.End, Files: files}})
@@ -774,15 +789,57 @@ func (m *Manager) retry(ctx context.Context, op string, fn func(context.Context)
 	}
 }
 
-// throttle waits, after n bytes were copied, until the copies fit
-// CopyMaxBytesPerSecond: each byte takes 1/rate of a second from the
-// later of the previous deadline and now (pace.go).
-func (m *Manager) throttle(ctx context.Context, n int64) error {
-	if d := m.copyPace.charge(m.o.Now(), n); d > 0 {
-		m.copyThrottleNanos.Add(int64(d))
-		return m.o.Sleep(ctx, d)
+// pacedReader is r read at the copy pace (copyRate): each Read first
+// waits until the bytes earlier Reads returned fit the pace, and its own
+// bytes are counted from when it started (pace.go), so a copy's device
+// reads and hashing are spread evenly instead of arriving in bursts. An
+// attempt that fails and is retried counts its bytes again: they were
+// read again. A segment's .log bytes (log) also come off the backlog the
+// spread pace is computed from.
+func (m *Manager) pacedReader(ctx context.Context, r io.Reader, log bool) io.Reader {
+	if m.copyPace == nil {
+		return r
 	}
-	return nil
+	return &pacedReader{ctx: ctx, r: r, m: m, log: log}
+}
+
+type pacedReader struct {
+	ctx context.Context
+	r   io.Reader
+	m   *Manager
+	log bool
+}
+
+func (p *pacedReader) Read(b []byte) (int, error) {
+	if d := p.m.copyPace.delay(p.m.o.Now()); d > 0 {
+		p.m.copyThrottleNanos.Add(int64(d))
+		if err := p.m.o.Sleep(p.ctx, d); err != nil {
+			return 0, err
+		}
+	}
+	start := p.m.o.Now()
+	n, err := p.r.Read(b)
+	if n > 0 {
+		backlog := p.m.copyBacklog.Load()
+		if p.log {
+			backlog = p.m.copyBacklog.Add(-int64(n))
+		}
+		if rate := p.m.copyRate(backlog); rate > 0 {
+			p.m.copyPace.chargeAt(start, int64(n), rate)
+		}
+	}
+	return n, err
+}
+
+// copyRate is the copy pace for a backlog of that many bytes: the
+// smaller of CopyMaxBytesPerSecond and the spread's pace (pace.go,
+// copySpreadRate); 0 when neither is set.
+func (m *Manager) copyRate(backlog int64) int64 {
+	rate := m.copyPace.rate
+	if s := copySpreadRate(max(backlog, 0), m.o.CopySpread); s > 0 && (rate == 0 || s < rate) {
+		rate = s
+	}
+	return rate
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

@@ -15,7 +15,7 @@ import (
 // pacer (rate 0 or math.MaxInt64, Kafka's default) never waits. Safe for
 // concurrent use.
 type pacer struct {
-	rate int64
+	rate int64 // 0: chargeAt only
 	mu   sync.Mutex
 	next time.Time // when the bytes counted so far fit the rate
 }
@@ -33,13 +33,38 @@ func (p *pacer) charge(now time.Time, n int64) time.Duration {
 	if p == nil {
 		return 0
 	}
+	return p.chargeAt(now, n, p.rate)
+}
+
+// chargeAt is charge at the given rate (> 0) instead of p's: the copy
+// pacer's rate changes with the backlog (copySpreadRate).
+func (p *pacer) chargeAt(now time.Time, n, rate int64) time.Duration {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.next.Before(now) {
 		p.next = now
 	}
-	p.next = p.next.Add(time.Duration(float64(n) / float64(p.rate) * float64(time.Second)))
+	p.next = p.next.Add(time.Duration(float64(n) / float64(rate) * float64(time.Second)))
 	return p.next.Sub(now)
+}
+
+// minSpreadRate is the slowest pace copySpreadRate sets: a backlog of a
+// few small segments is copied within a second or two, not over the
+// whole spread.
+const minSpreadRate = 16 << 20
+
+// copySpreadRate is the copy pace remote.log.manager.copy.spread.ms
+// sets for a backlog of that many bytes: the backlog over the spread, so
+// that a burst of rolled segments (every partition of a keyed topic
+// rolls within seconds of the others) is read, hashed and sent at a
+// steady rate over about that long instead of at the device's full
+// speed beside the produce path; at least minSpreadRate. 0 when spread
+// is 0 (off).
+func copySpreadRate(backlog int64, spread time.Duration) int64 {
+	if spread <= 0 {
+		return 0
+	}
+	return max(int64(float64(backlog)/spread.Seconds()), minSpreadRate)
 }
 
 // delay is how long from now until the bytes counted so far fit the

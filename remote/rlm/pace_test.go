@@ -172,3 +172,71 @@ func lastOffsetOfBatches(t *testing.T, b []byte) int64 {
 	}
 	return last
 }
+
+// remote.log.manager.copy.spread.ms: the pace is the backlog over the
+// spread, at least minSpreadRate; off (0) it is no pace at all.
+func TestCopySpreadRate(t *testing.T) {
+	for _, c := range []struct {
+		backlog int64
+		spread  time.Duration
+		want    int64
+	}{
+		{1 << 30, 0, 0},
+		{1 << 30, 5 * time.Second, (1 << 30) / 5},
+		{1 << 30, 500 * time.Millisecond, 2 << 30},
+		{1 << 20, 5 * time.Second, minSpreadRate},
+		{0, time.Second, minSpreadRate},
+	} {
+		if got := copySpreadRate(c.backlog, c.spread); got != c.want {
+			t.Fatalf("copySpreadRate(%d, %v) = %d, want %d", c.backlog, c.spread, got, c.want)
+		}
+	}
+}
+
+// With a spread, copies are paced by their backlog: a backlog too small
+// for the spread goes at minSpreadRate (each byte waited for on the
+// manager's clock), a copy throttle below that pace wins, and a spread
+// short enough for the backlog to set a pace above minSpreadRate takes
+// less time than the floor would.
+func TestCopySpreadPaces(t *testing.T) {
+	run := func(spread time.Duration, throttle int64) (took time.Duration, st Stats) {
+		f := newFixture(t, tieredConfig)
+		f.produce(12)
+		var c pacedClock
+		c.ns.Store(t0 * int64(time.Millisecond))
+		start := c.now()
+		m := f.manager(f.store, func(o *Options) {
+			o.CopySpread, o.CopyMaxBytesPerSecond = spread, throttle
+			o.Now, o.Sleep = c.now, c.sleep
+		})
+		if err := m.RunOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		st = m.Stats()
+		m.Close()
+		f.eng.Close()
+		if st.SegmentsCopied < 3 {
+			t.Fatalf("%d segments copied", st.SegmentsCopied)
+		}
+		return c.now().Sub(start), st
+	}
+	secs := func(bytes, rate int64) time.Duration {
+		return time.Duration(float64(bytes) / float64(rate) * float64(time.Second))
+	}
+	// Every read charges its bytes, rounded down to a nanosecond: allow
+	// one per KiB copied.
+	slack := func(st Stats) int { return int(st.BytesCopied/1024) + 1 }
+
+	floor, st := run(time.Hour, 0)
+	if want := secs(st.BytesCopied, minSpreadRate); !within(floor, want, slack(st)) || st.CopyThrottleTime != floor {
+		t.Fatalf("spread 1h: %d bytes took %v (throttle time %v), want %v at %d B/s", st.BytesCopied, floor, st.CopyThrottleTime, want, minSpreadRate)
+	}
+	capped, st := run(time.Hour, 20_000)
+	if want := secs(st.BytesCopied, 20_000); !within(capped, want, slack(st)) {
+		t.Fatalf("spread 1h, throttle 20,000 B/s: %d bytes took %v, want %v", st.BytesCopied, capped, want)
+	}
+	fast, st := run(time.Nanosecond, 0)
+	if fast >= floor/2 {
+		t.Fatalf("spread 1ns: %d bytes took %v, the floor's pace took %v", st.BytesCopied, fast, floor)
+	}
+}
