@@ -28,33 +28,43 @@ func within(got, want time.Duration, n int) bool {
 	return got >= want-time.Duration(n) && got <= want
 }
 
+// copyOnPacedClock copies a fixture's 12 produced batches' rolled
+// segments (at least 3) in one pass under the options set and returns how
+// long the pass took on a clock that moves only by the manager's waits.
+func copyOnPacedClock(t *testing.T, set func(*Options)) (time.Duration, Stats) {
+	t.Helper()
+	f := newFixture(t, tieredConfig)
+	f.produce(12)
+	var c pacedClock
+	c.ns.Store(t0 * int64(time.Millisecond))
+	start := c.now()
+	m := f.manager(f.store, func(o *Options) {
+		set(o)
+		o.Now, o.Sleep = c.now, c.sleep
+	})
+	if err := m.RunOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st := m.Stats()
+	m.Close()
+	f.eng.Close()
+	if st.SegmentsCopied < 3 {
+		t.Fatalf("%d segments copied", st.SegmentsCopied)
+	}
+	return c.now().Sub(start), st
+}
+
 // remote.log.manager.copy.max.bytes.per.second: copies of N bytes take
 // N/rate on the manager's clock, the throttle's waits; without it they
 // take none.
 func TestCopyThrottlePaces(t *testing.T) {
 	const rate = 20_000
 	for _, throttled := range []bool{true, false} {
-		f := newFixture(t, tieredConfig)
-		f.produce(12)
-		var c pacedClock
-		c.ns.Store(t0 * int64(time.Millisecond))
-		start := c.now()
-		m := f.manager(f.store, func(o *Options) {
+		took, st := copyOnPacedClock(t, func(o *Options) {
 			if throttled {
 				o.CopyMaxBytesPerSecond = rate
 			}
-			o.Now, o.Sleep = c.now, c.sleep
 		})
-		if err := m.RunOnce(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		st := m.Stats()
-		took := c.now().Sub(start)
-		m.Close()
-		f.eng.Close()
-		if st.SegmentsCopied < 3 {
-			t.Fatalf("%d segments copied", st.SegmentsCopied)
-		}
 		want := time.Duration(0)
 		if throttled {
 			want = time.Duration(float64(st.BytesCopied) / rate * float64(time.Second))
@@ -199,26 +209,8 @@ func TestCopySpreadRate(t *testing.T) {
 // short enough for the backlog to set a pace above minSpreadRate takes
 // less time than the floor would.
 func TestCopySpreadPaces(t *testing.T) {
-	run := func(spread time.Duration, throttle int64) (took time.Duration, st Stats) {
-		f := newFixture(t, tieredConfig)
-		f.produce(12)
-		var c pacedClock
-		c.ns.Store(t0 * int64(time.Millisecond))
-		start := c.now()
-		m := f.manager(f.store, func(o *Options) {
-			o.CopySpread, o.CopyMaxBytesPerSecond = spread, throttle
-			o.Now, o.Sleep = c.now, c.sleep
-		})
-		if err := m.RunOnce(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		st = m.Stats()
-		m.Close()
-		f.eng.Close()
-		if st.SegmentsCopied < 3 {
-			t.Fatalf("%d segments copied", st.SegmentsCopied)
-		}
-		return c.now().Sub(start), st
+	run := func(spread time.Duration, throttle int64) (time.Duration, Stats) {
+		return copyOnPacedClock(t, func(o *Options) { o.CopySpread, o.CopyMaxBytesPerSecond = spread, throttle })
 	}
 	secs := func(bytes, rate int64) time.Duration {
 		return time.Duration(float64(bytes) / float64(rate) * float64(time.Second))
