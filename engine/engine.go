@@ -89,6 +89,12 @@ type Options struct {
 	// shared device flushes (the O_DIRECT backend on ext4 or XFS, not
 	// DisableSharedFlush); elsewhere the journal holds the records.
 	JournalEnds bool
+	// RollAhead is log.roll.ahead.bytes: an append that leaves its active
+	// segment with less than the smaller of this and an eighth of
+	// segment.bytes free queues the partition for a roll by a background
+	// goroutine, outside produce requests (rollahead.go); 0: off, every
+	// roll happens in the append that does not fit.
+	RollAhead int64
 	// VerifyRecovery is log.recovery.verify: Open checks the CRC of every
 	// batch of every log, not only of what follows the recovery point;
 	// a corrupt log is marked (corrupt.go) and the others open.
@@ -144,6 +150,8 @@ type Engine struct {
 	journalFS vfs.FS // Options.journalFS
 
 	adminMu sync.Mutex // serializes topic create/delete/grow and Close
+
+	roller roller // rollahead.go
 
 	mu     sync.RWMutex
 	topics map[string]*Topic
@@ -295,6 +303,7 @@ func Open(opts Options) (*Engine, error) {
 	e.kickFlusher() // the coordinator's first pass schedules the floor's checks
 	e.startMaintenance(opts)
 	e.startScrubber(opts)
+	e.startRoller(opts.RollAhead)
 	return e, nil
 }
 
@@ -632,7 +641,9 @@ func (e *Engine) Close() error {
 	e.closed = true
 	e.mu.Unlock()
 	defer e.io.close() // after every log let go of its segments
-	// No retention, cleaning or scrubbing once logs start closing.
+	// No retention, cleaning, scrubbing or rolling ahead once logs start
+	// closing.
+	e.stopRoller()
 	e.stopScrubber()
 	e.stopMaintenance()
 	logs := e.allLogs()

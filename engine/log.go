@@ -27,6 +27,7 @@ type Log struct {
 
 	// mu serializes appends, rolls, DeleteRecords and the flusher's capture.
 	mu         sync.Mutex
+	rollQueued bool // queued for the roller (rollahead.go; mu)
 	active     *logSegment
 	closed     bool       // Close or DeleteTopic: Append fails
 	deleted    bool       // DeleteTopic: the flusher skips the log
@@ -322,6 +323,7 @@ func (l *Log) appendBatches(batches []byte, leaderEpoch int32, m *txnMarker) (Ap
 	l.idxMu.Unlock()
 	s.end.Store(pos + n)
 	l.logEnd.Store(next)
+	l.maybeRollAhead(s, cfg)                                   // rollahead.go
 	txnErr := l.recordProducers(base, next, nowMs, appendTime) // producers.go, txn.go: open transactions, aborted index
 
 	var epochErr error

@@ -448,6 +448,7 @@ func (l *Log) AppendAsFollower(batches []byte) (AppendInfo, error) {
 	l.epochMu.Unlock()
 	s.end.Store(pos + int64(n))
 	l.logEnd.Store(next)
+	l.maybeRollAhead(s, l.config()) // rollahead.go
 	l.followProducers(batches, base, nowMs)
 	l.activeDirty = true
 	caching := l.config().WriteCaching

@@ -183,6 +183,7 @@ func serve(cfg config.Broker, remoteProps map[string]string, logger *slog.Logger
 		NoZeroFill:             cfg.NoZeroFill,
 		JournalBytes:           cfg.JournalBytes,
 		JournalEnds:            cfg.JournalEnds,
+		RollAhead:              cfg.RollAheadBytes,
 		VerifyRecovery:         cfg.VerifyRecovery,
 		ScrubBytesPerSecond:    cfg.ScrubBytesPerSec,
 		RefetchCorrupt:         cfg.ControllerQuorum != "", // a corrupt replica re-fetches from its leader

@@ -70,6 +70,7 @@ type Broker struct {
 	NoZeroFill        bool   // log.io.zero.fill=false (Strata; engine.Options.NoZeroFill)
 	JournalBytes      int64  // log.io.journal.bytes (Strata; engine.Options.JournalBytes)
 	JournalEnds       bool   // log.io.journal.ends (Strata; engine.Options.JournalEnds)
+	RollAheadBytes    int64  // log.roll.ahead.bytes (Strata; engine.Options.RollAhead)
 	VerifyRecovery    bool   // log.recovery.verify (Strata; engine.Options.VerifyRecovery)
 	ScrubBytesPerSec  int64  // log.scrub.bytes.per.second (Strata; engine.Options.ScrubBytesPerSecond): 0 off
 	TailCacheBytes    int64  // log.tail.cache.bytes (Strata; engine.Options.TailCacheBytes): -1 off
@@ -262,6 +263,7 @@ var fields = map[string]setter{
 	"log.io.zero.fill":           func(b *Broker, v configkeys.Value) { b.NoZeroFill = !v.Bool },
 	"log.io.journal.bytes":       func(b *Broker, v configkeys.Value) { b.JournalBytes = v.Int },
 	"log.io.journal.ends":        func(b *Broker, v configkeys.Value) { b.JournalEnds = v.Bool },
+	"log.roll.ahead.bytes":       func(b *Broker, v configkeys.Value) { b.RollAheadBytes = v.Int },
 	"log.recovery.verify":        func(b *Broker, v configkeys.Value) { b.VerifyRecovery = v.Bool },
 	"log.scrub.bytes.per.second": func(b *Broker, v configkeys.Value) { b.ScrubBytesPerSec = v.Int },
 	// Tiered storage (cmd/strata/serve_remote.go).
