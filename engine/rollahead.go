@@ -14,18 +14,20 @@ import (
 // rolls inside the append that does not fit, and so did Strata: under
 // keyed traffic every partition fills at the same pace, and the one
 // produce request carrying a batch for each of 96 partitions that all
-// roll waited ~340 ms (docs/tiered-storage.md, session 33).
+// roll waited ~340 ms (docs/performance.md, "Session 33").
 //
 // With RollAhead, an append that leaves its active segment with less than
 // the margin free (the smaller of RollAhead and an eighth of
 // segment.bytes, when that is at least minRollAheadMargin) queues the
-// partition for the engine's roller goroutine,
-// which rolls it under Log.mu like any other roll (DeleteRecords' or a
-// config change's), outside every produce request: an append to that
-// partition meanwhile waits for one roll, not a request for all of them.
-// A partition whose segment fills before the roller reaches it rolls in
-// its append as before, and the roller then finds it rolled and skips it.
-// Segments end up to the margin short of segment.bytes, as Kafka's
+// partition for the engine's roller goroutine, which rolls it under
+// Log.mu like any other roll (DeleteRecords' or a config change's),
+// outside every produce request: an append to that partition meanwhile
+// waits for one roll, not a request for all of them. The roller takes
+// its queue in random order: one walking the partitions in the order a
+// request appends to them would hold each just as the request reaches
+// it. A partition whose segment fills before the roller reaches it rolls
+// in its append as before, and the roller then finds it rolled and skips
+// it. Segments end up to the margin short of segment.bytes, as Kafka's
 // segments rolled by segment.ms or a full index are short of it.
 
 // roller is the engine's roll-ahead goroutine's state.
