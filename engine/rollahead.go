@@ -45,13 +45,13 @@ type roller struct {
 // where Kafka would: its rolls are cheap next to the segment's appends.
 const minRollAheadMargin = 64 << 10
 
-// rollAheadMargin is the free space under which an active segment of a
-// log with cfg is rolled ahead (0: never).
-func (r *roller) rollAheadMargin(cfg *LogConfig) int64 {
-	if m := min(r.margin, cfg.SegmentBytes/8); m >= minRollAheadMargin {
-		return m
-	}
-	return 0
+// due reports whether s, the active segment of a log with cfg, holds
+// bytes and has less than the margin (the smaller of Options.RollAhead and
+// an eighth of segment.bytes, when at least minRollAheadMargin) free.
+func (r *roller) due(s *logSegment, cfg *LogConfig) bool {
+	m := min(r.margin, cfg.SegmentBytes/8)
+	end := s.end.Load()
+	return m >= minRollAheadMargin && end > 0 && end >= cfg.SegmentBytes-m
 }
 
 func (e *Engine) startRoller(margin int64) {
@@ -103,11 +103,7 @@ func (e *Engine) stopRoller() {
 // an append, has less than the margin free. Caller holds l.mu.
 func (l *Log) maybeRollAhead(s *logSegment, cfg *LogConfig) {
 	r := &l.e.roller
-	if r.margin == 0 || l.rollQueued {
-		return
-	}
-	margin := r.rollAheadMargin(cfg)
-	if margin == 0 || s.end.Load() < cfg.SegmentBytes-margin {
+	if l.rollQueued || !r.due(s, cfg) {
 		return
 	}
 	l.rollQueued = true
@@ -131,9 +127,7 @@ func (l *Log) rollAhead() {
 		l.mu.Unlock()
 		return
 	}
-	cfg := l.config()
-	s := l.active
-	if margin := l.e.roller.rollAheadMargin(cfg); margin == 0 || s.end.Load() == 0 || s.end.Load() < cfg.SegmentBytes-margin {
+	if !l.e.roller.due(l.active, l.config()) {
 		l.mu.Unlock()
 		return
 	}

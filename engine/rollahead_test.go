@@ -70,9 +70,10 @@ func TestRollAhead(t *testing.T) {
 	}
 }
 
-// Appends from several goroutines to partitions the roller rolls, and a
-// Close in the middle: every append lands once in order, the roller stops
-// (go test -race checks the locking).
+// Appends from four goroutines to partitions that roll, ahead or in an
+// append (which of the two is timing's): every append lands once, in
+// order, every batch reads back, and Close stops the roller (go test
+// -race checks the locking between the roller and the appends).
 func TestRollAheadConcurrentAppends(t *testing.T) {
 	e := openEngine(t, t.TempDir(), func(o *Options) { o.RollAhead = 1 << 20 })
 	cfg := smallConfig()
