@@ -41,7 +41,7 @@ func put(t *testing.T, s ObjectStore, key string, data []byte) Info {
 	if err != nil {
 		t.Fatalf("put %s: %v", key, err)
 	}
-	if info.Key != key || info.Size != int64(len(data)) || info.SHA256 != SumOf(data) || info.ETag == "" {
+	if info.Key != key || info.Size != int64(len(data)) || info.Sum != SumOf(data) || info.ETag == "" {
 		t.Fatalf("put %s: info %+v", key, info)
 	}
 	return info
@@ -98,7 +98,7 @@ func runConformance(t *testing.T, su suite) {
 			t.Fatal(err)
 		}
 		for _, i := range []Info{gi, hi} {
-			if i.Key != key || i.Size != int64(len(data)) || i.SHA256 != SumOf(data) || i.ETag != pi.ETag {
+			if i.Key != key || i.Size != int64(len(data)) || i.Sum != SumOf(data) || i.ETag != pi.ETag {
 				t.Fatalf("info %+v, put said %+v", i, pi)
 			}
 		}
@@ -356,7 +356,7 @@ func runConformance(t *testing.T, su suite) {
 		for _, v := range versions {
 			found = found || bytes.Equal(v, got)
 		}
-		if !found || info.SHA256 != SumOf(got) {
+		if !found || info.Sum != SumOf(got) {
 			t.Fatalf("after concurrent puts the object (%d bytes) is none of them", len(got))
 		}
 	})

@@ -4,7 +4,7 @@
 //
 // # Files
 //
-//   - objstore.go: the ObjectStore interface (Put with a SHA-256 the
+//   - objstore.go: the ObjectStore interface (Put with a checksum the
 //     content must match, Get verified at its end, GetRange, Head, an
 //     idempotent Delete, a paginated List), Info and Page, the error
 //     classification (*Error with Kind Transient / Permanent / NotFound;
@@ -13,13 +13,14 @@
 //     retry), key rules (ValidKey), and the verifying readers.
 //   - local.go: Local, the local-directory store and the default (a single
 //     broker tiers with no other service). One file per object with a
-//     64-byte header (magic, size, SHA-256); puts go through a temporary
+//     64-byte header (magic, size, checksum); puts go through a temporary
 //     file, fsync, rename and directory fsync over an internal/vfs FS, so
 //     they are all or nothing across a crash and run over vfs.MemFS in
 //     tests.
 //   - s3.go: S3, the S3 API through minio-go (endpoint, bucket, region,
 //     path-style addressing, static credentials; multipart above the part
-//     size, aborted on failure; the SHA-256 kept as x-amz-meta-strata-sha256;
+//     size, aborted on failure; the CRC-32C kept as x-amz-meta-strata-crc32c,
+//     an older object's SHA-256 read from x-amz-meta-strata-sha256;
 //     the client's own retries off, errors classified for the caller).
 //   - config.go: the broker properties (strata.remote.storage.type,
 //     .local.dir, .s3.endpoint, .s3.bucket, .s3.region,
@@ -59,9 +60,11 @@
 //
 // # Integrity
 //
-// The caller computes the content's SHA-256 before Put (the remote log
-// manager hashes a rolled segment once and records the sum in the remote
-// log metadata). Put streams the content through a reader that holds back
+// The caller computes the content's checksum before Put, or has PutSum
+// compute it while the content is stored (the remote log manager reads a
+// rolled segment once and records the sum in the remote log metadata).
+// New objects carry a CRC-32C; objects stored with a SHA-256 (before
+// 2026-12-05) keep it, and reads verify each by its own algorithm (Sum). Put streams the content through a reader that holds back
 // the last bytes until the sum and size match, so a mismatch cuts the
 // upload before any object is committed (S3: the PUT body fails or the
 // multipart upload is aborted; local: the temporary file is removed). A

@@ -22,7 +22,9 @@ import (
 // The local store keeps each object in one file under its root, at the
 // key's path (a key's "/" are directories). The file starts with a
 // 64-byte header: magic, content size (big-endian uint64), the content's
-// SHA-256, 16 zero bytes; the content follows. One file per object makes
+// checksum, zeros to the end; the content follows. The magic's last byte
+// says which checksum: 2, CRC-32C (big-endian, 4 bytes); 1, SHA-256 (32
+// bytes: objects stored before CRC-32C, still read). One file per object makes
 // a put's rename the single commit point: a crash leaves the old object,
 // the new one, or a temporary file (".put-*.tmp", never a key since key
 // components cannot start with ".") that Open removes.
@@ -31,7 +33,22 @@ const (
 	localTmpPrefix = ".put-"
 )
 
-var localMagic = [8]byte{'S', 'T', 'R', 'O', 'B', 'J', 0, 1}
+var (
+	localMagic    = [8]byte{'S', 'T', 'R', 'O', 'B', 'J', 0, 1} // SHA-256
+	localMagicCRC = [8]byte{'S', 'T', 'R', 'O', 'B', 'J', 0, 2} // CRC-32C
+)
+
+// putHeaderSum writes sum and its magic into header hdr.
+func putHeaderSum(hdr []byte, sum Sum) {
+	clear(hdr[16:48])
+	if sum.alg() == SHA256 {
+		copy(hdr[:8], localMagic[:])
+		copy(hdr[16:48], sum.v[:])
+		return
+	}
+	copy(hdr[:8], localMagicCRC[:])
+	copy(hdr[16:20], sum.v[:4])
+}
 
 // Local is the local-directory store: the default remote store, so a
 // single broker runs tiered storage with no other service. Objects are
@@ -165,9 +182,8 @@ func (l *Local) put(ctx context.Context, key string, r io.Reader, size int64, su
 		return Info{}, err
 	}
 	var hdr [localHeaderLen]byte
-	copy(hdr[:8], localMagic[:])
 	binary.BigEndian.PutUint64(hdr[8:16], uint64(size))
-	copy(hdr[16:48], sum[:])
+	putHeaderSum(hdr[:], sum)
 	if _, err := f.Write(hdr[:]); err != nil {
 		return fail(fsErr(op, key, err))
 	}
@@ -183,7 +199,8 @@ func (l *Local) put(ctx context.Context, key string, r io.Reader, size int64, su
 	}
 	if anySum {
 		sum = v.content
-		if _, err := f.WriteAt(sum[:], 16); err != nil {
+		putHeaderSum(hdr[:], sum)
+		if _, err := f.WriteAt(hdr[:], 0); err != nil {
 			return fail(fsErr(op, key, err))
 		}
 	}
@@ -212,7 +229,7 @@ func (l *Local) put(ctx context.Context, key string, r io.Reader, size int64, su
 	if err := l.fsys.SyncDir(dir); err != nil {
 		return Info{}, fsErr(op, key, err)
 	}
-	return Info{Key: key, Size: size, ETag: sum.String(), SHA256: sum}, nil
+	return Info{Key: key, Size: size, ETag: sum.String(), Sum: sum}, nil
 }
 
 // copyErr classifies an error of the copy into the temporary file.
@@ -256,12 +273,18 @@ func readHeader(f vfs.File, key string) (Info, error) {
 	if _, err := f.ReadAt(hdr[:], 0); err != nil {
 		return Info{}, fmt.Errorf("reading the header: %w", err)
 	}
-	if !bytes.Equal(hdr[:8], localMagic[:]) {
+	info := Info{Key: key, Size: int64(binary.BigEndian.Uint64(hdr[8:16]))}
+	switch {
+	case bytes.Equal(hdr[:8], localMagicCRC[:]):
+		info.Sum.Alg = CRC32C
+		copy(info.Sum.v[:4], hdr[16:20])
+	case bytes.Equal(hdr[:8], localMagic[:]):
+		info.Sum.Alg = SHA256
+		copy(info.Sum.v[:], hdr[16:48])
+	default:
 		return Info{}, errors.New("not an object file (bad magic)")
 	}
-	info := Info{Key: key, Size: int64(binary.BigEndian.Uint64(hdr[8:16]))}
-	copy(info.SHA256[:], hdr[16:48])
-	info.ETag = info.SHA256.String()
+	info.ETag = info.Sum.String()
 	st, err := f.Stat()
 	if err != nil {
 		return Info{}, err

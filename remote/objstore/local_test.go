@@ -2,6 +2,8 @@ package objstore
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io"
 	"io/fs"
@@ -214,10 +216,10 @@ func TestLocalPutSum(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.SHA256 != SumOf(data) || info.Size != int64(len(data)) {
+	if info.Sum != SumOf(data) || info.Size != int64(len(data)) {
 		t.Fatalf("PutSum info %+v: want sum %s size %d", info, SumOf(data), len(data))
 	}
-	if h, err := s.Head(ctx, "t/seg"); err != nil || h.SHA256 != SumOf(data) {
+	if h, err := s.Head(ctx, "t/seg"); err != nil || h.Sum != SumOf(data) {
 		t.Fatalf("Head: %+v %v, want sum %s", h, err, SumOf(data))
 	}
 	rc, _, err := s.Get(ctx, "t/seg")
@@ -239,4 +241,62 @@ func TestLocalPutSum(t *testing.T) {
 			t.Fatalf("%s: Head after a refused PutSum: %v, want not found", c.name, err)
 		}
 	}
+}
+
+// Objects stored before CRC-32C (the header's magic ending in 1, a
+// SHA-256) still read: Head reports the SHA-256 and a full Get verifies
+// by it; a put with a SHA-256 sum stores that layout. New objects carry a
+// CRC-32C (magic ending in 2).
+func TestLocalSHA256Objects(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenLocal(vfs.OS, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := randBytes(11, 5000)
+	put(t, s, "t/new", data)
+	raw, err := os.ReadFile(filepath.Join(dir, "t", "new"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(raw[:8], localMagicCRC[:]) {
+		t.Fatalf("a new object's magic %q", raw[:8])
+	}
+	old, err := ParseSum(hex.EncodeToString(func() []byte { h := sha256.Sum256(data); return h[:] }()))
+	if err != nil || old.Alg != SHA256 {
+		t.Fatalf("ParseSum of a SHA-256: %+v %v", old, err)
+	}
+	if _, err := s.Put(testCtx(t), "t/old", bytes.NewReader(data), int64(len(data)), old); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "t", "old")
+	if raw, err = os.ReadFile(p); err != nil || !bytes.Equal(raw[:8], localMagic[:]) {
+		t.Fatalf("a SHA-256 object's magic %q (%v)", raw[:8], err)
+	}
+	if info, err := s.Head(testCtx(t), "t/old"); err != nil || info.Sum != old {
+		t.Fatalf("head: %+v %v, want sum %s", info, err, old)
+	}
+	rc, _, err := s.Get(testCtx(t), "t/old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(rc)
+	rc.Close()
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read %d bytes: %v", len(got), err)
+	}
+	raw[localHeaderLen+4000] ^= 1
+	if err := os.WriteFile(p, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rc, _, err = s.Get(testCtx(t), "t/old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = io.ReadAll(rc)
+	rc.Close()
+	wantKind(t, "read of a corrupted SHA-256 object", err, Permanent, ErrChecksumMismatch)
+	// And a put whose content does not match a SHA-256 sum is refused.
+	_, err = s.Put(testCtx(t), "t/old2", bytes.NewReader(data[1:]), int64(len(data)-1), old)
+	wantKind(t, "put with a wrong SHA-256", err, Permanent, ErrChecksumMismatch)
 }

@@ -41,9 +41,11 @@ type S3Config struct {
 const (
 	minPartSize     = 5 << 20
 	defaultPartSize = 16 << 20
-	// sumMetaKey is the user metadata holding an object's SHA-256 (sent as
-	// the x-amz-meta-strata-sha256 header).
-	sumMetaKey = "Strata-Sha256"
+	// sumMetaKey is the user metadata holding an object's CRC-32C (sent
+	// as the x-amz-meta-strata-crc32c header), sha256MetaKey the SHA-256
+	// of an object stored before CRC-32C.
+	sumMetaKey    = "Strata-Crc32c"
+	sha256MetaKey = "Strata-Sha256"
 )
 
 // S3 is a store over the S3 API (AWS S3 or a compatible server) through
@@ -190,7 +192,7 @@ func (s *S3) Put(ctx context.Context, key string, r io.Reader, size int64, sum S
 	v := newVerifyReader(ctx, r, size, sum)
 	up, err := s.c.PutObject(ctx, s.bucket, key, v, size, minio.PutObjectOptions{
 		ContentType:  "application/octet-stream",
-		UserMetadata: map[string]string{sumMetaKey: sum.String()},
+		UserMetadata: map[string]string{metaKeyOf(sum): metaValueOf(sum)},
 		PartSize:     s.partSize,
 	})
 	if errors.Is(v.err, ErrChecksumMismatch) {
@@ -208,20 +210,44 @@ func (s *S3) Put(ctx context.Context, key string, r io.Reader, size int64, sum S
 	if up.Size != size {
 		return Info{}, newErr(op, key, Transient, fmt.Errorf("server stored %d bytes of %d", up.Size, size))
 	}
-	return Info{Key: key, Size: size, ETag: up.ETag, SHA256: sum}, nil
+	return Info{Key: key, Size: size, ETag: up.ETag, Sum: sum}, nil
+}
+
+// metaKeyOf and metaValueOf are the user metadata holding sum: the CRC in
+// 8 hex digits, or a SHA-256 in 64.
+func metaKeyOf(sum Sum) string {
+	if sum.alg() == SHA256 {
+		return sha256MetaKey
+	}
+	return sumMetaKey
+}
+
+func metaValueOf(sum Sum) string {
+	if sum.alg() == SHA256 {
+		return sum.String()
+	}
+	return strings.TrimPrefix(sum.String(), "crc32c:")
 }
 
 func (s *S3) info(key string, oi minio.ObjectInfo) (Info, error) {
 	info := Info{Key: key, Size: oi.Size, ETag: oi.ETag}
-	h := oi.Metadata.Get("X-Amz-Meta-" + sumMetaKey)
-	if h == "" {
-		h = oi.UserMetadata[sumMetaKey]
+	meta := func(k string) string {
+		if h := oi.Metadata.Get("X-Amz-Meta-" + k); h != "" {
+			return h
+		}
+		return oi.UserMetadata[k]
+	}
+	h := meta(sumMetaKey)
+	if h != "" {
+		h = "crc32c:" + h
+	} else if h = meta(sha256MetaKey); h == "" {
+		return Info{}, fmt.Errorf("object has no %s metadata", sumMetaKey)
 	}
 	sum, err := ParseSum(h)
 	if err != nil {
-		return Info{}, fmt.Errorf("object has no valid %s metadata: %w", sumMetaKey, err)
+		return Info{}, fmt.Errorf("object has no valid checksum metadata: %w", err)
 	}
-	info.SHA256 = sum
+	info.Sum = sum
 	return info, nil
 }
 
@@ -351,7 +377,7 @@ func (s *S3) Delete(ctx context.Context, key string) error {
 
 // List implements ObjectStore through ListObjectsV2 (one request per page
 // of up to max+1 keys; the extra one tells whether a next page exists).
-// The SHA256 of listed objects is zero: S3 lists no user metadata.
+// The Sum of listed objects is zero: S3 lists no user metadata.
 func (s *S3) List(ctx context.Context, prefix, after string, max int) (Page, error) {
 	const op = "list"
 	if !validPrefix(prefix) {

@@ -3,6 +3,8 @@ package objstore
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/xml"
 	"errors"
 	"fmt"
@@ -57,7 +59,7 @@ func (f *shapeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.Method == http.MethodPut:
 		f.obj = decodeChunked(body, r.Header)
-		f.sum = r.Header.Get("X-Amz-Meta-Strata-Sha256")
+		f.sum = r.Header.Get("X-Amz-Meta-Strata-Crc32c")
 	case r.Method == http.MethodGet && r.URL.Query().Get("list-type") == "2":
 		type content struct {
 			Key  string
@@ -83,7 +85,7 @@ func (f *shapeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/xml")
 		xml.NewEncoder(w).Encode(res)
 	case r.Method == http.MethodGet || r.Method == http.MethodHead:
-		w.Header().Set("X-Amz-Meta-Strata-Sha256", f.sum)
+		w.Header().Set("X-Amz-Meta-Strata-Crc32c", f.sum)
 		w.Header().Set("Last-Modified", time.Unix(0, 0).UTC().Format(http.TimeFormat))
 		data := f.obj
 		if rg := r.Header.Get("Range"); rg != "" {
@@ -142,7 +144,7 @@ func TestS3RequestShapes(t *testing.T) {
 		t.Fatalf("range: %v", err)
 	}
 	full, info := getAll(t, s, "topic/0/seg.log")
-	if !bytes.Equal(full, data) || info.SHA256 != SumOf(data) {
+	if !bytes.Equal(full, data) || info.Sum != SumOf(data) {
 		t.Fatalf("get: %d bytes, info %+v", len(full), info)
 	}
 	if err := s.Delete(ctx, "topic/0/seg.log"); err != nil {
@@ -156,7 +158,7 @@ func TestS3RequestShapes(t *testing.T) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	want := []struct{ method, path, queryHas, header, headerHas string }{
-		{"PUT", "/bkt/topic/0/seg.log", "", "X-Amz-Meta-Strata-Sha256", SumOf(data).String()},
+		{"PUT", "/bkt/topic/0/seg.log", "", "X-Amz-Meta-Strata-Crc32c", strings.TrimPrefix(SumOf(data).String(), "crc32c:")},
 		{"GET", "/bkt/topic/0/seg.log", "", "Range", "bytes=10-109"},
 		{"GET", "/bkt/topic/0/seg.log", "", "", ""},
 		{"DELETE", "/bkt/topic/0/seg.log", "", "", ""},
@@ -331,7 +333,7 @@ func TestS3StalledBodyBoundedByContext(t *testing.T) {
 	release := make(chan struct{})
 	data := randBytes(13, 1000)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("X-Amz-Meta-Strata-Sha256", SumOf(data).String())
+		w.Header().Set("X-Amz-Meta-Strata-Crc32c", strings.TrimPrefix(SumOf(data).String(), "crc32c:"))
 		w.Header().Set("Content-Length", fmt.Sprint(len(data)))
 		w.Header().Set("ETag", `"e"`)
 		w.Header().Set("Last-Modified", time.Unix(0, 0).UTC().Format(http.TimeFormat))
@@ -356,5 +358,48 @@ func TestS3StalledBodyBoundedByContext(t *testing.T) {
 	wantKind(t, "read of a stalled body", err, Transient, nil)
 	if !bytes.Equal(got, data[:100]) {
 		t.Fatalf("read %d bytes before the stall, want the 100 sent", len(got))
+	}
+}
+
+// An object stored before CRC-32C carries its SHA-256 in
+// x-amz-meta-strata-sha256: Head reports it and a full Get verifies the
+// content against it (and refuses content that does not match).
+func TestS3SHA256ObjectsStillVerified(t *testing.T) {
+	data := randBytes(17, 3000)
+	for _, tc := range []struct {
+		name string
+		body []byte
+		ok   bool
+	}{{"intact", data, true}, {"damaged", append(append([]byte{}, data[:2999]...), data[2999]^1), false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				sum := sha256.Sum256(data)
+				w.Header().Set("X-Amz-Meta-Strata-Sha256", hex.EncodeToString(sum[:]))
+				w.Header().Set("Content-Length", fmt.Sprint(len(tc.body)))
+				w.Header().Set("ETag", `"e"`)
+				w.Header().Set("Last-Modified", time.Unix(0, 0).UTC().Format(http.TimeFormat))
+				if r.Method != http.MethodHead {
+					w.Write(tc.body)
+				}
+			}))
+			defer srv.Close()
+			s := newFakeS3(t, srv.URL)
+			info, err := s.Head(testCtx(t), "old")
+			if err != nil || info.Sum.Alg != SHA256 {
+				t.Fatalf("head: %+v %v", info, err)
+			}
+			rc, _, err := s.Get(testCtx(t), "old")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rc.Close()
+			got, err := io.ReadAll(rc)
+			if tc.ok && (err != nil || !bytes.Equal(got, data)) {
+				t.Fatalf("read %d bytes: %v", len(got), err)
+			}
+			if !tc.ok && !errors.Is(err, ErrChecksumMismatch) {
+				t.Fatalf("damaged object read: %v, want ErrChecksumMismatch", err)
+			}
+		})
 	}
 }

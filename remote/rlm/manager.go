@@ -3,13 +3,11 @@ package rlm
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
-	"path/filepath"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -41,7 +39,7 @@ type Options struct {
 	// CacheBytes bounds the memory of fetched remote data (0: 128 MiB).
 	CacheBytes int64
 	// MaxCachedSegmentBytes: segments up to this size are fetched whole
-	// (checked against their SHA-256) and cached; larger ones are read
+	// (checked against their checksums) and cached; larger ones are read
 	// by ranges, each batch checked by its CRC (0: 32 MiB; never above
 	// CacheBytes).
 	MaxCachedSegmentBytes int64
@@ -129,6 +127,9 @@ type Manager struct {
 	run sync.Mutex
 	// metaMu serializes metadata updates (a pass's, DeleteRecords').
 	metaMu sync.Mutex
+	// el is the single broker's metadata log (eventlog.go; nil in a
+	// cluster), under metaMu.
+	el *eventLog
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -213,9 +214,10 @@ func Open(o Options) (*Manager, error) {
 	}
 	parts := map[tp]*partitionMeta{}
 	var mat *materializer
+	var el *eventLog
 	if o.Metadata == nil {
 		var err error
-		if parts, err = loadMetas(o.FS, o.Dir); err != nil {
+		if el, parts, err = openEventLog(o.FS, o.Dir); err != nil {
 			return nil, err
 		}
 	} else {
@@ -226,7 +228,7 @@ func Open(o Options) (*Manager, error) {
 	}
 	m := &Manager{
 		o: o, log: o.Logger.With("component", "remote-log-manager"), cache: newSegCache(o.CacheBytes),
-		parts: parts, kick: make(chan struct{}, 1), done: make(chan struct{}), flights: map[string]*flight{},
+		parts: parts, el: el, kick: make(chan struct{}, 1), done: make(chan struct{}), flights: map[string]*flight{},
 		copyPace: newPacer(o.CopyMaxBytesPerSecond), fetchPace: newPacer(o.FetchMaxBytesPerSecond),
 	}
 	if m.copyPace == nil && o.CopySpread > 0 {
@@ -260,7 +262,10 @@ func (m *Manager) Close() error {
 	m.run.Lock() // a RunOnce of a test finishes first
 	m.run.Unlock()
 	m.o.Engine.ClearRemoteHook(m) // only ours: a newer manager may have replaced it
-	return nil
+	m.metaMu.Lock()               // a DeleteRecords' update finishes first
+	err := m.el.close()
+	m.metaMu.Unlock()
+	return err
 }
 
 // Kick asks for a pass now.
@@ -444,22 +449,28 @@ func (m *Manager) update(k tp, topic string, ev Event) error {
 	m.metaMu.Lock()
 	defer m.metaMu.Unlock()
 	next := cloneMeta(m.get(k), k, topic)
-	if applyEvent(next, ev) {
-		if err := m.o.FS.Remove(filepath.Join(m.o.Dir, metaFileName(k.id, k.p))); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err
-		}
-		m.mu.Lock()
-		delete(m.parts, k)
-		m.mu.Unlock()
-		return nil
-	}
-	if err := saveMeta(m.o.FS, m.o.Dir, k.id, next); err != nil {
+	drop := applyEvent(next, ev)
+	seq, err := m.el.append(k, ev, m.partsCopy)
+	if err != nil {
 		return fmt.Errorf("rlm: saving metadata of %s-%d: %w", topic, k.p, err)
 	}
+	next.Seq = seq
 	m.mu.Lock()
-	m.parts[k] = next
+	if drop {
+		delete(m.parts, k)
+	} else {
+		m.parts[k] = next
+	}
 	m.mu.Unlock()
 	return nil
+}
+
+// partsCopy is a copy of the partitions' metadata map (each value is
+// immutable once published).
+func (m *Manager) partsCopy() map[tp]*partitionMeta {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return maps.Clone(m.parts)
 }
 
 // RunOnce runs one pass: cleans up interrupted copies and deletions and
@@ -538,13 +549,10 @@ func (m *Manager) cleanup(ctx context.Context) error {
 			}
 		}
 		if gone && len(m.get(k).Segments) == 0 {
-			if err := m.o.FS.Remove(filepath.Join(m.o.Dir, metaFileName(k.id, k.p))); err != nil {
+			if err := m.update(k, pm.Topic, Event{Type: EventPartitionDeleted}); err != nil {
 				errs = append(errs, err)
 				continue
 			}
-			m.mu.Lock()
-			delete(m.parts, k)
-			m.mu.Unlock()
 			m.streams.forget(k)
 		}
 	}
@@ -584,7 +592,7 @@ type upload struct {
 
 // copySegment copies one sealed segment: COPY_SEGMENT_STARTED is
 // persisted before the first object is written and
-// COPY_SEGMENT_FINISHED (with each object's size and SHA-256) after the
+// COPY_SEGMENT_FINISHED (with each object's size and checksum) after the
 // last is, so a segment is never referenced half-written.
 func (m *Manager) copySegment(ctx context.Context, l *engine.Log, k tp, s engine.SealedSegment) error {
 	f, err := l.OpenSealedSegment(s.Base)
@@ -636,11 +644,11 @@ func (m *Manager) copySegment(ctx context.Context, l *engine.Log, k tp, s engine
 		key := ObjectKey(l.Topic(), l.Partition(), s.Base, seg.ID, u.kind)
 		var sum objstore.Sum
 		if !oneRead || u.kind != KindLog {
-			h := sha256.New()
-			if n, err := io.CopyBuffer(h, u.open(), make([]byte, min(1<<20, max(u.size, 1)))); err != nil || n != u.size {
+			var n int64
+			var err error
+			if sum, n, err = objstore.SumReader(u.open(), make([]byte, min(1<<20, max(u.size, 1)))); err != nil || n != u.size {
 				return fmt.Errorf("reading %s: %d of %d bytes: %v", u.kind, n, u.size, err)
 			}
-			sum = objstore.Sum(h.Sum(nil))
 		}
 		putStart := m.o.Now()
 		err := m.retry(ctx, "put "+key, func(ctx context.Context) error {
@@ -653,7 +661,7 @@ func (m *Manager) copySegment(ctx context.Context, l *engine.Log, k tp, s engine
 				r := f.LogReader()
 				defer r.Close()
 				info, err := sp.PutSum(ctx, key, m.pacedReader(ctx, r, true), u.size)
-				sum = info.SHA256
+				sum = info.Sum
 				return err
 			}
 			_, err := m.o.Store.Put(ctx, key, m.pacedReader(ctx, u.open(), u.kind == KindLog), u.size, sum)
@@ -663,7 +671,7 @@ func (m *Manager) copySegment(ctx context.Context, l *engine.Log, k tp, s engine
 		if err != nil {
 			return err
 		}
-		files[u.kind] = FileMeta{Size: u.size, SHA256: sum.String()}
+		files[u.kind] = FileMeta{Size: u.size, Checksum: sum.String()}
 		total += u.size
 	}
 	err = m.update(k, l.Topic(), Event{Type: string(CopyFinished), LeaderEpoch: epoch,

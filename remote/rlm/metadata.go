@@ -10,7 +10,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -44,10 +43,13 @@ const (
 // them all, whichever were written).
 var allKinds = []string{KindLog, KindOffsetIndex, KindTimeIndex, KindTxnIndex, KindSnapshot, KindEpochs}
 
-// FileMeta is one object of a segment: its size and SHA-256.
+// FileMeta is one object of a segment: its size and checksum
+// (objstore.Sum's String: "crc32c:<8 hex digits>"), or, for an object
+// copied before CRC-32C (2026-12-05), its SHA-256 in SHA256.
 type FileMeta struct {
-	Size   int64  `json:"size"`
-	SHA256 string `json:"sha256"`
+	Size     int64  `json:"size"`
+	Checksum string `json:"checksum,omitempty"`
+	SHA256   string `json:"sha256,omitempty"`
 }
 
 // Segment is one remote segment's metadata (KIP-405's
@@ -80,6 +82,9 @@ type partitionMeta struct {
 	// deleted everywhere (0: none).
 	LogStart int64     `json:"logStart,omitempty"`
 	Segments []Segment `json:"segments"` // by Base
+	// Seq is the sequence number of the last metadata-log record this
+	// state includes (single broker, eventlog.go; 0: none).
+	Seq uint64 `json:"seq,omitempty"`
 }
 
 const metaVersion = 1
@@ -87,18 +92,6 @@ const metaVersion = 1
 // metaFileName is "<topic id hex>-<partition>.json".
 func metaFileName(id [16]byte, p int32) string {
 	return hex.EncodeToString(id[:]) + "-" + strconv.FormatInt(int64(p), 10) + ".json"
-}
-
-// saveMeta writes m atomically and durably (temporary file, fsync,
-// rename, directory fsync): after a crash the file is the old or the new
-// version, whole.
-func saveMeta(fsys vfs.FS, dir string, id [16]byte, m *partitionMeta) error {
-	sort.Slice(m.Segments, func(i, j int) bool { return m.Segments[i].Base < m.Segments[j].Base })
-	b, err := json.MarshalIndent(m, "", " ")
-	if err != nil {
-		return err
-	}
-	return vfs.WriteFileAtomicFS(fsys, filepath.Join(dir, metaFileName(id, m.Partition)), append(b, '\n'))
 }
 
 // loadMetas reads every partition file of dir.
@@ -173,13 +166,22 @@ func ObjectKey(topic string, partition int32, base int64, id, kind string) strin
 	return fmt.Sprintf("%s-%d/%020d-%s%s", topic, partition, base, id, kind)
 }
 
-// sumOf parses a recorded hex SHA-256.
-func sumOf(f FileMeta) (objstore.Sum, error) { return objstore.ParseSum(f.SHA256) }
+// sumOf is an object's recorded checksum.
+func sumOf(f FileMeta) (objstore.Sum, error) {
+	if f.Checksum != "" {
+		return objstore.ParseSum(f.Checksum)
+	}
+	return objstore.ParseSum(f.SHA256)
+}
 
-// ensureDir creates the metadata directory.
+// ensureDir creates the metadata directory, durably (its parent synced
+// after the creation).
 func ensureDir(fsys vfs.FS, dir string) error {
+	if _, err := fsys.Stat(dir); err == nil {
+		return nil
+	}
 	if err := fsys.MkdirAll(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return err
 	}
-	return nil
+	return fsys.SyncDir(filepath.Dir(dir))
 }

@@ -19,8 +19,9 @@ var (
 	// ErrNotRemote: the offset is in no remote segment (below the remote
 	// log start, or at or past the partition's copied end).
 	ErrNotRemote = errors.New("rlm: offset not in remote storage")
-	// ErrCorrupt: remote data failed its checksum (SHA-256 of a whole
-	// object, CRC of a batch read by range) or does not parse.
+	// ErrCorrupt: remote data failed its checksum (CRC-32C or, copied
+	// before it, SHA-256 of a whole object; CRC of a batch read by range)
+	// or does not parse.
 	ErrCorrupt = errors.New("rlm: remote data corrupt")
 )
 
@@ -117,7 +118,7 @@ func (m *Manager) object(ctx context.Context, topic string, partition int32, seg
 }
 
 // fetchObject gets a whole object of seg from the store and checks it
-// against the SHA-256 recorded when it was copied.
+// against the checksum recorded when it was copied.
 func (m *Manager) fetchObject(ctx context.Context, topic string, partition int32, seg *Segment, kind string) ([]byte, error) {
 	fm, ok := seg.Files[kind]
 	if !ok {
@@ -133,8 +134,8 @@ func (m *Manager) fetchObject(ctx context.Context, topic string, partition int32
 		return nil, err
 	}
 	defer r.Close()
-	if info.Size != fm.Size || info.SHA256 != want {
-		return nil, fmt.Errorf("%w: %s is %d bytes with sha256 %s, copied as %d bytes with %s", ErrCorrupt, key, info.Size, info.SHA256, fm.Size, fm.SHA256)
+	if info.Size != fm.Size || info.Sum != want {
+		return nil, fmt.Errorf("%w: %s is %d bytes with checksum %s, copied as %d bytes with %s", ErrCorrupt, key, info.Size, info.Sum, fm.Size, want)
 	}
 	b, err := io.ReadAll(r)
 	if errors.Is(err, objstore.ErrChecksumMismatch) {
@@ -143,8 +144,8 @@ func (m *Manager) fetchObject(ctx context.Context, topic string, partition int32
 	if err != nil {
 		return nil, err
 	}
-	if int64(len(b)) != fm.Size || objstore.SumOf(b) != want {
-		return nil, fmt.Errorf("%w: %s does not match its sha256", ErrCorrupt, key)
+	if int64(len(b)) != fm.Size || want.Of(b) != want {
+		return nil, fmt.Errorf("%w: %s does not match its checksum", ErrCorrupt, key)
 	}
 	m.fetched.Add(int64(len(b)))
 	return b, nil
@@ -290,7 +291,7 @@ func indexFloor(idx []byte, rel int64) int64 {
 // sliceBatches finds the batches of b from the one holding offset, at
 // most maxBytes of them but at least that first one whole: b[start:end],
 // and next, the offset after the last. checkCRC checks each of them (b
-// came from a range read, not verified by the object's SHA-256).
+// came from a range read, not verified by the object's checksum).
 func sliceBatches(b []byte, offset int64, maxBytes int, checkCRC bool) (start, end int, next int64, err error) {
 	start = -1
 	for p := 0; p < len(b); {

@@ -1,7 +1,10 @@
 package rlm
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -239,7 +242,7 @@ func TestCopyLocalRetentionAndReadBack(t *testing.T) {
 				t.Fatalf("segment %d has no %s", i, kind)
 			}
 			info, err := f.store.Head(context.Background(), ObjectKey("tiered", 0, s.Base, s.ID, kind))
-			if err != nil || info.Size != fm.Size || info.SHA256.String() != fm.SHA256 {
+			if err != nil || info.Size != fm.Size || info.Sum.String() != fm.Checksum || info.Sum.Alg != objstore.CRC32C {
 				t.Fatalf("segment %d %s: %+v %v, recorded %+v", i, kind, info, err, fm)
 			}
 		}
@@ -392,7 +395,7 @@ func TestCrashDuringCopyIsCleanedUp(t *testing.T) {
 	<-errc
 
 	// What a restart finds on disk.
-	metas, err := loadMetas(vfs.OS, f.metaDir)
+	metas, _, _, _, _, _, err := loadState(vfs.OS, f.metaDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -665,6 +668,14 @@ func TestDeletedTopicRemoteDataDeleted(t *testing.T) {
 	if n := len(m.Segments(id, 0)); n != 0 {
 		t.Fatalf("%d segments left in the metadata", n)
 	}
+	if metas, _, _, _, _, _, err := loadState(vfs.OS, f.metaDir); err != nil || metas[tp{id, 0}] != nil {
+		t.Fatalf("metadata on disk after the topic's deletion: %v, %v", metas[tp{id, 0}], err)
+	}
+	// Its snapshot file goes at the log's next compaction (here the next
+	// Open's).
+	m.Close()
+	m = f.manager(f.store, nil)
+	defer m.Close()
 	if _, err := os.Stat(filepath.Join(f.metaDir, metaFileName(id, 0))); !os.IsNotExist(err) {
 		t.Fatalf("metadata file: %v", err)
 	}
@@ -717,5 +728,37 @@ func TestDeleteRecordsRemote(t *testing.T) {
 	defer m2.Close()
 	if start, _ := m2.LogStart(id, 0); start != before {
 		t.Fatalf("after restart the remote log start is %d", start)
+	}
+}
+
+// Segments copied before CRC-32C recorded each object's SHA-256: their
+// objects are still fetched and verified by it, and a recorded SHA-256
+// that does not match is ErrCorrupt; new copies record a CRC-32C.
+func TestSHA256CopiesStillVerified(t *testing.T) {
+	f := newFixture(t, tieredConfig)
+	defer f.eng.Close()
+	m := f.manager(f.store, nil)
+	defer m.Close()
+	data := []byte("an offset index copied by an older broker")
+	sha := sha256.Sum256(data)
+	old, err := objstore.ParseSum(hex.EncodeToString(sha[:]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seg := &Segment{ID: "old", Base: 0, End: 1, Files: map[string]FileMeta{KindOffsetIndex: {Size: int64(len(data)), SHA256: old.String()}}}
+	if _, err := f.store.Put(context.Background(), ObjectKey("tiered", 0, 0, "old", KindOffsetIndex), bytes.NewReader(data), int64(len(data)), old); err != nil {
+		t.Fatal(err)
+	}
+	got, err := m.fetchObject(context.Background(), "tiered", 0, seg, KindOffsetIndex)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("fetch: %q %v", got, err)
+	}
+	other := sha256.Sum256([]byte("something else"))
+	seg.Files[KindOffsetIndex] = FileMeta{Size: int64(len(data)), SHA256: hex.EncodeToString(other[:])}
+	if _, err := m.fetchObject(context.Background(), "tiered", 0, seg, KindOffsetIndex); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("fetch against a wrong SHA-256: %v, want ErrCorrupt", err)
+	}
+	if s, err := sumOf(FileMeta{Checksum: "crc32c:0a0b0c0d"}); err != nil || s.Alg != objstore.CRC32C {
+		t.Fatalf("sumOf a checksum: %+v %v", s, err)
 	}
 }

@@ -26,7 +26,7 @@ type TierState struct {
 // leaderLocalStart-1 (one ending exactly at leaderLocalStart first, else
 // the one reaching furthest: remote segments of different leaders may
 // overlap) and reads its leader-epoch checkpoint and producer snapshot
-// objects, checked against their SHA-256 like every remote read. It does
+// objects, checked against their checksums like every remote read. It does
 // not need this broker to lead the partition: followers call it.
 //
 // Errors: ErrNotRemote when no such segment is known (yet: a follower's

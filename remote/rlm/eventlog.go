@@ -1,0 +1,372 @@
+package rlm
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/stratalog/strata/internal/vfs"
+)
+
+// The single broker's metadata log (see doc.go, "Metadata"). Every state
+// change is one record appended to eventLogName and made durable with one
+// fdatasync of that file (zero-filled at its creation, so the append is
+// an overwrite of written blocks: the data and a device cache flush, no
+// file-system metadata); the partitions' JSON files are snapshots, written
+// only when the log is compacted (it is full, or at Open after a replay),
+// each holding the sequence number of the last record it includes.
+//
+// Layout: a 4 KiB header block, then records back to back.
+//
+//	header  two slots, at 0 and 512 (in different sectors), each:
+//	        magic "STRATARL" | version u32 = 1 | crc u32 (CRC-32C of base) | base u64
+//	record  length u32 (of value) | crc u32 (CRC-32C of seq and value) | seq u64 | value (EncodeEvent)
+//
+// A compaction writes the new base into the slot that does not hold the
+// current one, so a torn header write leaves the other slot, and the
+// valid slot with the higher base is the log's.
+// Records carry consecutive sequence numbers from the header's base; a
+// replay applies them in order from the base and stops at the first
+// record that is torn, fails its CRC or does not carry the next number:
+// what a crash cut before its fdatasync returned (never acknowledged), or
+// the records of an older generation behind a compaction's new ones
+// (their numbers are below the base). A record is skipped for a partition
+// whose snapshot already holds its number (a crash between a compaction's
+// snapshots and its new header replays records the snapshots include).
+
+const (
+	eventLogName   = "remote-log-metadata.log"
+	eventLogHeader = 4096
+	eventRecHeader = 16
+	eventSlotBytes = 512
+	eventLogMagic  = "STRATARL"
+)
+
+// eventLogBytes is the log file's size (a variable for tests): at about
+// 300 bytes a record, some 28,000 state changes between compactions.
+var eventLogBytes int64 = 8 << 20
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// eventLog is the open metadata log. Its methods are called with the
+// manager's metaMu held (updates are serialized).
+type eventLog struct {
+	fsys  vfs.FS
+	dir   string
+	f     vfs.File
+	size  int64
+	off   int64  // where the next record goes
+	next  uint64 // the next record's sequence number
+	slot  int    // the header slot holding the current base
+	dirty map[tp]bool
+	buf   []byte
+}
+
+// loadState reads the metadata in dir: the partitions' snapshots, then
+// the log's records past them. It changes nothing on disk. log is the
+// log's base, the offset after its last valid record and the next
+// sequence number (ok false: no log file).
+func loadState(fsys vfs.FS, dir string) (parts map[tp]*partitionMeta, dirty map[tp]bool, end int64, next uint64, slot int, ok bool, err error) {
+	parts, err = loadMetas(fsys, dir)
+	if err != nil {
+		return nil, nil, 0, 0, 0, false, err
+	}
+	dirty = map[tp]bool{}
+	b, err := vfs.ReadFileLimit(fsys, filepath.Join(dir, eventLogName), 1<<30)
+	if errors.Is(err, fs.ErrNotExist) {
+		return parts, dirty, 0, 0, 0, false, nil
+	}
+	if err != nil {
+		return nil, nil, 0, 0, 0, false, fmt.Errorf("rlm: %s: %w", eventLogName, err)
+	}
+	base, slot, err := parseEventLogHeader(b)
+	if err != nil {
+		return nil, nil, 0, 0, 0, false, err
+	}
+	next = base
+	off := int64(eventLogHeader)
+	for {
+		seq, value, n := nextEventRecord(b, off, next)
+		if n == 0 {
+			break
+		}
+		ev, err := DecodeEvent(value)
+		if err != nil {
+			return nil, nil, 0, 0, 0, false, fmt.Errorf("rlm: %s record %d: %w", eventLogName, seq, err)
+		}
+		id, err := parseTopicID(ev.TopicID)
+		if err != nil {
+			return nil, nil, 0, 0, 0, false, fmt.Errorf("rlm: %s record %d: %w", eventLogName, seq, err)
+		}
+		k := tp{id, ev.Partition}
+		if pm := parts[k]; pm == nil || pm.Seq < seq {
+			pm = cloneMeta(pm, k, ev.Topic)
+			if applyEvent(pm, ev) {
+				delete(parts, k)
+			} else {
+				pm.Seq = seq
+				parts[k] = pm
+			}
+			dirty[k] = true
+		}
+		off += n
+		next++
+	}
+	return parts, dirty, off, next, slot, true, nil
+}
+
+// parseEventLogHeader returns the log's base sequence number and the
+// slot holding it: the valid slot with the higher base.
+func parseEventLogHeader(b []byte) (base uint64, slot int, err error) {
+	if len(b) < eventLogHeader {
+		return 0, 0, fmt.Errorf("rlm: %s: not a metadata log", eventLogName)
+	}
+	found := false
+	for i := range 2 {
+		h := b[i*eventSlotBytes:]
+		if string(h[:8]) != eventLogMagic || binary.BigEndian.Uint32(h[8:]) != 1 ||
+			crc32.Checksum(h[16:24], castagnoli) != binary.BigEndian.Uint32(h[12:]) {
+			continue
+		}
+		if v := binary.BigEndian.Uint64(h[16:]); !found || v > base {
+			base, slot, found = v, i, true
+		}
+	}
+	if !found {
+		return 0, 0, fmt.Errorf("rlm: %s: no valid header (not a metadata log, or a version this broker does not read)", eventLogName)
+	}
+	return base, slot, nil
+}
+
+// nextEventRecord parses the record at off of log b if it is whole, its
+// CRC matches and it carries seq; n is its length (0: the log ends here).
+func nextEventRecord(b []byte, off int64, seq uint64) (got uint64, value []byte, n int64) {
+	if off+eventRecHeader > int64(len(b)) {
+		return 0, nil, 0
+	}
+	h := b[off : off+eventRecHeader]
+	l := int64(binary.BigEndian.Uint32(h))
+	if l == 0 || off+eventRecHeader+l > int64(len(b)) || binary.BigEndian.Uint64(h[8:]) != seq {
+		return 0, nil, 0
+	}
+	if crc32.Checksum(b[off+8:off+eventRecHeader+l], castagnoli) != binary.BigEndian.Uint32(h[4:]) {
+		return 0, nil, 0
+	}
+	return seq, b[off+eventRecHeader : off+eventRecHeader+l], eventRecHeader + l
+}
+
+// openEventLog loads the metadata in dir and opens its log for appends,
+// creating it (after the snapshots' newest sequence number) when there is
+// none, and compacting it when a replay found records.
+func openEventLog(fsys vfs.FS, dir string) (*eventLog, map[tp]*partitionMeta, error) {
+	parts, dirty, end, next, slot, ok, err := loadState(fsys, dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	el := &eventLog{fsys: fsys, dir: dir, dirty: dirty, size: eventLogBytes}
+	path := filepath.Join(dir, eventLogName)
+	if !ok {
+		// No log: the snapshots are the whole state (as a broker that kept
+		// one JSON file per partition and no log left them).
+		next = 1
+		for _, pm := range parts {
+			next = max(next, pm.Seq+1)
+		}
+		if err := el.create(path, next); err != nil {
+			return nil, nil, err
+		}
+		return el, parts, nil
+	}
+	f, err := fsys.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("rlm: %w", err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("rlm: %w", err)
+	}
+	el.f, el.size, el.off, el.next, el.slot = f, st.Size(), end, next, slot
+	if len(dirty) > 0 {
+		if err := el.compact(parts); err != nil {
+			f.Close()
+			return nil, nil, err
+		}
+	}
+	return el, parts, nil
+}
+
+// create makes a zero-filled log file of el.size bytes whose header
+// starts at base, durable with its directory entry before it has its
+// name.
+func (el *eventLog) create(path string, base uint64) error {
+	tmp := vfs.TmpPath(path)
+	f, err := el.fsys.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("rlm: %w", err)
+	}
+	fail := func(err error) error {
+		f.Close()
+		el.fsys.Remove(tmp)
+		return fmt.Errorf("rlm: creating %s: %w", eventLogName, err)
+	}
+	zeros := make([]byte, min(el.size, 1<<20))
+	for off := int64(0); off < el.size; off += int64(len(zeros)) {
+		if _, err := f.WriteAt(zeros[:min(int64(len(zeros)), el.size-off)], off); err != nil {
+			return fail(err)
+		}
+	}
+	if _, err := f.WriteAt(headerSlot(base), 0); err != nil {
+		return fail(err)
+	}
+	if err := f.Sync(); err != nil {
+		return fail(err)
+	}
+	if err := el.fsys.Rename(tmp, path); err != nil {
+		return fail(err)
+	}
+	if err := el.fsys.SyncDir(el.dir); err != nil {
+		f.Close()
+		return fmt.Errorf("rlm: creating %s: %w", eventLogName, err)
+	}
+	el.f, el.off, el.next, el.slot = f, eventLogHeader, base, 0
+	return nil
+}
+
+// headerSlot is a header slot holding base.
+func headerSlot(base uint64) []byte {
+	h := make([]byte, 24)
+	copy(h[:8], eventLogMagic)
+	binary.BigEndian.PutUint32(h[8:], 1)
+	binary.BigEndian.PutUint64(h[16:], base)
+	binary.BigEndian.PutUint32(h[12:], crc32.Checksum(h[16:24], castagnoli))
+	return h
+}
+
+// writeHeader starts a generation at el.next, in the other header slot:
+// records follow the header from its end.
+func (el *eventLog) writeHeader() error {
+	slot := 1 - el.slot
+	if _, err := el.f.WriteAt(headerSlot(el.next), int64(slot*eventSlotBytes)); err != nil {
+		return fmt.Errorf("rlm: writing %s: %w", eventLogName, err)
+	}
+	if err := vfs.Datasync(el.f); err != nil {
+		return fmt.Errorf("rlm: syncing %s: %w", eventLogName, err)
+	}
+	el.slot, el.off = slot, eventLogHeader
+	return nil
+}
+
+// append makes ev (of partition k) durable and returns its sequence
+// number. parts is the metadata before ev, which a compaction writes when
+// the log is full.
+func (el *eventLog) append(k tp, ev Event, parts func() map[tp]*partitionMeta) (uint64, error) {
+	if el.f == nil {
+		return 0, errors.New("rlm: the remote log manager is closed")
+	}
+	value := EncodeEvent(ev)
+	n := int64(eventRecHeader + len(value))
+	if eventLogHeader+n > el.size {
+		return 0, fmt.Errorf("rlm: a metadata event of %d bytes does not fit %s", len(value), eventLogName)
+	}
+	if el.off+n > el.size {
+		if err := el.compact(parts()); err != nil {
+			return 0, err
+		}
+	}
+	b := append(el.buf[:0], make([]byte, eventRecHeader)...)
+	b = append(b, value...)
+	binary.BigEndian.PutUint32(b, uint32(len(value)))
+	binary.BigEndian.PutUint64(b[8:], el.next)
+	binary.BigEndian.PutUint32(b[4:], crc32.Checksum(b[8:], castagnoli))
+	el.buf = b
+	if _, err := el.f.WriteAt(b, el.off); err != nil {
+		return 0, fmt.Errorf("rlm: writing %s: %w", eventLogName, err)
+	}
+	if err := vfs.Datasync(el.f); err != nil {
+		return 0, fmt.Errorf("rlm: syncing %s: %w", eventLogName, err)
+	}
+	seq := el.next
+	el.off += n
+	el.next++
+	el.dirty[k] = true
+	return seq, nil
+}
+
+// compact writes the snapshot of every partition changed since the last
+// compaction (removing the files of partitions dropped), then starts a
+// new generation of the log at the next sequence number. A crash at any
+// point leaves snapshots and records that replay to the same state.
+func (el *eventLog) compact(parts map[tp]*partitionMeta) error {
+	keys := make([]tp, 0, len(el.dirty))
+	for k := range el.dirty {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		return string(keys[i].id[:]) < string(keys[j].id[:]) || keys[i].id == keys[j].id && keys[i].p < keys[j].p
+	})
+	for _, k := range keys {
+		path := filepath.Join(el.dir, metaFileName(k.id, k.p))
+		pm := parts[k]
+		if pm == nil {
+			if err := el.fsys.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("rlm: %w", err)
+			}
+			continue
+		}
+		b, err := json.MarshalIndent(pm, "", " ")
+		if err != nil {
+			return err
+		}
+		if err := writeSynced(el.fsys, vfs.TmpPath(path), append(b, '\n')); err != nil {
+			return fmt.Errorf("rlm: saving metadata of %s-%d: %w", pm.Topic, pm.Partition, err)
+		}
+		if err := el.fsys.Rename(vfs.TmpPath(path), path); err != nil {
+			return fmt.Errorf("rlm: %w", err)
+		}
+	}
+	if len(keys) > 0 {
+		if err := el.fsys.SyncDir(el.dir); err != nil {
+			return fmt.Errorf("rlm: %w", err)
+		}
+	}
+	if err := el.writeHeader(); err != nil {
+		return err
+	}
+	clear(el.dirty)
+	return nil
+}
+
+// writeSynced writes data to a new file at path and fsyncs it.
+func writeSynced(fsys vfs.FS, path string, data []byte) error {
+	f, err := fsys.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		fsys.Remove(path)
+	}
+	return err
+}
+
+func (el *eventLog) close() error {
+	if el == nil || el.f == nil {
+		return nil
+	}
+	err := el.f.Close()
+	el.f = nil
+	return err
+}
