@@ -23,7 +23,21 @@ const MaxFileNameLen = 255
 // when only the directory sync failed, possibly the new contents.
 func WriteFileAtomicFS(fsys FS, path string, data []byte) error {
 	tmp := TmpPath(path)
-	f, err := fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err := WriteFileSyncFS(fsys, tmp, data); err != nil {
+		return err
+	}
+	if err := fsys.Rename(tmp, path); err != nil {
+		fsys.Remove(tmp)
+		return err
+	}
+	return fsys.SyncDir(filepath.Dir(path))
+}
+
+// WriteFileSyncFS writes data to path (created, or truncated) and fsyncs
+// it; on a failure the file is removed. Its directory entry is not
+// synced.
+func WriteFileSyncFS(fsys FS, path string, data []byte) error {
+	f, err := fsys.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err
 	}
@@ -35,14 +49,9 @@ func WriteFileAtomicFS(fsys FS, path string, data []byte) error {
 		werr = cerr
 	}
 	if werr != nil {
-		fsys.Remove(tmp)
-		return werr
+		fsys.Remove(path)
 	}
-	if err := fsys.Rename(tmp, path); err != nil {
-		fsys.Remove(tmp)
-		return err
-	}
-	return fsys.SyncDir(filepath.Dir(path))
+	return werr
 }
 
 // WriteFileAtomic is WriteFileAtomicFS on the OS file system.

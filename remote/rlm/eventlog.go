@@ -324,7 +324,7 @@ func (el *eventLog) compact(parts map[tp]*partitionMeta) error {
 		if err != nil {
 			return err
 		}
-		if err := writeSynced(el.fsys, vfs.TmpPath(path), append(b, '\n')); err != nil {
+		if err := vfs.WriteFileSyncFS(el.fsys, vfs.TmpPath(path), append(b, '\n')); err != nil {
 			return fmt.Errorf("rlm: saving metadata of %s-%d: %w", pm.Topic, pm.Partition, err)
 		}
 		if err := el.fsys.Rename(vfs.TmpPath(path), path); err != nil {
@@ -341,25 +341,6 @@ func (el *eventLog) compact(parts map[tp]*partitionMeta) error {
 	}
 	clear(el.dirty)
 	return nil
-}
-
-// writeSynced writes data to a new file at path and fsyncs it.
-func writeSynced(fsys vfs.FS, path string, data []byte) error {
-	f, err := fsys.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		fsys.Remove(path)
-	}
-	return err
 }
 
 func (el *eventLog) close() error {
