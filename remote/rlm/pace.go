@@ -53,6 +53,11 @@ func (p *pacer) chargeAt(now time.Time, n, rate int64) time.Duration {
 // whole spread.
 const minSpreadRate = 16 << 20
 
+// lagRefresh is how often at most a copy's start recomputes the backlog
+// (Manager.Lag) the spread's pace is set by; between, the backlog is the
+// last one less the bytes read since.
+const lagRefresh = time.Second
+
 // copySpreadRate is the copy pace remote.log.manager.copy.spread.ms
 // sets for a backlog of that many bytes: the backlog over the spread, so
 // that a burst of rolled segments (every partition of a keyed topic
