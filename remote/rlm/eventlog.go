@@ -69,9 +69,10 @@ type eventLog struct {
 }
 
 // loadState reads the metadata in dir: the partitions' snapshots, then
-// the log's records past them. It changes nothing on disk. log is the
-// log's base, the offset after its last valid record and the next
-// sequence number (ok false: no log file).
+// the log's records past them, and marks the partitions the records
+// changed dirty. It changes nothing on disk. end is the offset after the
+// log's last valid record, next the next sequence number and slot the
+// header slot holding the base (ok false: no log file).
 func loadState(fsys vfs.FS, dir string) (parts map[tp]*partitionMeta, dirty map[tp]bool, end int64, next uint64, slot int, ok bool, err error) {
 	parts, err = loadMetas(fsys, dir)
 	if err != nil {
