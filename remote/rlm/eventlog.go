@@ -68,42 +68,51 @@ type eventLog struct {
 	buf   []byte
 }
 
+// replayed is the metadata loadState found: the partitions, those the
+// log's records changed (dirty), and, when the log exists (found), the
+// offset after its last valid record (end), the next sequence number and
+// the header slot holding its base.
+type replayed struct {
+	parts map[tp]*partitionMeta
+	dirty map[tp]bool
+	end   int64
+	next  uint64
+	slot  int
+	found bool
+}
+
 // loadState reads the metadata in dir: the partitions' snapshots, then
-// the log's records past them, and marks the partitions the records
-// changed dirty. It changes nothing on disk. end is the offset after the
-// log's last valid record, next the next sequence number and slot the
-// header slot holding the base (ok false: no log file).
-func loadState(fsys vfs.FS, dir string) (parts map[tp]*partitionMeta, dirty map[tp]bool, end int64, next uint64, slot int, ok bool, err error) {
-	parts, err = loadMetas(fsys, dir)
+// the log's records past them. It changes nothing on disk.
+func loadState(fsys vfs.FS, dir string) (replayed, error) {
+	parts, err := loadMetas(fsys, dir)
 	if err != nil {
-		return nil, nil, 0, 0, 0, false, err
+		return replayed{}, err
 	}
-	dirty = map[tp]bool{}
+	r := replayed{parts: parts, dirty: map[tp]bool{}}
 	b, err := vfs.ReadFileLimit(fsys, filepath.Join(dir, eventLogName), 1<<30)
 	if errors.Is(err, fs.ErrNotExist) {
-		return parts, dirty, 0, 0, 0, false, nil
+		return r, nil
 	}
 	if err != nil {
-		return nil, nil, 0, 0, 0, false, fmt.Errorf("rlm: %s: %w", eventLogName, err)
+		return replayed{}, fmt.Errorf("rlm: %s: %w", eventLogName, err)
 	}
 	base, slot, err := parseEventLogHeader(b)
 	if err != nil {
-		return nil, nil, 0, 0, 0, false, err
+		return replayed{}, err
 	}
-	next = base
-	off := int64(eventLogHeader)
+	r.found, r.slot, r.next, r.end = true, slot, base, eventLogHeader
 	for {
-		seq, value, n := nextEventRecord(b, off, next)
+		seq, value, n := nextEventRecord(b, r.end, r.next)
 		if n == 0 {
-			break
+			return r, nil
 		}
 		ev, err := DecodeEvent(value)
 		if err != nil {
-			return nil, nil, 0, 0, 0, false, fmt.Errorf("rlm: %s record %d: %w", eventLogName, seq, err)
+			return replayed{}, fmt.Errorf("rlm: %s record %d: %w", eventLogName, seq, err)
 		}
 		id, err := parseTopicID(ev.TopicID)
 		if err != nil {
-			return nil, nil, 0, 0, 0, false, fmt.Errorf("rlm: %s record %d: %w", eventLogName, seq, err)
+			return replayed{}, fmt.Errorf("rlm: %s record %d: %w", eventLogName, seq, err)
 		}
 		k := tp{id, ev.Partition}
 		if pm := parts[k]; pm == nil || pm.Seq < seq {
@@ -114,12 +123,11 @@ func loadState(fsys vfs.FS, dir string) (parts map[tp]*partitionMeta, dirty map[
 				pm.Seq = seq
 				parts[k] = pm
 			}
-			dirty[k] = true
+			r.dirty[k] = true
 		}
-		off += n
-		next++
+		r.end += n
+		r.next++
 	}
-	return parts, dirty, off, next, slot, true, nil
 }
 
 // parseEventLogHeader returns the log's base sequence number and the
@@ -166,16 +174,17 @@ func nextEventRecord(b []byte, off int64, seq uint64) (got uint64, value []byte,
 // creating it (after the snapshots' newest sequence number) when there is
 // none, and compacting it when a replay found records.
 func openEventLog(fsys vfs.FS, dir string) (*eventLog, map[tp]*partitionMeta, error) {
-	parts, dirty, end, next, slot, ok, err := loadState(fsys, dir)
+	r, err := loadState(fsys, dir)
 	if err != nil {
 		return nil, nil, err
 	}
-	el := &eventLog{fsys: fsys, dir: dir, dirty: dirty, size: eventLogBytes}
+	parts := r.parts
+	el := &eventLog{fsys: fsys, dir: dir, dirty: r.dirty, size: eventLogBytes}
 	path := filepath.Join(dir, eventLogName)
-	if !ok {
+	if !r.found {
 		// No log: the snapshots are the whole state (as a broker that kept
 		// one JSON file per partition and no log left them).
-		next = 1
+		next := uint64(1)
 		for _, pm := range parts {
 			next = max(next, pm.Seq+1)
 		}
@@ -193,8 +202,8 @@ func openEventLog(fsys vfs.FS, dir string) (*eventLog, map[tp]*partitionMeta, er
 		f.Close()
 		return nil, nil, fmt.Errorf("rlm: %w", err)
 	}
-	el.f, el.size, el.off, el.next, el.slot = f, st.Size(), end, next, slot
-	if len(dirty) > 0 {
+	el.f, el.size, el.off, el.next, el.slot = f, st.Size(), r.end, r.next, r.slot
+	if len(r.dirty) > 0 {
 		if err := el.compact(parts); err != nil {
 			f.Close()
 			return nil, nil, err
@@ -281,8 +290,8 @@ func (el *eventLog) append(k tp, ev Event, parts func() map[tp]*partitionMeta) (
 			return 0, err
 		}
 	}
-	b := append(el.buf[:0], make([]byte, eventRecHeader)...)
-	b = append(b, value...)
+	var h [eventRecHeader]byte
+	b := append(append(el.buf[:0], h[:]...), value...)
 	binary.BigEndian.PutUint32(b, uint32(len(value)))
 	binary.BigEndian.PutUint64(b[8:], el.next)
 	binary.BigEndian.PutUint32(b[4:], crc32.Checksum(b[8:], castagnoli))

@@ -246,11 +246,11 @@ func TestEventLogCrash(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		before, _, _, _, _, _, err := loadState(mem, dir)
+		rb, err := loadState(mem, dir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		model := metaModel(before)
+		model := metaModel(rb.parts)
 		opts := vfs.CrashOptions{Seed: uint64(seed), KeepUnsynced: rng.IntN(2) == 0}
 		opts.Reorder = opts.KeepUnsynced && rng.IntN(2) == 0
 		opts.Tear = rng.IntN(2) == 0
@@ -270,10 +270,11 @@ func TestEventLogCrash(t *testing.T) {
 		if cfs.after == nil {
 			cfs.after = mem.Crash(opts)
 		}
-		got, _, _, _, _, _, err := loadState(cfs.after, dir)
+		rs, err := loadState(cfs.after, dir)
 		if err != nil {
 			t.Fatalf("seed %d: after the crash: %v", seed, err)
 		}
+		got := rs.parts
 		if g := canon(got); g != canon(model) && (inflight == nil || g != canon(inflight)) {
 			t.Fatalf("seed %d (%+v): after the crash\n got %s\nwant %s\n  or %v", seed, opts, g, canon(model), inflight)
 		}
@@ -293,9 +294,9 @@ func TestEventLogCrash(t *testing.T) {
 			model = model.apply(k, ev)
 		}
 		el2.close()
-		got, _, _, _, _, _, err = loadState(cfs.after, dir)
-		if err != nil || canon(got) != canon(model) {
-			t.Fatalf("seed %d: after a restart: %v\n got %s\nwant %s", seed, err, canon(got), canon(model))
+		rs, err = loadState(cfs.after, dir)
+		if err != nil || canon(rs.parts) != canon(model) {
+			t.Fatalf("seed %d: after a restart: %v\n got %s\nwant %s", seed, err, canon(rs.parts), canon(model))
 		}
 	}
 }
@@ -328,10 +329,11 @@ func TestEventLogReplayStops(t *testing.T) {
 	path := filepath.Join(dir, eventLogName)
 	segs := func() int {
 		t.Helper()
-		parts, _, _, _, _, _, err := loadState(vfs.OS, dir)
+		rs, err := loadState(vfs.OS, dir)
 		if err != nil {
 			t.Fatal(err)
 		}
+		parts := rs.parts
 		if parts[k] == nil {
 			return 0
 		}
@@ -382,7 +384,7 @@ func TestEventLogReplayStops(t *testing.T) {
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, _, _, _, _, err := loadState(vfs.OS, dir); err == nil {
+	if _, err := loadState(vfs.OS, dir); err == nil {
 		t.Fatal("a log with no valid header loaded")
 	}
 }

@@ -395,10 +395,11 @@ func TestCrashDuringCopyIsCleanedUp(t *testing.T) {
 	<-errc
 
 	// What a restart finds on disk.
-	metas, _, _, _, _, _, err := loadState(vfs.OS, f.metaDir)
+	rs, err := loadState(vfs.OS, f.metaDir)
 	if err != nil {
 		t.Fatal(err)
 	}
+	metas := rs.parts
 	pm := metas[tp{f.log.TopicID(), 0}]
 	var started *Segment
 	for i := range pm.Segments {
@@ -668,8 +669,8 @@ func TestDeletedTopicRemoteDataDeleted(t *testing.T) {
 	if n := len(m.Segments(id, 0)); n != 0 {
 		t.Fatalf("%d segments left in the metadata", n)
 	}
-	if metas, _, _, _, _, _, err := loadState(vfs.OS, f.metaDir); err != nil || metas[tp{id, 0}] != nil {
-		t.Fatalf("metadata on disk after the topic's deletion: %v, %v", metas[tp{id, 0}], err)
+	if rs, err := loadState(vfs.OS, f.metaDir); err != nil || rs.parts[tp{id, 0}] != nil {
+		t.Fatalf("metadata on disk after the topic's deletion: %v, %v", rs.parts[tp{id, 0}], err)
 	}
 	// Its snapshot file goes at the log's next compaction (here the next
 	// Open's).
