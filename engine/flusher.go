@@ -357,15 +357,24 @@ func (e *Engine) capture(l *Log, j *flushJob, nowMs int64) {
 	clear(l.pending)
 	l.pending = l.pending[:0]
 	j.sealedN = len(segs)
-	if full {
+	switch {
+	case full && l.activeDirty && !l.activeOwn && e.jnl != nil && !e.jnlEnds && !e.fl.closing.Load():
+		// Only journaled bytes in the active segment (a roll's job): their
+		// journal groups made them durable and the next checkpoint writes
+		// them; syncing the segment here too cost every roll of a keyed
+		// burst a tail write and a device flush beside the journal's.
+		// The job syncs the sealed segments and the directory; the
+		// active one stays dirty (deferred) for the checkpoint and Close.
+		j.end = l.active.base
+	case full:
 		j.end = l.logEnd.Load()
 		if l.activeDirty && l.active.acquire() {
 			segs = append(segs, l.active)
 		}
-		l.activeDirty = false
+		l.activeDirty, l.activeOwn = false, false
 		l.unflushed = 0
 		l.lastFlushMs = nowMs
-	} else {
+	default:
 		j.end = l.active.base
 	}
 	j.syncDir = l.dirDirty

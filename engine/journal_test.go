@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -439,4 +440,94 @@ func TestJournalHoldOneGroup(t *testing.T) {
 	if st, _ := e.JournalStats(); st.Groups < g0+3 {
 		t.Fatalf("groups %d after unhold and barrier, want at least %d", st.Groups, g0+3)
 	}
+}
+
+// TestJournalRollLeavesActiveToJournal: a roll's flush job syncs the
+// segment it sealed (and the directory) but not the new active segment,
+// whose bytes are all journaled: their groups made them durable and a
+// checkpoint writes them (under keyed traffic every roll of a burst paid a
+// tail write and a device flush for it beside the journal's). After a
+// crash every acknowledged batch is back, and Close still syncs the
+// active segment.
+func TestJournalRollLeavesActiveToJournal(t *testing.T) {
+	dir := t.TempDir()
+	var mu sync.Mutex
+	synced := map[string]int{}
+	e := openEngine(t, dir, func(o *Options) {
+		journalOpts(o)
+		o.syncHook = func(path string) error {
+			mu.Lock()
+			synced[filepath.Base(path)]++
+			mu.Unlock()
+			return nil
+		}
+	})
+	closed := false
+	defer func() {
+		if !closed {
+			e.Close()
+		}
+	}()
+	tp := mustTopic(t, e, "r", 1, map[string]string{"segment.bytes": "65536"})
+	l := tp.Partition(0)
+	ckpts := e.jnl.stats.checkpoints.Load()
+	want := appendJournaled(t, tp, 1, 40, 4, 1000, 1) // ~160 KiB: two rolls or more
+	segs := *l.segs.Load()
+	if len(segs) < 3 {
+		t.Fatalf("%d segments: the appends did not roll twice", len(segs))
+	}
+	name := func(s *logSegment) string { return filepath.Base(segmentFileName(l.dir, s.base, logSuffix)) }
+	count := func(n string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return synced[n]
+	}
+	// A roll's flush job runs after the roll: wait until the last two
+	// sealed segments are synced and the log's flush is over, then look
+	// at the active one.
+	deadline := time.Now().Add(30 * time.Second) // deadlock guard, not a timing assertion
+	for count(name(segs[len(segs)-3])) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the sealed segment %s was never synced", name(segs[len(segs)-3]))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for count(name(segs[len(segs)-2])) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the sealed segment %s was never synced", name(segs[len(segs)-2]))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for { // and for the log's flush job to be over
+		l.mu.Lock()
+		st := l.flushState
+		l.mu.Unlock()
+		if st == flushIdle || st == flushDeferred {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the log's flush never ended (state %d)", st)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := e.jnl.stats.checkpoints.Load(); n != ckpts {
+		t.Fatalf("%d checkpoints ran: a sync of the active segment would not be the roll's", n-ckpts)
+	}
+	active := segs[len(segs)-1]
+	if n := count(name(active)); n != 0 {
+		t.Fatalf("the active segment %s was synced %d times before any checkpoint: a roll's job synced journaled bytes", name(active), n)
+	}
+
+	crash := t.TempDir()
+	copyDir(t, dir, crash)
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	closed = true
+	if n := count(name(active)); n == 0 {
+		t.Fatalf("Close did not sync the active segment %s", name(active))
+	}
+	e2 := openEngine(t, crash, journalOpts)
+	defer e2.Close()
+	checkLog(t, e2, "r", 0, want[0])
 }

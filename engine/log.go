@@ -40,9 +40,14 @@ type Log struct {
 	deferListed bool          // in the coordinator's deferred list (write caching)
 	pending     []*logSegment // sealed by a roll, not yet synced
 	activeDirty bool          // the active segment has unsynced bytes
-	dirDirty    bool          // a segment file was created since the last dir sync
-	unflushed   int64         // records appended since the last full flush (write.caching)
-	lastFlushMs int64         // clock time of the last full flush
+	// activeOwn: some of them are not in the journal (an append the
+	// journal did not take, a truncation): a flush job must sync the
+	// active segment itself. Journaled bytes need no flush job: their
+	// group made them durable and a checkpoint writes them (capture).
+	activeOwn   bool
+	dirDirty    bool  // a segment file was created since the last dir sync
+	unflushed   int64 // records appended since the last full flush (write.caching)
+	lastFlushMs int64 // clock time of the last full flush
 
 	segs atomic.Pointer[[]*logSegment] // immutable snapshot, replaced under mu
 
@@ -339,6 +344,7 @@ func (l *Log) appendBatches(batches []byte, leaderEpoch int32, m *txnMarker) (Ap
 	// With the journal (journal.go) the batches become durable with the
 	// journal's next group; the segment's chunk is written when full.
 	journaled := !caching && l.e.jnl != nil && !l.e.jnlEnds && l.e.jnl.stageAppend(l, s.base, pos, batches, next, spans)
+	l.activeOwn = l.activeOwn || !journaled
 	// With write.caching the log waits (deferred) until flush.ms or
 	// flush.messages is reached; without, it is queued for a flush worker.
 	urgent := !journaled && (!caching || l.unflushed >= cfg.FlushMessages || nowMs-l.lastFlushMs >= cfg.FlushMs)

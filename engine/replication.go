@@ -455,6 +455,7 @@ func (l *Log) AppendAsFollower(batches []byte) (AppendInfo, error) {
 	l.unflushed += next - base // offsets spanned: records, or more across gaps
 	// As in appendBatches: durable with the journal's next group.
 	journaled := !caching && l.e.jnl != nil && !l.e.jnlEnds && l.e.jnl.stageAppend(l, s.base, pos, batches, next, spans)
+	l.activeOwn = l.activeOwn || !journaled
 	urgent := !journaled && (!caching || l.unflushed >= l.config().FlushMessages || nowMs-l.lastFlushMs >= l.config().FlushMs)
 	l.e.markDirty(l, urgent)
 	if urgent {
@@ -648,7 +649,7 @@ func (l *Log) truncateLocked(offset int64) (int64, []*logSegment, error) {
 	clear(l.pending[len(kept):])
 	l.pending = kept
 	l.logEnd.Store(newEnd)
-	l.activeDirty = true
+	l.activeDirty, l.activeOwn = true, true
 	l.dirDirty = l.dirDirty || len(victims) > 0
 	if l.durable.Load() > newEnd {
 		l.durable.Store(newEnd)
@@ -730,7 +731,7 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 	l.logStart.Store(offset)
 	l.logEnd.Store(offset)
 	l.durable.Store(offset)
-	l.activeDirty = true
+	l.activeDirty, l.activeOwn = true, true
 	l.dirDirty = true
 	l.hwMu.Lock()
 	l.hw.Store(offset)
