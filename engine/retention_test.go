@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -241,5 +242,65 @@ func TestRetentionGoroutine(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, logStartFile)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRetentionPassWritesLogStartCheckpointOnce: a retention pass that
+// deletes from every partition writes the log-start checkpoint once, after
+// all of them (it was once per partition: 192 atomic rewrites of the whole
+// file in a pass over two 96-partition topics), and it holds every
+// partition's new start; a pass that deletes nothing writes none.
+func TestRetentionPassWritesLogStartCheckpointOnce(t *testing.T) {
+	const t0 = int64(1_700_000_000_000)
+	clk := newFakeClock(t0)
+	var writes atomic.Int64
+	e := openEngine(t, t.TempDir(), func(o *Options) {
+		o.Now = clk.Now
+		o.RetentionCheckInterval = -1
+		o.Cleaner.Disabled = true
+		o.syncHook = func(path string) error {
+			if filepath.Base(path) == logStartFile {
+				writes.Add(1)
+			}
+			return nil
+		}
+	})
+	defer e.Close()
+	c := smallConfig()
+	c["retention.ms"], c["retention.bytes"] = "-1", "10000"
+	const parts = 6
+	tp := mustTopic(t, e, "pass", parts, c)
+	for p := 0; p < parts; p++ {
+		for i := 0; i < 8; i++ {
+			appendAt(t, tp.Partition(int32(p)), t0, p*100+i)
+		}
+	}
+	before := writes.Load()
+	n := e.enforceRetention()
+	if n < parts {
+		t.Fatalf("the pass deleted %d segments from %d partitions: want some from each", n, parts)
+	}
+	if w := writes.Load() - before; w != 1 {
+		t.Fatalf("the pass wrote the log-start checkpoint %d times, want once", w)
+	}
+	got, err := e.readCheckpoint(logStartFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := 0; p < parts; p++ {
+		l := tp.Partition(int32(p))
+		if l.LogStartOffset() == 0 {
+			t.Fatalf("partition %d: nothing deleted", p)
+		}
+		if v := got[topicPartition{"pass", int32(p)}]; v != l.LogStartOffset() {
+			t.Fatalf("partition %d: checkpoint holds start %d, the log %d", p, v, l.LogStartOffset())
+		}
+	}
+	before = writes.Load()
+	if e.enforceRetention() != 0 {
+		t.Fatal("second pass deleted more")
+	}
+	if w := writes.Load() - before; w != 0 {
+		t.Fatalf("a pass that deleted nothing wrote the checkpoint %d times", w)
 	}
 }
