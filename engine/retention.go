@@ -36,9 +36,10 @@ import (
 // Only sealed segments wholly below the high watermark are candidates; the
 // active segment is never deleted (Kafka rolls an expired active segment
 // first; here segment.ms bounds its age). Deleting moves the log start
-// offset to the first surviving segment's base (never backwards),
-// checkpoints it (log-start-offset-checkpoint) and renames the files to
-// *.deleted. The Log's own reference to a deleted segment is held for
+// offset to the first surviving segment's base (never backwards) and
+// renames the files to *.deleted; the pass then writes
+// log-start-offset-checkpoint once for every log it deleted from (a start
+// at a segment's base is also what Open finds from the files). The Log's own reference to a deleted segment is held for
 // file.delete.delay.ms and then dropped; the files are unlinked when the
 // last reference goes, so a reader that pinned the segment (ReadResult,
 // sendfile in progress) keeps reading after the delay too. Offsets of the
