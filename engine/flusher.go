@@ -365,7 +365,11 @@ func (e *Engine) capture(l *Log, j *flushJob, nowMs int64) {
 		// burst a tail write and a device flush beside the journal's.
 		// The job syncs the sealed segments and the directory; the
 		// active one stays dirty (deferred) for the checkpoint and Close.
+		// The flush.messages and flush.ms counts restart as after a full
+		// flush (a deferred log past them would be queued again at once).
 		j.end = l.active.base
+		l.unflushed = 0
+		l.lastFlushMs = nowMs
 	case full:
 		j.end = l.logEnd.Load()
 		if l.activeDirty && l.active.acquire() {

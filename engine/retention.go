@@ -39,11 +39,12 @@ import (
 // offset to the first surviving segment's base (never backwards) and
 // renames the files to *.deleted; the pass then writes
 // log-start-offset-checkpoint once for every log it deleted from (a start
-// at a segment's base is also what Open finds from the files). The Log's own reference to a deleted segment is held for
-// file.delete.delay.ms and then dropped; the files are unlinked when the
-// last reference goes, so a reader that pinned the segment (ReadResult,
-// sendfile in progress) keeps reading after the delay too. Offsets of the
-// surviving records never change. A fetch below the new start fails with
+// at a segment's base is also what Open finds from the files). The Log's
+// own reference to a deleted segment is held for file.delete.delay.ms and
+// then dropped; the files are unlinked when the last reference goes, so a
+// reader that pinned the segment (ReadResult, sendfile in progress) keeps
+// reading after the delay too. Offsets of the surviving records never
+// change. A fetch below the new start fails with
 // ErrOffsetOutOfRange (OFFSET_OUT_OF_RANGE on the wire) and the client
 // applies its reset policy.
 //
