@@ -486,30 +486,22 @@ func TestJournalRollLeavesActiveToJournal(t *testing.T) {
 	// sealed segments are synced and the log's flush is over, then look
 	// at the active one.
 	deadline := time.Now().Add(30 * time.Second) // deadlock guard, not a timing assertion
-	for count(name(segs[len(segs)-3])) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the sealed segment %s was never synced", name(segs[len(segs)-3]))
+	waitFor := func(what string, done func() bool) {
+		for !done() {
+			if time.Now().After(deadline) {
+				t.Fatal(what)
+			}
+			time.Sleep(5 * time.Millisecond)
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
-	for count(name(segs[len(segs)-2])) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the sealed segment %s was never synced", name(segs[len(segs)-2]))
-		}
-		time.Sleep(5 * time.Millisecond)
+	for _, s := range segs[len(segs)-3 : len(segs)-1] {
+		waitFor("the sealed segment "+name(s)+" was never synced", func() bool { return count(name(s)) > 0 })
 	}
-	for { // and for the log's flush job to be over
+	waitFor("the log's flush never ended", func() bool {
 		l.mu.Lock()
-		st := l.flushState
-		l.mu.Unlock()
-		if st == flushIdle || st == flushDeferred {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the log's flush never ended (state %d)", st)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		defer l.mu.Unlock()
+		return l.flushState == flushIdle || l.flushState == flushDeferred
+	})
 	if n := e.jnl.stats.checkpoints.Load(); n != ckpts {
 		t.Fatalf("%d checkpoints ran: a sync of the active segment would not be the roll's", n-ckpts)
 	}
