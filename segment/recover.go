@@ -166,6 +166,9 @@ func (s *Segment) walk(from, to int64, visit func(BatchInfo), truncate bool) (va
 		return pos, nil
 	}
 	if pos < end {
+		if s.w != nil {
+			s.w.settlePrewrite()
+		}
 		// Publish the smaller size before the bytes go (readers clamp to it).
 		s.size.Store(pos)
 		s.cuts.Add(1)

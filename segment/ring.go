@@ -1123,17 +1123,27 @@ func (w *ringWriter) shareable() bool {
 	return w.prewrite && !w.noShare.Load() && w.cleanGen.Load() == w.metaGen.Load()+1
 }
 
-// truncated updates the writer after the file was cut to size (drain was
-// called before the cut).
+// settlePrewrite waits for the running zero-fill step, if any, before the
+// file is cut (Seal, TruncateTo): its fallocate and zero writes raise
+// i_size as they land, so one still running when the file is cut grew it
+// again afterwards, and a sealed segment kept a tail of zeros past its
+// last batch (a reader of the file, and a restart, took them for the
+// segment's bytes). Its error is the step's, which the cut makes moot.
+func (w *ringWriter) settlePrewrite() {
+	if w.direct && w.preBusy {
+		_ = w.waitPrewrite()
+	}
+}
+
+// truncated updates the writer after the file was cut to size (drain and
+// settlePrewrite were called before the cut).
 func (w *ringWriter) truncated(size int64) {
 	w.metaGen.Add(1)
 	w.recycledEnd.Store(0) // i_size is size: the old bytes past it are gone
 	w.reset(size)
 	w.durable.Store(-1)
 	if w.direct {
-		if w.preBusy {
-			_ = w.waitPrewrite()
-		}
+		w.settlePrewrite()
 		w.reserved = size
 	}
 }

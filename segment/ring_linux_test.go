@@ -5,6 +5,7 @@ package segment_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -700,4 +701,44 @@ func residentPages(t *testing.T, path string, off, n int64) int {
 		count += int(v & 1)
 	}
 	return count
+}
+
+// TestDirectSealWaitsForZeroFill: Seal cuts the file to Size while the
+// zero-fill may be running a step ahead of the appends (its fallocate and
+// zero writes raise i_size as they land); the cut must come after the
+// step, or the sealed file keeps a tail of zeros past its last byte. Each
+// round appends just past the point where the next step starts and
+// seals at once, with the step in flight.
+func TestDirectSealWaitsForZeroFill(t *testing.T) {
+	opts := segment.Options{Ring: newRing(t, uring.BackendUring), Direct: true, PreWrite: true}
+	dir := t.TempDir()
+	chunk := bytes.Repeat([]byte{7}, 4<<10)
+	for round := range 16 {
+		path := filepath.Join(dir, fmt.Sprintf("%020d.log", round))
+		s, err := segment.CreateWith(path, 0, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := (64 + 37*round) << 10 // 64 KiB to ~620 KiB: across the first steps' starts
+		var size int64
+		for size < int64(n) {
+			if _, err := s.Append(chunk); err != nil {
+				t.Fatal(err)
+			}
+			size += int64(len(chunk))
+		}
+		if err := s.Seal(); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		st, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Size() != size {
+			t.Fatalf("round %d: the sealed file is %d bytes, its segment %d", round, st.Size(), size)
+		}
+	}
 }

@@ -432,6 +432,7 @@ func (s *Segment) TruncateTo(size int64) error {
 		if err := s.w.drain(); err != nil {
 			return err
 		}
+		s.w.settlePrewrite()
 	}
 	// Publish the smaller size first so concurrent readers stop short of the
 	// bytes being dropped.
@@ -469,6 +470,7 @@ func (s *Segment) Seal() error {
 		if err := s.w.drain(); err != nil {
 			return err
 		}
+		s.w.settlePrewrite()
 	}
 	if err := s.file.Truncate(s.size.Load()); err != nil {
 		return err
