@@ -666,8 +666,10 @@ func (b *ioBackend) shutdown() {
 }
 
 // create makes a new segment file for appending, ring-backed ones in a
-// pool of big chunks if big (a log with write caching, acquireGroup). The
-// returned group (nil unless ring-backed) must be released after the
+// pool of big chunks if big (a log with write caching, acquireGroup), and
+// fsyncs its directory whatever the backend, so the new entry, and those
+// made in the directory before it, survive a crash (a roll relies on it).
+// The returned group (nil unless ring-backed) must be released after the
 // segment is closed.
 func (b *ioBackend) create(path string, prealloc int64, big bool) (*segment.Segment, *poolGroup, error) {
 	switch {
@@ -679,8 +681,19 @@ func (b *ioBackend) create(path string, prealloc int64, big bool) (*segment.Segm
 		s, err := segment.New(path, f)
 		if err != nil {
 			f.Close()
+			return nil, nil, err
 		}
-		return s, nil, err
+		// The directory as segment.CreateWith syncs it: the new file's
+		// entry (and the index files' made before it) is durable.
+		fsys := b.fs
+		if fsys == nil {
+			fsys = vfs.OS
+		}
+		if err := fsys.SyncDir(filepath.Dir(path)); err != nil {
+			s.Close()
+			return nil, nil, err
+		}
+		return s, nil, nil
 	case b.ring == nil:
 		s, err := segment.CreateWith(path, prealloc, segment.Options{})
 		return s, nil, err

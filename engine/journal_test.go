@@ -523,3 +523,90 @@ func TestJournalRollLeavesActiveToJournal(t *testing.T) {
 	defer e2.Close()
 	checkLog(t, e2, "r", 0, want[0])
 }
+
+// dirSyncCounter is a file system counting SyncDir calls per directory.
+type dirSyncCounter struct {
+	vfs.FS
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *dirSyncCounter) SyncDir(name string) error {
+	c.mu.Lock()
+	c.n[filepath.Clean(name)]++
+	c.mu.Unlock()
+	return c.FS.SyncDir(name)
+}
+
+func (c *dirSyncCounter) count(name string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[filepath.Clean(name)]
+}
+
+// A roll fsyncs its partition's directory once, when the new segment's
+// data file is made (after its index files): neither the roll itself nor
+// its flush job syncs it again (each did before, three directory fsyncs
+// per roll), and a crash copy taken after the rolls replays every
+// acknowledged batch from the new segments.
+func TestRollSyncsDirectoryOnce(t *testing.T) {
+	for _, journal := range []bool{true, false} {
+		t.Run(fmt.Sprintf("journal=%v", journal), func(t *testing.T) {
+			dir := t.TempDir()
+			mfs := newDataFS(t, dir)
+			c := &dirSyncCounter{FS: mfs, n: map[string]int{}}
+			e := openEngine(t, dir, func(o *Options) {
+				o.fs = c
+				if journal {
+					o.JournalBytes, o.journalFS = journalMinBytes, o.fs
+				}
+			})
+			defer e.Close()
+			tp := mustTopic(t, e, "r", 1, map[string]string{"segment.bytes": "65536", "preallocate": "false"})
+			l := tp.Partition(0)
+			// The first append writes leader-epoch-checkpoint (a directory
+			// sync of its own): count from the second on.
+			want := appendJournaled(t, tp, 1, 1, 4, 1000, 1)[0]
+			before, segs0 := c.count(l.dir), len(*l.segs.Load())
+			// ~160 KiB more: two rolls or more.
+			want = append(want, appendJournaled(t, tp, 1, 40, 4, 1000, 2)[0]...)
+			deadline := time.Now().Add(30 * time.Second) // deadlock guard, not a timing assertion
+			for {
+				l.mu.Lock()
+				idle := (l.flushState == flushIdle || l.flushState == flushDeferred) && len(l.pending) == 0
+				l.mu.Unlock()
+				if idle {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the log's flush never ended")
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			rolls := len(*l.segs.Load()) - segs0
+			if rolls < 2 {
+				t.Fatalf("%d rolls: the appends did not roll twice", rolls)
+			}
+			if n := c.count(l.dir) - before; n != rolls {
+				t.Fatalf("%d rolls synced the partition directory %d times, want one each", rolls, n)
+			}
+			after := mfs.Crash(vfs.CrashOptions{})
+			e2 := openEngine(t, dir, func(o *Options) {
+				o.fs = after
+				if journal {
+					o.JournalBytes, o.journalFS = journalMinBytes, o.fs
+				}
+			})
+			defer e2.Close()
+			got := readAllBatches(t, e2.Topic("r").Partition(0), 0)
+			if len(got) != len(want) {
+				t.Fatalf("%d batches after the crash, %d acknowledged", len(got), len(want))
+			}
+			for _, b := range want {
+				if base := int64(binary.BigEndian.Uint64(b)); !bytes.Equal(got[base], b) {
+					t.Fatalf("the batch at %d differs after the crash", base)
+				}
+			}
+		})
+	}
+}

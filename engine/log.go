@@ -428,13 +428,12 @@ func (l *Log) shouldRoll(s *logSegment, n, lastOffset, nowMs int64) bool {
 }
 
 // roll seals the active segment and starts a new one at the log end. Caller
-// holds mu. The flush it queues syncs the old segment and the directory;
-// with the journal the directory is synced here too (see below).
+// holds mu. The flush it queues syncs the old segment and its indexes.
 func (l *Log) roll() error {
 	old := l.active
 	// In the ends mode the roll syncs the new file and the sealed segment
-	// itself; where the journal holds the records, the directory sync
-	// below makes the new file durable and the sealed segment is synced
+	// itself; where the journal holds the records, the new file's creation
+	// made its directory entry durable and the sealed segment is synced
 	// later (see below).
 	rollSyncs := l.e.jnl != nil && l.e.jnlEnds
 	// The old segment's tail goes to the device now, so that seal's wait
@@ -452,30 +451,29 @@ func (l *Log) roll() error {
 		ns.release()
 		return err
 	}
-	if l.e.jnl != nil {
-		// Journal records name their segment: the new one's directory
-		// entry is made durable now, and so is the sealed one's bytes in
-		// the ends mode. Where the journal holds the records, the sealed
-		// segment is synced by the flush the roll queues (l.pending), and
-		// a checkpoint syncs it first if it comes before (journal.go,
-		// checkpoint: every sealed segment still idxUnsynced), so the
-		// roll does not wait for it: a roll of a 64 MiB segment held the
-		// partition, and with it the produce request's append loop,
-		// 12.7 ms on average, 2.1 of them this sync and 5-6 the new
-		// file's (docs/performance.md, session 29).
-		if rollSyncs {
-			if err := l.e.syncFile(old.logPath, old.seg.Sync); err != nil {
-				ns.release()
-				return err
-			}
-		}
-		if err := l.e.syncFile(l.dir, func() error { return l.e.syncDir(l.dir) }); err != nil {
+	if rollSyncs {
+		// The ends mode: journal records name their segment's bytes, so
+		// the sealed one's are made durable now. Where the journal holds
+		// the records, the sealed segment is synced by the flush the roll
+		// queues (l.pending), and a checkpoint syncs it first if it comes
+		// before (journal.go, checkpoint: every sealed segment still
+		// idxUnsynced), so the roll does not wait for it: a roll of a 64
+		// MiB segment held the partition, and with it the produce
+		// request's append loop, 12.7 ms on average, 2.1 of them this sync
+		// and 5-6 the new file's (docs/performance.md, session 29).
+		if err := l.e.syncFile(old.logPath, old.seg.Sync); err != nil {
 			ns.release()
 			return err
 		}
 	}
+	// No directory sync here nor in the roll's flush job: making the new
+	// segment's files synced the directory (newSegment), which is what
+	// journal records naming the new segment need, and the roll's other
+	// change to the directory, the producer snapshot, is written without
+	// a sync (Open rebuilds a lost or torn one). A roll made three
+	// directory fsyncs before, where one does (docs/performance.md,
+	// "Session 36").
 	l.pending = append(l.pending, old)
-	l.dirDirty = true
 	segs := *l.segs.Load()
 	next := make([]*logSegment, len(segs), len(segs)+1)
 	copy(next, segs)
@@ -504,17 +502,22 @@ func (l *Log) newSegment(base int64, syncNew bool) (*logSegment, error) {
 	if l.config().Preallocate || (l.e.jnlEnds && l.e.io.direct()) { // ends mode: the zero-fill's cap (recycle.go)
 		prealloc = l.config().SegmentBytes
 	}
+	// The index files first, then the data file: making the data file
+	// (create or recycle, every backend) fsyncs the directory, which makes
+	// the three entries durable at once. A crash between the two leaves
+	// index files without a .log, which Open removes.
+	s.io = l.e.io
+	if err := s.openActiveIndexes(l.config()); err != nil {
+		s.removeFiles(l.e.fs)
+		return nil, err
+	}
 	seg, grp, err := l.newSegmentFile(s.logPath, base, prealloc) // a recycled file, if l has one (recycle.go)
 	if err != nil {
+		_ = s.closeIndexes()
 		s.removeFiles(l.e.fs)
 		return nil, err
 	}
-	s.seg, s.io, s.grp, s.grpOut = seg, l.e.io, grp, grp != nil
-	if err := s.openActiveIndexes(l.config()); err != nil {
-		seg.Close()
-		s.removeFiles(l.e.fs)
-		return nil, err
-	}
+	s.seg, s.grp, s.grpOut = seg, grp, grp != nil
 	if l.e.jnl != nil && syncNew {
 		// Journal records name this file: it must exist after a crash
 		// (its directory entry is synced by the caller).
