@@ -985,7 +985,7 @@ func (w *segmentRewriter) swap(group []*logSegment, ns *logSegment, size int64) 
 		return err
 	}
 	for _, s := range group {
-		s.markDeleted(&l.idxMu)
+		s.markDeleted(&l.idxMu, true)
 	}
 	if err := w.hook("deleted"); err != nil {
 		l.mu.Unlock()

@@ -1102,7 +1102,7 @@ func (l *Log) DeleteRecords(before int64) (int64, error) {
 	l.mu.Unlock()
 
 	for _, v := range victims {
-		v.markDeleted(&l.idxMu)
+		v.markDeleted(&l.idxMu, true)
 		v.release()
 	}
 	if err := l.startTrimmedEpochs(epochErr); err != nil {

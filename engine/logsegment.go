@@ -167,15 +167,17 @@ func (s *logSegment) closeFiles() {
 
 // markDeleted renames the segment's files to *.deleted; they are unlinked
 // when the last reference is released. Called without any reader lock: the
-// segment is already out of the segment list.
-func (s *logSegment) markDeleted(idxMu *sync.RWMutex) {
+// segment is already out of the segment list. The directory is synced
+// after the data file's rename unless syncDir is false (retention: see
+// deleteRetainedSegments).
+func (s *logSegment) markDeleted(idxMu *sync.RWMutex, syncDir bool) {
 	s.deleting.Store(true)
 	idxMu.Lock()
 	defer idxMu.Unlock()
 	s.pathMu.Lock()
 	defer s.pathMu.Unlock()
 	var errs []error
-	if err := s.renameLog(s.logPath + deletedSuffix); err == nil {
+	if err := s.renameLog(s.logPath+deletedSuffix, syncDir); err == nil {
 		s.logPath += deletedSuffix
 	} else {
 		errs = append(errs, err)

@@ -562,7 +562,7 @@ func (l *Log) TruncateTo(offset int64) (int64, error) {
 	newEnd, victims, err := l.truncateLocked(offset)
 	l.mu.Unlock()
 	for _, v := range victims {
-		v.markDeleted(&l.idxMu)
+		v.markDeleted(&l.idxMu, true)
 		v.release()
 	}
 	if err != nil {
@@ -711,7 +711,7 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 	// The new segment's name may equal an old one's: move the old files
 	// aside (to *.deleted) before creating it.
 	for _, v := range victims {
-		v.markDeleted(&l.idxMu)
+		v.markDeleted(&l.idxMu, true)
 	}
 	ns, err := l.createSegment(offset)
 	if err != nil {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
@@ -8,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/stratalog/strata/internal/vfs"
 )
 
 // retentionTopic opens an engine on a fake clock with retention driven by
@@ -302,5 +305,80 @@ func TestRetentionPassWritesLogStartCheckpointOnce(t *testing.T) {
 	}
 	if w := writes.Load() - before; w != 0 {
 		t.Fatalf("a pass that deleted nothing wrote the checkpoint %d times", w)
+	}
+}
+
+// A retention pass renames the segments it deletes without syncing their
+// directory (one fsync per deleted segment before). A crash that undoes
+// the renames brings them back under their old names, below the log start
+// the pass checkpointed: Open keeps that start, reads from it return what
+// they did before the crash, and the next pass deletes them again.
+func TestRetentionDeletesWithoutDirectorySyncs(t *testing.T) {
+	const t0 = int64(1_700_000_000_000)
+	clk := newFakeClock(t0)
+	dir := t.TempDir()
+	mfs := newDataFS(t, dir)
+	c := &dirSyncCounter{FS: mfs, n: map[string]int{}}
+	opts := func(fsys vfs.FS) func(*Options) {
+		return func(o *Options) {
+			o.fs, o.Now = fsys, clk.Now
+			o.RetentionCheckInterval = -1
+			o.Cleaner.Disabled = true
+		}
+	}
+	e := openEngine(t, dir, opts(c))
+	cfg := smallConfig()
+	cfg["retention.ms"], cfg["retention.bytes"] = "-1", "10000"
+	const parts = 3
+	tp := mustTopic(t, e, "ret", parts, cfg)
+	var ends, starts, kept [parts]int64
+	var before [parts]int
+	for p := range parts {
+		l := tp.Partition(int32(p))
+		for i := range 8 {
+			appendAt(t, l, t0, p*100+i)
+		}
+		ends[p], before[p] = l.LogEndOffset(), c.count(l.dir)
+	}
+	if n := e.enforceRetention(); n < 2*parts {
+		t.Fatalf("the pass deleted %d segments: want several from each of %d partitions", n, parts)
+	}
+	for p := range parts {
+		l := tp.Partition(int32(p))
+		// At most the leader-epoch checkpoint's own rewrite.
+		if n := c.count(l.dir) - before[p]; n > 1 {
+			t.Fatalf("partition %d: the pass synced its directory %d times", p, n)
+		}
+		starts[p], kept[p] = l.LogStartOffset(), int64(len(*l.segs.Load()))
+	}
+	after := mfs.Crash(vfs.CrashOptions{})
+	e.Close()
+	e2 := openEngine(t, dir, opts(after))
+	defer e2.Close()
+	back := 0
+	for p := range parts {
+		l := e2.Topic("ret").Partition(int32(p))
+		if l.LogStartOffset() != starts[p] || l.LogEndOffset() != ends[p] {
+			t.Fatalf("partition %d after the crash: log [%d, %d), before it [%d, %d)", p, l.LogStartOffset(), l.LogEndOffset(), starts[p], ends[p])
+		}
+		res, err := l.Read(starts[p], 1<<20, true)
+		if err != nil || len(res.Chunks) == 0 {
+			t.Fatalf("partition %d: reading from the log start %d: %v", p, starts[p], err)
+		}
+		data, err := segmentResultBytes(&res)
+		res.Release()
+		if err != nil || len(data) < 8 || int64(binary.BigEndian.Uint64(data)) != starts[p] {
+			t.Fatalf("partition %d: the read from %d did not start with its batch (%v)", p, starts[p], err)
+		}
+		back += len(*l.segs.Load()) - int(kept[p])
+	}
+	if back == 0 {
+		t.Fatal("no deleted segment came back in the crash: the test checked nothing")
+	}
+	e2.enforceRetention()
+	for p := range parts {
+		if n := int64(len(*e2.Topic("ret").Partition(int32(p)).segs.Load())); n != kept[p] {
+			t.Fatalf("partition %d: %d segments after the next pass, %d before the crash", p, n, kept[p])
+		}
 	}
 }

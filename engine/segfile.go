@@ -17,7 +17,12 @@ func segmentFileOf(f vfs.File) segment.File { return segment.FileOf(vfs.OS, f) }
 // engine's for segments on vfs.OS and on fsFiles (segment.FileOf), the
 // operating system's for a test file layer's (memFiles keeps an empty
 // file at each path there).
-func (s *logSegment) renameLog(newPath string) error { return s.seg.Rename(newPath) }
+func (s *logSegment) renameLog(newPath string, syncDir bool) error {
+	if !syncDir {
+		return s.seg.RenameNoSync(newPath)
+	}
+	return s.seg.Rename(newPath)
+}
 
 // fsFiles is the file layer (fileLayer) over the engine's file system
 // when that is not the operating system's (tests over a vfs.MemFS): the

@@ -529,12 +529,11 @@ func (s *Segment) Close() error {
 // name lives on (see New). It works on closed segments too (for example to
 // mark a deleted segment).
 func (s *Segment) Rename(newPath string) error {
-	fsys := s.fileSystem()
 	old := s.Path()
-	if err := fsys.Rename(old, newPath); err != nil {
+	if err := s.RenameNoSync(newPath); err != nil {
 		return err
 	}
-	s.path.Store(&newPath)
+	fsys := s.fileSystem()
 	dir := filepath.Dir(newPath)
 	if err := fsys.SyncDir(dir); err != nil {
 		return err
@@ -542,6 +541,16 @@ func (s *Segment) Rename(newPath string) error {
 	if od := filepath.Dir(old); od != dir {
 		return fsys.SyncDir(od)
 	}
+	return nil
+}
+
+// RenameNoSync is Rename without the directory syncs: after a crash the
+// file may be found under either name.
+func (s *Segment) RenameNoSync(newPath string) error {
+	if err := s.fileSystem().Rename(s.Path(), newPath); err != nil {
+		return err
+	}
+	s.path.Store(&newPath)
 	return nil
 }
 
