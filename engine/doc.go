@@ -49,7 +49,10 @@
 // (retention.go: retention.ms judged by a segment's largest timestamp,
 // retention.bytes, every log.retention.check.interval.ms) or replaced by the
 // cleaner (cleaner.go: cleanup.policy=compact) are renamed the same way, and
-// the Log keeps its own reference for file.delete.delay.ms first. The
+// the Log keeps its own reference for file.delete.delay.ms first. Retention's
+// renames alone are not followed by a directory fsync (as in Kafka): a crash
+// may bring such a segment back, below the checkpointed log start, and the
+// next pass deletes it again. The
 // cleaner writes <segment>.cleaned files, renames them to *.swap (the commit
 // point), then swaps them in; Open promotes leftover *.swap files to their
 // final names and removes leftover *.deleted, *.cleaned and *.tmp files.
