@@ -93,8 +93,9 @@
 // directory again (they did: three per roll; the two fewer cut a keyed
 // 4 MiB-segment run's device flushes by 14 %, docs/performance.md,
 // "Session 36"). A roll's flush syncs the sealed segment and its index
-// files, not the new active segment while every byte in it is journaled (Log.activeOwn): its groups made those bytes
-// durable and the next checkpoint writes them. Syncing it too cost each
+// files, not the new active segment while every byte in it is journaled
+// (Log.activeOwn): its groups made those bytes durable and the next
+// checkpoint writes them. Syncing it too cost each
 // roll a tail write and a device flush: with 4 MiB segments and keyed
 // traffic, 8,729-9,100 device flushes in a 20 s run at 100,000 records/s
 // without it against 10,003-10,090 with it (docs/performance.md, "Session

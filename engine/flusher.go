@@ -363,8 +363,9 @@ func (e *Engine) capture(l *Log, j *flushJob, nowMs int64) {
 		// journal groups made them durable and the next checkpoint writes
 		// them; syncing the segment here too cost every roll of a keyed
 		// burst a tail write and a device flush beside the journal's.
-		// The job syncs the sealed segments and the directory; the
-		// active one stays dirty (deferred) for the checkpoint and Close.
+		// The job syncs the sealed segments (and the directory if a
+		// truncation or a new transaction index dirtied it); the active
+		// one stays dirty (deferred) for the checkpoint and Close.
 		// The flush.messages and flush.ms counts restart as after a full
 		// flush (a deferred log past them would be queued again at once).
 		j.end = l.active.base

@@ -443,7 +443,7 @@ func TestJournalHoldOneGroup(t *testing.T) {
 }
 
 // TestJournalRollLeavesActiveToJournal: a roll's flush job syncs the
-// segment it sealed (and the directory) but not the new active segment,
+// segment it sealed but not the new active segment,
 // whose bytes are all journaled: their groups made them durable and a
 // checkpoint writes them (under keyed traffic every roll of a burst paid a
 // tail write and a device flush for it beside the journal's). After a
@@ -484,20 +484,12 @@ func TestJournalRollLeavesActiveToJournal(t *testing.T) {
 	}
 	// A roll's flush job runs after the roll: wait until the last two
 	// sealed segments are synced and the log's flush is over, then look
-	// at the active one.
-	deadline := time.Now().Add(30 * time.Second) // deadlock guard, not a timing assertion
-	waitFor := func(what string, done func() bool) {
-		for !done() {
-			if time.Now().After(deadline) {
-				t.Fatal(what)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
+	// at the active one (waitFor: a deadlock guard, not a timing
+	// assertion).
 	for _, s := range segs[len(segs)-3 : len(segs)-1] {
-		waitFor("the sealed segment "+name(s)+" was never synced", func() bool { return count(name(s)) > 0 })
+		waitFor(t, func() bool { return count(name(s)) > 0 })
 	}
-	waitFor("the log's flush never ended", func() bool {
+	waitFor(t, func() bool {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		return l.flushState == flushIdle || l.flushState == flushDeferred
@@ -570,19 +562,11 @@ func TestRollSyncsDirectoryOnce(t *testing.T) {
 			before, segs0 := c.count(l.dir), len(*l.segs.Load())
 			// ~160 KiB more: two rolls or more.
 			want = append(want, appendJournaled(t, tp, 1, 40, 4, 1000, 2)[0]...)
-			deadline := time.Now().Add(30 * time.Second) // deadlock guard, not a timing assertion
-			for {
+			waitFor(t, func() bool { // the rolls' flush jobs are over
 				l.mu.Lock()
-				idle := (l.flushState == flushIdle || l.flushState == flushDeferred) && len(l.pending) == 0
-				l.mu.Unlock()
-				if idle {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatal("the log's flush never ended")
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
+				defer l.mu.Unlock()
+				return (l.flushState == flushIdle || l.flushState == flushDeferred) && len(l.pending) == 0
+			})
 			rolls := len(*l.segs.Load()) - segs0
 			if rolls < 2 {
 				t.Fatalf("%d rolls: the appends did not roll twice", rolls)

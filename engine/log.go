@@ -490,8 +490,9 @@ func (l *Log) createSegment(base int64) (*logSegment, error) {
 	return l.newSegment(base, true)
 }
 
-// newSegment is createSegment; with the journal, syncNew makes the new
-// file durable itself (without it, the caller syncs the directory after).
+// newSegment is createSegment; making the data file fsyncs the directory
+// (ioBackend.create), and with the journal syncNew also fsyncs the new
+// file itself.
 func (l *Log) newSegment(base int64, syncNew bool) (*logSegment, error) {
 	s := newLogSegment(l.dir, base, l.e.logger)
 	s.txnLoaded = true // a new segment has no aborted transactions (txnindex.go)
@@ -520,7 +521,7 @@ func (l *Log) newSegment(base int64, syncNew bool) (*logSegment, error) {
 	s.seg, s.grp, s.grpOut = seg, grp, grp != nil
 	if l.e.jnl != nil && syncNew {
 		// Journal records name this file: it must exist after a crash
-		// (its directory entry is synced by the caller).
+		// (its directory entry was synced as it was made).
 		if err := l.e.syncFile(s.logPath, seg.Sync); err != nil {
 			s.release()
 			return nil, err

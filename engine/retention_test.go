@@ -327,6 +327,7 @@ func TestRetentionDeletesWithoutDirectorySyncs(t *testing.T) {
 		}
 	}
 	e := openEngine(t, dir, opts(c))
+	defer e.Close() // after the crash below: it only stops the engine
 	cfg := smallConfig()
 	cfg["retention.ms"], cfg["retention.bytes"] = "-1", "10000"
 	const parts = 3
@@ -352,7 +353,6 @@ func TestRetentionDeletesWithoutDirectorySyncs(t *testing.T) {
 		starts[p], kept[p] = l.LogStartOffset(), int64(len(*l.segs.Load()))
 	}
 	after := mfs.Crash(vfs.CrashOptions{})
-	e.Close()
 	e2 := openEngine(t, dir, opts(after))
 	defer e2.Close()
 	back := 0
