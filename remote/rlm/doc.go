@@ -47,9 +47,12 @@
 // offsets, largest timestamp, size, leader epoch, state, state-change
 // time and each object's size and checksum), and the metadata log
 // (eventlog.go): every state change is an event record appended to
-// remote-log-metadata.log and made durable by one fdatasync of that
-// zero-filled file, and the JSON files are snapshots, rewritten when the
-// log is full or replayed at Open. DELETE_SEGMENT_FINISHED drops the
+// remote-log-metadata.log and made durable by an fdatasync of that
+// zero-filled file before the change is published (a copy's
+// COPY_SEGMENT_FINISHED and a deletion's DELETE_SEGMENT_FINISHED share
+// the next change's fdatasync, or the one every pass ends with: one per
+// copied segment, not two), and the JSON files are snapshots, rewritten
+// when the log is full or replayed at Open. DELETE_SEGMENT_FINISHED drops the
 // segment from the partition. A state change used to rewrite the
 // partition's whole file with two fsyncs (the file's and its
 // directory's), a rewrite that grew with the partition's remote segments:

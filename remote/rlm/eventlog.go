@@ -15,10 +15,13 @@ import (
 )
 
 // The single broker's metadata log (see doc.go, "Metadata"). Every state
-// change is one record appended to eventLogName and made durable with one
+// change is one record appended to eventLogName and made durable by an
 // fdatasync of that file (zero-filled at its creation, so the append is
 // an overwrite of written blocks: the data and a device cache flush, no
-// file-system metadata); the partitions' JSON files are snapshots, written
+// file-system metadata): its own, or for a change the manager may publish
+// late (a copy's COPY_SEGMENT_FINISHED, a deletion's
+// DELETE_SEGMENT_FINISHED: Manager.updateDeferred) the next record's; the
+// partitions' JSON files are snapshots, written
 // only when the log is compacted (it is full, or at Open after a replay),
 // each holding the sequence number of the last record it includes.
 //
@@ -66,6 +69,8 @@ type eventLog struct {
 	slot  int    // the header slot holding the current base
 	dirty map[tp]bool
 	buf   []byte
+	// unsynced: records were appended since the last fdatasync.
+	unsynced bool
 }
 
 // replayed is the metadata loadState found: the partitions, those the
@@ -270,13 +275,18 @@ func (el *eventLog) writeHeader() error {
 		return fmt.Errorf("rlm: syncing %s: %w", eventLogName, err)
 	}
 	el.slot, el.off = slot, eventLogHeader
+	el.unsynced = false // the sync covered every record before the header
 	return nil
 }
 
-// append makes ev (of partition k) durable and returns its sequence
-// number. parts is the metadata before ev, which a compaction writes when
-// the log is full.
-func (el *eventLog) append(k tp, ev Event, parts func() map[tp]*partitionMeta) (uint64, error) {
+// append adds ev (of partition k) to the log and returns its sequence
+// number: it writes the record and, when sync is set, fdatasyncs the file,
+// which makes this record and every one appended before it without a
+// sync durable; without sync the record is durable only after the next
+// append with sync or syncUnsynced. parts gives the state to snapshot if
+// the log must be compacted first (every record appended so far applied,
+// those not synced yet included).
+func (el *eventLog) append(k tp, ev Event, parts func() map[tp]*partitionMeta, sync bool) (uint64, error) {
 	if el.f == nil {
 		return 0, errors.New("rlm: the remote log manager is closed")
 	}
@@ -299,14 +309,33 @@ func (el *eventLog) append(k tp, ev Event, parts func() map[tp]*partitionMeta) (
 	if _, err := el.f.WriteAt(b, el.off); err != nil {
 		return 0, fmt.Errorf("rlm: writing %s: %w", eventLogName, err)
 	}
-	if err := vfs.Datasync(el.f); err != nil {
-		return 0, fmt.Errorf("rlm: syncing %s: %w", eventLogName, err)
-	}
 	seq := el.next
 	el.off += n
 	el.next++
 	el.dirty[k] = true
+	el.unsynced = true
+	if sync {
+		if err := el.syncUnsynced(); err != nil {
+			return 0, err
+		}
+	}
 	return seq, nil
+}
+
+// syncUnsynced makes the records appended without a sync durable (one
+// fdatasync; nothing when there are none).
+func (el *eventLog) syncUnsynced() error {
+	if !el.unsynced {
+		return nil
+	}
+	if el.f == nil {
+		return errors.New("rlm: the remote log manager is closed")
+	}
+	if err := vfs.Datasync(el.f); err != nil {
+		return fmt.Errorf("rlm: syncing %s: %w", eventLogName, err)
+	}
+	el.unsynced = false
+	return nil
 }
 
 // compact writes the snapshot of every partition changed since the last
@@ -314,6 +343,13 @@ func (el *eventLog) append(k tp, ev Event, parts func() map[tp]*partitionMeta) (
 // new generation of the log at the next sequence number. A crash at any
 // point leaves snapshots and records that replay to the same state.
 func (el *eventLog) compact(parts map[tp]*partitionMeta) error {
+	// The records not synced yet first: a crash then leaves the old
+	// generation whole behind any snapshot written from parts (which
+	// include them), not one partition's snapshot ahead of another's
+	// replay cut short.
+	if err := el.syncUnsynced(); err != nil {
+		return err
+	}
 	keys := make([]tp, 0, len(el.dirty))
 	for k := range el.dirty {
 		keys = append(keys, k)

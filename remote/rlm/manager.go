@@ -130,6 +130,10 @@ type Manager struct {
 	// el is the single broker's metadata log (eventlog.go; nil in a
 	// cluster), under metaMu.
 	el *eventLog
+	// pending are the changes appended to el without a sync
+	// (updateDeferred), oldest first, under metaMu: published into parts
+	// by the next sync (update, syncPending), not before.
+	pending []pendingMeta
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -265,8 +269,9 @@ func (m *Manager) Close() error {
 	m.run.Lock() // a RunOnce of a test finishes first
 	m.run.Unlock()
 	m.o.Engine.ClearRemoteHook(m) // only ours: a newer manager may have replaced it
+	err := m.syncPending()        // (every pass ends with it; none is left)
 	m.metaMu.Lock()               // a DeleteRecords' update finishes first
-	err := m.el.close()
+	err = errors.Join(err, m.el.close())
 	m.metaMu.Unlock()
 	return err
 }
@@ -442,6 +447,35 @@ func (m *Manager) get(k tp) *partitionMeta {
 // this broker has applied it (errFenced when a newer leader epoch had
 // published first). Updates are serialized.
 func (m *Manager) update(k tp, topic string, ev Event) error {
+	return m.updateSync(k, topic, ev, true)
+}
+
+// updateDeferred is update for a change that may become durable, and
+// visible, later (single broker): its record is appended without a sync
+// and published with the next one that syncs (the next update, or
+// syncPending, which every pass ends with). A copy's
+// COPY_SEGMENT_FINISHED and a deletion's DELETE_SEGMENT_FINISHED are
+// such changes: until published, the segment reads as still being copied
+// or deleted (local retention keeps the local copy, reads go to the
+// local log), and if a crash loses the record the next start-up cleans
+// the segment up as interrupted. A pass copying segment after segment
+// thus syncs the metadata log once per segment (each COPY_SEGMENT_STARTED
+// carries the previous segment's COPY_SEGMENT_FINISHED), not twice: in a
+// keyed 100,000 records/s run with 4 MiB segments the two were ~1,360 of
+// the tiered broker's device flushes in 20 s (docs/tiered-storage.md).
+// In a cluster it is update.
+func (m *Manager) updateDeferred(k tp, topic string, ev Event) error {
+	return m.updateSync(k, topic, ev, false)
+}
+
+// pendingMeta is a change appended without a sync: the partition's
+// metadata after it (nil: the partition is dropped).
+type pendingMeta struct {
+	k    tp
+	next *partitionMeta
+}
+
+func (m *Manager) updateSync(k tp, topic string, ev Event, sync bool) error {
 	ev.TopicID, ev.Topic, ev.Partition = fmt.Sprintf("%x", k.id[:]), topic, k.p
 	if ev.EventMs == 0 {
 		ev.EventMs = m.o.Now().UnixMilli()
@@ -451,38 +485,106 @@ func (m *Manager) update(k tp, topic string, ev Event) error {
 	}
 	m.metaMu.Lock()
 	defer m.metaMu.Unlock()
-	next := cloneMeta(m.get(k), k, topic)
+	next := cloneMeta(m.latest(k), k, topic)
 	drop := applyEvent(next, ev)
-	seq, err := m.el.append(k, ev, m.partsCopy)
+	seq, err := m.el.append(k, ev, m.partsLatest, sync)
 	if err != nil {
 		return fmt.Errorf("rlm: saving metadata of %s-%d: %w", topic, k.p, err)
 	}
 	next.Seq = seq
-	m.mu.Lock()
 	if drop {
-		delete(m.parts, k)
-	} else {
-		m.parts[k] = next
+		next = nil
 	}
-	m.mu.Unlock()
+	m.pending = append(m.pending, pendingMeta{k, next})
+	if sync {
+		m.publishPending()
+	}
 	return nil
 }
 
-// partsCopy is a copy of the partitions' metadata map (each value is
-// immutable once published).
-func (m *Manager) partsCopy() map[tp]*partitionMeta {
+// syncPending makes the changes appended without a sync durable and
+// publishes them (single broker; nothing when there are none).
+func (m *Manager) syncPending() error {
+	if m.cl != nil {
+		return nil
+	}
+	m.metaMu.Lock()
+	defer m.metaMu.Unlock()
+	if len(m.pending) == 0 {
+		return nil
+	}
+	if err := m.el.syncUnsynced(); err != nil {
+		return err
+	}
+	m.publishPending()
+	return nil
+}
+
+// publishPending publishes the pending changes, oldest first; the caller
+// holds metaMu and has synced their records.
+func (m *Manager) publishPending() {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	return maps.Clone(m.parts)
+	for _, p := range m.pending {
+		if p.next == nil {
+			delete(m.parts, p.k)
+		} else {
+			m.parts[p.k] = p.next
+		}
+	}
+	m.mu.Unlock()
+	clear(m.pending)
+	m.pending = m.pending[:0]
+}
+
+// latest is k's metadata with the pending changes applied (the caller
+// holds metaMu).
+func (m *Manager) latest(k tp) *partitionMeta {
+	for i := len(m.pending) - 1; i >= 0; i-- {
+		if m.pending[i].k == k {
+			return m.pending[i].next
+		}
+	}
+	return m.get(k)
+}
+
+// current is k's metadata with the changes not yet published applied
+// (the pass's view of its own deferred updates).
+func (m *Manager) current(k tp) *partitionMeta {
+	if m.cl != nil {
+		return m.get(k)
+	}
+	m.metaMu.Lock()
+	defer m.metaMu.Unlock()
+	return m.latest(k)
+}
+
+// partsLatest is a copy of the partitions' metadata map with the pending
+// changes applied (each value is immutable once made): what a compaction
+// of the metadata log snapshots. The caller holds metaMu.
+func (m *Manager) partsLatest() map[tp]*partitionMeta {
+	m.mu.Lock()
+	parts := maps.Clone(m.parts)
+	m.mu.Unlock()
+	for _, p := range m.pending {
+		if p.next == nil {
+			delete(parts, p.k)
+		} else {
+			parts[p.k] = p.next
+		}
+	}
+	return parts
 }
 
 // RunOnce runs one pass: cleans up interrupted copies and deletions and
 // the data of deleted topics, copies every rolled segment not yet copied
 // of the logs with remote.storage.enable, and applies retention.ms and
 // retention.bytes to their remote segments. Passes never overlap.
-func (m *Manager) RunOnce(ctx context.Context) error {
+func (m *Manager) RunOnce(ctx context.Context) (err error) {
 	m.run.Lock()
 	defer m.run.Unlock()
+	// What the pass appended without a sync is durable and published
+	// before it ends (updateDeferred).
+	defer func() { err = errors.Join(err, m.syncPending()) }()
 	var errs []error
 	if m.cl != nil {
 		defer func() {
@@ -551,7 +653,7 @@ func (m *Manager) cleanup(ctx context.Context) error {
 				}
 			}
 		}
-		if gone && len(m.get(k).Segments) == 0 {
+		if cur := m.current(k); gone && cur != nil && len(cur.Segments) == 0 {
 			if err := m.update(k, pm.Topic, Event{Type: EventPartitionDeleted}); err != nil {
 				errs = append(errs, err)
 				continue
@@ -682,7 +784,7 @@ func (m *Manager) copySegment(ctx context.Context, l *engine.Log, k tp, s engine
 		files[u.kind] = FileMeta{Size: u.size, Checksum: sum.String()}
 		total += u.size
 	}
-	err = m.update(k, l.Topic(), Event{Type: string(CopyFinished), LeaderEpoch: epoch,
+	err = m.updateDeferred(k, l.Topic(), Event{Type: string(CopyFinished), LeaderEpoch: epoch,
 		Segment: &Segment{ID: seg.ID, Base: seg.Base, End: seg.End, Files: files}})
 	if errors.Is(err, errFenced) {
 		// Deposed while copying (cluster mode): no metadata will name
@@ -711,7 +813,7 @@ func (m *Manager) copySegment(ctx context.Context, l *engine.Log, k tp, s engine
 // the remote-only segments'.
 func (m *Manager) remoteRetention(ctx context.Context, l *engine.Log, cfg engine.LogConfig) error {
 	k := tp{l.TopicID(), l.Partition()}
-	pm := m.get(k)
+	pm := m.current(k) // this pass's copies of the partition included
 	if pm == nil || !strings.Contains(cfg.CleanupPolicy, "delete") {
 		return nil
 	}
@@ -770,7 +872,7 @@ func (m *Manager) deleteSegment(ctx context.Context, k tp, topic string, s Segme
 			return err
 		}
 	}
-	if err := m.update(k, topic, Event{Type: string(DeleteFinished), LeaderEpoch: epoch, Segment: ref}); err != nil {
+	if err := m.updateDeferred(k, topic, Event{Type: string(DeleteFinished), LeaderEpoch: epoch, Segment: ref}); err != nil {
 		return err
 	}
 	m.deleted.Add(1)
