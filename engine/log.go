@@ -81,7 +81,8 @@ type Log struct {
 
 	corrupt atomic.Pointer[Corruption] // set once: the log is corrupt and serves nothing (corrupt.go)
 
-	pool segPool // recycled segment files (recycle.go)
+	pool   segPool   // recycled segment files (recycle.go)
+	spares sparePool // deleted segments' files, emptied, for the next rolls (spare.go)
 
 	// Recovery statistics of the last Open (tests): bases of walked segments
 	// and bytes the walk covered.
@@ -499,6 +500,10 @@ func (l *Log) newSegment(base int64, syncNew bool) (*logSegment, error) {
 	if err := removeSegmentPaths(l.e.fs, s.logPath, s.offPath, s.timPath, s.txnPath); err != nil {
 		return nil, err
 	}
+	// The index files over spare inodes when l has them (spare.go); the
+	// data file's is taken in newSegmentFile, after the recycled pool.
+	l.spares.take(l.segmentFS(), s.offPath)
+	l.spares.take(l.segmentFS(), s.timPath)
 	prealloc := int64(0)
 	if l.config().Preallocate || (l.e.jnlEnds && l.e.io.direct()) { // ends mode: the zero-fill's cap (recycle.go)
 		prealloc = l.config().SegmentBytes
@@ -1148,7 +1153,8 @@ func (l *Log) writeEpochCheckpoint() error { return l.saveEpochs() }
 // The active segment's time index gets its final entry first so a clean
 // restart knows the segment's largest timestamp.
 func (l *Log) shutdown(err error, deleted bool) {
-	l.pool.close() // pooled files stay for the next Open, or go with a deleted directory
+	l.pool.close()   // pooled files stay for the next Open, or go with a deleted directory
+	l.spares.close() // the same
 	l.mu.Lock()
 	l.closed = true
 	l.deleted = l.deleted || deleted

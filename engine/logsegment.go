@@ -4,6 +4,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -74,8 +75,11 @@ type logSegment struct {
 	// pool, set by retention before the rename (recycle.go): the last
 	// release puts the data file there instead of unlinking it; poolEnd
 	// bounds the offsets it holds.
-	pool     atomic.Pointer[segPool]
-	poolEnd  int64
+	pool    atomic.Pointer[segPool]
+	poolEnd int64
+	// spares, set by retention before the rename (spare.go): the last
+	// release makes the files not pooled spares instead of unlinking them.
+	spares   atomic.Pointer[sparePool]
 	deleting atomic.Bool // set before the rename starts
 	deleted  atomic.Bool // files renamed; unlink at close
 	txnPath  string      // .txnindex (txnindex.go), created at its first entry
@@ -155,10 +159,23 @@ func (s *logSegment) closeFiles() {
 	}
 	if s.deleted.Load() {
 		lp, op, tp := s.paths()
+		paths := []string{lp, op, tp, s.txnPathOf()}
 		if p := s.pool.Load(); p != nil && closed && p.put(s.fsys(), lp, s.end.Load(), s.poolEnd) {
-			lp = op // pooled (recycle.go): only the indexes go
+			paths = paths[1:] // pooled (recycle.go): only the indexes go
 		}
-		errs = append(errs, removeSegmentPaths(s.fsys(), lp, op, tp, s.txnPathOf()))
+		if sp := s.spares.Load(); sp != nil {
+			// Spare inodes for the next rolls (spare.go); the rest are
+			// unlinked.
+			paths = slices.DeleteFunc(paths, func(p string) bool { return sp.put(s.fsys(), p) })
+		}
+		for _, p := range paths {
+			if p == "" {
+				continue
+			}
+			if err := s.fsys().Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		s.logger.Warn("closing segment", "path", s.logPath, "err", err)

@@ -691,6 +691,7 @@ func (l *Log) snapshotProducers() {
 	}
 	path := l.snapshotPath(end)
 	data := encodeProducerSnapshot(end, ps.entries)
+	l.spares.take(l.e.fs, vfs.TmpPath(path)) // written over a spare inode (spare.go)
 	if err := vfs.ReplaceFileNoSyncFS(l.e.fs, path, data); err != nil {
 		l.e.logger.Warn("writing producer snapshot", "path", path, "err", err)
 		return
@@ -736,6 +737,9 @@ func (l *Log) uploadPendingSnapshot() func(off int64) bool {
 }
 
 func (l *Log) removeSnapshot(offset int64) {
+	if l.spares.put(l.e.fs, l.snapshotPath(offset)) {
+		return // a spare for the next snapshot's file (spare.go)
+	}
 	if err := l.e.fs.Remove(l.snapshotPath(offset)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		l.e.logger.Warn("removing producer snapshot", "log", l.String(), "offset", offset, "err", err)
 	}

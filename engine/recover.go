@@ -74,6 +74,7 @@ type partitionFiles struct {
 	bases    []int64 // .log files, sorted
 	indexes  map[string]bool
 	recycled []string // pooled segment files, *.log.recycle (recycle.go)
+	spares   []string // emptied files kept for rolls, *.spare (spare.go)
 }
 
 // scanPartitionDir lists segment files, removing leftovers (*.deleted,
@@ -104,6 +105,9 @@ func (e *Engine) scanPartitionDir(dir string) (partitionFiles, error) {
 			strings.HasSuffix(name, corruptSuffix): // bytes a corrupt log's cut kept aside (corrupt.go)
 			continue
 		case strings.HasSuffix(name, snapshotSuffix): // producer state (producers.go)
+			continue
+		case strings.HasSuffix(name, spareSuffix) && !ent.IsDir(): // an emptied file kept for rolls (spare.go)
+			pf.spares = append(pf.spares, path)
 			continue
 		case strings.HasSuffix(name, logSuffix+recycleSuffix) && !ent.IsDir(): // a pooled segment file (recycle.go)
 			pf.recycled = append(pf.recycled, path)
@@ -199,6 +203,9 @@ func (e *Engine) openLog(t *Topic, p int32, rp, logStart int64, clean bool) (*Lo
 	firstBase := int64(0)
 	if len(segs) > 0 {
 		firstBase = segs[0].base
+	}
+	if err := l.spares.adopt(e.fs, pf.spares); err != nil {
+		e.logger.Warn("removing spare files", "log", l.String(), "err", err)
 	}
 	if err := l.adoptRecycled(pf.recycled, firstBase, len(segs) > 0); err != nil {
 		e.logger.Warn("removing recycled segment files", "log", l.String(), "err", err)

@@ -97,6 +97,9 @@ func (l *Log) recycles() bool {
 // released; every offset they hold is below the new log start. Caller
 // holds l.mu and has moved the log start.
 func (l *Log) poolVictims(victims []*logSegment) {
+	for _, v := range victims {
+		v.spares.Store(&l.spares) // their files' inodes serve the next rolls (spare.go)
+	}
 	if !l.recycles() || l.e.floor.refused.Load() != nil {
 		return // below the free-space floor deleted files are unlinked (drainPools)
 	}
@@ -246,6 +249,7 @@ func (l *Log) newSegmentFile(path string, base, prealloc int64) (*segment.Segmen
 			}
 		}
 	}
+	l.spares.take(l.segmentFS(), path)                            // over a spare inode (spare.go)
 	return l.e.io.create(path, prealloc, l.config().WriteCaching) // truncates a renamed file left at path
 }
 
