@@ -168,14 +168,7 @@ func (s *logSegment) closeFiles() {
 			// unlinked.
 			paths = slices.DeleteFunc(paths, func(p string) bool { return sp.put(s.fsys(), p) })
 		}
-		for _, p := range paths {
-			if p == "" {
-				continue
-			}
-			if err := s.fsys().Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-				errs = append(errs, err)
-			}
-		}
+		errs = append(errs, removeSegmentPaths(s.fsys(), paths...))
 	}
 	if err := errors.Join(errs...); err != nil {
 		s.logger.Warn("closing segment", "path", s.logPath, "err", err)
@@ -252,13 +245,13 @@ func (s *logSegment) indexOptions(private bool) index.Options {
 
 // removeSegmentPaths removes a segment's files (data, offset, time,
 // transaction index) from fsys, the engine's file system, ignoring
-// missing ones.
-func removeSegmentPaths(fsys vfs.FS, logPath string, indexes ...string) error {
+// missing ones and empty paths.
+func removeSegmentPaths(fsys vfs.FS, paths ...string) error {
 	var errs []error
-	if err := fsys.Remove(logPath); err != nil && !errors.Is(err, os.ErrNotExist) {
-		errs = append(errs, err)
-	}
-	for _, p := range indexes {
+	for _, p := range paths {
+		if p == "" {
+			continue
+		}
 		if err := fsys.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}

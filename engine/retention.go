@@ -250,8 +250,9 @@ func (l *Log) deleteRetainedSegments(nowMs int64) (int, error) {
 	// No directory sync for these renames (Kafka makes none either): a
 	// crash may bring such a segment back under its old name; Open starts
 	// the log at the checkpointed start (or at that segment, if the pass's
-	// checkpoint was lost too) and the next pass deletes it again. One fsync of the partition directory per deleted segment
-	// made a pass over 96 partitions of 4 MiB segments 789 device flushes
+	// checkpoint was lost too) and the next pass deletes it again. One
+	// fsync of the partition directory per deleted segment made a pass
+	// over 96 partitions of 4 MiB segments 789 device flushes
 	// (docs/performance.md, "Session 36").
 	for _, v := range victims {
 		v.markDeleted(&l.idxMu, false)

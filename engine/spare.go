@@ -119,9 +119,7 @@ func (p *sparePool) take(fsys vfs.FS, path string) bool {
 		if err := fsys.Rename(name, path); err == nil {
 			return true
 		}
-		if err := fsys.Remove(name); err != nil && !errors.Is(err, os.ErrNotExist) {
-			continue
-		}
+		_ = fsys.Remove(name) // best effort: Open removes or adopts what is left
 	}
 	return false
 }
@@ -146,7 +144,7 @@ func (p *sparePool) adopt(fsys vfs.FS, paths []string) error {
 	return errors.Join(errs...)
 }
 
-// close stops the pool; its files stay (the next Open removes them, a
+// close stops the pool; its files stay (the next Open adopts them, a
 // deleted partition's go with its directory).
 func (p *sparePool) close() {
 	p.mu.Lock()

@@ -524,13 +524,7 @@ func (m *Manager) syncPending() error {
 // holds metaMu and has synced their records.
 func (m *Manager) publishPending() {
 	m.mu.Lock()
-	for _, p := range m.pending {
-		if p.next == nil {
-			delete(m.parts, p.k)
-		} else {
-			m.parts[p.k] = p.next
-		}
-	}
+	m.applyPending(m.parts)
 	m.mu.Unlock()
 	clear(m.pending)
 	m.pending = m.pending[:0]
@@ -565,6 +559,13 @@ func (m *Manager) partsLatest() map[tp]*partitionMeta {
 	m.mu.Lock()
 	parts := maps.Clone(m.parts)
 	m.mu.Unlock()
+	m.applyPending(parts)
+	return parts
+}
+
+// applyPending applies the pending changes to parts, oldest first (the
+// caller holds metaMu).
+func (m *Manager) applyPending(parts map[tp]*partitionMeta) {
 	for _, p := range m.pending {
 		if p.next == nil {
 			delete(parts, p.k)
@@ -572,7 +573,6 @@ func (m *Manager) partsLatest() map[tp]*partitionMeta {
 			parts[p.k] = p.next
 		}
 	}
-	return parts
 }
 
 // RunOnce runs one pass: cleans up interrupted copies and deletions and
