@@ -474,6 +474,7 @@ func TestDirectManyPartitions(t *testing.T) {
 // read back from both.
 func TestDirectWriteCachingBigChunks(t *testing.T) {
 	e := openEngine(t, t.TempDir(), func(o *Options) { o.IOBackend = IOBackendUring })
+	defer e.Close()
 	const wcParts = bigChunkGroups*segsPerPool + 3
 	wc := mustTopic(t, e, "wc", wcParts, map[string]string{"write.caching": "true", "preallocate": "false"})
 	plain := mustTopic(t, e, "plain", 2, map[string]string{"preallocate": "false"})

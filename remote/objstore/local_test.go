@@ -313,7 +313,7 @@ func TestLocalPutReusesCopyBuffer(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := testCtx(t)
-	data := randBytes(5, 2<<20)
+	data := randBytes(5, copyBufBytes+4096)
 	r := bytes.NewReader(data)
 	put := func(i int) {
 		r.Reset(data)
@@ -322,16 +322,18 @@ func TestLocalPutReusesCopyBuffer(t *testing.T) {
 		}
 	}
 	put(0) // the pool's first buffer
-	const puts = 16
+	const puts = 64
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	for i := 1; i <= puts; i++ {
 		put(i)
 	}
 	runtime.ReadMemStats(&after)
-	// Without the pool each put allocates copyBufBytes; a collection
-	// during the loop may drop the pooled buffer once or twice.
-	if per := (after.TotalAlloc - before.TotalAlloc) / puts; per >= copyBufBytes/4 {
-		t.Fatalf("%d bytes allocated per put of %d bytes, want under %d", per, len(data), copyBufBytes/4)
+	// Without the pool each put allocates copyBufBytes. With it a
+	// collection may drop the pooled buffer, and under the race detector
+	// sync.Pool drops a quarter of its Puts on purpose: ~copyBufBytes/4
+	// a put, plus the detector's own allocations.
+	if per := (after.TotalAlloc - before.TotalAlloc) / puts; per >= copyBufBytes*3/4 {
+		t.Fatalf("%d bytes allocated per put of %d bytes, want under %d", per, len(data), copyBufBytes*3/4)
 	}
 }
