@@ -306,7 +306,7 @@ func TestLocalSHA256Objects(t *testing.T) {
 // A put copies through a pooled buffer: putting many large objects does
 // not allocate a 1 MiB buffer each (a tiered broker puts a segment every
 // time a partition rolls, ~25 a second in a keyed 100 MB/s run, and the
-// garbage made its collections four times as frequent).
+// garbage made 46 collections in a 27 s run where the pool makes 13).
 func TestLocalPutReusesCopyBuffer(t *testing.T) {
 	s, err := OpenLocal(vfs.OS, t.TempDir())
 	if err != nil {
