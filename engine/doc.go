@@ -68,8 +68,9 @@
 // segment's appender (backend.go: O_DIRECT writes through io_uring by
 // default, pwrite when io_uring is refused or log.io.backend=pwrite), and
 // its batches are also kept in the tail cache (tailcache.go), while the
-// log is read at the head, so consumers there are served from memory;
-// the log rolls to a new segment first when the request would push the
+// log is read at the head, so consumers there are served from memory
+// (and, for a log with remote storage, in the copy cache until the
+// segment is copied to the object store: copycache.go); the log rolls to a new segment first when the request would push the
 // segment past segment.bytes, when the segment is older than segment.ms
 // (clock time since its first append), when an index is full, or when an
 // offset would not fit the index's 31-bit relative offset. An offset index

@@ -69,6 +69,12 @@ type Options struct {
 	// (64 MiB with the O_DIRECT backend, off with pwrite, whose page cache
 	// sendfile reads without a copy), < 0 = off.
 	TailCacheBytes int64
+	// CopyCacheBytes bounds the memory holding remote-enabled partitions'
+	// newest segments for their copies to the object store
+	// (copycache.go): 0 = default (1 GiB, allocated as used, with the
+	// O_DIRECT backend; off with pwrite, whose copies read the page
+	// cache), < 0 = off.
+	CopyCacheBytes int64
 	// MinFreeBytes and MinFreePercent are log.dir.min.free.bytes and
 	// log.dir.min.free.percent: below the smaller of the two (bytes usable
 	// on the data directory's filesystem), produce and topic creation fail
@@ -170,6 +176,7 @@ type Engine struct {
 	// jnlEnds: Options.JournalEnds, the journal holds segment ends only.
 	jnlEnds bool
 	tails   *tailPool // buffers of the partitions' tail caches (tailcache.go)
+	copies  *copyPool // blocks of remote-enabled segments' bytes for their copies (copycache.go)
 
 	maint maintenance // retention goroutine and delayed file deletion (retention.go)
 	cl    cleaner     // the log cleaner goroutine (cleaner.go)
@@ -259,6 +266,9 @@ func Open(opts Options) (*Engine, error) {
 		tailBytes = -1
 	}
 	e.tails = newTailPool(tailBytes)
+	if copyBytes := opts.CopyCacheBytes; io.direct() || copyBytes > 0 {
+		e.copies = newCopyPool(copyBytes)
+	}
 	if e.tails != nil {
 		e.logger.Info("tail cache", "bytes", int64(e.tails.max)*tailBufBytes, "per_partition_max", tailBufsPerLog*tailBufBytes)
 	}

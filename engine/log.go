@@ -78,6 +78,7 @@ type Log struct {
 	repl replState // replication.go: role, handler, log-end waiters, damage mark
 
 	tail tailCache // recent batches in memory (tailcache.go); appended to under mu
+	copy copyStage // the active segment's bytes for its remote copy (copycache.go); under mu
 
 	corrupt atomic.Pointer[Corruption] // set once: the log is corrupt and serves nothing (corrupt.go)
 
@@ -315,6 +316,7 @@ func (l *Log) appendBatches(batches []byte, leaderEpoch int32, m *txnMarker) (Ap
 		return AppendInfo{}, l.e.ioFailure(fmt.Sprintf("writing %s", s.seg.Path()), err)
 	}
 	l.tail.add(l.e.tails, s, pos, batches, base, nowMs)
+	l.copy.add(l, cfg, s, pos, batches)
 	if s.firstAppendMs < 0 {
 		s.firstAppendMs = nowMs
 	}
@@ -452,6 +454,7 @@ func (l *Log) roll() error {
 		ns.release()
 		return err
 	}
+	l.copy.sealed(old, l.e.nowMs()) // copycache.go: its bytes in memory go with it
 	if rollSyncs {
 		// The ends mode: journal records name their segment's bytes, so
 		// the sealed one's are made durable now. Where the journal holds
@@ -1168,6 +1171,7 @@ func (l *Log) shutdown(err error, deleted bool) {
 	empty := []*logSegment{}
 	l.segs.Store(&empty)
 	l.tail.reset(nil) // buffers back to the Engine's pool (those read return at Release)
+	l.copy.drop()
 	l.pending = nil
 	if a := l.active; a != nil && !deleted {
 		l.idxMu.Lock()

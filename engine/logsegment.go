@@ -79,7 +79,10 @@ type logSegment struct {
 	poolEnd int64
 	// spares, set by retention before the rename (spare.go): the last
 	// release makes the files not pooled spares instead of unlinking them.
-	spares   atomic.Pointer[sparePool]
+	spares atomic.Pointer[sparePool]
+	// copyMem: the segment's bytes in memory for its remote copy
+	// (copycache.go), handed over by the roll that sealed it.
+	copyMem  atomic.Pointer[copyMem]
 	deleting atomic.Bool // set before the rename starts
 	deleted  atomic.Bool // files renamed; unlink at close
 	txnPath  string      // .txnindex (txnindex.go), created at its first entry
@@ -140,6 +143,7 @@ func (s *logSegment) release() {
 }
 
 func (s *logSegment) closeFiles() {
+	s.dropCopy() // copycache.go
 	var errs []error
 	closed := false // the data file closed cleanly (a failed one is never pooled)
 	if s.seg != nil {

@@ -198,19 +198,28 @@ type SegmentFiles struct {
 	// the entries starting below End.
 	LeaderEpochCheckpoint []byte
 
-	s *logSegment
+	s   *logSegment
+	mem *copyMem // the segment's bytes in memory (copycache.go), nil to read the file
 }
 
 // LogReader returns a reader of the .log's Size bytes for a one-pass
-// copy: O_DIRECT reads into a buffer of its own on a real file
-// (segment.SequentialReader), so an upload neither fills the page cache
-// nor pays for it. Close it before f.
+// copy: the copy cache's memory when the roll left the segment's bytes
+// there (copycache.go), else O_DIRECT reads into a buffer of its own on
+// a real file (segment.SequentialReader), so an upload neither fills the
+// page cache nor pays for it. Close it before f.
 func (f *SegmentFiles) LogReader() io.ReadCloser {
+	if f.mem != nil {
+		return &copyMemReader{m: f.mem}
+	}
 	return f.s.seg.SequentialReader(f.Segment.Size)
 }
 
 // Close releases the segment.
 func (f *SegmentFiles) Close() {
+	if f.mem != nil {
+		f.mem.release()
+		f.mem = nil
+	}
 	if f.s != nil {
 		f.s.seg.Unpin()
 		f.s.release()
@@ -243,6 +252,17 @@ func (l *Log) OpenSealedSegment(base int64) (*SegmentFiles, error) {
 	s := segs[i]
 	s.seg.Pin()
 	f := &SegmentFiles{Segment: seg, Log: s.seg, s: s}
+	if m := s.copyMem.Swap(nil); m != nil && m.n == seg.Size {
+		f.mem, f.Log = m, m // copycache.go: the copy reads memory
+		m.pool.hits.Add(1)
+	} else {
+		if m != nil {
+			m.release()
+		}
+		if p := l.e.copies; p != nil && l.config().RemoteStorageEnable {
+			p.misses.Add(1)
+		}
+	}
 	_, offPath, timPath := s.paths()
 	fsys := s.fsys()
 	var err error

@@ -640,6 +640,8 @@ func (l *Log) truncateLocked(offset int64) (int64, []*logSegment, error) {
 	l.segs.Store(&keep)
 	l.active = s
 	l.tail.reset(s) // tailcache.go: cached bytes past the cut are gone
+	l.copy.drop()   // copycache.go: the same
+	s.dropCopy()
 	kept := l.pending[:0]
 	for _, p := range l.pending {
 		if p != s && !containsSegment(victims, p) {
@@ -726,6 +728,7 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 	l.segs.Store(&keep)
 	l.active = ns
 	l.tail.reset(ns)
+	l.copy.drop()
 	clear(l.pending)
 	l.pending = l.pending[:0]
 	l.logStart.Store(offset)

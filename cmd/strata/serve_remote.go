@@ -70,7 +70,7 @@ func openRemote(cfg config.Broker, props map[string]string, dataDir string, eng 
 	}
 	srv.SetRemoteLog(m)
 	if met := srv.Config().Metrics; met != nil {
-		if err := met.Registry().Register(remoteCollector{m}); err != nil {
+		if err := met.Registry().Register(remoteCollector{m, eng}); err != nil {
 			logger.Warn("tiered storage metrics not registered", "err", err)
 		}
 	}
@@ -92,35 +92,43 @@ func readAheadBytes(v int64) int64 {
 }
 
 // remoteCollector exports the remote log manager's counters and copy
-// backlog on /metrics.
-type remoteCollector struct{ m *rlm.Manager }
+// backlog, and the engine's copy cache, on /metrics.
+type remoteCollector struct {
+	m   *rlm.Manager
+	eng *engine.Engine // nil: no copy-cache figures
+}
 
 var remoteDescs = struct {
 	copied, copiedBytes, retries, failures, deleted, fetched, hits, misses, readAheads, reads, readSeconds, readTime, copyThrottle, fetchThrottle, lagSegments, lagBytes, copySeconds, readBytes *prometheus.Desc
+	copyMemHits, copyMemMisses, copyMemEvicted, copyMemBytes                                                                                                                                     *prometheus.Desc
 }{
-	copied:        prometheus.NewDesc("strata_remote_segments_copied_total", "Segments copied to the object store (COPY_SEGMENT_FINISHED).", nil, nil),
-	copiedBytes:   prometheus.NewDesc("strata_remote_copied_bytes_total", "Bytes of every object of the segments copied.", nil, nil),
-	retries:       prometheus.NewDesc("strata_remote_store_retries_total", "Object store calls retried after a failure.", nil, nil),
-	failures:      prometheus.NewDesc("strata_remote_copy_failures_total", "Segment copies given up (cleaned up and retried at a later pass).", nil, nil),
-	deleted:       prometheus.NewDesc("strata_remote_segments_deleted_total", "Remote segments deleted (retention, DeleteRecords, topic deletion, cleanup).", nil, nil),
-	fetched:       prometheus.NewDesc("strata_remote_fetched_bytes_total", "Bytes read from the object store for fetches.", nil, nil),
-	hits:          prometheus.NewDesc("strata_remote_cache_hits_total", "Remote reads answered from the cache.", nil, nil),
-	misses:        prometheus.NewDesc("strata_remote_cache_misses_total", "Remote reads that went to the object store.", nil, nil),
-	readAheads:    prometheus.NewDesc("strata_remote_read_ahead_fetches_total", "Chunks and segments fetched into the cache ahead of sequential remote readers (remote.log.reader.read.ahead.bytes).", nil, nil),
-	reads:         prometheus.NewDesc("strata_remote_reads_total", "Remote reads (fetches below the local log start).", nil, nil),
-	readSeconds:   prometheus.NewDesc("strata_remote_read_seconds_total", "Total time of remote reads (divided by strata_remote_reads_total: the mean latency).", nil, nil),
-	readTime:      prometheus.NewDesc("strata_remote_read_time_seconds", "Time of each remote read, cache hits included (Kafka's RemoteLogReaderFetchRateAndTimeMs).", nil, nil),
-	copyThrottle:  prometheus.NewDesc("strata_remote_copy_throttle_seconds_total", "Time copies waited for their pace: remote.log.manager.copy.max.bytes.per.second and remote.log.manager.copy.spread.ms (Kafka's remote-copy-throttle-time).", nil, nil),
-	fetchThrottle: prometheus.NewDesc("strata_remote_fetch_throttle_seconds_total", "Time remote reads waited for remote.log.manager.fetch.max.bytes.per.second (Kafka's remote-fetch-throttle-time).", nil, nil),
-	lagSegments:   prometheus.NewDesc("strata_remote_copy_lag_segments", "Rolled segments of tiered topics not copied yet.", nil, nil),
-	lagBytes:      prometheus.NewDesc("strata_remote_copy_lag_bytes", "Bytes of the rolled segments of tiered topics not copied yet.", nil, nil),
-	copySeconds:   prometheus.NewDesc("strata_remote_copy_seconds_total", "Time the object store took to take the copied objects (retries included, throttle waits not): strata_remote_copied_bytes_total over it is the upload rate.", nil, nil),
-	readBytes:     prometheus.NewDesc("strata_remote_read_bytes_total", "Bytes remote reads returned: over strata_remote_read_seconds_total, the remote read rate.", nil, nil),
+	copied:         prometheus.NewDesc("strata_remote_segments_copied_total", "Segments copied to the object store (COPY_SEGMENT_FINISHED).", nil, nil),
+	copiedBytes:    prometheus.NewDesc("strata_remote_copied_bytes_total", "Bytes of every object of the segments copied.", nil, nil),
+	retries:        prometheus.NewDesc("strata_remote_store_retries_total", "Object store calls retried after a failure.", nil, nil),
+	failures:       prometheus.NewDesc("strata_remote_copy_failures_total", "Segment copies given up (cleaned up and retried at a later pass).", nil, nil),
+	deleted:        prometheus.NewDesc("strata_remote_segments_deleted_total", "Remote segments deleted (retention, DeleteRecords, topic deletion, cleanup).", nil, nil),
+	fetched:        prometheus.NewDesc("strata_remote_fetched_bytes_total", "Bytes read from the object store for fetches.", nil, nil),
+	hits:           prometheus.NewDesc("strata_remote_cache_hits_total", "Remote reads answered from the cache.", nil, nil),
+	misses:         prometheus.NewDesc("strata_remote_cache_misses_total", "Remote reads that went to the object store.", nil, nil),
+	readAheads:     prometheus.NewDesc("strata_remote_read_ahead_fetches_total", "Chunks and segments fetched into the cache ahead of sequential remote readers (remote.log.reader.read.ahead.bytes).", nil, nil),
+	reads:          prometheus.NewDesc("strata_remote_reads_total", "Remote reads (fetches below the local log start).", nil, nil),
+	readSeconds:    prometheus.NewDesc("strata_remote_read_seconds_total", "Total time of remote reads (divided by strata_remote_reads_total: the mean latency).", nil, nil),
+	readTime:       prometheus.NewDesc("strata_remote_read_time_seconds", "Time of each remote read, cache hits included (Kafka's RemoteLogReaderFetchRateAndTimeMs).", nil, nil),
+	copyThrottle:   prometheus.NewDesc("strata_remote_copy_throttle_seconds_total", "Time copies waited for their pace: remote.log.manager.copy.max.bytes.per.second and remote.log.manager.copy.spread.ms (Kafka's remote-copy-throttle-time).", nil, nil),
+	fetchThrottle:  prometheus.NewDesc("strata_remote_fetch_throttle_seconds_total", "Time remote reads waited for remote.log.manager.fetch.max.bytes.per.second (Kafka's remote-fetch-throttle-time).", nil, nil),
+	lagSegments:    prometheus.NewDesc("strata_remote_copy_lag_segments", "Rolled segments of tiered topics not copied yet.", nil, nil),
+	lagBytes:       prometheus.NewDesc("strata_remote_copy_lag_bytes", "Bytes of the rolled segments of tiered topics not copied yet.", nil, nil),
+	copySeconds:    prometheus.NewDesc("strata_remote_copy_seconds_total", "Time the object store took to take the copied objects (retries included, throttle waits not): strata_remote_copied_bytes_total over it is the upload rate.", nil, nil),
+	readBytes:      prometheus.NewDesc("strata_remote_read_bytes_total", "Bytes remote reads returned: over strata_remote_read_seconds_total, the remote read rate.", nil, nil),
+	copyMemHits:    prometheus.NewDesc("strata_remote_copy_cache_hits_total", "Segment copies that read the segment's bytes from memory (remote.log.copy.cache.bytes).", nil, nil),
+	copyMemMisses:  prometheus.NewDesc("strata_remote_copy_cache_misses_total", "Segment copies of tiered topics that read the segment file from the disk.", nil, nil),
+	copyMemEvicted: prometheus.NewDesc("strata_remote_copy_cache_evicted_total", "Rolled segments whose bytes in memory went to newer appends before their copy (the copy cache's budget spent).", nil, nil),
+	copyMemBytes:   prometheus.NewDesc("strata_remote_copy_cache_bytes", "Memory the copy cache holds (allocated as used, reused, at most remote.log.copy.cache.bytes).", nil, nil),
 }
 
 func (c remoteCollector) Describe(ch chan<- *prometheus.Desc) {
 	d := remoteDescs
-	for _, x := range []*prometheus.Desc{d.copied, d.copiedBytes, d.retries, d.failures, d.deleted, d.fetched, d.hits, d.misses, d.readAheads, d.reads, d.readSeconds, d.readTime, d.copyThrottle, d.fetchThrottle, d.lagSegments, d.lagBytes, d.copySeconds, d.readBytes} {
+	for _, x := range []*prometheus.Desc{d.copied, d.copiedBytes, d.retries, d.failures, d.deleted, d.fetched, d.hits, d.misses, d.readAheads, d.reads, d.readSeconds, d.readTime, d.copyThrottle, d.fetchThrottle, d.lagSegments, d.lagBytes, d.copySeconds, d.readBytes, d.copyMemHits, d.copyMemMisses, d.copyMemEvicted, d.copyMemBytes} {
 		ch <- x
 	}
 }
@@ -150,6 +158,15 @@ func (c remoteCollector) Collect(ch chan<- prometheus.Metric) {
 	n, b := c.m.Lag()
 	ch <- prometheus.MustNewConstMetric(d.lagSegments, prometheus.GaugeValue, float64(n))
 	ch <- prometheus.MustNewConstMetric(d.lagBytes, prometheus.GaugeValue, float64(b))
+	if c.eng == nil {
+		return
+	}
+	if cs, ok := c.eng.CopyCacheStats(); ok {
+		counter(d.copyMemHits, float64(cs.Hits))
+		counter(d.copyMemMisses, float64(cs.Misses))
+		counter(d.copyMemEvicted, float64(cs.Evicted))
+		ch <- prometheus.MustNewConstMetric(d.copyMemBytes, prometheus.GaugeValue, float64(cs.Bytes))
+	}
 }
 
 // closeRemote stops the remote log manager (before the engine closes).
@@ -159,7 +176,7 @@ func closeRemote(m *rlm.Manager, srv *server.Server) {
 	}
 	srv.SetRemoteLog(nil)
 	if met := srv.Config().Metrics; met != nil {
-		met.Registry().Unregister(remoteCollector{m})
+		met.Registry().Unregister(remoteCollector{m: m}) // matched by its descriptors
 	}
 	m.Close()
 }

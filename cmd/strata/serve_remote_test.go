@@ -53,7 +53,7 @@ func TestOpenRemote(t *testing.T) {
 	for _, f := range fams {
 		found[f.GetName()] = true
 	}
-	for _, name := range []string{"strata_remote_segments_copied_total", "strata_remote_read_seconds_total", "strata_remote_read_time_seconds", "strata_remote_fetch_throttle_seconds_total", "strata_remote_copy_throttle_seconds_total", "strata_remote_copy_lag_bytes", "strata_remote_read_ahead_fetches_total"} {
+	for _, name := range []string{"strata_remote_segments_copied_total", "strata_remote_read_seconds_total", "strata_remote_read_time_seconds", "strata_remote_fetch_throttle_seconds_total", "strata_remote_copy_throttle_seconds_total", "strata_remote_copy_lag_bytes", "strata_remote_read_ahead_fetches_total", "strata_remote_copy_cache_hits_total", "strata_remote_copy_cache_bytes"} {
 		if !found[name] {
 			t.Errorf("metric %s not exported", name)
 		}

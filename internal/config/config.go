@@ -81,6 +81,7 @@ type Broker struct {
 	RemoteCopySpreadMs        int64 // remote.log.manager.copy.spread.ms
 	RemoteFetchMaxBytesPerSec int64 // remote.log.manager.fetch.max.bytes.per.second
 	RemoteReaderCacheBytes    int64 // remote.log.reader.cache.bytes (Strata)
+	RemoteCopyCacheBytes      int64 // remote.log.copy.cache.bytes (Strata; engine.Options.CopyCacheBytes): -1 off
 	RemoteReadAheadBytes      int64 // remote.log.reader.read.ahead.bytes (Strata): 0 off
 
 	// The free-space floor (engine.Options.MinFreeBytes, MinFreePercent):
@@ -273,6 +274,12 @@ var fields = map[string]setter{
 	"remote.log.manager.fetch.max.bytes.per.second": func(b *Broker, v configkeys.Value) { b.RemoteFetchMaxBytesPerSec = v.Int },
 	"remote.log.reader.cache.bytes":                 func(b *Broker, v configkeys.Value) { b.RemoteReaderCacheBytes = v.Int },
 	"remote.log.reader.read.ahead.bytes":            func(b *Broker, v configkeys.Value) { b.RemoteReadAheadBytes = v.Int },
+	"remote.log.copy.cache.bytes": func(b *Broker, v configkeys.Value) {
+		b.RemoteCopyCacheBytes = v.Int
+		if v.Int <= 0 {
+			b.RemoteCopyCacheBytes = -1 // off (the engine's 0 means its default)
+		}
+	},
 	"log.tail.cache.bytes": func(b *Broker, v configkeys.Value) {
 		b.TailCacheBytes = v.Int
 		if v.Int <= 0 {
