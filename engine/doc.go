@@ -536,7 +536,8 @@
 // the coordinator (timer for flush.ms deadlines and the recovery-point
 // checkpoint; stopped first); the retention goroutine and the log cleaner
 // (retention.go, cleaner.go; stopped before any log closes). Lock order: Engine.adminMu -> Engine.mu ->
-// Log.mu -> Log.idxMu (and Log.mu -> Log.epochMu, Log.mu -> Engine.fl.mu);
+// Log.mu -> Log.idxMu (and Log.mu -> Log.epochMu, Log.mu -> Engine.fl.mu,
+// Log.mu -> the copy cache's pool lock, copycache.go, taken with nothing below it);
 // Log.fireMu -> Log.hwMu; Engine.ckptMu (-> Engine.mu read) and Log.hwMu are
 // taken with nothing below them except as listed. Log.mu serializes appends,
 // rolls, segment-list changes and the flush state; readers never take it:
