@@ -122,7 +122,7 @@ var remoteDescs = struct {
 	readBytes:      prometheus.NewDesc("strata_remote_read_bytes_total", "Bytes remote reads returned: over strata_remote_read_seconds_total, the remote read rate.", nil, nil),
 	copyMemHits:    prometheus.NewDesc("strata_remote_copy_cache_hits_total", "Segment copies that read the segment's bytes from memory (remote.log.copy.cache.bytes).", nil, nil),
 	copyMemMisses:  prometheus.NewDesc("strata_remote_copy_cache_misses_total", "Segment copies of tiered topics that read the segment file from the disk.", nil, nil),
-	copyMemEvicted: prometheus.NewDesc("strata_remote_copy_cache_evicted_total", "Rolled segments whose bytes in memory went to newer appends before their copy (the copy cache's budget spent).", nil, nil),
+	copyMemEvicted: prometheus.NewDesc("strata_remote_copy_cache_evicted_total", "Rolled segments whose bytes in memory went to newer appends before their copy (held 30 s: a store down or failing, with the copy cache's budget spent).", nil, nil),
 	copyMemBytes:   prometheus.NewDesc("strata_remote_copy_cache_bytes", "Memory the copy cache holds (allocated as used, reused, at most remote.log.copy.cache.bytes).", nil, nil),
 }
 
