@@ -70,8 +70,9 @@
 // its batches are also kept in the tail cache (tailcache.go), while the
 // log is read at the head, so consumers there are served from memory
 // (and, for a log with remote storage, in the copy cache until the
-// segment is copied to the object store: copycache.go); the log rolls to a new segment first when the request would push the
-// segment past segment.bytes, when the segment is older than segment.ms
+// segment is copied to the object store: copycache.go); the log rolls
+// to a new segment first when the request would push the segment past
+// segment.bytes, when the segment is older than segment.ms
 // (clock time since its first append), when an index is full, or when an
 // offset would not fit the index's 31-bit relative offset. An offset index
 // entry (batch last offset, batch position) and a time index entry (largest
@@ -537,7 +538,7 @@
 // checkpoint; stopped first); the retention goroutine and the log cleaner
 // (retention.go, cleaner.go; stopped before any log closes). Lock order: Engine.adminMu -> Engine.mu ->
 // Log.mu -> Log.idxMu (and Log.mu -> Log.epochMu, Log.mu -> Engine.fl.mu,
-// Log.mu -> the copy cache's pool lock, copycache.go, taken with nothing below it);
+// Log.mu -> copyPool.mu, copycache.go, which has nothing below it);
 // Log.fireMu -> Log.hwMu; Engine.ckptMu (-> Engine.mu read) and Log.hwMu are
 // taken with nothing below them except as listed. Log.mu serializes appends,
 // rolls, segment-list changes and the flush state; readers never take it:
