@@ -43,7 +43,8 @@ import (
 // that is down) is taken back for newer appends, oldest first.
 //
 // Memory: blocks of copyBlockBytes, allocated up to the budget as
-// needed and reused, never freed while the Engine lives.
+// needed (on huge pages outside the Go heap, slab.go) and reused, never
+// freed while the Engine lives.
 
 const (
 	copyBlockBytes         = 256 << 10
@@ -110,6 +111,7 @@ type copyPool struct {
 	max    int          // blocks
 	sealed []sealedCopy // memory handed to sealed segments, oldest first (entries taken since are skipped)
 	pushes int
+	mem    slabs // where new blocks come from (slab.go)
 
 	// Counters for the broker's metrics (CopyCacheStats).
 	hits, misses, evicted, dropped atomic.Uint64
@@ -130,7 +132,9 @@ func newCopyPool(limit int64) *copyPool {
 	if limit < copyStageFrac*copyBlockBytes {
 		return nil
 	}
-	return &copyPool{max: int(limit / copyBlockBytes)}
+	p := &copyPool{max: int(limit / copyBlockBytes)}
+	p.mem = newSlabs(p, copyBlockBytes)
+	return p
 }
 
 // stageMax is the largest segment.bytes a log stages.
@@ -150,7 +154,7 @@ func (p *copyPool) get(nowMs int64) []byte {
 	}
 	if p.made < p.max {
 		p.made++
-		return make([]byte, copyBlockBytes)
+		return p.mem.take()
 	}
 	for len(p.sealed) > 0 {
 		e := p.sealed[0]

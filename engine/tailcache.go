@@ -26,11 +26,12 @@ import (
 // serve) and turns caching back on for the appends that follow.
 //
 // Layout: a Log's cache is a list of up to tailBufsPerLog buffers of
-// tailBufBytes taken from the Engine's tailPool (allocated once, reused;
-// the pool holds at most TailCacheBytes (log.tail.cache.bytes), shared
-// evenly among the logs that cache, at most tailBufsPerLog each: 64 MiB and
-// 96 busy partitions give each two buffers, 512 KiB). The buffers hold whole append
-// requests of the active segment, back to back:
+// tailBufBytes taken from the Engine's tailPool (allocated once, on huge
+// pages outside the Go heap: slab.go; reused; the pool holds at most
+// TailCacheBytes (log.tail.cache.bytes), shared evenly among the logs that
+// cache, at most tailBufsPerLog each: 64 MiB and 96 busy partitions give
+// each two buffers, 512 KiB). The buffers hold whole append requests of
+// the active segment, back to back:
 //
 //	bufs[0]            bufs[1]                 bufs[k] (filling)
 //	[pos0 .. pos0+n0)  [pos1 = pos0+n0 .. )    ... [posk .. posk+nk) == segment end
@@ -106,6 +107,7 @@ type tailPool struct {
 	made    int
 	max     int
 	caching atomic.Int32 // logs whose cache holds at least one buffer
+	mem     slabs        // where new buffers come from (slab.go)
 
 	// Reads of the cache (tailcache_stats.go): counted only, never read
 	// by the cache itself.
@@ -127,7 +129,9 @@ func newTailPool(limit int64) *tailPool {
 	if limit < tailBufBytes {
 		return nil
 	}
-	return &tailPool{max: int(limit / tailBufBytes)}
+	p := &tailPool{max: int(limit / tailBufBytes)}
+	p.mem = newSlabs(p, tailBufBytes)
+	return p
 }
 
 // get returns a buffer, or one with b nil when all are in use.
@@ -144,7 +148,7 @@ func (p *tailPool) get() tailMem {
 		return tailMem{}
 	}
 	p.made++
-	return tailMem{b: make([]byte, tailBufBytes), idx: make([]tailEntry, maxTailBatches)}
+	return tailMem{b: p.mem.take(), idx: make([]tailEntry, maxTailBatches)}
 }
 
 func (p *tailPool) put(m tailMem) {

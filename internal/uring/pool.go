@@ -225,3 +225,24 @@ func (p *Pool) Close() error {
 	p.mem = nil
 	return unmapAnon(mem)
 }
+
+// HugePageBytes is the size of the memory MapMemory puts on one transparent
+// huge page: a mapping of a multiple of it is aligned to it and asks for
+// huge pages.
+const HugePageBytes = hugePageBytes
+
+// MapMemory returns n bytes of page-aligned anonymous memory outside the Go
+// heap, faulted in now, on transparent huge pages where n is a multiple of
+// HugePageBytes and the kernel grants them (as a Pool's chunks are). Go's
+// garbage collector neither scans nor frees it: the caller unmaps it with
+// UnmapMemory once nothing can touch it. Elsewhere than on Linux it is Go
+// heap memory and UnmapMemory does nothing.
+func MapMemory(n int) ([]byte, error) {
+	if n <= 0 {
+		return nil, fmt.Errorf("%w: %d bytes", ErrInvalid, n)
+	}
+	return mapAnon(n)
+}
+
+// UnmapMemory unmaps what MapMemory returned (the whole of it).
+func UnmapMemory(b []byte) error { return unmapAnon(b) }
