@@ -70,7 +70,9 @@
 // its batches are also kept in the tail cache (tailcache.go), while the
 // log is read at the head, so consumers there are served from memory
 // (and, for a log with remote storage, in the copy cache until the
-// segment is copied to the object store: copycache.go); the log rolls
+// segment is copied to the object store: copycache.go; both caches'
+// memory is 2 MiB huge-page mappings outside the Go heap, slab.go,
+// unmapped once nothing reaches their pool); the log rolls
 // to a new segment first when the request would push the segment past
 // segment.bytes, when the segment is older than segment.ms
 // (clock time since its first append), when an index is full, or when an

@@ -16,12 +16,15 @@ import (
 // Why: every append of a log that a consumer reads at the head is copied
 // into the tail cache, whose 64 MiB cycle through the CPU's caches far
 // more slowly than the segments' few chunks: each copy writes cold memory,
-// and on 4 KiB pages each page it touches also misses the TLB. Target 2's
-// run (keyed franz-go at 100,000 records/s and a kgo consumer,
-// docs/performance.md, "Session 40") spent 0.68-0.72 s of a broker's
-// ~13 s of CPU samples in that copy from Go heap buffers, 0.43 s from
-// mapped 4 KiB pages and 0.23-0.30 s from huge pages; the segment chunk
-// copy of the same bytes took 0.35 s.
+// and on 4 KiB pages each page it touches may miss the TLB as well (a
+// two-level page walk in a virtual machine). In target 2's run (keyed franz-go at
+// 100,000 records/s with a kgo consumer; docs/performance.md, "Session
+// 40") that copy took 0.52-0.72 s of the broker's ~13 s of CPU samples
+// from Go heap buffers, 0.43 s from mapped 4 KiB pages and 0.23-0.30 s
+// from huge pages (the segment chunk copy of the same bytes: 0.35 s). The
+// copy cache fills up to 1 GiB on a fresh broker: its first tiered run
+// took 13.8-14.2 s of broker CPU with huge pages against 17.8-22.2 s with
+// Go heap blocks.
 //
 // Lifetime: a slabs value belongs to one pool (tailPool, copyPool), and
 // whoever holds a block also holds its pool: a tail buffer its tailBuf
