@@ -17,9 +17,9 @@ import (
 // into the tail cache, whose 64 MiB cycle through the CPU's caches far
 // more slowly than the segments' few chunks: each copy writes cold memory,
 // and on 4 KiB pages each page it touches may miss the TLB as well (a
-// two-level page walk in a virtual machine). In target 2's run (keyed franz-go at
-// 100,000 records/s with a kgo consumer; docs/performance.md, "Session
-// 40") that copy took 0.52-0.72 s of the broker's ~13 s of CPU samples
+// two-level page walk in a virtual machine). In target 2's run (keyed
+// franz-go at 100,000 records/s with a kgo consumer; docs/performance.md,
+// "Session 40") that copy took 0.52-0.72 s of the broker's ~13 s of CPU samples
 // from Go heap buffers, 0.43 s from mapped 4 KiB pages and 0.23-0.30 s
 // from huge pages (the segment chunk copy of the same bytes: 0.35 s). The
 // copy cache fills up to 1 GiB on a fresh broker: its first tiered run
