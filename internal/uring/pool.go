@@ -226,9 +226,13 @@ func (p *Pool) Close() error {
 	return unmapAnon(mem)
 }
 
+// hugePageBytes is the size of a transparent huge page (x86-64, arm64 with
+// 4 KiB pages).
+const hugePageBytes = 2 << 20
+
 // HugePageBytes is the size of the memory MapMemory puts on one transparent
 // huge page: a mapping of a multiple of it is aligned to it and asks for
-// huge pages.
+// huge pages (on Linux).
 const HugePageBytes = hugePageBytes
 
 // MapMemory returns n bytes of page-aligned anonymous memory outside the Go

@@ -69,10 +69,6 @@ func fallocateKeepSize(f *os.File, size int64) (bool, error) {
 	return false, &os.PathError{Op: "fallocate", Path: f.Name(), Err: err}
 }
 
-// hugePageBytes is the size of a transparent huge page (x86-64, arm64 with
-// 4 KiB pages).
-const hugePageBytes = 2 << 20
-
 // mapAnon returns n bytes of page-aligned anonymous memory outside the Go
 // heap, faulted in now so first use does not pay for it.
 //
