@@ -38,7 +38,9 @@ import (
 const slabBytes = uring.HugePageBytes
 
 // slabs hands out blocks of one size from mappings of slabBytes. Not safe
-// for concurrent use: its pool's lock guards it.
+// for concurrent use: its pool's lock guards it. A pool maps whole slabs,
+// so up to one slab less one block (1.75 MiB) may be mapped beyond the
+// blocks its budget lets it hand out.
 type slabs struct {
 	block int
 	spare [][]byte // the newest mapping's blocks not handed out yet
@@ -86,13 +88,6 @@ func (m *slabMaps) add(b []byte) {
 	m.mu.Lock()
 	m.m = append(m.m, b)
 	m.mu.Unlock()
-}
-
-// mapped is how many mappings are held.
-func (m *slabMaps) mapped() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return len(m.m)
 }
 
 // unmap unmaps every mapping: the owner's cleanup, when no block can be

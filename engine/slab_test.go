@@ -43,3 +43,10 @@ func TestSlabsHandOutBlocks(t *testing.T) {
 	}
 	runtime.KeepAlive(o)
 }
+
+// mapped is how many mappings m holds (tests only).
+func (m *slabMaps) mapped() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.m)
+}
