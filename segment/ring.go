@@ -288,6 +288,9 @@ type wop struct {
 	op     uring.Op
 	lo, n  int64
 	putBuf []byte // pool chunk to return once the write completed
+	// twin is the other half of a split write (submitSplit) while it is
+	// in flight: the half completing last returns putBuf.
+	twin *wop
 }
 
 func openRing(path string, create bool, o Options) (s *Segment, err error) {
@@ -458,7 +461,11 @@ func (w *ringWriter) onWrite(op *uring.Op) {
 		w.failed.CompareAndSwap(nil, &e)
 	}
 	if wo.putBuf != nil {
-		w.pool.Put(wo.putBuf)
+		if t := wo.twin; t != nil {
+			t.twin, wo.twin = nil, nil // t returns the chunk
+		} else {
+			w.pool.Put(wo.putBuf)
+		}
 		wo.putBuf = nil
 	}
 	wo.op.Buf = nil
@@ -673,7 +680,70 @@ func (w *ringWriter) submitCur(hi int64, bg bool) error {
 	}
 	cur := w.cur
 	w.cur = nil
+	if split := alignDown(w.curLo-w.curBase) + pageBytes; w.sharedMeta && w.curLo > w.curBase && split < hi && split < w.appended-w.curBase {
+		// The carried page is written blocks (the last write wrote all
+		// of it), the pages after it unwritten extents: to ext4 a write
+		// over both is not an overwrite, which it refuses to start
+		// without blocking, so io_uring handed every such write to one
+		// of its worker threads (a block trace showed each flush's
+		// writes issued from iou-wrk). Two writes, each within one kind
+		// of extent, are issued inline, and the block layer merges them
+		// back into one request.
+		return w.submitSplit(cur[skip:hi], w.curBase+skip, split-skip, w.curLo, w.appended-w.curLo, cur, bg)
+	}
 	return w.submit(cur[skip:hi], w.curBase+skip, w.curLo, w.appended-w.curLo, cur, bg)
+}
+
+// submitSplit is submit as two writes, buf[:at] and buf[at:], carrying
+// logical bytes [lo, off+at) and [off+at, lo+n); put goes back to the pool
+// once both completed.
+func (w *ringWriter) submitSplit(buf []byte, off, at, lo, n int64, put []byte, bg bool) error {
+	w.wmu.Lock()
+	for (len(w.free) < 2 || w.syncing) && w.failed.Load() == nil {
+		w.wcond.Wait()
+	}
+	if err := w.sticky(); err != nil {
+		w.wmu.Unlock()
+		w.pool.Put(put)
+		return err
+	}
+	a, b := w.free[len(w.free)-1], w.free[len(w.free)-2]
+	w.free = w.free[:len(w.free)-2]
+	w.inflight += 2
+	a.twin, b.twin = b, a
+	w.wmu.Unlock()
+	mid := off + at
+	a.lo, a.n, a.putBuf = lo, mid-lo, put
+	b.lo, b.n, b.putBuf = mid, lo+n-mid, put
+	a.op.Code, a.op.File, a.op.Buf, a.op.Off, a.op.Background = uring.OpWrite, w.wf, buf[:at], off, bg
+	b.op.Code, b.op.File, b.op.Buf, b.op.Off, b.op.Background = uring.OpWrite, w.wf, buf[at:], mid, bg
+	if err := w.ring.Submit(&a.op); err != nil {
+		w.wmu.Lock()
+		for _, wo := range [2]*wop{a, b} {
+			wo.twin, wo.putBuf, wo.op.Buf = nil, nil, nil
+			w.free = append(w.free, wo)
+		}
+		w.inflight -= 2
+		w.wcond.Broadcast()
+		w.wmu.Unlock()
+		w.pool.Put(put)
+		return w.fail(err)
+	}
+	if err := w.ring.Submit(&b.op); err != nil {
+		w.wmu.Lock()
+		if b.twin != nil {
+			a.twin = nil // a is still in flight: it returns the chunk
+		} else {
+			w.pool.Put(put)
+		}
+		b.twin, b.putBuf, b.op.Buf = nil, nil, nil
+		w.free = append(w.free, b)
+		w.inflight--
+		w.wcond.Broadcast()
+		w.wmu.Unlock()
+		return w.fail(err)
+	}
+	return nil
 }
 
 // flushTail submits the appended bytes not yet submitted; the last partial

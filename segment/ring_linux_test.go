@@ -524,6 +524,69 @@ func TestOptionsErrors(t *testing.T) {
 	}
 }
 
+// TestSharedMetaSplitWrites covers a SharedMeta segment's flushes whose
+// write starts in the page an earlier flush wrote and runs on into pages
+// not written yet: they go out as two writes sharing one chunk
+// (submitSplit), and the chunk must go back to the pool exactly once (a
+// second Put panics), only after both, with every byte where it belongs.
+func TestSharedMetaSplitWrites(t *testing.T) {
+	pool, err := uring.NewPool(segment.DirectChunkBytes, 3*segment.DirectDepth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	opts := segment.Options{Ring: newRing(t, uring.BackendUring), Direct: true, SharedMeta: true, Pool: pool}
+	path := filepath.Join(t.TempDir(), "00000000000000000000.log")
+	s, err := segment.CreateWith(path, 64<<20, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(7, 8))
+	var model []byte
+	for i := range 400 {
+		// Mostly a few pages, so that the flush's write starts inside the
+		// carried page and ends past it; sometimes less than the rest of
+		// that page (one write), sometimes more than a chunk.
+		n := 1 + rng.IntN(3*4096)
+		switch i % 10 {
+		case 3:
+			n = 1 + rng.IntN(300)
+		case 7:
+			n = segment.DirectChunkBytes + rng.IntN(4096)
+		}
+		b := make([]byte, n)
+		for j := range b {
+			b[j] = byte(len(model) + j*13)
+		}
+		if _, err := s.Append(b); err != nil {
+			t.Fatal(err)
+		}
+		model = append(model, b...)
+		if i%4 == 0 {
+			err = s.Sync()
+		} else {
+			err = s.Flush()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkContent(t, s, model)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if pool.Free() != pool.Chunks() {
+		t.Fatalf("pool has %d of %d chunks free after Close", pool.Free(), pool.Chunks())
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, model) {
+		t.Fatalf("file after Close differs from the model (%d bytes against %d, first diff at %d)", len(got), len(model), firstDiff(got, model))
+	}
+}
+
 // FuzzDirectAppendModel drives a Direct segment with fuzzer-chosen append
 // sizes and Sync/Flush points and checks it against a plain byte model,
 // before and after Close.
