@@ -96,8 +96,9 @@ import (
 // carried page); the others are writes in flight, returned by completions.
 // A pool shared by k segments therefore cannot deadlock with k+1 chunks;
 // groups of segsPerPool active segments share a pool of
-// segsPerPool+poolSpareChunks chunks (64), so every segment keeps a
-// pipeline of writes in flight while its neighbours are idle. Pools have
+// segsPerPool+poolSpareChunks chunks (64; 128 in the first richGroups
+// pools, see richSpareChunks), so every segment keeps a pipeline of
+// writes in flight while its neighbours are idle. Pools have
 // chunks of poolChunkBytes (128 KiB: 8 MiB a pool), except up to
 // bigChunkGroups pools of bigPoolChunkBytes (256 KiB: 16 MiB a pool) for
 // the active segments of logs with write caching (log.write.caching /
@@ -131,7 +132,8 @@ import (
 // broker's CPU at 340,000 records/s with only the first pool registered).
 // Memory: 256 KiB per partition (10,000 partitions: about 2.5 GiB, of
 // which the 128 KiB tail chunk each active segment holds is 1.25 GiB),
-// plus at most 64 MiB of big pools.
+// plus at most 64 MiB of big pools and 32 MiB of the first pools' extra
+// spare chunks.
 
 // sealedFilesOpen is how many idle sealed segments keep their .log
 // descriptor open (segment.FileCache, least recently read first to close).
@@ -165,6 +167,24 @@ const (
 // poolSpareChunks are the chunks of a pool beyond one per segment: writes
 // in flight and chunks the journal's spans hold (journalMaxPins).
 const poolSpareChunks = segment.DirectDepth
+
+// The first richGroups ordinary pools mapped have richSpareChunks spare
+// chunks. What spare chunks hold — full chunks waiting for the device
+// (segmentBackgroundDepth lets 16 in at once) and chunks the journal's
+// spans pin until their group is written — is bounded by the device and
+// the journal's groups, not by the number of partitions, but one produce
+// request of a keyed client fills chunks in every pool at once: a keyed
+// closed loop over 96 partitions (three pools) took a group's worth of
+// chunks per pool, and the connection's reader spent most of its time in
+// Pool.Get waiting for the device to give chunks back (an execution trace:
+// 2.95 s of 4 s; its time per request p50 13.4 ms, and 4.1 ms with three
+// times the spare chunks). Only the first pools get them, so that memory
+// at high partition counts stays what it was: at most richGroups x
+// (richSpareChunks - poolSpareChunks) x 128 KiB = 32 MiB more.
+const (
+	richGroups      = 4
+	richSpareChunks = 3 * segment.DirectDepth
+)
 
 // segmentBackgroundDepth, when > 0, is the most full-chunk segment writes
 // (write-behind: nothing waits for them soon) in the device at once
@@ -202,12 +222,15 @@ func zeroWriteBytes(buf, maxSegments int) int {
 // appender that finds it empty first lets the journal write a group it
 // holds open (b.starved): that group's spans may pin the chunks the
 // appender waits for.
-func (b *ioBackend) newGroupPool(big bool) (*uring.Pool, error) {
-	chunk := poolChunkBytes
+func (b *ioBackend) newGroupPool(big, rich bool) (*uring.Pool, error) {
+	chunk, spare := poolChunkBytes, poolSpareChunks
 	if big {
 		chunk = bigPoolChunkBytes
 	}
-	p, err := uring.NewPool(chunk, segsPerPool*chunksPerSeg+poolSpareChunks)
+	if rich {
+		spare = richSpareChunks
+	}
+	p, err := uring.NewPool(chunk, segsPerPool*chunksPerSeg+spare)
 	if err == nil {
 		p.SetStarveHook(b.starved)
 	}
@@ -453,7 +476,7 @@ func (b *ioBackend) segOptions(dir string, pool *uring.Pool) segment.Options {
 
 // startRing sets up the ring, the first chunk pool and the probe segment.
 func (b *ioBackend) startRing(dir string) error {
-	first, err := b.newGroupPool(false)
+	first, err := b.newGroupPool(false, true)
 	if err != nil {
 		return fmt.Errorf("chunk pool: %w", err)
 	}
@@ -587,7 +610,8 @@ func (b *ioBackend) roomIn(big bool) (room *poolGroup, n int) {
 
 // mapGroup maps, registers and adds a pool group. Caller holds mu.
 func (b *ioBackend) mapGroup(big bool) (*poolGroup, error) {
-	p, err := b.newGroupPool(big)
+	_, n := b.roomIn(false)
+	p, err := b.newGroupPool(big, !big && n < richGroups)
 	if err != nil {
 		return nil, err
 	}

@@ -421,15 +421,16 @@ func TestTailCacheStaleAfterTruncation(t *testing.T) {
 }
 
 // TestDirectManyPartitions: segments beyond one pool's share get further
-// pools; every partition appends, syncs and reads back; Close releases
-// the ring and every pool (no warning logged).
+// pools, the first richGroups with richSpareChunks spare chunks and the
+// next with poolSpareChunks; every partition appends, syncs and reads
+// back; Close releases the ring and every pool (no warning logged).
 func TestDirectManyPartitions(t *testing.T) {
 	var out syncBuffer
 	e := openEngine(t, t.TempDir(), func(o *Options) {
 		o.IOBackend = IOBackendUring
 		o.Logger = slog.New(slog.NewTextHandler(&out, nil))
 	})
-	const parts = 3*segsPerPool + 5
+	const parts = richGroups*segsPerPool + 5
 	tp := mustTopic(t, e, "many", parts, map[string]string{"preallocate": "false"})
 	infos := make([]AppendInfo, parts)
 	want := make([][]byte, parts)
@@ -449,10 +450,22 @@ func TestDirectManyPartitions(t *testing.T) {
 		}
 	}
 	e.io.mu.Lock()
-	groups := len(e.io.groups)
+	var chunks []int
+	for _, g := range e.io.groups {
+		chunks = append(chunks, g.pool.Chunks())
+	}
 	e.io.mu.Unlock()
-	if groups != 4 {
-		t.Fatalf("%d pools for %d segments of %d per pool", groups, parts, segsPerPool)
+	if len(chunks) != richGroups+1 {
+		t.Fatalf("%d pools for %d segments of %d per pool", len(chunks), parts, segsPerPool)
+	}
+	for i, n := range chunks {
+		want := segsPerPool + richSpareChunks
+		if i >= richGroups {
+			want = segsPerPool + poolSpareChunks
+		}
+		if n != want {
+			t.Fatalf("pool %d has %d chunks, want %d (all: %v)", i, n, want, chunks)
+		}
 	}
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
