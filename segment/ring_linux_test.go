@@ -524,6 +524,40 @@ func TestOptionsErrors(t *testing.T) {
 	}
 }
 
+// appendThen appends b to s and to model, then syncs (then 1), flushes
+// (2) or does neither (0), and returns the model.
+func appendThen(t *testing.T, s *segment.Segment, model, b []byte, then int) []byte {
+	t.Helper()
+	if _, err := s.Append(b); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	switch then {
+	case 1:
+		err = s.Sync()
+	case 2:
+		err = s.Flush()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(model, b...)
+}
+
+// closeAndCheck checks s against model, closes it and checks the file at
+// path holds exactly model.
+func closeAndCheck(t *testing.T, s *segment.Segment, path string, model []byte) {
+	t.Helper()
+	checkContent(t, s, model)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	disk, err := os.ReadFile(path)
+	if err != nil || !bytes.Equal(disk, model) {
+		t.Fatalf("file after Close: %d bytes, %v; want %d (diff at %d)", len(disk), err, len(model), firstDiff(disk, model))
+	}
+}
+
 // TestSharedMetaSplitWrites covers a SharedMeta segment's flushes whose
 // write starts in the page an earlier flush wrote and runs on into pages
 // not written yet: they go out as two writes sharing one chunk
@@ -558,32 +592,15 @@ func TestSharedMetaSplitWrites(t *testing.T) {
 		for j := range b {
 			b[j] = byte(len(model) + j*13)
 		}
-		if _, err := s.Append(b); err != nil {
-			t.Fatal(err)
-		}
-		model = append(model, b...)
+		then := 2
 		if i%4 == 0 {
-			err = s.Sync()
-		} else {
-			err = s.Flush()
+			then = 1
 		}
-		if err != nil {
-			t.Fatal(err)
-		}
+		model = appendThen(t, s, model, b, then)
 	}
-	checkContent(t, s, model)
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
+	closeAndCheck(t, s, path, model)
 	if pool.Free() != pool.Chunks() {
 		t.Fatalf("pool has %d of %d chunks free after Close", pool.Free(), pool.Chunks())
-	}
-	got, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, model) {
-		t.Fatalf("file after Close differs from the model (%d bytes against %d, first diff at %d)", len(got), len(model), firstDiff(got, model))
 	}
 }
 
@@ -608,28 +625,9 @@ func FuzzDirectAppendModel(f *testing.F) {
 			for j := range b {
 				b[j] = byte(len(model) + j*7)
 			}
-			if _, err := s.Append(b); err != nil {
-				t.Fatal(err)
-			}
-			model = append(model, b...)
-			switch script[i] % 3 {
-			case 1:
-				err = s.Sync()
-			case 2:
-				err = s.Flush()
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
+			model = appendThen(t, s, model, b, int(script[i]%3))
 		}
-		checkContent(t, s, model)
-		if err := s.Close(); err != nil {
-			t.Fatal(err)
-		}
-		disk, err := os.ReadFile(path)
-		if err != nil || !bytes.Equal(disk, model) {
-			t.Fatalf("file after Close: %d bytes, %v; want %d (diff at %d)", len(disk), err, len(model), firstDiff(disk, model))
-		}
+		closeAndCheck(t, s, path, model)
 	})
 }
 
