@@ -277,9 +277,15 @@
 // 1.56-1.98 before, 143 of 26,634 data writes in 4 s from iou-wrk against
 // 25,393 of 27,465 (docs/performance.md, "Session 41"); with the journal,
 // the same for the checkpoints' partial chunks. Each round still costs a
-// syncfs (about 40 metadata writes, the segments' inode-table blocks, then
-// a flush; 8.8 ms a round in a keyed closed loop) and the anchor's flush
-// after it (4.3 ms).
+// syncfs (8.8 ms a round in a keyed closed loop: its metadata writes, then
+// a flush) and the anchor's flush after it (4.3 ms). The metadata is about
+// one block per segment the round wrote, wherever the inodes lie: a 1 GiB
+// segment fallocated a step at a time had ten extents after 45 MB (steps
+// of 96 segments interleave on the disk), more than its inode holds, so
+// each write's conversion rewrites the segment's extent-tree leaf block,
+// and the inode-table blocks follow for the timestamps. Creating the
+// segments' inodes side by side (a throwaway build) left 167-178 distinct
+// metadata blocks and one metadata write per data write (session 41).
 //
 // Why neither meets the keyed targets of docs/performance.md on this disk:
 // the device serves one request at a time, ~45 us each plus the bytes, and
