@@ -72,11 +72,18 @@ type mux struct {
 
 	mu    sync.Mutex
 	conns map[net.Conn]struct{} // controller RPC conns being served, closed on Close
+	// Raft's accepted conns, from Accept until the transport's handler
+	// closes them. Close closes them and waits for that: the handler may
+	// be running Raft's heartbeat fast path, which writes the stable store
+	// (a new term) outside Raft's own goroutines, so the store must stay
+	// open until every handler has returned.
+	raft     map[*prefixConn]struct{}
+	raftLive sync.WaitGroup
 }
 
 func newMux(ln net.Listener, advertise net.Addr, serve func(net.Conn), sec peerSecurity, log *slog.Logger) *mux {
 	m := &mux{ln: ln, sec: sec, log: log, advertise: advertise, raftConns: make(chan net.Conn), serve: serve,
-		closed: make(chan struct{}), conns: make(map[net.Conn]struct{})}
+		closed: make(chan struct{}), conns: make(map[net.Conn]struct{}), raft: make(map[*prefixConn]struct{})}
 	m.wg.Add(1)
 	go m.acceptLoop()
 	return m
@@ -156,11 +163,37 @@ func (m *mux) classify(conn net.Conn) {
 		m.untrack(conn)
 		return
 	}
-	select {
-	case m.raftConns <- &prefixConn{Conn: conn, first: first[0], pending: true}:
-	case <-m.closed:
+	pc := &prefixConn{Conn: conn, first: first[0], pending: true}
+	if !m.trackRaft(pc) {
 		conn.Close()
+		return
 	}
+	select {
+	case m.raftConns <- pc:
+	case <-m.closed:
+		pc.Close()
+	}
+}
+
+// trackRaft registers a Raft conn until its Close; false once the mux is
+// closed.
+func (m *mux) trackRaft(pc *prefixConn) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	select {
+	case <-m.closed:
+		return false
+	default:
+	}
+	m.raft[pc] = struct{}{}
+	m.raftLive.Add(1)
+	pc.onClose = func() {
+		m.mu.Lock()
+		delete(m.raft, pc)
+		m.mu.Unlock()
+		m.raftLive.Done()
+	}
+	return true
 }
 
 func (m *mux) track(c net.Conn) bool {
@@ -192,7 +225,9 @@ func (m *mux) Accept() (net.Conn, error) {
 }
 
 // Close stops accepting, closes the controller RPC connections being
-// served and waits for the mux's goroutines.
+// served and Raft's accepted connections, and waits for the mux's
+// goroutines and for the transport's handlers to close the Raft ones
+// (bounded by raftHandlerWait: a handler stuck past it is logged).
 func (m *mux) Close() error {
 	var err error
 	m.closeOnce.Do(func() {
@@ -201,12 +236,29 @@ func (m *mux) Close() error {
 		for c := range m.conns {
 			c.Close()
 		}
+		for pc := range m.raft {
+			pc.Conn.Close() // the handler's read fails; its deferred Close untracks
+		}
 		m.mu.Unlock()
 		err = m.ln.Close()
 		m.wg.Wait()
+		done := make(chan struct{})
+		go func() { m.raftLive.Wait(); close(done) }()
+		t := time.NewTimer(raftHandlerWait)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+			m.log.Warn("controller port: a Raft connection handler did not return", "waited", raftHandlerWait)
+		}
 	})
 	return err
 }
+
+// raftHandlerWait bounds Close's wait for Raft's connection handlers,
+// whose sockets it has closed: they return as soon as their current
+// command is handled.
+const raftHandlerWait = 10 * time.Second
 
 func (m *mux) Addr() net.Addr { return m.advertise }
 
@@ -270,11 +322,24 @@ func requireClientCert(cfg *tls.Config) *tls.Config {
 	return c
 }
 
-// prefixConn replays the byte the mux consumed.
+// prefixConn replays the byte the mux consumed, and tells the mux when
+// the transport closes it.
 type prefixConn struct {
 	net.Conn
-	first   byte
-	pending bool
+	first     byte
+	pending   bool
+	onClose   func() // set by trackRaft
+	closeOnce sync.Once
+}
+
+func (c *prefixConn) Close() error {
+	err := c.Conn.Close()
+	c.closeOnce.Do(func() {
+		if c.onClose != nil {
+			c.onClose()
+		}
+	})
+	return err
 }
 
 func (c *prefixConn) Read(p []byte) (int, error) {
