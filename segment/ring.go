@@ -486,29 +486,16 @@ func (w *ringWriter) onSync(*uring.Op) {
 // submit sends one write of buf at off carrying logical bytes [lo, lo+n);
 // put is returned to the pool when it completes. It waits for a free op.
 func (w *ringWriter) submit(buf []byte, off, lo, n int64, put []byte, bg bool) error {
-	w.wmu.Lock()
-	for (len(w.free) == 0 || w.syncing) && w.failed.Load() == nil {
-		w.wcond.Wait()
-	}
-	if err := w.sticky(); err != nil {
-		w.wmu.Unlock()
-		if put != nil {
-			w.pool.Put(put)
-		}
+	wo, _, err := w.takeOps(1, put)
+	if err != nil {
 		return err
 	}
-	wo := w.free[len(w.free)-1]
-	w.free = w.free[:len(w.free)-1]
-	w.inflight++
-	w.wmu.Unlock()
 	wo.lo, wo.n, wo.putBuf = lo, n, put
 	wo.op.Code, wo.op.File, wo.op.Buf, wo.op.Off = uring.OpWrite, w.wf, buf, off
 	wo.op.Background = bg
 	if err := w.ring.Submit(&wo.op); err != nil {
 		w.wmu.Lock()
-		wo.putBuf, wo.op.Buf = nil, nil
-		w.free = append(w.free, wo)
-		w.inflight--
+		w.giveBack(wo)
 		w.wmu.Unlock()
 		if put != nil {
 			w.pool.Put(put)
@@ -516,6 +503,42 @@ func (w *ringWriter) submit(buf []byte, off, lo, n int64, put []byte, bg bool) e
 		return w.fail(err)
 	}
 	return nil
+}
+
+// takeOps waits until k (1 or 2) write ops are free and no sync is in
+// flight, and takes them (b is nil for k == 1; two are each other's
+// twin). If the writer has failed
+// it returns put, if any, to the pool and the error.
+func (w *ringWriter) takeOps(k int, put []byte) (a, b *wop, err error) {
+	w.wmu.Lock()
+	for (len(w.free) < k || w.syncing) && w.failed.Load() == nil {
+		w.wcond.Wait()
+	}
+	if err := w.sticky(); err != nil {
+		w.wmu.Unlock()
+		if put != nil {
+			w.pool.Put(put)
+		}
+		return nil, nil, err
+	}
+	a = w.free[len(w.free)-1]
+	if k == 2 {
+		b = w.free[len(w.free)-2]
+		a.twin, b.twin = b, a // under wmu: onWrite reads twin there
+	}
+	w.free = w.free[:len(w.free)-k]
+	w.inflight += k
+	w.wmu.Unlock()
+	return a, b, nil
+}
+
+// giveBack returns a write op that was taken but not submitted. Caller
+// holds wmu.
+func (w *ringWriter) giveBack(wo *wop) {
+	wo.twin, wo.putBuf, wo.op.Buf = nil, nil, nil
+	w.free = append(w.free, wo)
+	w.inflight--
+	w.wcond.Broadcast()
 }
 
 // waitWritten waits until the written watermark reaches target or a write
@@ -698,20 +721,10 @@ func (w *ringWriter) submitCur(hi int64, bg bool) error {
 // logical bytes [lo, off+at) and [off+at, lo+n); put goes back to the pool
 // once both completed.
 func (w *ringWriter) submitSplit(buf []byte, off, at, lo, n int64, put []byte, bg bool) error {
-	w.wmu.Lock()
-	for (len(w.free) < 2 || w.syncing) && w.failed.Load() == nil {
-		w.wcond.Wait()
-	}
-	if err := w.sticky(); err != nil {
-		w.wmu.Unlock()
-		w.pool.Put(put)
+	a, b, err := w.takeOps(2, put)
+	if err != nil {
 		return err
 	}
-	a, b := w.free[len(w.free)-1], w.free[len(w.free)-2]
-	w.free = w.free[:len(w.free)-2]
-	w.inflight += 2
-	a.twin, b.twin = b, a
-	w.wmu.Unlock()
 	mid := off + at
 	a.lo, a.n, a.putBuf = lo, mid-lo, put
 	b.lo, b.n, b.putBuf = mid, lo+n-mid, put
@@ -719,12 +732,8 @@ func (w *ringWriter) submitSplit(buf []byte, off, at, lo, n int64, put []byte, b
 	b.op.Code, b.op.File, b.op.Buf, b.op.Off, b.op.Background = uring.OpWrite, w.wf, buf[at:], mid, bg
 	if err := w.ring.Submit(&a.op); err != nil {
 		w.wmu.Lock()
-		for _, wo := range [2]*wop{a, b} {
-			wo.twin, wo.putBuf, wo.op.Buf = nil, nil, nil
-			w.free = append(w.free, wo)
-		}
-		w.inflight -= 2
-		w.wcond.Broadcast()
+		w.giveBack(a)
+		w.giveBack(b)
 		w.wmu.Unlock()
 		w.pool.Put(put)
 		return w.fail(err)
@@ -736,10 +745,7 @@ func (w *ringWriter) submitSplit(buf []byte, off, at, lo, n int64, put []byte, b
 		} else {
 			w.pool.Put(put)
 		}
-		b.twin, b.putBuf, b.op.Buf = nil, nil, nil
-		w.free = append(w.free, b)
-		w.inflight--
-		w.wcond.Broadcast()
+		w.giveBack(b)
 		w.wmu.Unlock()
 		return w.fail(err)
 	}
