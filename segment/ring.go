@@ -507,8 +507,8 @@ func (w *ringWriter) submit(buf []byte, off, lo, n int64, put []byte, bg bool) e
 
 // takeOps waits until k (1 or 2) write ops are free and no sync is in
 // flight, and takes them (b is nil for k == 1; two are each other's
-// twin). If the writer has failed
-// it returns put, if any, to the pool and the error.
+// twin). If the writer has failed it returns put, if any, to the pool
+// and the error.
 func (w *ringWriter) takeOps(k int, put []byte) (a, b *wop, err error) {
 	w.wmu.Lock()
 	for (len(w.free) < k || w.syncing) && w.failed.Load() == nil {
