@@ -160,3 +160,38 @@ func TestKeyTable(t *testing.T) {
 		t.Fatalf("key(7) without a table = %q", got)
 	}
 }
+
+// TestKgoRecordRestamped: a kgo record taken from the pool again carries
+// the new send's stamp, in its value (what the consumer reads) and beside
+// it (what the promise reads), and keeps a full payload.
+func TestKgoRecordRestamped(t *testing.T) {
+	p := &kgoProducer{env: &runEnv{cfg: &Config{RecordBytes: 1000}}, pay: newPayload(1000, false, 1)}
+	first := p.record(111)
+	if ts, ok := readStamp(first.Value); !ok || ts != 111 || first.stamp.unixNs != 111 {
+		t.Fatalf("new record: stamp %d (%v), beside it %d; want 111", ts, ok, first.stamp.unixNs)
+	}
+	payload := append([]byte(nil), first.Value...)
+	p.put(&first.Record)
+	reused := 0
+	for i := int64(2); i < 50; i++ {
+		sr := p.record(i * 1000)
+		if ts, ok := readStamp(sr.Value); !ok || ts != i*1000 || sr.stamp.unixNs != i*1000 {
+			t.Fatalf("record %d: stamp %d (%v), beside it %d; want %d", i, ts, ok, sr.stamp.unixNs, i*1000)
+		}
+		if len(sr.Value) != 1000 || stamped(&sr.Record) != sr {
+			t.Fatalf("record %d: value of %d bytes, stamp holder %p, want 1000 and %p", i, len(sr.Value), stamped(&sr.Record), sr)
+		}
+		if sr == first {
+			reused++
+			// The same buffer: its payload stayed, only the stamp moved.
+			rest := func(b []byte) []byte { return b[stampBytes:] }
+			if !bytes.Equal(rest(sr.Value), rest(payload)) {
+				t.Fatal("a reused record's payload changed beyond its stamp")
+			}
+		}
+		p.put(&sr.Record)
+	}
+	if reused == 0 {
+		t.Fatal("the pool never handed the first record back: nothing reused was checked")
+	}
+}
