@@ -68,20 +68,6 @@ func DeviceName(path string) string {
 	return filepath.Base(link)
 }
 
-// Ext4NoJournal reports whether dir is on an ext4 filesystem mounted
-// without a journal (/sys/fs/ext4/<device>/journal_task is "<none>").
-func Ext4NoJournal(dir string) bool {
-	if FSType(dir) != "ext4" {
-		return false
-	}
-	name := DeviceName(dir)
-	if name == "" {
-		return false
-	}
-	b, err := os.ReadFile(filepath.Join("/sys/fs/ext4", name, "journal_task"))
-	return err == nil && strings.TrimSpace(string(b)) == "<none>"
-}
-
 // OpenDirectAllocated opens an existing file for O_DIRECT writes and gives
 // [0, size) blocks (fallocate mode 0: unwritten extents, i_size covering
 // them): what a device probe writes into, as the engine's segments do.

@@ -19,9 +19,6 @@ func FSType(string) string { return "unknown" }
 // DeviceName: unknown here.
 func DeviceName(string) string { return "" }
 
-// Ext4NoJournal: no ext4 here.
-func Ext4NoJournal(string) bool { return false }
-
 // OpenDirectAllocated: no O_DIRECT here.
 func OpenDirectAllocated(string, int64) (*os.File, error) { return nil, errors.ErrUnsupported }
 
