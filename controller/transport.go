@@ -178,25 +178,27 @@ func (m *mux) classify(conn net.Conn) {
 // trackRaft registers a Raft conn until its Close; false once the mux is
 // closed.
 func (m *mux) trackRaft(pc *prefixConn) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	select {
-	case <-m.closed:
-		return false
-	default:
-	}
-	m.raft[pc] = struct{}{}
-	m.raftLive.Add(1)
-	pc.onClose = func() {
-		m.mu.Lock()
-		delete(m.raft, pc)
-		m.mu.Unlock()
-		m.raftLive.Done()
-	}
-	return true
+	return m.whileOpen(func() {
+		m.raft[pc] = struct{}{}
+		m.raftLive.Add(1)
+		pc.onClose = func() {
+			m.mu.Lock()
+			delete(m.raft, pc)
+			m.mu.Unlock()
+			m.raftLive.Done()
+		}
+	})
 }
 
+// track registers a controller RPC conn being served; false once the mux
+// is closed.
 func (m *mux) track(c net.Conn) bool {
+	return m.whileOpen(func() { m.conns[c] = struct{}{} })
+}
+
+// whileOpen runs fn under mu unless the mux is closed (then false), so
+// that Close, which closes what is registered under mu, misses nothing.
+func (m *mux) whileOpen(fn func()) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	select {
@@ -204,7 +206,7 @@ func (m *mux) track(c net.Conn) bool {
 		return false
 	default:
 	}
-	m.conns[c] = struct{}{}
+	fn()
 	return true
 }
 
