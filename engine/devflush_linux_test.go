@@ -5,12 +5,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/stratalog/strata/internal/diskstats"
 	"github.com/stratalog/strata/segment"
 )
 
@@ -21,7 +21,7 @@ import (
 // nothing to log: syncfs alone issued no flush, and an acknowledged
 // append sat in the device's volatile cache. The test loop-mounts an XFS
 // image (root; ./scripts/test installs xfsprogs) and counts the loop
-// device's completed flushes (/proc/diskstats) over rounds of one such
+// device's completed flushes (internal/diskstats) over rounds of one such
 // overwrite and one flush each.
 func TestMetaFlushFlushesOnXFS(t *testing.T) {
 	if os.Geteuid() != 0 {
@@ -59,9 +59,21 @@ func TestMetaFlushFlushesOnXFS(t *testing.T) {
 	if fs := segment.FSType(mnt); fs != "xfs" {
 		t.Fatalf("the image mounted as %q", fs)
 	}
-	dev := segment.DeviceName(mnt)
-	if dev == "" {
-		t.Fatalf("no block device under %s", mnt)
+	devNum, err := segment.DeviceOf(mnt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	major, minor := segment.DeviceNumbers(devNum)
+	flushes := func() uint64 {
+		t.Helper()
+		s, err := diskstats.Read(major, minor)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !s.HasFlushes {
+			t.Fatalf("%s counts no flushes (a kernel before 5.5)", diskstats.Path)
+		}
+		return s.Flushes
 	}
 
 	d, err := openDevFlush(mnt, true)
@@ -87,7 +99,7 @@ func TestMetaFlushFlushesOnXFS(t *testing.T) {
 	}
 
 	const rounds = 20
-	before := deviceFlushes(t, dev)
+	before := flushes()
 	for i := range rounds {
 		buf[0] = byte(i)
 		if _, err := f.WriteAt(buf, 0); err != nil {
@@ -97,29 +109,7 @@ func TestMetaFlushFlushesOnXFS(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := deviceFlushes(t, dev) - before; got < rounds {
-		t.Fatalf("%d rounds of an overwrite and a flush reached %s as %d device flushes: some flushes wrote nothing to the device", rounds, dev, got)
+	if got := flushes() - before; got < rounds {
+		t.Fatalf("%d rounds of an overwrite and a flush reached device %d:%d as %d flushes: some flushes wrote nothing to the device", rounds, major, minor, got)
 	}
-}
-
-// deviceFlushes is the number of flush requests dev completed
-// (/proc/diskstats, field 19).
-func deviceFlushes(t *testing.T, dev string) int64 {
-	t.Helper()
-	b, err := os.ReadFile("/proc/diskstats")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) >= 19 && f[2] == dev {
-			n, err := strconv.ParseInt(f[18], 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return n
-		}
-	}
-	t.Fatalf("%s not in /proc/diskstats (or without flush counts)", dev)
-	return 0
 }

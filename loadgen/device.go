@@ -1,79 +1,17 @@
 package loadgen
 
 import (
-	"bytes"
 	"fmt"
 	"os"
-	"strconv"
 	"time"
+
+	"github.com/stratalog/strata/internal/diskstats"
 )
 
 // Device traffic: the block device holding the spawned brokers' data
 // directories, read from /proc/diskstats at the start and the end of each
 // measured window (where broker CPU is read), and the --compare-device probe
 // of that filesystem's durable sequential write ceiling (device_linux.go).
-
-// sectorBytes is the unit of /proc/diskstats' sector counts, whatever the
-// device's own sector size.
-const sectorBytes = 512
-
-// diskStats is one device's line of /proc/diskstats (counters since boot).
-type diskStats struct {
-	reads, readSectors   uint64
-	writes, writeSectors uint64
-	ioTicksMs            uint64 // time the device had I/O in flight
-	flushes              uint64
-	hasFlushes           bool // the kernel counts flushes (5.5+: 20 columns)
-}
-
-// parseDiskstatsLine parses one line of /proc/diskstats:
-//
-//	major minor name reads reads_merged sectors_read ms_reading
-//	writes writes_merged sectors_written ms_writing in_flight io_ticks_ms weighted_ms
-//	[discards discards_merged sectors_discarded ms_discarding]   4.18+
-//	[flushes ms_flushing]                                         5.5+
-func parseDiskstatsLine(line []byte) (major, minor uint32, name string, s diskStats, err error) {
-	f := bytes.Fields(line)
-	if len(f) < 14 {
-		return 0, 0, "", s, fmt.Errorf("diskstats line has %d fields, want at least 14", len(f))
-	}
-	var v [20]uint64
-	for i, x := range f[:min(len(f), len(v))] {
-		if i == 2 {
-			continue
-		}
-		if v[i], err = strconv.ParseUint(string(x), 10, 64); err != nil {
-			return 0, 0, "", s, fmt.Errorf("diskstats field %d: %w", i+1, err)
-		}
-	}
-	if v[0] > 1<<32-1 || v[1] > 1<<32-1 {
-		return 0, 0, "", s, fmt.Errorf("diskstats device number %d:%d out of range", v[0], v[1])
-	}
-	s = diskStats{reads: v[3], readSectors: v[5], writes: v[7], writeSectors: v[9], ioTicksMs: v[12]}
-	if len(f) >= 20 {
-		s.flushes, s.hasFlushes = v[18], true
-	}
-	return uint32(v[0]), uint32(v[1]), string(f[2]), s, nil
-}
-
-// findDiskstats finds device major:minor in the text of /proc/diskstats.
-func findDiskstats(text []byte, major, minor uint32) (name string, s diskStats, ok bool, err error) {
-	for line := range bytes.SplitSeq(text, []byte("\n")) {
-		if len(bytes.TrimSpace(line)) == 0 {
-			continue
-		}
-		ma, mi, n, st, err := parseDiskstatsLine(line)
-		if err != nil {
-			return "", s, false, err
-		}
-		if ma == major && mi == minor {
-			return n, st, true, nil
-		}
-	}
-	return "", s, false, nil
-}
-
-const diskstatsPath = "/proc/diskstats"
 
 // blockDevice is the device a directory's filesystem lives on (a partition
 // when it is on one: /proc/diskstats counts partitions too).
@@ -85,19 +23,19 @@ type blockDevice struct {
 // devSample is a device's counters and when they were read.
 type devSample struct {
 	at time.Time
-	s  diskStats
+	s  diskstats.Stats
 }
 
 // sample reads the device's counters.
 func (d *blockDevice) sample() (devSample, error) {
-	text, err := os.ReadFile(diskstatsPath)
+	text, err := os.ReadFile(diskstats.Path)
 	if err != nil {
 		return devSample{}, err
 	}
 	at := wallClock()
-	_, s, ok, err := findDiskstats(text, d.major, d.minor)
+	_, s, ok, err := diskstats.Find(text, d.major, d.minor)
 	if err == nil && !ok {
-		err = fmt.Errorf("device %s (%d:%d) is no longer in %s", d.name, d.major, d.minor, diskstatsPath)
+		err = fmt.Errorf("device %s (%d:%d) is no longer in %s", d.name, d.major, d.minor, diskstats.Path)
 	}
 	return devSample{at: at, s: s}, err
 }
@@ -132,18 +70,18 @@ func deviceTraffic(name string, d0, d1 devSample, recordBytes int64) *DeviceTraf
 	a, b := d0.s, d1.s
 	t := &DeviceTraffic{
 		Name:          name,
-		WriteBytes:    int64(b.writeSectors-a.writeSectors) * sectorBytes,
-		WriteRequests: int64(b.writes - a.writes),
-		ReadBytes:     int64(b.readSectors-a.readSectors) * sectorBytes,
-		ReadRequests:  int64(b.reads - a.reads),
-		BusyMs:        int64(b.ioTicksMs - a.ioTicksMs),
+		WriteBytes:    int64(b.WriteSectors-a.WriteSectors) * diskstats.SectorBytes,
+		WriteRequests: int64(b.Writes - a.Writes),
+		ReadBytes:     int64(b.ReadSectors-a.ReadSectors) * diskstats.SectorBytes,
+		ReadRequests:  int64(b.Reads - a.Reads),
+		BusyMs:        int64(b.IOTicksMs - a.IOTicksMs),
 	}
 	secs := d1.at.Sub(d0.at).Seconds()
 	if t.WriteRequests > 0 {
 		t.MeanWriteBytes = float64(t.WriteBytes) / float64(t.WriteRequests)
 	}
-	if a.hasFlushes && b.hasFlushes {
-		n := int64(b.flushes - a.flushes)
+	if a.HasFlushes && b.HasFlushes {
+		n := int64(b.Flushes - a.Flushes)
 		t.Flushes = &n
 		if secs > 0 {
 			t.FlushesPerSec = float64(n) / secs

@@ -9,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/stratalog/strata/internal/diskstats"
 	"github.com/stratalog/strata/internal/uring"
 	"github.com/stratalog/strata/segment"
 )
@@ -22,17 +23,17 @@ func lookupDevice(dir string) (*blockDevice, error) {
 		return nil, err
 	}
 	major, minor := segment.DeviceNumbers(dev)
-	text, err := os.ReadFile(diskstatsPath)
+	text, err := os.ReadFile(diskstats.Path)
 	if err != nil {
 		return nil, err
 	}
-	name, _, ok, err := findDiskstats(text, major, minor)
+	name, _, ok, err := diskstats.Find(text, major, minor)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", diskstatsPath, err)
+		return nil, fmt.Errorf("%s: %w", diskstats.Path, err)
 	}
 	if !ok {
 		return nil, fmt.Errorf("%s is on device %d:%d, which %s does not list: a filesystem without a block device (tmpfs, overlay, network)",
-			dir, major, minor, diskstatsPath)
+			dir, major, minor, diskstats.Path)
 	}
 	return &blockDevice{name: name, major: major, minor: minor}, nil
 }

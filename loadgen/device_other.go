@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/stratalog/strata/internal/diskstats"
 )
 
 func lookupDevice(dir string) (*blockDevice, error) {
-	return nil, fmt.Errorf("device counters need Linux's %s: %w", diskstatsPath, errors.ErrUnsupported)
+	return nil, fmt.Errorf("device counters need Linux's %s: %w", diskstats.Path, errors.ErrUnsupported)
 }
 
 func probeDevice(ctx context.Context, dir string, total int64, maxTime time.Duration, logw io.Writer) (*DeviceBaseline, error) {

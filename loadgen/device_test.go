@@ -8,73 +8,29 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratalog/strata/internal/diskstats"
 	"github.com/stratalog/strata/internal/uring"
 )
 
-// A 5.5+ kernel's lines have 20 columns (discards 4.18+, flushes 5.5+); a
-// kernel before 4.18 has 14.
-const sampleDiskstats = `   7       0 loop0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0
- 254       0 vda 13255 4010 705698 5903 1068610 10013 9209624 120335 0 250768 313561 1084181 1091 9185208 187315 11 6
- 254       1 vda1 13000 4000 700000 5900 1068000 10000 9200000 120000 0 250000 313000 1084000 1090 9185000 187000 0 0
-   8       0 sda 100 5 2048 10 300 7 8192 40 2 1234 50
-   8      16 sdb 100 5 2048 10 300 7 8192 40 2 1234 50 0 0 0 0
-`
-
-func TestParseDiskstats(t *testing.T) {
-	name, s, ok, err := findDiskstats([]byte(sampleDiskstats), 254, 0)
-	if err != nil || !ok || name != "vda" {
-		t.Fatalf("vda: %q %v %v", name, ok, err)
-	}
-	want := diskStats{reads: 13255, readSectors: 705698, writes: 1068610, writeSectors: 9209624, ioTicksMs: 250768, flushes: 11, hasFlushes: true}
-	if s != want {
-		t.Fatalf("vda: %+v, want %+v", s, want)
-	}
-	if name, s, ok, err = findDiskstats([]byte(sampleDiskstats), 254, 1); err != nil || !ok || name != "vda1" || s.writes != 1068000 || !s.hasFlushes || s.flushes != 0 {
-		t.Fatalf("partition vda1: %q %+v %v %v", name, s, ok, err)
-	}
-	// 14 columns (before 4.18): the 11 classic counters, no flushes.
-	name, s, ok, err = findDiskstats([]byte(sampleDiskstats), 8, 0)
-	if err != nil || !ok || name != "sda" {
-		t.Fatalf("sda: %q %v %v", name, ok, err)
-	}
-	want = diskStats{reads: 100, readSectors: 2048, writes: 300, writeSectors: 8192, ioTicksMs: 1234}
-	if s != want {
-		t.Fatalf("14-column line: %+v, want %+v", s, want)
-	}
-	// 18 columns (4.18 to 5.4): discards, no flushes.
-	if _, s, ok, err = findDiskstats([]byte(sampleDiskstats), 8, 16); err != nil || !ok || s.hasFlushes || s.writes != 300 {
-		t.Fatalf("18-column line: %+v %v %v", s, ok, err)
-	}
-	if _, _, ok, err := findDiskstats([]byte(sampleDiskstats), 9, 9); ok || err != nil {
-		t.Fatalf("absent device: found %v, %v", ok, err)
-	}
-	if _, _, _, _, err := parseDiskstatsLine([]byte("8 0 sda 1 2 3 4 5 6 7 8 9 10")); err == nil {
-		t.Fatal("13-column line accepted")
-	}
-	if _, _, _, _, err := parseDiskstatsLine([]byte("8 0 sda 1 2 3 4 5 6 x 8 9 10 11")); err == nil {
-		t.Fatal("non-numeric counter accepted")
-	}
-}
-
 func TestDeviceTraffic(t *testing.T) {
 	t0 := time.Unix(1000, 0)
-	d0 := devSample{at: t0, s: diskStats{reads: 10, readSectors: 80, writes: 100, writeSectors: 1000, ioTicksMs: 500, flushes: 3, hasFlushes: true}}
-	d1 := devSample{at: t0.Add(2 * time.Second), s: diskStats{reads: 12, readSectors: 96, writes: 150, writeSectors: 9000, ioTicksMs: 1500, flushes: 13, hasFlushes: true}}
+	d0 := devSample{at: t0, s: diskstats.Stats{Reads: 10, ReadSectors: 80, Writes: 100, WriteSectors: 1000, IOTicksMs: 500, Flushes: 3, HasFlushes: true}}
+	d1 := devSample{at: t0.Add(2 * time.Second), s: diskstats.Stats{Reads: 12, ReadSectors: 96, Writes: 150, WriteSectors: 9000, IOTicksMs: 1500, Flushes: 13, HasFlushes: true}}
 	tr := deviceTraffic("vda", d0, d1, 2_048_000)
 	if tr.WriteBytes != 8000*512 || tr.WriteRequests != 50 || tr.MeanWriteBytes != 8000*512/50 ||
 		tr.ReadBytes != 16*512 || tr.ReadRequests != 2 || tr.BusyMs != 1000 || tr.BusyShare != 0.5 ||
 		tr.Flushes == nil || *tr.Flushes != 10 || tr.FlushesPerSec != 5 || tr.BytesPerRecordByte != 2 {
 		t.Fatalf("%+v", tr)
 	}
-	d1.s.hasFlushes = false
+	d1.s.HasFlushes = false
 	if tr := deviceTraffic("vda", d0, d1, 0); tr.Flushes != nil || tr.BytesPerRecordByte != 0 {
 		t.Fatalf("without flush counters or records: %+v", tr)
 	}
 }
 
 func needDiskstats(t *testing.T) {
-	if _, err := os.Stat(diskstatsPath); err != nil {
-		t.Skipf("no %s (not Linux): %v", diskstatsPath, err)
+	if _, err := os.Stat(diskstats.Path); err != nil {
+		t.Skipf("no %s (not Linux): %v", diskstats.Path, err)
 	}
 }
 
@@ -98,7 +54,7 @@ func TestLookupDevice(t *testing.T) {
 	if err != nil || s.at.IsZero() {
 		t.Fatalf("sample of %s: %+v %v", dev.name, s, err)
 	}
-	t.Logf("%s is on %s (%d:%d), %d writes so far", dir, dev.name, dev.major, dev.minor, s.s.writes)
+	t.Logf("%s is on %s (%d:%d), %d writes so far", dir, dev.name, dev.major, dev.minor, s.s.Writes)
 	if _, err := os.Stat("/proc/self"); err == nil { // procfs has no device
 		if dev, err := lookupDevice("/proc/self"); err == nil {
 			t.Fatalf("/proc has device %+v", dev)

@@ -6,12 +6,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/stratalog/strata/internal/diskstats"
 )
 
 // Device benchmarks: what the disk under the broker charges per request and
@@ -301,9 +302,9 @@ func durableAppends(b *testing.B, mode string, files, dirty, w int, total int64)
 	b.StopTimer()
 	unix.Getrusage(unix.RUSAGE_SELF, &ru1)
 	if ds1, err := readDiskstats(dir); err == nil && dsErr == nil && written > 0 {
-		b.ReportMetric(float64(ds1.writeBytes-ds0.writeBytes)/float64(written), "dev-bytes/byte")
-		b.ReportMetric(float64(ds1.writes-ds0.writes)/float64(len(cycles)), "dev-writes/cycle")
-		b.ReportMetric(float64(ds1.flushes-ds0.flushes)/float64(len(cycles)), "dev-flushes/cycle")
+		b.ReportMetric(float64((ds1.WriteSectors-ds0.WriteSectors)*diskstats.SectorBytes)/float64(written), "dev-bytes/byte")
+		b.ReportMetric(float64(ds1.Writes-ds0.Writes)/float64(len(cycles)), "dev-writes/cycle")
+		b.ReportMetric(float64(ds1.Flushes-ds0.Flushes)/float64(len(cycles)), "dev-flushes/cycle")
 	}
 	cpu := time.Duration(ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano())
 	b.ReportMetric(quantileMs(cycles, 0.5), "cycle-p50-ms")
@@ -402,33 +403,11 @@ func (j *journalRun) finish(b *testing.B) {
 	}
 }
 
-// diskstats is one block device's counters from /proc/diskstats.
-type diskstats struct{ writes, writeBytes, flushes uint64 }
-
 // readDiskstats reads the counters of the device holding dir.
-func readDiskstats(dir string) (diskstats, error) {
+func readDiskstats(dir string) (diskstats.Stats, error) {
 	var st unix.Stat_t
 	if err := unix.Stat(dir, &st); err != nil {
-		return diskstats{}, err
+		return diskstats.Stats{}, err
 	}
-	b, err := os.ReadFile("/proc/diskstats")
-	if err != nil {
-		return diskstats{}, err
-	}
-	want := fmt.Sprintf("%d %d ", unix.Major(uint64(st.Dev)), unix.Minor(uint64(st.Dev)))
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 14 || !strings.HasPrefix(strings.Join(f[:2], " ")+" ", want) {
-			continue
-		}
-		var d diskstats
-		fmt.Sscan(f[7], &d.writes)
-		fmt.Sscan(f[9], &d.writeBytes)
-		d.writeBytes *= 512
-		if len(f) >= 20 {
-			fmt.Sscan(f[18], &d.flushes)
-		}
-		return d, nil
-	}
-	return diskstats{}, fmt.Errorf("no /proc/diskstats line for %s (%s)", dir, want)
+	return diskstats.Read(unix.Major(uint64(st.Dev)), unix.Minor(uint64(st.Dev)))
 }
