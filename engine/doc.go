@@ -39,7 +39,12 @@
 //	{"version":1,"name":"orders","id":"<base64url>","partitions":3,"configs":{"segment.bytes":"1048576"}}
 //
 // Every metadata and checkpoint file is replaced atomically: write <name>.tmp,
-// fsync it, rename over <name>, fsync the directory. Deleting a topic removes
+// fsync it, rename over <name>, fsync the directory. A leader epoch an
+// append starts (a new topic's first append, a follower's first batch of
+// a new epoch) reaches leader-epoch-checkpoint with the next
+// recovery-point checkpoint, which writes it before its recovery points
+// pass the epoch's start; recovery's walk assigns the epochs of the
+// batches past the recovery point again (log.go, epochsAssigned). Deleting a topic removes
 // its JSON file first (the commit point), then renames each partition
 // directory to <topic>-<p>.<id>-delete and removes it; Open removes leftover
 // "-delete" directories and renames partition directories that belong to no

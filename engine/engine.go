@@ -573,13 +573,25 @@ func (e *Engine) writeBackIndexes() {
 	}
 }
 
-// writeRecoveryCheckpoint writes every log's recovery point.
+// writeRecoveryCheckpoint writes every log's recovery point, after the
+// leader-epoch checkpoints appends left to it (Log.epochsAssigned): those
+// are written after the points are read and before the file, so no point
+// it writes passes an epoch entry missing from its file. An entry assigned
+// after that write started begins at or past the log end of that moment,
+// and so at or past the point read before it, where recovery's walk
+// assigns it again. A failure writes no recovery point.
 func (e *Engine) writeRecoveryCheckpoint() error {
 	e.ckptMu.Lock()
 	defer e.ckptMu.Unlock()
-	m := make(map[topicPartition]int64)
-	for _, l := range e.allLogs() {
+	logs := e.allLogs()
+	m := make(map[topicPartition]int64, len(logs))
+	for _, l := range logs {
 		m[topicPartition{l.topic, l.part}] = l.recoveryPoint()
+	}
+	for _, l := range logs {
+		if err := l.saveDirtyEpochs(); err != nil {
+			return err
+		}
 	}
 	return e.writeCheckpoint(recoveryPointFile, m)
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"path/filepath"
 
@@ -112,11 +113,38 @@ func (c *epochCache) snapshot() []epochEntry { return append([]epochEntry(nil), 
 
 // saveEpochs persists the leader-epoch cache as the partition's
 // leader-epoch-checkpoint, replaced atomically and durably
-// (vfs.WriteFileAtomicFS on the engine's file system). Caller holds mu.
-// (log.go's writeEpochCheckpoint still writes through the OS: it is to
-// become a call of this.)
+// (vfs.WriteFileAtomicFS on the engine's file system). Caller holds
+// epochMu (or is opening the log).
 func (l *Log) saveEpochs() error {
-	return vfs.WriteFileAtomicFS(l.e.fs, filepath.Join(l.dir, epochCheckpoint), formatEpochCheckpoint(l.epochs.entries))
+	err := vfs.WriteFileAtomicFS(l.e.fs, filepath.Join(l.dir, epochCheckpoint), formatEpochCheckpoint(l.epochs.entries))
+	if err == nil {
+		l.epochsDirty = false
+	}
+	return err
+}
+
+// saveDirtyEpochs writes leader-epoch-checkpoint if an append changed the
+// cache since it was last written (epochsAssigned). A log deleted
+// meanwhile has no directory to write to and no file to keep.
+func (l *Log) saveDirtyEpochs() error {
+	l.epochMu.Lock()
+	var err error
+	if l.epochsDirty {
+		err = l.saveEpochs()
+	}
+	l.epochMu.Unlock()
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		l.mu.Lock()
+		gone := l.deleted
+		l.mu.Unlock()
+		if gone {
+			return nil
+		}
+	}
+	return fmt.Errorf("writing %s of %s: %w", epochCheckpoint, l, err)
 }
 
 // loadEpochs reads leader-epoch-checkpoint; a missing or bad file starts

@@ -556,9 +556,13 @@ func TestRollSyncsDirectoryOnce(t *testing.T) {
 			defer e.Close()
 			tp := mustTopic(t, e, "r", 1, map[string]string{"segment.bytes": "65536", "preallocate": "false"})
 			l := tp.Partition(0)
-			// The first append writes leader-epoch-checkpoint (a directory
-			// sync of its own): count from the second on.
+			// The first append starts epoch 0, whose file the next
+			// recovery-point checkpoint writes (a directory sync of its
+			// own): write it now, and count from the second append on.
 			want := appendJournaled(t, tp, 1, 1, 4, 1000, 1)[0]
+			if err := e.writeRecoveryCheckpoint(); err != nil {
+				t.Fatal(err)
+			}
 			before, segs0 := c.count(l.dir), len(*l.segs.Load())
 			// ~160 KiB more: two rolls or more.
 			want = append(want, appendJournaled(t, tp, 1, 40, 4, 1000, 2)[0]...)
