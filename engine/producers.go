@@ -161,6 +161,9 @@ const (
 	// append when this long passed since its last snapshot, so the replay
 	// after a crash covers seconds of appends, not a whole segment.
 	producerSnapshotIntervalMs = 30_000
+	// snapshotPhaseStepMs spreads the logs' periodic snapshots over the
+	// interval (snapshotDueFrom).
+	snapshotPhaseStepMs = 997
 	// snapshotHeaderBytes: version, CRC, offset, count.
 	snapshotHeaderBytes = 2 + 4 + 8 + 4
 	// snapshotEntryBytes: the fixed part of one producer.
@@ -673,6 +676,17 @@ func decodeProducerSnapshot(b []byte) (offset int64, entries map[int64]*producer
 	return offset, entries, nil
 }
 
+// snapshotDueFrom is what a log created or opened at nowMs takes for the
+// time of its last snapshot: its first periodic snapshot is then due some
+// time within the next producerSnapshotIntervalMs, by partition, so the
+// logs of a topic, all created or opened at once, do not all write their
+// files on the append path of the same produce request. (They did, at
+// the first append of a new topic: a snapshot file made under Log.mu for
+// each partition, 0.15-1.6 ms each, docs/performance.md, "Session 43".)
+func snapshotDueFrom(nowMs int64, part int32) int64 {
+	return nowMs - int64(part)*snapshotPhaseStepMs%producerSnapshotIntervalMs
+}
+
 // snapshotProducers writes the state as <log end>.snapshot (after a roll or
 // at Close) and keeps the newest snapshotsKept files. Failures are logged,
 // not fatal: a missing snapshot only lengthens the next Open's replay.
@@ -782,7 +796,7 @@ func (l *Log) loadProducers() {
 	end := l.logEnd.Load()
 	ps.entries, ps.snapshots, ps.snapOffset, ps.coveredEnd, ps.changed = nil, nil, -1, end, true
 	ps.setCovered(end)
-	ps.snapMs = nowMs
+	ps.snapMs = snapshotDueFrom(nowMs, l.part)
 	l.loadTxnIndexes(end) // txnindex.go: every segment's aborted transactions, cut at the log end
 	entries, from := l.loadNewestSnapshot(end)
 	ps.entries = entries

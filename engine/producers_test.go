@@ -377,24 +377,24 @@ func TestProducerDuplicateLogAppendTime(t *testing.T) {
 }
 
 // TestProducerPeriodicSnapshot: a log with producers snapshots on append
-// every 30 s of the engine clock, so a crash replays little.
+// every 30 s of the engine clock, so a crash replays little; a new log's
+// first append writes none (its first is due within the interval).
 func TestProducerPeriodicSnapshot(t *testing.T) {
 	dir := t.TempDir()
 	clock := newFakeClock(5_000_000)
 	e := openEngine(t, dir, func(o *Options) { o.Now = clock.Now })
 	l := mustTopic(t, e, "periodic", 1, nil).Partition(0)
-	mustAppend(t, l, idemBatch(t, 1, 0, 0, 1)) // the first append with producers snapshots
-	for i := int32(1); i < 10; i++ {
+	for i := int32(0); i < 10; i++ {
 		mustAppend(t, l, idemBatch(t, 1, 0, i, 1))
 	}
 	pdir := filepath.Join(dir, "periodic-0")
-	if got := snapshotFiles(t, pdir); len(got) != 1 || got[0] != 1 {
-		t.Fatalf("snapshots %v, want [1]", got)
+	if got := snapshotFiles(t, pdir); len(got) != 0 {
+		t.Fatalf("snapshots %v after a new log's first appends, want none", got)
 	}
 	clock.Advance(producerSnapshotIntervalMs)
 	mustAppend(t, l, idemBatch(t, 1, 0, 10, 1))
-	if got := snapshotFiles(t, pdir); len(got) != 2 || got[1] != 11 {
-		t.Fatalf("snapshots %v, want [1 11]", got)
+	if got := snapshotFiles(t, pdir); len(got) != 1 || got[0] != 11 {
+		t.Fatalf("snapshots %v, want [11]", got)
 	}
 	mustAppend(t, l, idemBatch(t, 1, 0, 11, 1))
 	if err := waitDurable(t, l, 11); err != nil {
@@ -410,6 +410,34 @@ func TestProducerPeriodicSnapshot(t *testing.T) {
 		t.Fatalf("replayed %d batches after the crash, want 1 (the one after the last snapshot)", n)
 	}
 	runSteps(t, l2, []produceStep{{name: "dup after crash", pid: 1, seq: 11, n: 1, dupOf: 11}})
+}
+
+// TestProducerSnapshotsSpread: the logs of a new topic do not all write
+// their periodic snapshot in the same produce request: half an interval
+// after the topic's creation some have, some have not.
+func TestProducerSnapshotsSpread(t *testing.T) {
+	dir := t.TempDir()
+	clock := newFakeClock(5_000_000)
+	e := openEngine(t, dir, func(o *Options) { o.Now = clock.Now })
+	defer e.Close()
+	const parts = 40
+	tp := mustTopic(t, e, "spread", parts, nil)
+	round := func(seq int32) (snapped int) {
+		for p := range int32(parts) {
+			mustAppend(t, tp.Partition(p), idemBatch(t, int64(p+1), 0, seq, 1))
+			if len(snapshotFiles(t, filepath.Join(dir, partitionDirName("spread", p)))) > 0 {
+				snapped++
+			}
+		}
+		return snapped
+	}
+	if n := round(0); n != 0 {
+		t.Fatalf("%d of %d new logs wrote a snapshot at their first append", n, parts)
+	}
+	clock.Advance(producerSnapshotIntervalMs / 2)
+	if n := round(1); n == 0 || n == parts {
+		t.Fatalf("%d of %d logs had written a snapshot half an interval after the topic's creation; want some, not all", n, parts)
+	}
 }
 
 // TestProducerFollowerCatchUp: batches appended as a follower are replayed

@@ -27,6 +27,7 @@ func (e *Engine) newLog(t *Topic, p int32) *Log {
 		lastFlushMs: e.nowMs(),
 	}
 	l.cfg.Store(t.cfg.Load())
+	l.producers.snapMs = snapshotDueFrom(e.nowMs(), p) // loadProducers sets it again for a log it opens
 	return l
 }
 
