@@ -94,6 +94,24 @@ func quorumLeader(t *testing.T, nodes []*ctlNode) int32 {
 	return -1
 }
 
+// quorumSettled reports whether a DescribeQuorum answer shows a committed
+// entry held by every voter.
+func quorumSettled(r *kmsg.DescribeQuorumResponse) bool {
+	if r.ErrorCode != 0 || len(r.Topics) != 1 || len(r.Topics[0].Partitions) != 1 {
+		return false
+	}
+	p := r.Topics[0].Partitions[0]
+	if p.ErrorCode != 0 || p.HighWatermark < 1 {
+		return false
+	}
+	for _, v := range p.CurrentVoters {
+		if v.LogEndOffset < 1 || v.LastFetchTimestamp <= 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // TestControllerListener: a controller-only node's controller listener
 // answers ApiVersions with the controller APIs only, DescribeCluster
 // (EndpointType=2) with the three controllers and the active one,
@@ -156,11 +174,22 @@ func TestControllerListener(t *testing.T) {
 	dqt.Topic = "__cluster_metadata"
 	dqt.Partitions = []kmsg.DescribeQuorumRequestTopicPartition{{Partition: 0}}
 	dq.Topics = []kmsg.DescribeQuorumRequestTopic{dqt}
-	r, err = seed.Request(testCtx(t), dq)
-	if err != nil {
-		t.Fatal(err)
+	// The answering node asks the leader for the figures and falls back on
+	// its own when the leader does not answer in time (a loaded machine):
+	// its commit index can still be 0 just after the election. Ask until
+	// the quorum's first entry is committed and every voter has it.
+	var dqr *kmsg.DescribeQuorumResponse
+	for range 500 { // 10 s
+		r, err = seed.Request(testCtx(t), dq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dqr = r.(*kmsg.DescribeQuorumResponse)
+		if quorumSettled(dqr) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	dqr := r.(*kmsg.DescribeQuorumResponse)
 	if dqr.Version != 2 || dqr.ErrorCode != 0 || len(dqr.Topics) != 1 || len(dqr.Topics[0].Partitions) != 1 || len(dqr.Nodes) != 3 {
 		t.Fatalf("DescribeQuorum: %+v", dqr)
 	}
