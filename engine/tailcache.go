@@ -29,8 +29,8 @@ import (
 // tailBufBytes taken from the Engine's tailPool (allocated once, on huge
 // pages outside the Go heap: slab.go; reused; the pool holds at most
 // TailCacheBytes (log.tail.cache.bytes), shared evenly among the logs that
-// cache, at most tailBufsPerLog each: 64 MiB and 96 busy partitions give
-// each two buffers, 512 KiB). The buffers hold whole append requests of
+// cache, at most tailBufsPerLog each: the default 256 MiB and 96 busy
+// partitions give each ten buffers, 2.5 MiB). The buffers hold whole append requests of
 // the active segment, back to back:
 //
 //	bufs[0]            bufs[1]                 bufs[k] (filling)
@@ -75,7 +75,13 @@ const (
 	// and still be served from memory (a partition taking 25 MB/s keeps
 	// 160 ms; at 1 MiB it kept 40 ms, one GC pause of a client).
 	tailBufsPerLog        = 16
-	defaultTailCacheBytes = 64 << 20
+	// defaultTailCacheBytes: 256 MiB holds ~1.3 s of 96 partitions at
+	// 200 MB/s. With 64 MiB (~0.3 s) a consumer started with a keyed
+	// producer at that rate fell out of the cache in the start's first
+	// seconds and read 462-752 MB from the device to catch up, and at
+	// times never did: reading from the device under the writes went no
+	// faster than the producer (docs/performance.md, "Session 43").
+	defaultTailCacheBytes = 256 << 20
 	// maxTailRefs is how many buffers one ReadResult can pin: every buffer
 	// of one log's cache.
 	maxTailRefs = tailBufsPerLog

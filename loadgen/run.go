@@ -825,8 +825,9 @@ func runTarget(ctx context.Context, cfg Config) (rep *Report, err error) {
 // ones started a second before it. A consumer started at the log's end
 // while producing runs at full rate (a new process, new connections, its
 // first fetches turning the broker's tail cache on) can fall behind by
-// more than a partition's share of the tail cache (about 0.4 s at 200,000
-// records/s over 96 partitions) and then reads from the device until it
+// more than a partition's share of the tail cache (then 64 MiB, about
+// 0.3 s at 200,000 records/s over 96 partitions; 256 MiB since) and then
+// reads from the device until it
 // catches up: keyed at 200,000 records/s, end-to-end p99 over 20 s was
 // 496 ms (its first two seconds 636-826 ms, the rest 14-53), and 73 ms in
 // a run with a 3 s lead-in (docs/performance.md, "Session 32"). Runs whose
