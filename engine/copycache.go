@@ -154,7 +154,7 @@ func (p *copyPool) get(nowMs int64) []byte {
 	}
 	if p.made < p.max {
 		p.made++
-		return p.mem.take()
+		return p.mem.take(p.max - p.made)
 	}
 	for len(p.sealed) > 0 {
 		e := p.sealed[0]

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"runtime"
 	"sync"
 
@@ -34,24 +35,48 @@ import (
 // a block can still be read. Where a mapping fails the block is Go heap
 // memory, which the garbage collector owns as before.
 
+//
+// Mapping ahead: a new mapping is faulted in at once, which on the
+// development VM took 3.7-4.0 ms for each 2 MiB (the guest's first touch
+// of its memory; 128 mappings in a row, docs/performance.md, "Session
+// 43"). Made when a block was wanted, that was a stall of the append
+// that needed a tail-cache buffer, under its Log.mu: with a 256 MiB
+// budget, 128 of them in the first seconds a consumer reads. So once
+// half of the newest mapping's blocks are out and the pool may hand out
+// more than are left, the next mapping is made on a goroutine of its own
+// (one at a time; it ends when the mapping is made), and take uses it
+// when it is ready.
+
 // slabBytes is one mapping: one huge page.
 const slabBytes = uring.HugePageBytes
 
 // slabs hands out blocks of one size from mappings of slabBytes. Not safe
-// for concurrent use: its pool's lock guards it. A pool maps whole slabs,
-// so up to one slab less one block (1.75 MiB) may be mapped beyond the
-// blocks its budget lets it hand out.
+// for concurrent use: its pool's lock guards it (ahead and maps have their
+// own). A pool maps whole slabs, so up to two slabs less one block may be
+// mapped beyond the blocks its budget lets it hand out.
 type slabs struct {
 	block int
 	spare [][]byte // the newest mapping's blocks not handed out yet
 	maps  *slabMaps
+	ahead *slabAhead
+	mapFn func(n int) ([]byte, error) // uring.MapMemory (tests wrap it)
+}
+
+var errSlabOwnerGone = errors.New("engine: slab owner unreachable")
+
+// slabAhead is the mapping made ahead of the blocks' need.
+type slabAhead struct {
+	mu      sync.Mutex
+	running bool   // a goroutine is making it
+	ready   []byte // made, not used yet
 }
 
 // slabMaps are the mappings of one pool, unmapped together by the pool's
 // cleanup.
 type slabMaps struct {
-	mu sync.Mutex
-	m  [][]byte
+	mu   sync.Mutex
+	m    [][]byte
+	gone bool // unmapped: the owner is unreachable
 }
 
 // newSlabs returns the slabs of owner (the pool that holds them), blocks of
@@ -60,20 +85,26 @@ func newSlabs[T any](owner *T, block int) slabs {
 	if block <= 0 || slabBytes%block != 0 {
 		panic("engine: slab block does not divide a slab")
 	}
-	s := slabs{block: block, maps: &slabMaps{}}
+	s := slabs{block: block, maps: &slabMaps{}, ahead: &slabAhead{}, mapFn: uring.MapMemory}
 	runtime.AddCleanup(owner, (*slabMaps).unmap, s.maps)
 	return s
 }
 
-// take returns a block (len = cap = block), mapping a new slab when the
-// last one's blocks are all out.
-func (s *slabs) take() []byte {
+// take returns a block (len = cap = block): the newest mapping's next, or
+// the first of a new one (the one mapped ahead if it is ready, else one
+// mapped now). room is how many more blocks the pool may hand out after
+// this one: when that is more than the newest mapping has left and half
+// of them are out, the next mapping is started ahead.
+func (s *slabs) take(room int) []byte {
 	if len(s.spare) == 0 {
-		m, err := uring.MapMemory(slabBytes)
-		if err != nil {
-			return make([]byte, s.block)
+		m := s.ahead.take()
+		if m == nil {
+			var err error
+			if m, err = s.mapFn(slabBytes); err != nil {
+				return make([]byte, s.block)
+			}
+			s.maps.add(m) // the owner, our caller's, is reachable
 		}
-		s.maps.add(m)
 		for off := len(m) - s.block; off >= 0; off -= s.block {
 			s.spare = append(s.spare, m[off:off+s.block:off+s.block])
 		}
@@ -81,13 +112,58 @@ func (s *slabs) take() []byte {
 	b := s.spare[len(s.spare)-1] // lowest address first
 	s.spare[len(s.spare)-1] = nil
 	s.spare = s.spare[:len(s.spare)-1]
+	if left := len(s.spare); room > left && left <= slabBytes/s.block/2 {
+		s.ahead.start(s.maps, s.mapFn)
+	}
 	return b
 }
 
-func (m *slabMaps) add(b []byte) {
+// take returns the mapping made ahead, nil if none is ready.
+func (a *slabAhead) take() []byte {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	m := a.ready
+	a.ready = nil
+	return m
+}
+
+// start makes the next mapping on a goroutine of its own, unless one is
+// being made or ready. The mapping joins maps (so the owner's cleanup
+// unmaps it, used or not); a failed one is left to take, which maps
+// (or falls back to heap memory) itself.
+func (a *slabAhead) start(maps *slabMaps, mapFn func(int) ([]byte, error)) {
+	a.mu.Lock()
+	if a.running || a.ready != nil {
+		a.mu.Unlock()
+		return
+	}
+	a.running = true
+	a.mu.Unlock()
+	go func() {
+		m, err := mapFn(slabBytes)
+		if err == nil && !maps.add(m) {
+			_ = uring.UnmapMemory(m) // the owner is gone
+			err = errSlabOwnerGone
+		}
+		a.mu.Lock()
+		a.running = false
+		if err == nil {
+			a.ready = m
+		}
+		a.mu.Unlock()
+	}()
+}
+
+// add records b, or reports false once the owner's cleanup has run (a
+// mapping made ahead after that is the caller's to unmap).
+func (m *slabMaps) add(b []byte) bool {
 	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.gone {
+		return false
+	}
 	m.m = append(m.m, b)
-	m.mu.Unlock()
+	return true
 }
 
 // unmap unmaps every mapping: the owner's cleanup, when no block can be
@@ -95,7 +171,7 @@ func (m *slabMaps) add(b []byte) {
 func (m *slabMaps) unmap() {
 	m.mu.Lock()
 	maps := m.m
-	m.m = nil
+	m.m, m.gone = nil, true
 	m.mu.Unlock()
 	for _, b := range maps {
 		_ = uring.UnmapMemory(b)

@@ -2,8 +2,12 @@ package engine
 
 import (
 	"runtime"
+	"sync"
 	"testing"
+	"time"
 	"unsafe"
+
+	"github.com/stratalog/strata/internal/uring"
 )
 
 // The blocks of one slab are distinct, block-sized and capped pieces of one
@@ -18,7 +22,7 @@ func TestSlabsHandOutBlocks(t *testing.T) {
 	seen := map[uintptr]bool{}
 	var first uintptr
 	for i := range 2 * per {
-		b := o.s.take()
+		b := o.s.take(0)
 		if len(b) != tailBufBytes || cap(b) != tailBufBytes {
 			t.Fatalf("block %d: len %d cap %d, want %d", i, len(b), cap(b), tailBufBytes)
 		}
@@ -42,6 +46,79 @@ func TestSlabsHandOutBlocks(t *testing.T) {
 		}
 	}
 	runtime.KeepAlive(o)
+}
+
+// A pool that may hand out more blocks than its newest mapping has left
+// maps the next one ahead, off the caller's path, once half of the
+// newest's blocks are out, and the take that needs a new mapping uses it;
+// a pool at its budget (room 0) maps nothing ahead.
+func TestSlabsMapAhead(t *testing.T) {
+	type owner struct{ s slabs }
+	o := &owner{}
+	o.s = newSlabs(o, tailBufBytes)
+	var mu sync.Mutex
+	var made []uintptr // start of each mapping, in order
+	gate := make(chan struct{})
+	o.s.mapFn = func(n int) ([]byte, error) {
+		mu.Lock()
+		k := len(made)
+		mu.Unlock()
+		if k == 1 {
+			<-gate // the mapping ahead waits until the test lets it go
+		}
+		b, err := uring.MapMemory(n)
+		if err == nil {
+			mu.Lock()
+			made = append(made, uintptr(unsafe.Pointer(unsafe.SliceData(b))))
+			mu.Unlock()
+		}
+		return b, err
+	}
+	mappings := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(made)
+	}
+	per := slabBytes / tailBufBytes
+	for range per / 2 { // the first mapping, made by take; half its blocks out
+		o.s.take(100)
+	}
+	if n := mappings(); n != 1 {
+		t.Fatalf("%d mappings after the first take's, want 1", n)
+	}
+	close(gate)
+	deadline := time.Now().Add(30 * time.Second) // deadlock guard, not a timing assertion
+	for mappings() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("no mapping made ahead once half of the first one's blocks were out")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for range per - per/2 {
+		o.s.take(100)
+	}
+	b := o.s.take(100) // the first block of the mapping made ahead
+	mu.Lock()
+	second := made[1]
+	mu.Unlock()
+	if a := uintptr(unsafe.Pointer(unsafe.SliceData(b))); a != second {
+		t.Fatalf("the take after the first mapping's blocks got %#x, want %#x (the mapping made ahead)", a, second)
+	}
+
+	// At the budget: nothing ahead.
+	p := &owner{}
+	p.s = newSlabs(p, tailBufBytes)
+	for range per - 1 {
+		p.s.take(0)
+	}
+	p.s.ahead.mu.Lock()
+	started := p.s.ahead.running || p.s.ahead.ready != nil // start sets running before its goroutine runs
+	p.s.ahead.mu.Unlock()
+	if started {
+		t.Fatal("a pool at its budget maps ahead")
+	}
+	runtime.KeepAlive(o)
+	runtime.KeepAlive(p)
 }
 
 // mapped is how many mappings m holds (tests only).

@@ -74,7 +74,7 @@ const (
 	// budget, not this, should bound how far behind a consumer can fall
 	// and still be served from memory (a partition taking 25 MB/s keeps
 	// 160 ms; at 1 MiB it kept 40 ms, one GC pause of a client).
-	tailBufsPerLog        = 16
+	tailBufsPerLog = 16
 	// defaultTailCacheBytes: 256 MiB holds ~1.3 s of 96 partitions at
 	// 200 MB/s. With 64 MiB (~0.3 s) a consumer started with a keyed
 	// producer at that rate fell out of the cache in the start's first
@@ -154,7 +154,7 @@ func (p *tailPool) get() tailMem {
 		return tailMem{}
 	}
 	p.made++
-	return tailMem{b: p.mem.take(), idx: make([]tailEntry, maxTailBatches)}
+	return tailMem{b: p.mem.take(p.max - p.made), idx: make([]tailEntry, maxTailBatches)}
 }
 
 func (p *tailPool) put(m tailMem) {
