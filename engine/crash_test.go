@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -172,9 +173,9 @@ func crashRounds(t *testing.T, seeds, short int, journal bool) {
 	if ents, err := os.ReadDir(root); err != nil || len(ents) != 0 {
 		t.Fatalf("the engine reached the operating system's file system: %d entries in %s (%v)", len(ents), root, err)
 	}
-	t.Logf("%d rounds: %d acknowledged batches checked, %d unacknowledged batches lost, %d bytes walked by recovery; "+
-		"the crashed MemFS held %d recovery-point checkpoints and %d offset index entries",
-		seeds, st.acked, st.lost, st.walked, st.checkpoints, st.indexEntries)
+	t.Logf("%d rounds: %d acknowledged batches checked, %d unacknowledged batches lost, %d bytes walked by recovery, "+
+		"%d leader-epoch entries checked; the crashed MemFS held %d recovery-point checkpoints and %d offset index entries",
+		seeds, st.acked, st.lost, st.walked, st.epochs, st.checkpoints, st.indexEntries)
 	if st.acked == 0 {
 		t.Fatal("no append was ever acknowledged: the test checked nothing")
 	}
@@ -187,6 +188,39 @@ func crashRounds(t *testing.T, seeds, short int, journal bool) {
 type crashStats struct {
 	acked, lost, walked       int64 // batches; bytes walked by recovery
 	checkpoints, indexEntries int64 // found in the MemFS after the crash
+	epochs                    int64 // leader-epoch entries checked after recovery
+}
+
+// checkEpochs checks that the recovered log's leader-epoch cache is the
+// one its batches make, assigned in offset order as appends and
+// recovery's walk do: entries below the recovery point come from
+// leader-epoch-checkpoint, which an append that starts an epoch leaves to
+// the next recovery-point checkpoint (epochsAssigned), so a checkpoint
+// that let its recovery point pass an entry missing from the file shows
+// here as a start moved to the first batch recovery walked. It returns
+// how many entries it checked.
+func checkEpochs(t *testing.T, seed uint64, l *Log, batches map[int64][]byte) int {
+	t.Helper()
+	offs := make([]int64, 0, len(batches))
+	for o := range batches {
+		offs = append(offs, o)
+	}
+	sort.Slice(offs, func(i, j int) bool { return offs[i] < offs[j] })
+	var want epochCache
+	for _, o := range offs {
+		h, err := record.ParseHeader(batches[o])
+		if err != nil {
+			t.Fatalf("seed %d: %s batch at %d: %v", seed, l, o, err)
+		}
+		want.assign(h.PartitionLeaderEpoch, h.BaseOffset)
+	}
+	l.epochMu.Lock()
+	got := l.epochs.snapshot()
+	l.epochMu.Unlock()
+	if !slices.Equal(got, want.entries) {
+		t.Errorf("seed %d: %s leader epochs %v after recovery, its batches make %v (recovery walked %v)", seed, l, got, want.entries, l.recoveredBases)
+	}
+	return len(want.entries)
 }
 
 func crashRound(t *testing.T, dir string, seed uint64, journal bool, st *crashStats) {
@@ -238,17 +272,33 @@ func crashRound(t *testing.T, dir string, seed uint64, journal bool, st *crashSt
 			mfsAfter = mfs.Crash(vfs.CrashOptions{Seed: seed, KeepUnsynced: torn, Tear: torn})
 		})
 	}
+	var partMu [parts]sync.Mutex
 	var wg sync.WaitGroup
 	for w := range writers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for _, j := range jobs[w] {
-				if count.Add(1) == crashAt {
+				n := count.Add(1)
+				if n == crashAt {
 					crash()
 				}
+				if n%16 == 0 {
+					// The coordinator's recovery-point checkpoint, more
+					// often than its interval: recovery then starts past
+					// whole segments, whose epochs only the files keep.
+					// (After the crash it fails: nothing to check.)
+					_ = e.writeRecoveryCheckpoint()
+				}
 				l := logs[j.part]
-				info, err := l.Append(j.batch, 0)
+				// The leader epoch moves on every 25 appends of the round,
+				// so rounds start epochs whose entries recovery must
+				// rebuild (checkEpochs, below). As a leader's, a log's
+				// epochs never go back: read and appended under the
+				// partition's lock.
+				partMu[j.part].Lock()
+				info, err := l.Append(j.batch, int32(count.Load()/25))
+				partMu[j.part].Unlock()
 				if err != nil {
 					if !errors.Is(err, ErrOffline) {
 						t.Errorf("append: %v", err)
@@ -316,6 +366,7 @@ func crashRound(t *testing.T, dir string, seed uint64, journal bool, st *crashSt
 			t.Errorf("seed %d p%d: HW %d, log end %d after recovery", seed, p, l.HighWatermark(), l.LogEndOffset())
 		}
 		got[p] = readAllBatches(t, l, seed)
+		st.epochs += int64(checkEpochs(t, seed, l, got[p]))
 	}
 	mu.Lock()
 	defer mu.Unlock()

@@ -543,6 +543,15 @@ func (l *Log) walkSegment(s *logSegment, minOffset, rp int64, last, clean, verif
 	if ends && last && !clean {
 		stopAt = durableEnd
 	}
+	// The leader-epoch cache loaded from leader-epoch-checkpoint is
+	// trusted below the first batch the walk reads, and rebuilt from the
+	// batches from there on: the file holds every entry that starts below
+	// the recovery point (Engine.writeRecoveryCheckpoint), and may hold
+	// later ones too, which assigning a walked batch's older epoch would
+	// cut together with the earlier entries of that epoch (a cache ending
+	// (3, 37) (4, 45) and a walk from 42 made (3, 42) (4, 45); found by
+	// the crash rounds, TestCrashKeepsEveryAcknowledgedRecord).
+	rebuild := len(l.recoveredBases) == 0 // this Open's first walked segment
 	l.idxMu.Lock()
 	validEnd, err := s.seg.Verify(from, func(b segment.BatchInfo) {
 		if badPos >= 0 {
@@ -558,6 +567,10 @@ func (l *Log) walkSegment(s *logSegment, minOffset, rp int64, last, clean, verif
 		}
 		end = b.LastOffset + 1
 		l.indexBatch(s, b.MaxTimestamp, b.LastOffset, b.Pos, int64(b.Size))
+		if rebuild {
+			l.epochs.truncateFromEnd(b.BaseOffset)
+			rebuild = false
+		}
 		l.epochs.assign(b.LeaderEpoch, b.BaseOffset)
 	})
 	l.idxMu.Unlock()

@@ -34,7 +34,6 @@ import (
 // (runtime.AddCleanup) that runs once the pool is unreachable, never while
 // a block can still be read. Where a mapping fails the block is Go heap
 // memory, which the garbage collector owns as before.
-
 //
 // Mapping ahead: a new mapping is faulted in at once, which on the
 // development VM took 3.7-4.0 ms for each 2 MiB (the guest's first touch
