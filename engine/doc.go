@@ -43,8 +43,9 @@
 // append starts (a new topic's first append, a follower's first batch of
 // a new epoch) reaches leader-epoch-checkpoint with the next
 // recovery-point checkpoint, which writes it before its recovery points
-// pass the epoch's start; recovery's walk assigns the epochs of the
-// batches past the recovery point again (log.go, epochsAssigned). Deleting a topic removes
+// pass the epoch's start; recovery trusts the file below the first batch
+// its walk reads and rebuilds the cache from the batches from there on
+// (log.go, epochsAssigned; recover.go, walkSegment). Deleting a topic removes
 // its JSON file first (the commit point), then renames each partition
 // directory to <topic>-<p>.<id>-delete and removes it; Open removes leftover
 // "-delete" directories and renames partition directories that belong to no

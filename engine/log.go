@@ -179,7 +179,7 @@ func (l *Log) epochsChanged() error {
 // (Engine.writeRecoveryCheckpoint, which writes it before it lets a
 // recovery point pass the new entry), not here under Log.mu. Until then a
 // crash loses nothing: recovery walks the log from below the recovery
-// point and assigns the epochs of the batches it walks (recoverSegments),
+// point and rebuilds the cache from the batches it walks (walkSegment),
 // and every entry below the recovery point is in the file. Writing it
 // here (a file, its fsync, a rename and a directory fsync) held the
 // append for about a millisecond: a new topic's first produce request
