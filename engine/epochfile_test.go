@@ -26,8 +26,9 @@ func (g *epochGate) OpenFile(name string, flag int, perm os.FileMode) (vfs.File,
 	return g.FS.OpenFile(name, flag, perm)
 }
 
-// An append that starts a leader epoch does not write the epoch file: the
-// next recovery-point checkpoint does.
+// An append that starts a leader epoch, or a new leader's
+// AssignLeaderEpoch, does not write the epoch file: the next
+// recovery-point checkpoint does.
 func TestAppendDoesNotWaitForTheEpochFile(t *testing.T) {
 	for _, journal := range []bool{true, false} {
 		t.Run(fmt.Sprintf("journal=%v", journal), func(t *testing.T) {
@@ -44,22 +45,30 @@ func TestAppendDoesNotWaitForTheEpochFile(t *testing.T) {
 			release := sync.OnceFunc(func() { close(g.open) })
 			defer release() // before Close, which writes the file
 			l := mustTopic(t, e, "ep", 1, smallConfig()).Partition(0)
-			done := make(chan error, 1)
-			go func() {
-				_, err := l.Append(batchOf(t, 2, 10, 1, 0), 0)
-				done <- err
-			}()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Fatal(err)
+			returns := func(what string, f func() error) {
+				t.Helper()
+				done := make(chan error, 1)
+				go func() { done <- f() }()
+				select {
+				case err := <-done:
+					if err != nil {
+						t.Fatal(err)
+					}
+				case <-time.After(30 * time.Second): // deadlock guard, not a timing assertion
+					release()
+					t.Fatalf("%s waited for leader-epoch-checkpoint to be written", what)
 				}
-			case <-time.After(30 * time.Second): // deadlock guard, not a timing assertion
-				release()
-				t.Fatal("Append waited for leader-epoch-checkpoint to be written")
 			}
+			returns("Append", func() error {
+				_, err := l.Append(batchOf(t, 2, 10, 1, 0), 0)
+				return err
+			})
 			if got := l.LeaderEpoch(); got != 0 {
 				t.Fatalf("LeaderEpoch = %d after the first append at epoch 0", got)
+			}
+			returns("AssignLeaderEpoch", func() error { return l.AssignLeaderEpoch(2) })
+			if got := l.LeaderEpoch(); got != 2 {
+				t.Fatalf("LeaderEpoch = %d after AssignLeaderEpoch(2)", got)
 			}
 			if _, err := mfs.Stat(filepath.Join(l.dir, epochCheckpoint)); err == nil {
 				t.Fatal("leader-epoch-checkpoint exists before any checkpoint")

@@ -316,7 +316,13 @@ func (l *Log) ReadReplica(offset int64, maxBytes int32, minOneBatch bool) (ReadR
 // AssignLeaderEpoch records that leader epoch epoch starts at the log end
 // (a new leader does this before taking appends), so Append with
 // LeaderEpoch() stamps it and OffsetForLeaderEpoch answers for it. An epoch
-// not newer than the latest is a no-op.
+// not newer than the latest is a no-op. The file follows with the next
+// recovery-point checkpoint, as for an epoch an append starts
+// (epochsAssigned): a broker taking the lead of many partitions at once
+// wrote one file with its syncs for each. A crash before it loses nothing
+// a restart keeps: an entry at the log end with no batch after it is
+// dropped by recovery anyway (truncateFromEnd at the recovered end), and
+// the controller gives the restarted broker its epochs again.
 func (l *Log) AssignLeaderEpoch(epoch int32) error {
 	if epoch < 0 {
 		return fmt.Errorf("%w: leader epoch %d", ErrInvalidRecord, epoch)
@@ -332,9 +338,7 @@ func (l *Log) AssignLeaderEpoch(epoch int32) error {
 		return nil
 	}
 	if l.epochs.assign(epoch, l.logEnd.Load()) {
-		if err := l.epochsChanged(); err != nil {
-			return l.e.ioFailure("writing "+epochCheckpoint, err)
-		}
+		l.epochsAssigned()
 	}
 	return nil
 }
