@@ -578,8 +578,9 @@ func (e *Engine) writeBackIndexes() {
 // are written after the points are read and before the file, so no point
 // it writes passes an epoch entry missing from its file. An entry assigned
 // after that write started begins at or past the log end of that moment,
-// and so at or past the point read before it, where recovery's walk
-// assigns it again. A failure writes no recovery point.
+// and so at or past the point read before it, from where recovery
+// rebuilds the cache from the batches (walkSegment). A failure writes no
+// recovery point.
 func (e *Engine) writeRecoveryCheckpoint() error {
 	e.ckptMu.Lock()
 	defer e.ckptMu.Unlock()

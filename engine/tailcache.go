@@ -30,8 +30,8 @@ import (
 // pages outside the Go heap: slab.go; reused; the pool holds at most
 // TailCacheBytes (log.tail.cache.bytes), shared evenly among the logs that
 // cache, at most tailBufsPerLog each: the default 256 MiB and 96 busy
-// partitions give each ten buffers, 2.5 MiB). The buffers hold whole append requests of
-// the active segment, back to back:
+// partitions give each ten buffers, 2.5 MiB). The buffers hold whole
+// append requests of the active segment, back to back:
 //
 //	bufs[0]            bufs[1]                 bufs[k] (filling)
 //	[pos0 .. pos0+n0)  [pos1 = pos0+n0 .. )    ... [posk .. posk+nk) == segment end
