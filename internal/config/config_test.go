@@ -159,8 +159,8 @@ func TestIOKeys(t *testing.T) {
 	if err := bad.Apply(map[string]string{"log.io.flush.shared": "sometimes"}); err == nil {
 		t.Fatal("log.io.flush.shared=sometimes accepted")
 	}
-	if b.TailCacheBytes != 64<<20 {
-		t.Fatalf("default tail cache %d, want 64 MiB (the engine's default, now explicit)", b.TailCacheBytes)
+	if b.TailCacheBytes != 256<<20 {
+		t.Fatalf("default tail cache %d, want 256 MiB (the engine's default, now explicit)", b.TailCacheBytes)
 	}
 	for v, want := range map[string]int64{"268435456": 256 << 20, " 1048576 ": 1 << 20, "0": -1, "-1": -1, "-5": -1} {
 		c := Defaults()
