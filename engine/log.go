@@ -170,7 +170,7 @@ func (l *Log) LeaderEpoch() int32 { return l.epoch.Load() }
 // Caller holds mu and epochMu.
 func (l *Log) epochsChanged() error {
 	l.mirrorEpoch()
-	return l.writeEpochCheckpoint()
+	return l.saveEpochs()
 }
 
 // epochsAssigned is epochsChanged for an append, a leader's or a
@@ -1173,9 +1173,6 @@ func containsSegment(segs []*logSegment, s *logSegment) bool {
 	}
 	return false
 }
-
-// writeEpochCheckpoint persists the leader-epoch cache. Caller holds mu.
-func (l *Log) writeEpochCheckpoint() error { return l.saveEpochs() }
 
 // shutdown closes the log: Append fails, waiters get err, and the log's
 // references on its segments are dropped (files close once readers release).

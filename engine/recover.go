@@ -234,7 +234,7 @@ func (e *Engine) openLog(t *Topic, p int32, rp, logStart int64, clean bool) (*Lo
 		l.epoch.Store(latest)
 	}
 	if !epochsEqual(loaded, l.epochs.entries) {
-		if err := l.writeEpochCheckpoint(); err != nil {
+		if err := l.saveEpochs(); err != nil {
 			for _, s := range segs {
 				s.release()
 			}

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"errors"
 	"runtime"
 	"sync"
 
@@ -60,8 +59,6 @@ type slabs struct {
 	ahead *slabAhead
 	mapFn func(n int) ([]byte, error) // uring.MapMemory (tests wrap it)
 }
-
-var errSlabOwnerGone = errors.New("engine: slab owner unreachable")
 
 // slabAhead is the mapping made ahead of the blocks' need.
 type slabAhead struct {
@@ -140,15 +137,14 @@ func (a *slabAhead) start(maps *slabMaps, mapFn func(int) ([]byte, error)) {
 	a.mu.Unlock()
 	go func() {
 		m, err := mapFn(slabBytes)
-		if err == nil && !maps.add(m) {
+		if err != nil {
+			m = nil
+		} else if !maps.add(m) {
 			_ = uring.UnmapMemory(m) // the owner is gone
-			err = errSlabOwnerGone
+			m = nil
 		}
 		a.mu.Lock()
-		a.running = false
-		if err == nil {
-			a.ready = m
-		}
+		a.running, a.ready = false, m
 		a.mu.Unlock()
 	}()
 }
