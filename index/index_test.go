@@ -214,8 +214,14 @@ func TestOffsetTruncateTo(t *testing.T) {
 	if x.Entries() != 4 {
 		t.Fatalf("after TruncateTo(40): %d entries", x.Entries())
 	}
+	if err := x.Append(25, 360); !errors.Is(err, index.ErrOrder) { // ordered against the last kept entry
+		t.Fatalf("Append(25) after (30, 300): %v", err)
+	}
 	if err := x.Append(35, 350); err != nil { // room again after the last kept (30, 300)
 		t.Fatal(err)
+	}
+	if err := x.Append(35, 400); !errors.Is(err, index.ErrOrder) { // and against the one just appended
+		t.Fatalf("Append(35) after (35, 350): %v", err)
 	}
 	if off, pos := x.Lookup(39); off != 35 || pos != 350 {
 		t.Fatalf("Lookup(39) = (%d, %d)", off, pos)

@@ -46,9 +46,11 @@ func (o *OffsetIndex) Append(offset int64, pos int64) error {
 		return fmt.Errorf("%w: offset %d (base %d) position %d", ErrOrder, offset, x.base, pos)
 	}
 	n := x.entries()
-	if n > 0 && (rel <= o.rel(n-1) || uint32(pos) <= o.pos(n-1)) {
-		return fmt.Errorf("%w: offset %d position %d after offset %d position %d",
-			ErrOrder, offset, pos, x.base+int64(o.rel(n-1)), o.pos(n-1))
+	if n > 0 {
+		if lastRel, lastPos := x.lastWord(n, 0), x.lastWord(n, 1); rel <= lastRel || uint32(pos) <= lastPos {
+			return fmt.Errorf("%w: offset %d position %d after offset %d position %d",
+				ErrOrder, offset, pos, x.base+int64(lastRel), lastPos)
+		}
 	}
 	if n >= x.capacity {
 		return ErrFull
@@ -58,7 +60,7 @@ func (o *OffsetIndex) Append(offset int64, pos int64) error {
 	}
 	x.setWord(n, 0, rel)
 	x.setWord(n, 1, uint32(pos))
-	return x.publish(n)
+	return x.published(n, [3]uint32{rel, uint32(pos)})
 }
 
 // floor returns the index of the greatest entry among the first n whose

@@ -41,11 +41,11 @@ func (t *TimeIndex) Append(timestamp int64, offset int64) error {
 		return ErrClosed
 	}
 	n := x.entries()
-	if n > 0 && timestamp <= t.ts(n-1) {
+	if n > 0 && timestamp <= int64(uint64(x.lastWord(n, 0))<<32|uint64(x.lastWord(n, 1))) {
 		return nil
 	}
 	rel, ok := x.relative(offset)
-	if !ok || (n > 0 && rel < t.rel(n-1)) {
+	if !ok || (n > 0 && rel < x.lastWord(n, 2)) {
 		return fmt.Errorf("%w: time index offset %d (base %d)", ErrOrder, offset, x.base)
 	}
 	if n >= x.capacity {
@@ -57,7 +57,7 @@ func (t *TimeIndex) Append(timestamp int64, offset int64) error {
 	x.setWord(n, 0, uint32(uint64(timestamp)>>32))
 	x.setWord(n, 1, uint32(timestamp))
 	x.setWord(n, 2, rel)
-	return x.publish(n)
+	return x.published(n, [3]uint32{uint32(uint64(timestamp) >> 32), uint32(timestamp), rel})
 }
 
 // floor returns the index of the greatest entry among the first n whose
