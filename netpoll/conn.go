@@ -220,11 +220,16 @@ func (c *Conn) readLoop() {
 		}
 		c.armRead()
 		fb := pooledFrame(int(size), int(maxBytes))
-		var dst []byte
-		if fb != nil {
-			dst = fb.b
+		var frame []byte
+		switch {
+		case fb != nil && c.s.cfg.SumFramesFrom > 0 && int(size) >= c.s.cfg.SumFramesFrom:
+			frame, err = kframe.ReadPayloadSummed(c.br, fb.b, int(size), &fb.sums)
+		case fb != nil:
+			fb.sums.Reset(nil)
+			frame, err = kframe.ReadPayload(c.br, fb.b, int(size))
+		default:
+			frame, err = kframe.ReadPayload(c.br, nil, int(size))
 		}
-		frame, err := kframe.ReadPayload(c.br, dst, int(size))
 		if err != nil {
 			putFrame(fb)
 			c.s.giveBack(int64(size))

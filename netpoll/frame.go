@@ -5,6 +5,7 @@ import (
 	"math/bits"
 	"sync"
 
+	"github.com/stratalog/strata/internal/crcsum"
 	"github.com/stratalog/strata/internal/kframe"
 )
 
@@ -34,7 +35,8 @@ const (
 // allocate.
 type frameBuf struct {
 	b     []byte
-	class int8 // index into framePools
+	class int8        // index into framePools
+	sums  crcsum.Sums // of the frame in b when it was read summed; else empty
 }
 
 var framePools [numClasses]sync.Pool

@@ -3,6 +3,8 @@ package netpoll
 import (
 	"math"
 	"os"
+
+	"github.com/stratalog/strata/internal/crcsum"
 )
 
 // Reply kinds.
@@ -34,6 +36,16 @@ type Reply struct {
 	bytes int64                  // the request payload's size, counted in Conn.queuedBytes and the budget
 	extra int64                  // bytes taken from the budget by Reserve
 	hdr   [FrameHeaderBytes]byte // the size prefix, filled by the writer
+}
+
+// Sums are the block checksums of the request's frame taken as it was
+// read (Config.SumFramesFrom), or nil: valid until the reply is completed,
+// for checking CRCs of the frame's bytes (crcsum.Sums.Checksum).
+func (r *Reply) Sums() *crcsum.Sums {
+	if r.frame == nil {
+		return nil
+	}
+	return &r.frame.sums
 }
 
 // Part is one piece of a SendParts response: Buf, or when File is non-nil

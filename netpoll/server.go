@@ -79,6 +79,11 @@ type Config struct {
 	// Limits are the connection limits (limits.go); nil:
 	// DefaultConnLimits, nothing limited. SetConnLimits changes them.
 	Limits *ConnLimits
+	// SumFramesFrom: a pooled frame of at least this many bytes is read a
+	// piece at a time and its 1 KiB blocks checksummed (CRC-32C) as they
+	// arrive, while they are in the CPU's cache (Reply.Sums, package
+	// crcsum); 0 = never.
+	SumFramesFrom int
 
 	// copyFiles makes file parts take the pread + write fallback instead of
 	// sendfile; tests and benchmarks compare the two.

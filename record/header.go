@@ -139,7 +139,18 @@ var errBatchLength = fmt.Errorf("%w: batchLength below %d", ErrInvalid, minBatch
 // It also rejects (ErrInvalid) an unknown compression codec and, for an
 // uncompressed batch, a NumRecords that the records section is too small to
 // hold. It does not decode records; Iterate does.
-func Validate(b []byte) (Header, error) {
+func Validate(b []byte) (Header, error) { return ValidateWith(b, nil) }
+
+// A Checksummer computes CRC-32C (Castagnoli) checksums, perhaps without
+// reading every byte again (crcsum.Sums combines block sums taken when a
+// request was read).
+type Checksummer interface {
+	Checksum(p []byte) uint32
+}
+
+// ValidateWith is Validate taking the batch's CRC with sum (nil: from the
+// bytes).
+func ValidateWith(b []byte, sum Checksummer) (Header, error) {
 	h, err := ParseHeader(b)
 	if err != nil {
 		return h, err
@@ -150,7 +161,7 @@ func Validate(b []byte) (Header, error) {
 	case len(b) > size:
 		return h, fmt.Errorf("%w: %d bytes for a batch of %d", ErrInvalid, len(b), size)
 	}
-	if !checkCRC(b) {
+	if sum == nil && !checkCRC(b) || sum != nil && sum.Checksum(b[OffsetAttrs:]) != binary.BigEndian.Uint32(b[OffsetCRC:]) {
 		return h, ErrCorrupt
 	}
 	switch {

@@ -65,6 +65,7 @@ import (
 
 	"github.com/stratalog/strata/auth"
 	"github.com/stratalog/strata/engine"
+	"github.com/stratalog/strata/internal/crcsum"
 	"github.com/stratalog/strata/record"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -179,7 +180,7 @@ func (s *Server) produceAppend(rc *reqCtx, req *kmsg.ProduceRequest, reqErr int1
 			if code == 0 && s.cfg.Blackhole {
 				info, code, msg = s.blackholePartition(topic, rp)
 			} else if code == 0 {
-				l, info, code, msg = producePartition(topic, rp, rc.version, txnID)
+				l, info, code, msg = producePartition(topic, rp, rc.version, txnID, rc.sums)
 			}
 			if code != 0 {
 				sp.ErrorCode = code
@@ -210,6 +211,13 @@ func (s *Server) produceAppend(rc *reqCtx, req *kmsg.ProduceRequest, reqErr int1
 		rc.respond(resp)
 	}
 }
+
+// sumFramesFrom is the smallest request frame whose 1 KiB blocks the
+// connection's reader checksums as they arrive (netpoll.Config.SumFramesFrom):
+// a produce request this large is no longer in the CPU's caches when its
+// batches are checked after the whole frame is read, and the batches' CRCs
+// then combine the sums (engine.Log.AppendSummed).
+const sumFramesFrom = 256 << 10
 
 // produceHoldMaxBytes is the largest request whose appends hold the
 // journal's next group open (holdJournal). Keyed at 100,000 rec/s (~780 KB
@@ -276,7 +284,7 @@ func (s *Server) mayProduceInternal(rc *reqCtx) bool {
 
 // producePartition checks and appends one partition's batch; txnID says
 // whether the request carries a transactional id.
-func producePartition(topic *engine.Topic, rp *kmsg.ProduceRequestTopicPartition, version int16, txnID bool) (*engine.Log, engine.AppendInfo, int16, string) {
+func producePartition(topic *engine.Topic, rp *kmsg.ProduceRequestTopicPartition, version int16, txnID bool, sums *crcsum.Sums) (*engine.Log, engine.AppendInfo, int16, string) {
 	l := topic.Partition(rp.Partition)
 	if l == nil {
 		return nil, engine.AppendInfo{}, kerr.UnknownTopicOrPartition.Code, ""
@@ -298,7 +306,7 @@ func producePartition(topic *engine.Topic, rp *kmsg.ProduceRequestTopicPartition
 			return nil, engine.AppendInfo{}, kerr.TransactionalIDAuthorizationFailed.Code, "a transactional batch needs a produce request with a transactional id"
 		}
 	}
-	info, err := l.Append(rp.Records, l.LeaderEpoch())
+	info, err := l.AppendSummed(rp.Records, l.LeaderEpoch(), sums)
 	if err != nil {
 		return nil, engine.AppendInfo{}, errCode(err), err.Error()
 	}

@@ -255,6 +255,83 @@ func TestProduceCorruptBatch(t *testing.T) {
 	}
 }
 
+// TestProduceLargeRequestCRC: a request frame of sumFramesFrom or more is
+// checksummed block by block as it is read, and the batches' CRCs combine
+// those sums (crcsum); every batch is still checked: a byte flipped deep
+// inside one batch (in whole summed blocks, away from its ends) is
+// CORRUPT_MESSAGE for that partition alone, and the other batches land
+// intact.
+func TestProduceLargeRequestCRC(t *testing.T) {
+	addr, _, eng := startBroker(t)
+	const parts, perBatch = 4, 100
+	tp := prodTopic(t, eng, "bigcrc", parts, nil)
+	c := dialRaw(t, addr)
+	value := func(p, i int) []byte {
+		return fmt.Appendf(bytes.Repeat([]byte{byte('a' + p)}, 1000), "-%d-%d", p, i)
+	}
+	request := func(corrupt int) *kmsg.ProduceRequest {
+		req := prodRequest(9, -1, "bigcrc", tp.ID(), 0, nil)
+		req.Topics[0].Partitions = nil
+		size := 0
+		for p := range parts {
+			var b record.Builder
+			ts := time.Now().UnixMilli()
+			b.Reset(record.CodecNone, ts)
+			for i := range perBatch {
+				b.Add(ts, nil, value(p, i), nil)
+			}
+			batch, err := b.AppendTo(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p == corrupt {
+				batch[len(batch)/2] ^= 0x01
+			}
+			size += len(batch)
+			rp := kmsg.NewProduceRequestTopicPartition()
+			rp.Partition, rp.Records = int32(p), batch
+			req.Topics[0].Partitions = append(req.Topics[0].Partitions, rp)
+		}
+		if size < sumFramesFrom {
+			t.Fatalf("request of %d bytes, not summed (from %d)", size, sumFramesFrom)
+		}
+		return req
+	}
+	var resp kmsg.ProduceResponse
+	c.roundTrip(request(2), 1, &resp)
+	for _, p := range resp.Topics[0].Partitions {
+		want := int16(0)
+		if p.Partition == 2 {
+			want = kerr.CorruptMessage.Code
+		}
+		if p.ErrorCode != want {
+			t.Fatalf("partition %d: error %d, want %d", p.Partition, p.ErrorCode, want)
+		}
+	}
+	if end := tp.Partition(2).LogEndOffset(); end != 0 {
+		t.Fatalf("the corrupt batch's partition ends at %d", end)
+	}
+	resp = kmsg.ProduceResponse{}
+	c.roundTrip(request(-1), 2, &resp)
+	for _, p := range resp.Topics[0].Partitions {
+		if want := int64(perBatch); p.Partition == 2 {
+			want = 0
+			if p.ErrorCode != 0 || p.BaseOffset != want {
+				t.Fatalf("partition %d: error %d base %d, want 0, %d", p.Partition, p.ErrorCode, p.BaseOffset, want)
+			}
+		} else if p.ErrorCode != 0 || p.BaseOffset != want {
+			t.Fatalf("partition %d: error %d base %d, want 0, %d", p.Partition, p.ErrorCode, p.BaseOffset, want)
+		}
+	}
+	got := consumeAll(t, addr, "bigcrc", (2*parts-1)*perBatch)
+	for _, r := range got {
+		i := int(r.Offset % perBatch)
+		if !bytes.Equal(r.Value, value(int(r.Partition), i)) {
+			t.Fatalf("partition %d offset %d: value %.20q", r.Partition, r.Offset, r.Value)
+		}
+	}
+}
+
 func TestProduceOldVersionsUnsupported(t *testing.T) {
 	addr, _, eng := startBroker(t)
 	tp := prodTopic(t, eng, "old", 1, nil)

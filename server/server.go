@@ -70,6 +70,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"github.com/stratalog/strata/internal/clocks"
+	"github.com/stratalog/strata/internal/crcsum"
 	"github.com/stratalog/strata/internal/ratelog"
 	"log/slog"
 	"net"
@@ -279,6 +280,7 @@ func New(cfg Config, eng *engine.Engine) *Server {
 		QueuedMaxRequestBytes: cfg.QueuedMaxRequestBytes,
 		MaxQueuedBytes:        cfg.MaxQueuedBytes,
 		Limits:                cfg.ConnLimits,
+		SumFramesFrom:         sumFramesFrom,
 	}, connHandler{s})
 	if cfg.ControllerOnly {
 		return s // controller_listener.go: nothing runs beside the requests
@@ -426,6 +428,9 @@ func (s *Server) dispatch(c peer, frame []byte, r replySink) {
 		req:     req,
 		log:     s.log,
 	}
+	if sr, ok := r.(interface{ Sums() *crcsum.Sums }); ok {
+		rc.sums = sr.Sums()
+	}
 	s.meterStart(rc, read) // metrics.go
 	defer func() {
 		if p := recover(); p != nil {
@@ -525,6 +530,11 @@ type reqCtx struct {
 	handler time.Time // when the handler started (metrics.go)
 
 	quota requestTimer // quota.go: the handler's time for request_percentage
+
+	// sums are the frame's block checksums, taken as it was read
+	// (netpoll.Reply.Sums; nil when not summed): Produce checks its
+	// batches' CRCs with them.
+	sums *crcsum.Sums
 }
 
 // flexible reports whether the request (and so its response) uses the

@@ -24,6 +24,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/stratalog/strata/internal/crcsum"
 )
 
 // HeaderBytes is the size of a frame's length prefix.
@@ -119,6 +121,34 @@ func ReadPayload(r io.Reader, buf []byte, size int) ([]byte, error) {
 		n := copy(grown, frame)
 		frame = grown
 		if _, err := io.ReadFull(r, frame[n:]); err != nil {
+			return nil, unexpectedEOF(err)
+		}
+	}
+	return frame, nil
+}
+
+// sumPieceBytes is the most ReadPayloadSummed reads before it sums what
+// it read: small enough to be still in the core's L2 cache then.
+const sumPieceBytes = 128 << 10
+
+// ReadPayloadSummed is ReadPayload for a payload that fits in cap(buf),
+// read at most sumPieceBytes at a time, each piece's whole blocks summed
+// into s right after it arrives (package crcsum): s then covers the frame
+// returned.
+func ReadPayloadSummed(r io.Reader, buf []byte, size int, s *crcsum.Sums) ([]byte, error) {
+	if size < 0 {
+		return nil, ErrNegativeSize
+	}
+	if size > cap(buf) {
+		return nil, fmt.Errorf("kframe: a %d byte payload in a %d byte buffer", size, cap(buf))
+	}
+	frame := buf[:size]
+	s.Reset(frame)
+	for at := 0; at < size; {
+		n, err := r.Read(frame[at:min(size, at+sumPieceBytes)])
+		at += n
+		s.Cover(at)
+		if err != nil && at < size {
 			return nil, unexpectedEOF(err)
 		}
 	}

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"io"
 	"runtime"
 	"testing"
 	"testing/iotest"
+
+	"github.com/stratalog/strata/internal/crcsum"
 )
 
 // countingReader counts the bytes handed out.
@@ -185,5 +188,43 @@ func TestCheckSize(t *testing.T) {
 		if got := CheckSize(Size(c.hdr), c.max); got != c.want {
 			t.Errorf("%x max %d: %v, want %v", c.hdr, c.max, got, c.want)
 		}
+	}
+}
+
+// chunkReader hands out at most n bytes per Read.
+type chunkReader struct {
+	r io.Reader
+	n int
+}
+
+func (c chunkReader) Read(p []byte) (int, error) { return c.r.Read(p[:min(len(p), c.n)]) }
+
+func TestReadPayloadSummed(t *testing.T) {
+	payload := make([]byte, 700<<10+333)
+	for i := range payload {
+		payload[i] = byte(i*131 + i>>9)
+	}
+	castagnoli := crc32.MakeTable(crc32.Castagnoli)
+	for _, chunk := range []int{1 << 20, 4096, 9999} {
+		var s crcsum.Sums
+		buf := make([]byte, len(payload)+100)
+		got, err := ReadPayloadSummed(chunkReader{bytes.NewReader(payload), chunk}, buf, len(payload), &s)
+		if err != nil || !bytes.Equal(got, payload) {
+			t.Fatalf("chunk %d: %d bytes, %v", chunk, len(got), err)
+		}
+		for _, r := range [][2]int{{0, len(payload)}, {17, 300 << 10}, {5000, 5100}, {len(payload) - 70000, len(payload)}} {
+			p := got[r[0]:r[1]]
+			if s.Checksum(p) != crc32.Checksum(p, castagnoli) {
+				t.Fatalf("chunk %d: checksum of [%d, %d) differs", chunk, r[0], r[1])
+			}
+		}
+	}
+	var s crcsum.Sums
+	buf := make([]byte, len(payload))
+	if _, err := ReadPayloadSummed(bytes.NewReader(payload[:5000]), buf, len(payload), &s); err != io.ErrUnexpectedEOF {
+		t.Fatalf("short stream: %v, want io.ErrUnexpectedEOF", err)
+	}
+	if _, err := ReadPayloadSummed(bytes.NewReader(payload), buf[:0:10], 11, &s); err == nil {
+		t.Fatal("a payload larger than the buffer was read")
 	}
 }

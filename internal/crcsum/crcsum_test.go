@@ -1,0 +1,100 @@
+package crcsum
+
+import (
+	"hash/crc32"
+	"math/rand/v2"
+	"testing"
+)
+
+func TestChecksumMatchesDirect(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	buf := make([]byte, 64*BlockBytes+377)
+	for i := range buf {
+		buf[i] = byte(rng.Uint32())
+	}
+	var s Sums
+	for round := range 2000 {
+		s.Reset(buf)
+		covered := rng.IntN(len(buf) + 1)
+		if round%4 == 0 {
+			covered = len(buf)
+		}
+		// cover in uneven steps, as reads arrive
+		for at := 0; at < covered; {
+			at = min(covered, at+1+rng.IntN(9000))
+			s.Cover(at)
+		}
+		a := rng.IntN(len(buf))
+		b := a + rng.IntN(len(buf)-a+1)
+		p := buf[a:b]
+		want := crc32.Checksum(p, crc32.MakeTable(crc32.Castagnoli))
+		if got := s.Checksum(p); got != want {
+			t.Fatalf("round %d: [%d, %d) covered %d: %08x, want %08x", round, a, b, covered, got, want)
+		}
+	}
+}
+
+func TestChecksumUsesTheSums(t *testing.T) {
+	buf := make([]byte, 16*BlockBytes)
+	var s Sums
+	s.Reset(buf)
+	s.Cover(len(buf))
+	p := buf[100 : 15*BlockBytes+7]
+	want := s.Checksum(p)
+	// A block's sum changed behind the bytes' back: the combined
+	// checksum must change with it (it reads the sums, not the bytes),
+	// and a range outside the buffer must not.
+	s.sums[5] ^= 1
+	if s.Checksum(p) == want {
+		t.Fatal("Checksum did not combine the block sums")
+	}
+	other := append([]byte(nil), p...)
+	if got := s.Checksum(other); got != want {
+		t.Fatalf("copy outside the buffer: %08x, want %08x", got, want)
+	}
+	var nilSums *Sums
+	if got := nilSums.Checksum(p); got != crc32.Checksum(p, crc32.MakeTable(crc32.Castagnoli)) {
+		t.Fatalf("nil Sums: %08x", got)
+	}
+}
+
+func TestCoverNeedsWholeBlocks(t *testing.T) {
+	buf := make([]byte, 3*BlockBytes+5)
+	var s Sums
+	s.Reset(buf)
+	s.Cover(BlockBytes - 1)
+	if len(s.sums) != 0 {
+		t.Fatalf("%d sums for a partial block", len(s.sums))
+	}
+	s.Cover(len(buf) + 100)
+	if len(s.sums) != 3 {
+		t.Fatalf("%d sums, want 3", len(s.sums))
+	}
+}
+
+func BenchmarkChecksum(b *testing.B) {
+	buf := make([]byte, 6<<20)
+	for i := range buf {
+		buf[i] = byte(i * 7)
+	}
+	var s Sums
+	s.Reset(buf)
+	s.Cover(len(buf))
+	p := buf[1234 : 1234+60000]
+	b.SetBytes(int64(len(p)))
+	b.ReportAllocs()
+	for range b.N {
+		s.Checksum(p)
+	}
+}
+
+func BenchmarkCover(b *testing.B) {
+	buf := make([]byte, 128<<10)
+	var s Sums
+	b.SetBytes(int64(len(buf)))
+	b.ReportAllocs()
+	for range b.N {
+		s.Reset(buf)
+		s.Cover(len(buf))
+	}
+}
