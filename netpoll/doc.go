@@ -84,7 +84,12 @@
 // sends little of it does not cost the whole size in memory (the payload read
 // and the size check are internal/kframe's, the module's one Kafka frame
 // reader; the connection reader keeps its own loop around them, see
-// frame.go). A frame stays valid
+// frame.go). A pooled frame of at least Config.SumFramesFrom bytes is read
+// at most 128 KiB at a time and each piece's 1 KiB blocks are checksummed
+// (CRC-32C) right after it arrives, while they are in the CPU's cache;
+// the sums live with the frame buffer (Reply.Sums), and the broker checks
+// a large produce request's batch CRCs from them (internal/crcsum). A
+// frame stays valid
 // and unmodified until its response is written or dropped, which is after
 // the Reply completes, so a handler may send (parts of) the frame back as the
 // response. Send and SendParts take the response bytes, and the files'
