@@ -273,7 +273,10 @@ func (l *Log) Append(batches []byte, leaderEpoch int32) (AppendInfo, error) {
 // connection's reader as it arrived: crcsum): the batches' CRC check
 // combines those sums and reads only each batch's ends, instead of every
 // byte again. A nil sums, or batches outside its buffer, are checked from
-// their bytes.
+// their bytes. The buffer's bytes must be as they were when summed (a
+// change would be taken for corruption or, worse, missed): Append's own
+// patching of baseOffset, partitionLeaderEpoch and LogAppendTime comes
+// after the check.
 func (l *Log) AppendSummed(batches []byte, leaderEpoch int32, sums *crcsum.Sums) (AppendInfo, error) {
 	return l.appendBatches(batches, leaderEpoch, nil, sums)
 }

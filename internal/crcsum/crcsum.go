@@ -89,7 +89,8 @@ func (s *Sums) Cover(n int) {
 
 // Checksum is crc32.Checksum(p, crc32.MakeTable(crc32.Castagnoli)). When p
 // lies within the buffer and spans summed blocks it combines their sums
-// and reads only p's ends; otherwise it reads p.
+// and reads only p's ends; otherwise it reads p. The summed blocks must be
+// unchanged since Cover: Checksum answers for the bytes as they were then.
 func (s *Sums) Checksum(p []byte) uint32 {
 	if s == nil || len(p) < minCombined || len(s.buf) == 0 {
 		return crc32.Checksum(p, castagnoli)
