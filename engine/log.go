@@ -213,7 +213,7 @@ func (l *Log) EndOffsetForEpoch(epoch int32) (leaderEpoch int32, endOffset int64
 
 // validateBatches checks every batch of an append request and returns the
 // number of offsets it needs.
-func validateBatches(batches []byte, maxMessageBytes int32, sum record.Checksummer) (records int64, err error) {
+func validateBatches(batches []byte, maxMessageBytes int32, sums *crcsum.Sums, sumsAt int) (records int64, err error) {
 	if len(batches) == 0 {
 		return 0, fmt.Errorf("%w: empty request", ErrInvalidRecord)
 	}
@@ -226,7 +226,12 @@ func validateBatches(batches []byte, maxMessageBytes int32, sum record.Checksumm
 		if len(b) > int(maxMessageBytes) {
 			return 0, fmt.Errorf("%w: batch at byte %d is %d bytes, max.message.bytes is %d", ErrMessageTooLarge, at, len(b), maxMessageBytes)
 		}
-		if h, err = record.ValidateWith(b, sum); err != nil {
+		if sums == nil || len(b) < record.HeaderSize {
+			h, err = record.Validate(b)
+		} else {
+			h, err = record.ValidateCRC(b, sums.Checksum(b[record.OffsetAttrs:], sumsAt+at+record.OffsetAttrs))
+		}
+		if err != nil {
 			return 0, classifyRecordErr(err, at)
 		}
 		records += int64(h.LastOffsetDelta) + 1
@@ -265,35 +270,32 @@ func (l *Log) usable() error {
 // (not yet durable: see WhenDurable). On any validation error the log is
 // unchanged. A write error takes the engine offline.
 func (l *Log) Append(batches []byte, leaderEpoch int32) (AppendInfo, error) {
-	return l.appendBatches(batches, leaderEpoch, nil, nil)
+	return l.appendBatches(batches, leaderEpoch, nil, nil, 0)
 }
 
-// AppendSummed is Append for batches that lie in a buffer whose block
-// checksums sums holds (a produce request's frame, summed by its
-// connection's reader as it arrived: crcsum): the batches' CRC check
+// AppendSummed is Append for batches that lie at offset at of a buffer
+// whose block checksums sums holds (a produce request's frame, summed by
+// its connection's reader as it arrived: crcsum): the batches' CRC check
 // combines those sums and reads only each batch's ends, instead of every
-// byte again. A nil sums, or batches outside its buffer, are checked from
+// byte again. A nil sums, or batches not at that offset, are checked from
 // their bytes. The buffer's bytes must be as they were when summed (a
 // change would be taken for corruption or, worse, missed): Append's own
 // patching of baseOffset, partitionLeaderEpoch and LogAppendTime comes
 // after the check.
-func (l *Log) AppendSummed(batches []byte, leaderEpoch int32, sums *crcsum.Sums) (AppendInfo, error) {
-	return l.appendBatches(batches, leaderEpoch, nil, sums)
+func (l *Log) AppendSummed(batches []byte, leaderEpoch int32, sums *crcsum.Sums, at int) (AppendInfo, error) {
+	return l.appendBatches(batches, leaderEpoch, nil, sums, at)
 }
 
 // appendBatches is Append; m != nil appends the transaction marker batch m
 // built (txn.go) instead of client batches; sums, when not nil, takes the
-// client batches' CRCs (AppendSummed).
-func (l *Log) appendBatches(batches []byte, leaderEpoch int32, m *txnMarker, sums *crcsum.Sums) (AppendInfo, error) {
+// client batches' CRCs, batches being at offset sumsAt of its buffer
+// (AppendSummed).
+func (l *Log) appendBatches(batches []byte, leaderEpoch int32, m *txnMarker, sums *crcsum.Sums, sumsAt int) (AppendInfo, error) {
 	cfg := l.config()
 	records := int64(1) // a marker batch holds one control record
 	if m == nil {
 		var err error
-		var sum record.Checksummer
-		if sums != nil {
-			sum = sums
-		}
-		if records, err = validateBatches(batches, cfg.MaxMessageBytes, sum); err != nil {
+		if records, err = validateBatches(batches, cfg.MaxMessageBytes, sums, sumsAt); err != nil {
 			return AppendInfo{}, err
 		}
 		if cfg.compacted() { // a compacted topic refuses keyless records (cleaner.go)

@@ -318,7 +318,7 @@ func (l *Log) AppendTxnMarker(pid int64, producerEpoch int16, coordinatorEpoch i
 	m := &txnMarker{pid: pid, epoch: producerEpoch, coordinatorEpoch: coordinatorEpoch, commit: commit}
 	var buf [128]byte
 	batch := appendMarkerBatch(buf[:0], m, l.e.nowMs())
-	return l.appendBatches(batch, leaderEpoch, m, nil)
+	return l.appendBatches(batch, leaderEpoch, m, nil, 0)
 }
 
 // catchUpProducers brings the producer state to the log end when follower

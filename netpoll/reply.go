@@ -3,6 +3,7 @@ package netpoll
 import (
 	"math"
 	"os"
+	"unsafe"
 
 	"github.com/stratalog/strata/internal/crcsum"
 )
@@ -40,12 +41,28 @@ type Reply struct {
 
 // Sums are the block checksums of the request's frame taken as it was
 // read (Config.SumFramesFrom), or nil: valid until the reply is completed,
-// for checking CRCs of the frame's bytes (crcsum.Sums.Checksum).
+// for checking CRCs of the frame's bytes (crcsum.Sums.Checksum, with the
+// bytes' offset in the frame: FrameOffset).
 func (r *Reply) Sums() *crcsum.Sums {
 	if r.frame == nil {
 		return nil
 	}
 	return &r.frame.sums
+}
+
+// FrameOffset is the offset of p in the request's frame buffer, false when
+// p is empty or does not lie in it (a copy, another buffer).
+func (r *Reply) FrameOffset(p []byte) (int, bool) {
+	if r.frame == nil || len(p) == 0 {
+		return 0, false
+	}
+	buf := r.frame.b
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(p)))
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(buf)))
+	if start < base || start-base > uintptr(len(buf)-len(p)) {
+		return 0, false
+	}
+	return int(start - base), true
 }
 
 // Part is one piece of a SendParts response: Buf, or when File is non-nil

@@ -139,18 +139,14 @@ var errBatchLength = fmt.Errorf("%w: batchLength below %d", ErrInvalid, minBatch
 // It also rejects (ErrInvalid) an unknown compression codec and, for an
 // uncompressed batch, a NumRecords that the records section is too small to
 // hold. It does not decode records; Iterate does.
-func Validate(b []byte) (Header, error) { return ValidateWith(b, nil) }
+func Validate(b []byte) (Header, error) { return validate(b, 0, false) }
 
-// A Checksummer computes CRC-32C (Castagnoli) checksums, perhaps without
-// reading every byte again (crcsum.Sums combines block sums taken when a
-// request was read).
-type Checksummer interface {
-	Checksum(p []byte) uint32
-}
+// ValidateCRC is Validate for a caller that computed the CRC-32C of
+// b[OffsetAttrs:] itself (crc; for instance from block sums taken as a
+// request was read, package crcsum): the stored CRC is compared with it.
+func ValidateCRC(b []byte, crc uint32) (Header, error) { return validate(b, crc, true) }
 
-// ValidateWith is Validate taking the batch's CRC with sum (nil: from the
-// bytes).
-func ValidateWith(b []byte, sum Checksummer) (Header, error) {
+func validate(b []byte, crc uint32, given bool) (Header, error) {
 	h, err := ParseHeader(b)
 	if err != nil {
 		return h, err
@@ -161,7 +157,7 @@ func ValidateWith(b []byte, sum Checksummer) (Header, error) {
 	case len(b) > size:
 		return h, fmt.Errorf("%w: %d bytes for a batch of %d", ErrInvalid, len(b), size)
 	}
-	if sum == nil && !checkCRC(b) || sum != nil && sum.Checksum(b[OffsetAttrs:]) != binary.BigEndian.Uint32(b[OffsetCRC:]) {
+	if !given && !checkCRC(b) || given && crc != binary.BigEndian.Uint32(b[OffsetCRC:]) {
 		return h, ErrCorrupt
 	}
 	switch {

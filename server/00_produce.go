@@ -65,7 +65,6 @@ import (
 
 	"github.com/stratalog/strata/auth"
 	"github.com/stratalog/strata/engine"
-	"github.com/stratalog/strata/internal/crcsum"
 	"github.com/stratalog/strata/record"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -180,7 +179,7 @@ func (s *Server) produceAppend(rc *reqCtx, req *kmsg.ProduceRequest, reqErr int1
 			if code == 0 && s.cfg.Blackhole {
 				info, code, msg = s.blackholePartition(topic, rp)
 			} else if code == 0 {
-				l, info, code, msg = producePartition(topic, rp, rc.version, txnID, rc.sums)
+				l, info, code, msg = producePartition(rc, topic, rp, txnID)
 			}
 			if code != 0 {
 				sp.ErrorCode = code
@@ -284,7 +283,8 @@ func (s *Server) mayProduceInternal(rc *reqCtx) bool {
 
 // producePartition checks and appends one partition's batch; txnID says
 // whether the request carries a transactional id.
-func producePartition(topic *engine.Topic, rp *kmsg.ProduceRequestTopicPartition, version int16, txnID bool, sums *crcsum.Sums) (*engine.Log, engine.AppendInfo, int16, string) {
+func producePartition(rc *reqCtx, topic *engine.Topic, rp *kmsg.ProduceRequestTopicPartition, txnID bool) (*engine.Log, engine.AppendInfo, int16, string) {
+	version := rc.version
 	l := topic.Partition(rp.Partition)
 	if l == nil {
 		return nil, engine.AppendInfo{}, kerr.UnknownTopicOrPartition.Code, ""
@@ -306,7 +306,8 @@ func producePartition(topic *engine.Topic, rp *kmsg.ProduceRequestTopicPartition
 			return nil, engine.AppendInfo{}, kerr.TransactionalIDAuthorizationFailed.Code, "a transactional batch needs a produce request with a transactional id"
 		}
 	}
-	info, err := l.AppendSummed(rp.Records, l.LeaderEpoch(), sums)
+	sums, at := rc.sumsFor(rp.Records)
+	info, err := l.AppendSummed(rp.Records, l.LeaderEpoch(), sums, at)
 	if err != nil {
 		return nil, engine.AppendInfo{}, errCode(err), err.Error()
 	}

@@ -428,8 +428,8 @@ func (s *Server) dispatch(c peer, frame []byte, r replySink) {
 		req:     req,
 		log:     s.log,
 	}
-	if sr, ok := r.(interface{ Sums() *crcsum.Sums }); ok {
-		rc.sums = sr.Sums()
+	if f, ok := r.(summedFrame); ok {
+		rc.frame = f
 	}
 	s.meterStart(rc, read) // metrics.go
 	defer func() {
@@ -531,10 +531,30 @@ type reqCtx struct {
 
 	quota requestTimer // quota.go: the handler's time for request_percentage
 
-	// sums are the frame's block checksums, taken as it was read
-	// (netpoll.Reply.Sums; nil when not summed): Produce checks its
-	// batches' CRCs with them.
-	sums *crcsum.Sums
+	// frame is the reply when it knows its request frame's block
+	// checksums (netpoll.Reply.Sums, FrameOffset; nil otherwise): Produce
+	// checks its batches' CRCs with them (sumsFor).
+	frame summedFrame
+}
+
+// summedFrame is what a reply may tell of its request frame's bytes
+// (*netpoll.Reply): the block sums taken as it was read and where a
+// slice of it lies.
+type summedFrame interface {
+	Sums() *crcsum.Sums
+	FrameOffset(p []byte) (int, bool)
+}
+
+// sumsFor returns the frame's block sums and p's offset in the frame, or
+// nil when there are none or p is not in it.
+func (rc *reqCtx) sumsFor(p []byte) (*crcsum.Sums, int) {
+	if rc.frame == nil {
+		return nil, 0
+	}
+	if off, ok := rc.frame.FrameOffset(p); ok {
+		return rc.frame.Sums(), off
+	}
+	return nil, 0
 }
 
 // flexible reports whether the request (and so its response) uses the

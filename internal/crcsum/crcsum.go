@@ -18,10 +18,7 @@
 // s; for n = BlockBytes it is four table lookups (shift).
 package crcsum
 
-import (
-	"hash/crc32"
-	"unsafe"
-)
+import "hash/crc32"
 
 // BlockBytes is the size of a summed block.
 const BlockBytes = 1024
@@ -87,20 +84,16 @@ func (s *Sums) Cover(n int) {
 	}
 }
 
-// Checksum is crc32.Checksum(p, crc32.MakeTable(crc32.Castagnoli)). When p
-// lies within the buffer and spans summed blocks it combines their sums
-// and reads only p's ends; otherwise it reads p. The summed blocks must be
-// unchanged since Cover: Checksum answers for the bytes as they were then.
-func (s *Sums) Checksum(p []byte) uint32 {
-	if s == nil || len(p) < minCombined || len(s.buf) == 0 {
-		return crc32.Checksum(p, castagnoli)
+// Checksum is crc32.Checksum(p, crc32.MakeTable(crc32.Castagnoli)) for p
+// at offset off of the buffer (p is buf[off:off+len(p)]: checked, by the
+// address of its first byte). There, and when it spans summed blocks, it
+// combines their sums and reads only p's ends; otherwise it reads p. The
+// summed blocks must be unchanged since Cover: Checksum answers for the
+// bytes as they were then.
+func (s *Sums) Checksum(p []byte, off int) uint32 {
+	if s == nil || len(p) < minCombined || off < 0 || off > len(s.buf)-len(p) || &s.buf[off] != &p[0] {
+		return crc32.Checksum(p, castagnoli) // short, or not where off says in the buffer
 	}
-	start := uintptr(unsafe.Pointer(unsafe.SliceData(p)))
-	base := uintptr(unsafe.Pointer(unsafe.SliceData(s.buf)))
-	if start < base || start-base > uintptr(len(s.buf)-len(p)) {
-		return crc32.Checksum(p, castagnoli) // not within buf
-	}
-	off := int(start - base)
 	first := (off + BlockBytes - 1) / BlockBytes      // first whole block in p
 	last := min((off+len(p))/BlockBytes, len(s.sums)) // past the last whole, summed one
 	if last-first < 2 {

@@ -28,7 +28,7 @@ func TestChecksumMatchesDirect(t *testing.T) {
 		b := a + rng.IntN(len(buf)-a+1)
 		p := buf[a:b]
 		want := crc32.Checksum(p, crc32.MakeTable(crc32.Castagnoli))
-		if got := s.Checksum(p); got != want {
+		if got := s.Checksum(p, a); got != want {
 			t.Fatalf("round %d: [%d, %d) covered %d: %08x, want %08x", round, a, b, covered, got, want)
 		}
 	}
@@ -40,20 +40,23 @@ func TestChecksumUsesTheSums(t *testing.T) {
 	s.Reset(buf)
 	s.Cover(len(buf))
 	p := buf[100 : 15*BlockBytes+7]
-	want := s.Checksum(p)
+	want := s.Checksum(p, 100)
 	// A block's sum changed behind the bytes' back: the combined
 	// checksum must change with it (it reads the sums, not the bytes),
 	// and a range outside the buffer must not.
 	s.sums[5] ^= 1
-	if s.Checksum(p) == want {
+	if s.Checksum(p, 100) == want {
 		t.Fatal("Checksum did not combine the block sums")
 	}
 	other := append([]byte(nil), p...)
-	if got := s.Checksum(other); got != want {
+	if got := s.Checksum(other, 100); got != want {
 		t.Fatalf("copy outside the buffer: %08x, want %08x", got, want)
 	}
+	if got := s.Checksum(buf[101:15*BlockBytes+8], 100); got != crc32.Checksum(buf[101:15*BlockBytes+8], crc32.MakeTable(crc32.Castagnoli)) {
+		t.Fatalf("a range not at the offset given: %08x", got)
+	}
 	var nilSums *Sums
-	if got := nilSums.Checksum(p); got != crc32.Checksum(p, crc32.MakeTable(crc32.Castagnoli)) {
+	if got := nilSums.Checksum(p, 100); got != crc32.Checksum(p, crc32.MakeTable(crc32.Castagnoli)) {
 		t.Fatalf("nil Sums: %08x", got)
 	}
 }
@@ -84,7 +87,7 @@ func BenchmarkChecksum(b *testing.B) {
 	b.SetBytes(int64(len(p)))
 	b.ReportAllocs()
 	for range b.N {
-		s.Checksum(p)
+		s.Checksum(p, 1234)
 	}
 }
 

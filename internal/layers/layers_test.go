@@ -176,17 +176,18 @@ func TestLayersImportDownward(t *testing.T) {
 		"index":               {"internal/vfs"}, // heap-backed indexes on a test file system
 		"record":              {},
 		"partitioner":         {},
-		"netpoll":             {"internal/clocks", "internal/kframe", "internal/ratelog"},
+		"netpoll":             {"internal/clocks", "internal/crcsum", "internal/kframe", "internal/ratelog"},
 		"controller":          {"internal/clocks"},
 		"internal/vfs":        {},
-		"internal/kframe":     {}, // Kafka's frames, for every reader and writer of them
+		"internal/kframe":     {"internal/crcsum"}, // Kafka's frames, for every reader and writer of them (and a frame's block sums as it is read)
+		"internal/crcsum":     {},                  // CRC-32C of a buffer's blocks as it fills: a leaf
 		"internal/ratelog":    {},
 		"internal/configkeys": {},
 		"internal/kcode":      {},                                                       // the one error-to-Kafka-code table, for server and the coordinators
 		"internal/config":     {"internal/configkeys", "internal/sasl", "internal/vfs"}, // not engine or group: cmd/strata fills their settings
 		"internal/sasl":       {"internal/kframe"},                                      // the inter-broker client's frames
 		"segment":             {"internal/uring", "internal/vfs", "record"},
-		"engine":              {"group/assign", "index", "internal/clocks", "internal/configkeys", "internal/uring", "internal/vfs", "partitioner", "record", "segment", "share"}, // group/assign: the embedded consumer groups; share: the embedded share groups
+		"engine":              {"group/assign", "index", "internal/clocks", "internal/configkeys", "internal/crcsum", "internal/uring", "internal/vfs", "partitioner", "record", "segment", "share"}, // group/assign: the embedded consumer groups; share: the embedded share groups; internal/crcsum: a produce request's block sums
 		"batcher":             {"partitioner", "record"},
 		"txn":                 {"internal/vfs", "record"},
 		"group":               {"group/assign", "internal/clocks", "internal/kcode"}, // the group coordinator: not engine or server, which host it
