@@ -8,8 +8,8 @@
 // 15 % of a write-caching broker's CPU, running at a third of its speed on
 // bytes in cache). The connection's reader sums each block right after the
 // read that filled it, while the bytes are still in cache, and a batch's
-// check then reads only its ends; the work also leaves the request's
-// critical path, overlapping the rest of the frame's transfer.
+// check then reads only its ends (the summing runs between the frame's
+// reads, as the rest of it arrives).
 //
 // The combination is the CRC's linearity over GF(2): with raw(s, x) the
 // CRC register after x from state s (no pre- or post-inversion),
