@@ -284,7 +284,6 @@ func (s *Server) mayProduceInternal(rc *reqCtx) bool {
 // producePartition checks and appends one partition's batch; txnID says
 // whether the request carries a transactional id.
 func producePartition(rc *reqCtx, topic *engine.Topic, rp *kmsg.ProduceRequestTopicPartition, txnID bool) (*engine.Log, engine.AppendInfo, int16, string) {
-	version := rc.version
 	l := topic.Partition(rp.Partition)
 	if l == nil {
 		return nil, engine.AppendInfo{}, kerr.UnknownTopicOrPartition.Code, ""
@@ -297,7 +296,7 @@ func producePartition(rc *reqCtx, topic *engine.Topic, rp *kmsg.ProduceRequestTo
 		if int64(h.Size()) < int64(len(rp.Records)) {
 			return nil, engine.AppendInfo{}, kerr.InvalidRecord.Code, "a produce request must have exactly one record batch per partition"
 		}
-		if h.Codec() == record.CodecZstd && version < produceFirstZstdVersion {
+		if h.Codec() == record.CodecZstd && rc.version < produceFirstZstdVersion {
 			return nil, engine.AppendInfo{}, kerr.UnsupportedCompressionType.Code, "zstd needs produce v7+"
 		}
 		if h.Transactional() && !txnID {
