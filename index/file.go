@@ -1,6 +1,7 @@
 package index
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -66,6 +67,10 @@ type file struct {
 	// written [0, flushed) of them.
 	private bool
 	flushed int
+	// outErr is the first error of a write-out (writeBack with out):
+	// the device refused pages the next sync would otherwise take for
+	// written; sync and close return it.
+	outErr error
 
 	// heap: the file is on Options.FS, kept open (hf), and data is a heap
 	// buffer read from it at open (see Options.FS); length then follows
@@ -347,7 +352,11 @@ func (x *file) truncate(keep int) {
 // writeBack writes the entries a private mapping added since the last
 // write-back to the file (a no-op for a shared mapping, whose stores are
 // the file's pages). Caller holds mu.
-func (x *file) writeBack() error {
+func (x *file) writeBack() error { return x.writeBackOut(false) }
+
+// writeBackOut is writeBack that, with out, also has the device write the
+// pages it wrote before it returns (see WriteOut).
+func (x *file) writeBackOut(out bool) error {
 	n := int(x.n.Load())
 	if !x.private || x.flushed >= n {
 		return nil
@@ -361,8 +370,18 @@ func (x *file) writeBack() error {
 		return nil
 	}
 	if err := x.withFile(func(f *os.File) error {
-		_, err := f.WriteAt(x.data[from:to], int64(from))
-		return err
+		if _, err := f.WriteAt(x.data[from:to], int64(from)); err != nil {
+			return err
+		}
+		if out {
+			// From the file's start: pages an earlier writeBack left
+			// dirty go too (clean ones cost nothing).
+			if err := writeOut(f, 0, int64(to)); err != nil {
+				x.outErr = cmp.Or(x.outErr, error(&os.PathError{Op: "sync_file_range", Path: x.path, Err: err}))
+				return x.outErr
+			}
+		}
+		return nil
 	}); err != nil {
 		return err
 	}
@@ -384,6 +403,9 @@ func (x *file) sync() error {
 		if err := x.writeBack(); err != nil {
 			return err
 		}
+		if x.outErr != nil {
+			return x.outErr
+		}
 		if x.heap {
 			return x.hf.Sync()
 		}
@@ -392,14 +414,14 @@ func (x *file) sync() error {
 	return syncFile(x.f, x.path, x.data)
 }
 
-// writeBackLocked is writeBack for callers outside the lock.
-func (x *file) writeBackLocked() error {
+// writeBackLocked is writeBackOut for callers outside the lock.
+func (x *file) writeBackLocked(out bool) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.closed {
 		return ErrClosed
 	}
-	return x.writeBack()
+	return x.writeBackOut(out)
 }
 
 // close trims the file to the entries written, unmaps and closes it.
@@ -409,7 +431,7 @@ func (x *file) close() error {
 	if x.closed {
 		return ErrClosed
 	}
-	werr := x.writeBack()
+	werr := cmp.Or(x.writeBack(), x.outErr)
 	x.closed = true
 	n := x.n.Load()
 	if werr != nil {

@@ -83,3 +83,10 @@ func growTo(f *os.File, size int64) error {
 	}
 	return f.Truncate(size)
 }
+
+// writeOut has the device write f's dirty pages in [off, off+n) and waits
+// for them (sync_file_range: data only, no metadata, no cache flush).
+func writeOut(f *os.File, off, n int64) error {
+	return unix.SyncFileRange(int(f.Fd()), off, n,
+		unix.SYNC_FILE_RANGE_WAIT_BEFORE|unix.SYNC_FILE_RANGE_WRITE|unix.SYNC_FILE_RANGE_WAIT_AFTER)
+}

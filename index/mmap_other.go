@@ -46,3 +46,6 @@ func wrote(f *os.File, b []byte, off, n int) error {
 	_, err := f.WriteAt(b[off:off+n], int64(off))
 	return err
 }
+
+// writeOut: no such call here; the pages go with the next sync.
+func writeOut(*os.File, int64, int64) error { return nil }

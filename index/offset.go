@@ -201,7 +201,14 @@ func (o *OffsetIndex) Sync() error { return o.x.sync() }
 // WriteBack writes the entries a private mapping (Options.Private) added
 // since the last write-back to the file, without syncing it; a no-op for a
 // shared mapping. Safe concurrently with Append and readers.
-func (o *OffsetIndex) WriteBack() error { return o.x.writeBackLocked() }
+func (o *OffsetIndex) WriteBack() error { return o.x.writeBackLocked(false) }
+
+// WriteOut is WriteBack that also waits until the device has taken the
+// pages it wrote (sync_file_range on Linux; no metadata, no cache flush),
+// so that they do not wait for the next sync of the file system, where
+// they would queue in one burst with every other index's. An error is
+// also returned by the next Sync and by Close.
+func (o *OffsetIndex) WriteOut() error { return o.x.writeBackLocked(true) }
 
 // Close trims the file to the entries written, unmaps and closes it. It must
 // not run concurrently with readers.

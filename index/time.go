@@ -194,7 +194,14 @@ func (t *TimeIndex) Check() error {
 func (t *TimeIndex) Sync() error { return t.x.sync() }
 
 // WriteBack is OffsetIndex.WriteBack for the time index.
-func (t *TimeIndex) WriteBack() error { return t.x.writeBackLocked() }
+func (t *TimeIndex) WriteBack() error { return t.x.writeBackLocked(false) }
+
+// WriteOut is WriteBack that also waits until the device has taken the
+// pages it wrote (sync_file_range on Linux; no metadata, no cache flush),
+// so that they do not wait for the next sync of the file system, where
+// they would queue in one burst with every other index's. An error is
+// also returned by the next Sync and by Close.
+func (t *TimeIndex) WriteOut() error { return t.x.writeBackLocked(true) }
 
 // Close trims the file to the entries written, unmaps and closes it. It must
 // not run concurrently with readers.

@@ -1,0 +1,109 @@
+package index_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/stratalog/strata/index"
+)
+
+// dirtyPages reports how many of path's pages the page cache holds dirty
+// or under writeback (cachestat(2)); ok is false where the kernel lacks
+// the call.
+func dirtyPages(t *testing.T, path string) (n uint64, ok bool) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var st unix.Cachestat_t
+	err = unix.Cachestat(uint(f.Fd()), &unix.CachestatRange{}, &st, 0)
+	if errors.Is(err, unix.ENOSYS) {
+		return 0, false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Dirty + st.Writeback, true
+}
+
+// WriteOut writes a private mapping's new entries to the file as WriteBack
+// does, and leaves none of the file's pages dirty: the device has them
+// before it returns (WriteBack leaves them to the next sync).
+func TestWriteOutLeavesNoDirtyPages(t *testing.T) {
+	dir := t.TempDir()
+	const base = 1000
+	off, err := index.OpenOffsetWith(filepath.Join(dir, "0.index"), base, 1<<20, index.Options{Private: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer off.Close()
+	tim, err := index.OpenTimeWith(filepath.Join(dir, "0.timeindex"), base, 1<<20, index.Options{Private: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tim.Close()
+	next := int64(0)
+	add := func(n int) {
+		for range n {
+			next++
+			if err := off.Append(base+next, next*4096); err != nil {
+				t.Fatal(err)
+			}
+			if err := tim.Append(1_700_000_000_000+next, base+next); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	cases := []struct {
+		name  string
+		path  string
+		size  int64
+		back  func() error
+		out   func() error
+		count func() int
+	}{
+		{"offset", off.Path(), 8, off.WriteBack, off.WriteOut, off.Entries},
+		{"time", tim.Path(), 12, tim.WriteBack, tim.WriteOut, tim.Entries},
+	}
+
+	// Three pages of entries written back: dirty in the page cache.
+	add(1100)
+	for _, c := range cases {
+		if err := c.back(); err != nil {
+			t.Fatal(err)
+		}
+		if n, ok := dirtyPages(t, c.path); !ok {
+			t.Logf("no cachestat(2) here: only the entries are checked")
+		} else if n == 0 {
+			t.Logf("%s: the kernel wrote the write-back's pages already", c.name)
+		}
+	}
+	// More entries, written out: on the file, and no page left dirty.
+	add(700)
+	for _, c := range cases {
+		if err := c.out(); err != nil {
+			t.Fatal(err)
+		}
+		if n, ok := dirtyPages(t, c.path); ok && n != 0 {
+			t.Fatalf("%s: %d pages dirty or under writeback after WriteOut", c.name, n)
+		}
+		b, err := os.ReadFile(c.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := int64(c.count()) * c.size
+		if c.count() != 1800 || int64(len(b)) < want {
+			t.Fatalf("%s: %d entries, file of %d bytes", c.name, c.count(), len(b))
+		}
+		last := b[want-c.size : want]
+		if allZero(last) {
+			t.Fatalf("%s: the last entry is not on the file after WriteOut", c.name)
+		}
+	}
+}
