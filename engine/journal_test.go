@@ -151,6 +151,32 @@ func TestJournalWrapsAndCheckpoints(t *testing.T) {
 	}
 }
 
+// TestJournalCheckpointEverySlice: a checkpoint writes the partial chunks
+// of more segments than one slice (ckptSliceSegments) holds, a slice at a
+// time; once it returns, every partition's segment file holds all of its
+// acknowledged batches without a replay.
+func TestJournalCheckpointEverySlice(t *testing.T) {
+	dir := t.TempDir()
+	e := openEngine(t, dir, journalOpts)
+	defer e.Close()
+	parts := 2*ckptSliceSegments + 3
+	tp := mustTopic(t, e, "s", int32(parts), nil)
+	want := appendJournaled(t, tp, parts, 3*parts, 2, 300, 7)
+	for p := 0; p < parts; p++ {
+		if n := onDisk(t, dir, "s", p); n == len(want[p]) {
+			t.Fatalf("partition %d: its batches were in its segment file before the checkpoint: the test shows nothing", p)
+		}
+	}
+	if err := e.jnl.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	for p := 0; p < parts; p++ {
+		if n := onDisk(t, dir, "s", p); n != len(want[p]) {
+			t.Errorf("partition %d: %d of %d batches in its segment file after the checkpoint", p, n, len(want[p]))
+		}
+	}
+}
+
 // TestJournalBarrierKeepsTruncatedBytesOut: a follower truncation cuts
 // journaled bytes and new ones take their place; after a crash the replay
 // must not bring the cut bytes back over the new ones.
