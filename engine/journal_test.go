@@ -175,6 +175,18 @@ func TestJournalCheckpointEverySlice(t *testing.T) {
 			t.Errorf("partition %d: %d of %d batches in its segment file after the checkpoint", p, n, len(want[p]))
 		}
 	}
+	// In a hurry (the writer past half of its file) the rest goes at once:
+	// the same outcome.
+	more := appendJournaled(t, tp, parts, 2*parts, 2, 300, 900)
+	e.jnl.ckptHurry.Store(true)
+	if err := e.jnl.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	for p := 0; p < parts; p++ {
+		if n := onDisk(t, dir, "s", p); n != len(want[p])+len(more[p]) {
+			t.Errorf("partition %d: %d of %d batches in its segment file after the hurried checkpoint", p, n, len(want[p])+len(more[p]))
+		}
+	}
 }
 
 // TestJournalBarrierKeepsTruncatedBytesOut: a follower truncation cuts
