@@ -283,8 +283,8 @@ type journal struct {
 
 	ckptMu   sync.Mutex // serializes checkpoints
 	ckptKick chan struct{}
-	// ckptHurry: the writer is past half of its file (or waits for a
-	// checkpoint): a checkpoint running submits its remaining partial
+	// ckptHurry: the writer is past a quarter of its file (or waits for
+	// a checkpoint): a checkpoint running submits its remaining partial
 	// writes at once instead of a slice at a time (ckptSliceSegments).
 	// Set by the writer, cleared when it enters the next file.
 	ckptHurry atomic.Bool
@@ -907,7 +907,7 @@ func (j *journal) writeGroup(g *journalStage, start uint64) error {
 	if int64(padded) > j.fileBytes {
 		return fmt.Errorf("journal group of %d bytes exceeds a file of %d", padded, j.fileBytes)
 	}
-	if j.off+int64(padded) > j.fileBytes/2 {
+	if j.off+int64(padded) > j.fileBytes/4 {
 		j.ckptHurry.Store(true)
 	}
 	if j.off+int64(padded) > j.fileBytes {
@@ -1132,10 +1132,18 @@ func wholeBatches(b []byte) bool {
 // ~10 ms on the development VM's disk) when they were submitted at once,
 // one slice's now. A checkpoint started when the writer entered its file
 // must end before the writer leaves it (the next file holds the records
-// it moves the start past); once the writer is past half of the file
-// (ckptHurry) the rest goes at once: in a keyed closed loop, where a 64 MiB
-// file lasts ~170 ms and each slice waited behind the device's queue, the
-// writer otherwise waited for checkpoints 26 times in 20 s (1.65 s in all).
+// it moves the start past); once the writer is past a quarter of the file
+// (ckptHurry) the rest goes at once. Slicing trades the median for the
+// tail: each device flush costs more the more was written since the last
+// one, and slices spread the checkpoint's bytes over more of the
+// journal's flushes. Where the journal moves fast that cost throughput:
+// with the hurry at half a file, a keyed closed loop's writer waited for
+// checkpoints 26 times in 20 s (1.65 s in all; a 64 MiB file lasts ~170 ms
+// there) and the lean producer's peak fell to 87.9 % (85.7-92.2 %) of the
+// build without slicing, journal flush p50 2.72 against 2.12 ms; at a
+// quarter, 105.6 % (101.0-107.7 %), and keyed at 100,000 records/s (a file
+// lasts ~640 ms, a checkpoint ~25 ms) the broker's produce p99 still fell
+// (docs/performance.md, "Session 45").
 const ckptSliceSegments = 8
 
 // runCheckpoints runs a checkpoint each time the writer asks (it entered

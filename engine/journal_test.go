@@ -175,7 +175,7 @@ func TestJournalCheckpointEverySlice(t *testing.T) {
 			t.Errorf("partition %d: %d of %d batches in its segment file after the checkpoint", p, n, len(want[p]))
 		}
 	}
-	// In a hurry (the writer past half of its file) the rest goes at once:
+	// In a hurry (the writer past a quarter of its file) the rest goes at once:
 	// the same outcome.
 	more := appendJournaled(t, tp, parts, 2*parts, 2, 300, 900)
 	e.jnl.ckptHurry.Store(true)
