@@ -28,8 +28,10 @@ package engine
 // record redundant: for each log journaled since the last checkpoint it
 // submits the segment's partial chunk and waits for its writes
 // (segment.StartShared, WaitWritten; a segment that cannot share is synced
-// with its own fdatasync), then waits for one device flush (devFlush) and
-// moves the journal's start past every record staged before it began. The
+// with its own fdatasync), a slice of segments at a time so that the
+// journal's groups do not queue behind all of them (ckptSliceSegments),
+// then waits for one device flush (devFlush) and moves the journal's start
+// past every record staged before it began. The
 // writer runs a checkpoint (on its own goroutine) each time it moves into
 // the next file, and waits for one before it overwrites a file that still
 // holds records at or past the start.
