@@ -1139,13 +1139,13 @@ func wholeBatches(b []byte) bool {
 // tail: each device flush costs more the more was written since the last
 // one, and slices spread the checkpoint's bytes over more of the
 // journal's flushes. Where the journal moves fast that cost throughput:
-// with the hurry at half a file, a keyed closed loop's writer waited for
-// checkpoints 26 times in 20 s (1.65 s in all; a 64 MiB file lasts ~170 ms
-// there) and the lean producer's peak fell to 87.9 % (85.7-92.2 %) of the
-// build without slicing, journal flush p50 2.72 against 2.12 ms; at a
-// quarter, 105.6 % (101.0-107.7 %), and keyed at 100,000 records/s (a file
-// lasts ~640 ms, a checkpoint ~25 ms) the broker's produce p99 still fell
-// (docs/performance.md, "Session 45").
+// never hurried, a keyed closed loop's writer waited for checkpoints 26
+// times in 20 s (1.65 s in all; a 64 MiB file lasts ~170 ms there);
+// hurried at half a file it never waited, but the lean producer's peak
+// fell to 87.9 % (85.7-92.2 %) of the build without slicing, journal flush
+// p50 2.72 against 2.12 ms; at a quarter, 105.6 % (101.0-107.7 %), and
+// keyed at 100,000 records/s (a file lasts ~640 ms, a checkpoint ~25 ms)
+// the broker's produce p99 still fell (docs/performance.md, "Session 45").
 const ckptSliceSegments = 8
 
 // runCheckpoints runs a checkpoint each time the writer asks (it entered
