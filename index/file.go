@@ -166,19 +166,30 @@ func (x *file) withFile(fn func(f *os.File) error) error {
 	if x.f != nil {
 		return fn(x.f)
 	}
-	f, err := os.OpenFile(x.path, os.O_RDWR, 0)
+	f, err := x.openMapped()
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	if !os.SameFile(st, x.id) {
-		return fmt.Errorf("index: %s is no longer the mapped file", x.path)
-	}
 	return fn(f)
+}
+
+// openMapped opens the index file by path and checks that it is the mapped
+// file; the caller closes it. Caller holds mu.
+func (x *file) openMapped() (*os.File, error) {
+	f, err := os.OpenFile(x.path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err == nil && !os.SameFile(st, x.id) {
+		err = fmt.Errorf("index: %s is no longer the mapped file", x.path)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 func mapIndex(f *os.File, path string, base int64, maxEntries, entrySize int, private bool) (*file, error) {
@@ -352,11 +363,7 @@ func (x *file) truncate(keep int) {
 // writeBack writes the entries a private mapping added since the last
 // write-back to the file (a no-op for a shared mapping, whose stores are
 // the file's pages). Caller holds mu.
-func (x *file) writeBack() error { return x.writeBackOut(false) }
-
-// writeBackOut is writeBack that, with out, also has the device write the
-// pages it wrote before it returns (see WriteOut).
-func (x *file) writeBackOut(out bool) error {
+func (x *file) writeBack() error {
 	n := int(x.n.Load())
 	if !x.private || x.flushed >= n {
 		return nil
@@ -370,18 +377,8 @@ func (x *file) writeBackOut(out bool) error {
 		return nil
 	}
 	if err := x.withFile(func(f *os.File) error {
-		if _, err := f.WriteAt(x.data[from:to], int64(from)); err != nil {
-			return err
-		}
-		if out {
-			// From the file's start: pages an earlier writeBack left
-			// dirty go too (clean ones cost nothing).
-			if err := writeOut(f, 0, int64(to)); err != nil {
-				x.outErr = cmp.Or(x.outErr, error(&os.PathError{Op: "sync_file_range", Path: x.path, Err: err}))
-				return x.outErr
-			}
-		}
-		return nil
+		_, err := f.WriteAt(x.data[from:to], int64(from))
+		return err
 	}); err != nil {
 		return err
 	}
@@ -414,14 +411,43 @@ func (x *file) sync() error {
 	return syncFile(x.f, x.path, x.data)
 }
 
-// writeBackLocked is writeBackOut for callers outside the lock.
+// writeBackLocked is writeBack for callers outside the lock; with out it
+// then has the device write the file's dirty pages and waits for them
+// (see WriteOut), without holding mu while it waits: an Append that needs
+// its next reservation step takes mu.
 func (x *file) writeBackLocked(out bool) error {
 	x.mu.Lock()
-	defer x.mu.Unlock()
 	if x.closed {
+		x.mu.Unlock()
 		return ErrClosed
 	}
-	return x.writeBackOut(out)
+	if err := x.writeBack(); err != nil || !out || !x.private || x.heap || x.flushed == 0 {
+		x.mu.Unlock()
+		return err
+	}
+	to := int64(x.flushed * x.entrySize)
+	f, own, err := x.f, false, error(nil)
+	if f == nil {
+		f, err = x.openMapped()
+		own = err == nil
+	}
+	x.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	// From the file's start: pages an earlier WriteBack left dirty go
+	// too (clean ones cost nothing).
+	err = writeOut(f, 0, to)
+	if own {
+		f.Close()
+	}
+	if err != nil {
+		err = &os.PathError{Op: "sync_file_range", Path: f.Name(), Err: err}
+		x.mu.Lock()
+		x.outErr = cmp.Or(x.outErr, err)
+		x.mu.Unlock()
+	}
+	return err
 }
 
 // close trims the file to the entries written, unmaps and closes it.
