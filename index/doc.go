@@ -42,10 +42,10 @@
 // Options.FS opens the index on an internal/vfs file system instead of the
 // operating system's, without a mapping: the entries live in a heap buffer
 // read from the file at open and reach the file as a private mapping's do,
-// at WriteBack, WriteOut, Sync and Close (one write of the entries added
-// since the last; WriteOut also waits until the device has the file's
-// dirty pages, where the operating system offers that). The file is not grown ahead of the entries. The engine uses it when
-// it runs over a vfs.MemFS (crash tests), so a crash of that file system
+// at WriteBack, WriteOut (which waits for no device here), Sync and Close
+// (one write of the entries added since the last). The file is not grown
+// ahead of the entries. The engine uses it when it runs over a vfs.MemFS
+// (crash tests), so a crash of that file system
 // loses, keeps or tears index writes by its rules; on the operating
 // system's file system indexes are always mapped, and the mapped path is
 // unchanged by the option (no allocation or write per Append).

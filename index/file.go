@@ -67,9 +67,9 @@ type file struct {
 	// written [0, flushed) of them.
 	private bool
 	flushed int
-	// outErr is the first error of a write-out (writeBack with out):
-	// the device refused pages the next sync would otherwise take for
-	// written; sync and close return it.
+	// outErr is the first error of a write-out (writeBackLocked with
+	// out): the device refused pages the next sync would otherwise take
+	// for written; sync and close return it.
 	outErr error
 
 	// heap: the file is on Options.FS, kept open (hf), and data is a heap
