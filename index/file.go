@@ -71,6 +71,11 @@ type file struct {
 	// out): the device refused pages the next sync would otherwise take
 	// for written; sync and close return it.
 	outErr error
+	// outTo: entries [0, outTo) were written out (writeBackLocked with
+	// out) and nothing was written back since; a write-out with nothing
+	// new skips the file (an idle partition's indexes cost nothing).
+	outTo int
+	backs uint64 // write-backs and truncations: one came during a write-out
 
 	// heap: the file is on Options.FS, kept open (hf), and data is a heap
 	// buffer read from it at open (see Options.FS); length then follows
@@ -310,12 +315,13 @@ func (x *file) published(i int, v [3]uint32) error {
 	return nil
 }
 
-// setWord stores word w of entry i big-endian.
+// setWord stores word w of entry i big-endian (storeWord: see the
+// package doc's Concurrency).
 func (x *file) setWord(i, w int, v uint32) {
 	if littleEndian {
 		v = bits.ReverseBytes32(v)
 	}
-	atomic.StoreUint32(&x.mem[i*x.words+w], v)
+	storeWord(&x.mem[i*x.words+w], v)
 }
 
 // reserve makes sure entry i lies in allocated blocks before it is written
@@ -358,12 +364,18 @@ func (x *file) truncate(keep int) {
 	x.n.Store(int64(keep))
 	x.gen.Add(1) // readers holding the old count retry
 	x.flushed = min(x.flushed, keep)
+	x.outTo = min(x.outTo, keep)
+	x.backs++
 }
 
 // writeBack writes the entries a private mapping added since the last
 // write-back to the file (a no-op for a shared mapping, whose stores are
 // the file's pages). Caller holds mu.
-func (x *file) writeBack() error {
+func (x *file) writeBack() error { return x.writeBackWith(nil) }
+
+// writeBackWith is writeBack through f, a descriptor of the mapped file
+// the caller opened (nil: withFile's). Caller holds mu.
+func (x *file) writeBackWith(f *os.File) error {
 	n := int(x.n.Load())
 	if !x.private || x.flushed >= n {
 		return nil
@@ -376,13 +388,21 @@ func (x *file) writeBack() error {
 		x.flushed, x.length = n, max(x.length, int64(to))
 		return nil
 	}
-	if err := x.withFile(func(f *os.File) error {
+	write := func(f *os.File) error {
 		_, err := f.WriteAt(x.data[from:to], int64(from))
 		return err
-	}); err != nil {
+	}
+	var err error
+	if f != nil {
+		err = write(f)
+	} else {
+		err = x.withFile(write)
+	}
+	if err != nil {
 		return err
 	}
 	x.flushed = n
+	x.backs++
 	return nil
 }
 
@@ -421,18 +441,31 @@ func (x *file) writeBackLocked(out bool) error {
 		x.mu.Unlock()
 		return ErrClosed
 	}
-	if err := x.writeBack(); err != nil || !out || !x.private || x.heap || x.flushed == 0 {
+	if !out || !x.private || x.heap {
+		err := x.writeBack()
 		x.mu.Unlock()
 		return err
 	}
-	to := int64(x.flushed * x.entrySize)
+	if n := int(x.n.Load()); n == 0 || n == x.outTo && x.flushed == x.outTo {
+		x.mu.Unlock()
+		return nil
+	}
+	// One descriptor for the write and the write-out (opened by path
+	// where the mapping holds none: once a second per active index).
 	f, own, err := x.f, false, error(nil)
 	if f == nil {
 		f, err = x.openMapped()
 		own = err == nil
 	}
+	if err == nil {
+		err = x.writeBackWith(f)
+	}
+	to, backs := int64(x.flushed*x.entrySize), x.backs
 	x.mu.Unlock()
-	if err != nil {
+	if err != nil || to == 0 {
+		if own {
+			f.Close()
+		}
 		return err
 	}
 	// From the file's start: pages an earlier WriteBack left dirty go
@@ -441,12 +474,14 @@ func (x *file) writeBackLocked(out bool) error {
 	if own {
 		f.Close()
 	}
+	x.mu.Lock()
 	if err != nil {
 		err = &os.PathError{Op: "sync_file_range", Path: f.Name(), Err: err}
-		x.mu.Lock()
 		x.outErr = cmp.Or(x.outErr, err)
-		x.mu.Unlock()
+	} else if x.backs == backs {
+		x.outTo = x.flushed // else a truncation or write-back came between
 	}
+	x.mu.Unlock()
 	return err
 }
 

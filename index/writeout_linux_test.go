@@ -107,3 +107,86 @@ func TestWriteOutLeavesNoDirtyPages(t *testing.T) {
 		}
 	}
 }
+
+// An index with nothing new since its last write-out is skipped (no open,
+// no write, no sync_file_range: an idle partition's indexes cost nothing
+// each second), and one with new entries, a truncation or a WriteBack
+// since is not (a truncation alone adds nothing to write). The file is moved away behind the index's back so that a
+// write-out that opens it fails: a skipped one returns nil.
+func TestWriteOutSkipsIdleIndex(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "0.index")
+	off, err := index.OpenOffsetWith(path, 0, 1<<20, index.Options{Private: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer off.Close()
+	if err := off.WriteOut(); err != nil { // empty: nothing to do
+		t.Fatal(err)
+	}
+	for i := range int64(10) {
+		if err := off.Append(i, i*4096); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := off.WriteOut(); err != nil {
+		t.Fatal(err)
+	}
+	away := filepath.Join(dir, "away.index")
+	if err := os.Rename(path, away); err != nil {
+		t.Fatal(err)
+	}
+	if err := off.WriteOut(); err != nil {
+		t.Fatalf("idle index: WriteOut opened the file: %v", err)
+	}
+	changes := []struct {
+		name string
+		do   func() error
+	}{
+		{"append", func() error { return off.Append(10, 10*4096) }},
+		{"truncation and appends back to the same count", func() error {
+			off.TruncateTo(5)
+			for i := range int64(6) {
+				if err := off.Append(5+i, (5+i)*8192); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+		{"write-back", func() error {
+			if err := off.Append(11, 11*8192); err != nil {
+				return err
+			}
+			return off.WriteBack()
+		}},
+	}
+	for _, c := range changes {
+		if err := os.Rename(away, path); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.do(); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if err := os.Rename(path, away); err != nil {
+			t.Fatal(err)
+		}
+		if err := off.WriteOut(); err == nil {
+			t.Fatalf("after a %s: WriteOut skipped the index", c.name)
+		}
+		if err := os.Rename(away, path); err != nil {
+			t.Fatal(err)
+		}
+		if err := off.WriteOut(); err != nil {
+			t.Fatalf("after a %s: %v", c.name, err)
+		}
+		if err := os.Rename(path, away); err != nil {
+			t.Fatal(err)
+		}
+		if err := off.WriteOut(); err != nil {
+			t.Fatalf("after a %s, written out: WriteOut opened the file again: %v", c.name, err)
+		}
+	}
+	if err := os.Rename(away, path); err != nil {
+		t.Fatal(err)
+	}
+}
