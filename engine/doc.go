@@ -257,8 +257,9 @@
 // syncfs also writes every other dirty page of the filesystem, so the
 // active segments' indexes are mapped private (index.Options.Private):
 // their entries reach the files at seal, close and each recovery-point
-// checkpoint (writeBackIndexes), not with each flush. After a crash an
-// active index holds the entries of the last write-back, never wrong ones,
+// checkpoint (writeBackIndexes: whole pages of entries), not with each
+// flush. After a crash an active index holds the entries of the last
+// write-back, never wrong ones,
 // and recovery walks from the last entry below the recovery point as
 // before. In both modes a write that starts in a page an earlier write
 // covered starts at the filesystem's O_DIRECT alignment below the synced

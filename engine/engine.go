@@ -539,8 +539,9 @@ func (e *Engine) allLogs() []*Log {
 	return out
 }
 
-// writeBackIndexes writes the entries the active segments' private index
-// mappings added since the last write-back to their files (with shared
+// writeBackIndexes writes the whole pages of entries the active segments'
+// private index mappings filled since the last write-back to their files
+// (the last page's entries wait until it fills, or for the seal; with shared
 // syncfs flushes; a no-op otherwise), so that the next flush persists them
 // and recovery after a crash resumes near the recovery point instead of
 // walking the whole active segment. A failure is logged: the indexes of
@@ -553,7 +554,12 @@ func (e *Engine) allLogs() []*Log {
 // queued in one burst in front of the journal's groups, and the syncfs
 // that carried them took 13.1 ms against 7.5 ms for one without them
 // (journal checkpoints in a keyed run at 200,000 records/s, the
-// development VM, docs/performance.md, "Session 45").
+// development VM, docs/performance.md, "Session 45"). Whole pages only:
+// a busy partition's index fills a page in seconds, and writing its last
+// page every second made the pass 192 opens, writes and write-outs a
+// second with 96 busy partitions (47-87 ms of the coordinator's time in a
+// keyed run at 100,000 records/s); now a file is opened when a page filled
+// ("Session 46").
 func (e *Engine) writeBackIndexes() {
 	if !e.io.metaFlush {
 		return

@@ -42,7 +42,8 @@
 // Options.FS opens the index on an internal/vfs file system instead of the
 // operating system's, without a mapping: the entries live in a heap buffer
 // read from the file at open and reach the file as a private mapping's do,
-// at WriteBack, WriteOut (which waits for no device here), Sync and Close
+// at WriteBack, WriteOut (every entry, not whole pages, and no device wait
+// here), Sync and Close
 // (one write of the entries added since the last). The file is not grown
 // ahead of the entries. The engine uses it when it runs over a vfs.MemFS
 // (crash tests), so a crash of that file system
@@ -56,16 +57,13 @@
 // Sync, Rename and Close. Lookup, Last, Entries and Full may run concurrently
 // with Append and TruncateTo from any number of readers, without locks:
 //
-//   - every entry word is loaded with sync/atomic and stored whole (entries
-//     are 4-byte aligned in the page-aligned mapping): a plain store, or
-//     sync/atomic under the race detector (storeWord). An atomic store is
-//     a locked instruction on amd64 (XCHG), which waits for its cache
-//     line: with 96 partitions appending in turn each index's line is
-//     cold, and the offset index's first store was 2.6 % of a keyed
-//     broker's CPU samples; a plain store waits in the store buffer;
-//   - Append writes the entry, then publishes it by storing the entry count
-//     (atomically: what the reader of that count sees of the entry's
-//     stores happens before it);
+//   - every entry word is stored and loaded with sync/atomic (entries are
+//     4-byte aligned in the page-aligned mapping). With 96 partitions
+//     appending in turn, an index's first store is 2-3 % of a keyed
+//     broker's CPU samples; a plain store there cost the same (the wait
+//     is the address translation of a cold page, not the lock: session
+//     46), so the stores stay atomic;
+//   - Append writes the entry, then publishes it by storing the entry count;
 //     a reader loads the count first and reads only entries below it;
 //   - TruncateTo stores the smaller count, then bumps a generation counter.
 //     Later Appends overwrite truncated slots, which a reader holding the old

@@ -315,13 +315,12 @@ func (x *file) published(i int, v [3]uint32) error {
 	return nil
 }
 
-// setWord stores word w of entry i big-endian (storeWord: see the
-// package doc's Concurrency).
+// setWord stores word w of entry i big-endian.
 func (x *file) setWord(i, w int, v uint32) {
 	if littleEndian {
 		v = bits.ReverseBytes32(v)
 	}
-	storeWord(&x.mem[i*x.words+w], v)
+	atomic.StoreUint32(&x.mem[i*x.words+w], v)
 }
 
 // reserve makes sure entry i lies in allocated blocks before it is written
@@ -371,12 +370,12 @@ func (x *file) truncate(keep int) {
 // writeBack writes the entries a private mapping added since the last
 // write-back to the file (a no-op for a shared mapping, whose stores are
 // the file's pages). Caller holds mu.
-func (x *file) writeBack() error { return x.writeBackWith(nil) }
+func (x *file) writeBack() error { return x.writeBackWith(nil, int(x.n.Load())) }
 
-// writeBackWith is writeBack through f, a descriptor of the mapped file
-// the caller opened (nil: withFile's). Caller holds mu.
-func (x *file) writeBackWith(f *os.File) error {
-	n := int(x.n.Load())
+// writeBackWith is writeBack of the entries below n through f, a
+// descriptor of the mapped file the caller opened (nil: withFile's).
+// Caller holds mu.
+func (x *file) writeBackWith(f *os.File, n int) error {
 	if !x.private || x.flushed >= n {
 		return nil
 	}
@@ -431,6 +430,10 @@ func (x *file) sync() error {
 	return syncFile(x.f, x.path, x.data)
 }
 
+// pageBytes is the page size: the unit of a private mapping's copies and
+// of the page cache's writes.
+var pageBytes = int64(os.Getpagesize())
+
 // writeBackLocked is writeBack for callers outside the lock; with out it
 // then has the device write the file's dirty pages and waits for them
 // (see WriteOut), without holding mu while it waits: an Append that needs
@@ -446,7 +449,13 @@ func (x *file) writeBackLocked(out bool) error {
 		x.mu.Unlock()
 		return err
 	}
-	if n := int(x.n.Load()); n == 0 || n == x.outTo && x.flushed == x.outTo {
+	// Whole pages only: the entries that end in the last page the
+	// entries fill, unless a WriteBack wrote more. The last page's
+	// entries wait for the next write-out after it fills (or for Sync and
+	// Close), so each page is written once, not once a second while it
+	// fills (an active partition's index fills a page in seconds).
+	up := max(x.n.Load()*int64(x.entrySize)/pageBytes*pageBytes/int64(x.entrySize), int64(x.flushed))
+	if n := int(up); n == 0 || n == x.outTo && x.flushed == x.outTo {
 		x.mu.Unlock()
 		return nil
 	}
@@ -458,7 +467,7 @@ func (x *file) writeBackLocked(out bool) error {
 		own = err == nil
 	}
 	if err == nil {
-		err = x.writeBackWith(f)
+		err = x.writeBackWith(f, int(up))
 	}
 	to, backs := int64(x.flushed*x.entrySize), x.backs
 	x.mu.Unlock()

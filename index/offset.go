@@ -203,13 +203,15 @@ func (o *OffsetIndex) Sync() error { return o.x.sync() }
 // shared mapping. Safe concurrently with Append and readers.
 func (o *OffsetIndex) WriteBack() error { return o.x.writeBackLocked(false) }
 
-// WriteOut is WriteBack that also waits until the device has taken the
-// pages it wrote (sync_file_range on Linux; no metadata, no cache flush),
-// so that they do not wait for the next sync of the file system, where
-// they would queue in one burst with every other index's. An index with
-// no entry, WriteBack or truncation since its last write-out is skipped
-// (the file is not even opened). An error is also returned by the next
-// Sync and by Close.
+// WriteOut is WriteBack of whole pages of entries (the entries that end
+// in the last page they fill; the rest wait for a later WriteOut, WriteBack,
+// Sync or Close) that also waits until the device has taken the pages it
+// wrote (sync_file_range on Linux; no metadata, no cache flush), so that
+// they do not wait for the next sync of the file system, where they would
+// queue in one burst with every other index's. An index that filled no
+// page and had no WriteBack since its last write-out is skipped (the file
+// is not even opened). An error is also returned by the next Sync and by
+// Close.
 func (o *OffsetIndex) WriteOut() error { return o.x.writeBackLocked(true) }
 
 // Close trims the file to the entries written, unmaps and closes it. It must

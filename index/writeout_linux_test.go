@@ -97,21 +97,28 @@ func TestWriteOutLeavesNoDirtyPages(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := int64(c.count()) * c.size
-		if c.count() != 1800 || int64(len(b)) < want {
+		// Whole pages of entries: the entries that end in the last
+		// page they fill are on the file, the next one is not yet.
+		page := int64(os.Getpagesize())
+		want := int64(c.count()) * c.size / page * page / c.size * c.size
+		if c.count() != 1800 || int64(len(b)) < want+c.size {
 			t.Fatalf("%s: %d entries, file of %d bytes", c.name, c.count(), len(b))
 		}
-		last := b[want-c.size : want]
-		if allZero(last) {
-			t.Fatalf("%s: the last entry is not on the file after WriteOut", c.name)
+		if allZero(b[want-c.size : want]) {
+			t.Fatalf("%s: the last entry of the last whole page is not on the file after WriteOut", c.name)
+		}
+		if !allZero(b[want : want+c.size]) {
+			t.Fatalf("%s: WriteOut wrote an entry of the page the entries have not filled", c.name)
 		}
 	}
 }
 
-// An index with nothing new since its last write-out is skipped (no open,
-// no write, no sync_file_range: an idle partition's indexes cost nothing
-// each second), and one with new entries, a truncation or a WriteBack
-// since is not (a truncation alone adds nothing to write). The file is moved away behind the index's back so that a
+// A write-out writes whole pages of entries: an index whose entries have
+// not filled a page since its last write-out is skipped (no open, no
+// write, no sync_file_range: an idle partition's indexes, and a busy one's
+// while its page fills, cost nothing each second), and one with a page
+// filled, a truncation and appends filling a page, or a WriteBack since
+// is not. The file is moved away behind the index's back so that a
 // write-out that opens it fails: a skipped one returns nil.
 func TestWriteOutSkipsIdleIndex(t *testing.T) {
 	dir := t.TempDir()
@@ -121,13 +128,22 @@ func TestWriteOutSkipsIdleIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer off.Close()
+	perPage := int64(os.Getpagesize() / index.OffsetEntryBytes)
+	next := int64(0)
+	add := func(n int64) error {
+		for range n {
+			if err := off.Append(next, next*4096); err != nil {
+				return err
+			}
+			next++
+		}
+		return nil
+	}
 	if err := off.WriteOut(); err != nil { // empty: nothing to do
 		t.Fatal(err)
 	}
-	for i := range int64(10) {
-		if err := off.Append(i, i*4096); err != nil {
-			t.Fatal(err)
-		}
+	if err := add(perPage + 10); err != nil {
+		t.Fatal(err)
 	}
 	if err := off.WriteOut(); err != nil {
 		t.Fatal(err)
@@ -139,22 +155,24 @@ func TestWriteOutSkipsIdleIndex(t *testing.T) {
 	if err := off.WriteOut(); err != nil {
 		t.Fatalf("idle index: WriteOut opened the file: %v", err)
 	}
+	if err := add(perPage / 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := off.WriteOut(); err != nil {
+		t.Fatalf("entries within a page: WriteOut opened the file: %v", err)
+	}
 	changes := []struct {
 		name string
 		do   func() error
 	}{
-		{"append", func() error { return off.Append(10, 10*4096) }},
-		{"truncation and appends back to the same count", func() error {
-			off.TruncateTo(5)
-			for i := range int64(6) {
-				if err := off.Append(5+i, (5+i)*8192); err != nil {
-					return err
-				}
-			}
-			return nil
+		{"page filled", func() error { return add(perPage) }},
+		{"truncation and appends filling a page", func() error {
+			off.TruncateTo(next - perPage)
+			next -= perPage
+			return add(2 * perPage)
 		}},
 		{"write-back", func() error {
-			if err := off.Append(11, 11*8192); err != nil {
+			if err := add(1); err != nil {
 				return err
 			}
 			return off.WriteBack()
