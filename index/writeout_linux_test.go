@@ -149,9 +149,13 @@ func TestWriteOutSkipsIdleIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	away := filepath.Join(dir, "away.index")
-	if err := os.Rename(path, away); err != nil {
-		t.Fatal(err)
+	move := func(from, to string) {
+		t.Helper()
+		if err := os.Rename(from, to); err != nil {
+			t.Fatal(err)
+		}
 	}
+	move(path, away)
 	if err := off.WriteOut(); err != nil {
 		t.Fatalf("idle index: WriteOut opened the file: %v", err)
 	}
@@ -179,32 +183,22 @@ func TestWriteOutSkipsIdleIndex(t *testing.T) {
 		}},
 	}
 	for _, c := range changes {
-		if err := os.Rename(away, path); err != nil {
-			t.Fatal(err)
-		}
+		move(away, path)
 		if err := c.do(); err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
-		if err := os.Rename(path, away); err != nil {
-			t.Fatal(err)
-		}
+		move(path, away)
 		if err := off.WriteOut(); err == nil {
 			t.Fatalf("after a %s: WriteOut skipped the index", c.name)
 		}
-		if err := os.Rename(away, path); err != nil {
-			t.Fatal(err)
-		}
+		move(away, path)
 		if err := off.WriteOut(); err != nil {
 			t.Fatalf("after a %s: %v", c.name, err)
 		}
-		if err := os.Rename(path, away); err != nil {
-			t.Fatal(err)
-		}
+		move(path, away)
 		if err := off.WriteOut(); err != nil {
 			t.Fatalf("after a %s, written out: WriteOut opened the file again: %v", c.name, err)
 		}
 	}
-	if err := os.Rename(away, path); err != nil {
-		t.Fatal(err)
-	}
+	move(away, path)
 }
