@@ -557,9 +557,9 @@ func (e *Engine) allLogs() []*Log {
 // development VM, docs/performance.md, "Session 45"). Whole pages only:
 // a busy partition's index fills a page in seconds, and writing its last
 // page every second made the pass 192 opens, writes and write-outs a
-// second with 96 busy partitions (47-87 ms of the coordinator's time in a
-// keyed run at 100,000 records/s); now a file is opened when a page filled
-// ("Session 46").
+// second with 96 busy partitions (a median of 64 ms of the coordinator's
+// time a pass in a keyed run at 100,000 records/s, 32 ms with whole
+// pages); now a file is opened when a page filled ("Session 46").
 func (e *Engine) writeBackIndexes() {
 	if !e.io.metaFlush {
 		return
