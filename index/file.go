@@ -432,7 +432,7 @@ func (x *file) sync() error {
 
 // pageBytes is the page size: the unit of a private mapping's copies and
 // of the page cache's writes.
-var pageBytes = int64(os.Getpagesize())
+var pageBytes = os.Getpagesize()
 
 // writeBackLocked is writeBack for callers outside the lock; with out it
 // then has the device write the file's dirty pages and waits for them
@@ -454,8 +454,8 @@ func (x *file) writeBackLocked(out bool) error {
 	// entries wait for the next write-out after it fills (or for Sync and
 	// Close), so each page is written once, not once a second while it
 	// fills (an active partition's index fills a page in seconds).
-	up := max(x.n.Load()*int64(x.entrySize)/pageBytes*pageBytes/int64(x.entrySize), int64(x.flushed))
-	if n := int(up); n == 0 || n == x.outTo && x.flushed == x.outTo {
+	up := max(int(x.n.Load())*x.entrySize/pageBytes*pageBytes/x.entrySize, x.flushed)
+	if up == 0 || up == x.outTo && x.flushed == x.outTo {
 		x.mu.Unlock()
 		return nil
 	}
@@ -467,11 +467,11 @@ func (x *file) writeBackLocked(out bool) error {
 		own = err == nil
 	}
 	if err == nil {
-		err = x.writeBackWith(f, int(up))
+		err = x.writeBackWith(f, up)
 	}
-	to, backs := int64(x.flushed*x.entrySize), x.backs
+	to, backs := int64(x.flushed*x.entrySize), x.backs // > 0: flushed >= up > 0
 	x.mu.Unlock()
-	if err != nil || to == 0 {
+	if err != nil {
 		if own {
 			f.Close()
 		}
