@@ -10,9 +10,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"runtime/debug"
 	"runtime/pprof"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -111,31 +109,6 @@ type childReport struct {
 	Clamped       int64        `json:"clamped,omitempty"`
 	E2E           string       `json:"e2e,omitempty"`
 	Errors        []ErrorCount `json:"errors,omitempty"`
-}
-
-// consumerProcGC is the consumer process's GOGC unless the environment
-// sets one. Its heap is mostly franz-go's fetch responses, one buffer
-// allocated per response and dropped once its records are polled: at Go's
-// default of 100 its GC ran four times as often and the runtime kept
-// handing those pages back to the kernel (madvise) and faulting fresh ones
-// in (the zeroing of each new buffer; the two were a quarter of its
-// profile at 100,000 records/s); at 400 the process used a third of the
-// CPU, taken from the two cores the broker and the producer share
-// (docs/performance.md, "Session 32"). The requests it sends are the same.
-const consumerProcGC = 400
-
-// consumerGCPercent is the consumer process's GC percent: GOGC's when set
-// to a number (or "off", -1), consumerProcGC otherwise.
-func consumerGCPercent(gogc string) int {
-	switch {
-	case gogc == "off":
-		return -1
-	case gogc != "":
-		if n, err := strconv.Atoi(gogc); err == nil {
-			return n
-		}
-	}
-	return consumerProcGC
 }
 
 // consumerBin is the executable of the consumer process: StrataBin, or
@@ -428,8 +401,7 @@ func (t *tailBuffer) bytes() []byte {
 // its reports to out (see the protocol above). now is the wall clock, read
 // once to place the run clock.
 func RunConsumerProcess(ctx context.Context, in io.Reader, out io.Writer, now func() time.Time) error {
-	gcPercent := consumerGCPercent(os.Getenv("GOGC"))
-	debug.SetGCPercent(gcPercent)
+	gcPercent := SetClientGC()
 	dec := json.NewDecoder(in)
 	w := &childWriter{enc: json.NewEncoder(out)}
 	var setup childSetup

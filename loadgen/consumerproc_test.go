@@ -27,14 +27,6 @@ func consumerProcGone(pid int) bool {
 	return i > 0 && i+2 < len(stat) && stat[i+2] == 'Z'
 }
 
-func TestConsumerGCPercent(t *testing.T) {
-	for in, want := range map[string]int{"": consumerProcGC, "100": 100, "off": -1, "junk": consumerProcGC, "50": 50} {
-		if got := consumerGCPercent(in); got != want {
-			t.Errorf("GOGC %q: %d, want %d", in, got, want)
-		}
-	}
-}
-
 // TestConsumersInTheirOwnProcess: by default the consumers run in a child
 // process (another pid, reaped when Run returns); every acknowledged record
 // is consumed there, its end-to-end latencies come back into the report and
@@ -55,8 +47,11 @@ func TestConsumersInTheirOwnProcess(t *testing.T) {
 			if !consumerProcGone(r.ConsumerPID) {
 				t.Fatalf("consumer process %d still running after Run", r.ConsumerPID)
 			}
-			if want := consumerGCPercent(os.Getenv("GOGC")); r.ConsumerGCPercent != want {
+			if want := clientGCPercent(os.Getenv("GOGC")); r.ConsumerGCPercent != want {
 				t.Fatalf("consumer process GOGC %d, want %d", r.ConsumerGCPercent, want)
+			}
+			if want := processGCPercent(); r.GCPercent != want {
+				t.Fatalf("producing process GOGC %d, want %d", r.GCPercent, want)
 			}
 			// 1 µs is the histograms' floor: a run clock placed wrong in
 			// the child clamps there or lands beyond the run.

@@ -84,9 +84,13 @@ type Result struct {
 	// ConsumerPID is the consumer process's id (0: consumers in process or
 	// none).
 	ConsumerPID int `json:"consumer_pid,omitempty"`
-	// ConsumerGCPercent is the consumer process's GOGC (consumerProcGC
-	// unless the environment sets one).
+	// ConsumerGCPercent is the consumer process's GOGC (clientGC unless
+	// the environment sets one).
 	ConsumerGCPercent int `json:"consumer_gc_percent,omitempty"`
+	// GCPercent is the GOGC of the process that ran the producers
+	// (SetClientGC: clientGC unless the environment sets one; Go's
+	// default of 100 when the caller did not set it).
+	GCPercent int `json:"gc_percent,omitempty"`
 	// Broker figures exist for spawned brokers only (null otherwise).
 	BrokerCPUSeconds     *float64 `json:"broker_cpu_seconds"`
 	BrokerCPUUsPerRecord float64  `json:"broker_cpu_us_per_record,omitempty"`
@@ -483,11 +487,13 @@ func (r *Result) clientCPUParts() string {
 	if r.ClientCPUConsumerProcessSeconds == nil {
 		return ""
 	}
-	gc := ""
-	if r.ConsumerGCPercent != 0 {
-		gc = fmt.Sprintf(" (GOGC %d)", r.ConsumerGCPercent)
+	gc := func(n int) string {
+		if n == 0 {
+			return ""
+		}
+		return fmt.Sprintf(" (GOGC %d)", n)
 	}
-	return fmt.Sprintf(": loadgen %.2f s + consumer process %.2f s%s", r.ClientCPUMainSeconds, *r.ClientCPUConsumerProcessSeconds, gc)
+	return fmt.Sprintf(": loadgen %.2f s%s + consumer process %.2f s%s", r.ClientCPUMainSeconds, gc(r.GCPercent), *r.ClientCPUConsumerProcessSeconds, gc(r.ConsumerGCPercent))
 }
 
 // commas formats v with the given decimals and thousands separators.

@@ -490,6 +490,7 @@ func runOnce(ctx context.Context, cfg *Config, admin *kgo.Client, ti *topicInfo,
 		}
 	}
 	out.result = buildResult(cfg, env, rate, prodEnd-env.measureOff, u0, u1, smp)
+	out.result.GCPercent = processGCPercent()
 	if cproc != nil {
 		out.result.ConsumerPID = cproc.pid()
 		out.result.ConsumerGCPercent = cproc.gcPercent

@@ -47,6 +47,7 @@ func runLoadgen(args []string, stdout, stderr io.Writer, started time.Time) erro
 		defer stop()
 		return loadgen.RunConsumerProcess(ctx, os.Stdin, stdout, timeNow)
 	}
+	loadgen.SetClientGC()
 	cfg, out, err := parseLoadgenFlags(args, stdout)
 	if err != nil {
 		return err
