@@ -27,8 +27,9 @@ import (
 // to drain, every record in it 100-300 ms late: produce p99 over 50 ms
 // (95-684 ms) in 9 of 27 runs. At 400 (one or two collections in a 30 s
 // run of it, heap goals of 200-445 MB): 1 of 27 (54.8 ms), the other 26
-// at 15.7-26.8 ms (docs/performance.md, "Session 47"). The broker's answers are the same either way: the stall was the
-// load generator's, not what it measures.
+// at 15.7-26.8 ms (docs/performance.md, "Session 47"). The broker's
+// answers are the same either way: the stall was the load generator's,
+// not what it measures.
 const clientGC = 400
 
 // clientGCPercent is a load generator process's GC percent: GOGC's when
