@@ -21,12 +21,22 @@ func rollAheadAppends(t *testing.T, rollAhead, segBytes int64) (*Log, int64) {
 	l := mustTopic(t, e, "ahead", 1, cfg).Partition(0)
 	var next int64
 	// Stop at the first roll too: the roller may roll right after the
-	// append that crossed the margin, before this loop looks again (it
-	// then saw the new segment's end and appended on: a CI failure).
-	for i := 0; len(*l.segs.Load()) == 1 && activeEnd(l) < segBytes-segBytes/8; i++ {
+	// append that crossed the margin, before this loop looks again. Both
+	// are read under the log's lock, which the roll holds: read apart,
+	// the segment count before a roll and the new segment's end after it
+	// let the loop append once more (two CI failures).
+	for i := 0; !rolledOrFull(l, segBytes-segBytes/8); i++ {
 		next = mustAppend(t, l, batchOf(t, 1, 1024, 1000, i)).LastOffset + 1
 	}
 	return l, next
+}
+
+// rolledOrFull reports, in one look under l's lock, whether l has more
+// than one segment or its active segment holds at least full bytes.
+func rolledOrFull(l *Log, full int64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(*l.segs.Load()) > 1 || l.active.end.Load() >= full
 }
 
 // activeEnd is the size of l's active segment.
