@@ -454,13 +454,13 @@ func (j *journal) openFile(i int) (vfs.File, int64, error) {
 
 // zeroFill makes f fileBytes of zeros, synced, so that later overwrites
 // change no metadata and an fdatasync of the file is a device cache flush.
-// On the OS file system the zeros go through a second, O_DIRECT descriptor
-// from an aligned buffer (a 2 MiB mapping, on a huge page when it can be),
-// and leave no 256 MiB of dirty page cache behind: written through the
-// page cache they took 0.75-0.97 s of the CPU of brokers the load
-// generator spawned after earlier runs, and a fresh broker on a quiet
+// On the OS file system with the ring backend the zeros go through a
+// second, O_DIRECT descriptor from the backend's zero-fill buffer (aligned,
+// never written), and leave no 256 MiB of dirty page cache behind: written
+// through the page cache they took 0.75-0.97 s of the CPU of brokers the
+// load generator spawned after earlier runs, and a fresh broker on a quiet
 // machine took 292-347 ms to open against 226-282 ms
-// (docs/performance.md, session 48). Elsewhere, or where O_DIRECT is
+// (docs/performance.md, session 48). Otherwise, or where O_DIRECT is
 // refused, they are written plainly.
 func (j *journal) zeroFill(f vfs.File) error {
 	if err := f.Truncate(0); err != nil {
@@ -468,11 +468,10 @@ func (j *journal) zeroFill(f vfs.File) error {
 	}
 	var w vfs.File = f
 	var zeros []byte
-	if j.fs == vfs.OS {
-		if df, pool, err := openZeroFill(f.Name()); err == nil {
-			defer pool.Close()
+	if j.fs == vfs.OS && j.e.io != nil && len(j.e.io.zeros) > 0 {
+		if df, err := vfs.OpenDirect(f.Name()); err == nil {
 			defer df.Close()
-			w, zeros = df, pool.Get()
+			w, zeros = df, j.e.io.zeros // a whole number of pages
 		}
 	}
 	if zeros == nil {
@@ -488,21 +487,6 @@ func (j *journal) zeroFill(f vfs.File) error {
 		return fmt.Errorf("engine: journal: %w", err)
 	}
 	return nil
-}
-
-// openZeroFill opens name for O_DIRECT writes and maps an aligned,
-// zeroed 1 MiB buffer (the pool's first chunk) to write from.
-func openZeroFill(name string) (*os.File, *uring.Pool, error) {
-	pool, err := uring.NewPool(1<<20, 2)
-	if err != nil {
-		return nil, nil, err
-	}
-	df, err := vfs.OpenDirect(name)
-	if err != nil {
-		pool.Close()
-		return nil, nil, err
-	}
-	return df, pool, nil
 }
 
 func (j *journal) closeFiles() {
