@@ -12,7 +12,6 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -572,7 +571,6 @@ func (e *Engine) writeBackIndexes() {
 		if s == nil {
 			continue
 		}
-		runtime.Gosched() // a loop of blocking write-outs (journal.go, "Yielding before the group's I/O")
 		l.idxMu.RLock()
 		off, tim := s.off, s.tim
 		l.idxMu.RUnlock()

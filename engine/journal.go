@@ -156,7 +156,6 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -817,7 +816,6 @@ func (j *journal) run() {
 		j.cond.Broadcast() // stagers waiting for room
 		j.mu.Unlock()
 
-		runtime.Gosched() // see "Yielding before the group's I/O" below
 		err := j.writeGroup(g, start)
 		if err != nil {
 			err = j.e.ioFailure("writing the journal", err)
@@ -841,23 +839,6 @@ func (j *journal) run() {
 		j.mu.Unlock()
 	}
 }
-
-// Yielding before the group's I/O. The writer parks only when the stage is
-// empty; under a closed loop the next group is staged while the last one is
-// written, so the writer can keep its time slice for many milliseconds,
-// nearly all of them in pwritev and fdatasync. The runtime's monitor
-// (sysmon) takes the P away from a goroutine that has kept one time slice
-// for 10 ms, or that sits in a system call while goroutines wait for a P
-// (here: the appenders the last group's acknowledgement just readied, queued
-// on the writer's own P), and each such retake sets sysmon polling every
-// 20 µs for the next millisecond, ~17 µs of CPU per poll on the 2-vCPU VM.
-// So the writer yields once per group, before its write: what it readied
-// runs first (or an idle P takes it), and its time slice starts anew.
-// Measured with perf uprobes on a broker under the keyed durable closed loop
-// (5 s windows): Ps retaken from system calls 272 before, 110 and 119 after;
-// sysmon's sleeps 7,169 before, 4,155 and 3,979 after. The index write-back
-// (Engine.writeBackIndexes, a loop of sync_file_range calls) yields once per
-// log for the same reason. docs/performance.md, session 49.
 
 // Holding the next group open (Engine.HoldJournal). A keyed produce
 // request appends to most partitions of a topic one after the other, and
