@@ -304,6 +304,29 @@ func TestClusterTieredLeaderMove(t *testing.T) {
 	if _, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "retention.ms", Value: kadm.StringPtr("-1")}}, "tiered"); err != nil {
 		t.Fatal(err)
 	}
+	// The leader applies the change when its metadata view reaches it
+	// (only the broker that took the AlterConfigs applies it at once);
+	// until then retention.ms=1 still deletes every segment it copies and
+	// moves the log start past them. Its DescribeConfigs answers from that
+	// view, published after the engine applied it.
+	waitFor(t, 30*time.Second, func() string {
+		req := kmsg.NewPtrDescribeConfigsRequest()
+		res := kmsg.NewDescribeConfigsRequestResource()
+		res.ResourceType, res.ResourceName, res.ConfigNames = kmsg.ConfigResourceTypeTopic, "tiered", []string{"retention.ms"}
+		req.Resources = append(req.Resources, res)
+		kr, err := cl.Broker(int(newLeader)).Request(ctx, req)
+		if err != nil {
+			return err.Error()
+		}
+		resp := kr.(*kmsg.DescribeConfigsResponse)
+		if len(resp.Resources) != 1 || len(resp.Resources[0].Configs) != 1 {
+			return fmt.Sprintf("describe configs on broker %d: %+v", newLeader, resp)
+		}
+		if v := resp.Resources[0].Configs[0].Value; v == nil || *v != "-1" {
+			return fmt.Sprintf("broker %d: retention.ms %v", newLeader, v)
+		}
+		return ""
+	})
 	for i := n; i < n+200; i += 20 {
 		var recs []*kgo.Record
 		for j := i; j < i+20; j++ {
@@ -380,7 +403,8 @@ func TestClusterTieredLeaderMove(t *testing.T) {
 		}
 	}
 	if fmt.Sprintf("%020d", first) > firstBase {
-		t.Fatalf("the restarted leader's log starts at %d, above the remote segment at %s: nothing read from remote", first, firstBase)
+		t.Fatalf("the restarted leader's log starts at %d, above the remote segment at %s: nothing read from remote (store: %v)\n%s",
+			first, firstBase, storeLogObjects(t, storeDir), c.warnings())
 	}
 }
 

@@ -89,7 +89,7 @@ func handleListOffsets(s *Server, rc *reqCtx) {
 				}
 			}
 			listOffsetsPartition(l, rp, req.IsolationLevel, sp)
-			s.remoteListOffsets(l, rp, sp) // remote.go: tiered storage
+			s.remoteListOffsets(l, rp, sp, req.ReplicaID == -1) // remote.go: tiered storage
 		}
 	}
 	rc.respond(resp)

@@ -17,7 +17,9 @@ package server
 //   - ListOffsets earliest (-2) answers the remote log start when it is
 //     lower than the local one; latest tiered (-5) the last offset copied
 //     (KIP-1005); earliest local (-4) stays the local log start; a
-//     timestamp is searched in remote segments first.
+//     timestamp is searched in remote segments first. A leader not caught
+//     up with the remote-log metadata (cluster mode) answers those three
+//     OFFSET_NOT_AVAILABLE (retriable).
 //
 //   - DeleteRecords moves the remote log start too (remote segments wholly
 //     below it are deleted by the manager's next pass) and answers the
@@ -63,6 +65,10 @@ type RemoteLog interface {
 	AbortedTransactions(ctx context.Context, topicID [16]byte, partition int32, dst []engine.AbortedTxn, from, to int64) ([]engine.AbortedTxn, error)
 	// DeleteRecords moves the remote log start to before.
 	DeleteRecords(topicID [16]byte, topic string, partition int32, before int64) error
+	// Ready reports whether the answers above are current for a
+	// partition this broker leads (in a cluster: its remote-log metadata
+	// caught up at the current leader epoch).
+	Ready(topicID [16]byte, partition int32) bool
 }
 
 // remoteReadTimeout bounds one remote read of a fetch.
@@ -180,10 +186,22 @@ func dedupAborted(a []engine.AbortedTxn) []engine.AbortedTxn {
 
 // remoteListOffsets corrects a ListOffsets answer for tiered storage: the
 // earliest offset may be remote, and latest tiered is the last offset
-// copied.
-func (s *Server) remoteListOffsets(l *engine.Log, rp *kmsg.ListOffsetsRequestTopicPartition, sp *kmsg.ListOffsetsResponseTopicPartition) {
+// copied. A leader whose remote-log metadata has not caught up yet (a
+// new leader, a restarted broker) answers the offsets that depend on it
+// OFFSET_NOT_AVAILABLE, retriable, as Kafka's new leader does before its
+// high watermark is known: its partial view could name a local start
+// above remote data (a consumer from the earliest offset would skip it).
+// consumer is false for ListOffsets of replica id -2 or a follower,
+// which may read any replica's view.
+func (s *Server) remoteListOffsets(l *engine.Log, rp *kmsg.ListOffsetsRequestTopicPartition, sp *kmsg.ListOffsetsResponseTopicPartition, consumer bool) {
 	r := s.remoteLog()
 	if r == nil || sp.ErrorCode != 0 || !l.Config().RemoteStorageEnable {
+		return
+	}
+	if consumer && (rp.Timestamp == listOffsetsEarliest || rp.Timestamp == listOffsetsLatestTiered || rp.Timestamp >= 0) &&
+		!r.Ready(l.TopicID(), l.Partition()) {
+		sp.Offset, sp.Timestamp, sp.LeaderEpoch = -1, -1, -1
+		sp.ErrorCode = kerr.OffsetNotAvailable.Code
 		return
 	}
 	switch rp.Timestamp {

@@ -2,11 +2,13 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/stratalog/strata/remote/objstore"
 	"github.com/stratalog/strata/remote/rlm"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -231,5 +234,114 @@ func TestTieredFetchThroughBroker(t *testing.T) {
 	}
 	if o, _ := starts.Lookup(topic, 0); o.Err != nil || o.Offset != 37 {
 		t.Fatalf("earliest after DeleteRecords: %+v", o)
+	}
+}
+
+// notReadyMeta is a __remote_log_metadata that this broker (id 0) leads
+// every partition of, whose metadata partition ends at end and whose
+// consumer applies nothing: the manager is ready for a partition only
+// once end is 0.
+type notReadyMeta struct{ end atomic.Int64 }
+
+func (m *notReadyMeta) Partitions() int32 { return 1 }
+func (m *notReadyMeta) Ensure()           {}
+func (m *notReadyMeta) BrokerID() int32   { return 0 }
+func (m *notReadyMeta) Publish(context.Context, int32, []byte, []byte) (int64, error) {
+	return 0, errors.New("notReadyMeta: no publish")
+}
+func (m *notReadyMeta) EndOffset(context.Context, int32) (int64, error) { return m.end.Load(), nil }
+func (m *notReadyMeta) Consume(ctx context.Context, _ func(int32) int64, _ func(int32, int64, []byte)) {
+	<-ctx.Done()
+}
+func (m *notReadyMeta) Leadership(string, [16]byte, int32) (int32, bool) { return 1, true }
+func (m *notReadyMeta) TopicGone([16]byte) bool                          { return false }
+func (m *notReadyMeta) LeadsMetadataPartition(int32) bool                { return true }
+
+// A tiered partition's leader whose remote-log metadata has not caught
+// up (a new or restarted leader in a cluster) answers ListOffsets
+// earliest, latest-tiered and by timestamp OFFSET_NOT_AVAILABLE,
+// retriable, rather than its local log start, which may lie above remote
+// data a consumer from the earliest offset would then skip; latest and
+// earliest-local answer as before. Caught up, it answers earliest.
+func TestTieredListOffsetsBeforeMetadataCaughtUp(t *testing.T) {
+	dir := t.TempDir()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	eng, err := engine.Open(engine.Options{Dir: filepath.Join(dir, "data"), Log: engine.DefaultLogConfig(), Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	store, err := objstore.OpenLocal(vfs.OS, filepath.Join(dir, "store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := &notReadyMeta{}
+	meta.end.Store(1)
+	m, err := rlm.Open(rlm.Options{Engine: eng, Store: store, Dir: filepath.Join(dir, "meta"), Interval: -1, Logger: logger, Metadata: meta})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	s := New(Config{ClusterID: "strata-tiered-test", NumPartitions: 1, Logger: logger}, eng)
+	s.SetRemoteLog(m)
+	defer s.SetRemoteLog(nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ln) }()
+	defer func() { s.Close(); <-done }()
+
+	const topic = "tiered"
+	if _, err := eng.CreateTopic(topic, 1, map[string]string{"remote.storage.enable": "true"}); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(ln.Addr().String()), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	for i := 0; i < 5; i++ {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("v")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	listOffsets := func(ts int64) kmsg.ListOffsetsResponseTopicPartition {
+		t.Helper()
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.ReplicaID = -1
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Timestamp = ts
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Topics[0].Partitions[0]
+	}
+	for _, ts := range []int64{-2, -5, 0} {
+		if p := listOffsets(ts); p.ErrorCode != kerr.OffsetNotAvailable.Code || p.Offset != -1 {
+			t.Fatalf("ListOffsets %d before the metadata caught up: %+v, want OFFSET_NOT_AVAILABLE", ts, p)
+		}
+	}
+	for _, tc := range []struct{ ts, want int64 }{{-1, 5}, {-4, 0}} {
+		if p := listOffsets(tc.ts); p.ErrorCode != 0 || p.Offset != tc.want {
+			t.Fatalf("ListOffsets %d before the metadata caught up: %+v, want offset %d", tc.ts, p, tc.want)
+		}
+	}
+
+	// Caught up: a pass finds the leader ready.
+	meta.end.Store(0)
+	if err := m.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if p := listOffsets(-2); p.ErrorCode != 0 || p.Offset != 0 {
+		t.Fatalf("ListOffsets earliest once caught up: %+v", p)
 	}
 }

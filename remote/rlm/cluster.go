@@ -373,6 +373,28 @@ func (m *Manager) leaderReady(ctx context.Context, l *engine.Log) (bool, error) 
 	return true, nil
 }
 
+// Ready reports whether the manager's answers about a partition this
+// broker leads are current: always on a single broker; in cluster mode
+// once it leads the partition and its consumer has caught up with the
+// partition's remote-log metadata at the current leader epoch (until
+// then LogStart, HighestTieredOffset and OffsetForTimestamp answer from
+// a view that may be partial, and Read answers ErrNotReady). A leader
+// not ready yet kicks a pass, which makes it ready.
+func (m *Manager) Ready(topicID [16]byte, partition int32) bool {
+	if m.cl == nil {
+		return true
+	}
+	t := m.o.Engine.TopicByID(topicID)
+	if t == nil {
+		return false
+	}
+	if !m.readable(t.Name(), tp{topicID, partition}) {
+		m.Kick()
+		return false
+	}
+	return true
+}
+
 // readable reports whether Read may serve k (cluster mode): this broker
 // leads it and is ready at the current epoch.
 func (m *Manager) readable(topic string, k tp) bool {

@@ -236,11 +236,17 @@ func TestClusterLeaderMove(t *testing.T) {
 	if _, err := c.m[1].Read(ctx, k.id, 0, 0, 1000); !errors.Is(err, ErrNotReady) {
 		t.Fatalf("follower read: %v", err)
 	}
+	if !c.m[0].Ready(k.id, 0) || c.m[1].Ready(k.id, 0) {
+		t.Fatalf("ready: leader %v, follower %v", c.m[0].Ready(k.id, 0), c.m[1].Ready(k.id, 0))
+	}
 
 	// Leader move: broker 1 leads at epoch 2.
 	c.topic.setLeader(k, 1, 2)
 	if _, err := c.m[1].Read(ctx, k.id, 0, 0, 1000); !errors.Is(err, ErrNotReady) {
 		t.Fatalf("read before the new leader's pass: %v", err)
+	}
+	if c.m[1].Ready(k.id, 0) || c.m[0].Ready(k.id, 0) {
+		t.Fatalf("ready before the new leader's pass: new %v, old %v", c.m[1].Ready(k.id, 0), c.m[0].Ready(k.id, 0))
 	}
 	c.produce(10)
 	if err := c.m[1].RunOnce(ctx); err != nil {
@@ -254,6 +260,9 @@ func TestClusterLeaderMove(t *testing.T) {
 	}
 	c.waitCopiedEnd(1, newCopied)
 	c.waitCopiedEnd(0, newCopied)
+	if !c.m[1].Ready(k.id, 0) {
+		t.Fatal("the new leader is not ready after its pass")
+	}
 	segs := c.m[1].Segments(k.id, 0)
 	if segs[0].ID != old[0].ID || finished(segs) != len(segs) {
 		t.Fatalf("new leader's segments %+v", segs)
