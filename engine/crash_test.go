@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stratalog/strata/internal/vfs"
 	"github.com/stratalog/strata/record"
@@ -151,6 +152,8 @@ func TestCrashKeepsEveryAcknowledgedRecord(t *testing.T) {
 func TestCrashKeepsEveryAcknowledgedRecordJournal(t *testing.T) {
 	defer func(v int64) { journalMinBytes = v }(journalMinBytes)
 	journalMinBytes = journalFiles * (16 << 10)
+	defer func(v int) { journalAheadMin = v }(journalAheadMin)
+	journalAheadMin = 1 << 10 // bursts are written ahead of their flush
 	crashRounds(t, 500, 60, true)
 }
 
@@ -174,10 +177,13 @@ func crashRounds(t *testing.T, seeds, short int, journal bool) {
 		t.Fatalf("the engine reached the operating system's file system: %d entries in %s (%v)", len(ents), root, err)
 	}
 	t.Logf("%d rounds: %d acknowledged batches checked, %d unacknowledged batches lost, %d bytes walked by recovery, "+
-		"%d leader-epoch entries checked; the crashed MemFS held %d recovery-point checkpoints and %d offset index entries",
-		seeds, st.acked, st.lost, st.walked, st.epochs, st.checkpoints, st.indexEntries)
+		"%d leader-epoch entries checked, %d journal groups written ahead; the crashed MemFS held %d recovery-point checkpoints and %d offset index entries",
+		seeds, st.acked, st.lost, st.walked, st.epochs, st.ahead, st.checkpoints, st.indexEntries)
 	if st.acked == 0 {
 		t.Fatal("no append was ever acknowledged: the test checked nothing")
+	}
+	if journal && st.ahead == 0 {
+		t.Fatal("the journal never wrote a group ahead of its flush: the test did not exercise it")
 	}
 	if st.checkpoints == 0 || st.indexEntries == 0 {
 		t.Fatal("no checkpoint or index entry ever survived a crash: the files behind the seam were not exercised")
@@ -189,6 +195,7 @@ type crashStats struct {
 	acked, lost, walked       int64 // batches; bytes walked by recovery
 	checkpoints, indexEntries int64 // found in the MemFS after the crash
 	epochs                    int64 // leader-epoch entries checked after recovery
+	ahead                     int64 // journal groups written ahead of their flush
 }
 
 // checkEpochs checks that the recovered log's leader-epoch cache is the
@@ -231,6 +238,12 @@ func crashRound(t *testing.T, dir string, seed uint64, journal bool, st *crashSt
 		o.fs = fsys
 		if journal {
 			o.JournalBytes, o.journalFS = journalMinBytes, o.fs
+			if seed%2 == 1 {
+				// Files twice as large: a held stage may then grow (it
+				// stays under half a staging buffer, half a file, less
+				// 4 KiB of alignment) and be written ahead.
+				o.JournalBytes *= 2
+			}
 		}
 	}
 	e := openEngine(t, dir, func(o *Options) { files(o, mfs) })
@@ -246,15 +259,23 @@ func crashRound(t *testing.T, dir string, seed uint64, journal bool, st *crashSt
 
 	// Batches are built here: makeBatch may call t.Fatal.
 	const writers, perWriter = 3, 40
+	// With the journal, each writer holds it (Engine.HoldJournal, as a
+	// produce request does) over bursts of one to four appends, which the
+	// journal writes ahead of their flush past journalAheadMin. In odd
+	// seeds a writer then waits for its burst to be durable before the
+	// next, as a producer with one acks=all request in flight does (the
+	// writer then keeps up, and a held stage grows while it waits).
+	requests := journal && seed%2 == 1
 	type job struct {
-		part  int
-		batch []byte
+		part    int
+		batch   []byte
+		release bool // the last append of its burst
 	}
 	jobs := make([][]job, writers)
 	for w := range jobs {
 		for i := range perWriter {
 			b := batchOf(t, 1+rng.IntN(4), rng.IntN(300), int64(1000+i), int(seed)*7+w*101+i)
-			jobs[w] = append(jobs[w], job{rng.IntN(parts), b})
+			jobs[w] = append(jobs[w], job{rng.IntN(parts), b, i == perWriter-1 || rng.IntN(3) == 0})
 		}
 	}
 	crashAt := int64(rng.IntN(writers*perWriter + 20)) // past the end: crash after the last append
@@ -278,7 +299,18 @@ func crashRound(t *testing.T, dir string, seed uint64, journal bool, st *crashSt
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			var burst sync.WaitGroup // the appends of the writer's burst
+			holding := false
+			defer func() {
+				if holding {
+					e.ReleaseJournal()
+				}
+			}()
 			for _, j := range jobs[w] {
+				if journal && !holding {
+					e.HoldJournal()
+					holding = true
+				}
 				n := count.Add(1)
 				if n == crashAt {
 					crash()
@@ -307,18 +339,37 @@ func crashRound(t *testing.T, dir string, seed uint64, journal bool, st *crashSt
 				}
 				part, data := int32(j.part), j.batch // patched in place: the stored bytes
 				pending.Add(1)
+				burst.Add(1)
 				l.WhenDurable(info.LastOffset, func(err error) {
 					defer pending.Done()
+					defer burst.Done()
 					if err == nil {
 						mu.Lock()
 						acks = append(acks, ackedBatch{part, info.BaseOffset, data})
 						mu.Unlock()
 					}
 				})
+				if holding && j.release {
+					e.ReleaseJournal()
+					holding = false
+					if requests {
+						waited := make(chan struct{})
+						go func() { burst.Wait(); close(waited) }()
+						select {
+						case <-waited:
+						case <-time.After(time.Minute): // a hang detector, not a timing claim
+							t.Errorf("seed %d: a burst's appends never became durable", seed)
+							return
+						}
+					}
+				}
 			}
 		}()
 	}
 	wg.Wait()
+	if js, ok := e.JournalStats(); ok {
+		st.ahead += int64(js.Ahead)
+	}
 	if count.Load() < crashAt {
 		// Every append went in before the crash point: let some of them
 		// become durable first (no timing: a WhenDurable on one log).

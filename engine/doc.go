@@ -333,6 +333,17 @@
 // the journal, p99 20-24 against 41-43, 28,000 device writes against
 // 190,000, 2.12 device bytes per record byte against 2.6-2.8.
 //
+// A produce request that touches several partitions holds the journal
+// (Engine.HoldJournal) so that its appends share one group and one device
+// flush; a held stage past 1 MiB is written ahead of its flush while the
+// request appends the rest (journal.go, "Writing ahead"). Until session 50
+// only requests up to 1 MiB held it, so a keyed closed loop's ~5.6 MB
+// requests took ~2.1 groups and flushes each; holding them all ran that
+// loop at 113.4 % (median of 4 alternated rounds, 103.3-118.0 %), and
+// writing ahead then cut the broker's produce mean from 9.32 to 8.61 ms
+// and the client's p99 in 7 of 8 rounds, throughput within the noise
+// (docs/performance.md, "Session 50").
+//
 // Re-measured on a faster disk (docs/performance.md, "Session 20"), the
 // choice holds for a different reason: write-once layouts with written
 // blocks now reach the keyed targets' byte rates (252-562 MB/s at 8-32 KiB

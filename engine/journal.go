@@ -298,6 +298,16 @@ type journal struct {
 	// by unhold (a chunk pool ran dry) and cleared when a group is taken.
 	holds   int
 	starved bool
+	// ahead: the logs of groups written ahead of their flush (a held
+	// stage past journalAheadMin), in order, completed by the next
+	// group's fdatasync; aheadStaged their groups' staging times. Changed
+	// by the writer with j.mu held.
+	ahead       []journalDurable
+	aheadStaged []time.Time
+	aheadBytes  int // their bytes: they count against the hold's bound
+	// unflushed: the files the writer wrote ahead into since their last
+	// fdatasync (writer goroutine).
+	unflushed [journalFiles]bool
 
 	pauseBG  bool        // hold segment write-behind while a group is written
 	iov      [][]byte    // writer: a ref group's buffers
@@ -424,7 +434,7 @@ func openJournal(e *Engine, total int64) (*journal, error) {
 	// An empty group naming the new start, so that nothing replayed above
 	// is replayed again after a crash that comes before the first append.
 	j.stage.firstSeq = j.nextSeq
-	if err := j.writeGroup(j.stage, j.startSeq); err != nil {
+	if err := j.writeGroup(j.stage, j.startSeq, true); err != nil {
 		j.closeFiles()
 		j.releasePool()
 		return nil, err
@@ -591,8 +601,8 @@ func (j *journal) durableWith(l *Log, end int64) {
 		g.logs = append(g.logs, journalDurable{l: l, end: end})
 	}
 	j.dirty[l] = struct{}{}
-	if j.holds > 0 && !j.held() {
-		j.cond.Broadcast() // the held stage outgrew the hold: the writer takes it
+	if j.holds > 0 && (!j.held() || g.size() >= journalAheadMin) {
+		j.cond.Broadcast() // the held stage outgrew the hold, or is written ahead: the writer takes it
 	}
 }
 
@@ -793,10 +803,10 @@ func (j *journal) run() {
 	defer j.wg.Done()
 	for {
 		j.mu.Lock()
-		for (j.stage.count == 0 || j.held()) && !j.closing && j.err == nil {
+		for !j.due() && !j.closing && j.err == nil {
 			j.cond.Wait()
 		}
-		if j.stage.count == 0 || j.err != nil {
+		if (j.stage.count == 0 && len(j.ahead) == 0) || j.err != nil {
 			// A failed journal writes nothing more: what waits for the
 			// stage (the ends of a flush round, a barrier) staged before
 			// the failure and gets its error, or it would wait forever
@@ -809,16 +819,54 @@ func (j *journal) run() {
 			j.mu.Unlock()
 			return
 		}
+		flush := j.closing || !j.held()
+		if flush && j.stage.count == 0 {
+			// Only groups written ahead wait: their flush.
+			ahead, staged := j.ahead, j.aheadStaged
+			j.ahead, j.aheadStaged, j.aheadBytes = nil, nil, 0
+			j.mu.Unlock()
+			err := j.flushAhead()
+			if err != nil {
+				err = j.e.ioFailure("writing the journal", err)
+			}
+			j.completeAhead(ahead, staged, err)
+			if err != nil {
+				j.fail(err)
+			}
+			continue
+		}
 		g := j.stage
 		j.stage, j.spare = j.spare, nil
 		j.starved = false
 		start := j.startSeq
+		var ahead []journalDurable
+		var staged []time.Time
+		if flush {
+			ahead, staged = j.ahead, j.aheadStaged
+			j.ahead, j.aheadStaged, j.aheadBytes = nil, nil, 0
+		}
 		j.cond.Broadcast() // stagers waiting for room
 		j.mu.Unlock()
 
-		err := j.writeGroup(g, start)
+		err := j.writeGroup(g, start, flush)
 		if err != nil {
 			err = j.e.ioFailure("writing the journal", err)
+		}
+		if !flush && err == nil {
+			// Written ahead: its logs are durable with the next flush.
+			j.mu.Lock()
+			j.ahead = append(j.ahead, g.logs...)
+			j.aheadStaged = append(j.aheadStaged, g.staged)
+			j.aheadBytes += g.size()
+			j.stats.ahead.Add(1)
+			g.reset()
+			j.spare = g
+			j.cond.Broadcast()
+			j.mu.Unlock()
+			continue
+		}
+		if flush {
+			j.completeAhead(ahead, staged, err)
 		}
 		if err == nil {
 			j.stats.commitWait.Observe(latencyBounds, j.e.now().Sub(g.staged))
@@ -840,6 +888,64 @@ func (j *journal) run() {
 	}
 }
 
+// due reports whether the writer has work: a stage to write (not held, or
+// held but past journalAheadMin: written ahead), or groups written ahead
+// whose flush nothing holds back any longer (see "Writing ahead"). Caller
+// holds j.mu.
+func (j *journal) due() bool {
+	if j.stage.count > 0 {
+		return !j.held() || j.stage.size() >= journalAheadMin
+	}
+	return len(j.ahead) > 0 && !j.held()
+}
+
+// size is the bytes the stage would write (records and payload area).
+func (g *journalStage) size() int { return len(g.buf) + g.refBytes }
+
+// completeAhead completes the logs of groups written ahead once the flush
+// after them returned err (they are durable when it is nil).
+func (j *journal) completeAhead(ahead []journalDurable, staged []time.Time, err error) {
+	if err != nil {
+		return
+	}
+	now := j.e.now()
+	for _, t := range staged {
+		j.stats.commitWait.Observe(latencyBounds, now.Sub(t))
+	}
+	for _, d := range ahead {
+		d.l.journaled(d.end)
+	}
+}
+
+// fail records the writer's error (the first one sticks) and wakes every
+// waiter.
+func (j *journal) fail(err error) {
+	j.mu.Lock()
+	if j.err == nil {
+		j.err = err
+	}
+	j.cond.Broadcast()
+	j.mu.Unlock()
+}
+
+// flushAhead fdatasyncs the files written ahead into since their last
+// flush. Writer goroutine.
+func (j *journal) flushAhead() error {
+	for i, dirty := range j.unflushed {
+		if !dirty {
+			continue
+		}
+		f := j.files[i]
+		began := j.e.now()
+		if err := j.e.syncFile(f.Name(), func() error { return vfs.Datasync(f) }); err != nil {
+			return err
+		}
+		j.stats.flush.Observe(latencyBounds, j.e.now().Sub(began))
+		j.unflushed[i] = false
+	}
+	return nil
+}
+
 // Holding the next group open (Engine.HoldJournal). A keyed produce
 // request appends to most partitions of a topic one after the other, and
 // the writer used to take the stage as soon as its first record was
@@ -857,12 +963,34 @@ func (j *journal) run() {
 // before the writer takes it anyway (1/journalHoldFrac).
 const journalHoldFrac = 2
 
+// Writing ahead. While a request holds the journal, a held stage that
+// reaches journalAheadMin is written at once, without its fdatasync: the
+// writer then writes the request's first partitions while its appender
+// stages the rest, and the one device flush after the request's last
+// group (taken when the hold ends, or by a barrier, a starving pool, the
+// half-buffer bound, which counts the bytes written ahead since the last
+// flush: concurrent requests holding in turn cannot put a flush off for
+// ever) makes every group written ahead durable with it.
+// Their logs are completed (Log.journaled) only after that flush, in
+// staging order, before the flushed group's. A group written ahead is
+// never one with waiters (a barrier's or a round's end records: a stage
+// with waiters is not held), so a group that follows one with end records
+// on disk still means that group's flush completed (journal_replay.go).
+// Replay needs nothing new: after a crash, groups written ahead and not
+// flushed are torn or whole like any unflushed group, and the scan stops
+// at the first torn one. A file the writer leaves is flushed first, so
+// the flush after a group covers its own file only.
+//
+// journalAheadMin is a variable for the crash rounds, which write ahead
+// at a few KiB.
+var journalAheadMin = 1 << 20
+
 // held reports whether the writer should leave the stage to grow. Caller
 // holds j.mu.
 func (j *journal) held() bool {
 	g := j.stage
 	return j.holds > 0 && !j.starved && len(g.waiters) == 0 &&
-		len(g.buf)+journalAlign+g.refBytes < cap(g.buf)/journalHoldFrac
+		j.aheadBytes+len(g.buf)+journalAlign+g.refBytes < cap(g.buf)/journalHoldFrac
 }
 
 // hold and release bracket an appender's appends (Engine.HoldJournal).
@@ -875,7 +1003,7 @@ func (j *journal) hold() {
 func (j *journal) release() {
 	j.mu.Lock()
 	j.holds--
-	if j.holds == 0 && j.stage.count > 0 {
+	if j.holds == 0 && (j.stage.count > 0 || len(j.ahead) > 0) {
 		j.cond.Broadcast() // the writer
 	}
 	j.mu.Unlock()
@@ -885,7 +1013,7 @@ func (j *journal) release() {
 // ran dry (the pools' starve hook).
 func (j *journal) unhold() {
 	j.mu.Lock()
-	if j.holds > 0 && j.stage.count > 0 && !j.starved {
+	if j.holds > 0 && (j.stage.count > 0 || len(j.ahead) > 0) && !j.starved {
 		j.starved = true
 		j.cond.Broadcast()
 	}
@@ -914,7 +1042,7 @@ func (e *Engine) ReleaseJournal() {
 // the next 4 KiB boundary (moving to the next file when it does not fit)
 // and fdatasyncs the file. Writer goroutine (or openJournal before it
 // starts).
-func (j *journal) writeGroup(g *journalStage, start uint64) error {
+func (j *journal) writeGroup(g *journalStage, start uint64, flush bool) error {
 	recEnd := len(g.buf)
 	n, area := recEnd, 0
 	if g.refBytes > 0 {
@@ -931,6 +1059,11 @@ func (j *journal) writeGroup(g *journalStage, start uint64) error {
 		j.ckptHurry.Store(true)
 	}
 	if j.off+int64(padded) > j.fileBytes {
+		// Groups written ahead into the file left are flushed first: the
+		// flush after this group covers its own file.
+		if err := j.flushAhead(); err != nil {
+			return err
+		}
 		next := (j.cur + 1) % journalFiles
 		// The file to overwrite may hold only records the start has
 		// passed; a checkpoint moves the start to now.
@@ -1013,17 +1146,17 @@ func (j *journal) writeGroup(g *journalStage, start uint64) error {
 		j.stats.refGroups.Add(1)
 	}
 	written := j.e.now()
-	if err := j.e.syncFile(f.Name(), func() error { return vfs.Datasync(f) }); err != nil {
-		return err
+	j.unflushed[j.cur] = true
+	j.off += int64(padded)
+	if g.count > 0 {
+		j.fileLast[j.cur] = g.firstSeq + uint64(g.count) - 1
 	}
 	j.stats.groups.Add(1)
 	j.stats.records.Add(uint64(g.count))
 	j.stats.bytes.Add(uint64(padded))
 	j.stats.write.Observe(latencyBounds, written.Sub(began))
-	j.stats.flush.Observe(latencyBounds, j.e.now().Sub(written))
-	j.off += int64(padded)
-	if g.count > 0 {
-		j.fileLast[j.cur] = g.firstSeq + uint64(g.count) - 1
+	if flush {
+		return j.flushAhead()
 	}
 	return nil
 }
@@ -1298,7 +1431,7 @@ func (j *journal) close(clean bool) error {
 	if clean && j.err == nil {
 		j.stage.reset()
 		j.stage.firstSeq = j.nextSeq
-		err = j.writeGroup(j.stage, j.nextSeq)
+		err = j.writeGroup(j.stage, j.nextSeq, true)
 	}
 	j.closeFiles()
 	if perr := j.releasePool(); err == nil {

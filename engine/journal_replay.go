@@ -67,7 +67,9 @@ type replayStats struct {
 
 // endRec is an end record's span of its segment (journalRecEnd). flushed:
 // a later group follows the record's, so its group's fdatasync completed
-// (the writer writes a group only after the one before it is durable).
+// (the writer writes a group only after the one before it is durable,
+// except groups written ahead, which never hold end records: journal.go,
+// "Writing ahead").
 type endRec struct {
 	from, end, endOffset int64
 	flushed              bool

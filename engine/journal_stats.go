@@ -11,7 +11,8 @@ import (
 // checkpoints, and two latency histograms.
 type JournalStats struct {
 	Groups  uint64 // groups written
-	Flushes uint64 // fdatasyncs (one a group)
+	Flushes uint64 // fdatasyncs (one a group, but groups written ahead share the next one)
+	Ahead   uint64 // groups written ahead of their flush (journal.go, "Writing ahead")
 	Records uint64 // records in them (write and barrier)
 	Bytes   uint64 // bytes written to the journal files (4 KiB padded)
 	// RefGroups are groups written (in part) straight from segment chunks
@@ -88,8 +89,8 @@ func (h *LatencyHist) Snapshot(bounds []float64) Histogram {
 // journalStats are the journal's counters (updated by the writer and the
 // checkpoints, read by JournalStats).
 type journalStats struct {
-	groups, records, bytes, checkpoints, refGroups atomic.Uint64
-	write, flush, commitWait, ckptWait             LatencyHist // latencyBounds
+	groups, records, bytes, checkpoints, refGroups, ahead atomic.Uint64
+	write, flush, commitWait, ckptWait                    LatencyHist // latencyBounds
 }
 
 // JournalStats reports the journal's counters; ok is false when the engine
@@ -102,6 +103,6 @@ func (e *Engine) JournalStats() (s JournalStats, ok bool) {
 	st := &j.stats
 	flush := st.flush.Snapshot(latencyBounds)
 	return JournalStats{Groups: st.groups.Load(), Flushes: flush.Count, Records: st.records.Load(), Bytes: st.bytes.Load(),
-		RefGroups: st.refGroups.Load(), Checkpoints: st.checkpoints.Load(), Write: st.write.Snapshot(latencyBounds), Flush: flush, CommitWait: st.commitWait.Snapshot(latencyBounds),
+		RefGroups: st.refGroups.Load(), Ahead: st.ahead.Load(), Checkpoints: st.checkpoints.Load(), Write: st.write.Snapshot(latencyBounds), Flush: flush, CommitWait: st.commitWait.Snapshot(latencyBounds),
 		CheckpointWait: st.ckptWait.Snapshot(latencyBounds)}, true
 }

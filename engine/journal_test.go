@@ -480,6 +480,58 @@ func TestJournalHoldOneGroup(t *testing.T) {
 	}
 }
 
+// TestJournalWritesAhead: while the journal is held, a stage past
+// journalAheadMin is written at once without its flush, and its appends
+// stay unacknowledged until the group taken at the release is flushed:
+// one fdatasync for all of them.
+func TestJournalWritesAhead(t *testing.T) {
+	defer func(v int) { journalAheadMin = v }(journalAheadMin)
+	journalAheadMin = 16 << 10
+	e := openEngine(t, t.TempDir(), journalOpts)
+	defer e.Close()
+	tp := mustTopic(t, e, "a", 4, nil)
+	appendJournaled(t, tp, 4, 4, 2, 100, 1)
+	stats := func() JournalStats { st, _ := e.JournalStats(); return st }
+	st0 := stats()
+
+	e.HoldJournal()
+	var fired sync.Map
+	var last [4]int64
+	for i := range 16 { // 16 appends of ~4 KiB: the stage passes 16 KiB
+		p := i % 4
+		info := mustAppend(t, tp.Partition(int32(p)), batchOf(t, 4, 1000, 1_700_000_000_000, 100+i))
+		last[p] = info.LastOffset
+		tp.Partition(int32(p)).WhenDurable(info.LastOffset, func(error) { fired.Store(info.LastOffset<<8|int64(p), true) })
+	}
+	deadline := time.Now().Add(30 * time.Second) // a hang detector, not a timing claim
+	for stats().Groups == st0.Groups {
+		if time.Now().After(deadline) {
+			e.ReleaseJournal()
+			t.Fatal("no group written ahead while held")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	st1 := stats()
+	if st1.Flushes != st0.Flushes {
+		t.Fatalf("%d flushes while held", st1.Flushes-st0.Flushes)
+	}
+	n := 0
+	fired.Range(func(any, any) bool { n++; return true })
+	if n != 0 {
+		t.Fatalf("%d appends acknowledged before the flush", n)
+	}
+	e.ReleaseJournal()
+	for p := range 4 {
+		if err := waitDurable(t, tp.Partition(int32(p)), last[p]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st2 := stats()
+	if st2.Flushes != st0.Flushes+1 || st2.Groups < st0.Groups+2 {
+		t.Fatalf("after the release: %d groups and %d flushes, want at least 2 groups and 1 flush", st2.Groups-st0.Groups, st2.Flushes-st0.Flushes)
+	}
+}
+
 // TestJournalRollLeavesActiveToJournal: a roll's flush job syncs the
 // segment it sealed but not the new active segment,
 // whose bytes are all journaled: their groups made them durable and a

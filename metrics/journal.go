@@ -15,6 +15,7 @@ const (
 	JournalCommitWait  = "strata_journal_commit_wait_seconds"
 	JournalCkptWait    = "strata_journal_checkpoint_wait_seconds"
 	JournalRefGroups   = "strata_journal_ref_groups_total"
+	JournalAheadGroups = "strata_journal_ahead_groups_total"
 )
 
 // Histogram is a latency histogram as its owner counted it: Counts[i]
@@ -29,8 +30,8 @@ type Histogram struct {
 
 // JournalStats is the journal's state at a scrape.
 type JournalStats struct {
-	Groups, Flushes, Records, Bytes, Checkpoints, RefGroups uint64
-	Write, Flush, CommitWait, CheckpointWait                Histogram
+	Groups, Flushes, Records, Bytes, Checkpoints, RefGroups, AheadGroups uint64
+	Write, Flush, CommitWait, CheckpointWait                             Histogram
 }
 
 var (
@@ -54,6 +55,8 @@ var (
 		"Time the journal's writer waited for a checkpoint before it could reuse a file (checkpoints lagging behind the appends).", nil, nil)
 	descJournalRefGroups = prometheus.NewDesc(JournalRefGroups,
 		"Journal groups written (in part) straight from segment chunk memory (large appends to O_DIRECT segments: no staging copy).", nil, nil)
+	descJournalAheadGroups = prometheus.NewDesc(JournalAheadGroups,
+		"Journal groups written ahead of their flush (a large request's first partitions, written while it appends the rest; the flush after its last group makes them durable).", nil, nil)
 )
 
 // SetJournal sets the source of the journal's metrics, called at each
@@ -72,7 +75,7 @@ func (b *Broker) collectJournal(ch chan<- prometheus.Metric) {
 	for _, c := range []struct {
 		d *prometheus.Desc
 		v uint64
-	}{{descJournalGroups, s.Groups}, {descJournalFlushes, s.Flushes}, {descJournalRecords, s.Records}, {descJournalBytes, s.Bytes}, {descJournalCheckpoints, s.Checkpoints}, {descJournalRefGroups, s.RefGroups}} {
+	}{{descJournalGroups, s.Groups}, {descJournalFlushes, s.Flushes}, {descJournalRecords, s.Records}, {descJournalBytes, s.Bytes}, {descJournalCheckpoints, s.Checkpoints}, {descJournalRefGroups, s.RefGroups}, {descJournalAheadGroups, s.AheadGroups}} {
 		ch <- prometheus.MustNewConstMetric(c.d, prometheus.CounterValue, float64(c.v))
 	}
 	ch <- ConstHistogram(descJournalWrite, s.Write)

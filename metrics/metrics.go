@@ -295,7 +295,7 @@ func (c *brokerCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRequests, descErrors, descBytesIn, descRecordsIn, descBytesOut,
 		descRecordsOut, descPartitions, descLeaders, descUnderReplicated, descUnderMinISR, descOffline,
 		descJournalGroups, descJournalFlushes, descJournalRecords, descJournalBytes, descJournalCheckpoints, descJournalWrite, descJournalFlush, descJournalCommitWait,
-		descJournalCkptWait, descJournalRefGroups, descDeviceInFlight, descDeviceQueue, descDeviceBusy} {
+		descJournalCkptWait, descJournalRefGroups, descJournalAheadGroups, descDeviceInFlight, descDeviceQueue, descDeviceBusy} {
 		ch <- d
 	}
 	c.describeMore(ch)

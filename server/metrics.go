@@ -264,7 +264,7 @@ func (s *Server) journalStats() (metrics.JournalStats, bool) {
 		return metrics.Histogram{Bounds: x.Bounds, Counts: x.Counts, Sum: x.Sum, Count: x.Count}
 	}
 	return metrics.JournalStats{Groups: js.Groups, Flushes: js.Flushes, Records: js.Records, Bytes: js.Bytes, Checkpoints: js.Checkpoints,
-		RefGroups: js.RefGroups, Write: h(js.Write), Flush: h(js.Flush), CommitWait: h(js.CommitWait), CheckpointWait: h(js.CheckpointWait)}, true
+		RefGroups: js.RefGroups, AheadGroups: js.Ahead, Write: h(js.Write), Flush: h(js.Flush), CommitWait: h(js.CommitWait), CheckpointWait: h(js.CheckpointWait)}, true
 }
 
 // meterRead is the time a request's frame was read (dispatch's first
