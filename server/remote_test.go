@@ -22,40 +22,49 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// A tiered topic: rolled segments are copied to a local-directory object
-// store, local retention deletes them, and a kgo consumer from the
-// beginning still reads every record through the broker, the first ones
-// from the object store; ListOffsets answers earliest, earliest-local
-// and latest-tiered.
-func TestTieredFetchThroughBroker(t *testing.T) {
+// startTieredServer serves, on 127.0.0.1, a broker over a fresh engine
+// (retentionCheck: its retention check interval, 0 for the default) and a
+// remote log manager on a local-directory object store, passes run only
+// by RunOnce (meta: cluster mode's metadata topic, nil for none). Test
+// cleanup stops them.
+func startTieredServer(t *testing.T, retentionCheck time.Duration, meta rlm.MetadataTopic) (*engine.Engine, *rlm.Manager, string) {
+	t.Helper()
 	dir := t.TempDir()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	eng, err := engine.Open(engine.Options{Dir: filepath.Join(dir, "data"), Log: engine.DefaultLogConfig(), Logger: logger,
-		RetentionCheckInterval: 5 * time.Millisecond})
+		RetentionCheckInterval: retentionCheck})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer eng.Close()
+	t.Cleanup(func() { eng.Close() })
 	store, err := objstore.OpenLocal(vfs.OS, filepath.Join(dir, "store"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := rlm.Open(rlm.Options{Engine: eng, Store: store, Dir: filepath.Join(dir, "meta"), Interval: -1, Logger: logger})
+	m, err := rlm.Open(rlm.Options{Engine: eng, Store: store, Dir: filepath.Join(dir, "meta"), Interval: -1, Logger: logger, Metadata: meta})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer m.Close()
+	t.Cleanup(func() { m.Close() })
 	s := New(Config{ClusterID: "strata-tiered-test", NumPartitions: 1, Logger: logger}, eng)
 	s.SetRemoteLog(m)
-	defer s.SetRemoteLog(nil)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ln) }()
-	defer func() { s.Close(); <-done }()
-	addr := ln.Addr().String()
+	t.Cleanup(func() { s.Close(); <-done; s.SetRemoteLog(nil) })
+	return eng, m, ln.Addr().String()
+}
+
+// A tiered topic: rolled segments are copied to a local-directory object
+// store, local retention deletes them, and a kgo consumer from the
+// beginning still reads every record through the broker, the first ones
+// from the object store; ListOffsets answers earliest, earliest-local
+// and latest-tiered.
+func TestTieredFetchThroughBroker(t *testing.T) {
+	eng, m, addr := startTieredServer(t, 5*time.Millisecond, nil)
 
 	const topic, n = "tiered", 400
 	const t0 = int64(1_700_000_000_000)
@@ -264,40 +273,15 @@ func (m *notReadyMeta) LeadsMetadataPartition(int32) bool                { retur
 // data a consumer from the earliest offset would then skip; latest and
 // earliest-local answer as before. Caught up, it answers earliest.
 func TestTieredListOffsetsBeforeMetadataCaughtUp(t *testing.T) {
-	dir := t.TempDir()
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	eng, err := engine.Open(engine.Options{Dir: filepath.Join(dir, "data"), Log: engine.DefaultLogConfig(), Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close()
-	store, err := objstore.OpenLocal(vfs.OS, filepath.Join(dir, "store"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	meta := &notReadyMeta{}
 	meta.end.Store(1)
-	m, err := rlm.Open(rlm.Options{Engine: eng, Store: store, Dir: filepath.Join(dir, "meta"), Interval: -1, Logger: logger, Metadata: meta})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	s := New(Config{ClusterID: "strata-tiered-test", NumPartitions: 1, Logger: logger}, eng)
-	s.SetRemoteLog(m)
-	defer s.SetRemoteLog(nil)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ln) }()
-	defer func() { s.Close(); <-done }()
+	eng, m, addr := startTieredServer(t, 0, meta)
 
 	const topic = "tiered"
 	if _, err := eng.CreateTopic(topic, 1, map[string]string{"remote.storage.enable": "true"}); err != nil {
 		t.Fatal(err)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(ln.Addr().String()), kgo.DefaultProduceTopic(topic))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(topic))
 	if err != nil {
 		t.Fatal(err)
 	}
