@@ -720,7 +720,11 @@ func TestDirectReadaheadStopsAtWritten(t *testing.T) {
 	if n := residentPages(t, path, written, st.Size()-written); n != 0 {
 		t.Fatalf("%d pages past the written end are in the page cache after reading up to it", n)
 	}
-	if n := residentPages(t, path, 0, written); n != written/4096 {
+	// The reads went through the page cache (so the check above could
+	// see readahead): nearly every page read is resident. Not all: under
+	// memory pressure (CI, 2046 of 2048 once) the kernel may reclaim a few
+	// clean pages before mincore looks.
+	if n := residentPages(t, path, 0, written); n < written/4096*9/10 {
 		t.Fatalf("%d of the %d pages read are resident", n, written/4096)
 	}
 	// Prefetch near the end reads ahead only up to Written.
