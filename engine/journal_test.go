@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -495,13 +496,13 @@ func TestJournalWritesAhead(t *testing.T) {
 	st0 := stats()
 
 	e.HoldJournal()
-	var fired sync.Map
+	var acked atomic.Int32
 	var last [4]int64
 	for i := range 16 { // 16 appends of ~4 KiB: the stage passes 16 KiB
 		p := i % 4
 		info := mustAppend(t, tp.Partition(int32(p)), batchOf(t, 4, 1000, 1_700_000_000_000, 100+i))
 		last[p] = info.LastOffset
-		tp.Partition(int32(p)).WhenDurable(info.LastOffset, func(error) { fired.Store(info.LastOffset<<8|int64(p), true) })
+		tp.Partition(int32(p)).WhenDurable(info.LastOffset, func(error) { acked.Add(1) })
 	}
 	deadline := time.Now().Add(30 * time.Second) // a hang detector, not a timing claim
 	for stats().Groups == st0.Groups {
@@ -515,9 +516,7 @@ func TestJournalWritesAhead(t *testing.T) {
 	if st1.Flushes != st0.Flushes {
 		t.Fatalf("%d flushes while held", st1.Flushes-st0.Flushes)
 	}
-	n := 0
-	fired.Range(func(any, any) bool { n++; return true })
-	if n != 0 {
+	if n := acked.Load(); n != 0 {
 		t.Fatalf("%d appends acknowledged before the flush", n)
 	}
 	e.ReleaseJournal()
@@ -530,7 +529,7 @@ func TestJournalWritesAhead(t *testing.T) {
 	// found the stage empty and only flushed) or left some to the group
 	// taken at the release: one flush either way.
 	st2 := stats()
-	if st2.Flushes != st0.Flushes+1 || st2.Ahead < st0.Ahead+1 || st2.Groups < st2.Ahead-st0.Ahead+st0.Groups {
+	if st2.Flushes != st0.Flushes+1 || st2.Ahead < st0.Ahead+1 {
 		t.Fatalf("after the release: %d groups (%d written ahead) and %d flushes, want at least one written ahead and one flush",
 			st2.Groups-st0.Groups, st2.Ahead-st0.Ahead, st2.Flushes-st0.Flushes)
 	}
