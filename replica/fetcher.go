@@ -499,6 +499,10 @@ func (f *fetcher) fetchPhase(parts []*fpart) error {
 	}
 	var appended []*fpart
 	f.procMu.Lock()
+	hold := f.m.cfg.HoldAppends != nil && f.m.cfg.ReleaseAppends != nil && carriesSeveral(resp)
+	if hold {
+		f.m.cfg.HoldAppends()
+	}
 	for i := range resp.Topics {
 		rt := &resp.Topics[i]
 		for j := range rt.Partitions {
@@ -521,8 +525,29 @@ func (f *fetcher) fetchPhase(parts []*fpart) error {
 			}
 		}
 	}
+	if hold {
+		// Before the wait: the group the appends share is written once
+		// the hold ends.
+		f.m.cfg.ReleaseAppends()
+	}
 	f.procMu.Unlock()
 	return f.awaitDurable(appended)
+}
+
+// carriesSeveral reports whether a fetch response holds records for more
+// than one partition.
+func carriesSeveral(resp *kmsg.FetchResponse) bool {
+	n := 0
+	for i := range resp.Topics {
+		for j := range resp.Topics[i].Partitions {
+			if len(resp.Topics[i].Partitions[j].RecordBatches) > 0 {
+				if n++; n > 1 {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // handlePartition applies one partition of a fetch response. Caller holds

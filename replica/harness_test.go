@@ -45,6 +45,16 @@ type testCluster struct {
 	logger *slog.Logger
 	lagMs  int64
 	minISR int
+	parts  int32 // partitions of the test topic, each replicated on every broker
+
+	// journal opens every broker's engine with a journal
+	// (JournalMinBytes); hold and release, when set, are called by a
+	// broker's Manager around a fetch response's appends
+	// (Config.HoldAppends) after the engine's own.
+	journal       bool
+	hold, release func(nd *node)
+	// socketTimeoutMs is every Manager's SocketTimeoutMs (0: the default).
+	socketTimeoutMs int64
 
 	mu       sync.Mutex
 	st       *controller.State
@@ -91,6 +101,13 @@ type node struct {
 // replicated on all of them, led by broker 1.
 func newCluster(t testing.TB, n int, lagMs int64, minISR int) *testCluster {
 	t.Helper()
+	return newClusterWith(t, n, lagMs, minISR, func(*testCluster) {})
+}
+
+// newClusterWith is newCluster with the cluster's options set by opt
+// before the brokers start.
+func newClusterWith(t testing.TB, n int, lagMs int64, minISR int, opt func(*testCluster)) *testCluster {
+	t.Helper()
 	logs := &logBuffer{}
 	c := &testCluster{
 		t:        t,
@@ -103,7 +120,9 @@ func newCluster(t testing.TB, n int, lagMs int64, minISR int) *testCluster {
 		nodes:    map[int32]*node{},
 		topicID:  [16]byte{0: 0x5A, 15: 1},
 		isolated: map[int32]bool{},
+		parts:    1,
 	}
+	opt(c)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("broker logs:\n%s", logs.String())
@@ -116,7 +135,11 @@ func newCluster(t testing.TB, n int, lagMs int64, minISR int) *testCluster {
 		c.apply(controller.BrokerHeartbeat{ID: id, Epoch: r.BrokerEpoch, NowMs: 1, MetadataOffset: c.st.Offset()})
 		replicas = append(replicas, id)
 	}
-	c.apply(controller.CreateTopic{Name: testTopic, ID: controller.TopicID(c.topicID), Assignment: [][]int32{replicas}})
+	assignment := make([][]int32, c.parts)
+	for i := range assignment {
+		assignment[i] = replicas
+	}
+	c.apply(controller.CreateTopic{Name: testTopic, ID: controller.TopicID(c.topicID), Assignment: assignment})
 	for id := int32(1); id <= int32(n); id++ {
 		nd := &node{c: c, id: id, dir: t.TempDir()}
 		c.nodes[id] = nd
@@ -149,20 +172,29 @@ func (c *testCluster) apply(cmd controller.Command) controller.Result {
 }
 
 // partition returns the controller's state of the test partition.
-func (c *testCluster) partition() controller.Partition {
+func (c *testCluster) partition() controller.Partition { return c.partitionAt(0) }
+
+// partitionAt returns the controller's state of partition part.
+func (c *testCluster) partitionAt(part int32) controller.Partition {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	p, _ := c.st.Partition(testTopic, 0)
+	p, _ := c.st.Partition(testTopic, part)
 	return controller.Partition{Replicas: slices.Clone(p.Replicas), ISR: slices.Clone(p.ISR), Leader: p.Leader,
 		LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch}
 }
 
-// push hands the partition's current state to every running, non-isolated
+// push hands the partitions' current state to every running, non-isolated
 // broker's Manager.
 func (c *testCluster) push() {
 	c.pushMu.Lock()
 	defer c.pushMu.Unlock()
-	p := c.partition()
+	for part := range c.parts {
+		c.pushPartition(part)
+	}
+}
+
+func (c *testCluster) pushPartition(part int32) {
+	p := c.partitionAt(part)
 	c.mu.Lock()
 	var targets []*node
 	for _, id := range p.Replicas {
@@ -172,7 +204,7 @@ func (c *testCluster) push() {
 	}
 	c.mu.Unlock()
 	for _, nd := range targets {
-		st := replica.Partition{Log: nd.log(), Topic: testTopic, Partition: 0, Leader: p.Leader,
+		st := replica.Partition{Log: nd.logAt(part), Topic: testTopic, Partition: part, Leader: p.Leader,
 			LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, Replicas: p.Replicas, ISR: p.ISR, MinISR: c.minISR}
 		var err error
 		if p.Leader == nd.id {
@@ -235,12 +267,16 @@ func (nd *node) start() {
 	t.Helper()
 	lc := engine.DefaultLogConfig()
 	lc.SegmentBytes = 64 << 10 // several segments per test
-	eng, err := engine.Open(engine.Options{Dir: nd.dir, Log: lc, Logger: c.logger.With("node", nd.id)})
+	opts := engine.Options{Dir: nd.dir, Log: lc, Logger: c.logger.With("node", nd.id)}
+	if c.journal {
+		opts.JournalBytes = engine.JournalMinBytes
+	}
+	eng, err := engine.Open(opts)
 	if err != nil {
 		t.Fatalf("node %d: engine: %v", nd.id, err)
 	}
 	if eng.Topic(testTopic) == nil {
-		if _, err := eng.CreateTopicWithID(testTopic, c.topicID, 1, nil); err != nil {
+		if _, err := eng.CreateTopicWithID(testTopic, c.topicID, c.parts, nil); err != nil {
 			t.Fatalf("node %d: create topic: %v", nd.id, err)
 		}
 	}
@@ -252,14 +288,22 @@ func (nd *node) start() {
 		Txn: server.TxnConfig{ProducerIDs: &c.ids}}, eng)
 	nd.serveErr = make(chan error, 1)
 	go func() { nd.serveErr <- srv.Serve(ln) }()
+	hold, release := eng.HoldJournal, eng.ReleaseJournal
+	if c.hold != nil {
+		hold = func() { eng.HoldJournal(); c.hold(nd) }
+		release = func() { c.release(nd); eng.ReleaseJournal() }
+	}
 	mgr := replica.New(replica.Config{
-		BrokerID:       nd.id,
-		BrokerAddr:     c.addrOf,
-		ISR:            isrUpdater{c, nd.id},
-		LagTimeMaxMs:   c.lagMs,
-		FetchWaitMaxMs: 200,
-		FetchBackoffMs: 50,
-		Logger:         c.logger.With("node", nd.id),
+		BrokerID:        nd.id,
+		BrokerAddr:      c.addrOf,
+		ISR:             isrUpdater{c, nd.id},
+		LagTimeMaxMs:    c.lagMs,
+		FetchWaitMaxMs:  200,
+		FetchBackoffMs:  50,
+		Logger:          c.logger.With("node", nd.id),
+		HoldAppends:     hold,
+		ReleaseAppends:  release,
+		SocketTimeoutMs: c.socketTimeoutMs,
 	})
 	c.mu.Lock()
 	nd.eng, nd.srv, nd.mgr, nd.addr, nd.up = eng, srv, mgr, ln.Addr().String(), true
@@ -281,7 +325,9 @@ func (nd *node) stop() {
 	}
 }
 
-func (nd *node) log() *engine.Log { return nd.eng.Topic(testTopic).Partition(0) }
+func (nd *node) log() *engine.Log { return nd.logAt(0) }
+
+func (nd *node) logAt(part int32) *engine.Log { return nd.eng.Topic(testTopic).Partition(part) }
 
 func (nd *node) status() replica.Status {
 	st, ok := nd.mgr.Status(testTopic, 0)

@@ -56,6 +56,14 @@ type Config struct {
 	// the log restarts empty at the leader's local log start.
 	TierState TierStateFunc
 
+	// HoldAppends and ReleaseAppends bracket a fetch response's appends
+	// when it carries records for more than one partition (the engine's
+	// HoldJournal and ReleaseJournal): the appends then share one journal
+	// group and one device flush, as a produce request's do, instead of
+	// whatever the journal's writer finds staged each time it is free.
+	// nil: not held.
+	HoldAppends, ReleaseAppends func()
+
 	LagTimeMaxMs          int64 // replica.lag.time.max.ms
 	FetchMaxBytes         int32 // replica.fetch.max.bytes (per partition)
 	FetchResponseMaxBytes int32 // replica.fetch.response.max.bytes

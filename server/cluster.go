@@ -163,6 +163,8 @@ func (s *Server) initCluster() {
 			LagTimeMaxMs: s.cfg.Cluster.ReplicaLagTimeMax.Milliseconds(),
 			Logger:       s.log,
 			TierState:    s.tierState, // remote_tier.go
+			// A fetch response's appends share one journal group.
+			HoldAppends: s.eng.HoldJournal, ReleaseAppends: s.eng.ReleaseJournal,
 		})
 	}
 	c.reconciler = cluster.NewReconciler(s.cfg.NodeID, s.eng, c.repl, s.cfg.Cluster.MinInsyncReplicas, s.log)

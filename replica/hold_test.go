@@ -1,0 +1,87 @@
+package replica_test
+
+import (
+	"bytes"
+	"fmt"
+	"sync"
+	"testing"
+)
+
+// TestFetchResponseAppendsShareOneGroup: a follower catching up on eight
+// partitions at once gets one fetch response carrying all of them, and
+// its Manager holds the journal over that response's appends
+// (Config.HoldAppends): no journal group is written between the first
+// append and the last, so the response's records become durable in one
+// group and one device flush. The hold ends before the fetcher waits for
+// durability (the catch-up would hang until the socket timeout otherwise), and the follower ends
+// byte-identical to the leader.
+func TestFetchResponseAppendsShareOneGroup(t *testing.T) {
+	var mu sync.Mutex
+	holds := 0
+	var inside []string // groups written while a hold was open
+	var heldAt uint64   // the follower's journal groups when the open hold began
+	groupsOf := func(nd *node) uint64 {
+		st, ok := nd.eng.JournalStats()
+		if !ok {
+			t.Errorf("node %d has no journal", nd.id)
+		}
+		return st.Groups
+	}
+	c := newClusterWith(t, 2, 30000, 1, func(c *testCluster) {
+		c.parts = 8
+		c.journal = true
+		// A fetcher waiting for durability inside the hold would wait out
+		// this bound before going on: past the hang guard, so it fails.
+		c.socketTimeoutMs = 2 * hangGuard.Milliseconds()
+		c.hold = func(nd *node) {
+			mu.Lock()
+			defer mu.Unlock()
+			holds++
+			heldAt = groupsOf(nd)
+		}
+		c.release = func(nd *node) {
+			mu.Lock()
+			defer mu.Unlock()
+			if g := groupsOf(nd); g != heldAt {
+				inside = append(inside, fmt.Sprintf("hold %d: groups %d at its start, %d at its end", holds, heldAt, g))
+			}
+		}
+	})
+	leader, follower := c.nodes[1], c.nodes[2]
+
+	// The follower is away while every partition takes records; it comes
+	// back with the leader's address unknown until all eight partitions
+	// are its, so that its first fetch asks for all of them.
+	follower.stop()
+	for part := range c.parts {
+		for i := range 3 {
+			appendOne(t, leader.logAt(part), fmt.Sprintf("p%d-%d", part, i))
+		}
+	}
+	c.mu.Lock()
+	c.isolated[1] = true
+	c.mu.Unlock()
+	follower.start()
+	c.push()
+	c.mu.Lock()
+	c.isolated[1] = false
+	c.mu.Unlock()
+
+	for part := range c.parts {
+		ll, fl := leader.logAt(part), follower.logAt(part)
+		end := ll.LogEndOffset()
+		eventually(t, fmt.Sprintf("partition %d's follower to hold the leader's end %d durably", part, end),
+			func() bool { return fl.DurableEnd() == end })
+		if got, want := logBytes(t, fl), logBytes(t, ll); !bytes.Equal(got, want) {
+			t.Fatalf("partition %d: follower holds %d bytes differing from the leader's %d", part, len(got), len(want))
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if holds == 0 {
+		t.Fatal("no fetch response's appends held the journal, although one response carried eight partitions")
+	}
+	if len(inside) > 0 {
+		t.Fatalf("journal groups written while a fetch response's appends held it: %v", inside)
+	}
+}
