@@ -299,7 +299,7 @@
 //
 // Why neither meets the keyed targets of docs/performance.md on this disk:
 // the device serves one request at a time, ~45 us each plus the bytes, and
-// a produce request from a client with one request in flight carries a
+// a keyed produce request (franz-go: up to five in flight) carries a
 // small batch for nearly every partition, so every flush costs about one
 // device write per partition (14,000-24,000 writes/s at 100,000 keyed
 // records/s, 10-17 KiB each). The measured alternatives
