@@ -499,55 +499,63 @@ func (f *fetcher) fetchPhase(parts []*fpart) error {
 	}
 	var appended []*fpart
 	f.procMu.Lock()
-	hold := f.m.cfg.HoldAppends != nil && f.m.cfg.ReleaseAppends != nil && carriesSeveral(resp)
-	if hold {
-		f.m.cfg.HoldAppends()
-	}
-	for i := range resp.Topics {
-		rt := &resp.Topics[i]
-		for j := range rt.Partitions {
-			rp := &rt.Partitions[j]
-			fp := sent[idp{rt.TopicID, rp.Partition}]
-			if fp == nil || !f.member(fp) {
-				continue
-			}
-			delete(sent, idp{rt.TopicID, rp.Partition})
-			ok, err := f.handlePartition(fp, rp)
-			if err != nil {
-				// The log failed (offline, closed, deleted): this partition
-				// backs off; the others go on.
-				f.partitionBackoff(fp, "append", err)
-				f.m.log.Warn("replica fetcher: log error", "log", fp.log.String(), "err", err)
-				continue
-			}
-			if ok {
-				appended = append(appended, fp)
+	// Partitions with an error first, without the hold: one may restart
+	// its log from remote storage (tiered.go), and no append of this
+	// broker should wait for that. The others after, under the hold when
+	// more than one carries records.
+	several := countRecords(resp) > 1 && f.m.cfg.HoldAppends != nil && f.m.cfg.ReleaseAppends != nil
+	for pass := range 2 {
+		hold := pass == 1 && several
+		if hold {
+			f.m.cfg.HoldAppends()
+		}
+		for i := range resp.Topics {
+			rt := &resp.Topics[i]
+			for j := range rt.Partitions {
+				rp := &rt.Partitions[j]
+				if (rp.ErrorCode != 0) != (pass == 0) {
+					continue
+				}
+				fp := sent[idp{rt.TopicID, rp.Partition}]
+				if fp == nil || !f.member(fp) {
+					continue
+				}
+				delete(sent, idp{rt.TopicID, rp.Partition})
+				ok, err := f.handlePartition(fp, rp)
+				if err != nil {
+					// The log failed (offline, closed, deleted): this partition
+					// backs off; the others go on.
+					f.partitionBackoff(fp, "append", err)
+					f.m.log.Warn("replica fetcher: log error", "log", fp.log.String(), "err", err)
+					continue
+				}
+				if ok {
+					appended = append(appended, fp)
+				}
 			}
 		}
-	}
-	if hold {
-		// Before the wait: the group the appends share is written once
-		// the hold ends.
-		f.m.cfg.ReleaseAppends()
+		if hold {
+			// Before the wait: the group the appends share is written once
+			// the hold ends.
+			f.m.cfg.ReleaseAppends()
+		}
 	}
 	f.procMu.Unlock()
 	return f.awaitDurable(appended)
 }
 
-// carriesSeveral reports whether a fetch response holds records for more
-// than one partition.
-func carriesSeveral(resp *kmsg.FetchResponse) bool {
+// countRecords counts the partitions of a fetch response without an error
+// that carry records.
+func countRecords(resp *kmsg.FetchResponse) int {
 	n := 0
 	for i := range resp.Topics {
 		for j := range resp.Topics[i].Partitions {
-			if len(resp.Topics[i].Partitions[j].RecordBatches) > 0 {
-				if n++; n > 1 {
-					return true
-				}
+			if rp := &resp.Topics[i].Partitions[j]; rp.ErrorCode == 0 && len(rp.RecordBatches) > 0 {
+				n++
 			}
 		}
 	}
-	return false
+	return n
 }
 
 // handlePartition applies one partition of a fetch response. Caller holds
