@@ -103,7 +103,9 @@
 // counts). A response carrying records for several partitions is appended
 // under the journal's hold (Config.HoldAppends, the engine's HoldJournal):
 // its appends share one journal group and one device flush, as a produce
-// request's do. Without the hold the journal's writer took whatever was
+// request's do (its partitions with an error are handled first, outside
+// the hold: one may restart its log from remote storage, and no
+// acknowledgement of this broker waits for that). Without the hold the journal's writer took whatever was
 // staged each time it was free: three brokers with replication factor 3,
 // keyed closed loop, ran at 123.0 % of that (median of three alternated
 // rounds, 120.2-125.1 %, docs/performance.md "Session 51"). So for the leader a follower's fetch offset IS its durable offset,
