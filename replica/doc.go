@@ -102,14 +102,16 @@
 // pipeline to report the durable end; with write.caching=true the written end
 // counts). A response carrying records for several partitions is appended
 // under the journal's hold (Config.HoldAppends, the engine's HoldJournal):
-// its appends share one journal group and one device flush, as a produce
-// request's do (its partitions with an error are handled first, outside
-// the hold: one may restart its log from remote storage, and no
-// acknowledgement of this broker waits for that). Without the hold the journal's writer took whatever was
-// staged each time it was free: three brokers with replication factor 3,
-// keyed closed loop, ran at 123.0 % of that (median of three alternated
-// rounds, 120.2-125.1 %, docs/performance.md "Session 51"). So for the leader a follower's fetch offset IS its durable offset,
-// and the leader's HW is
+// its appends share one journal group, or groups written ahead and one
+// device flush, as a produce request's do; its partitions with an error are
+// handled first, outside the hold (one may restart its log from remote
+// storage, and no acknowledgement of this broker waits for that). Without
+// the hold the journal's writer took whatever was staged each time it was
+// free: three brokers with replication factor 3, keyed closed loop, ran at
+// 111.3 % of that (median of eleven alternated rounds, 92.4-125.1 %, nine
+// faster) with a quarter fewer device flushes (docs/performance.md,
+// "Session 51"). So for the leader a follower's fetch offset IS its durable
+// offset, and the leader's HW is
 //
 //	HW = min(leader's durable end, fetch offset of every ISR follower)
 //
