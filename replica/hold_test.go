@@ -3,6 +3,8 @@ package replica_test
 import (
 	"bytes"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -83,5 +85,74 @@ func TestFetchResponseAppendsShareOneGroup(t *testing.T) {
 	}
 	if len(inside) > 0 {
 		t.Fatalf("journal groups written while a fetch response's appends held it: %v", inside)
+	}
+}
+
+// TestFetchResponseErrorsOutsideHold: a response that restarts one
+// partition's log (its end is below the leader's log start; with tiered
+// storage the restart asks remote storage, for up to tierStateTimeout)
+// and carries records for two others handles the restart before it holds
+// the journal, so no acknowledgement of the follower's broker waits for
+// it.
+func TestFetchResponseErrorsOutsideHold(t *testing.T) {
+	c := newClusterWith(t, 2, 300, 1, func(c *testCluster) {
+		c.parts = 3
+		c.journal = true
+		c.hold = func(nd *node) { c.logger.Info("test: journal held", "node", nd.id) }
+		c.release = func(nd *node) { c.logger.Info("test: journal released", "node", nd.id) }
+	})
+	leader, follower := c.nodes[1], c.nodes[2]
+	follower.stop()
+	isr := func(part int32) []int32 {
+		st, _ := leader.mgr.Status(testTopic, part)
+		return st.ISR
+	}
+	for part := range c.parts {
+		eventually(t, fmt.Sprintf("partition %d's ISR to shrink to the leader", part),
+			func() bool { return slices.Equal(isr(part), []int32{1}) })
+		for i := range 3 {
+			appendOne(t, leader.logAt(part), fmt.Sprintf("p%d-%d", part, i))
+		}
+	}
+	ll0 := leader.logAt(0)
+	eventually(t, "partition 0's HW to reach its end", func() bool { return ll0.HighWatermark() == ll0.LogEndOffset() })
+	start, err := ll0.DeleteRecords(ll0.LogEndOffset())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	c.isolated[1] = true
+	c.mu.Unlock()
+	follower.start()
+	c.push()
+	c.mu.Lock()
+	c.isolated[1] = false
+	c.mu.Unlock()
+	eventually(t, "partition 0's follower log to restart at the leader's log start", func() bool {
+		return follower.logAt(0).LogStartOffset() == start
+	})
+	for part := int32(1); part < c.parts; part++ {
+		end := leader.logAt(part).LogEndOffset()
+		eventually(t, fmt.Sprintf("partition %d's follower to hold %d durably", part, end),
+			func() bool { return follower.logAt(part).DurableEnd() == end })
+	}
+
+	held, restarts, holds := false, 0, 0
+	for _, line := range strings.Split(c.logs.String(), "\n") {
+		switch {
+		case strings.Contains(line, "test: journal held"):
+			held = true
+			holds++
+		case strings.Contains(line, "test: journal released"):
+			held = false
+		case strings.Contains(line, "restarting it"):
+			restarts++
+			if held {
+				t.Fatalf("a log restarted while a fetch response's appends held the journal:\n%s", c.logs.String())
+			}
+		}
+	}
+	if restarts == 0 || holds == 0 {
+		t.Fatalf("%d restarts and %d holds: the test needs both", restarts, holds)
 	}
 }
