@@ -60,14 +60,7 @@ func TestFetchResponseAppendsShareOneGroup(t *testing.T) {
 			appendOne(t, leader.logAt(part), fmt.Sprintf("p%d-%d", part, i))
 		}
 	}
-	c.mu.Lock()
-	c.isolated[1] = true
-	c.mu.Unlock()
-	follower.start()
-	c.push()
-	c.mu.Lock()
-	c.isolated[1] = false
-	c.mu.Unlock()
+	c.startWithEveryPartition(follower, leader)
 
 	for part := range c.parts {
 		ll, fl := leader.logAt(part), follower.logAt(part)
@@ -120,14 +113,7 @@ func TestFetchResponseErrorsOutsideHold(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.mu.Lock()
-	c.isolated[1] = true
-	c.mu.Unlock()
-	follower.start()
-	c.push()
-	c.mu.Lock()
-	c.isolated[1] = false
-	c.mu.Unlock()
+	c.startWithEveryPartition(follower, leader)
 	eventually(t, "partition 0's follower log to restart at the leader's log start", func() bool {
 		return follower.logAt(0).LogStartOffset() == start
 	})
@@ -155,4 +141,18 @@ func TestFetchResponseErrorsOutsideHold(t *testing.T) {
 	if restarts == 0 || holds == 0 {
 		t.Fatalf("%d restarts and %d holds: the test needs both", restarts, holds)
 	}
+}
+
+// startWithEveryPartition starts nd with leader's address unknown until
+// every partition of the topic is nd's, so that nd's first fetch from
+// leader asks for all of them at once.
+func (c *testCluster) startWithEveryPartition(nd, leader *node) {
+	c.mu.Lock()
+	c.isolated[leader.id] = true
+	c.mu.Unlock()
+	nd.start()
+	c.push()
+	c.mu.Lock()
+	c.isolated[leader.id] = false
+	c.mu.Unlock()
 }
