@@ -499,21 +499,12 @@ func (f *fetcher) fetchPhase(parts []*fpart) error {
 	}
 	var appended []*fpart
 	f.procMu.Lock()
-	// Partitions with an error first, without the hold: one may restart
-	// its log from remote storage (tiered.go), and no append of this
-	// broker should wait for that. The others after, under the hold when
-	// more than one carries records.
-	several := countRecords(resp) > 1 && f.m.cfg.HoldAppends != nil && f.m.cfg.ReleaseAppends != nil
-	for pass := range 2 {
-		hold := pass == 1 && several
-		if hold {
-			f.m.cfg.HoldAppends()
-		}
+	apply := func(withError bool) {
 		for i := range resp.Topics {
 			rt := &resp.Topics[i]
 			for j := range rt.Partitions {
 				rp := &rt.Partitions[j]
-				if (rp.ErrorCode != 0) != (pass == 0) {
+				if (rp.ErrorCode != 0) != withError {
 					continue
 				}
 				fp := sent[idp{rt.TopicID, rp.Partition}]
@@ -534,11 +525,20 @@ func (f *fetcher) fetchPhase(parts []*fpart) error {
 				}
 			}
 		}
-		if hold {
-			// Before the wait: the group the appends share is written once
-			// the hold ends.
-			f.m.cfg.ReleaseAppends()
-		}
+	}
+	// Partitions with an error first, without the hold: one may restart
+	// its log from remote storage (tiered.go), and no append of this
+	// broker should wait for that. The others after, under the hold when
+	// more than one carries records; it ends before the wait below, for
+	// the group the appends share is written once it ends.
+	apply(true)
+	hold := countRecords(resp) > 1 && f.m.cfg.HoldAppends != nil && f.m.cfg.ReleaseAppends != nil
+	if hold {
+		f.m.cfg.HoldAppends()
+	}
+	apply(false)
+	if hold {
+		f.m.cfg.ReleaseAppends()
 	}
 	f.procMu.Unlock()
 	return f.awaitDurable(appended)

@@ -15,8 +15,8 @@ import (
 // (Config.HoldAppends): no journal group is written between the first
 // append and the last, so the response's records become durable in one
 // group and one device flush. The hold ends before the fetcher waits for
-// durability (the catch-up would hang until the socket timeout otherwise), and the follower ends
-// byte-identical to the leader.
+// durability (the catch-up would hang until the socket timeout
+// otherwise), and the follower ends byte-identical to the leader.
 func TestFetchResponseAppendsShareOneGroup(t *testing.T) {
 	var mu sync.Mutex
 	holds := 0
