@@ -9,7 +9,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/stratalog/strata/internal/ntcopy"
 	"github.com/stratalog/strata/internal/uring"
 )
 
@@ -620,7 +619,7 @@ func (w *ringWriter) copyIn(s *Segment, b []byte, pos int64, dst []Span, align i
 	c := int64(len(w.cur))
 	for len(b) > 0 {
 		off := pos - w.curBase
-		n := int64(ntcopy.Copy(w.cur[off:], b)) // DMA reads it, not the CPU: see package ntcopy
+		n := int64(uring.CopyNT(w.cur[off:], b)) // the device reads it by DMA, the CPU does not
 		if pinning {
 			lo, hi := off&^(align-1), (off+n+align-1)&^(align-1)
 			mem := w.cur[lo:hi:hi]

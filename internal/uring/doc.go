@@ -141,7 +141,9 @@
 // Alignment) use a Pool: 4 KiB-aligned chunks of one anonymous mapping,
 // faulted in at creation (first touches of idle VM memory are slow) and
 // registered with the ring as one fixed buffer per pool when passed in
-// Config.Pools.
+// Config.Pools. CopyNT fills such memory with non-temporal stores: the
+// device reads it by DMA, so the copy need not pull it into the caches
+// (copynt.go).
 //
 // Files. RegisterFile puts the file in the registered-file table when a slot
 // is free (IORING_REGISTER_FILES_UPDATE from the owner) and otherwise uses its

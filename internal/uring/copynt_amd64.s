@@ -1,8 +1,8 @@
 #include "textflag.h"
 
-// func copyAVX(dst, src *byte, n int)
+// func copyNTAVX256(dst, src *byte, n int)
 // n > 0 and a multiple of 128; dst 32-byte aligned.
-TEXT ·copyAVX(SB), NOSPLIT, $0-24
+TEXT ·copyNTAVX256(SB), NOSPLIT, $0-24
 	MOVQ	dst+0(FP), DI
 	MOVQ	src+8(FP), SI
 	MOVQ	n+16(FP), CX
@@ -23,9 +23,9 @@ avx:
 	VZEROUPPER
 	RET
 
-// func copySSE2(dst, src *byte, n int)
+// func copyNTSSE2(dst, src *byte, n int)
 // n > 0 and a multiple of 128; dst 16-byte aligned.
-TEXT ·copySSE2(SB), NOSPLIT, $0-24
+TEXT ·copyNTSSE2(SB), NOSPLIT, $0-24
 	MOVQ	dst+0(FP), DI
 	MOVQ	src+8(FP), SI
 	MOVQ	n+16(FP), CX
