@@ -1,5 +1,7 @@
 package uring
 
+import "unsafe"
+
 // Copying into memory the device reads (CopyNT). The broker copies every
 // produced batch into its segment's chunk (package segment), and nothing
 // reads those bytes through the CPU's caches soon after: the device reads
@@ -48,3 +50,5 @@ func copyNTOverlap(a, b []byte) bool {
 	pa, pb := copyNTAddr(a), copyNTAddr(b)
 	return pa < pb+uintptr(len(b)) && pb < pa+uintptr(len(a))
 }
+
+func copyNTAddr(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }

@@ -10,8 +10,6 @@ const copyNTAvailable = true
 
 var copyNTAVX = cpu.X86.HasAVX
 
-func copyNTAddr(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
-
 // copyNTBody copies len(src) bytes (a multiple of 128; dst 32-byte aligned)
 // with non-temporal stores.
 func copyNTBody(dst, src []byte) {
