@@ -206,9 +206,18 @@ func (f *fetcher) run() {
 			f.sleep(time.Second, true)
 			continue
 		}
-		if err := f.ensureConn(); err != nil {
+		dialed, err := f.ensureConn()
+		if err != nil {
 			f.failed(err)
 			continue
+		}
+		if dialed {
+			// Partitions added while the connection was made (a broker
+			// back after a restart is handed its partitions one by one)
+			// go into this round's requests, not into rounds of their own.
+			if parts = f.snapshot(); len(parts) == 0 {
+				continue
+			}
 		}
 		if err := f.truncatePhase(parts); err != nil {
 			f.failed(err)
@@ -222,32 +231,34 @@ func (f *fetcher) run() {
 	}
 }
 
-func (f *fetcher) ensureConn() error {
+// ensureConn connects to the source broker unless connected; dialed
+// reports a new connection.
+func (f *fetcher) ensureConn() (dialed bool, err error) {
 	f.mu.Lock()
 	have := f.conn != nil
 	f.mu.Unlock()
 	if have {
-		return nil
+		return false, nil
 	}
 	addr, ok := f.m.cfg.BrokerAddr(f.src)
 	if !ok {
-		return fmt.Errorf("no address for broker %d", f.src)
+		return false, fmt.Errorf("no address for broker %d", f.src)
 	}
 	ctx, cancel := context.WithTimeout(f.m.ctx, time.Duration(f.m.cfg.SocketTimeoutMs)*time.Millisecond)
 	defer cancel()
 	c, err := f.m.cfg.Dial(ctx, addr)
 	if err != nil {
-		return fmt.Errorf("dialing broker %d at %s: %w", f.src, addr, err)
+		return false, fmt.Errorf("dialing broker %d at %s: %w", f.src, addr, err)
 	}
 	f.mu.Lock()
 	if f.stopped() {
 		f.mu.Unlock()
 		c.Close()
-		return errors.New("fetcher stopped")
+		return false, errors.New("fetcher stopped")
 	}
 	f.conn = c
 	f.mu.Unlock()
-	return nil
+	return true, nil
 }
 
 // roundTrip sends req and decodes the answer into resp, with a deadline of
