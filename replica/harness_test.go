@@ -55,6 +55,9 @@ type testCluster struct {
 	hold, release func(nd *node)
 	// socketTimeoutMs is every Manager's SocketTimeoutMs (0: the default).
 	socketTimeoutMs int64
+	// dial, when set, is every Manager's Config.Dial, given the dialing
+	// node.
+	dial func(nd *node, ctx context.Context, addr string) (net.Conn, error)
 
 	mu       sync.Mutex
 	st       *controller.State
@@ -293,6 +296,10 @@ func (nd *node) start() {
 		hold = func() { eng.HoldJournal(); c.hold(nd) }
 		release = func() { c.release(nd); eng.ReleaseJournal() }
 	}
+	var dial func(context.Context, string) (net.Conn, error)
+	if c.dial != nil {
+		dial = func(ctx context.Context, addr string) (net.Conn, error) { return c.dial(nd, ctx, addr) }
+	}
 	mgr := replica.New(replica.Config{
 		BrokerID:        nd.id,
 		BrokerAddr:      c.addrOf,
@@ -304,6 +311,7 @@ func (nd *node) start() {
 		HoldAppends:     hold,
 		ReleaseAppends:  release,
 		SocketTimeoutMs: c.socketTimeoutMs,
+		Dial:            dial,
 	})
 	c.mu.Lock()
 	nd.eng, nd.srv, nd.mgr, nd.addr, nd.up = eng, srv, mgr, ln.Addr().String(), true

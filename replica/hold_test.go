@@ -2,11 +2,15 @@ package replica_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestFetchResponseAppendsShareOneGroup: a follower catching up on eight
@@ -155,4 +159,89 @@ func (c *testCluster) startWithEveryPartition(nd, leader *node) {
 	c.mu.Lock()
 	c.isolated[leader.id] = false
 	c.mu.Unlock()
+}
+
+// TestFirstFetchCarriesPartitionsAddedWhileDialing: a broker back from a
+// restart is handed its partitions one by one; those added while its
+// fetcher connects to their leader go into the first fetch with the one
+// that started the connection, not into fetches of their own. The first
+// partition's dial is held until the other two are the follower's: the
+// first response then carries records for all three, so when the fetcher
+// first holds the journal over a response's appends none of the three has
+// a record yet.
+func TestFirstFetchCarriesPartitionsAddedWhileDialing(t *testing.T) {
+	dialing := make(chan struct{}, 1)
+	gate := make(chan struct{})
+	var gateOn atomic.Bool // armed once the follower is about to come back
+	var armed sync.Once
+	var mu sync.Mutex
+	var firstHold []int64 // the follower's log ends when it first held the journal
+	var c *testCluster
+	c = newClusterWith(t, 2, 300, 1, func(tc *testCluster) {
+		tc.parts = 3
+		tc.journal = true
+		tc.dial = func(nd *node, ctx context.Context, addr string) (net.Conn, error) {
+			if nd.id == 2 && gateOn.Load() {
+				armed.Do(func() {
+					dialing <- struct{}{}
+					select {
+					case <-gate:
+					case <-ctx.Done():
+					}
+				})
+			}
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", addr)
+		}
+		tc.hold = func(nd *node) {
+			mu.Lock()
+			defer mu.Unlock()
+			if nd.id == 2 && firstHold == nil {
+				for part := range c.parts {
+					firstHold = append(firstHold, nd.logAt(part).LogEndOffset())
+				}
+			}
+		}
+		tc.release = func(*node) {}
+	})
+	var opened sync.Once
+	openGate := func() { opened.Do(func() { close(gate) }) }
+	t.Cleanup(openGate) // before the cluster stops: a held dial would wait out its timeout
+	leader, follower := c.nodes[1], c.nodes[2]
+	follower.stop()
+	for part := range c.parts {
+		// No ISR change is pushed while the follower comes back.
+		eventually(t, fmt.Sprintf("partition %d's ISR to shrink to the leader", part), func() bool {
+			st, _ := leader.mgr.Status(testTopic, part)
+			return slices.Equal(st.ISR, []int32{1})
+		})
+		for i := range 3 {
+			appendOne(t, leader.logAt(part), fmt.Sprintf("p%d-%d", part, i))
+		}
+	}
+	gateOn.Store(true)
+	follower.start()
+	c.pushMu.Lock()
+	c.pushPartition(0)
+	select {
+	case <-dialing:
+	case <-time.After(hangGuard):
+		c.pushMu.Unlock()
+		t.Fatal("the follower's fetcher never dialed the leader")
+	}
+	c.pushPartition(1)
+	c.pushPartition(2)
+	c.pushMu.Unlock()
+	openGate()
+
+	for part := range c.parts {
+		end := leader.logAt(part).LogEndOffset()
+		eventually(t, fmt.Sprintf("partition %d's follower to hold %d durably", part, end),
+			func() bool { return follower.logAt(part).DurableEnd() == end })
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(firstHold, []int64{0, 0, 0}) {
+		t.Fatalf("log ends when the follower first held the journal: %v, want [0 0 0] (one response for all three)", firstHold)
+	}
 }
