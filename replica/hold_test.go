@@ -100,17 +100,7 @@ func TestFetchResponseErrorsOutsideHold(t *testing.T) {
 	})
 	leader, follower := c.nodes[1], c.nodes[2]
 	follower.stop()
-	isr := func(part int32) []int32 {
-		st, _ := leader.mgr.Status(testTopic, part)
-		return st.ISR
-	}
-	for part := range c.parts {
-		eventually(t, fmt.Sprintf("partition %d's ISR to shrink to the leader", part),
-			func() bool { return slices.Equal(isr(part), []int32{1}) })
-		for i := range 3 {
-			appendOne(t, leader.logAt(part), fmt.Sprintf("p%d-%d", part, i))
-		}
-	}
+	c.appendWhileAway(t, leader)
 	ll0 := leader.logAt(0)
 	eventually(t, "partition 0's HW to reach its end", func() bool { return ll0.HighWatermark() == ll0.LogEndOffset() })
 	start, err := ll0.DeleteRecords(ll0.LogEndOffset())
@@ -144,6 +134,22 @@ func TestFetchResponseErrorsOutsideHold(t *testing.T) {
 	}
 	if restarts == 0 || holds == 0 {
 		t.Fatalf("%d restarts and %d holds: the test needs both", restarts, holds)
+	}
+}
+
+// appendWhileAway waits, partition by partition, until the ISR is the
+// leader alone (the other broker is stopped; no ISR change is pushed
+// while it comes back), then appends three records to the partition.
+func (c *testCluster) appendWhileAway(t *testing.T, leader *node) {
+	t.Helper()
+	for part := range c.parts {
+		eventually(t, fmt.Sprintf("partition %d's ISR to shrink to the leader", part), func() bool {
+			st, _ := leader.mgr.Status(testTopic, part)
+			return slices.Equal(st.ISR, []int32{leader.id})
+		})
+		for i := range 3 {
+			appendOne(t, leader.logAt(part), fmt.Sprintf("p%d-%d", part, i))
+		}
 	}
 }
 
@@ -209,16 +215,7 @@ func TestFirstFetchCarriesPartitionsAddedWhileDialing(t *testing.T) {
 	t.Cleanup(openGate) // before the cluster stops: a held dial would wait out its timeout
 	leader, follower := c.nodes[1], c.nodes[2]
 	follower.stop()
-	for part := range c.parts {
-		// No ISR change is pushed while the follower comes back.
-		eventually(t, fmt.Sprintf("partition %d's ISR to shrink to the leader", part), func() bool {
-			st, _ := leader.mgr.Status(testTopic, part)
-			return slices.Equal(st.ISR, []int32{1})
-		})
-		for i := range 3 {
-			appendOne(t, leader.logAt(part), fmt.Sprintf("p%d-%d", part, i))
-		}
-	}
+	c.appendWhileAway(t, leader)
 	gateOn.Store(true)
 	follower.start()
 	c.pushMu.Lock()
