@@ -84,3 +84,76 @@ func mappingOf(t *testing.T, addr uintptr) (lo, hi uintptr, ok bool) {
 	}
 	return 0, 0, false
 }
+
+// TestMapMemoryHugeLater: the mapping is aligned to a huge page, exactly
+// its size, resident in full when it returns (faulted in on 4 KiB pages),
+// and asks for huge pages afterwards (VmFlags "hg", not "nh"), so that
+// khugepaged may collapse it. A mapping of another size is MapMemory's.
+func TestMapMemoryHugeLater(t *testing.T) {
+	b, err := MapMemoryHugeLater(2 * hugePageBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer UnmapMemory(b)
+	addr := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	if addr%hugePageBytes != 0 || len(b) != 2*hugePageBytes || cap(b) != 2*hugePageBytes {
+		t.Fatalf("at %#x, len %d cap %d: want aligned to %d, %d bytes", addr, len(b), cap(b), hugePageBytes, 2*hugePageBytes)
+	}
+	rss, flags := smapsOf(t, addr)
+	if rss != uint64(len(b)) {
+		t.Errorf("Rss %d bytes right after the mapping, want %d (faulted in)", rss, len(b))
+	}
+	_, thpErr := os.Stat("/sys/kernel/mm/transparent_hugepage")
+	thp := thpErr == nil // a kernel without THP refuses MADV_HUGEPAGE
+	if thp && (!strings.Contains(" "+flags+" ", " hg ") || strings.Contains(" "+flags+" ", " nh ")) {
+		t.Errorf("VmFlags %q: want hg (huge pages asked for) and not nh", flags)
+	}
+	b[0], b[len(b)-1] = 1, 2
+
+	small, err := MapMemoryHugeLater(64 << 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(small) != 64<<10 {
+		t.Errorf("64 KiB mapping: len %d", len(small))
+	}
+	small[len(small)-1] = 1
+	UnmapMemory(small)
+}
+
+// smapsOf returns the Rss (bytes) and VmFlags of the /proc/self/smaps
+// mapping starting at addr.
+func smapsOf(t *testing.T, addr uintptr) (rss uint64, flags string) {
+	t.Helper()
+	data, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, found := false, false
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		if r, _, ok := strings.Cut(f[0], "-"); ok && !strings.HasSuffix(f[0], ":") {
+			l, err := strconv.ParseUint(r, 16, 64)
+			in = err == nil && uintptr(l) == addr
+			found = found || in
+			continue
+		}
+		if !in {
+			continue
+		}
+		switch f[0] {
+		case "Rss:":
+			kb, _ := strconv.ParseUint(f[1], 10, 64)
+			rss = kb << 10
+		case "VmFlags:":
+			flags = strings.Join(f[1:], " ")
+		}
+	}
+	if !found {
+		t.Fatalf("no mapping at %#x in /proc/self/smaps", addr)
+	}
+	return rss, flags
+}

@@ -248,5 +248,22 @@ func MapMemory(n int) ([]byte, error) {
 	return mapAnon(n)
 }
 
+// MapMemoryHugeLater is MapMemory for memory that is wanted at once and
+// on huge pages in the long run: where n is a multiple of HugePageBytes
+// it is aligned to it and faulted in on 4 KiB pages now, then asks for
+// huge pages, which the kernel's khugepaged makes of it in the background
+// (at its own pace: by default 16 MiB every 10 s). Why: in a virtual
+// machine whose freed memory goes back to the host (virtio-balloon's free
+// page reporting, as on the development VM), faulting in a fresh huge
+// page took 4.5-6.7 ms, 0.9-1.3 ms on 4 KiB pages (docs/performance.md,
+// "Session 53"); a cache filling 256 MiB in its first second paid the
+// difference on the broker's busiest second. Unmap it with UnmapMemory.
+func MapMemoryHugeLater(n int) ([]byte, error) {
+	if n <= 0 {
+		return nil, fmt.Errorf("%w: %d bytes", ErrInvalid, n)
+	}
+	return mapAnonPaged(n, true)
+}
+
 // UnmapMemory unmaps what MapMemory returned (the whole of it).
 func UnmapMemory(b []byte) error { return unmapAnon(b) }

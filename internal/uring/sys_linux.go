@@ -83,7 +83,13 @@ func fallocateKeepSize(f *os.File, size int64) (bool, error) {
 // requests, since max_segments is 254), holding every other request back
 // until it completed (BenchmarkBufferPages: 1 MiB writes 1,015-1,043 MB/s
 // from 4 KiB pages, 1,343-1,404 from huge pages).
-func mapAnon(n int) ([]byte, error) {
+func mapAnon(n int) ([]byte, error) { return mapAnonPaged(n, false) }
+
+// mapAnonPaged is mapAnon; with late, a mapping of whole huge pages is
+// faulted in on 4 KiB pages (MADV_NOHUGEPAGE while it is) and asks for
+// huge pages only after (MADV_HUGEPAGE), which khugepaged grants in the
+// background by collapsing them (MapMemoryHugeLater).
+func mapAnonPaged(n int, late bool) ([]byte, error) {
 	if n%hugePageBytes != 0 {
 		b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
 		if err != nil {
@@ -106,11 +112,18 @@ func mapAnon(n int) ([]byte, error) {
 		_ = unix.MunmapPtr(unsafe.Add(p, skip+uintptr(n)), tail)
 	}
 	b := unsafe.Slice((*byte)(unsafe.Add(p, skip)), n)
-	_ = unix.Madvise(b, unix.MADV_HUGEPAGE) // EINVAL without THP: 4 KiB pages then
+	if late {
+		_ = unix.Madvise(b, unix.MADV_NOHUGEPAGE) // THP "always" would fault huge pages in
+	} else {
+		_ = unix.Madvise(b, unix.MADV_HUGEPAGE) // EINVAL without THP: 4 KiB pages then
+	}
 	if err := unix.Madvise(b, unix.MADV_POPULATE_WRITE); err != nil {
 		for i := 0; i < len(b); i += os.Getpagesize() { // before Linux 5.14
 			b[i] = 0
 		}
+	}
+	if late {
+		_ = unix.Madvise(b, unix.MADV_HUGEPAGE)
 	}
 	return b, nil
 }

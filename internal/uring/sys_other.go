@@ -37,6 +37,8 @@ func mapAnon(n int) ([]byte, error) {
 
 func unmapAnon(b []byte) error { return nil }
 
+func mapAnonPaged(n int, late bool) ([]byte, error) { return mapAnon(n) }
+
 func newUringEngine(r *Ring, cfg Config) (engine, error) {
 	return nil, ErrUnavailable
 }
