@@ -133,8 +133,15 @@ func newCopyPool(limit int64) *copyPool {
 		return nil
 	}
 	p := &copyPool{max: int(limit / copyBlockBytes)}
-	p.mem = newSlabs(p, copyBlockBytes)
+	p.mem = newSlabs(p, copyBlockBytes, 1)
 	return p
+}
+
+// stop ends the pool's mapping ahead (Engine.Close).
+func (p *copyPool) stop() {
+	p.mu.Lock()
+	p.mem.stopAhead()
+	p.mu.Unlock()
 }
 
 // stageMax is the largest segment.bytes a log stages.

@@ -66,9 +66,15 @@ type Options struct {
 	NoZeroFill bool
 	// TailCacheBytes bounds the memory of the tail cache (recent batches
 	// served to consumers from memory, tailcache.go): 0 = default
-	// (64 MiB with the O_DIRECT backend, off with pwrite, whose page cache
+	// (256 MiB with the O_DIRECT backend, off with pwrite, whose page cache
 	// sendfile reads without a copy), < 0 = off.
 	TailCacheBytes int64
+	// PrefaultTailCache maps each log's share of the tail cache
+	// (tailBufsPerLog buffers, within TailCacheBytes) as the log is
+	// created or opened, on a goroutine of its own, instead of as the
+	// first consumers read at the head (slab.go, "Mapping ahead"). The
+	// broker sets it.
+	PrefaultTailCache bool
 	// CopyCacheBytes bounds the memory holding remote-enabled partitions'
 	// newest segments for their copies to the object store
 	// (copycache.go): 0 = default (1 GiB, allocated as used, with the
@@ -177,6 +183,9 @@ type Engine struct {
 	jnlEnds bool
 	tails   *tailPool // buffers of the partitions' tail caches (tailcache.go)
 	copies  *copyPool // blocks of remote-enabled segments' bytes for their copies (copycache.go)
+	// prefaultTails: each log hosted maps its share of the tail cache
+	// ahead (Options.PrefaultTailCache; Log.install).
+	prefaultTails bool
 
 	maint maintenance // retention goroutine and delayed file deletion (retention.go)
 	cl    cleaner     // the log cleaner goroutine (cleaner.go)
@@ -269,6 +278,7 @@ func Open(opts Options) (*Engine, error) {
 	if copyBytes := opts.CopyCacheBytes; io.direct() || copyBytes > 0 {
 		e.copies = newCopyPool(copyBytes)
 	}
+	e.prefaultTails = e.tails != nil && opts.PrefaultTailCache
 	if e.tails != nil {
 		e.logger.Info("tail cache", "bytes", int64(e.tails.max)*tailBufBytes, "per_partition_max", tailBufsPerLog*tailBufBytes)
 	}
@@ -684,6 +694,12 @@ func (e *Engine) Close() error {
 	e.stopRoller()
 	e.stopScrubber()
 	e.stopMaintenance()
+	if e.tails != nil {
+		e.tails.stop() // no more cache memory mapped ahead (slab.go)
+	}
+	if e.copies != nil {
+		e.copies.stop()
+	}
 	logs := e.allLogs()
 	for _, l := range logs {
 		l.mu.Lock()

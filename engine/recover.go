@@ -62,6 +62,9 @@ func (e *Engine) createLog(t *Topic, p int32) (*Log, error) {
 // install publishes the recovered or created segments; everything in them is
 // durable, so HW = durable = logEnd.
 func (l *Log) install(segs []*logSegment, logStart, logEnd int64) {
+	if l.e.prefaultTails {
+		l.e.tails.prefaultLog() // its share of the tail cache, mapped ahead (slab.go)
+	}
 	l.segs.Store(&segs)
 	l.active = segs[len(segs)-1]
 	l.logStart.Store(logStart)

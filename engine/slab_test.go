@@ -17,7 +17,7 @@ import (
 func TestSlabsHandOutBlocks(t *testing.T) {
 	type owner struct{ s slabs }
 	o := &owner{}
-	o.s = newSlabs(o, tailBufBytes)
+	o.s = newSlabs(o, tailBufBytes, 1)
 	per := slabBytes / tailBufBytes
 	seen := map[uintptr]bool{}
 	var first uintptr
@@ -55,7 +55,7 @@ func TestSlabsHandOutBlocks(t *testing.T) {
 func TestSlabsMapAhead(t *testing.T) {
 	type owner struct{ s slabs }
 	o := &owner{}
-	o.s = newSlabs(o, tailBufBytes)
+	o.s = newSlabs(o, tailBufBytes, 1)
 	var mu sync.Mutex
 	var made []uintptr // start of each mapping, in order
 	gate := make(chan struct{})
@@ -107,12 +107,12 @@ func TestSlabsMapAhead(t *testing.T) {
 
 	// At the budget: nothing ahead.
 	p := &owner{}
-	p.s = newSlabs(p, tailBufBytes)
+	p.s = newSlabs(p, tailBufBytes, 1)
 	for range per - 1 {
 		p.s.take(0)
 	}
 	p.s.ahead.mu.Lock()
-	started := p.s.ahead.running || p.s.ahead.ready != nil // start sets running before its goroutine runs
+	started := p.s.ahead.running || len(p.s.ahead.ready) > 0 // start sets running before its goroutine runs
 	p.s.ahead.mu.Unlock()
 	if started {
 		t.Fatal("a pool at its budget maps ahead")
@@ -126,4 +126,94 @@ func (m *slabMaps) mapped() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return len(m.m)
+}
+
+// A pool of depth d maps up to d mappings ahead (one at a time, on its own
+// goroutine), as many as room more blocks need and no more; takes use them
+// oldest first; after stopAhead nothing more is mapped ahead.
+func TestSlabsMapAheadDepth(t *testing.T) {
+	type owner struct{ s slabs }
+	o := &owner{}
+	o.s = newSlabs(o, tailBufBytes, 3)
+	var mu sync.Mutex
+	var made []uintptr
+	o.s.mapFn = func(n int) ([]byte, error) {
+		b, err := uring.MapMemory(n)
+		if err == nil {
+			mu.Lock()
+			made = append(made, uintptr(unsafe.Pointer(unsafe.SliceData(b))))
+			mu.Unlock()
+		}
+		return b, err
+	}
+	mappings := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(made)
+	}
+	waitFor := func(want int, what string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second) // deadlock guard, not a timing assertion
+		for mappings() < want {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d mappings, want %d: %s", mappings(), want, what)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	idle := func() {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			o.s.ahead.mu.Lock()
+			running := o.s.ahead.running
+			o.s.ahead.mu.Unlock()
+			if !running {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the goroutine mapping ahead did not end")
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	per := slabBytes / tailBufBytes
+	// Room for two more mappings' blocks: two made ahead, not three.
+	for range per / 2 {
+		o.s.take(2*per + per/2)
+	}
+	waitFor(3, "two mappings ahead for two mappings' room")
+	idle()
+	if n := mappings(); n != 3 {
+		t.Fatalf("%d mappings for room of two ahead, want 3 (the first and two ahead)", n)
+	}
+	// Room for many: depth bounds it at three ahead.
+	o.s.take(100 * per)
+	waitFor(4, "a third mapping ahead")
+	idle()
+	if n := mappings(); n != 4 {
+		t.Fatalf("%d mappings with depth 3, want 4", n)
+	}
+	for range per - per/2 - 1 {
+		o.s.take(0)
+	}
+	for k := 1; k <= 3; k++ { // the mappings made ahead, oldest first
+		b := o.s.take(0)
+		mu.Lock()
+		want := made[k]
+		mu.Unlock()
+		if a := uintptr(unsafe.Pointer(unsafe.SliceData(b))); a != want {
+			t.Fatalf("mapping %d's first block at %#x, want %#x (made ahead, oldest first)", k, a, want)
+		}
+		for range per - 1 {
+			o.s.take(0)
+		}
+	}
+	o.s.stopAhead()
+	o.s.take(100 * per) // maps its own, starts nothing
+	idle()
+	if n := mappings(); n != 5 {
+		t.Fatalf("%d mappings after stopAhead and one take, want 5 (the take's own)", n)
+	}
+	runtime.KeepAlive(o)
 }

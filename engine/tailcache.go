@@ -114,6 +114,10 @@ type tailPool struct {
 	max     int
 	caching atomic.Int32 // logs whose cache holds at least one buffer
 	mem     slabs        // where new buffers come from (slab.go)
+	// prefault is how many buffers the logs hosted can hold
+	// (Options.PrefaultTailCache: prefaultLog), mapped ahead whether or
+	// not they cache yet.
+	prefault int
 
 	// Reads of the cache (tailcache_stats.go): counted only, never read
 	// by the cache itself.
@@ -136,7 +140,8 @@ func newTailPool(limit int64) *tailPool {
 		return nil
 	}
 	p := &tailPool{max: int(limit / tailBufBytes)}
-	p.mem = newSlabs(p, tailBufBytes)
+	per := slabBytes / tailBufBytes
+	p.mem = newSlabs(p, tailBufBytes, (p.max+per-1)/per) // the whole budget ahead (slab.go)
 	return p
 }
 
@@ -154,7 +159,37 @@ func (p *tailPool) get() tailMem {
 		return tailMem{}
 	}
 	p.made++
-	return tailMem{b: p.mem.take(p.max - p.made), idx: make([]tailEntry, maxTailBatches)}
+	return tailMem{b: p.mem.take(p.room()), idx: make([]tailEntry, maxTailBatches)}
+}
+
+// room is how many more buffers the pool may hand out that its slabs
+// should map ahead of their need: up to what the logs caching now (and
+// one more) can hold, or, with prefault, what every log hosted can; never
+// past the budget, so one log read at the head does not map the budget
+// ahead. Caller holds p.mu.
+func (p *tailPool) room() int {
+	r := max(min(p.max, (int(p.caching.Load())+1)*tailBufsPerLog), p.prefault)
+	return max(r-p.made, 0)
+}
+
+// prefaultLog raises the memory mapped ahead by one more log's share (a
+// log hosted: Options.PrefaultTailCache), up to the budget, and starts
+// mapping it on the slabs' goroutine before any log caches.
+func (p *tailPool) prefaultLog() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.prefault >= p.max {
+		return
+	}
+	p.prefault = min(p.prefault+tailBufsPerLog, p.max)
+	p.mem.mapAhead(p.room())
+}
+
+// stop ends the pool's mapping ahead (Engine.Close).
+func (p *tailPool) stop() {
+	p.mu.Lock()
+	p.mem.stopAhead()
+	p.mu.Unlock()
 }
 
 func (p *tailPool) put(m tailMem) {

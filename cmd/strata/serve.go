@@ -188,6 +188,7 @@ func serve(cfg config.Broker, remoteProps map[string]string, logger *slog.Logger
 		ScrubBytesPerSecond:    cfg.ScrubBytesPerSec,
 		RefetchCorrupt:         cfg.ControllerQuorum != "", // a corrupt replica re-fetches from its leader
 		TailCacheBytes:         cfg.TailCacheBytes,
+		PrefaultTailCache:      true,
 		CopyCacheBytes:         cfg.RemoteCopyCacheBytes,
 		MinFreeBytes:           cfg.MinFreeBytes,
 		MinFreePercent:         cfg.MinFreePercent,
