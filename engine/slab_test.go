@@ -56,29 +56,14 @@ func TestSlabsMapAhead(t *testing.T) {
 	type owner struct{ s slabs }
 	o := &owner{}
 	o.s = newSlabs(o, tailBufBytes, 1)
-	var mu sync.Mutex
-	var made []uintptr // start of each mapping, in order
 	gate := make(chan struct{})
-	o.s.mapFn = func(n int) ([]byte, error) {
-		mu.Lock()
-		k := len(made)
-		mu.Unlock()
+	var log mapLog
+	log.wrap(&o.s, func(k int) {
 		if k == 1 {
 			<-gate // the mapping ahead waits until the test lets it go
 		}
-		b, err := uring.MapMemory(n)
-		if err == nil {
-			mu.Lock()
-			made = append(made, uintptr(unsafe.Pointer(unsafe.SliceData(b))))
-			mu.Unlock()
-		}
-		return b, err
-	}
-	mappings := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(made)
-	}
+	})
+	mappings := log.count
 	per := slabBytes / tailBufBytes
 	for range per / 2 { // the first mapping, made by take; half its blocks out
 		o.s.take(100)
@@ -98,9 +83,7 @@ func TestSlabsMapAhead(t *testing.T) {
 		o.s.take(100)
 	}
 	b := o.s.take(100) // the first block of the mapping made ahead
-	mu.Lock()
-	second := made[1]
-	mu.Unlock()
+	second := log.at(1)
 	if a := uintptr(unsafe.Pointer(unsafe.SliceData(b))); a != second {
 		t.Fatalf("the take after the first mapping's blocks got %#x, want %#x (the mapping made ahead)", a, second)
 	}
@@ -135,22 +118,9 @@ func TestSlabsMapAheadDepth(t *testing.T) {
 	type owner struct{ s slabs }
 	o := &owner{}
 	o.s = newSlabs(o, tailBufBytes, 3)
-	var mu sync.Mutex
-	var made []uintptr
-	o.s.mapFn = func(n int) ([]byte, error) {
-		b, err := uring.MapMemory(n)
-		if err == nil {
-			mu.Lock()
-			made = append(made, uintptr(unsafe.Pointer(unsafe.SliceData(b))))
-			mu.Unlock()
-		}
-		return b, err
-	}
-	mappings := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(made)
-	}
+	var log mapLog
+	log.wrap(&o.s, nil)
+	mappings := log.count
 	waitFor := func(want int, what string) {
 		t.Helper()
 		deadline := time.Now().Add(30 * time.Second) // deadlock guard, not a timing assertion
@@ -199,9 +169,7 @@ func TestSlabsMapAheadDepth(t *testing.T) {
 	}
 	for k := 1; k <= 3; k++ { // the mappings made ahead, oldest first
 		b := o.s.take(0)
-		mu.Lock()
-		want := made[k]
-		mu.Unlock()
+		want := log.at(k)
 		if a := uintptr(unsafe.Pointer(unsafe.SliceData(b))); a != want {
 			t.Fatalf("mapping %d's first block at %#x, want %#x (made ahead, oldest first)", k, a, want)
 		}
@@ -216,4 +184,41 @@ func TestSlabsMapAheadDepth(t *testing.T) {
 		t.Fatalf("%d mappings after stopAhead and one take, want 5 (the take's own)", n)
 	}
 	runtime.KeepAlive(o)
+}
+
+// mapLog records where each mapping a slabs' mapFn made starts, in order.
+type mapLog struct {
+	mu   sync.Mutex
+	made []uintptr
+}
+
+// wrap makes s map through l, calling before(k) (when set) ahead of its
+// k-th mapping, counted from 0.
+func (l *mapLog) wrap(s *slabs, before func(k int)) {
+	s.mapFn = func(n int) ([]byte, error) {
+		if before != nil {
+			before(l.count())
+		}
+		b, err := uring.MapMemory(n)
+		if err == nil {
+			l.mu.Lock()
+			l.made = append(l.made, uintptr(unsafe.Pointer(unsafe.SliceData(b))))
+			l.mu.Unlock()
+		}
+		return b, err
+	}
+}
+
+// count is how many mappings were made.
+func (l *mapLog) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.made)
+}
+
+// at is where the k-th mapping starts.
+func (l *mapLog) at(k int) uintptr {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.made[k]
 }
