@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"errors"
 	"runtime"
 	"sync"
 
@@ -199,12 +198,13 @@ func (a *slabAhead) fill(maps *slabMaps, mapFn func(int) ([]byte, error)) {
 		}
 		a.mu.Unlock()
 		m, err := mapFn(slabBytes)
-		if err == nil && !maps.add(m) {
+		ok := err == nil
+		if ok && !maps.add(m) {
 			_ = uring.UnmapMemory(m) // the owner is gone
-			err = errSlabOwnerGone
+			ok = false
 		}
 		a.mu.Lock()
-		if err != nil {
+		if !ok {
 			a.running = false
 			a.mu.Unlock()
 			return
@@ -213,9 +213,6 @@ func (a *slabAhead) fill(maps *slabMaps, mapFn func(int) ([]byte, error)) {
 		a.mu.Unlock()
 	}
 }
-
-// errSlabOwnerGone ends fill: its pool's cleanup ran.
-var errSlabOwnerGone = errors.New("engine: slab pool gone")
 
 // add records b, or reports false once the owner's cleanup has run (a
 // mapping made ahead after that is the caller's to unmap).
