@@ -44,7 +44,7 @@ func truncationOffset(end, hw int64, asked, leaderEpoch int32, leaderEnd, oursEn
 type fetchStep struct {
 	restartAt  int64 // >= 0: empty the log and restart it at this offset; -1 none
 	retruncate bool  // back to truncation (OffsetForLeaderEpoch) before fetching
-	backoff    bool  // park the partition for replica.fetch.backoff.ms
+	backoff    bool  // park the partition (retryAfter)
 }
 
 // onFetchError decides what an error code in a fetch response means for
@@ -143,6 +143,51 @@ func planFetch(truncating bool, backoffUntil, now time.Time, end, durable int64)
 		return fetchPlan{flushing: true}
 	}
 	return fetchPlan{send: true}
+}
+
+// leaderBehind reports that an error code from the leader may only mean
+// that the leader has not applied the metadata this follower acts on yet:
+// a topic created (UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION) or a
+// leader epoch begun (NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH) that
+// reached this broker first. Brokers apply the controller's records tens of
+// milliseconds apart, so the leader knows soon. FENCED_LEADER_EPOCH is not
+// one: it means this follower is the one behind, and the Manager's next
+// BecomeFollower resets the partition.
+func leaderBehind(code int16) bool {
+	switch code {
+	case kerr.UnknownTopicID.Code, kerr.UnknownTopicOrPartition.Code,
+		kerr.NotLeaderForPartition.Code, kerr.UnknownLeaderEpoch.Code:
+		return true
+	}
+	return false
+}
+
+// The waits after leaderBehind errors: the first, and the longest they grow
+// to (never longer than replica.fetch.backoff.ms).
+const (
+	leaderBehindFirstRetry = 10 * time.Millisecond
+	leaderBehindMaxRetry   = 50 * time.Millisecond
+)
+
+// retryAfter is how long a partition waits after an error, given the wait
+// after its previous error in a row (0 for none) and replica.fetch.backoff.ms
+// (base). An error that may only mean the leader is behind (leaderBehind)
+// waits leaderBehindFirstRetry, doubling up to leaderBehindMaxRetry: a new
+// topic's or a new leader epoch's first fetches answered so are retried
+// within 50 ms of the leader catching up, not after a full backoff during
+// which every acks=all produce to the partition waits (a fresh three-broker
+// cluster's first second, before). The metadata lag ends on its own (or the
+// Manager stops or moves the partition), and one Fetch per source broker
+// every 50 ms is cheap while it lasts. Any other error waits base.
+func retryAfter(prev time.Duration, behind bool, base time.Duration) time.Duration {
+	if !behind {
+		return base
+	}
+	ceil := min(leaderBehindMaxRetry, base)
+	if prev <= 0 {
+		return min(leaderBehindFirstRetry, ceil)
+	}
+	return min(2*prev, ceil)
 }
 
 // nextBackoff is the fetcher's connection backoff after another failure:

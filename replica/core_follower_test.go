@@ -5,6 +5,7 @@ package replica
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -134,6 +135,47 @@ func TestFollowerSmallDecisions(t *testing.T) {
 		if got[i] != want[i] {
 			t.Fatalf("backoffs %v, want %v", got, want)
 		}
+	}
+}
+
+// TestRetryAfter: errors that may only mean the leader has not applied
+// the metadata yet are retried after 10 ms, doubling to 50 ms (never past
+// replica.fetch.backoff.ms); every other error waits the full backoff.
+func TestRetryAfter(t *testing.T) {
+	behind := []int16{kerr.UnknownTopicID.Code, kerr.UnknownTopicOrPartition.Code, kerr.NotLeaderForPartition.Code, kerr.UnknownLeaderEpoch.Code}
+	for _, code := range behind {
+		if !leaderBehind(code) {
+			t.Errorf("leaderBehind(%v) = false", kerr.ErrorForCode(code))
+		}
+	}
+	for _, code := range []int16{kerr.FencedLeaderEpoch.Code, kerr.KafkaStorageError.Code, kerr.OffsetOutOfRange.Code, kerr.CorruptMessage.Code, 0} {
+		if leaderBehind(code) {
+			t.Errorf("leaderBehind(%d) = true", code)
+		}
+	}
+	base := time.Second
+	var b time.Duration
+	var got []time.Duration
+	for range 6 {
+		b = retryAfter(b, true, base)
+		got = append(got, b)
+	}
+	ms := time.Millisecond
+	want := []time.Duration{10 * ms, 20 * ms, 40 * ms, 50 * ms, 50 * ms, 50 * ms}
+	if !slices.Equal(got, want) {
+		t.Fatalf("leader-behind retries %v, want %v", got, want)
+	}
+	if d := retryAfter(40*ms, false, base); d != base {
+		t.Errorf("another error after leader-behind ones: %v, want %v", d, base)
+	}
+	if d := retryAfter(0, false, base); d != base {
+		t.Errorf("other error: %v, want %v", d, base)
+	}
+	if d := retryAfter(0, true, 5*ms); d != 5*ms {
+		t.Errorf("leader behind with a 5 ms backoff: %v, want 5ms", d)
+	}
+	if d := retryAfter(20*ms, true, 30*ms); d != 30*ms {
+		t.Errorf("leader behind with a 30 ms backoff, after 20 ms: %v, want 30ms", d)
 	}
 }
 

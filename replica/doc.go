@@ -198,10 +198,20 @@
 // as far as its HW
 // allows (DeleteRecords on the follower's log); past the
 // leader's end, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH and
-// NOT_LEADER_OR_FOLLOWER send the partition back through truncation after
-// replica.fetch.backoff.ms (leadership is moving; the Manager's next
-// BecomeFollower brings the new epoch). A partition whose log fails (offline,
-// closed) backs off alone. Connection errors close the connection and back
+// NOT_LEADER_OR_FOLLOWER send the partition back through truncation after a
+// backoff (leadership is moving; the Manager's next BecomeFollower brings
+// the new epoch). A partition error backs the partition off for
+// replica.fetch.backoff.ms, except errors that may only mean the leader has
+// not applied the metadata this follower acts on yet (UNKNOWN_TOPIC_ID,
+// UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH:
+// brokers apply the controller's records tens of milliseconds apart, up to
+// 250 ms measured in a fresh three-broker cluster): those retry after 10 ms,
+// doubling up to 50 ms (or replica.fetch.backoff.ms if shorter), reset by an
+// answer without an error (retryAfter). With the full second, every acks=all produce to a new
+// topic's partitions whose leader applied the creation after a follower
+// waited ~1 s in a fresh cluster's first seconds (docs/performance.md,
+// "Session 54"). A partition whose log fails (offline, closed) backs off
+// alone. Connection errors close the connection and back
 // off (replica.fetch.backoff.ms, doubling to 8x, reset on success). The
 // follower sets its own HW to min(leader's HW, its durable end). While one
 // partition waits for its flush, the next Fetch does not long-poll, so no

@@ -41,6 +41,7 @@ type fpart struct {
 	epoch        int32 // the leader epoch this follower was told (CurrentLeaderEpoch)
 	truncating   bool  // needs OffsetForLeaderEpoch before fetching
 	backoffUntil time.Time
+	retried      time.Duration // the wait after its last error in a row (retryAfter); 0 after a success
 }
 
 // fetcher replicates every partition this broker follows from one source
@@ -378,18 +379,20 @@ func (f *fetcher) truncatePhase(parts []*fpart) error {
 			delete(asks, tp{rt.Topic, rp.Partition})
 			fp := a.fp
 			if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
-				f.partitionBackoff(fp, "offset for leader epoch", err)
+				f.partitionBackoff(fp, "offset for leader epoch", err, leaderBehind(rp.ErrorCode))
 				continue
 			}
 			if err := f.truncate(fp, a.latest, rp.LeaderEpoch, rp.EndOffset); err != nil {
 				// The log failed (offline, closed): this partition only.
-				f.partitionBackoff(fp, "truncate", err)
+				f.partitionBackoff(fp, "truncate", err, false)
 				f.m.log.Warn("replica fetcher: truncation failed", "log", fp.log.String(), "err", err)
+				continue
 			}
+			fp.retried = 0
 		}
 	}
 	for _, a := range asks { // not answered: ask again
-		f.partitionBackoff(a.fp, "offset for leader epoch", errors.New("partition missing from the response"))
+		f.partitionBackoff(a.fp, "offset for leader epoch", errors.New("partition missing from the response"), false)
 	}
 	return nil
 }
@@ -427,12 +430,14 @@ func (f *fetcher) setFetching(fp *fpart) {
 	fp.p.fstate.Store(fetchFetching)
 }
 
-// partitionBackoff parks fp until the backoff passes; errors that mean our
-// view is stale send it through truncation again.
-func (f *fetcher) partitionBackoff(fp *fpart, what string, err error) {
-	fp.backoffUntil = f.m.cfg.Now().Add(time.Duration(f.m.cfg.FetchBackoffMs) * time.Millisecond)
+// partitionBackoff parks fp until the backoff passes (retryAfter: short
+// and growing when the error may only mean that the leader is behind);
+// errors that mean our view is stale send it through truncation again.
+func (f *fetcher) partitionBackoff(fp *fpart, what string, err error, behind bool) {
+	fp.retried = retryAfter(fp.retried, behind, time.Duration(f.m.cfg.FetchBackoffMs)*time.Millisecond)
+	fp.backoffUntil = f.m.cfg.Now().Add(fp.retried)
 	if !f.stopped() {
-		f.m.log.Debug("replica fetcher: partition error", "source", f.src, "log", fp.log.String(), "during", what, "err", err)
+		f.m.log.Debug("replica fetcher: partition error", "source", f.src, "log", fp.log.String(), "during", what, "err", err, "retry_in", fp.retried)
 	}
 }
 
@@ -501,6 +506,10 @@ func (f *fetcher) fetchPhase(parts []*fpart) error {
 		// its next fetch would wait for ours.
 		req.MaxWaitMillis = 0
 	}
+	if w := time.Duration(req.MaxWaitMillis) * time.Millisecond; soonest >= 0 && soonest < w {
+		// Nor past a parked partition's retry.
+		req.MaxWaitMillis = int32((soonest + time.Millisecond - 1) / time.Millisecond)
+	}
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	if err := f.roundTrip(req, resp, time.Duration(req.MaxWaitMillis)*time.Millisecond); err != nil {
 		return err
@@ -527,7 +536,7 @@ func (f *fetcher) fetchPhase(parts []*fpart) error {
 				if err != nil {
 					// The log failed (offline, closed, deleted): this partition
 					// backs off; the others go on.
-					f.partitionBackoff(fp, "append", err)
+					f.partitionBackoff(fp, "append", err, false)
 					f.m.log.Warn("replica fetcher: log error", "log", fp.log.String(), "err", err)
 					continue
 				}
@@ -584,10 +593,11 @@ func (f *fetcher) handlePartition(fp *fpart, rp *kmsg.FetchResponseTopicPartitio
 			f.setTruncating(fp)
 		}
 		if step.backoff {
-			f.partitionBackoff(fp, "fetch", kerr.ErrorForCode(code))
+			f.partitionBackoff(fp, "fetch", kerr.ErrorForCode(code), leaderBehind(code))
 		}
 		return false, nil
 	}
+	fp.retried = 0
 	if rp.HighWatermark >= 0 {
 		fp.p.leaderHW.Store(rp.HighWatermark)
 	}
@@ -602,14 +612,14 @@ func (f *fetcher) handlePartition(fp *fpart, rp *kmsg.FetchResponseTopicPartitio
 			f.setTruncating(fp)
 			return false, nil
 		case appendBadBatches:
-			f.partitionBackoff(fp, "append", err)
+			f.partitionBackoff(fp, "append", err, false)
 			f.m.log.Warn("replica fetcher: bad batches from the leader", "log", l.String(), "err", err)
 			return false, nil
 		case appendNoResource:
 			// Out of descriptors, memory or space for the next segment:
 			// this partition backs off and fetches the same offset again;
 			// the directory and the other partitions go on.
-			f.partitionBackoff(fp, "append", err)
+			f.partitionBackoff(fp, "append", err, false)
 			return false, nil
 		case appendFailed:
 			return false, err // the engine is offline or the log closed

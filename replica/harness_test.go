@@ -12,6 +12,7 @@ import (
 	"github.com/stratalog/strata/internal/stratatest"
 
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -58,6 +59,20 @@ type testCluster struct {
 	// dial, when set, is every Manager's Config.Dial, given the dialing
 	// node.
 	dial func(nd *node, ctx context.Context, addr string) (net.Conn, error)
+	// fetchBackoffMs and fetchWaitMaxMs are every Manager's
+	// FetchBackoffMs and FetchWaitMaxMs (0: 50 and 200).
+	fetchBackoffMs int64
+	fetchWaitMaxMs int32
+	// untold partitions' state is not pushed to the node (keys: node id,
+	// partition), as a broker that has not applied it yet (guarded by mu
+	// after the start).
+	untold map[[2]int32]bool
+	// logLevel is the brokers' log level (default info).
+	logLevel slog.Level
+	// unborn nodes start without the test topic and get no partition
+	// state, as a broker that has not applied the topic's creation yet;
+	// applyCreation ends that (guarded by mu after the start).
+	unborn map[int32]bool
 
 	mu       sync.Mutex
 	st       *controller.State
@@ -115,7 +130,6 @@ func newClusterWith(t testing.TB, n int, lagMs int64, minISR int, opt func(*test
 	c := &testCluster{
 		t:        t,
 		logs:     logs,
-		logger:   slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
 		lagMs:    lagMs,
 		minISR:   minISR,
 		st:       controller.NewState(),
@@ -126,6 +140,7 @@ func newClusterWith(t testing.TB, n int, lagMs int64, minISR int, opt func(*test
 		parts:    1,
 	}
 	opt(c)
+	c.logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: c.logLevel}))
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("broker logs:\n%s", logs.String())
@@ -157,6 +172,20 @@ func newClusterWith(t testing.TB, n int, lagMs int64, minISR int, opt func(*test
 	})
 	c.push()
 	return c
+}
+
+// applyCreation has an unborn node create the test topic and pushes every
+// partition's state, as a broker applying the creation late does.
+func (c *testCluster) applyCreation(id int32) {
+	c.t.Helper()
+	nd := c.nodes[id]
+	if _, err := nd.eng.CreateTopicWithID(testTopic, c.topicID, c.parts, nil); err != nil {
+		c.t.Fatalf("node %d: create topic: %v", id, err)
+	}
+	c.mu.Lock()
+	delete(c.unborn, id)
+	c.mu.Unlock()
+	c.push()
 }
 
 func (c *testCluster) apply(cmd controller.Command) controller.Result {
@@ -201,7 +230,7 @@ func (c *testCluster) pushPartition(part int32) {
 	c.mu.Lock()
 	var targets []*node
 	for _, id := range p.Replicas {
-		if nd := c.nodes[id]; nd != nil && nd.up && !c.isolated[id] {
+		if nd := c.nodes[id]; nd != nil && nd.up && !c.isolated[id] && !c.unborn[id] && !c.untold[[2]int32{id, part}] {
 			targets = append(targets, nd)
 		}
 	}
@@ -278,7 +307,10 @@ func (nd *node) start() {
 	if err != nil {
 		t.Fatalf("node %d: engine: %v", nd.id, err)
 	}
-	if eng.Topic(testTopic) == nil {
+	c.mu.Lock()
+	unborn := c.unborn[nd.id]
+	c.mu.Unlock()
+	if eng.Topic(testTopic) == nil && !unborn {
 		if _, err := eng.CreateTopicWithID(testTopic, c.topicID, c.parts, nil); err != nil {
 			t.Fatalf("node %d: create topic: %v", nd.id, err)
 		}
@@ -305,8 +337,8 @@ func (nd *node) start() {
 		BrokerAddr:      c.addrOf,
 		ISR:             isrUpdater{c, nd.id},
 		LagTimeMaxMs:    c.lagMs,
-		FetchWaitMaxMs:  200,
-		FetchBackoffMs:  50,
+		FetchWaitMaxMs:  cmp.Or(c.fetchWaitMaxMs, 200),
+		FetchBackoffMs:  cmp.Or(c.fetchBackoffMs, 50),
 		Logger:          c.logger.With("node", nd.id),
 		HoldAppends:     hold,
 		ReleaseAppends:  release,

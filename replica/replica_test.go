@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -76,6 +78,65 @@ func TestFollowersCatchUpDurably(t *testing.T) {
 	}
 	if fs := c.nodes[2].status(); fs.Role != engine.RoleFollower || fs.FetchState != "fetching" {
 		t.Fatalf("follower status %+v", fs)
+	}
+}
+
+// TestFollowerRetriesLeaderBehindSoon: a follower whose leader has not
+// applied the topic's creation yet (its fetch answered UNKNOWN_TOPIC_ID, as
+// in a fresh cluster where brokers apply the controller's records tens of
+// milliseconds apart) retries within milliseconds, not after
+// replica.fetch.backoff.ms: with the backoff at ten minutes, an acks=all
+// append to the leader is still replicated once the leader has the topic.
+func TestFollowerRetriesLeaderBehindSoon(t *testing.T) {
+	c := newClusterWith(t, 2, 30000, 2, func(c *testCluster) {
+		c.fetchBackoffMs = (10 * time.Minute).Milliseconds()
+		c.logLevel = slog.LevelDebug
+		c.unborn = map[int32]bool{1: true}
+	})
+	refused := "UNKNOWN_TOPIC_ID"
+	eventually(t, "the follower's fetch refused by a leader without the topic", func() bool {
+		return strings.Contains(c.logs.String(), refused)
+	})
+	c.applyCreation(1)
+	leader := c.nodes[1]
+	ll := leader.log()
+	info := appendOne(t, ll, "first")
+	if err := waitReplicated(t, leader.mgr, ll, info.LastOffset); err != nil {
+		t.Fatalf("acks=all append after the leader applied the creation: %v", err)
+	}
+	if got := c.nodes[2].log().DurableEnd(); got != info.LastOffset+1 {
+		t.Fatalf("follower durable end %d, want %d", got, info.LastOffset+1)
+	}
+}
+
+// TestParkedPartitionBoundsLongPoll: while one partition waits to retry
+// (its leader had not taken the lead yet: NOT_LEADER_OR_FOLLOWER), the
+// fetcher's long poll for the others lasts no longer than that wait: with
+// replica.fetch.wait.max.ms at ten minutes and nothing to fetch elsewhere,
+// an acks=all append to the parked partition is still replicated once its
+// leader leads.
+func TestParkedPartitionBoundsLongPoll(t *testing.T) {
+	c := newClusterWith(t, 2, 30000, 2, func(c *testCluster) {
+		c.parts = 2
+		c.fetchWaitMaxMs = int32((10 * time.Minute).Milliseconds())
+		c.logLevel = slog.LevelDebug
+		c.untold = map[[2]int32]bool{{1, 1}: true}
+	})
+	eventually(t, "the follower's fetch of partition 1 refused", func() bool {
+		return strings.Contains(c.logs.String(), kerr.NotLeaderForPartition.Message)
+	})
+	eventually(t, "the follower long-polling partition 0", func() bool {
+		return strings.Contains(c.logs.String(), "fetch: long poll waiting")
+	})
+	c.mu.Lock()
+	delete(c.untold, [2]int32{1, 1})
+	c.mu.Unlock()
+	c.push()
+	leader := c.nodes[1]
+	ll := leader.logAt(1)
+	info := appendOne(t, ll, "first")
+	if err := waitReplicated(t, leader.mgr, ll, info.LastOffset); err != nil {
+		t.Fatalf("acks=all append once the leader leads: %v", err)
 	}
 }
 

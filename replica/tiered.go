@@ -54,7 +54,7 @@ func (f *fetcher) restartLog(fp *fpart, code int16, at int64) error {
 	st, err := hook(ctx, l, at)
 	cancel()
 	if err != nil {
-		f.partitionBackoff(fp, "remote log state", err)
+		f.partitionBackoff(fp, "remote log state", err, false)
 		f.m.log.Warn("follower below the leader's local log start: remote state not available yet", "log", l.String(), "leaderLocalLogStart", at, "err", err)
 		return nil
 	}
