@@ -57,6 +57,19 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
+// ReplicaFetchConfig is how a follower fetches (replica.fetch.wait.max.ms,
+// replica.fetch.min.bytes, replica.fetch.max.bytes,
+// replica.fetch.response.max.bytes, replica.fetch.backoff.ms,
+// replica.socket.timeout.ms); zero fields take Kafka's defaults.
+type ReplicaFetchConfig struct {
+	WaitMaxMs        int32
+	MinBytes         int32
+	MaxBytes         int32
+	ResponseMaxBytes int32
+	BackoffMs        int64
+	SocketTimeoutMs  int64
+}
+
 // ClusterConfig configures replication and the controller (issue 5).
 type ClusterConfig struct {
 	// Controller is this node's member of the metadata quorum (voter or
@@ -73,6 +86,9 @@ type ClusterConfig struct {
 	// ReplicaLagTimeMax is replica.lag.time.max.ms (default 30s): a
 	// follower not caught up for this long leaves the ISR.
 	ReplicaLagTimeMax time.Duration
+	// ReplicaFetch is how followers fetch from their leaders; zero fields
+	// take Kafka's defaults (package replica).
+	ReplicaFetch ReplicaFetchConfig
 	// Replication, if set, is called once by New to build the replica
 	// manager that runs leader and follower roles instead of the replica
 	// package's Manager (tests).
@@ -158,11 +174,18 @@ func (s *Server) initCluster() {
 	if f := s.cfg.Cluster.Replication; f != nil {
 		c.repl = f(env)
 	} else {
+		rf := s.cfg.Cluster.ReplicaFetch
 		c.repl = cluster.NewReplicaManager(env, replica.Config{
-			Dial:         s.cfg.Cluster.Dial,
-			LagTimeMaxMs: s.cfg.Cluster.ReplicaLagTimeMax.Milliseconds(),
-			Logger:       s.log,
-			TierState:    s.tierState, // remote_tier.go
+			Dial:                  s.cfg.Cluster.Dial,
+			LagTimeMaxMs:          s.cfg.Cluster.ReplicaLagTimeMax.Milliseconds(),
+			FetchWaitMaxMs:        rf.WaitMaxMs,
+			FetchMinBytes:         rf.MinBytes,
+			FetchMaxBytes:         rf.MaxBytes,
+			FetchResponseMaxBytes: rf.ResponseMaxBytes,
+			FetchBackoffMs:        rf.BackoffMs,
+			SocketTimeoutMs:       rf.SocketTimeoutMs,
+			Logger:                s.log,
+			TierState:             s.tierState, // remote_tier.go
 			// A fetch response's appends share one journal group.
 			HoldAppends: s.eng.HoldJournal, ReleaseAppends: s.eng.ReleaseJournal,
 		})

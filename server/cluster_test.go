@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -40,6 +41,10 @@ type inCluster struct {
 	metrics *metrics.Broker          // the server's metrics, or nil (metrics_ops_test.go)
 	cfg     func(*Config)            // test-specific server settings, or nil
 }
+
+// followerWaitMaxMs is the in-process brokers' replica.fetch.wait.max.ms,
+// which their followers' fetches carry (TestClusterInProcess checks).
+const followerWaitMaxMs = 321
 
 // startInCluster starts n brokers on 127.0.0.1, each a controller voter.
 func startInCluster(t *testing.T, n int) (brokers []*inCluster, voters map[int32]string) {
@@ -91,7 +96,8 @@ func (b *inCluster) start(t *testing.T, voters map[int32]string, ln net.Listener
 	}
 	scfg := Config{
 		NodeID: b.id, ClusterID: "strata-test-cluster", NumPartitions: 1, AutoCreateTopics: true, Logger: logger,
-		Cluster: ClusterConfig{Controller: ctl, HeartbeatInterval: 100 * time.Millisecond, ReplicaLagTimeMax: 2 * time.Second},
+		Cluster: ClusterConfig{Controller: ctl, HeartbeatInterval: 100 * time.Millisecond, ReplicaLagTimeMax: 2 * time.Second,
+			ReplicaFetch: ReplicaFetchConfig{WaitMaxMs: followerWaitMaxMs}},
 		Metrics: b.metrics,
 	}
 	if b.cfg != nil {
@@ -268,6 +274,15 @@ func TestClusterInProcess(t *testing.T) {
 		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
 			t.Fatalf("produce %d: %v", i, err)
 		}
+	}
+	// ClusterConfig.ReplicaFetch reaches the followers: the leaders'
+	// long polls wait as long as the followers' fetches ask.
+	polled := false
+	for _, b := range brokers {
+		polled = polled || strings.Contains(b.logs.String(), fmt.Sprintf("max_wait_ms=%d", followerWaitMaxMs))
+	}
+	if !polled {
+		t.Errorf("no follower fetch asked for replica.fetch.wait.max.ms=%d", followerWaitMaxMs)
 	}
 	consumer, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
@@ -828,6 +843,15 @@ func TestClusterAutoLeaderRebalance(t *testing.T) {
 	stopProducing()
 	<-produced
 
+	// ClusterConfig.ReplicaFetch reaches the followers: the leaders'
+	// long polls wait as long as the followers' fetches ask.
+	polled := false
+	for _, b := range brokers {
+		polled = polled || strings.Contains(b.logs.String(), fmt.Sprintf("max_wait_ms=%d", followerWaitMaxMs))
+	}
+	if !polled {
+		t.Errorf("no follower fetch asked for replica.fetch.wait.max.ms=%d", followerWaitMaxMs)
+	}
 	consumer, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {

@@ -241,6 +241,7 @@ func serve(cfg config.Broker, remoteProps map[string]string, logger *slog.Logger
 			HeartbeatInterval: time.Duration(cfg.HeartbeatIntervalMs) * time.Millisecond,
 			MinInsyncReplicas: cfg.MinInsyncReplicas,
 			ReplicaLagTimeMax: time.Duration(cfg.ReplicaLagTimeMaxMs) * time.Millisecond,
+			ReplicaFetch:      server.ReplicaFetchConfig(cfg.ReplicaFetch),
 			Dial:              interBrokerDial(cfg, logger),  // serve_listeners.go: TLS when the inter-broker listener is SSL
 			Endpoints:         registeredEndpoints(cfg, lns), // serve_listeners.go: every listener's, for the controller
 		},

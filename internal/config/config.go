@@ -121,6 +121,7 @@ type Broker struct {
 	HeartbeatIntervalMs int64    // broker.heartbeat.interval.ms
 	MinInsyncReplicas   int      // min.insync.replicas (broker default of the topic key)
 	ReplicaLagTimeMaxMs int64    // replica.lag.time.max.ms
+	ReplicaFetch        ReplicaFetch
 
 	// The controller's automatic preferred-leader rebalance.
 	AutoLeaderRebalance             bool  // auto.leader.rebalance.enable
@@ -330,6 +331,14 @@ var fields = map[string]setter{
 	"broker.session.timeout.ms":    func(b *Broker, v configkeys.Value) { b.SessionTimeoutMs = v.Int },
 	"broker.heartbeat.interval.ms": func(b *Broker, v configkeys.Value) { b.HeartbeatIntervalMs = v.Int },
 	"replica.lag.time.max.ms":      func(b *Broker, v configkeys.Value) { b.ReplicaLagTimeMaxMs = v.Int },
+	"replica.fetch.wait.max.ms":    func(b *Broker, v configkeys.Value) { b.ReplicaFetch.WaitMaxMs = int32(v.Int) },
+	"replica.fetch.min.bytes":      func(b *Broker, v configkeys.Value) { b.ReplicaFetch.MinBytes = int32(v.Int) },
+	"replica.fetch.max.bytes":      func(b *Broker, v configkeys.Value) { b.ReplicaFetch.MaxBytes = int32(v.Int) },
+	"replica.fetch.response.max.bytes": func(b *Broker, v configkeys.Value) {
+		b.ReplicaFetch.ResponseMaxBytes = int32(v.Int)
+	},
+	"replica.fetch.backoff.ms":     func(b *Broker, v configkeys.Value) { b.ReplicaFetch.BackoffMs = v.Int },
+	"replica.socket.timeout.ms":    func(b *Broker, v configkeys.Value) { b.ReplicaFetch.SocketTimeoutMs = v.Int },
 	"min.insync.replicas":          func(b *Broker, v configkeys.Value) { b.MinInsyncReplicas = int(v.Int) },
 	"auto.leader.rebalance.enable": func(b *Broker, v configkeys.Value) { b.AutoLeaderRebalance = v.Bool },
 	"leader.imbalance.check.interval.seconds": func(b *Broker, v configkeys.Value) {
@@ -522,7 +531,24 @@ func (b *Broker) Finish() error {
 	if b.DataDir == "" {
 		return errors.New("config: empty data directory")
 	}
+	// Kafka's KafkaConfig checks of the follower's fetch wait.
+	if w := int64(b.ReplicaFetch.WaitMaxMs); w > b.ReplicaLagTimeMaxMs {
+		return fmt.Errorf("config: replica.fetch.wait.max.ms (%d) should be at most replica.lag.time.max.ms (%d) to prevent frequent changes in ISR", w, b.ReplicaLagTimeMaxMs)
+	} else if w > b.ReplicaFetch.SocketTimeoutMs {
+		return fmt.Errorf("config: replica.socket.timeout.ms (%d) should always be at least replica.fetch.wait.max.ms (%d) to prevent unnecessary socket timeouts", b.ReplicaFetch.SocketTimeoutMs, w)
+	}
 	return nil
+}
+
+// ReplicaFetch is how a follower fetches from its leaders (the
+// replica.fetch.* and replica.socket.timeout.ms keys).
+type ReplicaFetch struct {
+	WaitMaxMs        int32 // replica.fetch.wait.max.ms
+	MinBytes         int32 // replica.fetch.min.bytes
+	MaxBytes         int32 // replica.fetch.max.bytes
+	ResponseMaxBytes int32 // replica.fetch.response.max.bytes
+	BackoffMs        int64 // replica.fetch.backoff.ms
+	SocketTimeoutMs  int64 // replica.socket.timeout.ms
 }
 
 func parseInt32(v string, dst *int32) error {

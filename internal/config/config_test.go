@@ -105,6 +105,46 @@ func TestFinishAdvertisesListenAddress(t *testing.T) {
 	}
 }
 
+// TestReplicaFetchKeys: the follower's fetch keys take Kafka's defaults,
+// parse, and are checked against each other as Kafka checks them.
+func TestReplicaFetchKeys(t *testing.T) {
+	b := Defaults()
+	want := ReplicaFetch{WaitMaxMs: 500, MinBytes: 1, MaxBytes: 1 << 20, ResponseMaxBytes: 10 << 20, BackoffMs: 1000, SocketTimeoutMs: 30000}
+	if b.ReplicaFetch != want {
+		t.Fatalf("defaults %+v, want %+v", b.ReplicaFetch, want)
+	}
+	if err := b.Apply(map[string]string{
+		"replica.fetch.wait.max.ms": "100", "replica.fetch.min.bytes": "10", "replica.fetch.max.bytes": "65536",
+		"replica.fetch.response.max.bytes": "1048576", "replica.fetch.backoff.ms": "200", "replica.socket.timeout.ms": "5000",
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	want = ReplicaFetch{WaitMaxMs: 100, MinBytes: 10, MaxBytes: 65536, ResponseMaxBytes: 1 << 20, BackoffMs: 200, SocketTimeoutMs: 5000}
+	if b.ReplicaFetch != want || len(b.Unknown) != 0 {
+		t.Fatalf("applied %+v (unknown %v), want %+v", b.ReplicaFetch, b.Unknown, want)
+	}
+	for _, props := range []map[string]string{
+		{"replica.fetch.wait.max.ms": "40000"},                                    // past replica.lag.time.max.ms
+		{"replica.fetch.wait.max.ms": "1000", "replica.socket.timeout.ms": "999"}, // past the socket timeout
+		{"replica.fetch.wait.max.ms": "600", "replica.lag.time.max.ms": "500"},    // past a lowered lag time
+	} {
+		b := Defaults()
+		if err := b.Apply(props); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Finish(); err == nil {
+			t.Errorf("%v accepted", props)
+		}
+	}
+	b = Defaults()
+	if err := b.Apply(map[string]string{"replica.fetch.backoff.ms": "0"}); err == nil {
+		t.Error("replica.fetch.backoff.ms=0 accepted")
+	}
+}
+
 func TestMetaProperties(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	m1, err := LoadOrCreateMeta(dir, 1)
