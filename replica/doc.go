@@ -207,11 +207,11 @@
 // brokers apply the controller's records tens of milliseconds apart, up to
 // 250 ms measured in a fresh three-broker cluster): those retry after 10 ms,
 // doubling up to 50 ms (or replica.fetch.backoff.ms if shorter), reset by an
-// answer without an error (retryAfter). With the full second, every acks=all produce to a new
-// topic's partitions whose leader applied the creation after a follower
-// waited ~1 s in a fresh cluster's first seconds (docs/performance.md,
-// "Session 54"). A partition whose log fails (offline, closed) backs off
-// alone. Connection errors close the connection and back
+// answer without an error (retryAfter). With the full second, a fresh
+// cluster's acks=all produces to a new topic's partitions waited ~1 s
+// whenever a follower applied the creation before its leader
+// (docs/performance.md, "Session 54"). A partition whose log fails
+// (offline, closed) backs off alone. Connection errors close the connection and back
 // off (replica.fetch.backoff.ms, doubling to 8x, reset on success). The
 // follower sets its own HW to min(leader's HW, its durable end). While one
 // partition waits for its flush, the next Fetch does not long-poll, so no
