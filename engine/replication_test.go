@@ -2,13 +2,16 @@ package engine
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/stratalog/strata/internal/crcsum"
 	"github.com/stratalog/strata/record"
 )
 
@@ -527,8 +530,21 @@ func FuzzFollowerBatches(f *testing.F) {
 	f.Add(append(bytes.Clone(one), two[:30]...))
 	f.Add(append(bytes.Clone(one), one...))
 	f.Add([]byte{0, 0, 0})
+	bld.Reset(record.CodecNone, 7)
+	bld.Add(1000, nil, bytes.Repeat([]byte("x"), 9000), nil) // long enough for combined sums
+	big, _ := bld.AppendTo(nil)
+	f.Add(append(bytes.Clone(big), one...))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		n, first, last, err := validateFollowerBatches(data)
+		n, first, last, err := validateFollowerBatches(data, nil, 0)
+		// The same bytes at offset 5 of a buffer summed as it was read
+		// (a fetch response): the same answer.
+		buf := append(make([]byte, 5), data...)
+		var sums crcsum.Sums
+		sums.Reset(buf)
+		sums.Cover(len(buf))
+		if n2, _, _, err2 := validateFollowerBatches(buf[5:], &sums, 5); n2 != n || (err2 == nil) != (err == nil) {
+			t.Fatalf("summed: %d bytes, %v; direct: %d bytes, %v", n2, err2, n, err)
+		}
 		if err != nil || n == 0 {
 			return
 		}
@@ -572,6 +588,62 @@ func TestAppendAsFollowerAcceptsFuzzSeeds(t *testing.T) {
 	}
 	if info, err := l.AppendAsFollower(two[:30]); err != nil || info.BaseOffset != -1 {
 		t.Fatalf("a lone partial batch: %+v, %v", info, err)
+	}
+}
+
+// TestAppendAsFollowerSummed: batches checked with the block sums of the
+// buffer they were read into are stored byte for byte, a compacted one
+// (offsets removed) included; a byte damaged on the way (before it was
+// summed, as a fetch response's would be) fails the CRC and nothing is
+// stored.
+func TestAppendAsFollowerSummed(t *testing.T) {
+	e := openEngine(t, t.TempDir(), nil)
+	defer e.Close()
+	l := mustTopic(t, e, "fs", 1, nil).Partition(0)
+	var bld record.Builder
+	var batches []byte
+	for i := range 3 {
+		bld.Reset(record.CodecNone, 1000)
+		for j := range 4 {
+			bld.Add(1000, nil, bytes.Repeat([]byte{byte('a' + i + j)}, 3000+100*j), nil)
+		}
+		b, _ := bld.AppendTo(nil)
+		record.SetBaseOffset(b, int64(4*i))
+		if i == 2 {
+			// As compaction leaves it: the batch keeps lastOffsetDelta 5
+			// over four records (offsets 8-13; the CRC covers the field).
+			binary.BigEndian.PutUint32(b[23:], 5)
+			binary.BigEndian.PutUint32(b[record.OffsetCRC:], crc32.Checksum(b[record.OffsetAttrs:], crc32.MakeTable(crc32.Castagnoli)))
+		}
+		batches = append(batches, b...)
+	}
+	const at = 77 // where the records lie in the response frame
+	frame := func(damageAt int) ([]byte, *crcsum.Sums) {
+		buf := append(make([]byte, at), batches...)
+		if damageAt >= 0 {
+			buf[at+damageAt] ^= 0x40
+		}
+		var sums crcsum.Sums
+		sums.Reset(buf)
+		sums.Cover(len(buf))
+		return buf[at:], &sums
+	}
+	// A value byte in the middle of the second batch, inside a summed block.
+	second, _, _, _ := record.Next(batches)
+	bad, sums := frame(len(second) + 6000)
+	if _, err := l.AppendAsFollowerSummed(bad, sums, at); !errors.Is(err, ErrCorruptMessage) {
+		t.Fatalf("damaged batch: %v, want ErrCorruptMessage", err)
+	}
+	if l.LogEndOffset() != 0 {
+		t.Fatalf("log end %d after a refused append", l.LogEndOffset())
+	}
+	good, sums := frame(-1)
+	info, err := l.AppendAsFollowerSummed(good, sums, at)
+	if err != nil || info.BaseOffset != 0 || info.LastOffset != 13 {
+		t.Fatalf("AppendAsFollowerSummed: %+v, %v", info, err)
+	}
+	if got := allBytes(t, l, 0); !bytes.Equal(got, batches) {
+		t.Fatalf("stored %d bytes, want %d", len(got), len(batches))
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/stratalog/strata/internal/kframe"
 	"math"
 	"net"
 	"sort"
@@ -12,6 +11,8 @@ import (
 	"time"
 
 	"github.com/stratalog/strata/engine"
+	"github.com/stratalog/strata/internal/crcsum"
+	"github.com/stratalog/strata/internal/kframe"
 	"github.com/stratalog/strata/record"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -69,6 +70,17 @@ type fetcher struct {
 	buf     []byte // request encoding, reused
 	rbuf    []byte // response frame, reused
 	backoff time.Duration
+
+	// sums are rbuf's block checksums, taken as the response was read
+	// (kframe.ReadFrameSummed): its record batches' CRCs are combined
+	// from them while their bytes are still in the CPU's cache, instead
+	// of read again at append (engine.Log.AppendAsFollowerSummed). A
+	// response larger than rbuf (the first ones, until rbuf has grown) is
+	// read without them and checked byte by byte. sumsAt is where the
+	// last partition found in rbuf ended: partitions are applied in the
+	// response's order, so each is looked for from there (Sums.Offset).
+	sums   crcsum.Sums
+	sumsAt int
 }
 
 func newFetcher(m *Manager, src int32) *fetcher {
@@ -282,7 +294,8 @@ func (f *fetcher) roundTrip(req kmsg.Request, resp kmsg.Response, extra time.Dur
 		return fmt.Errorf("writing to broker %d: %w", f.src, err)
 	}
 	maxFrame := int32(min(int64(f.m.cfg.FetchResponseMaxBytes)+maxFrameSlack, math.MaxInt32))
-	body, err := kframe.ReadFrame(c, maxFrame, f.rbuf[:0])
+	body, err := kframe.ReadFrameSummed(c, maxFrame, f.rbuf[:0], &f.sums)
+	f.sumsAt = 0
 	if cap(body) <= 64<<20 {
 		f.rbuf = body[:0] // keep ordinary buffers for reuse; drop huge ones
 	}
@@ -602,7 +615,12 @@ func (f *fetcher) handlePartition(fp *fpart, rp *kmsg.FetchResponseTopicPartitio
 		fp.p.leaderHW.Store(rp.HighWatermark)
 	}
 	if len(rp.RecordBatches) > 0 {
-		info, err := l.AppendAsFollower(rp.RecordBatches)
+		var sums *crcsum.Sums
+		at, summed := f.sums.Offset(rp.RecordBatches, f.sumsAt)
+		if summed {
+			sums, f.sumsAt = &f.sums, at+len(rp.RecordBatches)
+		}
+		info, err := l.AppendAsFollowerSummed(rp.RecordBatches, sums, at)
 		if errors.Is(err, engine.ErrOffsetOutOfRange) {
 			info, err = f.appendStraddling(l, rp.RecordBatches, err)
 		}

@@ -101,3 +101,38 @@ func BenchmarkCover(b *testing.B) {
 		s.Cover(len(buf))
 	}
 }
+
+func TestOffset(t *testing.T) {
+	buf := make([]byte, 100*BlockBytes)
+	var s Sums
+	if _, ok := s.Offset(buf[:1], 0); ok {
+		t.Fatal("empty sums have an offset")
+	}
+	var nilSums *Sums
+	if _, ok := nilSums.Offset(buf[:1], 0); ok {
+		t.Fatal("nil sums have an offset")
+	}
+	s.Reset(buf[:90*BlockBytes])
+	end := 90 * BlockBytes
+	for _, c := range []struct {
+		p    []byte
+		from int
+		off  int
+		ok   bool
+	}{
+		{buf[:end], 0, 0, true},
+		{buf[123:4000], 0, 123, true},
+		{buf[123:4000], 100, 123, true},
+		{buf[end-1 : end], 0, 0, false}, // beyond the search from 0
+		{buf[end-1 : end], end - 5000, end - 1, true},
+		{buf[end-1 : end+1], end - 10, 0, false},          // runs past the covered buffer
+		{buf[95*BlockBytes : 96*BlockBytes], 0, 0, false}, // after it
+		{buf[123:4000], 124, 0, false},                    // before from
+		{buf[7:7], 0, 0, false},                           // empty
+		{make([]byte, 10), 0, 0, false},                   // elsewhere
+	} {
+		if off, ok := s.Offset(c.p, c.from); ok != c.ok || off != c.off {
+			t.Fatalf("Offset(%d bytes, from %d): %d, %v; want %d, %v", len(c.p), c.from, off, ok, c.off, c.ok)
+		}
+	}
+}

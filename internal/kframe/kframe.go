@@ -66,11 +66,21 @@ func CheckSize(size, maxBytes int32) error {
 // that ends inside a frame returns io.ErrUnexpectedEOF. On error the
 // returned slice is buf[:0].
 func ReadFrame(r io.Reader, maxBytes int32, buf []byte) ([]byte, error) {
+	return ReadFrameSummed(r, maxBytes, buf, nil)
+}
+
+// ReadFrameSummed is ReadFrame that, given s and a payload that fits in
+// cap(buf), reads it with ReadPayloadSummed, so s covers the frame
+// returned; a larger payload is read by ReadPayload and s covers nothing.
+func ReadFrameSummed(r io.Reader, maxBytes int32, buf []byte, s *crcsum.Sums) ([]byte, error) {
 	var hdr []byte
 	if cap(buf) >= HeaderBytes {
 		hdr = buf[:HeaderBytes]
 	} else {
 		hdr = make([]byte, HeaderBytes)
+	}
+	if s != nil {
+		s.Reset(nil)
 	}
 	if _, err := io.ReadFull(r, hdr); err != nil {
 		return buf[:0], err
@@ -79,8 +89,17 @@ func ReadFrame(r io.Reader, maxBytes int32, buf []byte) ([]byte, error) {
 	if err := CheckSize(size, maxBytes); err != nil {
 		return buf[:0], fmt.Errorf("%w: size %d, max %d", err, size, maxBytes)
 	}
-	frame, err := ReadPayload(r, buf, int(size))
+	var frame []byte
+	var err error
+	if s != nil && int(size) <= cap(buf) {
+		frame, err = ReadPayloadSummed(r, buf, int(size), s)
+	} else {
+		frame, err = ReadPayload(r, buf, int(size))
+	}
 	if err != nil {
+		if s != nil {
+			s.Reset(nil)
+		}
 		return buf[:0], err
 	}
 	return frame, nil

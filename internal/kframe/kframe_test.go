@@ -228,3 +228,42 @@ func TestReadPayloadSummed(t *testing.T) {
 		t.Fatal("a payload larger than the buffer was read")
 	}
 }
+
+// ReadFrameSummed sums a payload that fits its buffer and leaves the sums
+// empty for one that does not (read by ReadPayload) and after an error.
+func TestReadFrameSummed(t *testing.T) {
+	payload := make([]byte, 300<<10+5)
+	for i := range payload {
+		payload[i] = byte(i*7 + i>>11)
+	}
+	frame := AppendFrame(nil, payload)
+	var s crcsum.Sums
+	buf := make([]byte, 0, len(payload)+10)
+	got, err := ReadFrameSummed(bytes.NewReader(frame), 1<<20, buf, &s)
+	if err != nil || !bytes.Equal(got, payload) {
+		t.Fatalf("fitting frame: %d bytes, %v", len(got), err)
+	}
+	p := got[1000 : 200<<10]
+	if off, ok := s.Offset(p, 0); !ok || off != 1000 {
+		t.Fatalf("Offset in the summed frame: %d, %v", off, ok)
+	}
+	if s.Checksum(p, 1000) != crc32.Checksum(p, crc32.MakeTable(crc32.Castagnoli)) {
+		t.Fatal("checksum from the sums differs")
+	}
+	got, err = ReadFrameSummed(bytes.NewReader(frame), 1<<20, make([]byte, 0, 4096), &s)
+	if err != nil || !bytes.Equal(got, payload) {
+		t.Fatalf("larger frame: %d bytes, %v", len(got), err)
+	}
+	if _, ok := s.Offset(got[10:20], 0); ok {
+		t.Fatal("sums cover a frame read without them")
+	}
+	if _, err := ReadFrameSummed(bytes.NewReader(frame), 1<<20, buf, &s); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadFrameSummed(bytes.NewReader(frame[:5000]), 1<<20, buf, &s); err != io.ErrUnexpectedEOF {
+		t.Fatalf("short stream: %v", err)
+	}
+	if _, ok := s.Offset(buf[:10], 0); ok {
+		t.Fatal("sums cover a frame that failed")
+	}
+}

@@ -187,11 +187,11 @@ func TestLayersImportDownward(t *testing.T) {
 		"internal/config":     {"internal/configkeys", "internal/sasl", "internal/vfs"}, // not engine or group: cmd/strata fills their settings
 		"internal/sasl":       {"internal/kframe"},                                      // the inter-broker client's frames
 		"segment":             {"internal/uring", "internal/vfs", "record"},
-		"engine":              {"group/assign", "index", "internal/clocks", "internal/configkeys", "internal/crcsum", "internal/uring", "internal/vfs", "partitioner", "record", "segment", "share"}, // group/assign: the embedded consumer groups; share: the embedded share groups; internal/crcsum: a produce request's block sums
+		"engine":              {"group/assign", "index", "internal/clocks", "internal/configkeys", "internal/crcsum", "internal/uring", "internal/vfs", "partitioner", "record", "segment", "share"}, // group/assign: the embedded consumer groups; share: the embedded share groups; internal/crcsum: a produce request's or a follower's fetch response's block sums
 		"batcher":             {"partitioner", "record"},
 		"txn":                 {"internal/vfs", "record"},
-		"group":               {"group/assign", "internal/clocks", "internal/kcode"}, // the group coordinator: not engine or server, which host it
-		"replica":             {"engine", "internal/clocks", "internal/kframe", "record"},
+		"group":               {"group/assign", "internal/clocks", "internal/kcode"},                                     // the group coordinator: not engine or server, which host it
+		"replica":             {"engine", "internal/clocks", "internal/crcsum", "internal/kframe", "record"},             // internal/crcsum: a fetch response's block sums
 		"metrics":             {},                                                                                        // Prometheus and Kafka's names only; server calls its hooks
 		"broker/coordhost":    {},                                                                                        // the coordinators' host sees the cluster through its own interfaces
 		"broker/txnhost":      {"broker/coordhost", "controller", "engine", "group", "internal/kframe", "record", "txn"}, // not server: the broker through its own interfaces
