@@ -122,8 +122,19 @@ func TestParkedPartitionBoundsLongPoll(t *testing.T) {
 		c.logLevel = slog.LevelDebug
 		c.untold = map[[2]int32]bool{{1, 1}: true}
 	})
+	leader := c.nodes[1]
+	calls := 0
 	eventually(t, "the follower's fetch of partition 1 refused", func() bool {
-		return strings.Contains(c.logs.String(), kerr.NotLeaderForPartition.Message)
+		if strings.Contains(c.logs.String(), kerr.NotLeaderForPartition.Message) {
+			return true
+		}
+		// A fetch sent before the follower took partition 1 long-polls
+		// partition 0 alone (ten minutes here): an append to partition 0
+		// answers it, and the next fetch carries both. Every 50 ms.
+		if calls++; calls%10 == 1 {
+			appendOne(t, leader.logAt(0), "poke")
+		}
+		return false
 	})
 	eventually(t, "the follower long-polling partition 0", func() bool {
 		return strings.Contains(c.logs.String(), "fetch: long poll waiting")
@@ -132,7 +143,6 @@ func TestParkedPartitionBoundsLongPoll(t *testing.T) {
 	delete(c.untold, [2]int32{1, 1})
 	c.mu.Unlock()
 	c.push()
-	leader := c.nodes[1]
 	ll := leader.logAt(1)
 	info := appendOne(t, ll, "first")
 	if err := waitReplicated(t, leader.mgr, ll, info.LastOffset); err != nil {
