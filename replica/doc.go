@@ -211,11 +211,14 @@
 // cluster's acks=all produces to a new topic's partitions waited ~1 s
 // whenever a follower applied the creation before its leader
 // (docs/performance.md, "Session 54"). A partition whose log fails
-// (offline, closed) backs off alone. Connection errors close the connection and back
-// off (replica.fetch.backoff.ms, doubling to 8x, reset on success). The
-// follower sets its own HW to min(leader's HW, its durable end). While one
-// partition waits for its flush, the next Fetch does not long-poll, so no
-// partition's durable acknowledgement waits for another's data.
+// (offline, closed) backs off alone. Connection errors close the
+// connection and back off (replica.fetch.backoff.ms, doubling to 8x, reset
+// on success). The follower sets its own HW to min(leader's HW, its durable
+// end). While one partition waits for its flush, the next Fetch does not
+// long-poll, so no partition's durable acknowledgement waits for another's
+// data. Every fetched batch's CRC is checked before it is appended, from
+// block sums taken as the response was read while its bytes were in the
+// CPU's cache (kframe.ReadFrameSummed, engine.Log.AppendAsFollowerSummed).
 //
 // A replica whose log was damaged in the middle (engine: Log.Damaged, a
 // mark persisted in the partition directory — recovery lost data below the
